@@ -1,0 +1,110 @@
+"""The SQLite side of the memory directory: connection settings and migrations.
+
+`memory.db` holds entry metadata, small entries, tags and refs, the summary tree and a
+full-text index derived from the files. It runs in WAL mode with a busy timeout so that
+parallel subagents (threads or processes) can write at once.
+
+Migrations are named, append-only functions or SQL strings owned by the module whose
+tables they create (`entries.MIGRATIONS`, `index.MIGRATIONS`, `archive.MIGRATIONS`). They
+are applied in name order, each in its own transaction, and recorded in `_migrations`.
+Never edit one that has shipped: add a new one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from memory.errors import MemoryDirError
+
+BUSY_TIMEOUT_MS = 60_000
+
+#: Modules that own tables; each exposes `MIGRATIONS: list[tuple[str, str | Callable]]`.
+MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.archive")
+
+CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS _migrations (
+    name TEXT PRIMARY KEY,
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+)
+"""
+
+Migration = tuple[str, "str | Callable[[sqlite3.Connection], None]"]
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open `memory.db` in WAL mode, autocommit (explicit `BEGIN` where it matters)."""
+    try:
+        conn = sqlite3.connect(
+            str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as exc:
+        raise MemoryDirError(
+            f"cannot open {str(path)!r} ({exc}); move it aside and run `memory reindex`"
+        ) from None
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def all_migrations() -> list[Migration]:
+    found: list[Migration] = []
+    for module_name in MIGRATION_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue  # a module not written yet owns no tables
+            raise
+        found.extend(getattr(module, "MIGRATIONS", []))
+    return sorted(found, key=lambda m: m[0])
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations (idempotent, safe under concurrent openers)."""
+    conn.execute(CREATE_MIGRATIONS_TABLE)
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    applied = []
+    for name, step in all_migrations():
+        if name in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the write lock.
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
+                conn.execute("COMMIT")
+                continue
+            if callable(step):
+                step(conn)
+            else:
+                for statement in _split_sql(step):
+                    conn.execute(statement)
+            conn.execute("INSERT INTO _migrations(name) VALUES (?)", (name,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script on `;` at line ends (no triggers with inner `;` here)."""
+    parts, buf = [], []
+    for line in script.splitlines():
+        buf.append(line)
+        if line.rstrip().endswith(";"):
+            stmt = "\n".join(buf).strip()
+            if stmt.strip(";").strip():
+                parts.append(stmt)
+            buf = []
+    rest = "\n".join(buf).strip()
+    if rest:
+        parts.append(rest)
+    return parts

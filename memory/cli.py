@@ -1,0 +1,96 @@
+"""The `memory` command line: seed 003's verbs plus index, summary and long-term views.
+
+Start-up must stay fast (agents pipe tool output into `memory log` many times a minute),
+so this module imports only click and the memory core; LangChain and LangGraph are never
+imported here. Each group of verbs lives in its own `_cli_*` module:
+
+* `_cli_entries`: log, fetch, list, refs, stats, prune
+* `_cli_search`: search, reindex
+* `_cli_working`: summary status|on|off|now, facts, episodes
+
+Only this layer turns exceptions into `Error: ...` lines and exit codes; library code
+never prints or exits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from memory.errors import MemoryStoreError
+
+_VERB_MODULES = ("memory._cli_entries", "memory._cli_search", "memory._cli_working")
+
+
+class _Group(click.Group):
+    """A group that turns memory errors into one-line `Error:` messages (exit 1)."""
+
+    def invoke(self, ctx: click.Context):  # noqa: D102
+        try:
+            return super().invoke(ctx)
+        except MemoryStoreError as exc:
+            raise click.ClickException(str(exc)) from None
+        except BrokenPipeError:
+            # `memory search ... | head` closes the pipe early; that is not an error.
+            sys.stderr.close()
+            ctx.exit(0)
+        except OSError as exc:
+            raise click.ClickException(f"{exc.strerror or exc}: {exc.filename!r}") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--memory-dir",
+    type=click.Path(file_okay=True, dir_okay=True, path_type=str),
+    default=None,
+    envvar="TETHER_MEMORY_DIR",
+    help="Memory directory (default: $TETHER_MEMORY_DIR, else ./.temp/memory).",
+)
+@click.pass_context
+def cli(ctx: click.Context, memory_dir: str | None) -> None:
+    """tether's external memory: store large outputs, search everything, keep context small.
+
+    \b
+    Examples:
+      pytest 2>&1 | memory log --stdin --tag pytest
+      memory fetch mem-20260123-123456-abcd1234 --summary-only
+      memory search "why did the auth tests fail" --limit 5
+    """
+    ctx.obj = {"memory_dir": memory_dir}
+
+
+def get_store(ctx: click.Context):
+    """The `MemoryStore` for this invocation (created on first use)."""
+    from memory.store import MemoryStore
+
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if "store" not in obj:
+        obj["store"] = MemoryStore(obj.get("memory_dir"))
+        root.obj = obj
+        root.call_on_close(obj["store"].close)
+    return obj["store"]
+
+
+def _register() -> None:
+    for name in _VERB_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(cli)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="memory")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""Every write tether makes goes through this module.
+
+Invariant: a crash at any instant leaves each file either as it was or as it was meant to
+become, never torn.
+
+* `atomic_write_bytes` / `atomic_write_text` / `atomic_write_json` write a hidden temp file
+  in the same directory, flush and fsync it, `os.replace` it over the target and fsync the
+  directory, so the rename itself is durable.
+* `append_jsonl` appends whole lines to a `.jsonl` file under a `filelock` lock, in one
+  `write()`, then fsyncs. If an earlier writer was killed mid-line, the torn fragment is
+  closed with a newline first, so it stays one bad line and never corrupts the new one.
+* `read_jsonl` returns every good line with its 1-based line number and reports bad ones
+  (a torn last line, or anything that is not a JSON object) instead of failing.
+* `file_lock` is the one lock primitive (cross-process and cross-thread).
+
+Lock files and temp files are hidden (`.name.lock`, `.name.tmp-*`) beside their target;
+readers and the index ignore every path component that starts with a dot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from memory.errors import MemoryRuntimeError
+
+LOCK_TIMEOUT_S = 60.0
+
+
+def _raise_os(exc: OSError, path: Path) -> None:
+    if exc.errno == errno.ENOSPC:
+        raise MemoryRuntimeError(
+            f"disk full while writing {str(path)!r}: free space and retry; "
+            "the previous version of the file is intact"
+        ) from None
+    raise MemoryRuntimeError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so a rename or a new file inside it survives a power cut."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def lock_path(path: Path) -> Path:
+    """The hidden lock file that guards `path`."""
+    return path.parent / f".{path.name}.lock"
+
+
+def file_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> FileLock:
+    """A cross-process lock guarding `path` (use as a context manager)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(lock_path(path)), timeout=timeout)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """Replace `path` with `data` atomically and durably; returns `path`."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        fsync_dir(path.parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(tmp)  # type: ignore[possibly-undefined]
+        _raise_os(exc, path)
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Replace `path` with UTF-8 `text` atomically and durably."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj: Any) -> Path:
+    """Replace `path` with `obj` as indented UTF-8 JSON, atomically and durably."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def create_exclusive(path: Path, data: bytes) -> bool:
+    """Write `data` to `path` only if it does not exist yet (atomic). False if it existed."""
+    path = Path(path)
+    with file_lock(path):
+        if path.exists():
+            return False
+        atomic_write_bytes(path, data)
+        return True
+
+
+def _encode_line(record: Any) -> bytes:
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    if "\n" in line:  # json.dumps escapes newlines; this guards custom encoders
+        raise ValueError("a jsonl record must serialise to a single line")
+    return (line + "\n").encode("utf-8")
+
+
+def append_jsonl(path: Path, records: Any | Iterable[Any], *, many: bool = False) -> int:
+    """Append one record (or `many`) as whole lines; returns the first new line's number.
+
+    The line number is 1-based and counts every physical line, good or bad, so that
+    citations such as `messages.jsonl#L45` stay valid forever (the file is append-only).
+    """
+    path = Path(path)
+    batch = list(records) if many else [records]
+    payload = b"".join(_encode_line(r) for r in batch)
+    try:
+        with file_lock(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                first_line = 1
+                if size:
+                    first_line = _count_lines(fd, size) + 1
+                    if _last_byte(fd, size) != b"\n":
+                        payload = b"\n" + payload  # close a torn fragment left by a crash
+                        first_line += 1
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if size == 0:
+                fsync_dir(path.parent)
+    except OSError as exc:
+        _raise_os(exc, path)
+    return first_line
+
+
+def _last_byte(fd: int, size: int) -> bytes:
+    return os.pread(fd, 1, size - 1)
+
+
+def _count_lines(fd: int, size: int) -> int:
+    """Physical lines in the file (a final line without newline counts as one)."""
+    count, offset = 0, 0
+    while offset < size:
+        block = os.pread(fd, 1 << 20, offset)
+        if not block:
+            break
+        count += block.count(b"\n")
+        offset += len(block)
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        count += 1
+    return count
+
+
+@dataclass
+class JsonlRead:
+    """What `read_jsonl` found: good records by line number, and the bad lines."""
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)
+    torn_tail: bool = False
+    """True when the last line has no newline and does not parse (a crash mid-append)."""
+
+
+def iter_jsonl_lines(path: Path, start_offset: int = 0, start_line: int = 1) -> Iterator[
+    tuple[int, int, bytes]
+]:
+    """Yield `(line_number, byte_offset, raw_line_without_newline)` from `start_offset`.
+
+    Only complete lines (ending in a newline) are yielded; a trailing fragment is left for
+    the caller to detect with the file size, because it may still be being written.
+    """
+    with open(path, "rb") as fh:
+        fh.seek(start_offset)
+        line_no, offset = start_line, start_offset
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                return
+            yield line_no, offset, raw[:-1]
+            line_no += 1
+            offset += len(raw)
+
+
+def read_jsonl(path: Path) -> JsonlRead:
+    """Read a jsonl file, tolerating and reporting bad and torn lines."""
+    result = JsonlRead()
+    path = Path(path)
+    if not path.exists():
+        return result
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    tail_without_newline = not data.endswith(b"\n") and data != b""
+    if data.endswith(b"\n"):
+        lines = lines[:-1]
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            obj = None
+        if isinstance(obj, dict):
+            result.records.append((number, obj))
+        else:
+            result.bad_lines.append(number)
+            if tail_without_newline and number == len(lines):
+                result.torn_tail = True
+    return result

@@ -1,0 +1,63 @@
+"""Errors raised by the `memory` package.
+
+User mistakes and runtime failures are kept apart so the CLI can word them and callers
+can catch what they can fix::
+
+    MemoryStoreError                  base of everything raised here
+    ├── MemoryUserError (ValueError)  the caller asked for something wrong; fix the input
+    │   ├── UnknownEntryError         no entry with that id
+    │   ├── ChunkOutOfRangeError      `--chunk N` beyond the entry's chunks
+    │   ├── InvalidQueryError         empty query, unknown scope, bad limit
+    │   ├── InvalidInputError         invalid UTF-8, empty content, bad option values
+    │   ├── PathEscapeError           a path that leaves the memory directory
+    │   └── MemoryDirError            the memory directory is unusable (a file, unwritable)
+    └── MemoryRuntimeError            storage failed underneath a valid request
+        └── CorruptDataError          a stored file or row cannot be read back
+
+Messages are one line, show the offending value with `!r` and say what to do next.
+"""
+
+from __future__ import annotations
+
+
+class MemoryStoreError(Exception):
+    """Base class of every error raised by the memory package."""
+
+
+class MemoryUserError(MemoryStoreError, ValueError):
+    """The request itself is wrong; the message says how to fix it."""
+
+
+class UnknownEntryError(MemoryUserError, KeyError):
+    """No entry has the requested id."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0]) if self.args else ""
+
+
+class ChunkOutOfRangeError(MemoryUserError, IndexError):
+    """A chunk number outside the entry's chunks."""
+
+
+class InvalidQueryError(MemoryUserError):
+    """An empty query, an unknown scope or a bad limit."""
+
+
+class InvalidInputError(MemoryUserError):
+    """Content or options that cannot be stored (invalid UTF-8, empty input, ...)."""
+
+
+class PathEscapeError(MemoryUserError, PermissionError):
+    """A path that would leave the memory directory."""
+
+
+class MemoryDirError(MemoryUserError):
+    """The memory directory cannot be used (it is a file, or not writable)."""
+
+
+class MemoryRuntimeError(MemoryStoreError, RuntimeError):
+    """Storage failed underneath a valid request."""
+
+
+class CorruptDataError(MemoryRuntimeError):
+    """A stored file or database row cannot be read back."""

@@ -1,0 +1,192 @@
+"""Where the memory directory is and what lives inside it: the one place paths are made.
+
+The root is chosen once, in this order: an explicit argument (`--memory-dir`), the
+`TETHER_MEMORY_DIR` environment variable, then `./.temp/memory` under the current
+directory. Every other module asks `Layout` for a path instead of joining strings, so the
+layout documented in DESIGN.md §2 is written down exactly once, here.
+
+`confine()` is the path sandbox used by every tool that takes a path from an agent: the
+result is always inside the root (no `..`, no absolute paths, no symlink leading out, no
+NUL bytes, no absurdly long names).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from memory.errors import MemoryDirError, PathEscapeError
+
+ENV_VAR = "TETHER_MEMORY_DIR"
+DEFAULT_RELATIVE = Path(".temp") / "memory"
+MAX_PATH_CHARS = 1024
+MAX_NAME_CHARS = 255
+
+#: The sub-directories of the memory root, by their role (DESIGN.md §2).
+SUBDIRS = (
+    "research_plans",
+    "findings",
+    "checkpoints",
+    "context_snapshots",
+    "working",
+    "entries",
+    "facts",
+    "episodes",
+)
+
+
+def resolve_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The memory root: `explicit`, else `$TETHER_MEMORY_DIR`, else `./.temp/memory`.
+
+    The path is made absolute but not created; `Layout.ensure()` creates it.
+    """
+    if explicit is not None and str(explicit) != "":
+        chosen = Path(explicit)
+    elif os.environ.get(ENV_VAR):
+        chosen = Path(os.environ[ENV_VAR])
+    else:
+        chosen = Path.cwd() / DEFAULT_RELATIVE
+    return chosen.expanduser().absolute()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The paths of one memory directory."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, explicit: str | os.PathLike[str] | None = None) -> Layout:
+        return cls(resolve_root(explicit))
+
+    # -- top-level folders -------------------------------------------------------------
+    @property
+    def research_plans(self) -> Path:
+        return self.root / "research_plans"
+
+    @property
+    def findings(self) -> Path:
+        return self.root / "findings"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def context_snapshots(self) -> Path:
+        return self.root / "context_snapshots"
+
+    @property
+    def working(self) -> Path:
+        return self.root / "working"
+
+    @property
+    def entries(self) -> Path:
+        return self.root / "entries"
+
+    @property
+    def facts(self) -> Path:
+        return self.root / "facts"
+
+    @property
+    def episodes(self) -> Path:
+        return self.root / "episodes"
+
+    @property
+    def db(self) -> Path:
+        return self.root / "memory.db"
+
+    @property
+    def locks(self) -> Path:
+        """Lock files live apart so that no reader mistakes them for memory."""
+        return self.root / ".locks"
+
+    # -- per-task files ----------------------------------------------------------------
+    def plan(self, task_id: str) -> Path:
+        return self.research_plans / f"{check_name(task_id, 'task id')}.md"
+
+    def task_dir(self, task_id: str) -> Path:
+        return self.working / check_name(task_id, "task id")
+
+    def overview(self, task_id: str) -> Path:
+        return self.task_dir(task_id) / "overview.md"
+
+    def detail_dir(self, task_id: str) -> Path:
+        return self.task_dir(task_id) / "detail"
+
+    def messages(self, task_id: str) -> Path:
+        return self.task_dir(task_id) / "messages.jsonl"
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def ensure(self) -> Layout:
+        """Create the root and its folders; a root that is a file is a `MemoryDirError`."""
+        if self.root.exists() and not self.root.is_dir():
+            raise MemoryDirError(
+                f"memory directory {str(self.root)!r} is not a directory; "
+                f"pass --memory-dir or set {ENV_VAR} to a folder"
+            )
+        try:
+            for name in (*SUBDIRS, ".locks"):
+                (self.root / name).mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise MemoryDirError(
+                f"cannot create memory folder {exc.filename!r}: a file is in the way"
+            ) from None
+        except PermissionError as exc:
+            raise MemoryDirError(
+                f"memory directory {str(self.root)!r} is not writable ({exc.strerror})"
+            ) from None
+        return self
+
+    def relative(self, path: Path) -> str:
+        """`path` relative to the root, with forward slashes (the form used in citations)."""
+        return Path(os.path.relpath(path, self.root)).as_posix()
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """A single safe path component (task ids, agent names): no separators, no dots-only."""
+    if (
+        not name
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or name in {".", ".."}
+        or len(name) > MAX_NAME_CHARS
+    ):
+        raise PathEscapeError(
+            f"invalid {what} {name!r}: use letters, digits, '-', '_' or '.' without slashes"
+        )
+    return name
+
+
+def confine(root: Path, user_path: str | os.PathLike[str]) -> Path:
+    """Resolve `user_path` (relative to `root`) and refuse anything that leaves `root`.
+
+    Refused: empty paths, NUL bytes, absolute paths, `..` components, over-long paths or
+    names, and paths that resolve outside `root` through a symlink.
+
+    Raises:
+        PathEscapeError: with the offending path and what is allowed.
+    """
+    raw = os.fspath(user_path)
+    if not raw or raw.strip() == "":
+        raise PathEscapeError("empty path: give a path relative to the memory directory")
+    if "\x00" in raw:
+        raise PathEscapeError(f"path {raw!r} contains a NUL byte")
+    if len(raw) > MAX_PATH_CHARS or any(len(p) > MAX_NAME_CHARS for p in raw.split("/")):
+        raise PathEscapeError(f"path {raw[:60]!r}... is too long (max {MAX_PATH_CHARS} chars)")
+    candidate = Path(raw)
+    if candidate.is_absolute() or raw.startswith("~") or (len(raw) > 1 and raw[1] == ":"):
+        raise PathEscapeError(
+            f"path {raw!r} is absolute: give a path relative to the memory directory"
+        )
+    if any(part == ".." for part in candidate.parts):
+        raise PathEscapeError(f"path {raw!r} leaves the memory directory ('..' is not allowed)")
+    real_root = root.resolve()
+    resolved = (real_root / candidate).resolve()
+    if resolved != real_root and real_root not in resolved.parents:
+        raise PathEscapeError(
+            f"path {raw!r} resolves outside the memory directory (through a symlink)"
+        )
+    return resolved

@@ -1,0 +1,72 @@
+"""Errors raised by the `orchestrator` package.
+
+::
+
+    OrchestratorError                    base of everything raised here
+    ├── OrchestratorUserError (ValueError)
+    │   ├── WorkflowError                 malformed workflow YAML, unknown phase or agent
+    │   ├── SkillError                    a SKILL.md with invalid front matter
+    │   ├── TemplateError                 a template that fails to render or validate
+    │   ├── UnknownTaskError (KeyError)   no task with that id in the memory directory
+    │   ├── ModelConfigError              a model string that cannot be resolved
+    │   └── WorkdirError                  a missing or unreadable --workdir
+    └── OrchestratorRuntimeError (RuntimeError)
+        ├── CheckpointError               a corrupt or unusable checkpoint
+        ├── RecoveryError                 nothing valid to resume from
+        └── ModelCallError                a model failed during a run
+
+Messages are one line, show the offending value with `!r` and say what to do next.
+"""
+
+from __future__ import annotations
+
+
+class OrchestratorError(Exception):
+    """Base class of every error raised by the orchestrator package."""
+
+
+class OrchestratorUserError(OrchestratorError, ValueError):
+    """The request is wrong; the message says how to fix it."""
+
+
+class WorkflowError(OrchestratorUserError):
+    """Malformed workflow YAML, unknown phase or agent."""
+
+
+class SkillError(OrchestratorUserError):
+    """A SKILL.md whose front matter is missing or invalid."""
+
+
+class TemplateError(OrchestratorUserError):
+    """A template that fails to render, or output that fails its schema."""
+
+
+class UnknownTaskError(OrchestratorUserError, KeyError):
+    """No task with that id in the memory directory."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ModelConfigError(OrchestratorUserError):
+    """A model string that cannot be resolved (unknown or uninstalled provider)."""
+
+
+class WorkdirError(OrchestratorUserError):
+    """A missing or unreadable working directory."""
+
+
+class OrchestratorRuntimeError(OrchestratorError, RuntimeError):
+    """A failure during a valid run."""
+
+
+class CheckpointError(OrchestratorRuntimeError):
+    """A checkpoint that cannot be parsed or fails its schema."""
+
+
+class RecoveryError(OrchestratorRuntimeError):
+    """Nothing valid to resume from."""
+
+
+class ModelCallError(OrchestratorRuntimeError):
+    """A model call failed during a run."""

@@ -1,0 +1,41 @@
+"""Test isolation shared by every test: a private memory dir and no real model calls."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+_PROVIDER_KEYS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "TETHER_MODEL",
+)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path, monkeypatch):
+    """Every test gets its own memory dir and cwd, and no provider keys or model."""
+    memory_dir = tmp_path / "memory"
+    monkeypatch.setenv("TETHER_MEMORY_DIR", str(memory_dir))
+    for key in _PROVIDER_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+@pytest.fixture
+def memory_dir(tmp_path):
+    """The memory directory of this test (same as `$TETHER_MEMORY_DIR`)."""
+    return tmp_path / "memory"
+
+
+@pytest.fixture
+def cli_env(memory_dir):
+    """Environment for running the console scripts in a subprocess."""
+    env = dict(os.environ)
+    env["TETHER_MEMORY_DIR"] = str(memory_dir)
+    return env
