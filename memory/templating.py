@@ -1,0 +1,65 @@
+"""The Jinja environment that renders every file tether writes.
+
+Templates are looked up first in the project's own `templates/` folder, then in tether's
+shipped ones, so a project overrides a template by giving a file the same name. Rendering
+is sandboxed (`SandboxedEnvironment`) with `StrictUndefined`, so a missing variable fails
+loudly instead of writing an empty section. JSON templates must pass every value through
+`tojson`; that filter escapes `<`, `>`, `&` and `'` as `\\u` sequences, which keeps the
+output valid JSON for any string (quotes, newlines, unicode, `{{`, `</script>`).
+
+Jinja is imported here only, and only when a template is rendered.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+from memory.resources import shipped_dir
+
+
+class TemplateRenderError(ValueError):
+    """A template is missing, malformed, or refers to a variable it was not given."""
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(project_dir: str):
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
+    search = [Path(project_dir) / "templates", shipped_dir("templates")]
+    return SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader([str(p) for p in search]),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(name: str, project_dir: str | os.PathLike[str] | None = None, **context: Any) -> str:
+    """Render template `name` (e.g. `"research_plan.md.j2"`) with `context`.
+
+    Raises:
+        TemplateRenderError: unknown template, syntax error, or an undefined variable.
+    """
+    import jinja2
+
+    env = _environment(str(Path(project_dir) if project_dir else Path.cwd()))
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateNotFound:
+        raise TemplateRenderError(
+            f"template {name!r} not found in the project's templates/ or tether's"
+        ) from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateRenderError(
+            f"template {name!r} has a syntax error at line {exc.lineno}: {exc.message}"
+        ) from None
+    except jinja2.UndefinedError as exc:
+        raise TemplateRenderError(f"template {name!r}: {exc.message}") from None
+    except jinja2.exceptions.SecurityError as exc:
+        raise TemplateRenderError(f"template {name!r} tried an unsafe operation: {exc}") from None
