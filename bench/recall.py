@@ -1,0 +1,272 @@
+"""Recall benchmark: tether's index vs rg / grep -i vs plain BM25 (bm25s), one table.
+
+Usage (from the repository root)::
+
+    python -m bench.recall                    # 10K and 100K messages
+    python -m bench.recall --sizes 10k,100k,1m --latency-queries 50 --grep-queries 20
+
+For every corpus size (synthetic agent conversations from `bench.recall_data`, cached in
+`bench/.data/`) it builds a fresh memory directory (the corpus files hard-linked into a
+temp dir, the file that receives appends copied), then measures:
+
+* index build: `MemoryStore.reindex()` throughput in messages per second;
+* latency: p50/p95 of `MemoryStore.search(question, limit=10)` (index already synced),
+  against `rg -i -w -c -e w1 -e w2 ...` and `grep -r -i -w -c -E 'w1|w2|...'` over the same
+  files in the same run, using the question's non-stopword words. `-c` keeps their output
+  tiny, so this is their bare scan cost, a lower bound on grep-based recall;
+* incremental: append 1,000 new messages (one holds a new fact) to an indexed store, then
+  search for that fact: wall time of append + search, and whether it ranked in the top 5;
+* quality: recall@5 and @10 on the labelled questions for tether, for "grep of any query
+  word" ranked by how many distinct query words a line holds (`rg -o` over the files,
+  ties in file order), and for plain BM25 (`bm25s`, English stopwords, no stemming) over
+  the same message texts tether indexes.
+
+Not run by the test suite (it takes minutes at 1M).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/recall.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.recall_data import DATA_DIR, Corpus, _Noise, ensure_corpus, fact_pair
+from memory import durable
+from memory.index import message_text
+from memory.recall import STOPWORDS
+from memory.store import MemoryStore
+
+_WORD = re.compile(r"[^\W_]+")
+_STOP = set(STOPWORDS)
+
+
+def _parse_sizes(text: str) -> list[int]:
+    sizes = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        mult = 1_000_000 if part.endswith("m") else 1_000 if part.endswith("k") else 1
+        sizes.append(int(float(part.rstrip("mk")) * mult))
+    return sizes
+
+
+def query_words(question: str) -> list[str]:
+    words = [w.lower() for w in _WORD.findall(question)]
+    return list(dict.fromkeys(w for w in words if w not in _STOP and len(w) > 1))
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _stage(corpus: Corpus) -> Path:
+    """A temp memory dir holding the corpus (hard links; the last file is a copy)."""
+    tmp = Path(tempfile.mkdtemp(prefix="run-", dir=DATA_DIR))
+    for i, src in enumerate(corpus.files):
+        dest = tmp / "memory" / src.relative_to(corpus.root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if i == len(corpus.files) - 1:
+            shutil.copyfile(src, dest)
+        else:
+            os.link(src, dest)
+    return tmp
+
+
+def _time_cmd(cmd: list[str]) -> float:
+    began = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - began
+
+
+def _grep_rank(root: Path, words: list[str], k: int) -> list[str]:
+    """Citations of the lines holding the most distinct query words (rg -o), top k."""
+    if not words:
+        return []
+    cmd = ["rg", "-i", "-w", "-o", "-n", "--no-heading", "--sort", "path"]
+    for w in words:
+        cmd += ["-e", w]
+    out = subprocess.run(cmd + ["working"], cwd=root, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, check=False).stdout
+    found: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for raw in out.splitlines():
+        path, line, word = raw.decode("utf-8", "replace").split(":", 2)
+        found[(path, int(line))].add(word.lower())
+    order = sorted(found, key=lambda key: (-len(found[key]), key[0], key[1]))
+    return [f"{p}#L{n}" for p, n in order[:k]]
+
+
+class _Bm25:
+    """Plain BM25 from `bm25s` over the same message texts tether indexes."""
+
+    def __init__(self, root: Path):
+        import bm25s
+
+        self.bm25s = bm25s
+        self.ids: list[str] = []
+        texts: list[str] = []
+        for path in sorted((root / "working").glob("*/messages.jsonl")):
+            rel = path.relative_to(root).as_posix()
+            with open(path, "rb") as fh:
+                for number, raw in enumerate(fh, start=1):
+                    text = message_text(raw.rstrip(b"\n"))
+                    if text:
+                        self.ids.append(f"{rel}#L{number}")
+                        texts.append(text)
+        began = time.perf_counter()
+        self.model = bm25s.BM25()
+        self.model.index(bm25s.tokenize(texts, stopwords="en", show_progress=False),
+                         show_progress=False)
+        self.build_s = time.perf_counter() - began
+
+    def search(self, question: str, k: int) -> list[str]:
+        tokens = self.bm25s.tokenize([question], stopwords="en", show_progress=False)
+        if not tokens.vocab:
+            return []
+        docs, _ = self.model.retrieve(tokens, k=min(k, len(self.ids)), show_progress=False)
+        return [self.ids[i] for i in docs[0]]
+
+
+def _recall(ranked: list[list[str]], gold: list[str], k: int) -> float:
+    return sum(1 for r, g in zip(ranked, gold, strict=True) if g in r[:k]) / max(len(gold), 1)
+
+
+def run_size(n: int, args: argparse.Namespace) -> dict:
+    began = time.perf_counter()
+    corpus = ensure_corpus(n, n_facts=args.facts)
+    print(f"[{n:,}] corpus ready ({time.perf_counter() - began:.1f} s, "
+          f"{len(corpus.files)} files)", file=sys.stderr)
+    tmp = _stage(corpus)
+    root = tmp / "memory"
+    try:
+        return _measure(corpus, root, args)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _measure(corpus: Corpus, root: Path, args: argparse.Namespace) -> dict:
+    row: dict = {"messages": corpus.messages,
+                 "mb": sum(f.stat().st_size for f in corpus.files) / 1e6}
+    store = MemoryStore(root)
+    report = store.reindex()
+    row["build_s"] = report.seconds
+    row["build_rate"] = corpus.messages / report.seconds
+    print(f"[{corpus.messages:,}] indexed in {report.seconds:.1f} s", file=sys.stderr)
+    questions = [q["question"] for q in corpus.queries]
+    gold = [q["citation"] for q in corpus.queries]
+    store.search(questions[0], limit=10)  # warm the page cache and temp tables
+    lat, ranked = [], []
+    for q in questions:
+        t0 = time.perf_counter()
+        hits = store.search(q, limit=10)
+        lat.append(time.perf_counter() - t0)
+        ranked.append([h.citation for h in hits])
+    row["tether"] = (_pct(lat, 0.5), _pct(lat, 0.95))
+    row["tether_r5"], row["tether_r10"] = _recall(ranked, gold, 5), _recall(ranked, gold, 10)
+    _baseline_latency(row, root, questions, args)
+    print(f"[{corpus.messages:,}] latency done", file=sys.stderr)
+    grep_ranked = [_grep_rank(root, query_words(q), 10) for q in questions]
+    row["grep_r5"], row["grep_r10"] = (_recall(grep_ranked, gold, 5),
+                                       _recall(grep_ranked, gold, 10))
+    if not args.skip_bm25s:
+        bm = _Bm25(root)
+        bm_ranked = [bm.search(q, 10) for q in questions]
+        row["bm25_r5"], row["bm25_r10"] = _recall(bm_ranked, gold, 5), _recall(bm_ranked,
+                                                                                gold, 10)
+    row["incr_s"], row["incr_found"] = _incremental(store, corpus, root)
+    store.close()
+    return row
+
+
+def _baseline_latency(row: dict, root: Path, questions: list[str],
+                      args: argparse.Namespace) -> None:
+    rg, grep = [], []
+    for i, q in enumerate(questions[: args.latency_queries]):
+        words = query_words(q)
+        cmd = ["rg", "-i", "-w", "-c"]
+        for w in words:
+            cmd += ["-e", w]
+        rg.append(_time_cmd(cmd + [str(root / "working")]))
+        if i < args.grep_queries:
+            grep.append(_time_cmd(["grep", "-r", "-i", "-w", "-c", "-E", "|".join(words),
+                                   str(root / "working")]))
+    row["rg"] = (_pct(rg, 0.5), _pct(rg, 0.95))
+    row["grep"] = (_pct(grep, 0.5), _pct(grep, 0.95))
+
+
+def _incremental(store: MemoryStore, corpus: Corpus, root: Path) -> tuple[float, bool]:
+    """Append 1,000 messages (one new fact) to the last file, then search for the fact."""
+    rng = random.Random(corpus.messages + 99)
+    noise = _Noise(rng)
+    fact, question = fact_pair(rng, set())
+    fact = fact.replace(".", f" (ticket INC-{rng.randint(10000, 99999)}).", 1)
+    records = [noise.message() for _ in range(999)]
+    records.insert(rng.randrange(1000), {"role": "assistant", "content": fact})
+    target = sorted((root / "working").glob("*/messages.jsonl"))[-1]
+    t0 = time.perf_counter()
+    durable.append_jsonl(target, records, many=True)
+    hits = store.search(question, limit=5)
+    elapsed = time.perf_counter() - t0
+    return elapsed, any(fact[:60] in h.text.replace("…", "") or fact[:40] in h.text
+                        for h in hits)
+
+
+def format_table(rows: list[dict]) -> str:
+    def ms(pair: tuple[float, float]) -> str:
+        return f"{pair[0] * 1000:.1f} / {pair[1] * 1000:.1f}"
+
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value * 100:.0f}%"
+
+    head = ("| messages | MB | build (msg/s) | tether p50/p95 ms | rg p50/p95 ms | "
+            "grep -i p50/p95 ms | tether/rg p50 | tether/grep p50 | +1,000 msgs & search |")
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+        lines.append(
+            f"| {r['messages']:,} | {r['mb']:.0f} | {r['build_rate']:,.0f} | {ms(r['tether'])} "
+            f"| {ms(r['rg'])} | {ms(r['grep'])} | {r['tether'][0] / r['rg'][0]:.3f} | "
+            f"{r['tether'][0] / r['grep'][0]:.3f} | {r['incr_s']:.2f} s "
+            f"({'found' if r['incr_found'] else 'NOT found'}) |")
+    lines += ["", "| messages | recall@5 tether | grep | bm25s | recall@10 tether | grep | "
+              "bm25s |", "|" + "---|" * 7]
+    for r in rows:
+        lines.append(
+            f"| {r['messages']:,} | {pct(r['tether_r5'])} | {pct(r['grep_r5'])} | "
+            f"{pct(r.get('bm25_r5'))} | {pct(r['tether_r10'])} | {pct(r['grep_r10'])} | "
+            f"{pct(r.get('bm25_r10'))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10k,100k", help="comma list, e.g. 10k,100k,1m")
+    parser.add_argument("--facts", type=int, default=100, help="labelled questions per corpus")
+    parser.add_argument("--latency-queries", type=int, default=50)
+    parser.add_argument("--grep-queries", type=int, default=20,
+                        help="questions timed with grep -i (slow at 1M)")
+    parser.add_argument("--skip-bm25s", action="store_true")
+    args = parser.parse_args(argv)
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in _parse_sizes(args.sizes):
+        rows.append(run_size(n, args))
+        print(format_table(rows[-1:]), file=sys.stderr)
+    print(format_table(rows))
+    _ = statistics  # stdlib only; kept for readers extending the stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""`memory log|fetch|list|refs|stats|prune`: seed 003's entry verbs on the command line.
+
+Design: input is read and validated (UTF-8, not empty) *before* the store is opened, so a
+rejected `memory log` never creates or touches the memory directory. `fetch` writes the
+stored bytes to binary stdout unchanged (no added newline), so
+`memory fetch ID > out && cmp out original` holds for any text. Start-up stays light:
+only click and the memory core are imported (never LangChain/LangGraph).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from memory.cli import get_store
+from memory.entries import ENTRY_TYPES, Entry, EntryStore, check_type
+from memory.errors import InvalidInputError
+
+SUMMARY_COLUMN_CHARS = 60
+
+
+def register(cli: click.Group) -> None:
+    """Add the entry verbs to the `memory` group."""
+    for command in (memory_log, memory_fetch, memory_list, memory_refs, memory_stats, memory_prune):
+        cli.add_command(command)
+
+
+def _entries(ctx: click.Context) -> EntryStore:
+    return get_store(ctx).entries
+
+
+def _echo_json(obj: object) -> None:
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _read_source(text: str | None, file: str | None, stdin: bool) -> bytes:
+    """The bytes to log from exactly one of TEXT, --file, --stdin."""
+    if sum((text is not None, file is not None, bool(stdin))) != 1:
+        raise click.ClickException(
+            "give exactly one of TEXT, --file F or --stdin (e.g. `pytest 2>&1 | memory log "
+            "--stdin`)"
+        )
+    if text is not None:
+        return text.encode("utf-8", errors="surrogateescape")
+    if file is not None:
+        try:
+            return Path(file).read_bytes()
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot read --file {file!r}: {exc.strerror or exc}; memory unchanged"
+            ) from None
+    return click.get_binary_stream("stdin").read()
+
+
+def _check_text(data: bytes, source: str) -> None:
+    """Reject invalid UTF-8 and empty input before anything is opened."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"{source} is not valid UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start});"
+            " memory unchanged: store text, or base64-encode binary data first"
+        ) from None
+    if not text or text.isspace():
+        raise InvalidInputError(f"{source} is empty: nothing to store; memory unchanged")
+
+
+def _describe_size(entry: Entry) -> str:
+    if entry.tier == "chunked":
+        return f"{entry.tokens} tokens, {entry.chunks} chunks"
+    return f"{entry.tokens} tokens, {entry.tier}"
+
+
+@click.command("log")
+@click.argument("text", required=False)
+@click.option("--file", "file", metavar="F", help="Read the content from file F.")
+@click.option("--stdin", "stdin", is_flag=True, help="Read the content from standard input.")
+@click.option("--tag", "tags", multiple=True, help="Tag the entry (repeatable).")
+@click.option(
+    "--type",
+    "type_",
+    default="output",
+    show_default=True,
+    metavar="TYPE",
+    help=f"Kind of content: {', '.join(ENTRY_TYPES)}.",
+)
+@click.option("--checkpoint", metavar="ID", help="Link the entry to checkpoint ID.")
+@click.option("--directory", metavar="DIR", help="Link the entry to directory DIR.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored entry as JSON.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the new id.")
+@click.pass_context
+def memory_log(ctx, text, file, stdin, tags, type_, checkpoint, directory, as_json, quiet):
+    """Store TEXT, a file or stdin as an entry; prints its id, tokens and chunks.
+
+    Content under 500 tokens is kept in memory.db, 500-4000 tokens in one gzip file,
+    larger content in gzip chunks of at most 4000 tokens; each gets an extractive summary.
+
+    \b
+    Examples:
+      memory log "Test results: all 42 tests passed"
+      memory log --file build.log --tag build --directory ./pipeline
+      pytest tests/ 2>&1 | memory log --stdin --tag pytest --checkpoint ckpt-123
+      ID=$(make 2>&1 | memory log --stdin -q)
+    """
+    check_type(type_)  # before reading or opening anything
+    data = _read_source(text, file, stdin)
+    source = "TEXT" if text is not None else (f"--file {file!r}" if file else "stdin")
+    _check_text(data, source)
+    entry = _entries(ctx).log(  # bytes: the store keeps them exactly, no second copy here
+        data, tags=tags, type=type_, checkpoint=checkpoint, directory=directory
+    )
+    if as_json:
+        _echo_json(entry.to_dict())
+    elif quiet:
+        click.echo(entry.id)
+    else:
+        click.echo(f"Stored: {entry.id} ({_describe_size(entry)})")
+
+
+@click.command("fetch")
+@click.argument("entry_id", metavar="ID")
+@click.option("--summary-only", is_flag=True, help="Print only the entry's summary.")
+@click.option("--chunk", type=int, metavar="N", help="Print only chunk N (from 0).")
+@click.pass_context
+def memory_fetch(ctx, entry_id, summary_only, chunk):
+    """Print entry ID byte-exact (or its summary, or one chunk).
+
+    \b
+    Examples:
+      memory fetch mem-20260123-123456-abcd1234
+      memory fetch mem-20260123-123456-abcd1234 --summary-only
+      memory fetch mem-20260123-123456-abcd1234 --chunk 2 > part.txt
+    """
+    entries = _entries(ctx)
+    if summary_only:
+        text = entries.fetch(entry_id, summary_only=True)
+        click.echo(text)
+        return
+    if chunk is None:
+        pieces = entries.iter_bytes(entry_id)  # streams: a huge entry is never all in memory
+    else:
+        pieces = iter([entries.fetch(entry_id, chunk=chunk).encode("utf-8")])
+    out = click.get_binary_stream("stdout")
+    for piece in pieces:
+        out.write(piece)
+    out.flush()
+
+
+def _table(entries: list[Entry]) -> str:
+    rows = [("ID", "TYPE", "TOKENS", "CHUNKS", "TAGS", "SUMMARY")]
+    for e in entries:
+        summary = e.summary_line.replace("\t", " ")
+        if len(summary) > SUMMARY_COLUMN_CHARS:
+            summary = summary[: SUMMARY_COLUMN_CHARS - 3] + "..."
+        rows.append((e.id, e.type, str(e.tokens), str(e.chunks), ",".join(e.tags) or "-", summary))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = []
+    for r in rows:
+        cells = [r[i].rjust(widths[i]) if i in (2, 3) else r[i].ljust(widths[i]) for i in range(5)]
+        lines.append("  ".join([*cells, r[5]]).rstrip())
+    return "\n".join(lines)
+
+
+@click.command("list")
+@click.option("--type", "type_", metavar="TYPE", help=f"Only this type ({', '.join(ENTRY_TYPES)}).")
+@click.option("--directory", metavar="DIR", help="Only entries linked to DIR (or below it).")
+@click.option("--tag", help="Only entries with this tag.")
+@click.option("--checkpoint", metavar="ID", help="Only entries linked to checkpoint ID.")
+@click.option("--limit", type=int, default=20, show_default=True, help="At most N entries.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_context
+def memory_list(ctx, type_, directory, tag, checkpoint, limit, as_json):
+    """List entries, newest first: id, type, tokens, chunks, tags, summary.
+
+    \b
+    Examples:
+      memory list --limit 10
+      memory list --type output --limit 20
+      memory list --directory ./tests --tag pytest --json
+    """
+    if type_ is not None:
+        check_type(type_)
+    found = _entries(ctx).list(
+        type=type_, directory=directory, tag=tag, checkpoint=checkpoint, limit=limit
+    )
+    if as_json:
+        _echo_json([e.to_dict() for e in found])
+    elif not found:
+        click.echo("No entries.")
+    else:
+        click.echo(_table(found))
+
+
+@click.command("refs")
+@click.option("--checkpoint", metavar="ID", help="Entries linked to checkpoint ID.")
+@click.option("--directory", metavar="DIR", help="Entries linked to DIR (or below it).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_context
+def memory_refs(ctx, checkpoint, directory, as_json):
+    """Show the entries linked to a checkpoint or a directory, one line each.
+
+    \b
+    Examples:
+      memory refs --checkpoint ckpt-20260123-123456
+      memory refs --directory ./pipeline
+    Output:
+      mem-20260123-123456-abcd1234: 156 passed, 2 failed in 12.3s (12000 tokens)
+    """
+    if checkpoint is None and directory is None:
+        raise click.ClickException("give --checkpoint ID or --directory DIR")
+    found = _entries(ctx).refs(checkpoint=checkpoint, directory=directory)
+    if as_json:
+        _echo_json([e.to_dict() for e in found])
+        return
+    if not found:
+        what = f"checkpoint {checkpoint!r}" if checkpoint is not None else f"{directory!r}"
+        click.echo(f"No entries linked to {what}.")
+    for e in found:
+        label = e.summary_line or ",".join(e.tags) or e.type
+        click.echo(f"{e.id}: {label} ({e.tokens} tokens)")
+
+
+def _stats_text(stats: dict) -> str:
+    def line(name: str, b: dict) -> str:
+        return (
+            f"  {name:<11} {b['entries']:>7} entries {b['tokens']:>10} tokens "
+            f"{b['bytes']:>12} bytes {b['stored_bytes']:>12} stored"
+        )
+
+    out = [
+        f"Entries: {stats['entries']} ({stats['tokens']} tokens, {stats['bytes']} bytes, "
+        f"{stats['stored_bytes']} bytes stored, {stats['chunks']} chunks)",
+        "By tier:",
+        *(line(k, v) for k, v in stats["by_tier"].items()),
+        "By type:",
+        *(line(k, v) for k, v in stats["by_type"].items()),
+    ]
+    if stats["oldest"]:
+        out.append(f"Oldest: {stats['oldest']}  Newest: {stats['newest']}")
+    out.append(f"Tags: {stats['tags']}  Pruned so far: {stats['pruned']}")
+    return "\n".join(out)
+
+
+@click.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@click.pass_context
+def memory_stats(ctx, as_json):
+    """Show entry counts, tokens and bytes, by tier and by type.
+
+    \b
+    Examples:
+      memory stats
+      memory stats --json
+    """
+    stats = _entries(ctx).stats()
+    if as_json:
+        _echo_json(stats)
+    else:
+        click.echo(_stats_text(stats))
+
+
+@click.command("prune")
+@click.option("--keep-days", type=int, metavar="N", help="Remove entries older than N days.")
+@click.option("--keep-entries", type=int, metavar="N", help="Keep only the newest N entries.")
+@click.option("--dry-run", is_flag=True, help="Only show what would be removed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the removed entries as JSON.")
+@click.pass_context
+def memory_prune(ctx, keep_days, keep_entries, dry_run, as_json):
+    """Remove old entries (only entries: never messages, plans, findings or facts).
+
+    An entry goes if it is older than --keep-days or not among the newest --keep-entries.
+    Folders under entries/ that no entry points to (a `memory log` killed mid-way) go too,
+    once they are an hour old.
+
+    \b
+    Examples:
+      memory prune --keep-days 7 --keep-entries 500
+      memory prune --keep-days 30 --dry-run
+    """
+    entries = _entries(ctx)
+    removed = entries.prune(keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run)
+    orphans = entries.sweep_orphans(dry_run=dry_run)
+    if as_json:
+        _echo_json({"entries": [e.to_dict() for e in removed], "orphans": orphans})
+        return
+    verb = "Would remove" if dry_run else "Removed"
+    for e in removed:
+        click.echo(f"{verb}: {e.id} ({e.tokens} tokens, {e.created_at})")
+    for path in orphans:
+        click.echo(f"{verb}: {path} (files without an entry, left by an interrupted log)")
+    parts = [f"{len(removed)} {'entry' if len(removed) == 1 else 'entries'}"]
+    if orphans:
+        parts.append(f"{len(orphans)} orphan folder{'s' if len(orphans) != 1 else ''}")
+    click.echo(f"{verb} {' and '.join(parts)}." if removed or orphans else "Nothing to prune.")

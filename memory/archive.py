@@ -1,0 +1,513 @@
+"""Never-delete archive and multi-level summary tree of a task's conversation (seed 001).
+
+Every N user turns (default 10, per task, `summary.json` beside the log) the active messages
+are summarised into a level-1 summary; when more than `fanout` (5) summaries of one level
+are active, the oldest `fanout` are folded into one summary of the next level, recursively.
+
+The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`).
+Each names what it covers in its META block: an L1 names a line range of `messages.jsonl`
+(`messages.jsonl#L41-L60`), an L2+ names the summary files it folds. From these files:
+
+* a message is *archived* when an L1 names its line (its chunk id is that L1's id);
+* a summary is *archived* when a higher summary names it; otherwise it is *active*;
+* nothing is ever removed or rewritten: messages stay in `messages.jsonl`, folded summaries
+  stay in `detail/`.
+
+Invariant (crash consistency): a summary file is written atomically, and it is the *only*
+write of a summarisation, so it is the commit point. A kill before the rename leaves the
+messages (or child summaries) active and the next trigger retries; a kill after it leaves a
+complete summary naming exactly what it covers. No message is ever archived without a
+summary naming it, and no summary names lines it does not cover. All summarisations of a
+task run under one file lock, so two writers never cover the same lines twice.
+
+A summariser failure (exception or timeout) writes nothing: the messages stay active, the
+turn counter is not reset, and the next trigger retries. `memory.db` holds nothing here, so
+deleting it loses no archive state.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory import durable
+from memory.errors import InvalidInputError, MemoryRuntimeError
+from memory.summarize import Summarizer, extractive_summary
+from memory.templating import render
+from memory.working import Message, WorkingMemory, utc_now
+
+#: No tables: the archive state is derived from the summary files (see module docstring).
+MIGRATIONS: list[tuple[str, Any]] = []
+
+DEFAULT_THRESHOLD = 10
+DEFAULT_FANOUT = 5
+DEFAULT_SUMMARY_TOKENS = 150
+MAX_THRESHOLD = 500
+CONFIG_NAME = "summary.json"
+_FILE_RE = re.compile(r"^summary-L(\d+)-(\d{6,})\.md$")
+_RANGE_RE = re.compile(r"^messages\.jsonl#L(\d+)-L(\d+)$")
+_MESSAGE_CHARS = 400
+
+
+class SummarizerFailed(MemoryRuntimeError):
+    """The summariser raised or timed out; nothing was archived."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One summary file of the tree, parsed from its META block."""
+
+    id: str
+    level: int
+    seq: int
+    path: Path
+    first_line: int
+    """First `messages.jsonl` line under this summary (through its children for L2+)."""
+    last_line: int
+    covers: tuple[str, ...]
+    """L1: `("messages.jsonl#L41-L60",)`; L2+: the child summary file names."""
+    created: str
+    text: str = field(repr=False)
+    turns: int = 0
+    """User turns under this summary."""
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def span(self) -> str:
+        return f"messages.jsonl#L{self.first_line}-L{self.last_line}"
+
+
+@dataclass
+class SummaryConfig:
+    """Per-task settings, persisted in `working/{task}/summary.json`."""
+
+    enabled: bool = True
+    threshold: int = DEFAULT_THRESHOLD
+
+
+@dataclass
+class ArchiveState:
+    """The tree as derived from the summary files."""
+
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    """By file name."""
+    parent: dict[str, str] = field(default_factory=dict)
+    """Child file name -> parent file name."""
+    covered_until: int = 0
+    """Last `messages.jsonl` line archived (L1 ranges are contiguous from line 1)."""
+    active_names: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+
+    def active(self, level: int | None = None) -> list[Summary]:
+        """Active summaries (not folded), oldest first; all levels or one."""
+        found = [
+            self.summaries[name] for name in self.active_names
+            if level is None or self.summaries[name].level == level
+        ]
+        return sorted(found, key=lambda s: (s.first_line, -s.level))
+
+    def chunk_of(self, line: int) -> str | None:
+        """The id of the L1 summary that archived message `line`, or None if active."""
+        for s in self.summaries.values():
+            if s.level == 1 and s.first_line <= line <= s.last_line:
+                return s.id
+        return None
+
+    @property
+    def highest_level(self) -> int:
+        return max((s.level for s in self.summaries.values()), default=0)
+
+    def next_seq(self, level: int) -> int:
+        return 1 + max((s.seq for s in self.summaries.values() if s.level == level), default=0)
+
+
+@dataclass
+class SummarizeResult:
+    """What one summarisation pass did."""
+
+    written: list[Summary] = field(default_factory=list)
+    error: str | None = None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class SummaryStatus:
+    """`memory summary status` in data form."""
+
+    task_id: str
+    enabled: bool
+    threshold: int
+    turns_since_last: int
+    total_messages: int
+    archived_messages: int
+    active_per_level: dict[int, int]
+    highest_level: int
+
+
+def parse_meta(text: str) -> dict[str, str]:
+    """The `- key: value` lines of a seed-000 `<!-- META: ... -->` block."""
+    start = text.find("META:")
+    if start < 0:
+        return {}
+    end = text.find("-->", start)
+    meta: dict[str, str] = {}
+    for line in text[start + 5 : end if end >= 0 else None].splitlines():
+        line = line.strip()
+        if line.startswith("- ") and ":" in line:
+            key, _, value = line[2:].partition(":")
+            meta[key.strip()] = value.strip()
+    return meta
+
+
+def _content_of(text: str) -> str:
+    match = re.search(r"^## Content\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return (match.group(1) if match else text).strip()
+
+
+class Archive:
+    """The summary tree of one task.
+
+    Args:
+        wm: the task's `WorkingMemory`.
+        summarizer: `(text, max_tokens) -> str`; default `extractive_summary`.
+        fanout: fold when more than this many summaries of a level are active.
+        summary_tokens: budget of each summary's text.
+        timeout_s: abandon a summariser call after this long (treated as a failure).
+    """
+
+    def __init__(
+        self, wm: WorkingMemory, summarizer: Summarizer | Callable[..., str] | None = None, *,
+        fanout: int = DEFAULT_FANOUT, summary_tokens: int = DEFAULT_SUMMARY_TOKENS,
+        timeout_s: float | None = None,
+    ):
+        if fanout < 2:
+            raise InvalidInputError(f"fanout {fanout!r} must be at least 2")
+        self.wm = wm
+        self.summarizer = summarizer or extractive_summary
+        self.fanout = fanout
+        self.summary_tokens = summary_tokens
+        self.timeout_s = timeout_s
+        self.config_path = wm.task_dir / CONFIG_NAME
+        self._state = ArchiveState()
+        self._dir_stamp: tuple[int, int] | None = None
+        self._skipped: set[str] = set()
+        self.last_error: str | None = None
+
+    # -- configuration -----------------------------------------------------------------
+    def config(self) -> SummaryConfig:
+        try:
+            data = json.loads(self.config_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return SummaryConfig()
+        except (OSError, ValueError):
+            return SummaryConfig()  # a garbled config falls back to the defaults
+        return SummaryConfig(
+            enabled=bool(data.get("enabled", True)),
+            threshold=int(data.get("threshold", DEFAULT_THRESHOLD)),
+        )
+
+    def configure(self, *, enabled: bool | None = None, threshold: int | None = None) -> SummaryConfig:
+        """Change and persist the task's settings; returns the new ones."""
+        if threshold is not None and not 1 <= threshold <= MAX_THRESHOLD:
+            raise InvalidInputError(
+                f"threshold {threshold!r} out of range: give 1 to {MAX_THRESHOLD} user turns"
+            )
+        with durable.file_lock(self.config_path):
+            cfg = self.config()
+            if enabled is not None:
+                cfg.enabled = enabled
+            if threshold is not None:
+                cfg.threshold = threshold
+            self.wm.task_dir.mkdir(parents=True, exist_ok=True)
+            durable.atomic_write_json(
+                self.config_path, {"enabled": cfg.enabled, "threshold": cfg.threshold}
+            )
+        return cfg
+
+    # -- state -------------------------------------------------------------------------
+    def state(self) -> ArchiveState:
+        """The tree as the files say now (re-reads only new summary files)."""
+        directory = self.wm.detail_dir
+        try:
+            st = directory.stat()
+        except FileNotFoundError:
+            return self._state
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp != self._dir_stamp:
+            self._scan(directory)
+            self._dir_stamp = stamp
+        return self._state
+
+    def _scan(self, directory: Path) -> None:
+        state = self._state
+        new = False
+        for name in sorted(os.listdir(directory)):
+            match = _FILE_RE.match(name)
+            if not match or name in state.summaries or name in self._skipped:
+                continue
+            summary = self._parse(directory / name, int(match.group(1)), int(match.group(2)))
+            if summary is None:
+                self._skipped.add(name)
+            else:
+                state.summaries[name] = summary
+                new = True
+        if new:
+            self._link(state)
+
+    def _parse(self, path: Path, level: int, seq: int) -> Summary | None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self._state.warnings.append(f"skipped unreadable summary {path.name!r}: {exc}")
+            return None
+        meta = parse_meta(text)
+        covers = tuple(c.strip() for c in meta.get("covers", "").split(",") if c.strip())
+        first = last = 0
+        if level == 1:
+            match = _RANGE_RE.match(covers[0]) if len(covers) == 1 else None
+            if match is None:
+                self._state.warnings.append(f"skipped summary {path.name!r}: bad covers")
+                return None
+            first, last = int(match.group(1)), int(match.group(2))
+        elif not covers:
+            self._state.warnings.append(f"skipped summary {path.name!r}: covers nothing")
+            return None
+        try:
+            turns = int(meta.get("turns", "0"))
+        except ValueError:
+            turns = 0
+        return Summary(
+            id=f"L{level}-{seq:06d}", level=level, seq=seq, path=path, first_line=first,
+            last_line=last, covers=covers, created=meta.get("created", ""),
+            text=_content_of(text), turns=turns,
+        )
+
+    def _link(self, state: ArchiveState) -> None:
+        for name, s in sorted(state.summaries.items(), key=lambda kv: kv[1].level):
+            if s.level == 1:
+                state.covered_until = max(state.covered_until, s.last_line)
+                continue
+            children = [state.summaries.get(c) for c in s.covers]
+            if any(c is None for c in children):
+                continue  # a child not parsed yet; linked on a later scan
+            for child in s.covers:
+                state.parent[child] = name
+            if not s.first_line:
+                state.summaries[name] = _with_span(s, children)  # type: ignore[arg-type]
+        state.active_names = set(state.summaries) - set(state.parent)
+
+    # -- counters ----------------------------------------------------------------------
+    def active_messages(self) -> list[Message]:
+        return self.wm.messages_after(self.state().covered_until)
+
+    def turns_since_last(self) -> int:
+        return sum(1 for m in self.active_messages() if m.is_user_turn)
+
+    def status(self) -> SummaryStatus:
+        cfg, state = self.config(), self.state()
+        messages = self.wm.messages()
+        archived = sum(1 for m in messages if m.line <= state.covered_until)
+        per_level: dict[int, int] = {}
+        for s in state.active():
+            per_level[s.level] = per_level.get(s.level, 0) + 1
+        return SummaryStatus(
+            task_id=self.wm.task_id, enabled=cfg.enabled, threshold=cfg.threshold,
+            turns_since_last=sum(
+                1 for m in messages if m.line > state.covered_until and m.is_user_turn
+            ),
+            total_messages=len(messages), archived_messages=archived,
+            active_per_level=dict(sorted(per_level.items())),
+            highest_level=state.highest_level,
+        )
+
+    # -- summarising -------------------------------------------------------------------
+    def due(self) -> bool:
+        cfg = self.config()
+        return cfg.enabled and self.turns_since_last() >= cfg.threshold
+
+    def maybe_summarize(self) -> SummarizeResult | None:
+        """Summarise if enabled and N user turns are active; None when not due."""
+        if not self.due():
+            return None
+        return self.summarize_now()
+
+    def summarize_now(self) -> SummarizeResult:
+        """Summarise all active messages now (then fold); failures are returned, not raised."""
+        result = SummarizeResult()
+        with durable.file_lock(self.wm.detail_dir / "summaries"):
+            self._dir_stamp = None  # another process may have written under the lock
+            try:
+                level1 = self._write_level1()
+                if level1 is None:
+                    result.reason = "nothing to summarise: no active messages"
+                else:
+                    result.written.append(level1)
+                    result.written.extend(self._fold())
+            except SummarizerFailed as exc:
+                result.error = str(exc)
+        self.last_error = result.error
+        return result
+
+    def _write_level1(self) -> Summary | None:
+        state = self.state()
+        active = self.wm.messages_after(state.covered_until)
+        if not active:
+            return None
+        first, last = state.covered_until + 1, active[-1].line
+        text = "\n".join(_message_line(m) for m in active)
+        content = self._summarize(text)
+        covers = (f"messages.jsonl#L{first}-L{last}",)
+        turns = sum(1 for m in active if m.is_user_turn)
+        return self._commit(1, covers, first, last, turns, content)
+
+    def _fold(self) -> list[Summary]:
+        written: list[Summary] = []
+        level = 1
+        while True:
+            active = self.state().active(level)
+            if len(active) > self.fanout:
+                children = active[: self.fanout]
+                text = "\n\n".join(f"[{c.name} {c.span}]\n{_strip_gaps(c.text)}" for c in children)
+                content = self._summarize(text)
+                turns = sum(c.turns for c in children)
+                written.append(self._commit(
+                    level + 1, tuple(c.name for c in children), children[0].first_line,
+                    children[-1].last_line, turns, content,
+                ))
+                continue
+            if level >= self.state().highest_level:
+                return written
+            level += 1
+
+    def _summarize(self, text: str) -> str:
+        try:
+            if self.timeout_s is None:
+                summary = self.summarizer(text, self.summary_tokens)
+            else:
+                summary = _call_with_timeout(
+                    self.summarizer, text, self.summary_tokens, self.timeout_s
+                )
+        except Exception as exc:  # noqa: BLE001 - any summariser failure leaves messages active
+            raise SummarizerFailed(
+                f"summariser failed ({type(exc).__name__}: {exc}); messages stay active "
+                "and the next trigger retries"
+            ) from None
+        if not isinstance(summary, str) or not summary.strip():
+            raise SummarizerFailed("summariser returned nothing; messages stay active")
+        return summary.strip()
+
+    def _commit(
+        self, level: int, covers: tuple[str, ...], first: int, last: int, turns: int,
+        content: str,
+    ) -> Summary:
+        """Write one summary file atomically: the commit point of a summarisation."""
+        state = self.state()
+        seq = state.next_seq(level)
+        name = f"summary-L{level}-{seq:06d}.md"
+        span = f"messages.jsonl#L{first}-L{last}"
+        created = utc_now()
+        text = render(
+            "summary.md.j2", level=level, seq=seq, span=span, created=created,
+            keywords=[], summary_id=f"L{level}-{seq:06d}", covers=list(covers),
+            turns=turns, summarizer=getattr(self.summarizer, "name", None)
+            or getattr(self.summarizer, "__name__", type(self.summarizer).__name__),
+            content=content,
+        )
+        path = self.wm.detail_dir / name
+        durable.atomic_write_text(path, text)
+        summary = Summary(
+            id=f"L{level}-{seq:06d}", level=level, seq=seq, path=path, first_line=first,
+            last_line=last, covers=covers, created=created, text=_content_of(text),
+            turns=turns,
+        )
+        state.summaries[name] = summary
+        state.active_names.add(name)
+        if level == 1:
+            state.covered_until = max(state.covered_until, last)
+        else:
+            for child in covers:
+                state.parent[child] = name
+                state.active_names.discard(child)
+        st = self.wm.detail_dir.stat()
+        self._dir_stamp = (st.st_mtime_ns, st.st_size)
+        return summary
+
+
+def _strip_gaps(text: str) -> str:
+    """Drop the extractive summariser's `...` gap lines before summarising again."""
+    return "\n".join(line for line in text.splitlines() if line.strip() != "...")
+
+
+def _with_span(summary: Summary, children: list[Summary]) -> Summary:
+    from dataclasses import replace
+
+    return replace(
+        summary, first_line=min(c.first_line for c in children),
+        last_line=max(c.last_line for c in children),
+    )
+
+
+def _message_line(message: Message) -> str:
+    content = " ".join(message.content.split())
+    if len(content) > _MESSAGE_CHARS:
+        content = content[: _MESSAGE_CHARS - 3] + "..."
+    calls = message.record.get("tool_calls")
+    if calls and not content:
+        names = [c.get("name", "?") for c in calls if isinstance(c, dict)]
+        content = f"(calls {', '.join(names)})"
+    return f"[L{message.line}] {message.role}: {content}"
+
+
+def _call_with_timeout(fn: Callable[..., str], text: str, max_tokens: int, timeout: float) -> str:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(fn, text, max_tokens).result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"no answer within {timeout:g}s") from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ChatModelSummarizer:
+    """A `Summarizer` backed by a LangChain chat model (imported lazily).
+
+    Args:
+        model: any `BaseChatModel`.
+        timeout_s: a call that takes longer counts as a failure (messages stay active).
+    """
+
+    name = "chat-model"
+
+    def __init__(self, model: Any, *, timeout_s: float = 120.0):
+        self.model = model
+        self.timeout_s = timeout_s
+
+    def _invoke(self, text: str, max_tokens: int) -> str:
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        reply = self.model.invoke([
+            SystemMessage(
+                "Summarise this conversation excerpt for an agent's long-term context. "
+                f"At most {max_tokens * 3} words. Keep decisions, facts, names, numbers, "
+                "file paths and open questions; keep the [L123] line references you rely on."
+            ),
+            HumanMessage(text),
+        ])
+        content = reply.content
+        return content if isinstance(content, str) else str(content)
+
+    def __call__(self, text: str, max_tokens: int = 200) -> str:
+        return _call_with_timeout(self._invoke, text, max_tokens, self.timeout_s)

@@ -1,0 +1,417 @@
+"""Budgeted context assembly for each lead-agent call (seed 001, DESIGN.md §3).
+
+`ContextBuilder.build()` returns the messages for one call, in priority order:
+
+1. the system prompt                      (budget `system`, 1,500 tokens)
+2. the task's `overview.md`               (budget `overview`, 1,000 tokens)
+3. active summaries, highest level first  (budget `summaries`, 2,000 tokens)
+4. snippets recalled for the query        (budget `snippets`, 1,500 tokens), skipping what
+   is already in context (recent lines, included summaries, the overview)
+5. recent turns, whole turns from the end (budget `recent`, 3,000 tokens; at most
+   `recent_turns` user turns, seed 001's "last 4 pairs")
+
+Parts 1-4 form one system message (providers differ on several system messages); recent
+turns follow as they were logged (tool calls and their results kept together).
+
+Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
+`count_tokens()` counts them, never exceeds `budgets.total`. When the parts together are
+over the total, seed 001's order applies: drop snippets first (lowest ranked first), then
+the oldest recent turns, then the oldest summaries (a summary is first cut to its opening
+line, then dropped). Every omission is named in `omitted` with a citation the agent can
+`recall_memory`/`memory_read` to get it back.
+
+Before assembling, the builder runs the task's summariser when it is due (every N user
+turns), so using the builder is enough to keep the archive going.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory.archive import Archive, Summary
+from memory.errors import MemoryStoreError
+from memory.tokens import estimate_tokens
+from memory.working import Message, WorkingMemory
+
+#: Per-message overhead, as in LangChain's `count_tokens_approximately` (role, separators).
+TOKENS_PER_MESSAGE = 3
+_TRUNCATED = "\n[... truncated: {n} more tokens; read {where}]"
+
+
+@dataclass
+class ContextBudgets:
+    """Token budgets (seed 001 defaults); every one is configurable."""
+
+    total: int = 8000
+    system: int = 1500
+    overview: int = 1000
+    summaries: int = 2000
+    snippets: int = 1500
+    recent: int = 3000
+    recent_turns: int = 4
+    """At most this many user turns (with their replies) in the recent part."""
+    snippet_limit: int = 10
+    """Ask recall for this many candidates."""
+    snippet_chars: int = 600
+    """Each snippet is cut to this many characters."""
+
+
+@dataclass
+class BuiltContext:
+    """One assembled context."""
+
+    messages: list[dict[str, Any]]
+    tokens: int
+    parts: dict[str, int]
+    """Tokens per part: system, overview, summaries, snippets, recent."""
+    omitted: list[str] = field(default_factory=list)
+    """What was left out or cut, each with where to find it."""
+    summarized: list[str] = field(default_factory=list)
+    """Summary files written by this build (the archive ran because it was due)."""
+    warnings: list[str] = field(default_factory=list)
+
+
+def message_tokens(message: dict[str, Any]) -> int:
+    """Estimated tokens of one chat message (content, tool calls, overhead)."""
+    content = message.get("content", "")
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False)
+    tokens = estimate_tokens(content) + TOKENS_PER_MESSAGE
+    if message.get("tool_calls"):
+        tokens += estimate_tokens(json.dumps(message["tool_calls"], ensure_ascii=False))
+    return tokens
+
+
+def count_tokens(messages: list[dict[str, Any]]) -> int:
+    """Estimated tokens of a message list (what `BuiltContext.tokens` reports)."""
+    return sum(message_tokens(m) for m in messages)
+
+
+def truncate_to(text: str, max_tokens: int, where: str) -> tuple[str, bool]:
+    """`text` cut to `max_tokens` with a marker saying where the rest is; (text, was_cut)."""
+    if estimate_tokens(text) <= max_tokens:
+        return text, False
+    marker_room = estimate_tokens(_TRUNCATED.format(n=10**7, where=where)) + 1
+    keep_chars = max(0, (max_tokens - marker_room) * 4)
+    cut = text[:keep_chars]
+    rest = estimate_tokens(text) - estimate_tokens(cut)
+    out = cut + _TRUNCATED.format(n=rest, where=where)
+    if estimate_tokens(out) > max_tokens:  # a budget too small even for the marker
+        out = text[: max(0, max_tokens * 4)]
+    return out, True
+
+
+@dataclass
+class _Snippet:
+    citation: str
+    text: str
+    tokens: int
+
+
+@dataclass
+class _Parts:
+    system: str
+    overview: str
+    summaries: list[tuple[Summary, str]]
+    snippets: list[_Snippet]
+    turns: list[list[dict[str, Any]]]
+    turn_lines: list[tuple[int, int]]
+
+
+class ContextBuilder:
+    """Builds the lead's context for one task.
+
+    Args:
+        store: the `MemoryStore`.
+        task_id: the task whose working memory is used.
+        budgets: token budgets (defaults: seed 001).
+        archive: an `Archive` to use (e.g. with a model summariser); default extractive.
+        search: `(query, limit) -> list[SearchResult]`; default `store.search` over all views.
+    """
+
+    def __init__(
+        self, store: Any, task_id: str, budgets: ContextBudgets | None = None, *,
+        archive: Archive | None = None,
+        search: Callable[[str, int], list[Any]] | None = None,
+    ):
+        self.store = store
+        self.budgets = budgets or ContextBudgets()
+        self.wm = archive.wm if archive is not None else WorkingMemory(store, task_id)
+        self.archive = archive or Archive(self.wm)
+        self._search = search or (lambda q, n: store.search(q, limit=n))
+
+    def build(self, system_prompt: str, query: str | None = None) -> BuiltContext:
+        """Assemble the context for the next lead call.
+
+        Args:
+            system_prompt: the agent's instructions.
+            query: what to recall snippets for; `None` uses the last user message,
+                `""` recalls nothing.
+        """
+        warnings: list[str] = []
+        summarized: list[str] = []
+        result = self.archive.maybe_summarize()
+        if result is not None:
+            summarized = [s.name for s in result.written]
+            if result.error:
+                warnings.append(result.error)
+        b, omitted = self.budgets, []
+        system, cut = truncate_to(system_prompt, b.system, "the agent's configuration")
+        if cut:
+            omitted.append(f"system prompt cut to {b.system} tokens")
+        overview, cut = truncate_to(
+            self.wm.overview_text(), b.overview, self._rel(self.wm.overview_path)
+        )
+        if cut:
+            omitted.append(f"overview cut to {b.overview} tokens: memory_read "
+                           f"{self._rel(self.wm.overview_path)}")
+        turns, turn_lines = self._recent(omitted)
+        summaries = self._summaries(omitted)
+        if query is None:
+            query = self._last_user_text()
+        snippets = self._snippets(query, turn_lines, summaries, omitted, warnings)
+        parts = _Parts(system, overview, summaries, snippets, turns, turn_lines)
+        messages = self._fit_total(parts, omitted)
+        return BuiltContext(
+            messages=messages, tokens=count_tokens(messages), parts=_part_tokens(parts),
+            omitted=omitted, summarized=summarized, warnings=warnings,
+        )
+
+    # -- parts -------------------------------------------------------------------------
+    def _rel(self, path: Any) -> str:
+        return self.store.layout.relative(path)
+
+    def _last_user_text(self) -> str:
+        for message in reversed(self.wm.tail(50)):
+            if message.is_user_turn:
+                return message.content
+        return ""
+
+    def _recent(self, omitted: list[str]) -> tuple[list[list[dict]], list[tuple[int, int]]]:
+        """Whole turns from the end within the recent budget (the newest always kept)."""
+        b = self.budgets
+        groups = _group_turns(self.wm.tail(max(64, b.recent_turns * 16)), b.recent_turns)
+        kept: list[list[dict]] = []
+        lines: list[tuple[int, int]] = []
+        used = 0
+        for group in reversed(groups):
+            msgs = [_chat_message(m) for m in group]
+            cost = count_tokens(msgs)
+            if kept and used + cost > b.recent:
+                omitted.append(_turn_note(group, "recent budget"))
+                continue
+            if not kept and cost > b.recent:
+                msgs = _shrink_turn(msgs, group, b.recent)
+                cost = count_tokens(msgs)
+                omitted.append(f"latest turn cut to {b.recent} tokens: "
+                               f"{_span(group)} has it in full")
+            kept.insert(0, msgs)
+            lines.insert(0, (group[0].line, group[-1].line))
+            used += cost
+        return kept, lines
+
+    def _summaries(self, omitted: list[str]) -> list[tuple[Summary, str]]:
+        """Active summaries within budget: newest kept whole first, older cut, then dropped."""
+        active = self.archive.state().active()
+        budget, chosen = self.budgets.summaries, {}
+        for s in sorted(active, key=lambda s: s.last_line, reverse=True):
+            full = _summary_block(s, s.text)
+            cost = estimate_tokens(full) + 1
+            if cost <= budget:
+                chosen[s.name] = full
+                budget -= cost
+                continue
+            short = _summary_block(s, _first_line(s.text))
+            cost = estimate_tokens(short) + 1
+            if cost <= budget:
+                chosen[s.name] = short
+                budget -= cost
+                omitted.append(f"summary cut to its first line: detail/{s.name}")
+            else:
+                omitted.append(f"summary left out: detail/{s.name} ({s.span})")
+        ordered = sorted((s for s in active if s.name in chosen),
+                         key=lambda s: (-s.level, s.first_line))
+        return [(s, chosen[s.name]) for s in ordered]
+
+    def _snippets(self, query: str, turn_lines: list[tuple[int, int]],
+                  summaries: list[tuple[Summary, str]], omitted: list[str],
+                  warnings: list[str]) -> list[_Snippet]:
+        if not query.strip() or self.budgets.snippets <= 0:
+            return []
+        try:
+            results = self._search(query, self.budgets.snippet_limit)
+        except MemoryStoreError as exc:
+            warnings.append(f"recall skipped: {exc}")
+            return []
+        in_context = {f"detail/{s.name}" for s, _ in summaries}
+        messages_rel = self._rel(self.wm.messages_path)
+        overview_rel = self._rel(self.wm.overview_path)
+        budget, out = self.budgets.snippets, []
+        for r in results:
+            path = str(getattr(r, "path", "") or "")
+            line = getattr(r, "line", None)
+            if path == overview_rel or any(path.endswith(p) for p in in_context):
+                continue
+            if path == messages_rel and line and any(a <= line <= b for a, b in turn_lines):
+                continue
+            text = " ".join(str(r.text).split())
+            if len(text) > self.budgets.snippet_chars:
+                text = text[: self.budgets.snippet_chars - 3] + "..."
+            citation = _full_citation(r, path, self._rel(self.wm.task_dir))
+            block = f"- [{citation}] {text}"
+            cost = estimate_tokens(block) + 1
+            if cost > budget:
+                omitted.append(f"snippet left out (snippet budget): {citation}")
+                continue
+            out.append(_Snippet(citation, block, cost))
+            budget -= cost
+        return out
+
+    # -- the total ---------------------------------------------------------------------
+    def _fit_total(self, parts: _Parts, omitted: list[str]) -> list[dict[str, Any]]:
+        """Trim in seed 001's order until the whole context is within `budgets.total`."""
+        total = self.budgets.total
+        while True:
+            messages = _assemble(parts)
+            if count_tokens(messages) <= total:
+                return messages
+            if parts.snippets:
+                dropped = parts.snippets.pop()
+                omitted.append(f"snippet left out (total budget): {dropped.citation}")
+            elif len(parts.turns) > 1:
+                parts.turns.pop(0)
+                a, b = parts.turn_lines.pop(0)
+                omitted.append(f"recent turn left out (total budget): messages.jsonl#L{a}-L{b}")
+            elif parts.summaries:
+                s, _ = parts.summaries.pop(0)  # highest level, oldest first
+                omitted.append(f"summary left out (total budget): detail/{s.name} ({s.span})")
+            else:
+                return self._last_resort(parts, omitted, total)
+
+    def _last_resort(self, parts: _Parts, omitted: list[str], total: int) -> list[dict]:
+        """Only the system prompt, overview and one turn are left: cut them to fit."""
+        over = count_tokens(_assemble(parts)) - total
+        if parts.turns and over > 0:
+            turn = parts.turns[0]
+            budget = max(0, count_tokens(turn) - over)
+            parts.turns[0] = _shrink_turn(turn, None, budget)
+            omitted.append("latest turn cut further (total budget)")
+        for attr, where in (("overview", self._rel(self.wm.overview_path)),
+                            ("system", "the agent's configuration")):
+            over = count_tokens(_assemble(parts)) - total
+            if over <= 0:
+                break
+            text = getattr(parts, attr)
+            setattr(parts, attr, truncate_to(text, max(0, estimate_tokens(text) - over - 8),
+                                             where)[0])
+            omitted.append(f"{attr} cut (total budget)")
+        messages = _assemble(parts)
+        while count_tokens(messages) > total and parts.turns:
+            parts.turns.pop()
+            messages = _assemble(parts)
+        return messages
+
+
+def build_context(store: Any, task_id: str, system_prompt: str, query: str | None = None,
+                  budgets: ContextBudgets | None = None) -> BuiltContext:
+    """`ContextBuilder(store, task_id, budgets).build(system_prompt, query)` as a function."""
+    return ContextBuilder(store, task_id, budgets).build(system_prompt, query)
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _group_turns(messages: list[Message], max_turns: int) -> list[list[Message]]:
+    """The last `max_turns` turns (a turn starts at a user message) of `messages`."""
+    groups: list[list[Message]] = []
+    for m in messages:
+        if m.is_user_turn or not groups:
+            groups.append([m])
+        else:
+            groups[-1].append(m)
+    if groups and not groups[0][0].is_user_turn and len(groups) > 1:
+        groups = groups[1:]  # a partial turn cut by the tail window
+    return groups[-max_turns:] if max_turns > 0 else []
+
+
+def _chat_message(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    for key in ("tool_calls", "tool_call_id", "name"):
+        if m.record.get(key):
+            out[key] = m.record[key]
+    return out
+
+
+def _span(group: list[Message]) -> str:
+    return f"messages.jsonl#L{group[0].line}-L{group[-1].line}"
+
+
+def _turn_note(group: list[Message], why: str) -> str:
+    return f"recent turn left out ({why}): {_span(group)}"
+
+
+def _shrink_turn(msgs: list[dict], group: list[Message] | None, budget: int) -> list[dict]:
+    """Cut the longest contents of one turn until it fits `budget` tokens."""
+    msgs = [dict(m) for m in msgs]
+    lines = [m.line for m in group] if group else [None] * len(msgs)
+    for _ in range(len(msgs) * 2):
+        over = count_tokens(msgs) - budget
+        if over <= 0:
+            return msgs
+        i = max(range(len(msgs)), key=lambda k: len(str(msgs[k]["content"])))
+        content = str(msgs[i]["content"])
+        where = f"messages.jsonl#L{lines[i]}" if lines[i] else "messages.jsonl"
+        msgs[i]["content"] = truncate_to(
+            content, max(0, estimate_tokens(content) - over - 1), where
+        )[0]
+    return msgs
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip() and line.strip() != "...":
+            return line.strip()
+    return ""
+
+
+def _summary_block(s: Summary, text: str) -> str:
+    return f"[L{s.level} detail/{s.name} covers {s.span}]\n{text}"
+
+
+def _full_citation(result: Any, path: str, task_folder: str) -> str:
+    """The result's citation; task-relative ones from another task get that task's folder."""
+    citation = str(getattr(result, "citation", "") or "") or path
+    if path.startswith("working/") and not path.startswith(task_folder + "/"):
+        if citation.startswith(("messages.jsonl", "overview.md", "detail/")):
+            return f"{path.split('/')[0]}/{path.split('/')[1]}/{citation}"
+    return citation
+
+
+def _system_text(parts: _Parts) -> str:
+    sections = [parts.system]
+    if parts.overview.strip():
+        sections.append("# Working memory (overview.md)\n" + parts.overview.strip())
+    if parts.summaries:
+        sections.append("# Conversation summaries (highest level first)\n"
+                        + "\n\n".join(text for _, text in parts.summaries))
+    if parts.snippets:
+        sections.append("# Recalled from memory\n" + "\n".join(s.text for s in parts.snippets))
+    return "\n\n".join(s for s in sections if s)
+
+
+def _assemble(parts: _Parts) -> list[dict[str, Any]]:
+    messages = [{"role": "system", "content": _system_text(parts)}]
+    for turn in parts.turns:
+        messages.extend(turn)
+    return messages
+
+
+def _part_tokens(parts: _Parts) -> dict[str, int]:
+    return {
+        "system": estimate_tokens(parts.system),
+        "overview": estimate_tokens(parts.overview),
+        "summaries": sum(estimate_tokens(t) for _, t in parts.summaries),
+        "snippets": sum(s.tokens for s in parts.snippets),
+        "recent": sum(count_tokens(t) for t in parts.turns),
+    }

@@ -1,0 +1,607 @@
+"""The full-text index over the whole memory directory, kept current incrementally.
+
+Design: every searchable piece of memory becomes one *document row*: a block (paragraph or
+section) of a markdown/JSON file with its first line, one line of a `messages.jsonl` file
+with its physical line number, or one entry / chunk of an entry with its citation. Rows
+live in three SQLite FTS5 tables (tokenizer `porter unicode61`, ranked with BM25) chosen by
+how big a view grows: `idx_msg` (messages, up to millions of rows), `idx_ent` (entries and
+chunks) and `idx_doc` (every other file). Splitting them keeps document frequencies and
+candidate sets per view, so a scoped search never walks another view's postings.
+`idx_docs` holds each row's metadata (source, file, line, citation) under the same rowid;
+`idx_files` remembers, per indexed file, the `(mtime_ns, size)` it was indexed at and, for
+jsonl files, how many complete lines/bytes were consumed plus a hash of the last one.
+
+Invariants:
+* Files are the truth. `sync()` stats the known folders (`os.scandir`, no reads for
+  unchanged files) and brings the rows in line: new and changed files are (re)indexed,
+  deleted files lose their rows, and a `messages.jsonl` that only grew has just its new
+  complete lines indexed (after checking that the last indexed line is still there, byte
+  for byte; otherwise the file is reindexed). A torn last line is left for a later sync.
+* Entries are pulled from the `entries` table by `seq` above a watermark and dropped by
+  `entry_tombstones` above another, so the index never needs the entry store to call it.
+* Files are read outside any write lock; rows are applied in `BEGIN IMMEDIATE`
+  transactions that first re-check the state the work was planned against, so several
+  processes may sync at once and the result is the same as one sync.
+* `rebuild()` drops every index table and indexes everything again.
+
+Hidden files and folders (names starting with '.') and `memory.db*` are never indexed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory.store import MemoryStore
+
+TOKENIZER = "porter unicode61"
+
+#: FTS5 table per view family; every source not listed here goes to `idx_doc`.
+TABLE_OF_SOURCE = {"messages": "idx_msg", "entries": "idx_ent"}
+FILE_TABLE = "idx_doc"
+TABLES = ("idx_msg", "idx_ent", "idx_doc")
+
+#: `(folder attribute of Layout, source name, file suffixes)` for the flat folders.
+FLAT_FOLDERS = (
+    ("research_plans", "plans", (".md",)),
+    ("findings", "findings", (".md",)),
+    ("checkpoints", "checkpoints", (".json",)),
+    ("context_snapshots", "snapshots", (".md", ".json")),
+    ("facts", "facts", (".md",)),
+    ("episodes", "episodes", (".md",)),
+)
+
+BLOCK_MAX_CHARS = 1500
+BLOCK_MAX_LINES = 40
+JSON_BLOCK_MAX_LINES = 20
+#: Rows applied per write transaction during a large sync (bounds memory and lock time).
+BATCH_ROWS = 20_000
+READ_CHUNK = 1 << 20
+
+# Keys of a message record that carry bookkeeping, not content worth searching.
+_SKIP_KEYS = frozenset(
+    {"id", "ts", "timestamp", "time", "created_at", "tool_call_id", "seq", "line",
+     "usage", "usage_metadata", "response_metadata", "tokens", "index"}
+)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+_WORDY = re.compile(r"[^\W_]", re.UNICODE)
+
+
+def table_for(source: str) -> str:
+    """The FTS5 table that holds rows of `source`."""
+    return TABLE_OF_SOURCE.get(source, FILE_TABLE)
+
+
+# -- schema ----------------------------------------------------------------------------
+CREATE_FILES = """
+CREATE TABLE IF NOT EXISTS idx_files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    source TEXT NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    done_bytes INTEGER NOT NULL DEFAULT 0,
+    done_lines INTEGER NOT NULL DEFAULT 0,
+    tail_off INTEGER NOT NULL DEFAULT 0,
+    tail_hash TEXT NOT NULL DEFAULT ''
+)"""
+CREATE_DOCS = """
+CREATE TABLE IF NOT EXISTS idx_docs (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    file_id INTEGER,
+    line INTEGER,
+    entry_id TEXT,
+    cite TEXT,
+    path TEXT
+)"""
+CREATE_DOCS_FILE_INDEX = "CREATE INDEX IF NOT EXISTS idx_docs_file ON idx_docs(file_id)"
+CREATE_DOCS_ENTRY_INDEX = "CREATE INDEX IF NOT EXISTS idx_docs_entry ON idx_docs(entry_id)"
+CREATE_STATE = "CREATE TABLE IF NOT EXISTS idx_state (key TEXT PRIMARY KEY, value INTEGER)"
+CREATE_FTS = "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(body, tokenize = '{tok}')"
+
+
+def create_index_tables(conn: sqlite3.Connection) -> None:
+    """Create every index table (idempotent); used by the migration and by `rebuild()`."""
+    for sql in (CREATE_FILES, CREATE_DOCS, CREATE_DOCS_FILE_INDEX, CREATE_DOCS_ENTRY_INDEX,
+                CREATE_STATE):
+        conn.execute(sql)
+    for table in TABLES:
+        conn.execute(CREATE_FTS.format(table=table, tok=TOKENIZER))
+
+
+def drop_index_tables(conn: sqlite3.Connection) -> None:
+    for table in (*TABLES, "idx_docs", "idx_files", "idx_state"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+MIGRATIONS = [("m101_index_tables", create_index_tables)]
+
+
+# -- report ----------------------------------------------------------------------------
+@dataclass
+class IndexReport:
+    """What one `sync()` or `rebuild()` did."""
+
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_removed: int = 0
+    rows_added: int = 0
+    rows_removed: int = 0
+    entries_added: int = 0
+    entries_removed: int = 0
+    seconds: float = 0.0
+    rows_total: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.files_indexed or self.files_removed or self.entries_added
+                    or self.entries_removed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# -- extraction ------------------------------------------------------------------------
+def split_blocks(text: str, max_lines: int = BLOCK_MAX_LINES) -> list[tuple[int, str]]:
+    """Split a markdown/JSON text into `(first_line, block)` pieces worth indexing.
+
+    A blank line ends a block, a heading starts one (and stays with the paragraph under
+    it), and long runs are cut every `max_lines` lines or `BLOCK_MAX_CHARS` characters.
+    Blocks without a single letter or digit are dropped.
+    """
+    blocks: list[tuple[int, str]] = []
+    cur: list[str] = []
+    start = 1
+    only_headings = False
+
+    def flush() -> None:
+        body = "\n".join(cur).strip("\n")
+        if body and _WORDY.search(body):
+            blocks.append((start, body))
+        cur.clear()
+
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            if cur and not only_headings:
+                flush()
+            elif cur:
+                cur.append("")  # keep line numbers exact inside a heading's block
+            continue
+        heading = bool(_HEADING.match(line))
+        too_big = len(cur) >= max_lines or sum(len(x) + 1 for x in cur) >= BLOCK_MAX_CHARS
+        if cur and ((heading and not only_headings) or too_big):
+            flush()
+        if not cur:
+            start, only_headings = number, heading
+        else:
+            only_headings = only_headings and heading
+        cur.append(line)
+    if cur:
+        flush()
+    return blocks
+
+
+def message_text(raw: bytes) -> str | None:
+    """The searchable text of one jsonl line: role then every content string, no JSON."""
+    try:
+        obj = json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    parts: list[str] = []
+    role = obj.get("role")
+    if isinstance(role, str) and role:
+        parts.append(f"{role}:")
+    for key, value in obj.items():
+        if key != "role" and key not in _SKIP_KEYS:
+            _collect_strings(value, parts)
+    text = " ".join(p for p in parts if p)
+    return text if _WORDY.search(text) else None
+
+
+def _collect_strings(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            if key not in _SKIP_KEYS:
+                _collect_strings(inner, out)
+    elif isinstance(value, list):
+        for inner in value:
+            _collect_strings(inner, out)
+
+
+def read_complete_lines(path: str, start: int, end: int, first_line: int) -> Iterator[
+    tuple[int, int, bytes]
+]:
+    """Yield `(line_no, offset, raw)` for each complete line in bytes `[start, end)`.
+
+    A final fragment without a newline (a torn or in-progress append) is not yielded.
+    """
+    line_no, offset, pending = first_line, start, b""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        remaining = end - start
+        while remaining > 0:
+            chunk = fh.read(min(READ_CHUNK, remaining))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            pieces = (pending + chunk).split(b"\n")
+            pending = pieces.pop()
+            for raw in pieces:
+                yield line_no, offset, raw
+                line_no += 1
+                offset += len(raw) + 1
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+# -- planning --------------------------------------------------------------------------
+@dataclass
+class _Seen:
+    rel: str
+    source: str
+    abspath: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass
+class _FileWork:
+    """Rows for one file, computed outside the lock against the `basis` row state."""
+
+    seen: _Seen
+    basis: tuple | None
+    append: bool
+    rows: list[tuple[int, str]] = field(default_factory=list)
+    done_bytes: int = 0
+    done_lines: int = 0
+    tail_off: int = 0
+    tail_hash: str = ""
+
+
+def _state_of(row: sqlite3.Row | None) -> tuple | None:
+    if row is None:
+        return None
+    return (row["mtime_ns"], row["size"], row["done_bytes"], row["done_lines"], row["tail_hash"])
+
+
+class Index:
+    """The derived full-text index of one `MemoryStore` (see the module docstring)."""
+
+    def __init__(self, store: MemoryStore):
+        self.store = store
+        self.layout = store.layout
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self.store.connect()
+
+    # -- public -----------------------------------------------------------------------
+    def sync(self) -> IndexReport:
+        """Bring the index up to date with the files and entries; cheap when nothing moved."""
+        began = time.perf_counter()
+        report = IndexReport()
+        seen = self._scan()
+        report.files_seen = len(seen)
+        known = {row["path"]: row for row in self.conn.execute("SELECT * FROM idx_files")}
+        self._sync_files(seen, known, report)
+        self._sync_entries(report)
+        report.seconds = time.perf_counter() - began
+        return report
+
+    def rebuild(self) -> IndexReport:
+        """Drop every index table and index all files and entries again."""
+        began = time.perf_counter()
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            drop_index_tables(conn)
+            create_index_tables(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        report = self.sync()
+        self.optimize()
+        report.rows_total = self.row_count()
+        report.seconds = time.perf_counter() - began
+        return report
+
+    def optimize(self) -> None:
+        """Merge each FTS table's segments into one (faster queries after a bulk load)."""
+        for table in TABLES:
+            self._write(lambda c, t=table: c.execute(f"INSERT INTO {t}({t}) VALUES('optimize')"))
+
+    def row_count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM idx_docs").fetchone()[0]
+
+    # -- scanning ---------------------------------------------------------------------
+    def _scan(self) -> dict[str, _Seen]:
+        """Stat every indexable file: `{relative path: _Seen}` (no file is read)."""
+        seen: dict[str, _Seen] = {}
+        for attr, source, suffixes in FLAT_FOLDERS:
+            folder = getattr(self.layout, attr)
+            self._scan_dir(str(folder), self.layout.relative(folder), source, suffixes,
+                           seen, recursive=False)
+        working = str(self.layout.working)
+        for task in _scandir(working):
+            if task.name.startswith(".") or not task.is_dir():
+                continue
+            rel_task = f"working/{task.name}"
+            for name, source in (("overview.md", "overview"), ("messages.jsonl", "messages")):
+                self._add_file(os.path.join(task.path, name), f"{rel_task}/{name}", source, seen)
+            self._scan_dir(os.path.join(task.path, "detail"), f"{rel_task}/detail", "detail",
+                           (".md",), seen, recursive=True)
+        return seen
+
+    def _scan_dir(self, folder: str, rel: str, source: str, suffixes: tuple[str, ...],
+                  seen: dict[str, _Seen], *, recursive: bool) -> None:
+        for item in _scandir(folder):
+            if item.name.startswith("."):
+                continue
+            if recursive and item.is_dir():
+                self._scan_dir(item.path, f"{rel}/{item.name}", source, suffixes, seen,
+                               recursive=True)
+            elif item.name.endswith(suffixes):
+                self._add_file(item.path, f"{rel}/{item.name}", source, seen, item)
+
+    @staticmethod
+    def _add_file(path: str, rel: str, source: str, seen: dict[str, _Seen],
+                  item: os.DirEntry | None = None) -> None:
+        try:
+            st = item.stat() if item is not None else os.stat(path)
+        except OSError:
+            return
+        if (st.st_mode & 0o170000) == 0o100000:  # regular files only
+            seen[rel] = _Seen(rel, source, path, st.st_mtime_ns, st.st_size)
+
+    # -- files ------------------------------------------------------------------------
+    def _sync_files(self, seen: dict[str, _Seen], known: dict[str, sqlite3.Row],
+                    report: IndexReport) -> None:
+        gone = [row for path, row in known.items() if path not in seen]
+        if gone:
+            self._write(lambda c: self._remove_files(c, gone, report))
+        batch: list[_FileWork] = []
+        pending_rows = 0
+        for rel, item in seen.items():
+            row = known.get(rel)
+            if row is not None and (row["mtime_ns"], row["size"]) == (item.mtime_ns, item.size):
+                continue
+            work = self._plan_file(item, row)
+            batch.append(work)
+            pending_rows += len(work.rows)
+            if pending_rows >= BATCH_ROWS:
+                self._write(lambda c, b=batch: self._apply_files(c, b, report))
+                batch, pending_rows = [], 0
+        if batch:
+            self._write(lambda c: self._apply_files(c, batch, report))
+
+    def _plan_file(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
+        if item.source == "messages":
+            return self._plan_jsonl(item, row)
+        work = _FileWork(item, _state_of(row), append=False)
+        try:
+            with open(item.abspath, "rb") as fh:
+                data = fh.read(item.size)
+        except OSError:
+            data = b""
+        text = data.decode("utf-8", errors="replace")
+        max_lines = JSON_BLOCK_MAX_LINES if item.rel.endswith(".json") else BLOCK_MAX_LINES
+        work.rows = split_blocks(text, max_lines)
+        return work
+
+    def _plan_jsonl(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
+        """Index only the new complete lines when the file just grew, else all of it."""
+        start, first_line, append = 0, 1, False
+        # Append-only growth keeps the indexed prefix; any other change reindexes the file.
+        if row is not None and item.size > row["size"] and row["done_bytes"] > 0:
+            if self._tail_intact(item.abspath, row):
+                start, first_line, append = row["done_bytes"], row["done_lines"] + 1, True
+        work = _FileWork(item, _state_of(row), append=append, done_bytes=start,
+                         done_lines=first_line - 1)
+        if append:
+            work.tail_off, work.tail_hash = row["tail_off"], row["tail_hash"]
+        try:
+            for line_no, offset, raw in read_complete_lines(item.abspath, start, item.size,
+                                                            first_line):
+                text = message_text(raw)
+                if text is not None:
+                    work.rows.append((line_no, text))
+                work.done_bytes, work.done_lines = offset + len(raw) + 1, line_no
+                work.tail_off, work.tail_hash = offset, _hash(raw + b"\n")
+        except OSError:
+            pass
+        return work
+
+    @staticmethod
+    def _tail_intact(path: str, row: sqlite3.Row) -> bool:
+        length = row["done_bytes"] - row["tail_off"]
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(row["tail_off"])
+                data = fh.read(length)
+        except OSError:
+            return False
+        return len(data) == length and _hash(data) == row["tail_hash"]
+
+    def _apply_files(self, conn: sqlite3.Connection, batch: list[_FileWork],
+                     report: IndexReport) -> None:
+        next_id = _next_doc_id(conn)
+        for work in batch:
+            row = conn.execute("SELECT * FROM idx_files WHERE path = ?",
+                               (work.seen.rel,)).fetchone()
+            if _state_of(row) != work.basis:
+                # Another process synced this file since we planned: redo against its state.
+                if row is not None and (row["mtime_ns"], row["size"]) == (
+                        work.seen.mtime_ns, work.seen.size):
+                    continue
+                work = self._plan_file(work.seen, row)
+            next_id = self._apply_file(conn, work, row, next_id, report)
+
+    def _apply_file(self, conn: sqlite3.Connection, work: _FileWork, row: sqlite3.Row | None,
+                    next_id: int, report: IndexReport) -> int:
+        item = work.seen
+        if row is None:
+            file_id = conn.execute(
+                "INSERT INTO idx_files(path, source, mtime_ns, size) VALUES (?, ?, ?, ?)",
+                (item.rel, item.source, item.mtime_ns, item.size),
+            ).lastrowid
+        else:
+            file_id = row["id"]
+            if not work.append:
+                report.rows_removed += _delete_docs(conn, "file_id = ?", (file_id,))
+        table = table_for(item.source)
+        ids = range(next_id, next_id + len(work.rows))
+        conn.executemany(
+            "INSERT INTO idx_docs(id, source, file_id, line) VALUES (?, ?, ?, ?)",
+            [(i, item.source, file_id, line) for i, (line, _) in zip(ids, work.rows,
+                                                                     strict=True)],
+        )
+        conn.executemany(
+            f"INSERT INTO {table}(rowid, body) VALUES (?, ?)",
+            [(i, text) for i, (_, text) in zip(ids, work.rows, strict=True)],
+        )
+        conn.execute(
+            "UPDATE idx_files SET source = ?, mtime_ns = ?, size = ?, done_bytes = ?, "
+            "done_lines = ?, tail_off = ?, tail_hash = ? WHERE id = ?",
+            (item.source, item.mtime_ns, item.size, work.done_bytes, work.done_lines,
+             work.tail_off, work.tail_hash, file_id),
+        )
+        report.files_indexed += 1
+        report.rows_added += len(work.rows)
+        return next_id + len(work.rows)
+
+    @staticmethod
+    def _remove_files(conn: sqlite3.Connection, gone: list[sqlite3.Row],
+                      report: IndexReport) -> None:
+        for row in gone:
+            current = conn.execute("SELECT id FROM idx_files WHERE id = ? AND mtime_ns = ? "
+                                   "AND size = ?", (row["id"], row["mtime_ns"], row["size"]))
+            if current.fetchone() is None:
+                continue  # another process already handled it
+            report.rows_removed += _delete_docs(conn, "file_id = ?", (row["id"],))
+            conn.execute("DELETE FROM idx_files WHERE id = ?", (row["id"],))
+            report.files_removed += 1
+
+    # -- entries ----------------------------------------------------------------------
+    def _sync_entries(self, report: IndexReport) -> None:
+        conn = self.conn
+        if not _has_table(conn, "entries"):
+            return
+        marks = _watermarks(conn)
+        new = conn.execute("SELECT seq, id FROM entries WHERE seq > ? ORDER BY seq",
+                           (marks["entries_seq"],)).fetchall()
+        dead: list[sqlite3.Row] = []
+        if _has_table(conn, "entry_tombstones"):
+            dead = conn.execute("SELECT seq, id FROM entry_tombstones WHERE seq > ? "
+                                "ORDER BY seq", (marks["tombstones_seq"],)).fetchall()
+        if not new and not dead:
+            return
+        dead_ids = {row["id"] for row in dead}
+        planned = [(row["seq"], row["id"], self._entry_rows(row["id"]))
+                   for row in new if row["id"] not in dead_ids]
+        last_seq = new[-1]["seq"] if new else marks["entries_seq"]
+        last_dead = dead[-1]["seq"] if dead else marks["tombstones_seq"]
+        self._write(lambda c: self._apply_entries(c, marks, planned, dead_ids, last_seq,
+                                                  last_dead, report))
+
+    def _entry_rows(self, entry_id: str) -> tuple[str | None, list[tuple[str, str]]]:
+        from memory.errors import MemoryStoreError
+
+        try:
+            texts = self.store.entries.texts(entry_id)
+        except (MemoryStoreError, UnicodeDecodeError, OSError):
+            return None, []  # pruned meanwhile (its tombstone follows), binary or unreadable
+        path = None
+        try:
+            path = self.store.entries.get(entry_id).path
+        except (MemoryStoreError, AttributeError):
+            pass
+        return path, [(cite, text) for cite, text in texts if text and _WORDY.search(text)]
+
+    def _apply_entries(self, conn: sqlite3.Connection, marks: dict[str, int],
+                       planned: list, dead_ids: set[str], last_seq: int, last_dead: int,
+                       report: IndexReport) -> None:
+        if _watermarks(conn) != marks:
+            return  # another process indexed these meanwhile; the next sync sees the rest
+        next_id = _next_doc_id(conn)
+        for _seq, entry_id, (path, rows) in planned:
+            _delete_docs(conn, "entry_id = ?", (entry_id,))
+            for cite, text in rows:
+                conn.execute("INSERT INTO idx_docs(id, source, entry_id, cite, path) "
+                             "VALUES (?, 'entries', ?, ?, ?)", (next_id, entry_id, cite, path))
+                conn.execute("INSERT INTO idx_ent(rowid, body) VALUES (?, ?)", (next_id, text))
+                next_id += 1
+            report.entries_added += 1
+            report.rows_added += len(rows)
+        for entry_id in dead_ids:
+            removed = _delete_docs(conn, "entry_id = ?", (entry_id,))
+            report.rows_removed += removed
+            report.entries_removed += 1 if removed else 0
+        conn.executemany("INSERT OR REPLACE INTO idx_state(key, value) VALUES (?, ?)",
+                         [("entries_seq", last_seq), ("tombstones_seq", last_dead)])
+
+    # -- transactions -----------------------------------------------------------------
+    def _write(self, fn) -> None:
+        """Run `fn(conn)` in one `BEGIN IMMEDIATE` transaction (serialises writers)."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _scandir(path: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (name,)).fetchone() is not None
+
+
+def _watermarks(conn: sqlite3.Connection) -> dict[str, int]:
+    marks = {"entries_seq": 0, "tombstones_seq": 0}
+    for key, value in conn.execute("SELECT key, value FROM idx_state"):
+        if key in marks:
+            marks[key] = int(value)
+    return marks
+
+
+def _next_doc_id(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT coalesce(max(id), 0) + 1 FROM idx_docs").fetchone()[0]
+
+
+def _delete_docs(conn: sqlite3.Connection, where: str, args: tuple) -> int:
+    """Delete the rows matching `where` from `idx_docs` and their FTS tables."""
+    rows = conn.execute(f"SELECT id, source FROM idx_docs WHERE {where}", args).fetchall()
+    if not rows:
+        return 0
+    by_table: dict[str, list[tuple[int]]] = {}
+    for row in rows:
+        by_table.setdefault(table_for(row["source"]), []).append((row["id"],))
+    for table, ids in by_table.items():
+        conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", ids)
+    conn.execute(f"DELETE FROM idx_docs WHERE {where}", args)
+    return len(rows)

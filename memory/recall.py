@@ -1,0 +1,438 @@
+"""Ranked recall over the memory index: natural-language queries, BM25, citations.
+
+Query plan (what keeps a question fast at a million rows):
+
+1. The query is tokenized exactly as the index is (`porter unicode61`, through a TEMP
+   FTS5 table and its `fts5vocab` 'instance' view), stopwords are dropped, and each
+   remaining stem's document frequency is looked up per FTS table (`fts5vocab` 'row',
+   `term = ?`, an index probe).
+2. Per table, the MATCH is built from the rarest terms first (OR) while their summed
+   document frequencies stay within `CANDIDATE_BUDGET`; common words are left out of the
+   MATCH whenever rarer ones exist, so FTS5 never scores every row that holds "error" or
+   "test". The best `RERANK_K` rows by `bm25()` are the candidates. If even the rarest
+   term is common, the candidates are the newest rows holding the rarest terms together.
+3. The candidates are re-ranked with BM25 over *all* query terms (global document
+   frequencies, each table's average length), a bonus for holding more distinct query
+   terms and for holding them close together. Term positions for this come from the same
+   TEMP table, which also gives the snippet (~300 characters around the densest cluster
+   of matches, on one line) and the best line to cite inside a block.
+
+Invariant: every search first calls `Index.sync()`, so what is on disk is what is found.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from memory.errors import InvalidQueryError
+from memory.index import FILE_TABLE, TABLES, table_for
+
+if TYPE_CHECKING:
+    from memory.store import MemoryStore
+
+SCOPES = ("all", "plans", "findings", "checkpoints", "snapshots", "overview", "detail",
+          "messages", "entries", "facts", "episodes")
+SOURCES = SCOPES[1:]
+
+CANDIDATE_BUDGET = 5_000
+AND_CAP = 2_000
+RERANK_K = 100
+RERANK_MAX_CHARS = 20_000
+SNIPPET_CHARS = 300
+K1, B = 1.2, 0.75
+COVERAGE_WEIGHT = 0.5
+PROXIMITY_TOKENS = 8
+PROXIMITY_WEIGHT = 0.15
+
+STOPWORDS = """a about above after again against all am an and any are as at be because been
+before being below between both but by can could did do does doing down during each few for
+from further had has have having he her here hers herself him himself his how i if in into is
+it its itself just me more most my myself no nor not now of off on once only or other our ours
+ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were
+what when where which while who whom why will with would you your yours yourself yourselves
+also get got let lets us ever whether there's what's anything something""".split()
+
+CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SPACE = re.compile(r"\s+")
+_NEWLINE = re.compile("\n")
+
+TEMP_SETUP = (
+    "PRAGMA temp_store = MEMORY",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
+    "tokenize = 'porter unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
+    *(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_{t} USING fts5vocab(main, {t}, row)"
+      for t in TABLES),
+)
+
+
+@dataclass
+class SearchResult:
+    """One recalled snippet and where it came from."""
+
+    source: str
+    """The view it belongs to: one of `SOURCES` (plans, detail, messages, entries, ...)."""
+    path: str | None
+    """File path relative to the memory root (`None` for inline entries)."""
+    line: int | None
+    """1-based line in `path` (the jsonl line for messages), `None` for entries."""
+    citation: str
+    """`detail/x.md#L10`-style reference, `working/T1/messages.jsonl#L45`, `mem-...#chunk-2`."""
+    text: str
+    """The snippet: about 300 characters around the best match, on one line."""
+    score: float
+    """Relevance (higher is better); comparable within one search only."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def search(store: MemoryStore, query: str, scope: str | Sequence[str] = "all",
+           limit: int = 5) -> list[SearchResult]:
+    """Ranked recall of `query` over the views named by `scope`.
+
+    Args:
+        store: the memory store whose index is searched (synced first).
+        query: natural-language text; not every word has to match.
+        scope: one of `SCOPES`, a comma-separated string of them, or a list.
+        limit: the most results to return (>= 1).
+
+    Raises:
+        InvalidQueryError: empty query, unknown scope or limit below 1.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidQueryError(
+            f"empty query {query!r}: give words to search for, e.g. 'auth flow decision'"
+        )
+    sources = resolve_scope(scope)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidQueryError(f"invalid limit {limit!r}: give a number of results >= 1")
+    store.index.sync()
+    return _Query(store.connect(), query, sources, limit).run()
+
+
+def resolve_scope(scope: str | Sequence[str]) -> tuple[str, ...]:
+    """The sources a scope names (`all` -> every source); raises `InvalidQueryError`."""
+    names = [scope] if isinstance(scope, str) else list(scope)
+    wanted: list[str] = []
+    for name in names:
+        for part in str(name).split(","):
+            part = part.strip()
+            if part not in SCOPES:
+                raise InvalidQueryError(
+                    f"unknown scope {part!r}: use one of {', '.join(SCOPES)}"
+                )
+            wanted.extend(SOURCES if part == "all" else [part])
+    if not wanted:
+        raise InvalidQueryError(f"empty scope {scope!r}: use one of {', '.join(SCOPES)}")
+    return tuple(dict.fromkeys(wanted))
+
+
+def format_results(query: str, results: Sequence[SearchResult]) -> str:
+    """Seed 000's text format: numbered results with source, file:line, content, citation."""
+    lines = [f'Found {len(results)} result(s) for: "{query}"']
+    for number, hit in enumerate(results, start=1):
+        lines.append("")
+        lines.append(f"[{number}] Source: {hit.source}")
+        if hit.path and hit.line is not None:
+            lines.append(f"    File: {hit.path}:{hit.line}")
+        elif hit.path:
+            lines.append(f"    File: {hit.path}")
+        lines.append(f"    Content: {hit.text}")
+        lines.append(f"    Citation: {hit.citation}")
+    return "\n".join(lines)
+
+
+# -- the query ---------------------------------------------------------------------------
+@dataclass
+class _Candidate:
+    rowid: int
+    table: str
+
+
+class _Query:
+    """One search: plan per table, gather candidates, re-rank, cut snippets."""
+
+    def __init__(self, conn: sqlite3.Connection, query: str, sources: tuple[str, ...],
+                 limit: int):
+        self.conn, self.query, self.sources, self.limit = conn, query, sources, limit
+        self.k = max(RERANK_K, 2 * limit)
+
+    def run(self) -> list[SearchResult]:
+        for sql in TEMP_SETUP:
+            self.conn.execute(sql)
+        tokens = tokenize(self.conn, self.query)
+        stops = _stopword_stems(self.conn)
+        terms = list(dict.fromkeys(stem for stem, _ in tokens if stem not in stops))
+        if not terms:
+            terms = list(dict.fromkeys(stem for stem, _ in tokens))
+        if not terms:
+            return []
+        self.surface = {}
+        for stem, word in tokens:
+            self.surface.setdefault(stem, word)
+        tables = list(dict.fromkeys(table_for(s) for s in self.sources))
+        self.totals = {t: fts_totals(self.conn, t) for t in tables}
+        self.df = {(t, term): self._df(t, term) for t in tables for term in terms}
+        n_rows = sum(rows for rows, _ in self.totals.values())
+        self.idf = {}
+        for term in terms:
+            df = sum(self.df[(t, term)] for t in tables)
+            self.idf[term] = math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
+        candidates: list[_Candidate] = []
+        for table in tables:
+            candidates.extend(self._candidates(table, terms))
+        return self._rerank(candidates, terms)
+
+    def _df(self, table: str, term: str) -> int:
+        row = self.conn.execute(f"SELECT doc FROM temp.rq_{table} WHERE term = ?",
+                                (term,)).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- candidates -------------------------------------------------------------------
+    def _candidates(self, table: str, terms: list[str]) -> list[_Candidate]:
+        """Rows worth re-ranking: BM25 over the rare terms, plus the shortest rows that
+        hold all the common terms together (which the rare terms alone would miss)."""
+        present = sorted((self.df[(table, t)], t) for t in terms if self.df[(table, t)] > 0)
+        rare, total = [], 0
+        for df, term in present:
+            if total + df > CANDIDATE_BUDGET:
+                break
+            rare.append(term)
+            total += df
+        common = [t for _, t in present[len(rare):]]
+        rows: list[int] = []
+        if rare:
+            rows = self._match(table, self._or(rare), limit=self.k, ranked=True)
+        if common and (len(common) > 1 or not rare):
+            seen = set(rows)
+            rows += [r for r in self._together(table, common) if r not in seen]
+        return [_Candidate(r, table) for r in rows]
+
+    def _together(self, table: str, common: list[str]) -> list[int]:
+        """The shortest of the newest rows holding every common term (dropping the most
+        common ones until enough rows match); length stands in for BM25 here because
+        every such row holds the same terms."""
+        while True:
+            expr = " AND ".join(self._quote(t) for t in common)
+            rows = self._match(table, expr, limit=AND_CAP, ranked=False)
+            if len(rows) >= self.k or len(common) <= 2:
+                break
+            common = common[:-1]
+        if len(rows) <= self.k:
+            return rows
+        marks = ",".join("?" * len(rows))
+        sizes = self.conn.execute(
+            f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", rows).fetchall()
+        sizes.sort(key=lambda r: _varints(r[1])[0] if r[1] else 0)
+        return [r[0] for r in sizes[: self.k]]
+
+    def _quote(self, stem: str) -> str:
+        return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
+
+    def _or(self, stems: list[str]) -> str:
+        return " OR ".join(self._quote(s) for s in stems)
+
+    def _match(self, table: str, expr: str, *, limit: int, ranked: bool) -> list[int]:
+        order = f"bm25({table})" if ranked else f"{table}.rowid DESC"
+        filt, args = "", [expr]
+        wanted = [s for s in self.sources if table_for(s) == table]
+        if table == FILE_TABLE and len(wanted) < _file_source_count():
+            filt = (f" AND idx_docs.source IN ({','.join('?' * len(wanted))})")
+            args.extend(wanted)
+        join = f" JOIN idx_docs ON idx_docs.id = {table}.rowid" if filt else ""
+        sql = (f"SELECT {table}.rowid FROM {table}{join} WHERE {table} MATCH ?{filt} "
+               f"ORDER BY {order} LIMIT ?")
+        return [row[0] for row in self.conn.execute(sql, (*args, limit))]
+
+    # -- re-ranking -------------------------------------------------------------------
+    def _rerank(self, candidates: list[_Candidate], terms: list[str]) -> list[SearchResult]:
+        if not candidates:
+            return []
+        docs = self._load(candidates)
+        conn = self.conn
+        _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()])
+        marks = ",".join("?" * len(terms))
+        hits: dict[int, list[tuple[int, str]]] = {}
+        for doc, term, offset in conn.execute(
+                f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms):
+            hits.setdefault(doc, []).append((offset, term))
+        scored = []
+        for doc_id, doc in docs.items():
+            positions = sorted(hits.get(doc_id, []))
+            if positions:
+                scored.append((self._score(doc, positions, terms), doc_id, positions))
+        scored.sort(key=lambda s: (-s[0], -s[1]))
+        return [self._result(docs[d], score, pos) for score, d, pos in scored[: self.limit]]
+
+    def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
+        rows, tokens = self.totals[doc["table"]]
+        avgdl = tokens / rows if rows else 1.0
+        dl = doc["length"] or len(positions)
+        tf: dict[str, int] = {}
+        for _, term in positions:
+            tf[term] = tf.get(term, 0) + 1
+        score = 0.0
+        for term, count in tf.items():
+            norm = count + K1 * (1 - B + B * dl / max(avgdl, 1.0))
+            score += self.idf[term] * count * (K1 + 1) / norm
+        if len(terms) > 1:
+            score *= 1 + COVERAGE_WEIGHT * (len(tf) - 1) / (len(terms) - 1)
+            if len(tf) > 1 and _min_span(positions) <= PROXIMITY_TOKENS:
+                score *= 1 + PROXIMITY_WEIGHT
+        return score
+
+    def _load(self, candidates: list[_Candidate]) -> dict[int, dict]:
+        docs: dict[int, dict] = {}
+        by_table: dict[str, list[int]] = {}
+        for cand in candidates:
+            by_table.setdefault(cand.table, []).append(cand.rowid)
+        for table, ids in by_table.items():
+            marks = ",".join("?" * len(ids))
+            for rowid, body, size in self.conn.execute(
+                    f"SELECT t.id, t.c0, s.sz FROM {table}_content t JOIN {table}_docsize s "
+                    f"ON s.id = t.id WHERE t.id IN ({marks})", ids):
+                docs[rowid] = {"table": table, "body": body or "",
+                               "length": _varints(size)[0] if size else 0}
+        if docs:
+            marks = ",".join("?" * len(docs))
+            for row in self.conn.execute(
+                    "SELECT d.id, d.source, d.line, d.cite, d.path, f.path AS file_path "
+                    "FROM idx_docs d LEFT JOIN idx_files f ON f.id = d.file_id "
+                    f"WHERE d.id IN ({marks})", list(docs)):
+                docs[row["id"]].update(source=row["source"], line=row["line"],
+                                       cite=row["cite"], path=row["file_path"] or row["path"])
+        return {i: d for i, d in docs.items() if "source" in d}
+
+    def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]
+                ) -> SearchResult:
+        body = doc["body"]
+        text, best_char = snippet(body, positions, self.idf)
+        line = doc["line"]
+        if doc["source"] != "messages" and line is not None:
+            line += body.count("\n", 0, best_char)
+        if doc["source"] == "entries":
+            citation = doc["cite"] or ""
+        else:
+            citation = f"{doc['path']}#L{line}"
+        return SearchResult(doc["source"], doc["path"], line, citation, text, round(score, 4))
+
+
+# -- helpers -------------------------------------------------------------------------------
+def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
+    """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
+    _fill_tok(conn, [(1, text)])
+    stems = [row[0] for row in conn.execute(
+        "SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")]
+    words = _WORD.findall(text)
+    if len(words) != len(stems):
+        words = stems
+    return list(zip(stems, words, strict=True))
+
+
+def _fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
+    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once)."""
+    conn.execute("SAVEPOINT rq_fill")
+    try:
+        conn.execute(CLEAR_TOK)
+        conn.executemany("INSERT INTO temp.rq_tok(rowid, body) VALUES (?, ?)", rows)
+        conn.execute("RELEASE rq_fill")
+    except BaseException:
+        conn.execute("ROLLBACK TO rq_fill")
+        conn.execute("RELEASE rq_fill")
+        raise
+
+
+_STOP_STEMS: frozenset[str] | None = None
+
+
+def _stopword_stems(conn: sqlite3.Connection) -> frozenset[str]:
+    global _STOP_STEMS
+    if _STOP_STEMS is None:
+        _STOP_STEMS = frozenset(stem for stem, _ in tokenize(conn, " ".join(STOPWORDS)))
+    return _STOP_STEMS
+
+
+
+def _file_source_count() -> int:
+    return sum(1 for s in SOURCES if table_for(s) == FILE_TABLE)
+
+
+def fts_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
+    """`(rows, tokens)` of an FTS5 table, read from its 'averages' record (no scan)."""
+    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    if not row or not row[0]:
+        return 0, 0
+    values = _varints(row[0])
+    return values[0], (values[1] if len(values) > 1 else 0)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """Decode SQLite's big-endian varints (as used by FTS5's shadow tables)."""
+    out, i = [], 0
+    while i < len(blob):
+        value = 0
+        for n in range(9):
+            byte = blob[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def _min_span(positions: list[tuple[int, str]]) -> int:
+    """Smallest token distance between two different query terms."""
+    best = 1 << 30
+    last: dict[str, int] = {}
+    for offset, term in positions:
+        for other, where in last.items():
+            if other != term:
+                best = min(best, offset - where)
+        last[term] = offset
+    return best
+
+
+def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]
+            ) -> tuple[str, int]:
+    """About `SNIPPET_CHARS` of `body` around the densest matches, on one line.
+
+    Returns the snippet and the character offset of the first match it centres on.
+    """
+    spans = [m.start() for m in _WORD.finditer(body[:RERANK_MAX_CHARS])]
+    hits = [(spans[o], t) for o, t in positions if o < len(spans)]
+    if not hits:
+        return _one_line(body[:SNIPPET_CHARS], False, len(body) > SNIPPET_CHARS), 0
+    # The best line holds the most (rarest) distinct terms; the snippet starts near it.
+    newlines = [m.start() for m in _NEWLINE.finditer(body, 0, RERANK_MAX_CHARS)]
+    by_line: dict[int, tuple[int, set[str]]] = {}
+    for start, term in hits:
+        line = bisect.bisect_left(newlines, start)
+        first, seen = by_line.get(line, (start, set()))
+        seen.add(term)
+        by_line[line] = (first, seen)
+    best_line = max(by_line, key=lambda n: (sum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
+    best_at = by_line[best_line][0]
+    # Start at the cited line, so the snippet reads from where the citation points.
+    lo = newlines[best_line - 1] + 1 if best_line > 0 else 0
+    if best_at - lo > SNIPPET_CHARS // 2:
+        lo = best_at - SNIPPET_CHARS // 5
+    hi = min(len(body), lo + SNIPPET_CHARS)
+    return _one_line(body[lo:hi], lo > 0 and body[lo - 1] != "\n", hi < len(body)), best_at
+
+
+def _one_line(text: str, cut_left: bool, cut_right: bool) -> str:
+    text = _SPACE.sub(" ", text).strip()
+    return ("…" if cut_left else "") + text + ("…" if cut_right else "")

@@ -1,0 +1,267 @@
+"""Working memory of one task (seed 000): overview, detail notes and the raw message log.
+
+Layout (from `memory.paths.Layout`)::
+
+    working/{task_id}/overview.md       always in the lead's context (seed 000's sections)
+    working/{task_id}/detail/*.md       notes with a META block, and compaction summaries
+    working/{task_id}/messages.jsonl    every message, append-only, never rewritten
+
+Invariant: `messages.jsonl` only grows. Each message is one JSON line appended through
+`memory.durable.append_jsonl`, whose returned 1-based line number is the message's
+permanent citation (`messages.jsonl#L45`). Nothing here rewrites or deletes a line;
+archiving (seed 001, `memory.archive`) is recorded in summary files that *name* lines.
+
+`WorkingMemory` keeps an in-process cache of the log that it extends incrementally from
+the last byte it read, so the context builder can look at recent turns on every lead call
+without re-reading a file that grows to millions of lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from memory import durable
+from memory.errors import InvalidInputError
+from memory.paths import check_name
+from memory.templating import render
+
+OVERVIEW_SECTIONS = (
+    "Current Task",
+    "Key Decisions",
+    "Known Context",
+    "Pending Issues",
+    "Recent Operations",
+)
+ROLES = ("system", "user", "assistant", "tool")
+_SLUG_RE = re.compile(r"[^a-z0-9]+")
+
+
+def utc_now() -> str:
+    """Current UTC time as `2026-11-22T10:30:00.123456Z`."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def slugify(text: str, max_len: int = 60) -> str:
+    """A file-name-safe slug of `text` (`"Auth design!"` -> `"auth-design"`)."""
+    slug = _SLUG_RE.sub("-", text.lower()).strip("-")[:max_len].strip("-")
+    return slug or "note"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One line of `messages.jsonl`."""
+
+    line: int
+    """1-based line number in `messages.jsonl` (the citation `messages.jsonl#L{line}`)."""
+    record: dict[str, Any] = field(repr=False)
+
+    @property
+    def role(self) -> str:
+        return str(self.record.get("role", ""))
+
+    @property
+    def content(self) -> str:
+        content = self.record.get("content", "")
+        return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+    @property
+    def is_user_turn(self) -> bool:
+        """A real user turn (seed 001 counts user turns; injected notes do not count)."""
+        return self.role == "user" and not self.record.get("synthetic", False)
+
+    @property
+    def citation(self) -> str:
+        return f"messages.jsonl#L{self.line}"
+
+
+class WorkingMemory:
+    """The working memory folder of one task.
+
+    Args:
+        store: a `memory.store.MemoryStore` (only its `layout` is used here).
+        task_id: the task's id (a single safe path component).
+    """
+
+    def __init__(self, store: Any, task_id: str):
+        self.store = store
+        self.task_id = check_name(task_id, "task id")
+        layout = store.layout
+        self.task_dir: Path = layout.task_dir(task_id)
+        self.overview_path: Path = layout.overview(task_id)
+        self.detail_dir: Path = layout.detail_dir(task_id)
+        self.messages_path: Path = layout.messages(task_id)
+        self._cache: list[Message] = []
+        self._cache_offset = 0
+        self._cache_next_line = 1
+
+    # -- overview ----------------------------------------------------------------------
+    def ensure(self, *, objective: str = "") -> WorkingMemory:
+        """Create the task folder, `detail/` and `overview.md` (from the template) if missing."""
+        self.detail_dir.mkdir(parents=True, exist_ok=True)
+        if not self.overview_path.exists():
+            text = render(
+                "overview.md.j2", task_id=self.task_id, objective=objective,
+                created=utc_now(), sections=list(OVERVIEW_SECTIONS),
+            )
+            durable.create_exclusive(self.overview_path, text.encode("utf-8"))
+        return self
+
+    def exists(self) -> bool:
+        return self.task_dir.is_dir()
+
+    def overview_text(self) -> str:
+        """The overview as it is on disk (a hand edit is what the next call returns)."""
+        if not self.overview_path.exists():
+            self.ensure()
+        return self.overview_path.read_text(encoding="utf-8")
+
+    def write_overview(self, text: str) -> Path:
+        """Replace the whole overview (atomic)."""
+        self.ensure()
+        return durable.atomic_write_text(self.overview_path, text)
+
+    def update_overview_section(self, section: str, body: str) -> Path:
+        """Replace the body of `## {section}` (appended as a new section if absent)."""
+        with durable.file_lock(self.overview_path):
+            text = self.overview_text()
+            pattern = re.compile(
+                rf"(^## {re.escape(section)}[ \t]*\n)(.*?)(?=^## |\Z)", re.M | re.S
+            )
+            replacement = body.rstrip("\n") + "\n\n"
+            if pattern.search(text):
+                text = pattern.sub(lambda m: m.group(1) + replacement, text, count=1)
+            else:
+                text = text.rstrip("\n") + f"\n\n## {section}\n{replacement}"
+            return durable.atomic_write_text(self.overview_path, text)
+
+    # -- detail notes ------------------------------------------------------------------
+    def write_note(
+        self, title: str, content: str, *, keywords: list[str] | tuple[str, ...] = (),
+        name: str | None = None,
+    ) -> Path:
+        """Write `detail/{name or slug(title)}.md` with seed 000's META block; returns its path."""
+        if not title.strip():
+            raise InvalidInputError("empty note title: give the note a topic")
+        stem = slugify(name or title)
+        if stem.startswith("summary-"):
+            stem = "note-" + stem  # summary-* names belong to the archive
+        path = self.detail_dir / f"{stem}.md"
+        text = render(
+            "detail_note.md.j2", title=title.strip(), created=utc_now(),
+            keywords=list(keywords), content=content.rstrip("\n"),
+        )
+        self.ensure()
+        return durable.atomic_write_text(path, text)
+
+    def notes(self) -> list[Path]:
+        """Detail notes written by agents (not the archive's summary files), by name."""
+        if not self.detail_dir.is_dir():
+            return []
+        return sorted(
+            p for p in self.detail_dir.glob("*.md")
+            if not p.name.startswith((".", "summary-"))
+        )
+
+    # -- messages ----------------------------------------------------------------------
+    def append_message(self, role: str, content: Any, **fields: Any) -> int:
+        """Append one message to `messages.jsonl`; returns its line number.
+
+        Args:
+            role: `system`, `user`, `assistant` or `tool`.
+            content: text (or a JSON-serialisable list of content blocks).
+            **fields: anything else to keep: `tool_calls`, `tool_call_id`, `name`, `id`,
+                `usage`, `synthetic=True` for injected notes that are not user turns.
+        """
+        return self.append_messages([{"role": role, "content": content, **fields}])
+
+    def append_messages(self, messages: list[dict[str, Any]]) -> int:
+        """Append several messages in one durable write; returns the first line number."""
+        if not messages:
+            raise InvalidInputError("no messages to append")
+        records = [self._record(m) for m in messages]
+        self.task_dir.mkdir(parents=True, exist_ok=True)
+        return durable.append_jsonl(self.messages_path, records, many=True)
+
+    def _record(self, message: dict[str, Any]) -> dict[str, Any]:
+        role = message.get("role")
+        if role not in ROLES:
+            raise InvalidInputError(
+                f"unknown message role {role!r}: use one of {', '.join(ROLES)}"
+            )
+        record = {"id": message.get("id") or f"msg-{secrets.token_hex(6)}",
+                  "ts": message.get("ts") or utc_now()}
+        record.update({k: v for k, v in message.items() if v is not None})
+        try:
+            json.dumps(record, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(
+                f"message fields must be JSON-serialisable ({exc}); convert objects first"
+            ) from None
+        return record
+
+    def messages(self) -> list[Message]:
+        """Every good line of the log, in order (cached; reads only what was appended)."""
+        self._refresh()
+        return list(self._cache)
+
+    def tail(self, count: int) -> list[Message]:
+        """The last `count` messages."""
+        self._refresh()
+        return self._cache[-count:] if count > 0 else []
+
+    def messages_after(self, line: int) -> list[Message]:
+        """Messages whose line number is greater than `line`."""
+        self._refresh()
+        lo, hi = 0, len(self._cache)
+        while lo < hi:  # the cache is sorted by line number
+            mid = (lo + hi) // 2
+            if self._cache[mid].line <= line:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self._cache[lo:]
+
+    def message_range(self, first: int, last: int) -> list[Message]:
+        """Messages with `first <= line <= last`."""
+        return [m for m in self.messages_after(first - 1) if m.line <= last]
+
+    def line_count(self) -> int:
+        """Complete lines in the log (good or bad); the last line number handed out."""
+        self._refresh()
+        return self._cache_next_line - 1
+
+    def _refresh(self) -> None:
+        path = self.messages_path
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size < self._cache_offset:  # replaced behind our back: start over
+            self._cache, self._cache_offset, self._cache_next_line = [], 0, 1
+        if size == self._cache_offset:
+            return
+        for line_no, offset, raw in durable.iter_jsonl_lines(
+            path, self._cache_offset, self._cache_next_line
+        ):
+            self._cache_offset = offset + len(raw) + 1
+            self._cache_next_line = line_no + 1
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue  # a torn line closed by a later append stays a numbered bad line
+            if isinstance(record, dict):
+                self._cache.append(Message(line_no, record))
+
+
+def list_tasks(store: Any) -> list[str]:
+    """Task ids that have a working-memory folder, sorted."""
+    working = store.layout.working
+    if not working.is_dir():
+        return []
+    return sorted(p.name for p in working.iterdir() if p.is_dir() and not p.name.startswith("."))

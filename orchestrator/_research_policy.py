@@ -1,0 +1,713 @@
+"""`ResearchPolicy`: the offline model's default behaviour, speaking tether's protocol.
+
+The policy is a pure function of the conversation and the bound tools (no clock, no
+randomness, no network), so a run is reproducible. It never knows answers in advance: all
+it says is taken from the prompt and from what the workdir tools returned.
+
+**Input it parses.** Every human message is scanned for `Key: value` lines (keys are
+case-insensitive, at the start of a line, first occurrence per message; a later message
+overrides an earlier one)::
+
+    Objective: <text>            what the whole task is about (fallback: first line of the
+                                 last human message)
+    Phase: <name>                exploration | planning | implementation | review | other
+    Max subtasks: <N>            lead only; default 4
+    Agents: <a>, <b>             lead only; workflow agent names (default 'researcher')
+    Subtask: <id>                subagent only
+    Title: <text>                subagent only
+    Description: <text>          subagent only
+    Scope: <path>, <path>        subagent only; paths under the workdir (default '.')
+    Max steps: <N>               optional; the policy submits by step N at the latest
+
+Any other text (earlier findings, a snapshot) is only used to boost areas it mentions.
+
+**What it does**, by the tools bound:
+
+* `PhasePlan` bound (lead): call `list_files(".")` first if that tool is bound and was not
+  called yet in this conversation; then group the listed files into areas (top-level
+  folders, descending through single-folder wrappers like `src/pkg`, splitting the largest
+  area while there is room; loose top-level files form one area), rank areas by the
+  objective's words in their paths, mentions in the prompt and a phase hint (docs first
+  when exploring, tests when reviewing), and plan one subtask per area, up to the maximum.
+* `SubmitFindings` bound (subagent): one tool call per step: `list_files` on each scope
+  path, `read_file` on the 3 most relevant files (the order depends on the phase, see
+  `_rank_files`), `grep_files` for one key word of the task and for `TODO|FIXME`; then
+  `SubmitFindings` built from those results (real paths, first docstring/heading lines,
+  definitions, grep hits, counts). It submits early when `Max steps` is reached, when only
+  `SubmitFindings` is offered (`tool_choice`), or when a human message arrives after the
+  work started (an orchestrator's "finish now").
+* neither (plain chat, e.g. a summary request): an extractive reply to the last human
+  message.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from orchestrator.protocol import FINDINGS_TOOL, PLAN_TOOL, PhasePlan, SubmitFindings
+
+_KEYS = {
+    "objective": "objective",
+    "phase": "phase",
+    "max subtasks": "max_subtasks",
+    "agents": "agents",
+    "subtask": "subtask",
+    "subtask id": "subtask",
+    "title": "title",
+    "description": "description",
+    "scope": "scope",
+    "max steps": "max_steps",
+}
+_FIELD_RE = re.compile(
+    r"^[ \t>*_-]*("
+    + "|".join(sorted(map(re.escape, _KEYS), key=len, reverse=True))
+    + r")[*_]*[ \t]*:[ \t]*(.*?)[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
+_NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
+_GREP_RE = re.compile(r"^(.+?):(\d+): (.*)$")
+_DEF_RE = re.compile(
+    r"^\s*(?:export\s+)?(?:pub\s+)?(?:async\s+)?(class|def|function|func|fn|interface|struct)\s+"
+    r"([A-Za-z_][A-Za-z0-9_]*)"
+)
+_TODO_RE = re.compile(r"\b(TODO|FIXME|XXX)\b")  # case-sensitive: grep_files is not
+_WORD_RE = re.compile(r"[a-z0-9]+")
+_STOPWORDS = frozenset(
+    """a an and are as at be by can do does for from has have how in into is it its of on or
+    the this that these those to was what when where which who why will with without all any
+    each about should could would may might must not no yes our your their them they we you
+    survey explore exploration map find check review plan planning implement implementation
+    code project repo repository package module modules file files folder folders work task
+    look make use using used write read describe explain understand main new add get set
+    tether workdir top level""".split()
+)
+_PRIORITY_STEMS = ("readme", "__init__", "main", "__main__", "index", "cli", "app", "core")
+_TEXT_SUFFIXES = tuple(
+    ".py .md .rst .txt .toml .yaml .yml .json .js .ts .go .rs .java .c .h .cpp .rb .sh .cfg"
+    " .ini".split()
+)
+_CODE_SUFFIXES = frozenset({".py", ".js", ".ts", ".go", ".rs", ".java", ".c", ".cpp", ".rb"})
+_PHASES = {
+    # phase: (title verb, what to do, what to report, files it favours)
+    "exploration": (
+        "Survey",
+        "map the files, entry points and main definitions of",
+        "what each main file does and how the parts connect",
+        {"readme", "docs", "doc"},
+    ),
+    "planning": (
+        "Plan",
+        "propose concrete, ordered steps for",
+        "the steps, the files each step touches and the open decisions",
+        {"docs", "design", "readme"},
+    ),
+    "implementation": (
+        "Identify changes in",
+        "identify the exact changes needed in",
+        "the functions to change or add and their call sites",
+        {"src", "lib"},
+    ),
+    "review": (
+        "Review",
+        "check risks, edge cases and test coverage of",
+        "untested code, TODO/FIXME notes and risky spots",
+        {"test", "tests", "spec", "ci"},
+    ),
+}
+_DEFAULT_PHASE = ("Study", "study", "what matters for the objective", set())
+
+
+@dataclass
+class Brief:
+    """What the prompt asks for, parsed from the human messages."""
+
+    objective: str = ""
+    phase: str = "exploration"
+    max_subtasks: int = 4
+    agents: list[str] = field(default_factory=list)
+    subtask: str = ""
+    title: str = ""
+    description: str = ""
+    scope: list[str] = field(default_factory=list)
+    max_steps: int | None = None
+    text: str = ""
+
+
+@dataclass
+class Call:
+    """One earlier tool call of this conversation and its result (None if unanswered)."""
+
+    name: str
+    args: dict[str, Any]
+    result: str | None = None
+
+
+@dataclass
+class Area:
+    """A group of files the lead can hand to one subagent."""
+
+    name: str
+    scope: list[str]
+    files: list[str]
+
+
+def words(text: str) -> list[str]:
+    """Lower-case content words of `text` (stop words and short words dropped), in order."""
+    seen: dict[str, None] = {}
+    for w in _WORD_RE.findall(text.lower()):
+        if len(w) >= 3 and w not in _STOPWORDS and not w.isdigit():
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+def stem(word: str) -> str:
+    """A crude suffix stripper so `invoices`, `invoice` and `taxed`, `tax` meet."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def stems(text: str) -> set[str]:
+    """Stems of the content words of `text`."""
+    return {stem(w) for w in words(text)}
+
+
+def _int(value: str, default: int | None) -> int | None:
+    m = re.search(r"\d+", value)
+    return int(m.group()) if m else default
+
+
+def parse_brief(messages: Sequence[BaseMessage]) -> Brief:
+    """Read the `Key: value` lines of every human message (later messages win)."""
+    brief = Brief()
+    humans = [str(m.text) for m in messages if isinstance(m, HumanMessage)]
+    for text in humans:
+        found: dict[str, str] = {}
+        for m in _FIELD_RE.finditer(text):
+            found.setdefault(_KEYS[m.group(1).lower()], m.group(2).strip(" *_`"))
+        for key, value in found.items():
+            if key == "max_subtasks":
+                brief.max_subtasks = max(1, _int(value, 4) or 4)
+            elif key == "max_steps":
+                brief.max_steps = _int(value, None)
+            elif key in ("agents", "scope"):
+                items = [v.strip().strip("`'\"") for v in re.split(r"[,\s]+", value)]
+                setattr(brief, key, [v for v in items if v])
+            elif key == "phase":
+                brief.phase = value.split()[0].strip("`'\".").lower() if value else brief.phase
+            else:
+                setattr(brief, key, value)
+    brief.text = "\n".join(humans)
+    if not brief.objective and humans:
+        lines = [ln.strip() for ln in humans[-1].splitlines() if ln.strip()]
+        brief.objective = lines[0][:300] if lines else ""
+    return brief
+
+
+def tool_history(messages: Sequence[BaseMessage]) -> list[Call]:
+    """The tool calls made in this conversation, in order, with their results."""
+    calls: dict[str, Call] = {}
+    order: list[Call] = []
+    for m in messages:
+        if isinstance(m, AIMessage):
+            for tc in m.tool_calls:
+                call = Call(tc["name"], dict(tc.get("args") or {}))
+                calls[str(tc.get("id"))] = call
+                order.append(call)
+        elif isinstance(m, ToolMessage) and m.tool_call_id in calls:
+            calls[m.tool_call_id].result = str(m.text)
+    return order
+
+
+def parse_listing(text: str) -> list[tuple[str, int]]:
+    """`(path, size)` pairs from a `list_files` result."""
+    out = []
+    for line in text.splitlines():
+        m = _LISTING_RE.match(line)
+        if m and not line.startswith("#"):
+            out.append((m.group(1), int(m.group(2))))
+    return out
+
+
+def parse_read(text: str) -> list[str]:
+    """The file lines of a `read_file` result, without their numbers."""
+    return [m.group(2) for ln in text.splitlines() if (m := _NUMBERED_RE.match(ln))]
+
+
+def parse_grep(text: str) -> list[tuple[str, int, str]]:
+    """`(path, line, text)` hits from a `grep_files` result."""
+    return [
+        (m.group(1), int(m.group(2)), m.group(3))
+        for ln in text.splitlines()
+        if not ln.startswith("#") and (m := _GREP_RE.match(ln))
+    ]
+
+
+def _call(name: str, args: dict[str, Any], note: str = "") -> AIMessage:
+    return AIMessage(content=note, tool_calls=[{"name": name, "args": args, "id": None}])
+
+
+def _slug(text: str) -> str:
+    return "-".join(_WORD_RE.findall(text.lower()))[:40] or "root"
+
+
+def _path_words(path: str) -> set[str]:
+    """Stems of every word of a path (no stop-word filtering: `core`, `cli` count)."""
+    return {stem(w) for w in _WORD_RE.findall(path.lower())}
+
+
+def _in_scope(path: str, scope: Sequence[str]) -> bool:
+    if not scope or "." in scope:
+        return True
+    return any(path == s.rstrip("/") or path.startswith(s.rstrip("/") + "/") for s in scope)
+
+
+def _looks_like_file(path: str) -> bool:
+    return bool(PurePosixPath(path).suffix) and not path.endswith("/")
+
+
+# -- areas (lead) ------------------------------------------------------------------------
+
+
+def _dir_area(name: str, files: list[str]) -> Area:
+    return Area(name, [name], files)
+
+
+def group_areas(paths: Sequence[str], room: int) -> list[Area]:
+    """Group listed files into areas; split the biggest area while `room` allows."""
+    top: dict[str, list[str]] = {}
+    loose: list[str] = []
+    for p in paths:
+        head, sep, _ = p.partition("/")
+        (top.setdefault(head, []) if sep else loose).append(p)
+    areas = [_dir_area(*_descend(name, files)) for name, files in sorted(top.items())]
+    if loose:
+        areas.append(Area("top-level files", _rank_files(loose, [])[:10], loose))
+    while len(areas) < room:
+        for area in sorted(areas, key=lambda a: (-len(a.files), a.name)):
+            parts = _split(area)
+            if parts and len(areas) - 1 + len(parts) <= room:
+                areas = [a for a in areas if a is not area] + parts
+                break
+        else:
+            break
+    return areas
+
+
+def _descend(name: str, files: list[str]) -> tuple[str, list[str]]:
+    """Walk down wrappers like `src/` that hold a single folder and nothing else."""
+    while True:
+        rest = [f[len(name) + 1 :] for f in files]
+        heads = {r.partition("/")[0] for r in rest}
+        if len(heads) != 1 or any("/" not in r for r in rest):
+            return name, files
+        name = f"{name}/{heads.pop()}"
+
+
+def _split(area: Area) -> list[Area]:
+    if area.scope != [area.name]:
+        return []
+    subdirs: dict[str, list[str]] = {}
+    direct: list[str] = []
+    for f in area.files:
+        rest = f[len(area.name) + 1 :]
+        head, sep, _ = rest.partition("/")
+        (subdirs.setdefault(f"{area.name}/{head}", []) if sep else direct).append(f)
+    parts = [_dir_area(*_descend(n, fs)) for n, fs in sorted(subdirs.items())]
+    if direct:
+        parts.append(Area(f"{area.name} (top level)", _rank_files(direct, [])[:10], direct))
+    return parts if len(parts) >= 2 else []
+
+
+def rank_areas(areas: Sequence[Area], brief: Brief) -> list[Area]:
+    """Areas by relevance to the objective, the prompt and the phase (ties by name)."""
+    goal = stems(brief.objective)
+    mentioned = brief.text.lower()
+    hint = {stem(h) for h in _PHASES.get(brief.phase, _DEFAULT_PHASE)[3]}
+
+    def score(area: Area) -> tuple[float, str]:
+        # the objective's words dominate; the phase hint and prompt mentions break ties
+        name_words = _path_words(area.name)
+        s = 3.0 * len(goal & name_words)
+        s += min(5, sum(1 for f in area.files if goal & _path_words(f)))
+        if "/" in area.name or len(area.name) > 3:
+            s += 0.3 * min(mentioned.count(area.name.lower()), 3)
+        s += 0.5 * bool(hint & name_words)
+        s += 0.25 * any(hint & _path_words(f) for f in area.files)
+        s += math.log1p(len(area.files)) / 10
+        return (-s, area.name)
+
+    return sorted(areas, key=score)
+
+
+# -- files (subagent) ----------------------------------------------------------------------
+
+
+def _rank_files(
+    paths: Sequence[str],
+    goal: Sequence[str],
+    phase: str = "exploration",
+    sizes: dict[str, int] | None = None,
+) -> list[str]:
+    """Files in reading order for `phase`; near-empty files (< 40 bytes) always last.
+
+    Exploring reads README/`__init__` files first, then files named like the goal;
+    planning prefers goal-named docs, implementation goal-named code, review test files.
+    """
+    goal_set = {stem(g) for g in goal}
+
+    def key(path: str) -> tuple:
+        p = PurePosixPath(path)
+        name = p.stem.lower()
+        prio = _PRIORITY_STEMS.index(name) if name in _PRIORITY_STEMS else len(_PRIORITY_STEMS)
+        hits = -len(goal_set & _path_words(path))
+        tiny = int(bool(sizes) and (sizes or {}).get(path, 1000) < 40)
+        suffix = p.suffix.lower()
+        rest = (int(suffix not in _TEXT_SUFFIXES), len(p.parts), path)
+        if phase == "planning":
+            return (tiny, hits, int(suffix not in (".md", ".rst", ".txt")), prio, *rest)
+        if phase == "implementation":
+            return (tiny, hits, int(suffix not in _CODE_SUFFIXES), prio, *rest)
+        if phase == "review":
+            return (tiny, int(not _is_test(path)), hits, prio, *rest)
+        return (tiny, min(prio, 2), hits, prio, *rest)
+
+    return sorted(paths, key=key)
+
+
+def _is_test(path: str) -> bool:
+    words_ = _WORD_RE.findall(path.lower())
+    return "test" in words_ or "tests" in words_ or PurePosixPath(path).name.startswith("test_")
+
+
+_PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
+_MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
+
+
+def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
+    """The first prose line of a file and the names it defines.
+
+    Prose is a docstring, a comment or a heading; in text files (`.md`, `.txt`, ...) any
+    line counts. YAML front matter and shebang/encoding lines are skipped. Code before the
+    first prose line means the file has no description (an empty string).
+    """
+    first = ""
+    if lines and lines[0].strip() == "---":  # YAML front matter
+        end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), 0)
+        lines = lines[end + 1 :]
+    prose = PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES
+    for raw in lines:
+        s = raw.strip()
+        if not s or s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
+            continue
+        if not prose and not _PROSE_RE.match(s):
+            break
+        s = _MARKER_RE.sub("", s).strip().rstrip("\"'").strip()
+        s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
+        if len(s) >= 3:
+            first = s[:160]
+            break
+        prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
+    defs = [m.group(2) for ln in lines if (m := _DEF_RE.match(ln))]
+    return first, list(dict.fromkeys(defs))
+
+
+@dataclass
+class Evidence:
+    """What a subagent's tool calls returned, parsed."""
+
+    listed: dict[str, int] = field(default_factory=dict)
+    read: dict[str, list[str]] = field(default_factory=dict)
+    greps: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_history(cls, history: Sequence[Call], scope: Sequence[str]) -> Evidence:
+        ev = cls()
+        for call in history:
+            res = call.result or ""
+            if res.startswith("Error:"):
+                ev.errors.append(f"{call.name}({call.args.get('path', '')!s}): {res[7:]}")
+            elif call.name == "list_files":
+                ev.listed.update((p, n) for p, n in parse_listing(res) if _in_scope(p, scope))
+            elif call.name == "read_file" and call.result is not None:
+                ev.read[str(call.args.get("path", ""))] = parse_read(res)
+            elif call.name == "grep_files" and call.result is not None:
+                hits = [h for h in parse_grep(res) if _in_scope(h[0], scope)]
+                ev.greps[str(call.args.get("pattern", ""))] = hits
+        return ev
+
+
+class ResearchPolicy:
+    """Deterministic lead/subagent behaviour for `OfflineChatModel` (see module docstring).
+
+    Args:
+        max_reads: files a subagent reads before submitting.
+        read_lines: lines read per file.
+        listing_entries: `max_entries` of the lead's and subagents' listings.
+    """
+
+    TODO_PATTERN = "TODO|FIXME|XXX"
+
+    def __init__(self, max_reads: int = 3, read_lines: int = 120, listing_entries: int = 400):
+        self.max_reads = max_reads
+        self.read_lines = read_lines
+        self.listing_entries = listing_entries
+
+    def __call__(self, messages: Sequence[BaseMessage], tools: Sequence[dict]) -> AIMessage:
+        names = {t.get("function", t).get("name", "") for t in tools}
+        brief = parse_brief(messages)
+        history = tool_history(messages)
+        if PLAN_TOOL in names:
+            return self.plan(brief, history, names)
+        if FINDINGS_TOOL in names:
+            # a human turn after the work started (e.g. "budget exhausted") means: finish now
+            nudged = bool(history) and isinstance(messages[-1], HumanMessage)
+            return self.investigate(brief, history, set() if nudged else names)
+        return self.chat(messages)
+
+    # -- lead ------------------------------------------------------------------------------
+
+    def plan(self, brief: Brief, history: Sequence[Call], names: set[str]) -> AIMessage:
+        """List the workdir once, then return the `PhasePlan` tool call."""
+        listings = [c for c in history if c.name == "list_files" and c.result is not None]
+        if "list_files" in names and not any(c.name == "list_files" for c in history):
+            args = {"path": ".", "max_entries": self.listing_entries}
+            return _call("list_files", args, "Listing the workdir to plan the subtasks.")
+        files = [p for c in listings[-1:] for p, _ in parse_listing(c.result or "")]
+        return _call(PLAN_TOOL, build_plan(brief, files).model_dump())
+
+    # -- subagent --------------------------------------------------------------------------
+
+    def investigate(self, brief: Brief, history: Sequence[Call], names: set[str]) -> AIMessage:
+        """One file-tool call per step, then the `SubmitFindings` tool call."""
+        scope = brief.scope or ["."]
+        budget = None if brief.max_steps is None else max(0, brief.max_steps - 1)
+        if budget is None or len(history) < budget:
+            step = self._next_step(brief, scope, history, names)
+            if step is not None:
+                return step
+        ev = Evidence.from_history(history, scope)
+        return _call(FINDINGS_TOOL, build_findings(brief, scope, ev, self).model_dump())
+
+    def _next_step(
+        self, brief: Brief, scope: list[str], history: Sequence[Call], names: set[str]
+    ) -> AIMessage | None:
+        done = {(c.name, str(c.args.get("path", c.args.get("pattern", "")))) for c in history}
+        done |= {(c.name, str(c.args.get("pattern", ""))) for c in history}
+        if "list_files" in names:
+            for s in [s for s in scope if not _looks_like_file(s)][:3]:
+                if ("list_files", s) not in done:
+                    return _call("list_files", {"path": s, "max_entries": 200})
+        ev = Evidence.from_history(history, scope)
+        # not the description: the lead's description lists example files, which would
+        # otherwise always win
+        goal = words(f"{brief.title} {brief.objective}")
+        if "read_file" in names:
+            candidates = list(ev.listed) + [s for s in scope if _looks_like_file(s)]
+            ranked = _rank_files(dict.fromkeys(candidates), goal, brief.phase, ev.listed)
+            for path in ranked[: self.max_reads]:
+                if ("read_file", path) not in done:
+                    return _call("read_file", {"path": path, "max_lines": self.read_lines})
+        if "grep_files" in names:
+            where = scope[0] if len(scope) == 1 else "."
+            for pattern in [*keywords(brief, scope, ev.listed)[:1], self.TODO_PATTERN]:
+                if ("grep_files", pattern) not in done:
+                    return _call("grep_files", {"pattern": pattern, "path": where})
+        return None
+
+    # -- chat ------------------------------------------------------------------------------
+
+    def chat(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """An extractive reply: the informative lines of the last human message."""
+        last = next((str(m.text) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        return AIMessage(content=extract(last))
+
+
+def keywords(brief: Brief, scope: Sequence[str], paths: Sequence[str] = ()) -> list[str]:
+    """Stems worth grepping for, best first.
+
+    Objective words come before subtask words; words of the scope paths are skipped (they
+    match everywhere), words already visible in file names go last (reads cover those),
+    longer words first. Empty when nothing specific is left (e.g. "survey this repo").
+    """
+    scope_words = set().union(*(_path_words(s) for s in scope)) if scope else set()
+    seen = set().union(*(_path_words(p) for p in paths)) if paths else set()
+    own = [stem(w) for w in words(brief.objective) if len(w) >= 4]
+    more = [stem(w) for w in words(brief.title) if len(w) >= 4]
+    key = {}  # stem -> (from the title, already in a file name, shorter, position)
+    for i, w in enumerate(own + more):
+        if w not in scope_words and w not in key:
+            key[w] = (i >= len(own), w in seen, -len(w), i)
+    # grep for the stem, so `invoices` also finds `invoice`
+    return sorted(key, key=key.__getitem__)
+
+
+def extract(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
+    """Keep headings, lines with numbers or error words, and the first and last lines."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    if len(lines) <= max_lines:
+        return "\n".join(lines)[:max_chars]
+    strong = re.compile(
+        r"(^#|\d+ ?(passed|failed|errors?|tokens|files|%)|error|fail|warn|todo|decid|must"
+        r"|objective|phase)",
+        re.I,
+    )
+    keep = set(range(3)) | set(range(len(lines) - 2, len(lines)))
+    keep |= {i for i, ln in enumerate(lines) if strong.search(ln)}
+    picked = [lines[i] for i in sorted(keep)][:max_lines]
+    return "\n".join(picked)[:max_chars]
+
+
+def build_plan(brief: Brief, files: Sequence[str]) -> PhasePlan:
+    """The `PhasePlan` for this phase from the objective and the listed files."""
+    verb, action, report, _ = _PHASES.get(brief.phase, _DEFAULT_PHASE)
+    limit = max(1, brief.max_subtasks)
+    ranked = rank_areas(group_areas(files, limit), brief)
+    chosen, left_out = ranked[:limit], ranked[limit:]
+    agent = _pick_agent(brief)
+    objective = (brief.objective or "the task").rstrip(" .?!")
+    subtasks, ids = [], set()
+    for area in chosen:
+        sid = f"{_slug(brief.phase)}-{_slug(area.name)}"
+        while sid in ids:
+            sid += "-2"
+        ids.add(sid)
+        examples = ", ".join(_rank_files(area.files, words(objective))[:3])
+        subtasks.append(
+            {
+                "id": sid,
+                "title": f"{verb} {area.name}",
+                "description": (
+                    f"{action.capitalize()} {area.name} ({len(area.files)} files, e.g. "
+                    f"{examples}) for the objective: {objective}. Report {report}."
+                ),
+                "agent": agent,
+                "scope": area.scope,
+            }
+        )
+    if not subtasks:
+        subtasks.append(
+            {
+                "id": f"{_slug(brief.phase)}-workdir",
+                "title": f"{verb} the workdir",
+                "description": f"{action.capitalize()} the workdir for the objective:"
+                f" {objective}. Report {report}.",
+                "agent": agent,
+                "scope": [],
+            }
+        )
+    goal = words(objective)
+    basis = f" ranked by the objective's words ({', '.join(goal[:4])})" if goal else ""
+    names = ", ".join(a.name for a in chosen) or "the workdir"
+    return PhasePlan.model_validate(
+        {
+            "strategy": (
+                f"{brief.phase.capitalize()} phase: {action} {len(subtasks)} area(s) of "
+                f"the workdir{basis}: {names}; one subagent each, then merge the findings."
+            ),
+            "key_questions": [
+                f"Which files in {a.name} matter for: {objective}?" for a in chosen[:2]
+            ]
+            + [f"What should the {brief.phase} phase report about {objective}?"],
+            "subtasks": subtasks,
+            "constraints": [
+                "Read-only access to the workdir (list_files, read_file, grep_files).",
+                "Cite real file paths in every finding.",
+            ]
+            + ([f"Left out for now: {', '.join(a.name for a in left_out)}."] if left_out else []),
+            "next_actions": [
+                f"Run the {len(subtasks)} subtask(s) in parallel.",
+                "Merge the findings, write a checkpoint, advance to the next phase.",
+            ],
+        }
+    )
+
+
+def _pick_agent(brief: Brief) -> str:
+    if not brief.agents:
+        return "researcher"
+    stem = brief.phase[:4]
+    return next((a for a in brief.agents if stem and a.lower().startswith(stem)), brief.agents[0])
+
+
+def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any) -> SubmitFindings:
+    """`SubmitFindings` built only from the evidence the tools returned."""
+    where = ", ".join(scope)
+    objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
+    notes, discoveries, firsts = [], [], {}
+    for path, lines in ev.read.items():
+        first, defs = describe(lines, path)
+        firsts[path] = first or "no docstring or heading"
+        note = firsts[path]
+        if defs:
+            note += f" (defines {', '.join(defs[:6])})"
+            discoveries.append(f"{path} defines {', '.join(defs[:8])}.")
+        notes.append({"path": path, "description": note})
+    for path, size in list(ev.listed.items())[:12]:
+        if path not in ev.read and len(notes) < 10:
+            notes.append({"path": path, "description": f"listed, {size} bytes, not read"})
+    kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
+    if ev.listed:
+        common = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items(), key=lambda x: -x[1])[:4])
+        discoveries.insert(
+            0,
+            f"{where} holds {len(ev.listed)} text files "
+            f"({sum(ev.listed.values())} bytes); types: {common}.",
+        )
+    todo = [h for h in ev.greps.get(policy.TODO_PATTERN, []) if _TODO_RE.search(h[2])]
+    word_hits = {k: v for k, v in ev.greps.items() if k != policy.TODO_PATTERN}
+    # greps ran on stems; speak of the word the task used
+    label = {stem(w): w for w in reversed(words(f"{brief.objective} {brief.title}"))}
+    for pattern, hits in word_hits.items():
+        if hits:
+            p, n, t = hits[0]
+            discoveries.append(
+                f"{label.get(pattern, pattern)!r} occurs {len(hits)} time(s) in {where}, "
+                f"e.g. {p}:{n}: {t[:100]}"
+            )
+    questions = [
+        f"{label.get(w, w)!r} does not appear in {where}: where is it handled?"
+        for w, hits in word_hits.items()
+        if not hits
+    ]
+    questions += [f"Tool error: {e}" for e in ev.errors[:3]]
+    if not ev.read:
+        questions.append(f"No readable text file was found in {where}.")
+    recs = [f"Resolve {p}:{n}: {t[:100]}" for p, n, t in todo[:3]]
+    code = [p for p in ev.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES]
+    if code and not any(_is_test(p) for p in ev.listed):
+        recs.append(f"No test files found under {where}: check where {code[0]} is tested.")
+    top = list(ev.read)[:2]
+    if top:
+        verb = _PHASES.get(brief.phase, _DEFAULT_PHASE)[0].lower()
+        recs.append(f"To {verb} {where} for {objective!r}, start from {' and '.join(top)}.")
+    main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2])
+    summary = (
+        f"Looked at {where} for {objective!r} ({brief.phase} phase): "
+        f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
+        + "".join(f"{len(v)} match(es) for {label.get(k, k)!r}, " for k, v in word_hits.items())
+        + f"{len(todo)} TODO/FIXME note(s)."
+    )
+    if main:
+        summary += f" Main files: {main}."
+    return SubmitFindings.model_validate(
+        {
+            "status": "completed" if ev.read else "partial",
+            "summary": summary,
+            "key_discoveries": discoveries[:10],
+            "files": notes,
+            "open_questions": questions[:6],
+            "recommendations": recs[:6],
+        }
+    )

@@ -1,0 +1,632 @@
+"""The Python API: `Orchestrator` runs, resumes, hands off and reports on tasks.
+
+::
+
+    from orchestrator import Orchestrator
+
+    orch = Orchestrator(workdir=".", on_event=print)
+    result = orch.run("Survey this repository")
+    orch.resume(result.task_id)          # after a crash or Ctrl-C
+    snap = orch.handoff(result.task_id)  # a snapshot a fresh agent can continue from
+
+Design: options are validated before anything is written (workflow file, workdir, model,
+phase), so a bad call leaves the memory directory untouched. Each task is recorded in
+`<memory root>/.tether/tasks.jsonl` (options and the current LangGraph thread), which is
+how `resume`, `status` and `handoff` find "the most recent task" and rebuild the same
+run context. Progress is reported as event dicts to `on_event` (see
+`orchestrator.view`); library code never prints.
+
+Invariant: `run` and `resume` either finish the task or leave it resumable: every
+super-step is durable (LangGraph `durability="sync"`), and the JSON checkpoints, plan and
+findings files are enough to continue without LangGraph's database.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory.durable import append_jsonl, read_jsonl
+from memory.paths import Layout
+from orchestrator.errors import (
+    OrchestratorRuntimeError,
+    OrchestratorUserError,
+    RecoveryError,
+    UnknownTaskError,
+    WorkflowError,
+)
+
+Event = dict[str, Any]
+
+
+class Interrupted(OrchestratorRuntimeError):
+    """The run was stopped by Ctrl-C; it can be resumed."""
+
+    def __init__(self, task_id: str, checkpoint: str | None):
+        self.task_id = task_id
+        self.checkpoint = checkpoint
+        super().__init__(f"interrupted; resume with `orchestrator resume --task {task_id}`")
+
+
+@dataclass
+class RunResult:
+    """What a run or resume produced (paths relative to `memory_dir`)."""
+
+    task_id: str
+    status: str
+    memory_dir: str
+    phases: list[str]
+    phase: str
+    plan: str | None
+    findings: list[str]
+    merged: dict[str, str]
+    checkpoints: list[str]
+    snapshots: list[str]
+    failed: dict[str, Any]
+    tokens: dict[str, int]
+    lead_calls: list[dict[str, Any]]
+    final_summary: str | None
+    model: str
+    offline: bool
+    source: str = "run"
+    """`run`, `langgraph`, `checkpoint` or `snapshot`: where the state came from."""
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _tasks_file(layout: Layout) -> Path:
+    return layout.root / ".tether" / "tasks.jsonl"
+
+
+def new_task_id(objective: str) -> str:
+    words = re.findall(r"[a-z0-9]+", objective.lower())[:4]
+    return "-".join(words or ["task"])[:40] + "-" + secrets.token_hex(3)
+
+
+class Orchestrator:
+    """Runs tether tasks against one memory directory.
+
+    Args:
+        memory_dir: the memory directory (default `$TETHER_MEMORY_DIR` or `.temp/memory`).
+        workdir: the project the agents read (read-only file tools).
+        workflow: a workflow YAML file (phases, agents, thresholds), or None.
+        model: `provider:model` or `offline`, or a LangChain chat model object; None:
+            `$TETHER_MODEL`, the workflow's, the provider whose key is set, else the
+            offline model.
+        token_threshold: lead-context tokens that trigger a snapshot (default: workflow,
+            then the external-memory skill's 150,000).
+        max_parallel: subagents running at once (default: workflow's).
+        on_event: called with one dict per progress event.
+        project_dir: where a project's `templates/` and `skills/` are (default: cwd).
+    """
+
+    def __init__(
+        self,
+        memory_dir: str | os.PathLike[str] | None = None,
+        workdir: str | os.PathLike[str] | None = ".",
+        workflow: str | os.PathLike[str] | None = None,
+        model: Any = None,
+        token_threshold: int | None = None,
+        max_parallel: int | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        project_dir: str | os.PathLike[str] | None = None,
+    ):
+        self.layout = Layout.at(memory_dir)
+        self.workdir = workdir
+        self.workflow_path = str(workflow) if workflow else None
+        self.model_spec = model
+        self.token_threshold = token_threshold
+        self.max_parallel = max_parallel
+        self.on_event = on_event
+        self.project_dir = str(Path(project_dir or Path.cwd()).absolute())
+        if token_threshold is not None and token_threshold <= 0:
+            raise OrchestratorUserError(
+                f"token threshold {token_threshold!r} must be a positive number of tokens"
+            )
+        if max_parallel is not None and max_parallel <= 0:
+            raise OrchestratorUserError(f"max parallel {max_parallel!r} must be at least 1")
+        self.workflow = self._load_workflow(self.workflow_path)
+
+    # -- options ---------------------------------------------------------------------
+    def _load_workflow(self, path: str | None) -> Any:
+        from orchestrator.workflow import load_workflow
+
+        if path is not None and not Path(path).is_file():
+            raise WorkflowError(f"workflow file {path!r} not found; pass an existing YAML file")
+        return load_workflow(path, self.project_dir)
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.on_event is not None:
+            self.on_event({"event": event, **fields})
+
+    def _thresholds(self, workflow: Any, record: dict | None = None) -> tuple[int, float, int]:
+        th = getattr(workflow, "thresholds", None)
+        threshold = (
+            self.token_threshold
+            or (record or {}).get("token_threshold")
+            or getattr(th, "token_threshold", None)
+            or 150_000
+        )
+        ratio = float(getattr(th, "warning_ratio", None) or 0.8)
+        parallel = (
+            self.max_parallel
+            or (record or {}).get("max_parallel")
+            or getattr(th, "max_parallel", None)
+            or 4
+        )
+        return int(threshold), ratio, int(parallel)
+
+    def _context(
+        self, store: Any, workflow: Any, resolved: Any, thread_id: str, record: dict | None = None
+    ) -> Any:
+        from orchestrator.nodes._runtime import RunContext
+        from orchestrator.skills import discover_skills, skills_index
+
+        threshold, ratio, parallel = self._thresholds(workflow, record)
+        agent_models = {}
+        for name, spec in (getattr(workflow, "agents", None) or {}).items():
+            if getattr(spec, "model", None):
+                from orchestrator.models import resolve_model
+
+                agent_models[name] = resolve_model(spec.model).model
+        return RunContext(
+            store=store,
+            workflow=workflow,
+            model=resolved.model if resolved else None,
+            model_name=resolved.name if resolved else "",
+            offline=bool(resolved and resolved.offline),
+            token_threshold=threshold,
+            warning_ratio=ratio,
+            max_parallel=parallel,
+            skills_index=skills_index(discover_skills(self.project_dir)),
+            thread_id=thread_id,
+            project_dir=self.project_dir,
+            on_event=self.on_event,
+            agent_models=agent_models,
+        )
+
+    def _resolve_model(self, workflow: Any, record: dict | None = None) -> Any:
+        from orchestrator.models import ResolvedModel, resolve_model
+
+        if self.model_spec is not None and not isinstance(self.model_spec, str):
+            # a chat model object given by an API caller (e.g. a scripted offline model)
+            from orchestrator.offline import OfflineChatModel
+
+            offline = isinstance(self.model_spec, OfflineChatModel)
+            resolved = ResolvedModel(self.model_spec, type(self.model_spec).__name__, offline,
+                                     "api")
+            self._emit("model", name=resolved.name, offline=offline)
+            return resolved
+        spec = self.model_spec or (record or {}).get("model")
+        resolved = resolve_model(spec, workflow_model=getattr(workflow, "model", None))
+        self._emit("model", name=resolved.name, offline=resolved.offline)
+        return resolved
+
+    # -- task records ----------------------------------------------------------------
+    def _tasks(self) -> dict[str, dict[str, Any]]:
+        tasks: dict[str, dict[str, Any]] = {}
+        for _line, rec in read_jsonl(_tasks_file(self.layout)).records:
+            if rec.get("task_id"):
+                tasks[rec["task_id"]] = {**tasks.get(rec["task_id"], {}), **rec}
+                tasks[rec["task_id"]]["_order"] = _line
+        return tasks
+
+    def _note_task(self, task_id: str, **fields: Any) -> None:
+        append_jsonl(_tasks_file(self.layout), {"task_id": task_id, **fields})
+
+    def task_record(self, task_id: str | None = None) -> dict[str, Any]:
+        """The recorded options of `task_id`, or of the most recent task.
+
+        Raises:
+            UnknownTaskError: no such task (or no task at all) in the memory directory.
+        """
+        tasks = self._tasks()
+        if task_id is None:
+            if not tasks:
+                raise UnknownTaskError(
+                    f"no task in memory directory {str(self.layout.root)!r}; "
+                    "start one with `orchestrator run OBJECTIVE`"
+                )
+            return max(tasks.values(), key=lambda r: r["_order"])
+        if task_id not in tasks:
+            known = sorted(tasks)[:5]
+            raise UnknownTaskError(
+                f"unknown task {task_id!r} in {str(self.layout.root)!r}; known: "
+                f"{', '.join(known) if known else 'none'} (see `orchestrator status`)"
+            )
+        return tasks[task_id]
+
+    # -- running ---------------------------------------------------------------------
+    def run(
+        self, objective: str, task_id: str | None = None, start_phase: str | None = None
+    ) -> RunResult:
+        """Run a new task to the end of its last phase.
+
+        Raises:
+            OrchestratorUserError: bad objective, task id, phase, workdir or model.
+            Interrupted: Ctrl-C (the task can be resumed).
+        """
+        from memory.paths import check_name
+        from memory.store import MemoryStore
+        from orchestrator.state import initial_state
+        from orchestrator.workdir import check_workdir
+
+        if not objective or not objective.strip():
+            raise OrchestratorUserError("empty objective: say what the task should achieve")
+        phases = list(
+            getattr(self.workflow, "phases", None)
+            or ["exploration", "planning", "implementation", "review"]
+        )
+        if start_phase is not None and start_phase not in phases:
+            raise WorkflowError(
+                f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
+            )
+        try:
+            task_id = check_name(task_id, "task id") if task_id else new_task_id(objective)
+        except ValueError as exc:
+            raise OrchestratorUserError(str(exc)) from None
+        workdir = str(check_workdir(self.workdir or "."))
+        resolved = self._resolve_model(self.workflow)
+        if task_id in self._tasks():
+            raise OrchestratorUserError(
+                f"task {task_id!r} already exists; continue it with "
+                f"`orchestrator resume --task {task_id}` or pick another --task"
+            )
+        store = MemoryStore(self.layout.root)
+        threshold, _ratio, parallel = self._thresholds(self.workflow)
+        self._note_task(
+            task_id,
+            objective=objective,
+            workdir=workdir,
+            workflow=self.workflow_path,
+            model=self.model_spec if isinstance(self.model_spec, str) else None,
+            token_threshold=self.token_threshold,
+            max_parallel=self.max_parallel,
+            thread_id=task_id,
+            project_dir=self.project_dir,
+            created=_dt.datetime.now(_dt.UTC).isoformat(),
+        )
+        try:
+            from memory.working import WorkingMemory
+
+            WorkingMemory(store, task_id).ensure(objective=objective)
+        except ImportError:
+            pass
+        state = initial_state(
+            task_id=task_id,
+            objective=objective,
+            workdir=workdir,
+            phases=phases,
+            phase_index=phases.index(start_phase) if start_phase else 0,
+        )
+        ctx = self._context(store, self.workflow, resolved, task_id)
+        self._emit(
+            "start",
+            task_id=task_id,
+            objective=objective,
+            phases=phases,
+            memory_dir=str(self.layout.root),
+            workdir=workdir,
+            model=resolved.name,
+            offline=resolved.offline,
+            token_threshold=threshold,
+            max_parallel=parallel,
+        )
+        return self._drive(store, ctx, state, task_id, source="run")
+
+    def _drive(
+        self,
+        store: Any,
+        ctx: Any,
+        state: Any,
+        task_id: str,
+        *,
+        source: str,
+        warnings: list[str] | None = None,
+    ) -> RunResult:
+        from orchestrator.graph import DURABILITY, compile_graph, open_saver, run_config
+        from orchestrator.nodes._common import langgraph_db, write_checkpoint
+
+        saver = open_saver(langgraph_db(self.layout))
+        try:
+            graph = compile_graph(saver)
+            config = run_config(ctx.thread_id, ctx.max_parallel)
+            try:
+                for _ in graph.stream(
+                    state, config, context=ctx, durability=DURABILITY, stream_mode="updates"
+                ):
+                    pass
+            except KeyboardInterrupt:
+                cp = None
+                values = graph.get_state(config).values
+                if values.get("task_id"):
+                    cp = write_checkpoint(
+                        ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
+                    )
+                raise Interrupted(task_id, cp) from None
+            values = graph.get_state(config).values
+        finally:
+            saver.conn.close()
+            store.close()
+        result = self._result(values, ctx, source=source, warnings=warnings or [])
+        self._emit(
+            "finish",
+            **{
+                k: v
+                for k, v in result.to_dict().items()
+                if k in ("task_id", "status", "plan", "memory_dir")
+            },
+            findings=len(result.findings),
+            snapshots=result.snapshots,
+            checkpoints=len(result.checkpoints),
+        )
+        return result
+
+    def _result(self, values: dict, ctx: Any, *, source: str, warnings: list[str]) -> RunResult:
+        from orchestrator.checkpoints import list_checkpoints
+
+        task_id = values["task_id"]
+        findings = values.get("findings") or {}
+        plan = self.layout.plan(task_id)
+        return RunResult(
+            task_id=task_id,
+            status=values.get("status", "running"),
+            memory_dir=str(self.layout.root),
+            phases=list(values["phases"]),
+            phase=values["phases"][values["phase_index"]],
+            plan=self.layout.relative(plan) if plan.exists() else None,
+            findings=sorted(v["path"] for v in findings.values()),
+            merged=dict(values.get("merged") or {}),
+            checkpoints=[self.layout.relative(p) for p in list_checkpoints(self.layout, task_id)],
+            snapshots=list(values.get("snapshots") or []),
+            failed=dict(values.get("failed") or {}),
+            tokens=dict(values.get("tokens") or {}),
+            lead_calls=list(values.get("lead_calls") or []),
+            final_summary=values.get("final_summary"),
+            model=ctx.model_name,
+            offline=ctx.offline,
+            source=source,
+            warnings=warnings,
+        )
+
+    # -- resuming --------------------------------------------------------------------
+    def resume(
+        self,
+        task_id: str | None = None,
+        from_checkpoint: str | None = None,
+        from_snapshot: str | None = None,
+    ) -> RunResult:
+        """Continue a task: LangGraph state, else the latest valid checkpoint, else a snapshot.
+
+        Raises:
+            UnknownTaskError: no such task.
+            RecoveryError: nothing valid to resume from.
+            Interrupted: Ctrl-C again (resume again).
+        """
+        from memory.store import MemoryStore
+        from orchestrator import recovery
+
+        if from_checkpoint and from_snapshot:
+            raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
+        snap = None
+        if from_snapshot:
+            from orchestrator.artifacts import read_snapshot
+
+            snap = read_snapshot(Path(from_snapshot))
+            task_id = task_id or snap.get("task_id")
+        record = self._known_or_snapshot(task_id, snap)
+        task_id = record["task_id"]
+        workflow = (
+            self._load_workflow(record["workflow"])
+            if record.get("workflow") and not self.workflow_path
+            else self.workflow
+        )
+        resolved = self._resolve_model(workflow, record)
+        store = MemoryStore(self.layout.root)
+        plan = self._recovery_plan(record, snap, from_checkpoint, workflow)
+        thread = record.get("thread_id") or task_id
+        if plan["state"] is not None:
+            thread = f"{task_id}~{secrets.token_hex(3)}"
+            self._note_task(task_id, thread_id=thread)
+        ctx = self._context(store, workflow, resolved, thread, record)
+        for warning in plan["warnings"]:
+            self._emit("warning", message=warning)
+        self._emit(
+            "resume",
+            task_id=task_id,
+            source=plan["source"],
+            path=plan.get("path"),
+            memory_dir=str(self.layout.root),
+            model=resolved.name,
+            offline=resolved.offline,
+        )
+        state = recovery.normalise(plan["state"]) if plan["state"] is not None else None
+        return self._drive(
+            store, ctx, state, task_id, source=plan["source"], warnings=plan["warnings"]
+        )
+
+    def _known_or_snapshot(self, task_id: str | None, snap: dict | None) -> dict[str, Any]:
+        if snap is None:
+            return self.task_record(task_id)
+        try:
+            return self.task_record(task_id)
+        except UnknownTaskError:  # a snapshot from elsewhere starts the task here
+            extra = snap.get("extra") or {}
+            record = {
+                "task_id": task_id,
+                "objective": extra.get("objective"),
+                "workdir": extra.get("workdir") or str(Path(self.workdir or ".")),
+                "thread_id": task_id,
+            }
+            self._note_task(**record)
+            return record
+
+    def _langgraph_values(self, thread_id: str) -> tuple[dict, bool] | None:
+        """`(values, finished)` of LangGraph's saved state for `thread_id`, if any."""
+        from orchestrator.graph import compile_graph, open_saver
+        from orchestrator.nodes._common import langgraph_db
+
+        db = langgraph_db(self.layout)
+        if not db.exists():
+            return None
+        saver = open_saver(db)
+        try:
+            snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
+        except Exception:  # a damaged database falls back to the JSON checkpoints
+            return None
+        finally:
+            saver.conn.close()
+        if not snapshot.values:
+            return None
+        return dict(snapshot.values), not snapshot.next
+
+    def _recovery_plan(
+        self, record: dict, snap: dict | None, from_checkpoint: str | None, workflow: Any
+    ) -> dict[str, Any]:
+        from orchestrator import checkpoints, recovery
+
+        task_id = record["task_id"]
+        if snap is not None:
+            return {
+                "source": "snapshot",
+                "path": snap["path"],
+                "warnings": [],
+                "state": recovery.state_from_snapshot(self.layout, snap),
+            }
+        if from_checkpoint:
+            cp = checkpoints.load_checkpoint(Path(from_checkpoint))
+            return {
+                "source": "checkpoint",
+                "path": str(from_checkpoint),
+                "warnings": [],
+                "state": recovery.state_from_checkpoint(self.layout, cp),
+            }
+        saved = self._langgraph_values(record.get("thread_id") or task_id)
+        if saved is not None:
+            values, finished = saved
+            if finished and values.get("failed"):
+                return {"source": "langgraph", "path": None, "warnings": [], "retry": True,
+                        "state": recovery.retry_failed(values)}
+            return {"source": "langgraph", "path": None, "warnings": [], "state": None}
+        try:
+            cp, path, warnings = checkpoints.latest_valid_checkpoint(self.layout, task_id)
+        except RecoveryError:
+            snaps = recovery.task_snapshots(self.layout, task_id)
+            if not snaps:
+                raise
+            from orchestrator.artifacts import read_snapshot
+
+            snap = read_snapshot(snaps[0])
+            return {
+                "source": "snapshot",
+                "path": str(snaps[0]),
+                "warnings": [],
+                "state": recovery.state_from_snapshot(self.layout, snap),
+            }
+        return {
+            "source": "checkpoint",
+            "path": str(path),
+            "warnings": warnings,
+            "state": recovery.state_from_checkpoint(self.layout, cp),
+        }
+
+    # -- handoff and status ----------------------------------------------------------
+    def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:
+        """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
+        from orchestrator import checkpoints, recovery
+
+        record = self.task_record(task_id)
+        saved = self._langgraph_values(record.get("thread_id") or record["task_id"])
+        if saved is not None:
+            return saved[0], "langgraph"
+        cp, _path, _warnings = checkpoints.latest_valid_checkpoint(self.layout, record["task_id"])
+        return recovery.state_from_checkpoint(self.layout, cp), "checkpoint"
+
+    def handoff(self, task_id: str | None = None) -> Path:
+        """Write a context snapshot of the task's current state; returns its path."""
+        from memory.store import MemoryStore
+        from orchestrator.monitor import write_lead_snapshot
+
+        state, _source = self.current_state(task_id)
+        store = MemoryStore(self.layout.root)
+        try:
+            record = self.task_record(state["task_id"])
+            ctx = self._context(store, self.workflow, None, "", record)
+            return write_lead_snapshot(ctx, state, reason="manual")
+        finally:
+            store.close()
+
+    def checkpoint_now(self, task_id: str | None = None, notes: str = "") -> Path:
+        """Write a manual checkpoint of the task's current state; returns its path."""
+        from memory.store import MemoryStore
+        from orchestrator.nodes._common import write_checkpoint
+
+        state, _source = self.current_state(task_id)
+        store = MemoryStore(self.layout.root)
+        try:
+            ctx = self._context(store, self.workflow, None, "", self.task_record(state["task_id"]))
+            rel = write_checkpoint(
+                ctx,
+                state,
+                trigger="manual",
+                next_action=notes or "Resume with `orchestrator resume`",
+                extra={"notes": notes},
+            )
+            return self.layout.root / rel
+        finally:
+            store.close()
+
+    def status(self, task_id: str | None = None) -> dict[str, Any]:
+        """A JSON-able summary of the task: phase, subtasks, tokens, latest files."""
+        from orchestrator.artifacts import list_snapshots
+        from orchestrator.checkpoints import list_checkpoints
+        from orchestrator.monitor import total_tokens
+        from orchestrator.state import current_phase
+
+        state, source = self.current_state(task_id)
+        task = state["task_id"]
+        findings, failed = state.get("findings") or {}, state.get("failed") or {}
+        subtasks = {
+            k: {
+                "agent": v.get("agent"),
+                "title": v.get("title"),
+                "phase": v.get("phase"),
+                "state": "done" if k in findings else "failed" if k in failed else "pending",
+            }
+            for k, v in sorted((state.get("subtasks") or {}).items())
+        }
+        cps = list_checkpoints(self.layout, task)
+        snaps = [
+            p
+            for p in list_snapshots(self.layout)
+            if self.layout.relative(p) in set(state.get("snapshots") or [])
+        ]
+        plan = self.layout.plan(task)
+        return {
+            "task_id": task,
+            "objective": state["objective"],
+            "status": state.get("status", "running"),
+            "source": source,
+            "phase": current_phase(state),
+            "phase_index": state["phase_index"] + 1,
+            "phases": list(state["phases"]),
+            "subtasks": subtasks,
+            "findings": len(findings),
+            "failed": sorted(failed),
+            "tokens": {
+                "total": total_tokens(state.get("tokens")),
+                **dict(state.get("tokens") or {}),
+            },
+            "plan": str(plan) if plan.exists() else None,
+            "latest_checkpoint": str(cps[0]) if cps else None,
+            "latest_snapshot": str(snaps[0]) if snaps else None,
+            "memory_dir": str(self.layout.root),
+        }

@@ -1,0 +1,351 @@
+"""JSON checkpoints: `checkpoints/cp_{phase}_{ts}.json`, seed 002's recovery points.
+
+A `Checkpoint` holds seed 002's fields (checkpoint_id, task_id, phase, timestamp, state,
+context_summary, next_action, recovery_instructions) plus what tether needs to rebuild a
+run without the LangGraph database: the plan path, findings paths, memory entry ids, the
+LangGraph thread/checkpoint id, the objective, workdir, phases, the current phase's
+subtasks and which subtask produced which findings file.
+
+`write_checkpoint` renders `checkpoint.json.j2` (every value through `tojson`), checks the
+output against the shipped JSON Schema and only then writes it atomically under a fresh,
+never-colliding name. Readers never trust a file: `load_checkpoint` parses and validates,
+and `latest_valid_checkpoint` walks the files newest first, skipping corrupt, truncated or
+schema-invalid ones with one warning each.
+
+Invariant: a checkpoint file on disk is either complete and schema-valid, or it is
+reported and skipped; nothing here deletes or rewrites an existing checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from memory.errors import MemoryStoreError
+from memory.paths import Layout
+from orchestrator.artifacts import (
+    create_unique,
+    iso_timestamp,
+    name_timestamp,
+    slug,
+    timestamp,
+)
+from orchestrator.errors import CheckpointError, RecoveryError
+from orchestrator.templates import (
+    CHECKPOINT_TEMPLATE,
+    Pathish,
+    checkpoint_schema_problem,
+    loads_strict,
+    render_checkpoint,
+    validate_input,
+)
+
+SUMMARY_CHARS = 80
+
+
+class CheckpointState(BaseModel):
+    """Seed 002's `state` block."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    completed_subtasks: list[str] = Field(default_factory=list)
+    pending_subtasks: list[str] = Field(default_factory=list)
+    active_agents: list[str] = Field(default_factory=list)
+    blocked_agents: list[str] = Field(default_factory=list)
+    findings_count: int = Field(default=0, ge=0)
+
+
+class LangGraphRef(BaseModel):
+    """Where LangGraph's own durable state for this run is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+
+
+class Checkpoint(BaseModel):
+    """One recovery point. Paths are relative to the memory directory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str = Field(min_length=1)
+    phase: str = Field(min_length=1)
+    checkpoint_id: str | None = None
+    """`cp_{phase}_{ts}`; filled in by `write_checkpoint` (equal to the file's stem)."""
+    timestamp: str | None = None
+    """ISO 8601 UTC; filled in by `write_checkpoint` when None."""
+    state: CheckpointState = Field(default_factory=CheckpointState)
+    context_summary: str = ""
+    next_action: str = ""
+    recovery_instructions: str = ""
+    plan: str | None = None
+    findings: list[str] = Field(default_factory=list)
+    entries: list[str] = Field(default_factory=list)
+    langgraph: LangGraphRef = Field(default_factory=LangGraphRef)
+    objective: str = ""
+    workdir: str | None = None
+    phases: list[str] = Field(default_factory=list)
+    phase_index: int = Field(default=0, ge=0)
+    subtasks: list[dict[str, JsonValue]] = Field(default_factory=list)
+    """The current phase's subtasks (full dicts, each with an `id`)."""
+    completed_findings: dict[str, str] = Field(default_factory=dict)
+    """Subtask id -> findings path."""
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+def default_recovery_instructions(cp: Checkpoint) -> str:
+    """The text written when a caller leaves `recovery_instructions` empty."""
+    return (
+        f"Run `orchestrator resume --task {cp.task_id}`. Without the LangGraph database, "
+        "tether rebuilds the run from this checkpoint: read the research plan and the "
+        "findings listed here, skip completed subtasks, rerun pending and blocked ones, "
+        f"then continue with: {cp.next_action or 'the next phase'}."
+    )
+
+
+def write_checkpoint(
+    layout: Layout, cp: Checkpoint | Mapping[str, Any], *, project_dir: Pathish | None = None
+) -> Path:
+    """Validate `cp`, render it and create `checkpoints/cp_{phase}_{ts}.json`.
+
+    `checkpoint_id` and `timestamp` are filled in when None (the id then equals the file's
+    stem); `phases` defaults to `[phase]`. `cp` itself is not modified.
+
+    Raises:
+        TemplateError: the rendered JSON fails to parse or to validate against the schema.
+    """
+    now = datetime.now().astimezone()
+    if isinstance(cp, Checkpoint):
+        data = cp.model_copy(deep=True)
+    else:
+        data = validate_input(Checkpoint, CHECKPOINT_TEMPLATE, cp)
+    if data.timestamp is None:
+        data.timestamp = iso_timestamp(now)
+    if not data.phases:
+        data.phases = [data.phase]
+    if not data.recovery_instructions:
+        data.recovery_instructions = default_recovery_instructions(data)
+    given_id = data.checkpoint_id
+
+    def render_as(stem: str) -> str:
+        data.checkpoint_id = given_id or stem
+        return render_checkpoint(data.model_dump(mode="json"), project_dir)
+
+    stem = f"cp_{slug(data.phase, 'phase')}_{timestamp(now)}"
+    return create_unique(layout.checkpoints, stem, ".json", render_as)
+
+
+def load_checkpoint(path: Pathish) -> Checkpoint:
+    """Read, parse and validate one checkpoint file.
+
+    Raises:
+        CheckpointError: missing, unreadable, not JSON (e.g. truncated by a crash), or not
+            valid against the checkpoint schema; the message names the file.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} not found; list them with `orchestrator checkpoint list`"
+        ) from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint {str(path)!r}: {exc.strerror}") from None
+    if not raw.strip():
+        raise CheckpointError(f"checkpoint {str(path)!r} is empty (truncated by a crash?)")
+    try:
+        obj = loads_strict(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CheckpointError(f"checkpoint {str(path)!r} is not UTF-8 text") from None
+    except ValueError as exc:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} is not valid JSON ({_one_line(exc)}); "
+            "it may be truncated by a crash: use an older one"
+        ) from None
+    problem = checkpoint_schema_problem(obj)
+    if problem:
+        raise CheckpointError(f"checkpoint {str(path)!r} fails the checkpoint schema {problem}")
+    try:
+        return Checkpoint.model_validate(obj)
+    except ValidationError as exc:  # the schema and the model agree; this is a safety net
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise CheckpointError(f"checkpoint {str(path)!r}: {where!r}: {err['msg']}") from None
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def _sort_key(path: Path) -> tuple[str, float, str]:
+    """Time in the name; for a hand-named file, its `timestamp`, else its mtime."""
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    ts = name_timestamp(path) or _content_timestamp(path)
+    if ts is None:
+        ts = timestamp(datetime.fromtimestamp(mtime).astimezone())
+    return (ts, mtime, path.name)
+
+
+def _content_timestamp(path: Path) -> str | None:
+    try:
+        obj = loads_strict(path.read_bytes().decode("utf-8"))
+        return timestamp(obj["timestamp"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def list_checkpoints(layout: Layout, task_id: str | None = None) -> list[Path]:
+    """Checkpoint files, newest first (time in the name, else modification time).
+
+    With `task_id`, only files whose JSON names that task (unreadable files are left out;
+    `latest_valid_checkpoint` reports them).
+    """
+    folder = layout.checkpoints
+    if not folder.is_dir():
+        return []
+    paths = [p for p in folder.glob("*.json") if not p.name.startswith(".") and p.is_file()]
+    paths.sort(key=_sort_key, reverse=True)
+    if task_id is None:
+        return paths
+    return [p for p in paths if _task_of(p) == task_id]
+
+
+def _task_of(path: Path) -> str | None:
+    try:
+        obj = loads_strict(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return obj.get("task_id") if isinstance(obj, dict) else None
+
+
+def latest_valid_checkpoint(
+    layout: Layout, task_id: str | None = None
+) -> tuple[Checkpoint, Path, list[str]]:
+    """The newest checkpoint that loads and validates (for `task_id`, if given).
+
+    Returns:
+        `(checkpoint, path, warnings)`: one warning per newer file that was skipped
+        because it is corrupt, truncated or schema-invalid.
+
+    Raises:
+        RecoveryError: no valid checkpoint; the message names the folder.
+    """
+    warnings: list[str] = []
+    for path in list_checkpoints(layout):
+        try:
+            cp = load_checkpoint(path)
+        except CheckpointError as exc:
+            warnings.append(f"skipped {exc}")
+            continue
+        if task_id is None or cp.task_id == task_id:
+            return cp, path, warnings
+    which = f"for task {task_id!r} " if task_id is not None else ""
+    skipped = f" ({len(warnings)} corrupt file(s) skipped)" if warnings else ""
+    raise RecoveryError(
+        f"no valid checkpoint {which}in {str(layout.checkpoints)!r}{skipped}; "
+        "resume from a snapshot with --from-snapshot or start again with `orchestrator run`"
+    )
+
+
+# -- report (seed 003's `checkpoint report`) ------------------------------------------
+def _names(values: Iterable[str]) -> str:
+    values = list(values)
+    return f" ({', '.join(values)})" if values else ""
+
+
+def _entry_line(entry_id: str, store: Any) -> str:
+    if store is None:
+        return f"  {entry_id}"
+    try:
+        entry = store.get_entry(entry_id)
+    except MemoryStoreError:
+        return f"  {entry_id}: (not in memory: pruned or never logged)"
+    summary = " ".join(str(getattr(entry, "summary", "") or "").split())
+    if len(summary) > SUMMARY_CHARS:
+        summary = summary[: SUMMARY_CHARS - 3] + "..."
+    return f"  {entry_id}: {summary or '(no summary)'} ({getattr(entry, 'tokens', '?')} tokens)"
+
+
+def _linked_entries(cp: Checkpoint, store: Any) -> list[str]:
+    ids = list(dict.fromkeys(cp.entries))
+    if store is not None and cp.checkpoint_id:
+        try:
+            ids += [e.id for e in store.refs(checkpoint=cp.checkpoint_id) if e.id not in ids]
+        except (MemoryStoreError, NotImplementedError, AttributeError):
+            pass  # the refs table may not exist yet in an old memory directory
+    return ids
+
+
+def report(cp: Checkpoint, store: Any = None) -> str:
+    """Seed 003's `checkpoint report` text: phase, state counts, next action, memory refs.
+
+    Args:
+        store: a `memory.store.MemoryStore`; with it, each referenced entry shows its
+            summary and token count (`mem-xxx: pytest results (12000 tokens)`), and entries
+            logged with `--checkpoint <this id>` are listed too.
+    """
+    st = cp.state
+    position = ""
+    if cp.phases and cp.phase in cp.phases:
+        marked = [f"[{p}]" if p == cp.phase else p for p in cp.phases]
+        position = f" ({cp.phases.index(cp.phase) + 1}/{len(cp.phases)}: {' > '.join(marked)})"
+    lines = [
+        f"[CHECKPOINT] {cp.checkpoint_id or '(unsaved)'}",
+        f"Task: {cp.task_id}",
+        f"Timestamp: {cp.timestamp or '(unsaved)'}",
+        f"Phase: {cp.phase}{position}",
+    ]
+    if cp.objective:
+        lines.append(f"Objective: {' '.join(cp.objective.split())}")
+    lines += [
+        "",
+        "[STATE]",
+        f"  completed subtasks: {len(st.completed_subtasks)}{_names(st.completed_subtasks)}",
+        f"  pending subtasks: {len(st.pending_subtasks)}{_names(st.pending_subtasks)}",
+        f"  active agents: {len(st.active_agents)}{_names(st.active_agents)}",
+        f"  blocked agents: {len(st.blocked_agents)}{_names(st.blocked_agents)}",
+        f"  findings: {st.findings_count}",
+        "",
+        "[SUMMARY]",
+        f"  {' '.join(cp.context_summary.split()) or '(none)'}",
+        "",
+        "[NEXT ACTION]",
+        f"  {' '.join(cp.next_action.split()) or '(none)'}",
+    ]
+    if cp.plan:
+        lines += ["", "[PLAN]", f"  {cp.plan}"]
+    ids = _linked_entries(cp, store)
+    lines += ["", "[MEMORY REFERENCES]"]
+    lines += [_entry_line(i, store) for i in ids] or ["  (none)"]
+    if cp.langgraph.thread_id:
+        lines += [
+            "",
+            "[LANGGRAPH]",
+            f"  thread {cp.langgraph.thread_id}"
+            + (f", checkpoint {cp.langgraph.checkpoint_id}" if cp.langgraph.checkpoint_id else ""),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def checkpoint_summary(cp: Checkpoint, path: Path | None = None) -> dict[str, Any]:
+    """A small JSON-able summary (for `status --json` and `checkpoint list --json`)."""
+    return {
+        "checkpoint_id": cp.checkpoint_id,
+        "task_id": cp.task_id,
+        "phase": cp.phase,
+        "timestamp": cp.timestamp,
+        "completed": len(cp.state.completed_subtasks),
+        "pending": len(cp.state.pending_subtasks),
+        "blocked": len(cp.state.blocked_agents),
+        "findings_count": cp.state.findings_count,
+        "next_action": cp.next_action,
+        "path": str(path) if path else None,
+    }

@@ -1,0 +1,446 @@
+"""The `orchestrator` command line: run, resume, hand off and inspect tether tasks.
+
+Groups are nouns, subcommands verbs: `run`, `resume`, `handoff`, `status`,
+`checkpoint now|load|report|list`, `snapshot write|list`. Progress goes to stderr (a live
+panel on a terminal, plain lines otherwise); results go to stdout, as text or, with
+`--json`, one JSON object per line. Only this module turns exceptions into
+`Error: ...` (exit 1); Ctrl-C exits 130 after a checkpoint, with the resume command.
+LangGraph and LangChain are imported only by the commands that run a graph.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_INTERRUPTED = 130
+
+
+class _Group(click.Group):
+    """Turns tether's errors into one-line `Error:` messages with exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from memory.errors import MemoryStoreError
+        from orchestrator.errors import OrchestratorError
+
+        try:
+            return super().invoke(ctx)
+        except (OrchestratorError, MemoryStoreError) as exc:
+            from orchestrator.api import Interrupted
+
+            if isinstance(exc, Interrupted):
+                click.echo(f"Interrupted: {exc}", err=True)
+                if exc.checkpoint:
+                    click.echo(f"checkpoint: {exc.checkpoint}", err=True)
+                ctx.exit(EXIT_INTERRUPTED)
+            raise click.ClickException(" ".join(str(exc).split())) from None
+        except KeyboardInterrupt:
+            click.echo("Interrupted; resume with `orchestrator resume`", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            sys.stderr.close()
+            ctx.exit(0)
+
+
+def memory_option(func: Callable) -> Callable:
+    return click.option(
+        "--memory-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+        help="Memory directory (default: $TETHER_MEMORY_DIR, else ./.temp/memory).")(func)
+
+
+def task_option(func: Callable) -> Callable:
+    return click.option("--task", "task_id", default=None,
+                        help="Task id (default: the most recent task).")(func)
+
+
+def json_option(func: Callable) -> Callable:
+    return click.option("--json", "json_mode", is_flag=True,
+                        help="Machine-readable output: one JSON object per line.")(func)
+
+
+def run_options(func: Callable) -> Callable:
+    """Options shared by `run` and `resume`."""
+    for decorator in reversed([
+        click.option("--model", default=None,
+                     help="provider:model (e.g. openai:gpt-4o-mini) or 'offline'."),
+        click.option("--token-threshold", type=click.IntRange(min=1), default=None,
+                     help="Lead-context tokens that trigger a snapshot (default 150000)."),
+        click.option("--max-parallel", type=click.IntRange(min=1), default=None,
+                     help="Subagents running at once (default: workflow, 4)."),
+        memory_option,
+        json_option,
+    ]):
+        func = decorator(func)
+    return func
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """tether: phased multi-agent runs that survive context limits, crashes and handoffs.
+
+    \b
+    Examples:
+      orchestrator run "Survey this repository" --workdir .
+      orchestrator status
+      orchestrator resume
+      orchestrator handoff
+      orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
+    """
+
+
+def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> Any:
+    from orchestrator.api import Orchestrator
+
+    return Orchestrator(memory_dir=memory_dir, on_event=view, **kwargs)
+
+
+def _with_view(json_mode: bool) -> Any:
+    """The view for this output and the event callback feeding it.
+
+    The offline banner and warnings go to stderr as their own lines (above a live
+    panel, through its console) so they stay in the scrollback and in logs.
+    """
+    from orchestrator.models import OFFLINE_BANNER
+    from orchestrator.view import LiveView, make_view
+
+    view = make_view(json_mode=json_mode)
+
+    def say(text: str) -> None:
+        if isinstance(view, LiveView):
+            view.console.print(text, markup=False, highlight=False)
+        else:
+            click.echo(text, err=True)
+
+    def on_event(event: dict) -> None:
+        kind = event.get("event")
+        if kind == "model" and event.get("offline"):
+            say(OFFLINE_BANNER)
+        if kind == "warning" and not json_mode:
+            say(f"Warning: {event['message']}")
+            if not isinstance(view, LiveView):
+                return
+        view(event)
+
+    return view, on_event
+
+
+def _report(result: Any, json_mode: bool) -> None:
+    if json_mode:
+        click.echo(json.dumps({"event": "result", **result.to_dict()}, default=str))
+        return
+    root = Path(result.memory_dir)
+    lines = [
+        f"Task {result.task_id}: {result.status} (phase {result.phase}, "
+        f"{len(result.findings)} finding(s), {len(result.failed)} failed)",
+        f"Memory directory: {root}",
+        f"  plan:        {root / result.plan if result.plan else '-'}",
+        f"  findings:    {root / 'findings'} ({len(result.findings)} + "
+        f"{len(result.merged)} merged)",
+        f"  checkpoints: {root / 'checkpoints'} ({len(result.checkpoints)})",
+        f"  snapshots:   {', '.join(str(root / s) for s in result.snapshots) or '-'}",
+    ]
+    if result.merged.get("final"):
+        lines.append(f"  summary:     {root / result.merged['final']}")
+    if result.status == "done":
+        lines.append(f"Hand off: orchestrator handoff --task {result.task_id}")
+    lines.append(f"Resume:   orchestrator resume --task {result.task_id}"
+                 + (f" --memory-dir {root}" if _explicit_dir(root) else ""))
+    click.echo("\n".join(lines))
+
+
+def _explicit_dir(root: Path) -> bool:
+    import os
+
+    env = os.environ.get("TETHER_MEMORY_DIR")
+    return not env or Path(env).absolute() != root
+
+
+def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
+    view, on_event = _with_view(json_mode)
+    with view:
+        result = call(on_event)
+    _report(result, json_mode)
+    return result
+
+
+@cli.command("run")
+@click.argument("objective")
+@task_option
+@click.option("--workdir", type=click.Path(path_type=str), default=".",
+              help="Project the agents read (read-only). Default: current directory.")
+@click.option("--workflow", type=click.Path(path_type=str), default=None,
+              help="Workflow YAML: phases, agents, tools, thresholds.")
+@click.option("--phase", "start_phase", default=None, help="Start at this workflow phase.")
+@run_options
+def run_cmd(objective: str, task_id: str | None, workdir: str, workflow: str | None,
+            start_phase: str | None, model: str | None, token_threshold: int | None,
+            max_parallel: int | None, memory_dir: str | None, json_mode: bool) -> None:
+    """Run OBJECTIVE as a new phased multi-agent task.
+
+    \b
+    Examples:
+      orchestrator run "Survey this repository and list its risks"
+      orchestrator run "Map the auth flow" --workdir ../app --task auth-map
+      orchestrator run "Review tests" --workflow workflow.yaml --max-parallel 2
+      orchestrator run "Survey" --token-threshold 20000 --json
+    """
+    def call(on_event: Any) -> Any:
+        orch = _orchestrator(memory_dir, on_event, workdir=workdir, workflow=workflow,
+                             model=model, token_threshold=token_threshold,
+                             max_parallel=max_parallel)
+        return orch.run(objective, task_id=task_id, start_phase=start_phase)
+
+    _drive(json_mode, call)
+
+
+@cli.command("resume")
+@task_option
+@click.option("--from-checkpoint", type=click.Path(path_type=str), default=None,
+              help="Rebuild the run from this checkpoint JSON file.")
+@click.option("--from-snapshot", type=click.Path(path_type=str), default=None,
+              help="Start a fresh lead from this context snapshot.")
+@run_options
+def resume_cmd(task_id: str | None, from_checkpoint: str | None, from_snapshot: str | None,
+               model: str | None, token_threshold: int | None, max_parallel: int | None,
+               memory_dir: str | None, json_mode: bool) -> None:
+    """Continue a task after a crash, Ctrl-C or handoff.
+
+    Uses LangGraph's saved state, else the latest valid JSON checkpoint (corrupt ones
+    are skipped with a warning), else a snapshot. Finished subagents never run again.
+
+    \b
+    Examples:
+      orchestrator resume
+      orchestrator resume --task auth-map
+      orchestrator resume --from-checkpoint .temp/memory/checkpoints/cp_review_X.json
+      orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
+    """
+    def call(on_event: Any) -> Any:
+        orch = _orchestrator(memory_dir, on_event, workdir=None, model=model,
+                             token_threshold=token_threshold, max_parallel=max_parallel)
+        return orch.resume(task_id, from_checkpoint=from_checkpoint,
+                           from_snapshot=from_snapshot)
+
+    _drive(json_mode, call)
+
+
+@cli.command("handoff")
+@task_option
+@memory_option
+def handoff_cmd(task_id: str | None, memory_dir: str | None) -> None:
+    """Write a context snapshot of a task and print its path.
+
+    A fresh agent (or `orchestrator resume --from-snapshot PATH`) continues from it.
+
+    \b
+    Examples:
+      orchestrator handoff
+      orchestrator handoff --task auth-map
+    """
+    path = _orchestrator(memory_dir).handoff(task_id)
+    click.echo(str(path))
+
+
+@cli.command("status")
+@task_option
+@memory_option
+@json_option
+def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> None:
+    """Show a task's phase, subtasks, tokens and latest files.
+
+    \b
+    Examples:
+      orchestrator status
+      orchestrator status --task auth-map --json
+    """
+    info = _orchestrator(memory_dir).status(task_id)
+    if json_mode:
+        click.echo(json.dumps(info, default=str))
+        return
+    lines = [
+        f"Task {info['task_id']}: {info['status']} ({info['source']})",
+        f"Objective: {info['objective']}",
+        f"Phase: {info['phase']} ({info['phase_index']}/{len(info['phases'])}: "
+        f"{', '.join(info['phases'])})",
+        f"Subtasks: {info['findings']} done, {len(info['failed'])} failed, "
+        f"{len(info['subtasks'])} planned",
+    ]
+    lines += [f"  {v['state']:<7} {k} [{v['agent']}]" for k, v in info["subtasks"].items()]
+    lines += [
+        f"Tokens: {info['tokens']['total']:,} total",
+        f"Plan: {info['plan'] or '-'}",
+        f"Latest checkpoint: {info['latest_checkpoint'] or '-'}",
+        f"Latest snapshot: {info['latest_snapshot'] or '-'}",
+    ]
+    click.echo("\n".join(lines))
+
+
+@cli.group("checkpoint", cls=_Group)
+def checkpoint_group() -> None:
+    """Write, read and list JSON checkpoints (seed 003's verbs).
+
+    \b
+    Examples:
+      orchestrator checkpoint now --notes "before refactor"
+      orchestrator checkpoint list
+      orchestrator checkpoint load
+      orchestrator checkpoint report
+    """
+
+
+def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | None) -> Any:
+    from memory.paths import Layout
+    from orchestrator import checkpoints
+
+    if path:
+        return checkpoints.load_checkpoint(Path(path)), Path(path), []
+    layout = Layout.at(memory_dir)
+    if task_id is None:
+        from orchestrator.api import Orchestrator
+
+        task_id = Orchestrator(memory_dir=memory_dir).task_record(None)["task_id"]
+    return checkpoints.latest_valid_checkpoint(layout, task_id)
+
+
+@checkpoint_group.command("now")
+@task_option
+@click.option("--notes", default="", help="Why this checkpoint was taken.")
+@memory_option
+def checkpoint_now(task_id: str | None, notes: str, memory_dir: str | None) -> None:
+    """Write a manual checkpoint of a task's current state; print its path.
+
+    \b
+    Examples:
+      orchestrator checkpoint now --notes "tests pass, starting the refactor"
+    """
+    click.echo(str(_orchestrator(memory_dir).checkpoint_now(task_id, notes=notes)))
+
+
+@checkpoint_group.command("load")
+@click.argument("file", required=False)
+@task_option
+@memory_option
+@json_option
+def checkpoint_load(file: str | None, task_id: str | None, memory_dir: str | None,
+                    json_mode: bool) -> None:
+    """Print the latest valid checkpoint (or FILE): where to resume from.
+
+    \b
+    Examples:
+      orchestrator checkpoint load
+      orchestrator checkpoint load .temp/memory/checkpoints/cp_review_X.json --json
+    """
+    from orchestrator.checkpoints import checkpoint_summary
+
+    cp, path, warnings = _checkpoint_file(memory_dir, task_id, file)
+    for warning in warnings:
+        click.echo(f"Warning: {warning}", err=True)
+    summary = checkpoint_summary(cp, path)
+    if json_mode:
+        click.echo(json.dumps(summary, default=str))
+        return
+    click.echo("\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+
+@checkpoint_group.command("report")
+@click.argument("file", required=False)
+@task_option
+@memory_option
+def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | None) -> None:
+    """Print a checkpoint's report, including [MEMORY REFERENCES].
+
+    \b
+    Examples:
+      orchestrator checkpoint report
+      orchestrator checkpoint report .temp/memory/checkpoints/cp_review_X.json
+    """
+    from memory.store import MemoryStore
+    from orchestrator.checkpoints import report
+
+    cp, _path, warnings = _checkpoint_file(memory_dir, task_id, file)
+    for warning in warnings:
+        click.echo(f"Warning: {warning}", err=True)
+    with MemoryStore(memory_dir) as store:
+        click.echo(report(cp, store))
+
+
+@checkpoint_group.command("list")
+@task_option
+@memory_option
+@json_option
+def checkpoint_list(task_id: str | None, memory_dir: str | None, json_mode: bool) -> None:
+    """List checkpoints, newest first.
+
+    \b
+    Examples:
+      orchestrator checkpoint list
+      orchestrator checkpoint list --task auth-map --json
+    """
+    from memory.paths import Layout
+    from orchestrator.checkpoints import list_checkpoints
+
+    paths = list_checkpoints(Layout.at(memory_dir), task_id)
+    if json_mode:
+        click.echo(json.dumps([str(p) for p in paths]))
+        return
+    for p in paths:
+        click.echo(str(p))
+
+
+@cli.group("snapshot", cls=_Group)
+def snapshot_group() -> None:
+    """Write or list context snapshots (handoff documents).
+
+    \b
+    Examples:
+      orchestrator snapshot write
+      orchestrator snapshot list
+    """
+
+
+@snapshot_group.command("write")
+@task_option
+@memory_option
+def snapshot_write(task_id: str | None, memory_dir: str | None) -> None:
+    """Write a snapshot of a task's current state (same as `handoff`); print its path.
+
+    \b
+    Examples:
+      orchestrator snapshot write --task auth-map
+    """
+    click.echo(str(_orchestrator(memory_dir).handoff(task_id)))
+
+
+@snapshot_group.command("list")
+@memory_option
+@json_option
+def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
+    """List context snapshots, newest first.
+
+    \b
+    Examples:
+      orchestrator snapshot list
+    """
+    from memory.paths import Layout
+    from orchestrator.artifacts import list_snapshots
+
+    paths = list_snapshots(Layout.at(memory_dir))
+    if json_mode:
+        click.echo(json.dumps([str(p) for p in paths]))
+        return
+    for p in paths:
+        click.echo(str(p))
+
+
+@functools.wraps(cli)
+def main(*args: Any, **kwargs: Any) -> Any:
+    """Console-script entry point."""
+    return cli(*args, **kwargs)
+if __name__ == "__main__":
+    main()

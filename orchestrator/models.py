@@ -1,0 +1,218 @@
+"""Which chat model a run uses: the one place a model string becomes a model object.
+
+Agents receive a `BaseChatModel` and never care where it came from (STYLE 11). The choice,
+first match wins:
+
+1. the `spec` argument (`--model`), 2. `$TETHER_MODEL`, 3. the workflow file's `model`,
+4. the default small model of the first provider whose API key is set
+   (`OPENAI_API_KEY` -> `openai:gpt-4o-mini`, `ANTHROPIC_API_KEY` -> `anthropic:claude-haiku-4-5`,
+   ...), 5. the built-in offline model (`orchestrator.offline.OfflineChatModel`).
+
+A spec is `provider:model` (or a bare model name LangChain can infer a provider from) and
+is built with LangChain's own `init_chat_model`; `offline` or `tether:offline` picks the
+offline model explicitly. A provider whose integration package is missing is reported as a
+one-line `ModelConfigError` naming the pip extra, before anything is imported.
+
+Tests call `allow_model_requests(False)` (or set `TETHER_ALLOW_MODEL_REQUESTS=0`): then
+every non-offline model refuses to be built, so no test can reach the network by accident
+(like pydantic-ai's `ALLOW_MODEL_REQUESTS`).
+
+Invariant: importing this module imports no LangChain code; provider packages are only
+imported when their model is actually built.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import ModelConfigError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
+
+ENV_MODEL = "TETHER_MODEL"
+ENV_ALLOW = "TETHER_ALLOW_MODEL_REQUESTS"
+OFFLINE_SPECS = frozenset({"offline", "tether:offline", "tether-offline"})
+OFFLINE_NAME = "tether:offline"
+OFFLINE_BANNER = (
+    "Using tether's built-in offline model (deterministic, extractive, no network); "
+    "set --model provider:name or TETHER_MODEL for a real model."
+)
+
+#: (API key variable, default small model) checked in order when nothing is chosen.
+PROVIDER_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("OPENAI_API_KEY", "openai:gpt-4o-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic:claude-haiku-4-5"),
+    ("GOOGLE_API_KEY", "google_genai:gemini-2.5-flash"),
+    ("MISTRAL_API_KEY", "mistralai:mistral-small-latest"),
+    ("GROQ_API_KEY", "groq:llama-3.1-8b-instant"),
+)
+#: Providers with a tether extra in pyproject.toml (`pip install 'tether[openai]'`).
+_EXTRAS = frozenset({"openai", "anthropic", "ollama"})
+#: Integration module per common provider, for the "not installed" check without
+#: importing LangChain; others are looked up in LangChain's provider registry.
+_PROVIDER_MODULES = {
+    "openai": "langchain_openai",
+    "azure_openai": "langchain_openai",
+    "anthropic": "langchain_anthropic",
+    "ollama": "langchain_ollama",
+    "google_genai": "langchain_google_genai",
+    "google_vertexai": "langchain_google_vertexai",
+    "mistralai": "langchain_mistralai",
+    "groq": "langchain_groq",
+}
+
+_allow_requests = True
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A chat model ready for `bind_tools`, with how it was chosen."""
+
+    model: BaseChatModel
+    """The model object agents call."""
+    name: str
+    """The model string, e.g. `openai:gpt-4o-mini` or `tether:offline`."""
+    offline: bool
+    """True for tether's built-in offline model (show `OFFLINE_BANNER`)."""
+    source: str = "default"
+    """Where the choice came from: `--model`, `TETHER_MODEL`, `workflow`, an API key
+    variable name, or `default`."""
+
+
+def allow_model_requests(flag: bool = True) -> bool:
+    """Allow or refuse building real (networked) models; returns the previous setting."""
+    global _allow_requests
+    previous, _allow_requests = _allow_requests, bool(flag)
+    return previous
+
+
+def model_requests_allowed() -> bool:
+    """False after `allow_model_requests(False)` or with `TETHER_ALLOW_MODEL_REQUESTS=0`."""
+    env = os.environ.get(ENV_ALLOW, "").strip().lower()
+    return _allow_requests and env not in ("0", "false", "no", "off")
+
+
+def offline_model(policy: Any = None) -> BaseChatModel:
+    """tether's offline model (default policy: `ResearchPolicy`)."""
+    from orchestrator.offline import OfflineChatModel
+
+    return OfflineChatModel(policy=policy)
+
+
+def choose_spec(spec: str | None = None, workflow_model: str | None = None) -> tuple[str, str]:
+    """The model string to use and where it came from (see the module docstring)."""
+    for value, source in (
+        (spec, "--model"),
+        (os.environ.get(ENV_MODEL), ENV_MODEL),
+        (workflow_model, "workflow"),
+    ):
+        if value and value.strip():
+            return value.strip(), source
+    for key, default in PROVIDER_DEFAULTS:
+        if os.environ.get(key, "").strip():
+            return default, key
+    return OFFLINE_NAME, "default"
+
+
+def resolve_model(spec: str | None = None, *, workflow_model: str | None = None) -> ResolvedModel:
+    """Build the chat model for a run.
+
+    Args:
+        spec: `provider:model` from `--model`, or `offline`; None to look further.
+        workflow_model: the workflow file's `model` (used after `$TETHER_MODEL`).
+
+    Raises:
+        ModelConfigError: unknown provider, provider package not installed, model requests
+            disabled, or the provider refused its configuration (e.g. no API key).
+    """
+    chosen, source = choose_spec(spec, workflow_model)
+    if chosen.lower() in OFFLINE_SPECS:
+        return ResolvedModel(offline_model(), OFFLINE_NAME, True, source)
+    return ResolvedModel(_build(chosen), chosen, False, source)
+
+
+def install_hint(provider: str, module: str | None = None) -> str:
+    """The pip command that installs `provider`'s LangChain integration."""
+    if provider in _EXTRAS:
+        return f"pip install 'tether[{provider}]'"
+    package = (module or f"langchain_{provider}").split(".")[0].replace("_", "-")
+    return f"pip install {package}"
+
+
+def _registry() -> dict[str, tuple]:
+    try:
+        from langchain.chat_models.base import _BUILTIN_PROVIDERS  # private, but stable in 1.x
+    except ImportError:  # pragma: no cover - a future LangChain without the registry
+        return {}
+    return dict(_BUILTIN_PROVIDERS)
+
+
+def _split_spec(spec: str) -> tuple[str | None, str]:
+    """`(provider, model)`; provider None when only a bare model name is given."""
+    head, sep, rest = spec.partition(":")
+    if sep and head and rest:
+        return head.strip().replace("-", "_").lower(), rest.strip()
+    if sep:
+        raise ModelConfigError(
+            f"model {spec!r} is malformed: use provider:model, e.g. "
+            "'openai:gpt-4o-mini', or 'offline'"
+        )
+    return None, spec
+
+
+def _infer_provider(name: str) -> str | None:
+    try:
+        from langchain.chat_models.base import _attempt_infer_model_provider
+    except ImportError:  # pragma: no cover - a future LangChain without the helper
+        return None
+    return _attempt_infer_model_provider(name)
+
+
+def _build(spec: str) -> BaseChatModel:
+    provider, name = _split_spec(spec)
+    if provider is None:
+        provider = _infer_provider(name)
+        if provider is None:
+            raise ModelConfigError(
+                f"cannot tell the provider of model {spec!r}: use provider:model, e.g. "
+                "'openai:gpt-4o-mini' or 'ollama:llama3.1', or 'offline'"
+            )
+    module = _PROVIDER_MODULES.get(provider) or (_registry().get(provider) or (None,))[0]
+    if module is None:
+        raise ModelConfigError(
+            f"unknown model provider {provider!r} in {spec!r}: use a LangChain provider "
+            "such as openai, anthropic, ollama, google_genai, mistralai, groq, or 'offline'"
+        )
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        raise ModelConfigError(
+            f"provider {provider!r} is not installed: {install_hint(provider, module)}"
+        )
+    # Checked after the spec is validated, so a typo is still reported as a typo.
+    if not model_requests_allowed():
+        raise ModelConfigError(
+            f"real model calls are disabled ({ENV_ALLOW}=0 or allow_model_requests(False)): "
+            f"cannot use {spec!r}; use --model offline"
+        )
+    from langchain.chat_models import init_chat_model
+
+    try:
+        return init_chat_model(name, model_provider=provider)
+    except ImportError as exc:
+        raise ModelConfigError(
+            f"provider for {spec!r} is not installed: {_first_line(exc)}"
+        ) from None
+    except ValueError as exc:
+        raise ModelConfigError(f"cannot resolve model {spec!r}: {_first_line(exc)}") from None
+    except Exception as exc:  # provider constructors raise their own types (missing keys)
+        raise ModelConfigError(
+            f"cannot initialise model {spec!r}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__

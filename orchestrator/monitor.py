@@ -1,0 +1,134 @@
+"""Token monitor: per-agent and total usage, the warning zone and the save threshold.
+
+Counting: each model call counts its `usage_metadata["total_tokens"]` when the model
+reports usage, else LangChain's `count_tokens_approximately` of what was sent and
+received (`orchestrator.agent_loop.usage_tokens`). Per-agent totals live in the state
+(`tokens`, keyed `lead` and `{agent}:{subtask}`).
+
+The gauge that triggers a handoff is the size of the *lead's context* (what its next call
+would send), not the cumulative spend: in the warning zone (`warning_ratio` x threshold)
+tether warns once per context; at the threshold it writes
+`context_snapshots/snap_{ts}.md` and continues the lead in a fresh context seeded from
+that snapshot, the overview, the plan and the skills index (DESIGN §4). The threshold
+defaults to the external-memory skill's 150,000 tokens, overridable by the workflow file
+and `--token-threshold`.
+
+Invariant: after a handoff the lead's conversation log is empty, so its next context is
+the fixed seed only, far below the threshold for any sensible threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OK, WARN, SAVE = "ok", "warn", "save"
+SUMMARY_CHARS = 1600
+
+
+@dataclass(frozen=True)
+class TokenGauge:
+    """Zones of a token count against a threshold."""
+
+    threshold: int = 150_000
+    warning_ratio: float = 0.8
+
+    @property
+    def warn_at(self) -> int:
+        return int(self.threshold * self.warning_ratio)
+
+    def zone(self, tokens: int) -> str:
+        if tokens >= self.threshold:
+            return SAVE
+        if tokens >= self.warn_at:
+            return WARN
+        return OK
+
+    def fraction(self, tokens: int) -> float:
+        return min(1.0, tokens / self.threshold) if self.threshold else 1.0
+
+
+def total_tokens(tokens: dict[str, int] | None) -> int:
+    return sum(int(v) for v in (tokens or {}).values())
+
+
+def count_messages(messages: list[Any]) -> int:
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    return int(count_tokens_approximately(messages))
+
+
+def lead_context_tokens(ctx: Any, state: dict[str, Any]) -> int:
+    """Estimated size of the lead's next context."""
+    from orchestrator.nodes.plan import lead_messages
+
+    return count_messages(lead_messages(ctx, state))
+
+
+def conversation_summary(lead_log: list[dict[str, str]], limit: int = SUMMARY_CHARS) -> str:
+    """An extractive summary of the lead's conversation: the newest turns first fit."""
+    parts: list[str] = []
+    used = 0
+    for turn in reversed(lead_log):
+        text = " ".join(turn["content"].split())
+        text = text[:400] + (" ..." if len(text) > 400 else "")
+        line = f"- {turn['role']}: {text}"
+        if used + len(line) > limit:
+            break
+        parts.append(line)
+        used += len(line)
+    return "\n".join(reversed(parts)) or "No conversation yet."
+
+
+def write_lead_snapshot(
+    ctx: Any, state: dict[str, Any], *, reason: str, token_count: int | None = None
+) -> Path:
+    """Write `context_snapshots/snap_{ts}.md` for the lead's current context."""
+    from orchestrator import artifacts
+    from orchestrator.state import current_phase, phase_subtasks
+
+    layout = ctx.layout
+    phase = current_phase(state)
+    findings = state.get("findings") or {}
+    current = phase_subtasks(state, phase)
+    plan = layout.plan(state["task_id"])
+    files = [
+        (v["path"], f"findings of {k} ({v.get('status', 'completed')})")
+        for k, v in sorted(findings.items())
+    ]
+    files += [
+        (p, f"merged findings of phase {ph}")
+        for ph, p in sorted((state.get("merged") or {}).items())
+    ]
+    pending = [f"{k}: {v['title']}" for k, v in sorted(current.items()) if k not in findings]
+    if token_count is None:
+        token_count = lead_context_tokens(ctx, state)
+    return artifacts.write_snapshot(
+        layout,
+        task_id=state["task_id"],
+        phase=phase,
+        reason=reason,
+        token_count=token_count,
+        conversation_summary=conversation_summary(state.get("lead_log") or []),
+        active_agents=sorted({v["agent"] for v in current.values()}),
+        important_context=(
+            f"Objective: {state['objective']}\nStrategy: {state.get('strategy') or '-'}\n"
+            + "".join(f"Key question: {q}\n" for q in state.get("key_questions") or [])
+        ).strip(),
+        files_in_play=files,
+        pending_decisions=pending,
+        resume_instructions=(
+            f"Run `orchestrator resume --task {state['task_id']} --from-snapshot <this file>` "
+            f"to continue phase {phase} ({state['phase_index'] + 1}/{len(state['phases'])}) "
+            "with a fresh lead; finished subtasks are not run again."
+        ),
+        plan_path=layout.relative(plan) if plan.exists() else None,
+        extra={
+            "objective": state["objective"],
+            "workdir": state.get("workdir"),
+            "phases": list(state["phases"]),
+            "phase_index": state["phase_index"],
+            "status": state.get("status", "running"),
+        },
+    )

@@ -1,0 +1,93 @@
+"""`RunContext`: what the nodes need that is not state (store, model, workflow, callbacks).
+
+LangGraph hands it to every node as `runtime.context` (the graph is built with
+`context_schema=RunContext`), including the subagent nodes started by `Send`. Nothing in
+here is checkpointed: on resume the API builds a new `RunContext` from the same options,
+and the state carries everything that must survive.
+
+Thread safety: subagents run in parallel threads; the memory store hands out one SQLite
+connection per thread, tool lists are built per call, and `emit` is serialised by a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Event = dict[str, Any]
+
+
+@dataclass
+class RunContext:
+    """The non-serialisable side of a run."""
+
+    store: Any
+    """`memory.store.MemoryStore` of the memory directory."""
+    workflow: Any
+    """`orchestrator.workflow.Workflow`."""
+    model: Any
+    """The lead's chat model (a LangChain `BaseChatModel`)."""
+    model_name: str = "offline"
+    offline: bool = True
+    token_threshold: int = 150_000
+    warning_ratio: float = 0.8
+    max_parallel: int = 4
+    skills_index: str = ""
+    thread_id: str = ""
+    project_dir: str = "."
+    on_event: Callable[[Event], None] | None = None
+    agent_models: dict[str, Any] = field(default_factory=dict)
+    """Chat models for workflow agents that name their own model."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def layout(self):
+        return self.store.layout
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Send one progress event to the view (never raises into the graph)."""
+        if self.on_event is None:
+            return
+        with self._lock:
+            try:
+                self.on_event({"event": event, **fields})
+            except Exception:  # a broken view must not break the run
+                pass
+
+    def model_for(self, agent: str) -> Any:
+        return self.agent_models.get(agent, self.model)
+
+    def agent_spec(self, agent: str) -> Any:
+        agents = getattr(self.workflow, "agents", None) or {}
+        return agents.get(agent)
+
+    def workdir_tools(self, workdir: str) -> list[Any]:
+        from orchestrator.workdir import workdir_tools
+
+        return list(workdir_tools(Path(workdir)))
+
+    def memory_tools(self, task_id: str) -> list[Any]:
+        """recall_memory + memory_* tools (C's `memory.tools`), or none while absent."""
+        try:
+            from memory.tools import memory_tools
+        except ImportError:
+            return []
+        return list(memory_tools(self.store, task_id=task_id))
+
+    def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[Any]:
+        """The agent's tools: workdir tools + memory tools, filtered by the workflow.
+
+        The lead gets the workdir tools and `recall_memory`; subagents get all memory
+        tools too. A workflow agent with a `tools` list keeps only the tools it names.
+        """
+        tools = self.workdir_tools(workdir)
+        memory = self.memory_tools(task_id)
+        tools += [t for t in memory if not lead or t.name == "recall_memory"]
+        spec = self.agent_spec(agent)
+        wanted = list(getattr(spec, "tools", None) or [])
+        if wanted:
+            tools = [t for t in tools if t.name in wanted]
+        return tools

@@ -1,0 +1,93 @@
+"""advance: phase transition checkpoint `cp_{phase}_{ts}.json`, then the next phase or the end.
+
+After the last phase it writes the final merged summary of every finding, a closing
+snapshot (so any fresh agent can pick the finished task up), records the episode in
+long-term memory (`memory.longterm.reflect`), and marks the task `done`.
+
+Idempotent: the final summary is registered (`merged:final`), and a replayed transition
+only writes one more checkpoint, which is harmless.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.nodes._common import write_checkpoint
+from orchestrator.recovery import fault
+from orchestrator.state import OrchestratorState, current_phase
+
+
+def advance_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+    ctx = runtime.context
+    phase = current_phase(state)
+    last = state["phase_index"] + 1 >= len(state["phases"])
+    nxt = "finish the task" if last else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
+    fault("advance_before_checkpoint")
+    cp = write_checkpoint(ctx, state, trigger="phase_transition", next_action=nxt)
+    fault("advance_after_checkpoint")
+    update: dict[str, Any] = {"checkpoints": {cp.rsplit("/", 1)[-1].removesuffix(".json"): cp}}
+    if not last:
+        update["phase_index"] = state["phase_index"] + 1
+        update["warned"] = state.get("warned", False)
+        return update
+    return {**update, **_finish(ctx, state)}
+
+
+def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
+    from orchestrator.monitor import write_lead_snapshot
+    from orchestrator.nodes.merge import _write_merged, merged_digest
+
+    records = [{"key": k, **v} for k, v in sorted((state.get("findings") or {}).items())]
+    final_state = {**state, "status": "done"}
+    merged = _write_merged(ctx, final_state, "final", records)
+    snap = write_lead_snapshot(ctx, final_state, reason="phase_end")
+    relative = ctx.layout.relative(snap)
+    ctx.emit("snapshot", path=str(snap), reason="phase_end")
+    fault("finish_before_reflect")
+    _reflect(ctx, state, records)
+    summary = merged_digest("final", records, state.get("failed") or {})
+    cp = write_checkpoint(
+        ctx,
+        {**final_state, "merged": {**(state.get("merged") or {}), "final": merged}},
+        trigger="task_complete",
+        next_action="Task complete; nothing to do",
+    )
+    ctx.emit(
+        "done",
+        task_id=state["task_id"],
+        merged=str(ctx.layout.root / merged),
+        findings=len(records),
+    )
+    return {
+        "status": "done",
+        "merged": {"final": merged},
+        "final_summary": summary,
+        "snapshots": [*(state.get("snapshots") or []), relative],
+        "checkpoints": {cp.rsplit("/", 1)[-1].removesuffix(".json"): cp},
+    }
+
+
+def _reflect(ctx: Any, state: OrchestratorState, records: list[dict]) -> None:
+    try:
+        from memory.longterm import reflect
+    except ImportError:
+        return
+    files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})
+    outcome = (
+        f"Finished {len(records)} subtask(s) over phases {', '.join(state['phases'])}; "
+        f"{len(state.get('failed') or {})} failed."
+    )
+    try:
+        reflect(
+            ctx.store,
+            task_id=state["task_id"],
+            objective=state["objective"],
+            outcome=outcome,
+            files_touched=files[:50],
+        )
+    except Exception as exc:  # long-term memory must not fail a finished task
+        ctx.emit("warning", message=f"reflect failed: {type(exc).__name__}: {exc}")
+
+
+def route_advance(state: OrchestratorState) -> str:
+    return "end" if state.get("status") == "done" else "plan"

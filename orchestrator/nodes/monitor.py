@@ -1,0 +1,56 @@
+"""monitor: the token gauge between merge and advance (see `orchestrator.monitor`).
+
+Measures the lead's next context; in the warning zone emits a warning (once per
+context); at the threshold writes a context snapshot and starts the lead afresh: its
+conversation log is emptied and its next context is seeded from the snapshot, the
+overview, the plan and the skills index.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.monitor import SAVE, WARN, TokenGauge, lead_context_tokens, total_tokens
+from orchestrator.recovery import fault
+from orchestrator.state import OrchestratorState
+
+
+def monitor_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+    ctx = runtime.context
+    gauge = TokenGauge(ctx.token_threshold, ctx.warning_ratio)
+    lead = lead_context_tokens(ctx, state)
+    zone = gauge.zone(lead)
+    ctx.emit(
+        "tokens",
+        agent="lead",
+        context=lead,
+        total=total_tokens(state.get("tokens")),
+        threshold=gauge.threshold,
+        warning_ratio=gauge.warning_ratio,
+        zone=zone,
+    )
+    if zone == WARN and not state.get("warned"):
+        ctx.emit(
+            "warning",
+            message=(
+                f"lead context ~{lead} tokens is in the warning zone "
+                f"({gauge.warn_at}-{gauge.threshold}); a snapshot follows at {gauge.threshold}"
+            ),
+        )
+        return {"warned": True}
+    if zone != SAVE:
+        return {}
+    from orchestrator.monitor import write_lead_snapshot
+
+    if not state.get("warned"):
+        ctx.emit("warning", message=f"lead context ~{lead} tokens passed the warning zone")
+    path = write_lead_snapshot(ctx, state, reason="token_limit", token_count=lead)
+    relative = ctx.layout.relative(path)
+    ctx.emit("snapshot", path=str(path), reason="token_limit", tokens=lead)
+    fault("monitor_after_snapshot")
+    return {
+        "seed_snapshot": relative,
+        "snapshots": [*(state.get("snapshots") or []), relative],
+        "lead_log": [],
+        "warned": False,
+    }

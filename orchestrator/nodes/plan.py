@@ -1,0 +1,253 @@
+"""plan: the lead agent plans the current phase and writes the research plan.
+
+The lead runs `agent_loop.run_agent` with the workdir tools, `recall_memory` and the
+`PhasePlan` final tool. Its context (`lead_messages`) is rebuilt for every call from
+durable parts, in this order: system prompt, the memory index (first call of the task
+only), the skills index, the working-memory overview, the research plan file, the
+snapshot it was seeded from after a handoff, the lead's conversation since its last
+fresh start (`lead_log`), then the instruction for this phase in the line format the
+offline model parses (`Objective:`, `Phase:`, `Max subtasks:`, `Agents:`).
+
+Idempotent: a phase that already has subtasks in the state (replayed super-step, or a
+state rebuilt from a JSON checkpoint) is not planned again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from orchestrator.nodes._common import write_plan_file
+from orchestrator.recovery import fault
+from orchestrator.state import OrchestratorState, current_phase, phase_subtasks, subtask_key
+
+LEAD = "lead"
+DEFAULT_MAX_SUBTASKS = 4
+LEAD_SYSTEM = (
+    "You are the lead agent of a tether run: a long, phased, multi-agent task. For the "
+    "current phase, look at the project with the tools if needed, then call PhasePlan "
+    "once with a short strategy and independent subtasks for parallel subagents. "
+    "Use the agent names listed. Your plan and the subagents' findings are saved as files; "
+    "the skills below can be loaded when relevant."
+)
+
+
+_META = re.compile(r"^<!-- tether:\w+ .* -->[ \t]*\n?", re.MULTILINE)
+
+
+def _text_of(path: Any) -> str:
+    """A memory file's text without its machine-readable metadata comment."""
+    try:
+        return _META.sub("", path.read_text(encoding="utf-8")).strip()
+    except OSError:
+        return ""
+
+
+#: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
+#: rest, and the lead can read them with its tools).
+SEED_SECTIONS = ("Conversation Summary", "Current State", "Important Context",
+                 "Pending Decisions", "Resume Instructions")
+
+
+def seed_text(snapshot: str) -> str:
+    """The parts of a snapshot that seed a fresh lead context."""
+    from orchestrator.artifacts import sections
+
+    parts = sections(snapshot)
+    kept = [f"## {title}\n{parts[title]}" for title in SEED_SECTIONS if parts.get(title)]
+    return "\n\n".join(kept) if kept else snapshot
+
+
+def _overview(ctx: Any, task_id: str) -> str:
+    try:
+        from memory.working import WorkingMemory
+    except ImportError:
+        return ""
+    try:
+        wm = WorkingMemory(ctx.store, task_id)
+        wm.ensure()
+        return wm.overview_text()
+    except Exception:  # working memory is context, not a reason to stop the run
+        return ""
+
+
+def log_lead(ctx: Any, task_id: str, role: str, content: str, **fields: Any) -> None:
+    """Append a lead message to the task's durable message log (working memory)."""
+    try:
+        from memory.working import WorkingMemory
+    except ImportError:
+        return
+    try:
+        WorkingMemory(ctx.store, task_id).append_message(role, content, **fields)
+    except Exception:
+        pass
+
+
+def phase_instruction(ctx: Any, state: OrchestratorState) -> str:
+    phase = current_phase(state)
+    agents = sorted((getattr(ctx.workflow, "agents", None) or {}).keys()) or ["researcher"]
+    k, n = state["phase_index"] + 1, len(state["phases"])
+    return "\n".join(
+        [
+            f"Objective: {state['objective']}",
+            f"Phase: {phase}",
+            f"Phase number: {k} of {n} ({', '.join(state['phases'])})",
+            f"Max subtasks: {max_subtasks(ctx)}",
+            f"Agents: {', '.join(agents)}",
+            "Plan this phase now and call PhasePlan.",
+        ]
+    )
+
+
+def max_subtasks(ctx: Any) -> int:
+    thresholds = getattr(ctx.workflow, "thresholds", None)
+    return int(getattr(thresholds, "max_subtasks", 0) or DEFAULT_MAX_SUBTASKS)
+
+
+def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
+    """The lead's context for its next call (see the module docstring)."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    system = [LEAD_SYSTEM]
+    if not state.get("first_call_done"):
+        try:
+            from memory.longterm import memory_index_message
+
+            index = memory_index_message(ctx.store)
+        except ImportError:
+            index = None
+        if index:
+            system.append(index)
+    if ctx.skills_index:
+        system.append("Skills (name: description):\n" + ctx.skills_index)
+    overview = _overview(ctx, state["task_id"])
+    if overview:
+        system.append("Working memory overview:\n" + overview)
+    plan_text = _text_of(ctx.layout.plan(state["task_id"]))
+    if plan_text:
+        system.append("Current research plan:\n" + plan_text)
+    if state.get("seed_snapshot"):
+        snap = seed_text(_text_of(ctx.layout.root / state["seed_snapshot"]))
+        system.append("You continue from this context snapshot (fresh context):\n" + snap)
+    messages: list[Any] = [SystemMessage("\n\n".join(system))]
+    for turn in state.get("lead_log") or []:
+        cls = AIMessage if turn["role"] == "assistant" else HumanMessage
+        messages.append(cls(turn["content"]))
+    messages.append(HumanMessage(phase_instruction(ctx, state)))
+    return messages
+
+
+def _subtask_records(ctx: Any, state: OrchestratorState, plan: Any) -> dict[str, dict]:
+    phase = current_phase(state)
+    known = set(getattr(ctx.workflow, "agents", None) or {})
+    default_agent = sorted(known)[0] if known else "researcher"
+    records: dict[str, dict] = {}
+    for sub in plan.subtasks[: max_subtasks(ctx)]:
+        key = subtask_key(phase, sub.id)
+        n = 2
+        while key in records:
+            key = subtask_key(phase, f"{sub.id}-{n}")
+            n += 1
+        agent = sub.agent if (not known or sub.agent in known) else default_agent
+        records[key] = {
+            "id": key.split("/", 1)[1],
+            "title": sub.title,
+            "description": sub.description,
+            "agent": agent,
+            "scope": list(sub.scope),
+            "phase": phase,
+        }
+    return records
+
+
+TOOL_RESULT_CHARS = 3000
+
+
+def _tool_results(transcript: list[Any]) -> list[tuple[dict, Any]]:
+    """`(tool call, tool message)` pairs of an agent run, in order."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    calls: dict[str, dict] = {}
+    pairs = []
+    for message in transcript:
+        if isinstance(message, AIMessage):
+            calls.update({c.get("id") or c["name"]: c for c in message.tool_calls or []})
+        elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
+            pairs.append((calls[message.tool_call_id], message))
+    return pairs
+
+
+def _tool_turn(call: dict, message: Any) -> dict[str, str]:
+    """What the lead saw from one tool call, kept in its conversation (bounded)."""
+    text = str(message.content)
+    if len(text) > TOOL_RESULT_CHARS:
+        text = text[:TOOL_RESULT_CHARS] + " ..."
+    return {"role": "user", "content": f"[{call['name']}({call.get('args') or {}})]\n{text}"}
+
+
+def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+    """Plan the current phase (once) and write the research plan."""
+    from orchestrator.agent_loop import run_agent
+    from orchestrator.protocol import PhasePlan
+
+    ctx = runtime.context
+    phase = current_phase(state)
+    ctx.emit("phase", phase=phase, index=state["phase_index"] + 1, total=len(state["phases"]))
+    if phase_subtasks(state):
+        return {}
+    messages = lead_messages(ctx, state)
+    spec = ctx.agent_spec(LEAD)
+    fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
+    result = run_agent(
+        ctx.model,
+        tools=ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True),
+        final_tool=PhasePlan,
+        messages=messages,
+        max_steps=int(getattr(spec, "max_steps", 0) or 6),
+        max_context_tokens=max(ctx.token_threshold * 2, 4000),
+    )
+    plan = result.final
+    subtasks = _subtask_records(ctx, state, plan)
+    context_tokens = max(result.context_tokens or [0])
+    lead_tokens = (state.get("tokens") or {}).get(LEAD, 0) + result.tokens
+    summary = f"Plan for phase {phase}: {plan.strategy} Subtasks: " + "; ".join(
+        f"{v['id']} ({v['agent']}): {v['title']}" for v in subtasks.values()
+    )
+    update: dict[str, Any] = {
+        "subtasks": subtasks,
+        "strategy": plan.strategy,
+        "key_questions": list(
+            dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions])
+        ),
+        "constraints": list(plan.constraints),
+        "next_actions": list(plan.next_actions),
+        "tokens": {LEAD: lead_tokens},
+        "first_call_done": True,
+        "lead_log": [*(state.get("lead_log") or []), {"role": "assistant", "content": summary}],
+        "lead_calls": [
+            *(state.get("lead_calls") or []),
+            {"phase": phase, "tokens": context_tokens, "fresh": fresh},
+        ],
+    }
+    new_state = {**state, **update, "subtasks": {**(state.get("subtasks") or {}), **subtasks}}
+    path = write_plan_file(ctx, new_state)
+    update["plan_path"] = ctx.layout.relative(path)
+    log_lead(ctx, state["task_id"], "assistant", summary, phase=phase, node="plan")
+    ctx.emit(
+        "plan",
+        phase=phase,
+        path=str(path),
+        subtasks=[
+            {"key": k, "agent": v["agent"], "title": v["title"]} for k, v in subtasks.items()
+        ],
+    )
+    ctx.emit(
+        "tokens",
+        agent=LEAD,
+        tokens=lead_tokens,
+        context=context_tokens,
+        threshold=ctx.token_threshold,
+        warning_ratio=ctx.warning_ratio,
+    )
+    fault("plan_after_write")
+    return update

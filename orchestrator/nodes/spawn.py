@@ -1,0 +1,58 @@
+"""spawn: checkpoint `before_spawning`, then one `Send("subagent", ...)` per pending subtask.
+
+`spawn_node` writes the checkpoint; `route_spawn` (a conditional edge) turns every
+subtask of the phase that has no findings yet into a `Send`. LangGraph runs the Sends of
+one super-step in parallel (bounded by `max_concurrency` in the run config, set from
+`max_parallel`). Subtasks that already have findings, or failed ones being retried after
+a resume, are decided here from the state, so a rebuilt state fans out only what is left.
+With nothing pending the edge goes straight to `merge`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.nodes._common import write_checkpoint
+from orchestrator.recovery import fault
+from orchestrator.state import OrchestratorState, current_phase, pending_subtasks
+
+
+def spawn_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+    ctx = runtime.context
+    pending = pending_subtasks(state)
+    if not pending:
+        return {}
+    for key, sub in pending.items():
+        ctx.emit("agent", key=key, agent=sub["agent"], state="pending", title=sub["title"])
+    agents = sorted({f"{v['agent']}:{k}" for k, v in pending.items()})
+    path = write_checkpoint(
+        ctx,
+        state,
+        trigger="before_spawning",
+        active=agents,
+        next_action=f"Run {len(pending)} subagent(s) of phase {current_phase(state)}",
+    )
+    fault("spawn_after_checkpoint")
+    return {"checkpoints": {path.rsplit("/", 1)[-1].removesuffix(".json"): path}}
+
+
+def route_spawn(state: OrchestratorState) -> Any:
+    from langgraph.types import Send
+
+    pending = pending_subtasks(state)
+    if not pending:
+        return "merge"
+    return [
+        Send(
+            "subagent",
+            {
+                "task_id": state["task_id"],
+                "objective": state["objective"],
+                "workdir": state["workdir"],
+                "phase": current_phase(state),
+                "key": key,
+                "subtask": sub,
+            },
+        )
+        for key, sub in sorted(pending.items())
+    ]

@@ -1,0 +1,199 @@
+"""subagent: one tool-using agent per subtask; writes `findings/{agent}_{ts}.md`.
+
+The subagent gets the workdir tools, `recall_memory` and the memory tools, the skills
+index in its prompt, and its own bounded context (`subagent_context_tokens`). It ends by
+calling `SubmitFindings`.
+
+Idempotent (no subagent that has written its findings runs again), through the artifact
+registry of `orchestrator.nodes._common`:
+1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first;
+2. the findings file is written with that timestamp (so its name is fixed);
+3. `done` is recorded with the path.
+On a replay, a recorded result is reused: the file is rewritten from the record if the
+crash came before step 2, and the agent itself never runs a second time.
+
+A model or tool exception marks this subagent failed (`failed[key]`, shown as
+`blocked_agents` in checkpoints) and leaves the other subagents alone; a failed subtask
+has no findings, so the next resume's spawn retries it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from orchestrator.nodes._common import find_written, registry_lookup, registry_note
+from orchestrator.recovery import fault
+from orchestrator.state import DELETE
+
+SUBAGENT_SYSTEM = (
+    "You are a subagent of a tether run. Work only on your subtask: explore the files in "
+    "your scope with the tools (list_files, read_file, grep_files; recall_memory for what "
+    "earlier agents found), then call SubmitFindings once with a short summary, concrete "
+    "discoveries (paths, names, line numbers) and the files you examined."
+)
+DEFAULT_CONTEXT_TOKENS = 12_000
+
+
+def agent_file_name(sub: dict[str, Any]) -> str:
+    """`{agent}-{subtask id}`, reduced to characters safe in a file name."""
+    raw = f"{sub['agent']}-{sub['id']}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.")[:120] or "agent"
+
+
+def subagent_prompt(payload: dict[str, Any], skills_index: str, max_steps: int = 8) -> list[Any]:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    sub = payload["subtask"]
+    system = SUBAGENT_SYSTEM
+    if skills_index:
+        system += "\n\nSkills (name: description):\n" + skills_index
+    lines = [
+        f"Objective: {payload['objective']}",
+        f"Phase: {payload['phase']}",
+        f"Subtask: {sub['id']}",
+        f"Title: {sub['title']}",
+        f"Description: {sub['description']}",
+        f"Scope: {', '.join(sub.get('scope') or []) or '.'}",
+        f"Max steps: {max(1, max_steps - 1)}",
+        "Investigate, then call SubmitFindings.",
+    ]
+    return [SystemMessage(system), HumanMessage("\n".join(lines))]
+
+
+def _record(path: Path, layout: Any, sub: dict, findings: dict, tokens: int) -> dict:
+    return {
+        "path": layout.relative(path),
+        "agent": sub["agent"],
+        "title": sub["title"],
+        "phase": sub["phase"],
+        "id": sub["id"],
+        "tokens": tokens,
+        **findings,
+    }
+
+
+def _write_findings(ctx: Any, payload: dict, findings: dict, ts: str) -> Path:
+    from orchestrator import artifacts
+
+    sub = payload["subtask"]
+    return artifacts.write_findings(
+        ctx.layout,
+        agent_file_name(sub),
+        task=f"[{payload['key']}] {sub['title']}",
+        status=findings.get("status") or "completed",
+        summary=findings.get("summary") or "",
+        key_discoveries=list(findings.get("key_discoveries") or []),
+        files=[(f["path"], f["description"]) for f in findings.get("files") or []],
+        open_questions=list(findings.get("open_questions") or []),
+        recommendations=list(findings.get("recommendations") or []),
+        timestamp=ts,
+        task_id=payload["task_id"],
+        subtask_id=payload["key"],
+        phase=payload["phase"],
+        project_dir=ctx.project_dir,
+    )
+
+
+def _reuse(ctx: Any, payload: dict, rec: dict) -> dict[str, Any]:
+    """A subagent that already produced findings: rewrite the file if needed, never rerun."""
+    from orchestrator import artifacts
+
+    sub, key = payload["subtask"], payload["key"]
+    path = ctx.layout.root / rec["path"] if rec.get("path") else None
+    if path is None or not path.exists():
+        path = find_written(
+            ctx.layout.findings,
+            rec["ts"],
+            artifacts.read_findings,
+            task_id=payload["task_id"],
+            subtask_id=key,
+        )
+    if path is None:
+        path = _write_findings(ctx, payload, rec["findings"], rec["ts"])
+    if rec.get("path") != ctx.layout.relative(path):
+        registry_note(
+            ctx.layout, payload["task_id"], f"findings:{key}", path=ctx.layout.relative(path)
+        )
+    ctx.emit(
+        "agent",
+        key=key,
+        agent=sub["agent"],
+        state="done",
+        reused=True,
+        tokens=rec.get("tokens", 0),
+        path=str(path),
+    )
+    return {
+        "findings": {key: _record(path, ctx.layout, sub, rec["findings"], rec.get("tokens", 0))},
+        "failed": {key: DELETE},
+    }
+
+
+def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
+    """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
+    from orchestrator import artifacts
+    from orchestrator.agent_loop import run_agent
+    from orchestrator.protocol import SubmitFindings
+
+    ctx = runtime.context
+    sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
+    rec = registry_lookup(ctx.layout, task_id, f"findings:{key}")
+    if rec and rec.get("findings") is not None:
+        return _reuse(ctx, payload, rec)
+    fault("subagent_before_run")
+    ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=0)
+    spec = ctx.agent_spec(sub["agent"])
+    max_steps = int(getattr(spec, "max_steps", 0) or 8)
+    thresholds = getattr(ctx.workflow, "thresholds", None)
+    budget = int(getattr(thresholds, "subagent_context_tokens", 0) or DEFAULT_CONTEXT_TOKENS)
+    used = {"tokens": 0}
+
+    def on_step(tokens: int, context: int) -> None:
+        used["tokens"] = tokens
+        ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens)
+
+    try:
+        result = run_agent(
+            ctx.model_for(sub["agent"]),
+            tools=ctx.tools_for(sub["agent"], task_id, payload["workdir"], lead=False),
+            final_tool=SubmitFindings,
+            messages=subagent_prompt(payload, ctx.skills_index, max_steps),
+            max_steps=max_steps,
+            max_context_tokens=budget,
+            on_step=on_step,
+        )
+    except Exception as exc:  # any model/tool failure blocks this subagent only
+        error = f"{type(exc).__name__}: {exc}"
+        ctx.emit(
+            "agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=used["tokens"]
+        )
+        return {
+            "failed": {key: {"agent": sub["agent"], "error": error[:500]}},
+            "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
+        }
+    findings = result.final.model_dump()
+    ts = artifacts.iso_timestamp()
+    registry_note(
+        ctx.layout,
+        task_id,
+        f"findings:{key}",
+        ts=ts,
+        findings=findings,
+        tokens=result.tokens,
+        phase=payload["phase"],
+        subtask=sub,
+    )
+    fault("subagent_before_findings")
+    path = _write_findings(ctx, payload, findings, ts)
+    registry_note(ctx.layout, task_id, f"findings:{key}", path=ctx.layout.relative(path))
+    fault("subagent_after_findings")
+    ctx.emit(
+        "agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens, path=str(path)
+    )
+    return {
+        "findings": {key: _record(path, ctx.layout, sub, findings, result.tokens)},
+        "failed": {key: DELETE},
+        "tokens": {f"{sub['agent']}:{key}": result.tokens},
+    }

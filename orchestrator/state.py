@@ -1,0 +1,139 @@
+"""The graph's state and its reducers.
+
+State is a `TypedDict` whose fan-in channels merge through keyed, idempotent reducers:
+parallel subagents (one `Send` each) return `{subtask_key: record}` dicts and
+`merge_keyed` folds them into the existing dict. Applying the same update twice (a
+super-step replayed after a crash, or two writers reporting the same subtask) leaves the
+same state, which a list reducer such as `operator.add` cannot promise.
+
+Invariant: every value in the state is plain JSON (str, int, float, bool, None, list,
+dict), so it serialises into LangGraph's SQLite checkpointer, into tether's JSON
+checkpoints, and back again without custom types.
+
+Subtask keys are `"{phase}/{subtask_id}"` (`subtask_key`), so the same id proposed in
+two phases never collides.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+#: Value that deletes a key in `merge_keyed` (e.g. a failure cleared by a later success).
+DELETE = None
+
+
+def merge_keyed(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Merge `right` into `left` by key; a `None` value removes the key.
+
+    Idempotent: `merge_keyed(merge_keyed(a, b), b) == merge_keyed(a, b)`.
+    """
+    merged = dict(left or {})
+    for key, value in (right or {}).items():
+        if value is DELETE:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def subtask_key(phase: str, subtask_id: str) -> str:
+    """The state key of a subtask: unique across phases of one task."""
+    return f"{phase}/{subtask_id}"
+
+
+class OrchestratorState(TypedDict, total=False):
+    """Everything the graph needs to continue a task from any super-step."""
+
+    task_id: str
+    objective: str
+    workdir: str
+    phases: list[str]
+    phase_index: int
+    """Index into `phases` of the phase being worked on."""
+    status: str
+    """`running` until `advance` finishes the last phase, then `done`."""
+
+    subtasks: Annotated[dict[str, dict[str, Any]], merge_keyed]
+    """`subtask_key -> {id, title, description, agent, scope, phase}`, all phases."""
+    findings: Annotated[dict[str, dict[str, Any]], merge_keyed]
+    """`subtask_key -> {path, agent, status, summary, ...}` for every finished subagent."""
+    failed: Annotated[dict[str, dict[str, Any]], merge_keyed]
+    """`subtask_key -> {agent, error}` for subagents that raised; retried on resume."""
+    merged: Annotated[dict[str, str], merge_keyed]
+    """`phase -> merged findings path`."""
+    tokens: Annotated[dict[str, int], merge_keyed]
+    """Tokens used per agent (`lead` and `{agent}:{subtask_key}`)."""
+    checkpoints: Annotated[dict[str, str], merge_keyed]
+    """`checkpoint_id -> path` of the JSON checkpoints this run wrote."""
+
+    plan_path: str
+    strategy: str
+    key_questions: list[str]
+    constraints: list[str]
+    next_actions: list[str]
+
+    lead_log: list[dict[str, str]]
+    """The lead's conversation since its context was last refreshed (role/content)."""
+    lead_calls: list[dict[str, Any]]
+    """One record per lead call: `{phase, tokens, fresh}`; lets tests check handoffs."""
+    seed_snapshot: str | None
+    """Snapshot the lead's fresh context is seeded from (after a threshold or handoff)."""
+    snapshots: list[str]
+    warned: bool
+    """Whether the warning zone was already announced for the current lead context."""
+    first_call_done: bool
+    """The memory index message goes into the lead's very first call only."""
+    final_summary: str | None
+
+
+def initial_state(
+    *,
+    task_id: str,
+    objective: str,
+    workdir: str,
+    phases: list[str],
+    phase_index: int = 0,
+) -> OrchestratorState:
+    """A fresh state for a new task (or a rebuilt one; callers fill in the rest)."""
+    return OrchestratorState(
+        task_id=task_id,
+        objective=objective,
+        workdir=workdir,
+        phases=list(phases),
+        phase_index=phase_index,
+        status="running",
+        subtasks={},
+        findings={},
+        failed={},
+        merged={},
+        tokens={},
+        checkpoints={},
+        plan_path="",
+        strategy="",
+        key_questions=[],
+        constraints=[],
+        next_actions=[],
+        lead_log=[],
+        lead_calls=[],
+        seed_snapshot=None,
+        snapshots=[],
+        warned=False,
+        first_call_done=False,
+        final_summary=None,
+    )
+
+
+def current_phase(state: OrchestratorState) -> str:
+    return state["phases"][state["phase_index"]]
+
+
+def phase_subtasks(state: OrchestratorState, phase: str | None = None) -> dict[str, dict]:
+    """The subtasks of `phase` (default: the current one), keyed by subtask key."""
+    phase = phase or current_phase(state)
+    return {k: v for k, v in (state.get("subtasks") or {}).items() if v.get("phase") == phase}
+
+
+def pending_subtasks(state: OrchestratorState) -> dict[str, dict]:
+    """Subtasks of the current phase without findings (failed ones included: retried)."""
+    done = state.get("findings") or {}
+    return {k: v for k, v in phase_subtasks(state).items() if k not in done}

@@ -1,0 +1,484 @@
+"""Rendering the files the orchestrator writes: validated inputs in, checked text out.
+
+Every artifact (research plan, findings, merged findings, snapshot, checkpoint) is rendered
+from a Jinja template through `memory.templating.render` (sandboxed, `StrictUndefined`, a
+project's `templates/` overrides tether's). This module adds three guarantees on top:
+
+* **Inputs are validated** by a pydantic model with `extra="forbid"`, so a misspelt or
+  missing field is a `TemplateError` naming it, never a silently empty section.
+* **Markdown stays markdown**: values are inserted as text (Jinja never re-evaluates a
+  `{{` inside a value). Inline values (titles, `**Label**:` lines) have their line breaks
+  folded; block values have lines that would become headings, rules or an unclosed code
+  fence neutralised; list items indent continuation lines in the template. The exact values
+  also travel as JSON in a trailing HTML comment (`<!-- tether:KIND {...} -->`, written with
+  `tojson`, which escapes `<` and `>` so no value can close the comment), which
+  `parse_meta` reads back.
+* **JSON is valid and checked**: the checkpoint template passes every value through
+  `tojson`; its output must `json.loads` (no NaN/Infinity) and validate against
+  `orchestrator/schemas/checkpoint.schema.json`, else `TemplateError`.
+
+Invariant: a render function either returns text that parses back to the values it was
+given, or raises `TemplateError` with a one-line message; it never writes anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+
+from memory.templating import TemplateRenderError, render
+from orchestrator.errors import TemplateError
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "checkpoint.schema.json"
+
+PLAN_TEMPLATE = "research_plan.md.j2"
+FINDINGS_TEMPLATE = "findings.md.j2"
+MERGED_TEMPLATE = "merged_findings.md.j2"
+SNAPSHOT_TEMPLATE = "snapshot.md.j2"
+CHECKPOINT_TEMPLATE = "checkpoint.json.j2"
+
+_META_RE = r"^<!-- tether:{kind} (?P<json>\{{.*\}}) -->[ \t]*$"
+_HEADING_LIKE = re.compile(r"^(\s{0,3})(#{1,6}(?:\s|$)|[-=*_]{3,}\s*$|[=]+\s*$)")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+Pathish = str | os.PathLike[str]
+
+
+# -- markdown helpers -----------------------------------------------------------------
+def _lines(text: str) -> list[str]:
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def md_inline(text: str) -> str:
+    """`text` on one line (line breaks folded to spaces), for titles and `**Label**:` lines."""
+    return " ".join(part.strip() for part in _lines(str(text)) if part.strip())
+
+
+def md_block(text: str) -> str:
+    """`text` as markdown paragraphs that cannot add headings or swallow the rest of the file.
+
+    Lines that would turn into a heading (`# x`) or a rule/setext underline (`---`) are
+    escaped with a backslash; an unclosed code fence is closed at the end of the value.
+    """
+    out: list[str] = []
+    open_fence: str | None = None
+    for line in _lines(str(text)):
+        fence = _FENCE.match(line)
+        if fence:
+            marker = fence.group(1)
+            if open_fence is None:
+                open_fence = marker
+            elif marker[0] == open_fence[0] and len(marker) >= len(open_fence):
+                open_fence = None
+        elif open_fence is None:
+            line = _HEADING_LIKE.sub(lambda m: m.group(1) + "\\" + m.group(2), line)
+        out.append(line)
+    if open_fence is not None:
+        out.append(open_fence)
+    return "\n".join(out).strip("\n")
+
+
+def md_code(text: str) -> str:
+    """`text` as an inline code span, with a fence longer than any backtick run inside."""
+    value = md_inline(text)
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+# -- inputs ---------------------------------------------------------------------------
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FileNoteInput(_Input):
+    """A file examined or changed, with a note (`(path, description)` pairs are accepted)."""
+
+    path: str
+    description: str = ""
+
+
+class QuestionInput(_Input):
+    """A key question of the plan and whether it has been answered."""
+
+    text: str
+    answered: bool = False
+
+
+def _pairs(value: Any, first: str, second: str) -> Any:
+    """Accept `(a, b)` tuples and bare strings where a model with two fields is expected."""
+    if not isinstance(value, list | tuple):
+        return value
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            out.append({first: item})
+        elif isinstance(item, list | tuple) and len(item) == 2:
+            out.append({first: item[0], second: item[1]})
+        elif isinstance(item, BaseModel):
+            out.append(item.model_dump())
+        else:
+            out.append(item)
+    return out
+
+
+class PlanInput(_Input):
+    """Everything `research_plan.md.j2` shows (seed 002's research plan)."""
+
+    task_id: str
+    phase: str
+    objective: str
+    strategy: str = ""
+    key_questions: list[QuestionInput] = Field(default_factory=list)
+    completed: list[str] = Field(default_factory=list)
+    in_progress: list[str] = Field(default_factory=list)
+    pending: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+    next_actions: list[str] = Field(default_factory=list)
+    updated: str
+
+    @field_validator("key_questions", mode="before")
+    @classmethod
+    def _questions(cls, value: Any) -> Any:
+        return _pairs(value, "text", "answered")
+
+
+class FindingsInput(_Input):
+    """Everything `findings.md.j2` shows (seed 002's findings)."""
+
+    agent: str
+    task: str
+    status: str = "completed"
+    summary: str
+    key_discoveries: list[str] = Field(default_factory=list)
+    files: list[FileNoteInput] = Field(default_factory=list)
+    open_questions: list[str] = Field(default_factory=list)
+    recommendations: list[str] = Field(default_factory=list)
+    timestamp: str
+    task_id: str | None = None
+    subtask_id: str | None = None
+    phase: str | None = None
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def _files(cls, value: Any) -> Any:
+        return _pairs(value, "path", "description")
+
+
+class MergedFindingInput(_Input):
+    """One subagent's findings inside a merged batch."""
+
+    agent: str
+    summary: str = ""
+    status: str = "completed"
+    task: str = ""
+    subtask_id: str | None = None
+    key_discoveries: list[str] = Field(default_factory=list)
+    files: list[FileNoteInput] = Field(default_factory=list)
+    open_questions: list[str] = Field(default_factory=list)
+    recommendations: list[str] = Field(default_factory=list)
+    path: str | None = None
+    """Where this agent's own findings file is (relative to the memory directory)."""
+    timestamp: str | None = None
+    task_id: str | None = None
+    phase: str | None = None
+
+    @field_validator("files", mode="before")
+    @classmethod
+    def _files(cls, value: Any) -> Any:
+        return _pairs(value, "path", "description")
+
+
+class MergedInput(_Input):
+    """Everything `merged_findings.md.j2` shows."""
+
+    task_id: str
+    phase: str
+    timestamp: str
+    findings: list[MergedFindingInput]
+
+
+class SnapshotInput(_Input):
+    """Everything `snapshot.md.j2` shows (seed 002's context snapshot)."""
+
+    task_id: str
+    phase: str
+    reason: str = "manual"
+    token_count: int = Field(default=0, ge=0)
+    timestamp: str
+    objective: str | None = None
+    conversation_summary: str = ""
+    active_agents: list[str] = Field(default_factory=list)
+    important_context: str = ""
+    files_in_play: list[FileNoteInput] = Field(default_factory=list)
+    pending_decisions: list[str] = Field(default_factory=list)
+    resume_instructions: str = ""
+    plan_path: str | None = None
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("files_in_play", mode="before")
+    @classmethod
+    def _files(cls, value: Any) -> Any:
+        return _pairs(value, "path", "description")
+
+
+def validate_input(model: type[BaseModel], template: str, data: Mapping[str, Any]) -> Any:
+    """`model(**data)`, or a one-line `TemplateError` naming the template and the field."""
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(input)"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise TemplateError(
+            f"invalid input for template {template!r}: field {where!r}: {err['msg']}{more}"
+        ) from None
+
+
+# -- rendering ------------------------------------------------------------------------
+def render_template(name: str, project_dir: Pathish | None = None, **context: Any) -> str:
+    """Render `name` with `context`; every failure is a one-line `TemplateError`."""
+    try:
+        return render(name, project_dir, **context)
+    except TemplateRenderError as exc:
+        raise TemplateError(str(exc)) from None
+    except (TypeError, ValueError) as exc:  # e.g. `tojson` given something not JSON-able
+        raise TemplateError(f"template {name!r} could not serialise a value: {exc}") from None
+
+
+def _file_views(files: Sequence[FileNoteInput]) -> list[dict[str, str]]:
+    return [
+        {"path": f.path, "code": md_code(f.path), "description": md_block(f.description)}
+        for f in files
+    ]
+
+
+def _blocks(items: Sequence[str]) -> list[str]:
+    return [md_block(item) for item in items]
+
+
+def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None = None) -> str:
+    """The research plan markdown for `data` (a `PlanInput` or its fields)."""
+    inp = data if isinstance(data, PlanInput) else validate_input(PlanInput, PLAN_TEMPLATE, data)
+    return render_template(
+        PLAN_TEMPLATE,
+        project_dir,
+        task_id=md_inline(inp.task_id),
+        phase=md_inline(inp.phase),
+        updated=md_inline(inp.updated),
+        objective=md_block(inp.objective),
+        strategy=md_block(inp.strategy),
+        key_questions=[
+            {"text": md_block(q.text), "answered": q.answered} for q in inp.key_questions
+        ],
+        completed=[md_inline(x) for x in inp.completed],
+        in_progress=[md_inline(x) for x in inp.in_progress],
+        pending=[md_inline(x) for x in inp.pending],
+        constraints=_blocks(inp.constraints),
+        next_actions=_blocks(inp.next_actions),
+        meta=inp.model_dump(mode="json"),
+    )
+
+
+def render_findings(
+    data: FindingsInput | Mapping[str, Any], project_dir: Pathish | None = None
+) -> str:
+    """The findings markdown of one subagent."""
+    inp = (
+        data
+        if isinstance(data, FindingsInput)
+        else validate_input(FindingsInput, FINDINGS_TEMPLATE, data)
+    )
+    return render_template(
+        FINDINGS_TEMPLATE,
+        project_dir,
+        agent=md_inline(inp.agent),
+        task=md_inline(inp.task),
+        timestamp=md_inline(inp.timestamp),
+        status=md_inline(inp.status),
+        summary=md_block(inp.summary),
+        key_discoveries=_blocks(inp.key_discoveries),
+        files=_file_views(inp.files),
+        open_questions=_blocks(inp.open_questions),
+        recommendations=_blocks(inp.recommendations),
+        meta=inp.model_dump(mode="json"),
+    )
+
+
+def _label(f: MergedFindingInput, batch: Sequence[MergedFindingInput]) -> str:
+    """How a finding is attributed: its agent, or its subtask when agents repeat."""
+    repeated = sum(1 for other in batch if other.agent == f.agent) > 1
+    return md_inline(f.subtask_id if repeated and f.subtask_id else f.agent)
+
+
+def _merged_files(findings: Sequence[MergedFindingInput]) -> list[dict[str, Any]]:
+    """Files across the batch, first description wins, with the agents that named them."""
+    by_path: dict[str, dict[str, Any]] = {}
+    for f in findings:
+        for note in f.files:
+            row = by_path.setdefault(
+                note.path,
+                {
+                    "path": note.path,
+                    "code": md_code(note.path),
+                    "description": md_block(note.description),
+                    "agents": [],
+                },
+            )
+            if not row["description"] and note.description:
+                row["description"] = md_block(note.description)
+            agent = _label(f, findings)
+            if agent not in row["agents"]:
+                row["agents"].append(agent)
+    return list(by_path.values())
+
+
+def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | None = None) -> str:
+    """The merged-findings markdown of one batch."""
+    inp = (
+        data
+        if isinstance(data, MergedInput)
+        else validate_input(MergedInput, MERGED_TEMPLATE, data)
+    )
+    counts: dict[str, int] = {}
+    for f in inp.findings:
+        counts[f.status] = counts.get(f.status, 0) + 1
+    views = [
+        {
+            "agent": md_inline(f.agent),
+            "label": _label(f, inp.findings),
+            "status": md_inline(f.status),
+            "task": md_inline(f.task),
+            "summary": md_block(f.summary) or "_No summary._",
+            "key_discoveries": _blocks(f.key_discoveries),
+            "open_questions": _blocks(f.open_questions),
+            "recommendations": _blocks(f.recommendations),
+            "source_code": md_code(f.path) if f.path else "",
+        }
+        for f in inp.findings
+    ]
+    return render_template(
+        MERGED_TEMPLATE,
+        project_dir,
+        task_id=md_inline(inp.task_id),
+        phase=md_inline(inp.phase),
+        timestamp=md_inline(inp.timestamp),
+        status_counts=", ".join(f"{n} {md_inline(s)}" for s, n in sorted(counts.items())) or "none",
+        findings=views,
+        sources=f"{len(views)} finding{'' if len(views) == 1 else 's'}",
+        files=_merged_files(inp.findings),
+        discoveries_count=sum(len(f.key_discoveries) for f in inp.findings),
+        questions_count=sum(len(f.open_questions) for f in inp.findings),
+        recommendations_count=sum(len(f.recommendations) for f in inp.findings),
+        meta=inp.model_dump(mode="json"),
+    )
+
+
+def render_snapshot(
+    data: SnapshotInput | Mapping[str, Any], project_dir: Pathish | None = None
+) -> str:
+    """The context snapshot markdown."""
+    inp = (
+        data
+        if isinstance(data, SnapshotInput)
+        else validate_input(SnapshotInput, SNAPSHOT_TEMPLATE, data)
+    )
+    return render_template(
+        SNAPSHOT_TEMPLATE,
+        project_dir,
+        timestamp=md_inline(inp.timestamp),
+        token_count=inp.token_count,
+        reason=md_inline(inp.reason),
+        conversation_summary=md_block(inp.conversation_summary),
+        task_id=md_inline(inp.task_id),
+        objective=md_block(inp.objective or ""),
+        phase=md_inline(inp.phase),
+        active_agents=[md_inline(a) for a in inp.active_agents],
+        plan_path=inp.plan_path or "",
+        plan_code=md_code(inp.plan_path) if inp.plan_path else "",
+        important_context=md_block(inp.important_context),
+        files_in_play=_file_views(inp.files_in_play),
+        pending_decisions=_blocks(inp.pending_decisions),
+        resume_instructions=md_block(inp.resume_instructions),
+        meta=inp.model_dump(mode="json"),
+    )
+
+
+def parse_meta(text: str, kind: str) -> dict[str, Any] | None:
+    """The values stored in the last `<!-- tether:KIND {...} -->` line of `text`, or None."""
+    matches = list(re.finditer(_META_RE.format(kind=re.escape(kind)), text, re.MULTILINE))
+    if not matches:
+        return None
+    try:
+        value = loads_strict(matches[-1].group("json"))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# -- JSON and the checkpoint schema ---------------------------------------------------
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """`json.loads` that refuses NaN and Infinity (Python accepts them; JSON does not)."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+@functools.lru_cache(maxsize=1)
+def checkpoint_schema() -> dict[str, Any]:
+    """The shipped checkpoint JSON Schema (draft 2020-12)."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    schema = checkpoint_schema()
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def checkpoint_schema_problem(obj: Any) -> str | None:
+    """None when `obj` validates against the checkpoint schema, else the first problem."""
+    errors = sorted(_validator().iter_errors(obj), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    err = errors[0]
+    where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+    message = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+    return f"at {where!r}: {message}"
+
+
+def render_checkpoint(data: Mapping[str, Any], project_dir: Pathish | None = None) -> str:
+    """Render `checkpoint.json.j2` with `data` and check the output.
+
+    Raises:
+        TemplateError: the template failed, its output is not JSON, or it does not validate
+            against the shipped schema (e.g. a project override dropped a field).
+    """
+    text = render_template(CHECKPOINT_TEMPLATE, project_dir, **dict(data))
+    try:
+        obj = loads_strict(text)
+    except ValueError as exc:
+        raise TemplateError(
+            f"template {CHECKPOINT_TEMPLATE!r} produced invalid JSON ({exc}); "
+            "pass every value through `tojson`"
+        ) from None
+    problem = checkpoint_schema_problem(obj)
+    if problem:
+        raise TemplateError(
+            f"template {CHECKPOINT_TEMPLATE!r} output fails the checkpoint schema {problem}; "
+            f"fix the template or compare it with {str(SCHEMA_PATH)!r}"
+        )
+    return text

@@ -1,0 +1,305 @@
+"""Read-only file tools over the `--workdir`: `list_files`, `read_file`, `grep_files`.
+
+Agents explore the project they work on through these three LangChain tools. The design:
+
+* **Read-only and confined.** Every path an agent passes goes through
+  `memory.paths.confine`, so nothing outside the workdir can be read: no absolute paths,
+  no `..`, no symlink leading out. Nothing here opens a file for writing.
+* **Errors are answers.** A bad path, a binary file or a wrong argument comes back to the
+  agent as a one-line string starting with `Error:` (the agent can correct itself); only
+  `check_workdir` raises, because a missing workdir is the user's mistake, not the agent's.
+* **Noise is skipped.** VCS and tool folders (`.git`, `.temp`, `__pycache__`,
+  `node_modules`, `.venv`, any hidden folder), hidden files, binary files, and (for
+  `grep_files`) files larger than `MAX_GREP_BYTES` never show up.
+* **Stable, parseable output** (tether's offline model reads it back):
+  `list_files` prints one `path (N bytes)` line per file, paths relative to the workdir,
+  breadth-first (shallow files first, then by name); `read_file` prints `N: text` lines
+  under a `# path (lines a-b of N)` header; `grep_files` prints `path:line: text` lines.
+
+Invariant: for the same tree and arguments the output is the same, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memory.errors import PathEscapeError
+from memory.paths import confine
+from orchestrator.errors import WorkdirError
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
+#: Folder names never walked into (hidden folders are skipped as well).
+SKIP_DIRS = frozenset(
+    ".git .hg .svn .temp __pycache__ node_modules .venv venv .mypy_cache .pytest_cache"
+    " .ruff_cache .tox .eggs dist build".split()
+)
+#: Extensions treated as binary without looking inside.
+BINARY_SUFFIXES = frozenset(
+    """.png .jpg .jpeg .gif .bmp .ico .webp .pdf .zip .gz .tgz .bz2 .xz .7z .tar .whl .jar
+    .so .dylib .dll .exe .bin .o .a .pyc .pyo .class .db .sqlite .sqlite3 .woff .woff2 .ttf
+    .otf .mp3 .mp4 .wav .mov .avi .npy .npz .pkl .parquet .onnx .pt .safetensors""".split()
+)
+MAX_GREP_BYTES = 1_000_000
+"""Files larger than this are not searched by `grep_files` (listing and reading still work)."""
+MAX_LINE_CHARS = 400
+"""Longer lines are cut in `read_file` and `grep_files` output."""
+MAX_WALK_FILES = 20_000
+"""A walk stops after this many files, so a huge tree cannot stall an agent."""
+_SNIFF_BYTES = 4096
+
+
+def check_workdir(path: str | os.PathLike[str]) -> Path:
+    """Return the resolved workdir, or raise `WorkdirError` if it cannot be used.
+
+    Raises:
+        WorkdirError: the path is missing, not a directory, or not readable.
+    """
+    raw = os.fspath(path)
+    p = Path(raw).expanduser()
+    if not p.exists():
+        raise WorkdirError(f"workdir {raw!r} does not exist: pass an existing directory")
+    if not p.is_dir():
+        raise WorkdirError(f"workdir {raw!r} is not a directory: pass a directory")
+    try:
+        with os.scandir(p):
+            pass
+    except OSError as exc:
+        raise WorkdirError(
+            f"workdir {raw!r} is not readable ({exc.strerror or exc}): fix its permissions"
+        ) from None
+    return p.resolve()
+
+
+def is_binary(path: Path) -> bool:
+    """True for files with a binary extension or a NUL byte in their first 4 KiB."""
+    if path.suffix.lower() in BINARY_SUFFIXES:
+        return True
+    try:
+        with path.open("rb") as fh:
+            return b"\x00" in fh.read(_SNIFF_BYTES)
+    except OSError:
+        return True
+
+
+def _skipped_dir(name: str) -> bool:
+    return name in SKIP_DIRS or name.startswith(".")
+
+
+def _clamp(value: object, default: int, high: int) -> int:
+    try:
+        n = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return default
+    return max(1, min(n, high))
+
+
+class WorkdirFiles:
+    """The logic behind the three tools, as plain methods returning strings.
+
+    Args:
+        root: the workdir (checked with `check_workdir`).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = check_workdir(root)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _resolve(self, user_path: str) -> Path:
+        """Confine `user_path` to the workdir; raises PathEscapeError/FileNotFoundError."""
+        raw = (user_path or ".").strip() or "."
+        if raw in (".", "./"):
+            return self.root
+        try:
+            target = confine(self.root, raw)
+        except PathEscapeError as exc:
+            # `confine` speaks of the memory directory; here the sandbox is the workdir.
+            raise PathEscapeError(str(exc).replace("memory directory", "workdir")) from None
+        if not target.exists():
+            raise FileNotFoundError(f"path {raw!r} does not exist in the workdir")
+        return target
+
+    def rel(self, path: Path) -> str:
+        """`path` relative to the workdir, with forward slashes."""
+        return path.relative_to(self.root).as_posix() if path != self.root else "."
+
+    def iter_files(self, start: Path) -> Iterator[Path]:
+        """Text-candidate files under `start`, breadth-first, skipping noise and symlinks out."""
+        if start.is_file():
+            yield start
+            return
+        level = [start]
+        seen = 0
+        while level:
+            next_level: list[Path] = []
+            for folder in level:
+                try:
+                    entries = sorted(os.scandir(folder), key=lambda e: e.name)
+                except OSError:
+                    continue
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not _skipped_dir(entry.name):
+                            next_level.append(Path(entry.path))
+                        continue
+                    if entry.name.startswith(".") or not entry.is_file():
+                        continue
+                    path = Path(entry.path)
+                    if entry.is_symlink() and not self._inside(path):
+                        continue
+                    seen += 1
+                    if seen > MAX_WALK_FILES:
+                        return
+                    yield path
+            level = next_level
+
+    def _inside(self, path: Path) -> bool:
+        resolved = path.resolve()
+        return resolved == self.root or self.root in resolved.parents
+
+    # -- the tools -----------------------------------------------------------------------
+
+    def list_files(self, path: str = ".", max_entries: int = 200) -> str:
+        """Recursive listing of text files under `path`, one `path (N bytes)` line each."""
+        limit = _clamp(max_entries, 200, 2000)
+        try:
+            start = self._resolve(path)
+        except (PathEscapeError, FileNotFoundError) as exc:
+            return f"Error: {exc}"
+        lines: list[str] = []
+        total = 0
+        for file in self.iter_files(start):
+            if is_binary(file):
+                continue
+            total += 1
+            if len(lines) < limit:
+                try:
+                    size = file.stat().st_size
+                except OSError:
+                    continue
+                lines.append(f"{self.rel(file)} ({size} bytes)")
+        where = self.rel(start)
+        if not lines:
+            return f"# no text files under {where!r}"
+        head = f"# {total} text files under {where!r}"
+        if total > len(lines):
+            head += f", showing the first {len(lines)}; pass a sub-path to see more"
+        return "\n".join([head, *lines])
+
+    def read_file(self, path: str, start_line: int = 1, max_lines: int = 200) -> str:
+        """Lines `start_line`.. of a text file, numbered as `N: text`."""
+        start_no = _clamp(start_line, 1, 10**9)
+        limit = _clamp(max_lines, 200, 2000)
+        try:
+            target = self._resolve(path)
+        except (PathEscapeError, FileNotFoundError) as exc:
+            return f"Error: {exc}"
+        rel = self.rel(target)
+        if target.is_dir():
+            return f"Error: {rel!r} is a directory: use list_files to see its files"
+        if is_binary(target):
+            return f"Error: {rel!r} is a binary file: read_file shows text files only"
+        shown: list[str] = []
+        count = 0
+        try:
+            with target.open(encoding="utf-8", errors="replace") as fh:
+                for count, line in enumerate(fh, start=1):
+                    if start_no <= count < start_no + limit:
+                        shown.append(f"{count}: {line.rstrip()[:MAX_LINE_CHARS]}")
+        except OSError as exc:
+            return f"Error: cannot read {rel!r} ({exc.strerror or exc})"
+        if not shown:
+            return f"# {rel} has {count} lines; start_line {start_no} is past the end"
+        last = start_no + len(shown) - 1
+        out = [f"# {rel} (lines {start_no}-{last} of {count})", *shown]
+        if last < count:
+            out.append(
+                f"# ... {count - last} more lines: call read_file with start_line={last + 1}"
+            )
+        return "\n".join(out)
+
+    def grep_files(self, pattern: str, path: str = ".", max_matches: int = 50) -> str:
+        """Case-insensitive regex (literal if the regex is invalid) search: `path:line: text`."""
+        limit = _clamp(max_matches, 50, 1000)
+        if not pattern:
+            return "Error: empty pattern: give a word or a regular expression"
+        try:
+            regex = re.compile(pattern, re.IGNORECASE)
+        except re.error:
+            regex = re.compile(re.escape(pattern), re.IGNORECASE)
+        try:
+            start = self._resolve(path)
+        except (PathEscapeError, FileNotFoundError) as exc:
+            return f"Error: {exc}"
+        hits: list[str] = []
+        total = 0
+        for file in self.iter_files(start):
+            try:
+                if file.stat().st_size > MAX_GREP_BYTES or is_binary(file):
+                    continue
+                text = file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            rel = self.rel(file)
+            for no, line in enumerate(text.splitlines(), start=1):
+                if regex.search(line):
+                    total += 1
+                    if len(hits) < limit:
+                        hits.append(f"{rel}:{no}: {line.strip()[:MAX_LINE_CHARS]}")
+        where = self.rel(start)
+        if not hits:
+            return f"# no matches for {pattern!r} under {where!r}"
+        if total > len(hits):
+            hits.append(f"# {total - len(hits)} more matches not shown: narrow the path or pattern")
+        return "\n".join(hits)
+
+
+def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
+    """The three read-only LangChain tools over `workdir`, in the order list, read, grep.
+
+    Raises:
+        WorkdirError: `workdir` is missing, not a directory or unreadable.
+    """
+    from langchain_core.tools import StructuredTool
+
+    files = WorkdirFiles(workdir)
+
+    def list_files(path: str = ".", max_entries: int = 200) -> str:
+        """List text files under `path` (relative to the workdir), recursively, with sizes."""
+        return files.list_files(path, max_entries)
+
+    def read_file(path: str, start_line: int = 1, max_lines: int = 200) -> str:
+        """Read a text file of the workdir, `max_lines` lines from `start_line`, numbered."""
+        return files.read_file(path, start_line, max_lines)
+
+    def grep_files(pattern: str, path: str = ".", max_matches: int = 50) -> str:
+        """Search text files under `path` for a case-insensitive regex or literal text.
+
+        Returns `file:line: text` lines.
+        """
+        return files.grep_files(pattern, path, max_matches)
+
+    return [
+        StructuredTool.from_function(
+            func=fn,
+            name=fn.__name__,
+            description=fn.__doc__ or "",
+            handle_validation_error=_bad_arguments,
+        )
+        for fn in (list_files, read_file, grep_files)
+    ]
+
+
+def _bad_arguments(error: Exception) -> str:
+    """Wrong argument types come back to the agent as one line, like every other error."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        parts = [f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg')}" for e in errors()]
+        return "Error: invalid arguments (" + "; ".join(parts) + ")"
+    return f"Error: invalid arguments ({error})"

@@ -1,0 +1,191 @@
+"""Budgeted context assembly (seed 001) through `memory.context.ContextBuilder`.
+
+Covers: seed 001's default budgets, the order of the parts (system prompt, overview,
+summaries highest level first, recalled snippets, recent turns), per-part and total budgets
+holding for any input size, trimming in seed 001's order (snippets, then recent turns, then
+older summaries) with every omission reported, snippets already in context skipped, tool
+calls kept with their results, and the archive running when it is due.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.archive import Archive
+from memory.context import ContextBudgets, ContextBuilder, build_context, count_tokens
+from memory.recall import SearchResult
+from memory.store import MemoryStore
+from memory.working import WorkingMemory
+
+
+def _turns(wm, count, start=1, size=40):
+    for i in range(start, start + count):
+        wm.append_messages([{"role": "user", "content": f"question {i} " + "q" * size},
+                            {"role": "assistant", "content": f"answer {i} " + "a" * size}])
+
+
+def _result(citation, text, line=None, path=None):
+    return SearchResult(source="messages", path=path, line=line, citation=citation,
+                        text=text, score=1.0)
+
+
+@pytest.fixture
+def wm():
+    return WorkingMemory(MemoryStore(), "t1").ensure(objective="Ship the release")
+
+
+def test_defaults_are_seed_001s():
+    b = ContextBudgets()
+    assert (b.total, b.summaries, b.recent, b.snippets, b.system) == (8000, 2000, 3000, 1500, 1500)
+    assert b.recent_turns == 4
+
+
+def test_parts_in_priority_order(wm):
+    _turns(wm, 60)
+    archive = Archive(wm)
+    for _ in range(6):
+        archive.summarize_now()  # enough summaries for a level 2
+        _turns(wm, 10, start=100)
+    results = [_result("detail/auth.md#L3", "we chose JWT with refresh rotation",
+                       line=3, path="working/t1/detail/auth.md")]
+    builder = ContextBuilder(wm.store, "t1", archive=archive, search=lambda q, n: results)
+    built = builder.build("SYSTEM PROMPT", query="auth")
+    system = built.messages[0]
+    assert system["role"] == "system"
+    text = system["content"]
+    order = [text.index(s) for s in ("SYSTEM PROMPT", "# Working memory (overview.md)",
+                                     "Ship the release", "# Conversation summaries",
+                                     "[L2 detail/summary-L2-000001.md", "[L1 detail/",
+                                     "# Recalled from memory",
+                                     "- [detail/auth.md#L3] we chose JWT")]
+    assert order == sorted(order)
+    recent = built.messages[1:]
+    assert [m["role"] for m in recent] == ["user", "assistant"] * 4
+    assert recent[-1]["content"].startswith("answer 109")
+    assert built.tokens == count_tokens(built.messages) <= 8000
+    assert set(built.parts) == {"system", "overview", "summaries", "snippets", "recent"}
+
+
+@pytest.mark.parametrize("system_size, overview_size, message_size", [
+    (50, 10, 100_000),   # a huge tool output in the latest turn
+    (40_000, 10, 10),    # a huge system prompt
+    (50, 30_000, 10),    # a huge overview
+    (20_000, 20_000, 50_000),
+])
+def test_total_budget_holds_for_any_input(wm, system_size, overview_size, message_size):
+    wm.write_overview("# Working Memory\n" + "o" * overview_size)
+    _turns(wm, 3, size=message_size)
+    budgets = ContextBudgets(total=3000, system=1000, overview=600, recent=1200)
+    built = ContextBuilder(wm.store, "t1", budgets, search=lambda q, n: []).build(
+        "s" * system_size, query="")
+    assert built.tokens == count_tokens(built.messages) <= 3000
+    assert built.parts["system"] <= 1000 and built.parts["overview"] <= 600
+    assert built.omitted  # something was cut and said so
+    assert built.messages[-1]["role"] == "assistant"  # the latest turn is still there
+
+
+def test_trim_order_snippets_then_recent_then_summaries(wm):
+    _turns(wm, 30, size=200)
+    archive = Archive(wm)
+    archive.summarize_now()
+    _turns(wm, 4, start=31, size=200)
+    results = [_result(f"working/t1/messages.jsonl#L{i}", f"snippet {i} " + "s" * 300,
+                       line=i, path="working/t1/messages.jsonl") for i in (1, 3, 5)]
+    builder = ContextBuilder(wm.store, "t1", archive=archive, search=lambda q, n: results)
+    full = builder.build("sys", query="x")
+    assert full.parts["snippets"] > 0 and full.parts["summaries"] > 0
+    need = full.tokens
+
+    def build(total):
+        b = ContextBuilder(wm.store, "t1", ContextBudgets(total=total), archive=archive,
+                           search=lambda q, n: results)
+        return b.build("sys", query="x")
+
+    less = build(need - 10)  # just over: one snippet goes, nothing else
+    assert less.tokens <= need - 10
+    assert len(less.omitted) == 1 and less.omitted[0].startswith("snippet left out")
+    assert less.parts["recent"] == full.parts["recent"]
+    no_snippets = need - full.parts["snippets"] - 30
+    fewer = build(no_snippets)  # all snippets gone, then the oldest recent turn
+    assert fewer.parts["snippets"] == 0
+    assert fewer.parts["recent"] < full.parts["recent"]
+    assert fewer.parts["summaries"] == full.parts["summaries"]
+    assert any(o.startswith("recent turn left out (total budget): messages.jsonl#L")
+               for o in fewer.omitted)
+    tight = build(full.parts["recent"] // 4 + 200)  # only now do summaries go
+    assert tight.parts["summaries"] == 0
+    assert any(o.startswith("summary left out (total budget): detail/summary-L1-000001.md")
+               for o in tight.omitted)
+    assert tight.tokens <= full.parts["recent"] // 4 + 200
+
+
+def test_summary_budget_keeps_newest_whole_and_reports_the_rest(wm):
+    archive = Archive(wm, lambda text, n: "x" * 1000 + "\nmore")
+    for k in range(5):
+        _turns(wm, 10, start=1 + 10 * k)
+        archive.summarize_now()
+    budgets = ContextBudgets(summaries=700)
+    built = ContextBuilder(wm.store, "t1", budgets, archive=archive).build("s", query="")
+    assert built.parts["summaries"] <= 700
+    assert "summary-L1-000005.md covers" in built.messages[0]["content"]
+    assert "summary left out: detail/summary-L1-000001.md (messages.jsonl#L1-L20)" \
+        in built.omitted
+
+
+def test_snippets_already_in_context_are_skipped(wm):
+    _turns(wm, 3)
+    in_recent = _result("working/t1/messages.jsonl#L6", "answer 3", line=6,
+                        path="working/t1/messages.jsonl")
+    overview = _result("working/t1/overview.md#L1", "Working Memory", line=1,
+                       path="working/t1/overview.md")
+    elsewhere = _result("working/t2/messages.jsonl#L6", "answer in another task", line=6,
+                        path="working/t2/messages.jsonl")
+    builder = ContextBuilder(wm.store, "t1",
+                             search=lambda q, n: [in_recent, overview, elsewhere])
+    text = builder.build("s", query="answer").messages[0]["content"]
+    assert "[working/t2/messages.jsonl#L6] answer in another task" in text
+    assert "working/t1/messages.jsonl#L6" not in text
+    assert "working/t1/overview.md#L1" not in text
+
+
+def test_query_defaults_to_last_user_message_and_empty_disables(wm):
+    _turns(wm, 2)
+    seen = []
+    builder = ContextBuilder(wm.store, "t1", search=lambda q, n: seen.append(q) or [])
+    builder.build("s")
+    builder.build("s", query="")
+    assert seen == ["question 2 " + "q" * 40]
+
+
+def test_tool_calls_stay_with_their_results(wm):
+    wm.append_message("user", "read a.py")
+    calls = [{"name": "read_file", "args": {"path": "a.py"}, "id": "c1", "type": "tool_call"}]
+    wm.append_message("assistant", "", tool_calls=calls)
+    wm.append_message("tool", "print(1)", tool_call_id="c1", name="read_file")
+    wm.append_message("assistant", "a.py prints 1")
+    built = build_context(wm.store, "t1", "s", query="")
+    assert built.messages[1:] == [
+        {"role": "user", "content": "read a.py"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "content": "print(1)", "tool_call_id": "c1", "name": "read_file"},
+        {"role": "assistant", "content": "a.py prints 1"},
+    ]
+
+
+def test_build_runs_the_archive_when_due_and_reports_failures(wm):
+    _turns(wm, 10)
+    built = ContextBuilder(wm.store, "t1", search=lambda q, n: []).build("s", query="")
+    assert built.summarized == ["summary-L1-000001.md"]
+    assert "[L1 detail/summary-L1-000001.md covers messages.jsonl#L1-L20]" \
+        in built.messages[0]["content"]
+    _turns(wm, 10, start=11)
+
+    def broken(text, n):
+        raise ConnectionError("provider down")
+
+    failing = ContextBuilder(wm.store, "t1", archive=Archive(wm, broken),
+                             search=lambda q, n: [])
+    built = failing.build("s", query="")
+    assert built.warnings == ["summariser failed (ConnectionError: provider down); messages "
+                              "stay active and the next trigger retries"]
+    assert built.summarized == []

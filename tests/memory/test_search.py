@@ -1,0 +1,206 @@
+"""Ranked recall through the Python API (`MemoryStore.search`, `memory.recall`).
+
+A small memory directory with every view (plans, findings, checkpoints, snapshots,
+overview, detail notes, messages, facts, episodes, entries) is searched with natural
+language questions; results must be ranked sensibly and cite the exact file and line.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memory import MemoryStore, durable
+from memory.errors import InvalidQueryError
+from memory.recall import SCOPES, SearchResult, format_results, search
+
+AUTH_NOTE = """# Authentication Design
+
+<!--
+META:
+created: 2024-01-15T10:30:00Z
+keywords: ["authentication"]
+-->
+
+## Decision
+
+We decided to switch the login flow to JWT tokens with refresh rotation.
+Sessions stored on the server are gone.
+
+## Rationale
+
+- Stateless: no server-side session storage needed
+"""
+
+
+def _messages(n: int = 40) -> list[dict]:
+    noise = [
+        {"role": "user", "content": "please run the test suite again"},
+        {"role": "assistant", "content": "running pytest on the api package now"},
+        {"role": "tool", "name": "bash", "content": "12 passed, 1 failed in 3.2s"},
+        {"role": "assistant", "content": "the flow of the request handler looks fine"},
+    ]
+    return [noise[i % len(noise)] for i in range(n)]
+
+
+@pytest.fixture
+def store(memory_dir):
+    store = MemoryStore(memory_dir)
+    layout = store.layout
+    durable.atomic_write_text(layout.detail_dir("T1") / "auth-design.md", AUTH_NOTE)
+    durable.atomic_write_text(layout.overview("T1"), "# Working Memory\n\n## Current Task\n"
+                              "Port the zephyr exporter to the new storage API\n")
+    durable.append_jsonl(layout.messages("T1"), _messages(), many=True)
+    durable.append_jsonl(layout.messages("T1"), {
+        "role": "user", "content": "ok, switching the auth flow over to JWT is approved"})
+    durable.append_jsonl(layout.messages("T1"), _messages(10), many=True)
+    durable.atomic_write_text(layout.plan("T1"), "# Research plan\n\n## Objective\n"
+                              "Make the zephyr exporter stream results\n")
+    durable.atomic_write_text(layout.findings / "explorer_20260101T000000000000Z.md",
+                              "# Findings\n\nThe zephyr exporter buffers every row in memory.\n")
+    durable.atomic_write_json(layout.checkpoints / "cp_exploration_20260101T000000Z.json",
+                              {"checkpoint_id": "cp1", "phase": "exploration",
+                               "context_summary": "zephyr exporter survey finished"})
+    durable.atomic_write_text(layout.context_snapshots / "snap_20260101T000000Z.md",
+                              "# Snapshot\n\nResume the zephyr exporter rewrite.\n")
+    durable.atomic_write_text(layout.facts / "exporters.md",
+                              "# Exporters\n\n> Summary: zephyr exporter needs streaming\n")
+    durable.atomic_write_text(layout.episodes / "2026-01.md",
+                              "# 2026-01\n\n- Finished the zephyr exporter survey\n")
+    yield store
+    store.close()
+
+
+class TestNaturalLanguageRecall:
+    def test_question_finds_decision_in_detail_and_messages(self, store):
+        hits = store.search("When did we decide to switch the auth flow to JWT?", limit=5)
+        citations = [h.citation for h in hits]
+        assert "working/T1/detail/auth-design.md#L11" in citations[:2]
+        assert "working/T1/messages.jsonl#L41" in citations[:2]
+        detail = next(h for h in hits if h.source == "detail")
+        assert (detail.path, detail.line) == ("working/T1/detail/auth-design.md", 11)
+        assert "switch the login flow to JWT" in detail.text
+        message = next(h for h in hits if h.source == "messages")
+        assert (message.path, message.line) == ("working/T1/messages.jsonl", 41)
+        assert "\n" not in message.text and "{" not in message.text
+
+    def test_common_words_do_not_outrank_the_rare_ones(self, store):
+        hits = store.search("which flow did we pick for JWT tokens", limit=3)
+        assert hits[0].citation in {"working/T1/detail/auth-design.md#L11",
+                                    "working/T1/messages.jsonl#L41"}
+        assert all("JWT" in h.text for h in hits[:2])
+        assert hits[0].score >= hits[1].score >= hits[2].score
+
+    def test_word_forms_are_folded(self, store):
+        hits = store.search("switched authentication flows", scope="messages")
+        assert hits and hits[0].citation == "working/T1/messages.jsonl#L41"
+
+    def test_not_every_word_has_to_match(self, store):
+        hits = store.search("zephyr exporter unicorn rainbow")
+        assert len(hits) == 5
+        assert all("zephyr" in h.text for h in hits)
+
+    def test_limit_is_respected(self, store):
+        assert len(store.search("zephyr", limit=2)) == 2
+        assert len(store.search("zephyr", limit=50)) == 7
+
+    def test_nothing_found_is_an_empty_list(self, store):
+        assert store.search("xylophone quasar") == []
+
+    def test_result_fields_and_json(self, store):
+        hit = store.search("JWT", scope="messages", limit=1)[0]
+        assert isinstance(hit, SearchResult)
+        data = hit.to_dict()
+        assert set(data) == {"source", "path", "line", "citation", "text", "score"}
+        assert json.loads(json.dumps(data))["line"] == 41
+
+
+class TestScopes:
+    EXPECTED = {
+        "plans": "research_plans/T1.md#L4",
+        "findings": "findings/explorer_20260101T000000000000Z.md#L3",
+        "checkpoints": "checkpoints/cp_exploration_20260101T000000Z.json#L4",
+        "snapshots": "context_snapshots/snap_20260101T000000Z.md#L3",
+        "overview": "working/T1/overview.md#L4",
+        "facts": "facts/exporters.md#L3",
+        "episodes": "episodes/2026-01.md#L3",
+    }
+
+    @pytest.mark.parametrize("scope", sorted(EXPECTED))
+    def test_each_scope_returns_only_its_view(self, store, scope):
+        hits = store.search("zephyr exporter", scope=scope, limit=10)
+        assert [h.citation for h in hits] == [self.EXPECTED[scope]]
+        assert hits[0].source == scope
+
+    def test_all_scopes_are_known(self):
+        assert SCOPES == ("all", "plans", "findings", "checkpoints", "snapshots", "overview",
+                          "detail", "messages", "entries", "facts", "episodes")
+
+    def test_list_and_comma_scopes(self, store):
+        by_list = store.search("zephyr exporter", scope=["facts", "episodes"], limit=10)
+        by_comma = store.search("zephyr exporter", scope="facts,episodes", limit=10)
+        assert {h.source for h in by_list} == {"facts", "episodes"}
+        assert [h.citation for h in by_list] == [h.citation for h in by_comma]
+
+    def test_all_covers_every_file_view(self, store):
+        hits = store.search("zephyr exporter", scope="all", limit=20)
+        assert {h.source for h in hits} == set(self.EXPECTED)
+
+
+class TestEntries:
+    def test_inline_entry_is_found_with_its_id(self, store):
+        entry = store.log("pytest: 2 failed, 156 passed; FAILED test_refresh_rotation",
+                          tags=["pytest"])
+        hits = store.search("why did the refresh rotation test fail?", scope="entries")
+        assert [h.citation for h in hits] == [entry.id]
+        assert hits[0].source == "entries" and hits[0].line is None
+
+    def test_chunk_citation_points_at_the_chunk_holding_the_text(self, store):
+        filler = "\n".join(f"step {i}: copied shard {i} to the archive" for i in range(2500))
+        entry = store.log(filler + "\nthe quokka backfill finished with exit code 0\n")
+        assert entry.tier == "chunked" and entry.chunks >= 2
+        hits = store.search("quokka backfill exit code", limit=1)
+        last = entry.chunks - 1
+        assert hits[0].citation == f"{entry.id}#chunk-{last}"
+        assert "quokka backfill" in hits[0].text
+        assert store.fetch(entry.id, chunk=last).count("quokka") == 1
+
+    def test_pruned_entry_disappears(self, store):
+        old = store.log("the walrus cache warmed up in 3 seconds")
+        store.search("walrus cache")  # indexed now
+        store.log("unrelated second entry")
+        removed = store.prune(keep_entries=1)
+        assert [e.id for e in removed] == [old.id]
+        assert store.search("walrus cache") == []
+
+
+class TestInvalidQueries:
+    @pytest.mark.parametrize(("kwargs", "message"), [
+        ({"query": ""}, "empty query '': give words to search for, e.g. 'auth flow decision'"),
+        ({"query": "   "}, "empty query '   ': give words to search for, e.g. "
+                            "'auth flow decision'"),
+        ({"query": "jwt", "scope": "notes"}, "unknown scope 'notes': use one of all, plans, "
+         "findings, checkpoints, snapshots, overview, detail, messages, entries, facts, "
+         "episodes"),
+        ({"query": "jwt", "limit": 0}, "invalid limit 0: give a number of results >= 1"),
+        ({"query": "jwt", "limit": -3}, "invalid limit -3: give a number of results >= 1"),
+    ])
+    def test_bad_input_raises_one_line_error(self, store, kwargs, message):
+        with pytest.raises(InvalidQueryError) as info:
+            search(store, **kwargs)
+        assert str(info.value) == message
+
+
+def test_format_results_matches_seed_000(store):
+    query = "switch the auth flow to JWT"
+    hits = store.search(query, scope="detail", limit=1)
+    assert format_results(query, hits) == "\n".join([
+        'Found 1 result(s) for: "switch the auth flow to JWT"',
+        "",
+        "[1] Source: detail",
+        "    File: working/T1/detail/auth-design.md:11",
+        f"    Content: {hits[0].text}",
+        "    Citation: working/T1/detail/auth-design.md#L11",
+    ])
+    assert format_results("nothing", []) == 'Found 0 result(s) for: "nothing"'

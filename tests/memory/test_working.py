@@ -1,0 +1,119 @@
+"""Working memory of a task (seed 000) through `memory.working.WorkingMemory`.
+
+Covers: overview.md created from the template with seed 000's sections and never
+overwritten, hand edits read back, section updates, detail notes with a META block, and the
+append-only `messages.jsonl` log whose line numbers are permanent citations.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memory.archive import parse_meta
+from memory.errors import InvalidInputError, PathEscapeError
+from memory.store import MemoryStore
+from memory.working import OVERVIEW_SECTIONS, WorkingMemory, list_tasks
+
+
+@pytest.fixture
+def wm():
+    return WorkingMemory(MemoryStore(), "task-1")
+
+
+class TestOverview:
+    def test_ensure_creates_overview_with_seed_sections(self, wm, memory_dir):
+        wm.ensure(objective="Port the parser to Rust")
+        path = memory_dir / "working" / "task-1" / "overview.md"
+        text = path.read_text()
+        assert text.startswith("# Working Memory\n")
+        headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
+        assert headings == list(OVERVIEW_SECTIONS)
+        assert "Port the parser to Rust" in text
+        assert (memory_dir / "working" / "task-1" / "detail").is_dir()
+        assert list_tasks(wm.store) == ["task-1"]
+
+    def test_ensure_never_overwrites_and_hand_edits_are_read(self, wm):
+        wm.ensure()
+        wm.overview_path.write_text("# Working Memory\n\nedited by hand\n")
+        wm.ensure(objective="other")
+        assert wm.overview_text() == "# Working Memory\n\nedited by hand\n"
+
+    def test_update_section_replaces_only_that_section(self, wm):
+        wm.ensure()
+        wm.update_overview_section("Key Decisions", "- use JWT with refresh rotation")
+        wm.update_overview_section("Key Decisions", "- use sessions after all")
+        text = wm.overview_text()
+        assert "- use sessions after all" in text and "JWT" not in text
+        assert "## Known Context\n" in text and text.count("## Key Decisions") == 1
+        wm.update_overview_section("Blockers", "- CI is red")
+        assert wm.overview_text().rstrip().endswith("## Blockers\n- CI is red")
+
+    def test_bad_task_id_is_refused(self):
+        with pytest.raises(PathEscapeError, match="invalid task id '../x'"):
+            WorkingMemory(MemoryStore(), "../x")
+
+
+class TestNotes:
+    def test_note_has_meta_block_and_content(self, wm):
+        path = wm.write_note("Auth design", "Decided JWT.", keywords=["auth", "jwt"])
+        assert path.name == "auth-design.md"
+        text = path.read_text()
+        assert text.startswith("# Auth design\n")
+        meta = parse_meta(text)
+        assert meta["keywords"] == '["auth", "jwt"]'
+        assert meta["created"].endswith("Z")
+        assert "## Content\nDecided JWT." in text
+        assert wm.notes() == [path]
+
+    def test_note_cannot_take_an_archive_name(self, wm):
+        path = wm.write_note("Summary L1 000001", "x")
+        assert not path.name.startswith("summary-")
+
+
+class TestMessages:
+    def test_append_returns_permanent_line_numbers(self, wm):
+        assert wm.append_message("user", "hello") == 1
+        calls = [{"name": "read_file", "args": {"path": "a.py"}, "id": "c1"}]
+        assert wm.append_message("assistant", "", tool_calls=calls) == 2
+        assert wm.append_message("tool", "print(1)", tool_call_id="c1", name="read_file") == 3
+        lines = [json.loads(x) for x in wm.messages_path.read_text().splitlines()]
+        assert [r["role"] for r in lines] == ["user", "assistant", "tool"]
+        assert lines[1]["tool_calls"] == calls
+        assert lines[2]["tool_call_id"] == "c1"
+        assert all(r["id"].startswith("msg-") and r["ts"].endswith("Z") for r in lines)
+        assert [m.citation for m in wm.messages()] == [
+            "messages.jsonl#L1", "messages.jsonl#L2", "messages.jsonl#L3"]
+
+    def test_other_instance_sees_appends_incrementally(self, wm):
+        reader = WorkingMemory(wm.store, "task-1")
+        wm.append_message("user", "one")
+        assert [m.content for m in reader.messages()] == ["one"]
+        wm.append_messages([{"role": "assistant", "content": "two"},
+                            {"role": "user", "content": "three"}])
+        assert [m.line for m in reader.messages()] == [1, 2, 3]
+        assert [m.content for m in reader.messages_after(1)] == ["two", "three"]
+        assert [m.content for m in reader.tail(1)] == ["three"]
+
+    def test_torn_line_keeps_its_number_and_is_skipped(self, wm):
+        wm.append_message("user", "before crash")
+        with open(wm.messages_path, "ab") as fh:  # simulate a writer killed mid-line
+            fh.write(b'{"role": "assist')
+        assert wm.append_message("user", "after crash") == 3
+        assert [(m.line, m.content) for m in wm.messages()] == [
+            (1, "before crash"), (3, "after crash")]
+
+    @pytest.mark.parametrize("role, content, error", [
+        ("robot", "x", "unknown message role 'robot'"),
+        ("user", object(), "must be JSON-serialisable"),
+    ])
+    def test_invalid_messages_are_refused(self, wm, role, content, error):
+        with pytest.raises(InvalidInputError, match=error):
+            wm.append_message(role, content)
+        assert not wm.messages_path.exists() or wm.messages() == []
+
+    def test_synthetic_user_messages_are_not_turns(self, wm):
+        wm.append_message("user", "Available memory: ...", synthetic=True)
+        wm.append_message("user", "real question")
+        assert [m.is_user_turn for m in wm.messages()] == [False, True]

@@ -1,0 +1,356 @@
+"""The offline chat model (queue, function policy, tools, usage) and its `ResearchPolicy`.
+
+The policy tests drive the model with a tiny tool loop over real workdir tools on fixture
+repositories made in `tmp_path`, and validate the final tool calls with the protocol's
+pydantic models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import tool
+
+from orchestrator.errors import ModelCallError
+from orchestrator.offline import MODEL_NAME, OfflineChatModel, ResearchPolicy
+from orchestrator.protocol import PhasePlan, SubmitFindings
+from orchestrator.workdir import workdir_tools
+
+
+def make_repo(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+BILLING = {
+    "README.md": "# Billing\n\nCreates invoices and applies tax rules.\n",
+    "pyproject.toml": "[project]\nname = 'billing'\n",
+    "src/billing/__init__.py": '"""Billing: invoices and taxes."""\n',
+    "src/billing/invoice.py": (
+        '"""Invoice creation and totals."""\n\n\nclass Invoice:\n    pass\n\n\n'
+        "def total(items):\n    # TODO: rounding rules for invoices\n    return sum(items)\n"
+    ),
+    "src/billing/tax.py": '"""Tax rates per country."""\n\n\ndef rate(country):\n    return 0.2\n',
+    "docs/usage.md": "# Usage\n\nCall `total` on an invoice.\n",
+    "tests/test_invoice.py": "def test_total():\n    assert True\n",
+}
+WEATHER = {
+    "README.md": "# Weather\n\nFetches forecasts.\n",
+    "weather/api.py": "from typing import (\n    Any,\n)\n\n\ndef fetch(city):\n    return city\n",
+    "weather/cache.py": (
+        '#!/usr/bin/env python\n"""\nA small forecast cache.\n"""\n\n\nclass Cache:\n    pass\n'
+    ),
+    "scripts/fetch.sh": "#!/bin/sh\n# Fetch today's forecast\necho hi\n",
+    "config/settings.yaml": "city: Paris\n",
+}
+
+
+def run_agent(model, tools, final, prompt: str, max_steps: int = 15):
+    """Minimal tool loop: returns (validated final args, transcript of (name, args))."""
+    by_name = {t.name: t for t in tools}
+    bound = model.bind_tools([*tools, final])
+    messages = [SystemMessage("You are a careful research agent."), HumanMessage(prompt)]
+    transcript = []
+    for _ in range(max_steps):
+        reply = bound.invoke(messages)
+        messages.append(reply)
+        assert len(reply.tool_calls) == 1, reply
+        call = reply.tool_calls[0]
+        transcript.append((call["name"], call["args"], call["id"]))
+        if call["name"] == final.__name__:
+            return final.model_validate(call["args"]), transcript
+        result = by_name[call["name"]].invoke(call["args"])
+        messages.append(ToolMessage(result, tool_call_id=call["id"]))
+    raise AssertionError(f"no {final.__name__} after {max_steps} steps: {transcript}")
+
+
+def lead_prompt(objective, phase="exploration", max_subtasks=3, agents=""):
+    text = f"Objective: {objective}\nPhase: {phase}\nMax subtasks: {max_subtasks}\n"
+    return text + (f"Agents: {agents}\n" if agents else "")
+
+
+def sub_prompt(objective, subtask, phase="exploration", extra=""):
+    return (
+        f"Objective: {objective}\nPhase: {phase}\nSubtask: {subtask.id}\n"
+        f"Title: {subtask.title}\nDescription: {subtask.description}\n"
+        f"Scope: {', '.join(subtask.scope)}\n{extra}"
+    )
+
+
+class TestQueueAndFunctionPolicies:
+    def test_queue_serves_replies_in_order_then_fails_clearly(self):
+        model = OfflineChatModel(policy=["first", AIMessage(content="second")])
+        assert model.invoke("hi").content == "first"
+        assert model.invoke([HumanMessage("again")]).content == "second"
+        with pytest.raises(ModelCallError, match="queue is empty"):
+            model.invoke("third")
+
+    def test_enqueue_comes_before_the_policy(self):
+        model = OfflineChatModel(policy=lambda messages, tools: "from policy")
+        model.enqueue("queued")
+        assert [model.invoke("x").content for _ in range(2)] == ["queued", "from policy"]
+
+    def test_function_policy_sees_messages_and_bound_tools(self):
+        seen = {}
+
+        @tool
+        def lookup(term: str) -> str:
+            """Look a term up."""
+            return term
+
+        def policy(messages, tools):
+            seen["messages"] = [m.type for m in messages]
+            seen["tools"] = [t["function"]["name"] for t in tools]
+            return AIMessage(
+                content="", tool_calls=[{"name": "lookup", "args": {"term": "x"}, "id": None}]
+            )
+
+        reply = (
+            OfflineChatModel(policy=policy)
+            .bind_tools([lookup, PhasePlan])
+            .invoke([SystemMessage("s"), HumanMessage("h")])
+        )
+        assert seen == {"messages": ["system", "human"], "tools": ["lookup", "PhasePlan"]}
+        assert reply.tool_calls[0]["name"] == "lookup"
+        assert reply.tool_calls[0]["args"] == {"term": "x"}
+        assert reply.tool_calls[0]["id"].startswith("call_")
+
+    def test_bad_policy_value_is_refused(self):
+        with pytest.raises(TypeError, match="policy 42 is not usable"):
+            OfflineChatModel(policy=42)
+
+
+class TestModelContract:
+    def test_usage_and_response_metadata(self):
+        messages = [HumanMessage("count these tokens please")]
+        reply = OfflineChatModel(policy=["a reply of some length"]).invoke(messages)
+        usage = reply.usage_metadata
+        assert usage["input_tokens"] == count_tokens_approximately(messages)
+        assert usage["output_tokens"] == count_tokens_approximately(
+            [AIMessage(content="a reply of some length")]
+        )
+        assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+        assert reply.response_metadata["model_name"] == MODEL_NAME == "tether-offline"
+
+    def test_bound_tools_count_towards_input_tokens(self):
+        messages = [HumanMessage("plan")]
+        plain = OfflineChatModel(policy=["ok"]).invoke(messages)
+        bound = OfflineChatModel(policy=["ok"]).bind_tools([PhasePlan]).invoke(messages)
+        assert bound.usage_metadata["input_tokens"] > plain.usage_metadata["input_tokens"]
+
+    def test_tool_call_ids_unique_and_deterministic(self):
+        def two_calls(messages, tools):
+            calls = [{"name": "t", "args": {"a": 1}, "id": None}] * 2
+            return AIMessage(content="", tool_calls=calls)
+
+        ids = [
+            [c["id"] for c in OfflineChatModel(policy=two_calls).invoke("same").tool_calls]
+            for _ in range(2)
+        ]
+        assert ids[0] == ids[1] and len(set(ids[0])) == 2
+        other = OfflineChatModel(policy=two_calls).invoke("different").tool_calls
+        assert other[0]["id"] not in ids[0]
+
+    def test_async_invoke(self):
+        model = OfflineChatModel(policy=["async ok"])
+        assert asyncio.run(model.ainvoke("hi")).content == "async ok"
+
+
+class TestResearchPolicyLead:
+    def test_lists_first_then_plans_valid_subtasks_with_real_scopes(self, tmp_path):
+        repo = make_repo(tmp_path / "billing", BILLING)
+        plan, transcript = run_agent(
+            OfflineChatModel(),
+            workdir_tools(repo),
+            PhasePlan,
+            lead_prompt("How are invoices taxed?", agents="explorer, reviewer"),
+        )
+        assert [name for name, _, _ in transcript] == ["list_files", "PhasePlan"]
+        assert 1 <= len(plan.subtasks) <= 3
+        assert len({s.id for s in plan.subtasks}) == len(plan.subtasks)
+        for sub in plan.subtasks:
+            assert sub.scope and all((repo / p).exists() for p in sub.scope), sub
+            assert sub.agent == "explorer"  # matches the phase, from the Agents line
+            assert sub.title.startswith("Survey")
+        # the package whose files mention the objective's words comes first
+        assert plan.subtasks[0].scope == ["src/billing"]
+        assert "How are invoices taxed" in plan.strategy or "invoices" in plan.strategy
+
+    def test_different_repos_give_different_plans(self, tmp_path):
+        objective = "Map the project"
+        plans = []
+        for name, files in (("billing", BILLING), ("weather", WEATHER)):
+            repo = make_repo(tmp_path / name, files)
+            plan, _ = run_agent(
+                OfflineChatModel(),
+                workdir_tools(repo),
+                PhasePlan,
+                lead_prompt(objective, max_subtasks=4),
+            )
+            plans.append(sorted(p for s in plan.subtasks for p in s.scope))
+            assert all((repo / p).exists() for p in plans[-1])
+        assert plans[0] != plans[1]
+        assert "weather" in plans[1] and "weather" not in plans[0]
+
+    def test_phase_changes_wording_and_ranking(self, tmp_path):
+        repo = make_repo(tmp_path / "billing", BILLING)
+        plans = {
+            phase: run_agent(
+                OfflineChatModel(),
+                workdir_tools(repo),
+                PhasePlan,
+                lead_prompt("Check quality", phase, 2),
+            )[0]
+            for phase in ("exploration", "review")
+        }
+        assert plans["review"].subtasks[0].title.startswith("Review")
+        assert plans["review"].subtasks[0].id.startswith("review-")
+        assert any(s.scope == ["tests"] for s in plans["review"].subtasks)
+        assert plans["exploration"].model_dump() != plans["review"].model_dump()
+
+    def test_without_file_tools_plans_directly(self):
+        reply = (
+            OfflineChatModel()
+            .bind_tools([PhasePlan])
+            .invoke([HumanMessage("Objective: write a haiku\nPhase: planning")])
+        )
+        plan = PhasePlan.model_validate(reply.tool_calls[0]["args"])
+        assert len(plan.subtasks) == 1 and "write a haiku" in plan.subtasks[0].description
+
+    def test_lenient_parsing_of_markdown_fields(self, tmp_path):
+        repo = make_repo(tmp_path / "weather", WEATHER)
+        prompt = (
+            "Please plan.\n**Objective:** forecast caching\n- Phase: review\n> Max subtasks: 1\n"
+        )
+        plan, _ = run_agent(OfflineChatModel(), workdir_tools(repo), PhasePlan, prompt)
+        assert len(plan.subtasks) == 1 and plan.subtasks[0].id.startswith("review-")
+        assert plan.subtasks[0].scope == ["weather"]
+
+    def test_orchestrator_prompt_format(self, tmp_path):
+        """The exact lines the lead node sends (extra lines must not confuse the parser)."""
+        repo = make_repo(tmp_path / "billing", BILLING)
+        prompt = "\n".join(
+            [
+                "Objective: Where is tax computed?",
+                "Phase: planning",
+                "Phase number: 2 of 4 (exploration, planning, implementation, review)",
+                "Max subtasks: 2",
+                "Agents: planner, researcher",
+                "Plan this phase now and call PhasePlan.",
+            ]
+        )
+        plan, _ = run_agent(OfflineChatModel(), workdir_tools(repo), PhasePlan, prompt)
+        assert len(plan.subtasks) == 2
+        assert all(s.id.startswith("planning-") and s.agent == "planner" for s in plan.subtasks)
+        assert plan.subtasks[0].scope == ["src/billing"]  # holds tax.py
+
+
+class TestResearchPolicySubagent:
+    @pytest.fixture
+    def billing(self, tmp_path):
+        repo = make_repo(tmp_path / "billing", BILLING)
+        tools = workdir_tools(repo)
+        plan, _ = run_agent(
+            OfflineChatModel(), tools, PhasePlan, lead_prompt("How are invoices taxed?")
+        )
+        return repo, tools, plan
+
+    def test_findings_cite_files_it_read(self, billing):
+        repo, tools, plan = billing
+        sub = plan.subtasks[0]
+        findings, transcript = run_agent(
+            OfflineChatModel(), tools, SubmitFindings, sub_prompt("How are invoices taxed?", sub)
+        )
+        names = [name for name, _, _ in transcript]
+        assert names[0] == "list_files" and names[-1] == "SubmitFindings"
+        assert {"read_file", "grep_files"} <= set(names)
+        read = {args["path"] for name, args, _ in transcript if name == "read_file"}
+        assert 2 <= len(read) <= 4
+        assert findings.status == "completed"
+        cited = {f.path for f in findings.files}
+        assert read <= cited and all((repo / p).is_file() for p in cited)
+        notes = {f.path: f.description for f in findings.files}
+        assert notes["src/billing/invoice.py"].startswith("Invoice creation and totals.")
+        assert any("Invoice" in d and "total" in d for d in findings.key_discoveries)
+        assert any("src/billing/invoice.py:9" in r for r in findings.recommendations)  # the TODO
+        # the grep ran on the stem of the objective's word, so `invoices` found `Invoice`
+        assert any(d.startswith("'invoices' occurs") for d in findings.key_discoveries)
+        assert "src/billing" in findings.summary
+
+    def test_same_input_same_output(self, billing):
+        _, tools, plan = billing
+        prompt = sub_prompt("How are invoices taxed?", plan.subtasks[0])
+        runs = [run_agent(OfflineChatModel(), tools, SubmitFindings, prompt) for _ in range(2)]
+        assert json.dumps(runs[0][0].model_dump()) == json.dumps(runs[1][0].model_dump())
+        assert runs[0][1] == runs[1][1]  # same calls, same arguments, same ids
+
+    def test_max_steps_bounds_the_tool_calls(self, billing):
+        _, tools, plan = billing
+        prompt = sub_prompt("How are invoices taxed?", plan.subtasks[0], extra="Max steps: 3\n")
+        findings, transcript = run_agent(OfflineChatModel(), tools, SubmitFindings, prompt)
+        assert len(transcript) == 3 and transcript[-1][0] == "SubmitFindings"
+
+    def test_finishes_when_told_or_forced(self, billing):
+        _, tools, plan = billing
+        prompt = sub_prompt("How are invoices taxed?", plan.subtasks[0])
+        model = OfflineChatModel()
+        messages = [HumanMessage(prompt)]
+        first = model.bind_tools([*tools, SubmitFindings]).invoke(messages)
+        assert first.tool_calls[0]["name"] == "list_files"
+        result = tools[0].invoke(first.tool_calls[0]["args"])
+        messages += [first, ToolMessage(result, tool_call_id=first.tool_calls[0]["id"])]
+        # forcing the final tool ends the work at once, with the evidence so far
+        forced = model.bind_tools([*tools, SubmitFindings], tool_choice="SubmitFindings")
+        reply = forced.invoke(messages)
+        assert reply.tool_calls[0]["name"] == "SubmitFindings"
+        findings = SubmitFindings.model_validate(reply.tool_calls[0]["args"])
+        assert findings.status == "partial" and findings.files  # listed, not read
+        # so does a human turn after the work started
+        nudged = messages + [HumanMessage("Step budget exhausted: finish now.")]
+        reply = model.bind_tools([*tools, SubmitFindings]).invoke(nudged)
+        assert reply.tool_calls[0]["name"] == "SubmitFindings"
+
+    def test_missing_keyword_becomes_an_open_question(self, tmp_path):
+        repo = make_repo(tmp_path / "weather", WEATHER)
+        tools = workdir_tools(repo)
+        sub = PhasePlan.model_validate(
+            {
+                "strategy": "s",
+                "subtasks": [
+                    {"id": "x", "title": "Survey weather", "description": "d", "scope": ["weather"]}
+                ],
+            }
+        ).subtasks[0]
+        findings, _ = run_agent(
+            OfflineChatModel(), tools, SubmitFindings, sub_prompt("retries", sub)
+        )
+        assert any("'retries' does not appear in weather" in q for q in findings.open_questions)
+        assert any("No test files found under weather" in r for r in findings.recommendations)
+        notes = {f.path: f.description for f in findings.files}
+        assert notes == {
+            "weather/api.py": "no docstring or heading (defines fetch)",
+            "weather/cache.py": "A small forecast cache. (defines Cache)",
+        }
+
+
+class TestResearchPolicyChat:
+    def test_plain_chat_is_extractive(self):
+        text = "Summarise this.\n" + "\n".join(f"filler line {i}" for i in range(30))
+        text += "\nERROR: disk full\nlast line"
+        reply = OfflineChatModel().invoke([HumanMessage(text)])
+        assert not reply.tool_calls
+        lines = reply.content.splitlines()
+        assert lines[0] == "Summarise this." and "ERROR: disk full" in lines
+        assert set(lines) <= set(text.splitlines())
+
+    def test_research_policy_is_a_plain_callable(self):
+        reply = ResearchPolicy()([HumanMessage("hello there")], [])
+        assert reply.content == "hello there"

@@ -1,0 +1,201 @@
+"""Crash recovery: SIGKILL at many points, resume, and get exactly an uninterrupted run.
+
+Each case forks a child that runs the task with `TETHER_FAULT=<point>:<n>` (the child
+SIGKILLs itself there, see `orchestrator.recovery`), then forks another child that
+resumes. Forked children keep the imports of the test process, so a kill/resume pair
+costs well under a second. The result is compared with one uninterrupted baseline run:
+the same subtask ids, the same findings content (timestamps and file names aside), one
+findings file per subtask, and no subagent that had recorded its findings ran again.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.api import Orchestrator
+
+OBJECTIVE = "Survey the shop service"
+TASK = "crash"
+_TS = re.compile(r"\d{8}T\d{12}Z|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+_FORK = multiprocessing.get_context("fork")
+
+
+def _child(kind: str, memory: str, workdir: str, workflow: str, fault: str) -> None:
+    os.environ["TETHER_FAULT"] = fault
+    os.environ["TETHER_MEMORY_DIR"] = memory
+    try:
+        orch = Orchestrator(memory_dir=memory, workdir=workdir, workflow=workflow)
+        result = orch.run(OBJECTIVE, task_id=TASK) if kind == "run" else orch.resume(TASK)
+        os._exit(0 if result.status == "done" else 2)
+    except BaseException:  # noqa: BLE001 - the exit code is the test's signal
+        import traceback
+
+        traceback.print_exc()
+        os._exit(3)
+
+
+def fork_run(kind: str, memory: Path, workdir: Path, workflow: Path, fault: str = "") -> int:
+    proc = _FORK.Process(target=_child, args=(kind, str(memory), str(workdir), str(workflow),
+                                              fault))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode is not None, "child hung"
+    return proc.exitcode
+
+
+def _meta(path: Path) -> dict:
+    match = re.search(r"<!-- tether:\w+ (.*) -->", path.read_text(encoding="utf-8"))
+    return json.loads(match.group(1))
+
+
+def outcome(memory: Path) -> dict:
+    """What a finished run left: findings per subtask (normalised) and merged batches."""
+    per_subtask: dict[str, list[str]] = {}
+    for path in (memory / "findings").glob("*.md"):
+        if path.name.startswith("merged_"):
+            continue
+        meta = _meta(path)
+        body = {k: v for k, v in meta.items() if k != "timestamp"}
+        per_subtask.setdefault(meta["subtask_id"], []).append(json.dumps(body, sort_keys=True))
+    merged = sorted(_TS.sub("TS", json.dumps(
+        {k: v for k, v in _meta(p).items() if k != "timestamp"}, sort_keys=True))
+        for p in (memory / "findings").glob("merged_*.md"))
+    return {"findings": per_subtask, "merged": merged}
+
+
+def agent_runs(memory: Path) -> dict[str, int]:
+    """How many times each subagent finished its work (registry records with findings)."""
+    runs: dict[str, int] = {}
+    registry = memory / ".tether" / "registry" / f"{TASK}.jsonl"
+    for line in registry.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["key"].startswith("findings:") and "findings" in rec:
+            runs[rec["key"]] = runs.get(rec["key"], 0) + 1
+    return runs
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from tests.orchestrator.conftest import build_repo
+
+    base = tmp_path_factory.mktemp("crash")
+    repo = build_repo(base / "repo")
+    workflow = base / "tiny.yaml"
+    workflow.write_text("name: tiny\nphases: [exploration, review]\n")
+    memory = base / "baseline"
+    assert fork_run("run", memory, repo, workflow) == 0
+    return base, repo, workflow, outcome(memory)
+
+
+def assert_same_as_baseline(memory: Path, baseline: dict) -> None:
+    got = outcome(memory)
+    assert sorted(got["findings"]) == sorted(baseline["findings"])
+    for subtask, bodies in got["findings"].items():
+        assert len(bodies) == 1, f"{subtask} has {len(bodies)} findings files"
+        assert bodies == baseline["findings"][subtask], f"{subtask} differs from the baseline"
+    assert got["merged"] == baseline["merged"]
+    assert set(agent_runs(memory).values()) == {1}, "a subagent ran twice"
+
+
+# 2 phases x 3 subtasks: n counts occurrences across the whole run (6 subagents).
+KILL_POINTS = [
+    "plan_after_write:1", "plan_after_write:2",
+    "spawn_after_checkpoint:1", "spawn_after_checkpoint:2",
+    "subagent_before_run:1", "subagent_before_run:5",
+    "subagent_before_findings:1", "subagent_before_findings:3",
+    "subagent_before_findings:5",
+    "subagent_after_findings:1", "subagent_after_findings:2",
+    "subagent_after_findings:3", "subagent_after_findings:4", "subagent_after_findings:6",
+    "merge_before_write:1", "merge_before_write:2",
+    "merge_after_write:1", "merge_after_write:2", "merge_after_write:3",
+    "merge_after_checkpoint:1", "merge_after_checkpoint:2",
+    "advance_before_checkpoint:1", "advance_before_checkpoint:2",
+    "advance_after_checkpoint:1", "advance_after_checkpoint:2",
+    "finish_before_reflect:1",
+]
+
+
+@pytest.mark.parametrize("fault", KILL_POINTS)
+def test_kill_then_resume_matches_an_uninterrupted_run(setup, fault):
+    base, repo, workflow, baseline = setup
+    memory = base / f"m-{fault.replace(':', '-')}"
+    assert fork_run("run", memory, repo, workflow, fault) == -signal.SIGKILL
+    assert fork_run("resume", memory, repo, workflow) == 0
+    assert_same_as_baseline(memory, baseline)
+
+
+def test_killed_twice_including_during_resume(setup):
+    base, repo, workflow, baseline = setup
+    memory = base / "twice"
+    assert fork_run("run", memory, repo, workflow, "subagent_after_findings:2") == -9
+    assert fork_run("resume", memory, repo, workflow, "merge_after_write:1") == -9
+    assert fork_run("resume", memory, repo, workflow) == 0
+    assert_same_as_baseline(memory, baseline)
+
+
+def _db(memory: Path) -> Path:
+    return memory / ".langgraph" / "state.sqlite"
+
+
+def test_resume_without_the_langgraph_database_uses_the_latest_checkpoint(setup):
+    base, repo, workflow, baseline = setup
+    memory = base / "nodb"
+    assert fork_run("run", memory, repo, workflow, "subagent_after_findings:4") == -9
+    for path in _db(memory).parent.iterdir():
+        path.unlink()
+    events: list[dict] = []
+    orch = Orchestrator(memory_dir=memory, on_event=events.append)
+    result = orch.resume(TASK)
+    assert result.status == "done" and result.source == "checkpoint"
+    assert_same_as_baseline(memory, baseline)
+
+
+def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(setup):
+    base, repo, workflow, baseline = setup
+    memory = base / "truncated"
+    assert fork_run("run", memory, repo, workflow, "merge_after_checkpoint:2") == -9
+    shutil.rmtree(_db(memory).parent)
+    newest = max((memory / "checkpoints").glob("cp_*.json"), key=lambda p: p.name)
+    newest.write_bytes(newest.read_bytes()[: len(newest.read_bytes()) // 2])
+    events: list[dict] = []
+    result = Orchestrator(memory_dir=memory, on_event=events.append).resume(TASK)
+    warnings = [e["message"] for e in events if e["event"] == "warning"]
+    assert any(newest.name in w for w in warnings), warnings
+    resumed_from = next(e["path"] for e in events if e["event"] == "resume")
+    assert Path(resumed_from).name != newest.name
+    assert result.status == "done"
+    assert_same_as_baseline(memory, baseline)
+
+
+def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path):
+    """Realism: an `orchestrator run` process is SIGKILLed from outside mid-run."""
+    base, repo, workflow, baseline = setup
+    memory = tmp_path / "ext"
+    env = {**cli_env, "TETHER_MEMORY_DIR": str(memory)}
+    cmd = [sys.executable, "-m", "orchestrator.cli"]
+    proc = subprocess.Popen([*cmd, "run", OBJECTIVE, "--task", TASK, "--workdir", str(repo),
+                             "--workflow", str(workflow)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(list((memory / "findings").glob("researcher-*.md"))) >= 2:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    done = subprocess.run([*cmd, "resume"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"Task {TASK}: done" in done.stdout
+    assert_same_as_baseline(memory, baseline)

@@ -1,0 +1,131 @@
+"""An offline run end to end through the Python API: phases, files, checkpoints, failures."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+from langchain_core.messages import AIMessage
+
+from orchestrator.api import Orchestrator
+from orchestrator.offline import OfflineChatModel, ResearchPolicy
+from orchestrator.state import merge_keyed
+from orchestrator.templates import SCHEMA_PATH
+
+
+def _meta(path):
+    match = re.search(r"<!-- tether:\w+ (.*) -->", path.read_text(encoding="utf-8"))
+    assert match, f"{path} has no metadata block"
+    return json.loads(match.group(1))
+
+
+@pytest.fixture
+def run(fixture_repo, tiny_workflow, memory_dir):
+    events: list[dict] = []
+    orch = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow, on_event=events.append)
+    result = orch.run("Survey the shop service", task_id="shop")
+    return result, events, memory_dir
+
+
+class TestOfflineRun:
+    def test_finishes_every_phase(self, run):
+        result, events, _ = run
+        assert result.status == "done"
+        assert result.offline is True
+        assert [e["phase"] for e in events if e["event"] == "phase"][:2] == [
+            "exploration", "review"]
+        assert set(result.merged) == {"exploration", "review", "final"}
+        assert result.failed == {}
+
+    def test_writes_plan_findings_merged_checkpoints_snapshot(self, run):
+        result, _, mem = run
+        plan = (mem / "research_plans" / "shop.md").read_text()
+        assert "Survey the shop service" in plan and "## Progress" in plan
+        agent_files = sorted(p for p in (mem / "findings").glob("*.md")
+                             if not p.name.startswith("merged_"))
+        merged = sorted((mem / "findings").glob("merged_*.md"))
+        assert len(agent_files) == len(result.findings) == 6  # 3 areas x 2 phases
+        assert len(merged) == 3  # one per phase + the final summary
+        assert [p.name.split("_")[0] for p in (mem / "checkpoints").glob("*.json")]
+        assert list((mem / "context_snapshots").glob("snap_*.md"))
+        subtasks = {_meta(p)["subtask_id"] for p in agent_files}
+        assert len(subtasks) == 6 and all(s.split("/")[0] in {"exploration", "review"}
+                                          for s in subtasks)
+
+    def test_findings_cite_real_files_of_the_workdir(self, run, fixture_repo):
+        result, _, mem = run
+        cited = {f["path"] for p in result.findings for f in _meta(mem / p)["files"]}
+        assert cited and all((fixture_repo / c).is_file() for c in cited)
+
+    def test_every_checkpoint_validates_against_the_shipped_schema(self, run):
+        result, _, mem = run
+        schema = json.loads(SCHEMA_PATH.read_text())
+        paths = sorted((mem / "checkpoints").glob("cp_*.json"))
+        triggers = set()
+        for path in paths:
+            data = json.loads(path.read_text())
+            jsonschema.validate(data, schema)
+            assert path.stem == data["checkpoint_id"]
+            triggers.add(data["extra"]["trigger"])
+        assert {"before_spawning", "agent_completion", "phase_transition"} <= triggers
+        names = {p.name.split("_")[1] for p in paths}
+        assert names == {"exploration", "review"}
+
+    def test_lead_messages_are_logged_in_working_memory(self, run):
+        _, _, mem = run
+        lines = (mem / "working" / "shop" / "messages.jsonl").read_text().splitlines()
+        roles = [json.loads(line)["role"] for line in lines]
+        assert "assistant" in roles and "user" in roles
+
+
+def test_reducer_is_keyed_and_idempotent():
+    a = {"x/1": {"v": 1}}
+    b = {"x/2": {"v": 2}, "x/1": {"v": 1}}
+    once = merge_keyed(a, b)
+    assert merge_keyed(once, b) == once == {"x/1": {"v": 1}, "x/2": {"v": 2}}
+    assert merge_keyed(once, {"x/1": None}) == {"x/2": {"v": 2}}
+
+
+def test_build_graph_is_importable_with_the_designed_nodes():
+    from orchestrator.graph import build_graph
+
+    graph = build_graph()
+    assert {"plan", "spawn", "subagent", "merge", "monitor", "advance"} <= set(graph.nodes)
+
+
+class _FailOne:
+    """The offline policy, except that the subagent of one area raises."""
+
+    def __init__(self, area: str):
+        self.area = area
+        self.inner = ResearchPolicy()
+
+    def __call__(self, messages, tools) -> AIMessage:
+        text = "\n".join(str(m.content) for m in messages)
+        if f"Subtask: exploration-{self.area}" in text and self.area != "-":
+            raise RuntimeError("provider timed out")
+        return self.inner(messages, tools)
+
+
+def test_a_failing_subagent_is_blocked_and_retried_on_resume(fixture_repo, tiny_workflow,
+                                                             memory_dir):
+    policy = _FailOne("docs")
+    orch = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow,
+                        model=OfflineChatModel(policy=policy))
+    result = orch.run("Survey the shop service", task_id="flaky")
+    assert list(result.failed) == ["exploration/exploration-docs"]
+    assert len(result.findings) == 5  # the other subagents were spared
+    blocked = [json.loads(p.read_text())["state"]["blocked_agents"]
+               for p in sorted((memory_dir / "checkpoints").glob("*.json"))]
+    assert any("researcher:exploration/exploration-docs" in b for b in blocked)
+
+    policy.area = "-"  # the provider recovered
+    before = {p.name for p in (memory_dir / "findings").glob("researcher-*.md")}
+    resumed = orch.resume("flaky")
+    after = {p.name for p in (memory_dir / "findings").glob("researcher-*.md")}
+    assert resumed.status == "done" and resumed.failed == {}
+    assert len(resumed.findings) == 6
+    new = after - before
+    assert len(new) == 1 and next(iter(new)).startswith("researcher-exploration-docs_")

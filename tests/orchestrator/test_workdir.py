@@ -1,0 +1,189 @@
+"""The read-only workdir tools: listing, reading, grepping, confinement and noise skipping."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.errors import WorkdirError
+from orchestrator.workdir import check_workdir, workdir_tools
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A small project with source, docs, noise folders, a binary and a secret outside."""
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text('"""The pkg package."""\n')
+    (root / "pkg" / "core.py").write_text(
+        '"""Core logic."""\n\n\ndef compute(x):\n    # TODO: handle negatives\n    return x * 2\n'
+    )
+    (root / "README.md").write_text("# Demo\n\nA demo project.\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("secret git config compute\n")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "core.txt").write_text("compute cache\n")
+    (root / "node_modules" / "dep").mkdir(parents=True)
+    (root / "node_modules" / "dep" / "index.js").write_text("compute()\n")
+    (root / ".hidden").mkdir()
+    (root / ".hidden" / "notes.md").write_text("compute hidden\n")
+    (root / "logo.dat").write_bytes(b"compute\x00\x01\x02binary")
+    (root / "image.png").write_bytes(b"not really a png")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret compute\n")
+    return root
+
+
+@pytest.fixture
+def tools(repo):
+    return {t.name: t for t in workdir_tools(repo)}
+
+
+class TestCheckWorkdir:
+    def test_existing_dir_is_resolved(self, repo):
+        assert check_workdir(str(repo)) == repo.resolve()
+
+    @pytest.mark.parametrize(
+        "make, expected",
+        [
+            (lambda p: p / "missing", "does not exist"),
+            (lambda p: p / "repo" / "README.md", "is not a directory"),
+        ],
+    )
+    def test_bad_workdir_is_one_line_error_naming_it(self, repo, tmp_path, make, expected):
+        path = make(tmp_path)
+        with pytest.raises(WorkdirError) as info:
+            check_workdir(path)
+        message = str(info.value)
+        assert expected in message and repr(str(path)) in message and "\n" not in message
+
+    def test_unreadable_workdir(self, tmp_path, monkeypatch):
+        # chmod 0 does not stop root, so simulate the permission error scandir would raise
+        def denied(path):
+            raise PermissionError(13, "Permission denied", str(path))
+
+        monkeypatch.setattr("orchestrator.workdir.os.scandir", denied)
+        with pytest.raises(WorkdirError) as info:
+            check_workdir(tmp_path)
+        assert str(info.value) == (
+            f"workdir {str(tmp_path)!r} is not readable (Permission denied): fix its permissions"
+        )
+
+    def test_workdir_tools_rejects_missing_dir(self, tmp_path):
+        with pytest.raises(WorkdirError):
+            workdir_tools(tmp_path / "missing")
+
+
+class TestListFiles:
+    def test_lists_text_files_with_sizes_breadth_first(self, tools, repo):
+        out = tools["list_files"].invoke({})
+        lines = out.splitlines()
+        assert lines[0].startswith("# 3 text files under '.'")
+        size = (repo / "README.md").stat().st_size
+        assert lines[1:] == [
+            f"README.md ({size} bytes)",
+            f"pkg/__init__.py ({(repo / 'pkg/__init__.py').stat().st_size} bytes)",
+            f"pkg/core.py ({(repo / 'pkg/core.py').stat().st_size} bytes)",
+        ]
+
+    def test_skips_noise_hidden_and_binary(self, tools):
+        out = tools["list_files"].invoke({"path": "."})
+        for noise in (".git", "__pycache__", "node_modules", ".hidden", "logo.dat", "image.png"):
+            assert noise not in out
+
+    def test_sub_path_and_truncation(self, tools):
+        out = tools["list_files"].invoke({"path": "pkg", "max_entries": 1})
+        assert out.splitlines()[0] == (
+            "# 2 text files under 'pkg', showing the first 1; pass a sub-path to see more"
+        )
+        assert len(out.splitlines()) == 2
+
+
+class TestReadFile:
+    def test_numbered_lines_and_continuation_hint(self, tools):
+        out = tools["read_file"].invoke({"path": "pkg/core.py", "start_line": 4, "max_lines": 2})
+        assert out.splitlines() == [
+            "# pkg/core.py (lines 4-5 of 6)",
+            "4: def compute(x):",
+            "5:     # TODO: handle negatives",
+            "# ... 1 more lines: call read_file with start_line=6",
+        ]
+
+    def test_binary_and_directory_are_errors_not_exceptions(self, tools):
+        assert (
+            tools["read_file"]
+            .invoke({"path": "logo.dat"})
+            .startswith("Error: 'logo.dat' is a binary file")
+        )
+        assert tools["read_file"].invoke({"path": "pkg"}).startswith("Error: 'pkg' is a directory")
+        assert tools["read_file"].invoke({"path": "nope.py"}) == (
+            "Error: path 'nope.py' does not exist in the workdir"
+        )
+
+
+class TestConfinement:
+    @pytest.mark.parametrize(
+        "path, expected",
+        [
+            ("../outside/secret.txt", "Error: path '../outside/secret.txt' leaves the workdir"),
+            ("pkg/../../outside/secret.txt", "leaves the workdir"),
+            ("/etc/passwd", "Error: path '/etc/passwd' is absolute"),
+            ("link_out/secret.txt", "resolves outside the workdir"),
+            ("secret_link.txt", "resolves outside the workdir"),
+        ],
+    )
+    def test_paths_leaving_the_workdir_are_refused(self, tools, repo, tmp_path, path, expected):
+        (repo / "link_out").symlink_to(tmp_path / "outside", target_is_directory=True)
+        (repo / "secret_link.txt").symlink_to(tmp_path / "outside" / "secret.txt")
+        for name in ("read_file", "list_files"):
+            out = tools[name].invoke({"path": path})
+            assert out.startswith("Error:") and expected in out and "top secret" not in out
+        out = tools["grep_files"].invoke({"pattern": "secret", "path": path})
+        assert out.startswith("Error:") and "top secret" not in out
+
+    def test_symlinks_out_are_not_listed_or_grepped(self, tools, repo, tmp_path):
+        (repo / "secret_link.txt").symlink_to(tmp_path / "outside" / "secret.txt")
+        (repo / "link_out").symlink_to(tmp_path / "outside", target_is_directory=True)
+        assert "secret" not in tools["list_files"].invoke({})
+        assert "top secret" not in tools["grep_files"].invoke({"pattern": "secret"})
+
+
+class TestGrepFiles:
+    def test_case_insensitive_hits_as_file_line_text(self, tools):
+        out = tools["grep_files"].invoke({"pattern": "COMPUTE"})
+        # the copies in .git, __pycache__, node_modules, .hidden, binaries and outside don't count
+        assert out == "pkg/core.py:4: def compute(x):"
+
+    def test_regex_and_literal_fallback(self, tools):
+        assert tools["grep_files"].invoke({"pattern": r"TODO|pkg"}).splitlines() == [
+            'pkg/__init__.py:1: """The pkg package."""',
+            "pkg/core.py:5: # TODO: handle negatives",
+        ]
+        # an invalid regex is searched literally instead of failing
+        assert tools["grep_files"].invoke({"pattern": "compute("}) == (
+            "pkg/core.py:4: def compute(x):"
+        )
+
+    def test_skips_big_files_and_reports_no_match(self, tools, repo, monkeypatch):
+        import orchestrator.workdir as wd
+
+        monkeypatch.setattr(wd, "MAX_GREP_BYTES", 30)
+        assert (
+            tools["grep_files"].invoke({"pattern": "compute"})
+            == "# no matches for 'compute' under '.'"
+        )
+
+    def test_max_matches(self, tools):
+        out = tools["grep_files"].invoke({"pattern": "e", "max_matches": 2})
+        lines = out.splitlines()
+        assert len(lines) == 3 and lines[-1].endswith(
+            "more matches not shown: narrow the path or pattern"
+        )
+
+
+def test_wrong_argument_types_come_back_as_errors(tools):
+    assert tools["read_file"].invoke({"path": "README.md", "max_lines": "many"}) == (
+        "Error: invalid arguments (max_lines: Input should be a valid integer, "
+        "unable to parse string as an integer)"
+    )
+    assert tools["grep_files"].invoke({}) == "Error: invalid arguments (pattern: Field required)"
