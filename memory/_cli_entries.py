@@ -44,6 +44,8 @@ def _read_source(text: str | None, file: str | None, stdin: bool) -> bytes:
         )
     if text is not None:
         return text.encode("utf-8", errors="surrogateescape")
+    if file == "-":
+        return click.get_binary_stream("stdin").read()
     if file is not None:
         try:
             return Path(file).read_bytes()
@@ -75,7 +77,7 @@ def _describe_size(entry: Entry) -> str:
 
 @click.command("log")
 @click.argument("text", required=False)
-@click.option("--file", "file", metavar="F", help="Read the content from file F.")
+@click.option("--file", "file", metavar="F", help="Read the content from file F ('-': stdin).")
 @click.option("--stdin", "stdin", is_flag=True, help="Read the content from standard input.")
 @click.option("--tag", "tags", multiple=True, help="Tag the entry (repeatable).")
 @click.option(
@@ -218,8 +220,7 @@ def memory_refs(ctx, checkpoint, directory, as_json):
         what = f"checkpoint {checkpoint!r}" if checkpoint is not None else f"{directory!r}"
         click.echo(f"No entries linked to {what}.")
     for e in found:
-        label = e.summary_line or ",".join(e.tags) or e.type
-        click.echo(f"{e.id}: {label} ({e.tokens} tokens)")
+        click.echo(e.reference)
 
 
 def _stats_text(stats: dict) -> str:

@@ -105,13 +105,35 @@ def atomic_write_json(path: Path, obj: Any) -> Path:
 
 
 def create_exclusive(path: Path, data: bytes) -> bool:
-    """Write `data` to `path` only if it does not exist yet (atomic). False if it existed."""
+    """Write `data` to `path` only if no file has that name yet; False if one had.
+
+    The content is made durable under a hidden temp name first and then hard-linked to
+    `path`, which fails atomically when the name is taken: no lock file is left behind.
+    """
     path = Path(path)
-    with file_lock(path):
-        if path.exists():
+    tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
             return False
-        atomic_write_bytes(path, data)
+        fsync_dir(path.parent)
         return True
+    except OSError as exc:
+        _raise_os(exc, path)
+        raise  # unreachable: _raise_os always raises
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _encode_line(record: Any) -> bytes:

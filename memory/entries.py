@@ -171,6 +171,12 @@ class Entry:
         """The summary's most telling line: totals, else an error, else its first line."""
         return headline(self.summary)
 
+    @property
+    def reference(self) -> str:
+        """Seed 003's reference line: `mem-...: 156 passed, 2 failed (12000 tokens)`."""
+        label = self.summary_line or ",".join(self.tags) or self.type
+        return f"{self.id}: {label} ({self.tokens} tokens)"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -307,6 +313,8 @@ class EntryStore:
         """
         check_type(type)
         text, data = _as_text(content)
+        if isinstance(tags, str):  # a single tag, not its characters
+            tags = [tags]
         tag_list = sorted({t.strip() for t in tags if t and t.strip()})
         directory_norm = normalize_directory(directory) if directory is not None else None
         if checkpoint is not None:
@@ -588,7 +596,7 @@ class EntryStore:
             }
 
         by_tier = {tier: _zero() for tier in TIERS} | grouped("tier")
-        by_type = grouped("type")
+        by_type = {type: _zero() for type in ENTRY_TYPES} | grouped("type")
         total = _zero()
         for bucket in by_tier.values():
             for key in total:

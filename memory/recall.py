@@ -23,6 +23,7 @@ Invariant: every search first calls `Index.sync()`, so what is on disk is what i
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 import sqlite3
@@ -41,7 +42,8 @@ SCOPES = ("all", "plans", "findings", "checkpoints", "snapshots", "overview", "d
 SOURCES = SCOPES[1:]
 
 CANDIDATE_BUDGET = 5_000
-AND_CAP = 2_000
+AND_CAP = 1_000
+MAX_AND_QUERIES = 24
 RERANK_K = 100
 RERANK_MAX_CHARS = 20_000
 SNIPPET_CHARS = 300
@@ -199,8 +201,8 @@ class _Query:
 
     # -- candidates -------------------------------------------------------------------
     def _candidates(self, table: str, terms: list[str]) -> list[_Candidate]:
-        """Rows worth re-ranking: BM25 over the rare terms, plus the shortest rows that
-        hold all the common terms together (which the rare terms alone would miss)."""
+        """Rows worth re-ranking: BM25 over the rare terms, plus rows where several query
+        terms occur together (which the rare terms alone would miss)."""
         present = sorted((self.df[(table, t)], t) for t in terms if self.df[(table, t)] > 0)
         rare, total = [], 0
         for df, term in present:
@@ -208,32 +210,46 @@ class _Query:
                 break
             rare.append(term)
             total += df
-        common = [t for _, t in present[len(rare):]]
         rows: list[int] = []
         if rare:
             rows = self._match(table, self._or(rare), limit=self.k, ranked=True)
-        if common and (len(common) > 1 or not rare):
+        if len(rare) < len(present):
             seen = set(rows)
-            rows += [r for r in self._together(table, common) if r not in seen]
+            rows += [r for r in self._together(table, [t for _, t in present]) if r not in seen]
         return [_Candidate(r, table) for r in rows]
 
-    def _together(self, table: str, common: list[str]) -> list[int]:
-        """The shortest of the newest rows holding every common term (dropping the most
-        common ones until enough rows match); length stands in for BM25 here because
-        every such row holds the same terms."""
-        while True:
-            expr = " AND ".join(self._quote(t) for t in common)
-            rows = self._match(table, expr, limit=AND_CAP, ranked=False)
-            if len(rows) >= self.k or len(common) <= 2:
+    def _together(self, table: str, present: list[str]) -> list[int]:
+        """Rows holding the most query terms at once: AND over every combination of the
+        terms, largest combinations first, rarest first, until enough rows are found.
+
+        Each AND is an intersection of posting lists (cheap even for common words, unlike
+        scoring every row that holds one of them). Rows are ordered by how many terms they
+        hold, then by those terms' summed idf, then by length (shorter first, as BM25 would).
+        """
+        found: dict[int, tuple[int, float]] = {}
+        queries = 0
+        for size in range(len(present), 1 if len(present) > 1 else 0, -1):
+            combos = sorted(itertools.combinations(present, size),
+                            key=lambda c: -sum(self.idf[t] for t in c))
+            for combo in combos:
+                if queries >= MAX_AND_QUERIES:
+                    break
+                queries += 1
+                weight = (size, sum(self.idf[t] for t in combo))
+                expr = " AND ".join(self._quote(t) for t in combo)
+                for rowid in self._match(table, expr, limit=AND_CAP, ranked=False):
+                    if rowid not in found or found[rowid] < weight:
+                        found[rowid] = weight
+            if len(found) >= self.k or queries >= MAX_AND_QUERIES:
                 break
-            common = common[:-1]
-        if len(rows) <= self.k:
-            return rows
-        marks = ",".join("?" * len(rows))
-        sizes = self.conn.execute(
-            f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", rows).fetchall()
-        sizes.sort(key=lambda r: _varints(r[1])[0] if r[1] else 0)
-        return [r[0] for r in sizes[: self.k]]
+        if len(found) <= self.k:
+            return list(found)
+        ids = list(found)
+        marks = ",".join("?" * len(ids))
+        length = {row[0]: (_varints(row[1])[0] if row[1] else 0) for row in self.conn.execute(
+            f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", ids)}
+        ids.sort(key=lambda r: (-found[r][0], -found[r][1], length.get(r, 0)))
+        return ids[: self.k]
 
     def _quote(self, stem: str) -> str:
         return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'

@@ -67,6 +67,7 @@ _ERROR_LINE = re.compile(
     r"|^\S+:\d+:(?:\d+:)?\s",  # file:line: diagnostics (compilers, pytest locations)
     re.IGNORECASE,
 )
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _HEADING = re.compile(r"^\s{0,3}(?:#{1,6}\s+\S|\*\*[^*]+\*\*\s*$)")
 
 
@@ -94,7 +95,7 @@ def extractive_summary(text: str, max_tokens: int = 200) -> str:
         The selected lines in original order, gaps shown as `...`; `""` for blank text.
     """
     max_tokens = max(1, int(max_tokens))
-    stripped = text.strip("\n")
+    stripped = _strip_ansi(text).strip("\n")
     if not stripped.strip():
         return ""
     if estimate_tokens(stripped) <= max_tokens:
@@ -122,6 +123,15 @@ def headline(summary: str, max_chars: int = 100) -> str:
     )
     best = best.strip("=-_ ") or best
     return best if len(best) <= max_chars else best[: max_chars - 3] + GAP
+
+
+def _strip_ansi(text: str) -> str:
+    """Drop terminal colour codes (`pytest --color=yes`): they cost tokens and hide words."""
+    if "\x1b" not in text[: SCAN_HEAD_CHARS + SCAN_TAIL_CHARS] and "\x1b" not in text[-1000:]:
+        return text
+    if len(text) > SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:  # only the scanned windows matter
+        text = text[:SCAN_HEAD_CHARS] + "\n\n" + text[-SCAN_TAIL_CHARS:]
+    return _ANSI.sub("", text)
 
 
 def _scan_lines(text: str) -> list[str]:

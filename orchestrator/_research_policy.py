@@ -571,61 +571,32 @@ def extract(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
 
 def build_plan(brief: Brief, files: Sequence[str]) -> PhasePlan:
     """The `PhasePlan` for this phase from the objective and the listed files."""
-    verb, action, report, _ = _PHASES.get(brief.phase, _DEFAULT_PHASE)
+    action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
     limit = max(1, brief.max_subtasks)
     ranked = rank_areas(group_areas(files, limit), brief)
     chosen, left_out = ranked[:limit], ranked[limit:]
-    agent = _pick_agent(brief)
     objective = (brief.objective or "the task").rstrip(" .?!")
-    subtasks, ids = [], set()
-    for area in chosen:
-        sid = f"{_slug(brief.phase)}-{_slug(area.name)}"
-        while sid in ids:
-            sid += "-2"
-        ids.add(sid)
-        examples = ", ".join(_rank_files(area.files, words(objective))[:3])
-        subtasks.append(
-            {
-                "id": sid,
-                "title": f"{verb} {area.name}",
-                "description": (
-                    f"{action.capitalize()} {area.name} ({len(area.files)} files, e.g. "
-                    f"{examples}) for the objective: {objective}. Report {report}."
-                ),
-                "agent": agent,
-                "scope": area.scope,
-            }
-        )
-    if not subtasks:
-        subtasks.append(
-            {
-                "id": f"{_slug(brief.phase)}-workdir",
-                "title": f"{verb} the workdir",
-                "description": f"{action.capitalize()} the workdir for the objective:"
-                f" {objective}. Report {report}.",
-                "agent": agent,
-                "scope": [],
-            }
-        )
+    subtasks = _subtasks(brief, chosen, objective)
     goal = words(objective)
     basis = f" ranked by the objective's words ({', '.join(goal[:4])})" if goal else ""
     names = ", ".join(a.name for a in chosen) or "the workdir"
+    constraints = [
+        "Read-only access to the workdir (list_files, read_file, grep_files).",
+        "Cite real file paths in every finding.",
+    ]
+    if left_out:
+        constraints.append(f"Left out for now: {', '.join(a.name for a in left_out)}.")
+    questions = [f"Which files in {a.name} matter for: {objective}?" for a in chosen[:2]]
+    questions.append(f"What should the {brief.phase} phase report about {objective}?")
     return PhasePlan.model_validate(
         {
             "strategy": (
                 f"{brief.phase.capitalize()} phase: {action} {len(subtasks)} area(s) of "
                 f"the workdir{basis}: {names}; one subagent each, then merge the findings."
             ),
-            "key_questions": [
-                f"Which files in {a.name} matter for: {objective}?" for a in chosen[:2]
-            ]
-            + [f"What should the {brief.phase} phase report about {objective}?"],
+            "key_questions": questions,
             "subtasks": subtasks,
-            "constraints": [
-                "Read-only access to the workdir (list_files, read_file, grep_files).",
-                "Cite real file paths in every finding.",
-            ]
-            + ([f"Left out for now: {', '.join(a.name for a in left_out)}."] if left_out else []),
+            "constraints": constraints,
             "next_actions": [
                 f"Run the {len(subtasks)} subtask(s) in parallel.",
                 "Merge the findings, write a checkpoint, advance to the next phase.",
@@ -634,7 +605,46 @@ def build_plan(brief: Brief, files: Sequence[str]) -> PhasePlan:
     )
 
 
+def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[str, Any]]:
+    """One subtask per area (or one over the whole workdir when nothing was listed)."""
+    verb, action, report, _ = _PHASES.get(brief.phase, _DEFAULT_PHASE)
+    agent = _pick_agent(brief)
+    phase = _slug(brief.phase)
+    out: list[dict[str, Any]] = []
+    ids: set[str] = set()
+    for area in areas:
+        sid = f"{phase}-{_slug(area.name)}"
+        while sid in ids:
+            sid += "-2"
+        ids.add(sid)
+        examples = ", ".join(_rank_files(area.files, words(objective))[:3])
+        what = f"{area.name} ({len(area.files)} files, e.g. {examples})"
+        out.append(
+            {
+                "id": sid,
+                "title": f"{verb} {area.name}",
+                "scope": area.scope,
+                "description": f"{action.capitalize()} {what} for the objective: "
+                f"{objective}. Report {report}.",
+                "agent": agent,
+            }
+        )
+    if not out:
+        out.append(
+            {
+                "id": f"{phase}-workdir",
+                "title": f"{verb} the workdir",
+                "scope": [],
+                "description": f"{action.capitalize()} the workdir for the objective: "
+                f"{objective}. Report {report}.",
+                "agent": agent,
+            }
+        )
+    return out
+
+
 def _pick_agent(brief: Brief) -> str:
+    """The listed agent whose name starts like the phase (`reviewer`/review), else the first."""
     if not brief.agents:
         return "researcher"
     stem = brief.phase[:4]
@@ -645,61 +655,39 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     """`SubmitFindings` built only from the evidence the tools returned."""
     where = ", ".join(scope)
     objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
-    notes, discoveries, firsts = [], [], {}
-    for path, lines in ev.read.items():
-        first, defs = describe(lines, path)
-        firsts[path] = first or "no docstring or heading"
-        note = firsts[path]
-        if defs:
-            note += f" (defines {', '.join(defs[:6])})"
-            discoveries.append(f"{path} defines {', '.join(defs[:8])}.")
-        notes.append({"path": path, "description": note})
-    for path, size in list(ev.listed.items())[:12]:
-        if path not in ev.read and len(notes) < 10:
-            notes.append({"path": path, "description": f"listed, {size} bytes, not read"})
-    kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
+    notes, firsts, discoveries = _file_notes(ev)
     if ev.listed:
+        kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
         common = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items(), key=lambda x: -x[1])[:4])
+        size = sum(ev.listed.values())
         discoveries.insert(
-            0,
-            f"{where} holds {len(ev.listed)} text files "
-            f"({sum(ev.listed.values())} bytes); types: {common}.",
+            0, f"{where} holds {len(ev.listed)} text files ({size} bytes); types: {common}."
         )
     todo = [h for h in ev.greps.get(policy.TODO_PATTERN, []) if _TODO_RE.search(h[2])]
     word_hits = {k: v for k, v in ev.greps.items() if k != policy.TODO_PATTERN}
     # greps ran on stems; speak of the word the task used
     label = {stem(w): w for w in reversed(words(f"{brief.objective} {brief.title}"))}
+    questions = []
     for pattern, hits in word_hits.items():
-        if hits:
-            p, n, t = hits[0]
-            discoveries.append(
-                f"{label.get(pattern, pattern)!r} occurs {len(hits)} time(s) in {where}, "
-                f"e.g. {p}:{n}: {t[:100]}"
-            )
-    questions = [
-        f"{label.get(w, w)!r} does not appear in {where}: where is it handled?"
-        for w, hits in word_hits.items()
-        if not hits
-    ]
+        word = label.get(pattern, pattern)
+        if not hits:
+            questions.append(f"{word!r} does not appear in {where}: where is it handled?")
+            continue
+        p, n, t = hits[0]
+        discoveries.append(
+            f"{word!r} occurs {len(hits)} time(s) in {where}, e.g. {p}:{n}: {t[:100]}"
+        )
     questions += [f"Tool error: {e}" for e in ev.errors[:3]]
     if not ev.read:
         questions.append(f"No readable text file was found in {where}.")
-    recs = [f"Resolve {p}:{n}: {t[:100]}" for p, n, t in todo[:3]]
-    code = [p for p in ev.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES]
-    if code and not any(_is_test(p) for p in ev.listed):
-        recs.append(f"No test files found under {where}: check where {code[0]} is tested.")
-    top = list(ev.read)[:2]
-    if top:
-        verb = _PHASES.get(brief.phase, _DEFAULT_PHASE)[0].lower()
-        recs.append(f"To {verb} {where} for {objective!r}, start from {' and '.join(top)}.")
-    main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2])
+    counts = "".join(f"{len(v)} match(es) for {label.get(k, k)!r}, " for k, v in word_hits.items())
     summary = (
         f"Looked at {where} for {objective!r} ({brief.phase} phase): "
         f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
-        + "".join(f"{len(v)} match(es) for {label.get(k, k)!r}, " for k, v in word_hits.items())
-        + f"{len(todo)} TODO/FIXME note(s)."
+        f"{counts}{len(todo)} TODO/FIXME note(s)."
     )
-    if main:
+    if firsts:
+        main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2])
         summary += f" Main files: {main}."
     return SubmitFindings.model_validate(
         {
@@ -708,6 +696,56 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
             "key_discoveries": discoveries[:10],
             "files": notes,
             "open_questions": questions[:6],
-            "recommendations": recs[:6],
+            "recommendations": _recommendations(brief, where, objective, ev, todo)[:6],
         }
     )
+
+
+def _file_notes(ev: Evidence) -> tuple[list[dict], dict[str, str], list[str]]:
+    """Notes for the files read (then listed ones, up to 10), first lines, definitions."""
+    notes, firsts, defined = [], {}, []
+    for path, lines in ev.read.items():
+        first, defs = describe(lines, path)
+        firsts[path] = first or "no docstring or heading"
+        note = firsts[path] + (f" (defines {', '.join(defs[:6])})" if defs else "")
+        notes.append({"path": path, "description": note})
+        if defs:
+            defined.append(f"{path} defines {', '.join(defs[:8])}.")
+    for path, size in ev.listed.items():
+        if len(notes) >= 10:
+            break
+        if path not in ev.read:
+            notes.append({"path": path, "description": f"listed, {size} bytes, not read"})
+    return notes, firsts, defined
+
+
+def _recommendations(
+    brief: Brief, where: str, objective: str, ev: Evidence, todo: list[tuple[str, int, str]]
+) -> list[str]:
+    """TODOs to resolve, missing tests, then phase-specific next steps from the evidence."""
+    recs = [f"Resolve {p}:{n}: {t[:100]}" for p, n, t in todo[:3]]
+    code = [p for p in ev.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES]
+    if code and not any(_is_test(p) for p in ev.listed):
+        recs.append(f"No test files found under {where}: check where {code[0]} is tested.")
+    goal = stems(f"{brief.objective} {brief.title}")
+    matching = [  # definitions named like the objective: the likely places to act
+        (path, name)
+        for path, lines in ev.read.items()
+        for name in describe(lines, path)[1]
+        if goal & {stem(w) for w in _WORD_RE.findall(name.lower().replace("_", " "))}
+    ]
+    top = list(ev.read)[:2]
+    if brief.phase == "planning" and top:
+        recs += [f"Step {i}: understand {p} before changing it." for i, p in enumerate(top, 1)]
+        recs += [
+            f"Step {len(top) + 1}: decide how {objective!r} changes {n} in {p}."
+            for p, n in matching[:1]
+        ]
+    elif brief.phase == "implementation":
+        recs += [f"Likely change point: {n} in {p}." for p, n in matching[:3]]
+    elif brief.phase == "review":
+        recs += [f"Check that {n} in {p} is covered by a test." for p, n in matching[:3]]
+    if top:
+        verb = _PHASES.get(brief.phase, _DEFAULT_PHASE)[0].lower()
+        recs.append(f"To {verb} {where} for {objective!r}, start from {' and '.join(top)}.")
+    return recs

@@ -10,7 +10,9 @@ Agents explore the project they work on through these three LangChain tools. The
   `check_workdir` raises, because a missing workdir is the user's mistake, not the agent's.
 * **Noise is skipped.** VCS and tool folders (`.git`, `.temp`, `__pycache__`,
   `node_modules`, `.venv`, any hidden folder), hidden files, binary files, and (for
-  `grep_files`) files larger than `MAX_GREP_BYTES` never show up.
+  `grep_files`) files larger than `MAX_GREP_BYTES` never show up. Paths through a
+  `SKIP_DIRS` folder and `.env*` files are refused even when named explicitly; other
+  hidden files can be read when asked for by name (e.g. `.github/workflows/ci.yml`).
 * **Stable, parseable output** (tether's offline model reads it back):
   `list_files` prints one `path (N bytes)` line per file, paths relative to the workdir,
   breadth-first (shallow files first, then by name); `read_file` prints `N: text` lines
@@ -123,6 +125,12 @@ class WorkdirFiles:
             raise PathEscapeError(str(exc).replace("memory directory", "workdir")) from None
         if not target.exists():
             raise FileNotFoundError(f"path {raw!r} does not exist in the workdir")
+        parts = target.relative_to(self.root).parts
+        if any(p in SKIP_DIRS for p in parts) or (parts and parts[-1].startswith(".env")):
+            raise PathEscapeError(
+                f"path {raw!r} is excluded from the file tools (tool or "
+                "VCS folder, or an .env file)"
+            )
         return target
 
     def rel(self, path: Path) -> str:

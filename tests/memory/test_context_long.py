@@ -14,7 +14,7 @@ import os
 import pytest
 
 from memory.archive import Archive
-from memory.context import ContextBuilder, ContextBudgets, count_tokens
+from memory.context import ContextBudgets, ContextBuilder, count_tokens
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 

@@ -164,6 +164,7 @@ class TestIdsAndMetadata:
         b = store.log("beta", tags=["ci"], directory=str(tmp_path / "pipeline" / "sub"))
         store.log("gamma", type="context", checkpoint="ckpt-2")
         assert a.tags == ["ci", "pytest"]
+        assert store.log("single tag", tags="pytest").tags == ["pytest"]
         assert a.directory == str(tmp_path / "pipeline")
         assert [e.id for e in store.list_entries(tag="ci")] == [b.id, a.id]
         assert [e.id for e in store.list_entries(type="transcript")] == [a.id]

@@ -64,6 +64,23 @@ def test_eight_processes_log_1600_entries(memory_dir):
                 assert store.fetch(entry_id) == content_for(proc, i)
 
 
+def test_threads_sharing_one_store(memory_dir):
+    """Subagents running as threads share one `MemoryStore` (a connection per thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with MemoryStore(memory_dir) as store:
+
+        def work(t: int) -> list[str]:
+            return [store.log(content_for(t, i), tags=[f"t{t}"]).id for i in range(60)]
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(work, range(8)))
+        ids = [i for r in results for i in r]
+        assert len(set(ids)) == 480 == len(store.list_entries(limit=None))
+        for t, r in enumerate(results):
+            assert [store.fetch(i) for i in r] == [content_for(t, i) for i in range(60)]
+
+
 CRASH_CHILD = """
 import sys
 from memory import MemoryStore

@@ -86,6 +86,12 @@ class TestToolOutput:
         summary = extractive_summary(go, 100)
         assert "--- FAIL: TestParse" in summary and "FAIL\tex/pkg\t0.2s" in summary
 
+    def test_colour_codes_are_dropped(self):
+        text = pytest_output().replace("FAILED", "\x1b[31mFAILED\x1b[0m")
+        summary = extractive_summary(text, 200)
+        assert "\x1b" not in summary
+        assert "FAILED tests/test_api.py::test_rate_limit" in summary
+
     def test_build_log_keeps_error_lines_and_last_lines(self):
         text = "\n".join(f"[{i:05d}] compiling module_{i}.c" for i in range(2000))
         text += "\nsrc/net.c:88:5: error: implicit declaration of function 'sendx'\n"

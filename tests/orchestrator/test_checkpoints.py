@@ -18,6 +18,7 @@ import pytest
 
 from memory.errors import UnknownEntryError
 from memory.paths import Layout
+from memory.resources import shipped_dir
 from memory.store import MemoryStore
 from orchestrator import checkpoints, templates
 from orchestrator.checkpoints import Checkpoint, CheckpointState
@@ -156,7 +157,7 @@ class TestLoad:
 
     def test_seed_reference_example_validates(self):
         """The checkpoint example shipped in the external-memory skill is a valid checkpoint."""
-        ref = templates.SCHEMA_PATH.parents[2] / "skills/external-memory/references/formats.md"
+        ref = shipped_dir("skills") / "external-memory/references/formats.md"
         block = re.search(r"```json\n(.*?)```", ref.read_text(), re.S).group(1)
         jsonschema.validate(json.loads(block), templates.checkpoint_schema())
 
@@ -325,3 +326,20 @@ def test_hand_named_files_sort_by_their_content_timestamp(layout):
     a.unlink()
     assert checkpoints.list_checkpoints(layout) == [renamed, b]
     assert checkpoints.latest_valid_checkpoint(layout)[1] == renamed
+
+
+def test_model_and_schema_describe_the_same_fields():
+    schema = templates.checkpoint_schema()
+    assert set(Checkpoint.model_fields) == set(schema["properties"]) == set(schema["required"])
+    state = schema["properties"]["state"]
+    assert set(CheckpointState.model_fields) == set(state["properties"]) == set(state["required"])
+    for name in (
+        "checkpoint_id",
+        "task_id",
+        "phase",
+        "timestamp",
+        "context_summary",
+        "next_action",
+        "recovery_instructions",
+    ):  # seed 002's fields
+        assert name in schema["required"]

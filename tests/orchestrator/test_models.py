@@ -26,8 +26,9 @@ from orchestrator.offline import OfflineChatModel
 
 
 @pytest.fixture
-def requests_allowed():
+def requests_allowed(monkeypatch):
     """Allow real model construction for one test, restoring the previous setting."""
+    monkeypatch.delenv("TETHER_ALLOW_MODEL_REQUESTS", raising=False)
     previous = allow_model_requests(True)
     try:
         yield

@@ -234,6 +234,24 @@ class TestResearchPolicyLead:
         assert len(plan.subtasks) == 1 and plan.subtasks[0].id.startswith("review-")
         assert plan.subtasks[0].scope == ["weather"]
 
+    def test_next_phase_in_the_same_conversation_reuses_the_listing(self, tmp_path):
+        repo = make_repo(tmp_path / "billing", BILLING)
+        tools = workdir_tools(repo)
+        bound = OfflineChatModel().bind_tools([*tools, PhasePlan])
+        messages = [HumanMessage(lead_prompt("How are invoices taxed?"))]
+        for _ in range(2):
+            reply = bound.invoke(messages)
+            call = reply.tool_calls[0]
+            result = tools[0].invoke(call["args"]) if call["name"] == "list_files" else "ok"
+            messages += [reply, ToolMessage(result, tool_call_id=call["id"])]
+        assert call["name"] == "PhasePlan"
+        messages.append(HumanMessage("Phase: planning"))
+        reply = bound.invoke(messages)
+        assert reply.tool_calls[0]["name"] == "PhasePlan"  # no second listing
+        plan = PhasePlan.model_validate(reply.tool_calls[0]["args"])
+        assert plan.subtasks[0].id == "planning-src-billing"
+        assert "How are invoices taxed" in plan.subtasks[0].description
+
     def test_orchestrator_prompt_format(self, tmp_path):
         """The exact lines the lead node sends (extra lines must not confuse the parser)."""
         repo = make_repo(tmp_path / "billing", BILLING)

@@ -141,6 +141,20 @@ class TestConfinement:
         out = tools["grep_files"].invoke({"pattern": "secret", "path": path})
         assert out.startswith("Error:") and "top secret" not in out
 
+    def test_tool_folders_and_env_files_are_refused_by_name(self, tools, repo):
+        (repo / ".env").write_text("API_KEY=secret\n")
+        (repo / ".github").mkdir()
+        (repo / ".github" / "ci.yml").write_text("on: push\n")
+        assert tools["read_file"].invoke({"path": ".git/config"}) == (
+            "Error: path '.git/config' is excluded from the file tools (tool or VCS folder, "
+            "or an .env file)"
+        )
+        assert tools["read_file"].invoke({"path": ".env"}).startswith("Error: path '.env' is")
+        assert "secret" not in tools["grep_files"].invoke({"pattern": "secret", "path": ".git"})
+        # other hidden files are readable when named (never listed)
+        assert tools["read_file"].invoke({"path": ".github/ci.yml"}).endswith("1: on: push")
+        assert ".github" not in tools["list_files"].invoke({})
+
     def test_symlinks_out_are_not_listed_or_grepped(self, tools, repo, tmp_path):
         (repo / "secret_link.txt").symlink_to(tmp_path / "outside" / "secret.txt")
         (repo / "link_out").symlink_to(tmp_path / "outside", target_is_directory=True)
