@@ -105,7 +105,13 @@ class ArchiveState:
     covered_until: int = 0
     """Last `messages.jsonl` line archived (L1 ranges are contiguous from line 1)."""
     active_names: set[str] = field(default_factory=set)
+    max_seq: dict[int, int] = field(default_factory=dict)
+    """Highest sequence number per level."""
     warnings: list[str] = field(default_factory=list)
+
+    def add(self, summary: Summary) -> None:
+        self.summaries[summary.name] = summary
+        self.max_seq[summary.level] = max(self.max_seq.get(summary.level, 0), summary.seq)
 
     def active(self, level: int | None = None) -> list[Summary]:
         """Active summaries (not folded), oldest first; all levels or one."""
@@ -124,10 +130,10 @@ class ArchiveState:
 
     @property
     def highest_level(self) -> int:
-        return max((s.level for s in self.summaries.values()), default=0)
+        return max(self.max_seq, default=0)
 
     def next_seq(self, level: int) -> int:
-        return 1 + max((s.seq for s in self.summaries.values() if s.level == level), default=0)
+        return 1 + self.max_seq.get(level, 0)
 
 
 @dataclass
@@ -219,7 +225,9 @@ class Archive:
             threshold=int(data.get("threshold", DEFAULT_THRESHOLD)),
         )
 
-    def configure(self, *, enabled: bool | None = None, threshold: int | None = None) -> SummaryConfig:
+    def configure(
+        self, *, enabled: bool | None = None, threshold: int | None = None
+    ) -> SummaryConfig:
         """Change and persist the task's settings; returns the new ones."""
         if threshold is not None and not 1 <= threshold <= MAX_THRESHOLD:
             raise InvalidInputError(
@@ -262,7 +270,7 @@ class Archive:
             if summary is None:
                 self._skipped.add(name)
             else:
-                state.summaries[name] = summary
+                state.add(summary)
                 new = True
         if new:
             self._link(state)
@@ -433,7 +441,7 @@ class Archive:
             last_line=last, covers=covers, created=created, text=_content_of(text),
             turns=turns,
         )
-        state.summaries[name] = summary
+        state.add(summary)
         state.active_names.add(name)
         if level == 1:
             state.covered_until = max(state.covered_until, last)

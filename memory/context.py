@@ -193,7 +193,7 @@ class ContextBuilder:
     def _recent(self, omitted: list[str]) -> tuple[list[list[dict]], list[tuple[int, int]]]:
         """Whole turns from the end within the recent budget (the newest always kept)."""
         b = self.budgets
-        groups = _group_turns(self.wm.tail(max(64, b.recent_turns * 16)), b.recent_turns)
+        groups = _group_turns(self._tail_turns(b.recent_turns), b.recent_turns)
         kept: list[list[dict]] = []
         lines: list[tuple[int, int]] = []
         used = 0
@@ -212,6 +212,16 @@ class ContextBuilder:
             lines.insert(0, (group[0].line, group[-1].line))
             used += cost
         return kept, lines
+
+    def _tail_turns(self, turns: int) -> list[Message]:
+        """Enough of the log's tail to hold `turns` whole user turns (or the whole log)."""
+        window = max(16, turns * 8)
+        while True:
+            tail = self.wm.tail(window)
+            starts = sum(1 for m in tail if m.is_user_turn)
+            if starts > turns or len(tail) < window or window >= 1 << 16:
+                return tail
+            window *= 4
 
     def _summaries(self, omitted: list[str]) -> list[tuple[Summary, str]]:
         """Active summaries within budget: newest kept whole first, older cut, then dropped."""
@@ -332,7 +342,13 @@ def _group_turns(messages: list[Message], max_turns: int) -> list[list[Message]]
             groups[-1].append(m)
     if groups and not groups[0][0].is_user_turn and len(groups) > 1:
         groups = groups[1:]  # a partial turn cut by the tail window
-    return groups[-max_turns:] if max_turns > 0 else []
+    groups = groups[-max_turns:] if max_turns > 0 else []
+    if groups:  # a tool result without the call that made it would be rejected by providers
+        first = groups[0]
+        while len(first) > 1 and first[0].role == "tool":
+            first = first[1:]
+        groups[0] = first
+    return groups
 
 
 def _chat_message(m: Message) -> dict[str, Any]:

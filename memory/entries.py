@@ -32,7 +32,6 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,7 +45,7 @@ from memory.errors import (
     MemoryRuntimeError,
     UnknownEntryError,
 )
-from memory.summarize import extractive_summary, headline
+from memory.summarize import Summarizer, extractive_summary, headline
 from memory.tokens import CHARS_PER_TOKEN, estimate_tokens
 
 if TYPE_CHECKING:
@@ -268,11 +267,18 @@ class EntryStore:
     Args:
         store: the memory store whose `memory.db` and `entries/` folder are used.
         clock: returns the current UTC time (tests pass a fixed clock).
+        summarizer: makes each entry's summary; the model-free extractive one by default.
     """
 
-    def __init__(self, store: MemoryStore, clock: Callable[[], datetime] | None = None):
+    def __init__(
+        self,
+        store: MemoryStore,
+        clock: Callable[[], datetime] | None = None,
+        summarizer: Summarizer | None = None,
+    ):
         self.store = store
         self.clock = clock or _utc_now
+        self.summarizer: Summarizer = summarizer or extractive_summary
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -320,7 +326,7 @@ class EntryStore:
         if checkpoint is not None:
             checkpoint = checkpoint.strip() or None
         tokens = estimate_tokens(text)
-        summary = extractive_summary(text, SUMMARY_MAX_TOKENS)
+        summary = self.summarizer(text, SUMMARY_MAX_TOKENS)
         for _ in range(ID_ATTEMPTS):
             now = self.clock()
             entry_id = f"mem-{now.astimezone(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
@@ -391,6 +397,8 @@ class EntryStore:
         if len(pieces) <= PARALLEL_CHUNKS_FROM:
             sizes = [write_chunk(n) for n in range(len(pieces))]
         else:  # zlib and fsync release the GIL: overlap them for huge inputs
+            from concurrent.futures import ThreadPoolExecutor  # only huge inputs pay for it
+
             with ThreadPoolExecutor(max_workers=CHUNK_WRITERS) as pool:
                 sizes = list(pool.map(write_chunk, range(len(pieces))))
         entry.tier, entry.path, entry.chunks = "chunked", self._rel(folder), len(pieces)

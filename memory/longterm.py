@@ -352,7 +352,8 @@ def record_episode(
     append_memory(store, rel, entry)
     text = read_memory(store, rel)
     heading = entry.strip().splitlines()[0]
-    line = max(i for i, l in enumerate(text.splitlines(), start=1) if l == heading)
+    line = max(i for i, text_line in enumerate(text.splitlines(), start=1)
+               if text_line == heading)
     return f"{rel}#L{line}"
 
 
@@ -365,8 +366,8 @@ def episode_index(store: Any) -> list[tuple[str, str]]:
         lines = read_memory(store, item.path).splitlines()
         for i, line in enumerate(lines, start=1):
             if line.startswith("## "):
-                summary = next((m.group(1) for l in lines[i:i + 6]
-                                if (m := _ENTRY_SUMMARY.match(l))), "")
+                summary = next((m.group(1) for below in lines[i:i + 6]
+                                if (m := _ENTRY_SUMMARY.match(below))), "")
                 out.append((f"{item.path}#L{i}", f"{line[3:].strip()}: {summary}".rstrip(": ")))
     return out
 
@@ -386,6 +387,20 @@ def memory_index_message(store: Any) -> str | None:
     lines = ["Available memory:", *(f.line() for f in files), "",
              "Use memory_read to load relevant files before responding."]
     return "\n".join(lines)
+
+
+def ensure_memory_index(wm: Any) -> int | None:
+    """Append the "Available memory" message to a task's log once; returns its line.
+
+    It is a user message marked `synthetic` (not a user turn) with `kind: memory_index`;
+    None when there is no long-term memory or the task already has the message.
+    """
+    if any(m.record.get("kind") == "memory_index" for m in wm.messages()):
+        return None
+    text = memory_index_message(wm.store)
+    if text is None:
+        return None
+    return wm.append_message("user", text, synthetic=True, kind="memory_index")
 
 
 # -- the reflector -----------------------------------------------------------------------

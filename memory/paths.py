@@ -160,18 +160,25 @@ def check_name(name: str, what: str = "name") -> str:
     return name
 
 
-def confine(root: Path, user_path: str | os.PathLike[str]) -> Path:
+def confine(
+    root: Path, user_path: str | os.PathLike[str], *, label: str = "the memory directory"
+) -> Path:
     """Resolve `user_path` (relative to `root`) and refuse anything that leaves `root`.
 
     Refused: empty paths, NUL bytes, absolute paths, `..` components, over-long paths or
     names, and paths that resolve outside `root` through a symlink.
+
+    Args:
+        root: the sandbox folder.
+        user_path: the path as the agent or user gave it.
+        label: how error messages name the sandbox (e.g. "the workdir").
 
     Raises:
         PathEscapeError: with the offending path and what is allowed.
     """
     raw = os.fspath(user_path)
     if not raw or raw.strip() == "":
-        raise PathEscapeError("empty path: give a path relative to the memory directory")
+        raise PathEscapeError(f"empty path: give a path relative to {label}")
     if "\x00" in raw:
         raise PathEscapeError(f"path {raw!r} contains a NUL byte")
     if len(raw) > MAX_PATH_CHARS or any(len(p) > MAX_NAME_CHARS for p in raw.split("/")):
@@ -179,14 +186,14 @@ def confine(root: Path, user_path: str | os.PathLike[str]) -> Path:
     candidate = Path(raw)
     if candidate.is_absolute() or raw.startswith("~") or (len(raw) > 1 and raw[1] == ":"):
         raise PathEscapeError(
-            f"path {raw!r} is absolute: give a path relative to the memory directory"
+            f"path {raw!r} is absolute: give a path relative to {label}"
         )
     if any(part == ".." for part in candidate.parts):
-        raise PathEscapeError(f"path {raw!r} leaves the memory directory ('..' is not allowed)")
+        raise PathEscapeError(f"path {raw!r} leaves {label} ('..' is not allowed)")
     real_root = root.resolve()
     resolved = (real_root / candidate).resolve()
     if resolved != real_root and real_root not in resolved.parents:
         raise PathEscapeError(
-            f"path {raw!r} resolves outside the memory directory (through a symlink)"
+            f"path {raw!r} resolves outside {label} (through a symlink)"
         )
     return resolved

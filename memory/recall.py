@@ -43,7 +43,10 @@ SOURCES = SCOPES[1:]
 
 CANDIDATE_BUDGET = 5_000
 AND_CAP = 1_000
-MAX_AND_QUERIES = 24
+MAX_AND_QUERIES = 12
+DF_SAMPLE = 4_000
+AND_TERMS = 6
+AND_MAX_SIZE = 4
 RERANK_K = 100
 RERANK_MAX_CHARS = 20_000
 SNIPPET_CHARS = 300
@@ -71,8 +74,6 @@ TEMP_SETUP = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
     "tokenize = 'porter unicode61')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
-    *(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_{t} USING fts5vocab(main, {t}, row)"
-      for t in TABLES),
 )
 
 
@@ -183,6 +184,9 @@ class _Query:
             self.surface.setdefault(stem, word)
         tables = list(dict.fromkeys(table_for(s) for s in self.sources))
         self.totals = {t: fts_totals(self.conn, t) for t in tables}
+        self.span = {t: tuple(self.conn.execute(
+            f"SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM {t}_content").fetchone())
+            for t in tables}
         self.df = {(t, term): self._df(t, term) for t in tables for term in terms}
         n_rows = sum(rows for rows, _ in self.totals.values())
         self.idf = {}
@@ -195,9 +199,17 @@ class _Query:
         return self._rerank(candidates, terms)
 
     def _df(self, table: str, term: str) -> int:
-        row = self.conn.execute(f"SELECT doc FROM temp.rq_{table} WHERE term = ?",
-                                (term,)).fetchone()
-        return int(row[0]) if row else 0
+        """Rows holding `term`: exact up to `DF_SAMPLE`, else estimated from how far into
+        the rowid range the first `DF_SAMPLE` of them reach (FTS5 stores no document
+        frequencies; counting a common word's postings would cost milliseconds)."""
+        rows, last = self.conn.execute(
+            f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {table} WHERE {table} "
+            "MATCH ? ORDER BY rowid LIMIT ?)", (self._quote(term), DF_SAMPLE)).fetchone()
+        if rows < DF_SAMPLE:
+            return int(rows)
+        low, high = self.span[table]
+        estimate = DF_SAMPLE * (high - low + 1) / max(last - low + 1, 1)
+        return int(min(estimate, self.totals[table][0]))
 
     # -- candidates -------------------------------------------------------------------
     def _candidates(self, table: str, terms: list[str]) -> list[_Candidate]:
@@ -228,7 +240,9 @@ class _Query:
         """
         found: dict[int, tuple[int, float]] = {}
         queries = 0
-        for size in range(len(present), 1 if len(present) > 1 else 0, -1):
+        present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
+        top = min(len(present), AND_MAX_SIZE)
+        for size in range(top, 1 if top > 1 else 0, -1):
             combos = sorted(itertools.combinations(present, size),
                             key=lambda c: -sum(self.idf[t] for t in c))
             for combo in combos:
@@ -258,7 +272,7 @@ class _Query:
         return " OR ".join(self._quote(s) for s in stems)
 
     def _match(self, table: str, expr: str, *, limit: int, ranked: bool) -> list[int]:
-        order = f"bm25({table})" if ranked else f"{table}.rowid DESC"
+        order = f"bm25({table})" if ranked else f"{table}.rowid"
         filt, args = "", [expr]
         wanted = [s for s in self.sources if table_for(s) == table]
         if table == FILE_TABLE and len(wanted) < _file_source_count():

@@ -19,7 +19,8 @@ overrides an earlier one)::
     Scope: <path>, <path>        subagent only; paths under the workdir (default '.')
     Max steps: <N>               optional; the policy submits by step N at the latest
 
-Any other text (earlier findings, a snapshot) is only used to boost areas it mentions.
+Other text (earlier findings, a snapshot) is ignored on purpose: the plan depends only on
+these fields and the listing, so a lead resumed in a fresh context plans the same subtasks.
 
 **What it does**, by the tools bound:
 
@@ -27,8 +28,8 @@ Any other text (earlier findings, a snapshot) is only used to boost areas it men
   called yet in this conversation; then group the listed files into areas (top-level
   folders, descending through single-folder wrappers like `src/pkg`, splitting the largest
   area while there is room; loose top-level files form one area), rank areas by the
-  objective's words in their paths, mentions in the prompt and a phase hint (docs first
-  when exploring, tests when reviewing), and plan one subtask per area, up to the maximum.
+  objective's words in their paths and a phase hint (docs first when exploring, tests
+  when reviewing), and plan one subtask per area, up to the maximum.
 * `SubmitFindings` bound (subagent): one tool call per step: `list_files` on each scope
   path, `read_file` on the 3 most relevant files (the order depends on the phase, see
   `_rank_files`), `grep_files` for one key word of the task and for `TODO|FIXME`; then
@@ -139,7 +140,6 @@ class Brief:
     description: str = ""
     scope: list[str] = field(default_factory=list)
     max_steps: int | None = None
-    text: str = ""
 
 
 @dataclass
@@ -207,7 +207,6 @@ def parse_brief(messages: Sequence[BaseMessage]) -> Brief:
                 brief.phase = value.split()[0].strip("`'\".").lower() if value else brief.phase
             else:
                 setattr(brief, key, value)
-    brief.text = "\n".join(humans)
     if not brief.objective and humans:
         lines = [ln.strip() for ln in humans[-1].splitlines() if ln.strip()]
         brief.objective = lines[0][:300] if lines else ""
@@ -330,9 +329,8 @@ def _split(area: Area) -> list[Area]:
 
 
 def rank_areas(areas: Sequence[Area], brief: Brief) -> list[Area]:
-    """Areas by relevance to the objective, the prompt and the phase (ties by name)."""
+    """Areas by relevance to the objective and the phase (ties by name)."""
     goal = stems(brief.objective)
-    mentioned = brief.text.lower()
     hint = {stem(h) for h in _PHASES.get(brief.phase, _DEFAULT_PHASE)[3]}
 
     def score(area: Area) -> tuple[float, str]:
@@ -340,8 +338,6 @@ def rank_areas(areas: Sequence[Area], brief: Brief) -> list[Area]:
         name_words = _path_words(area.name)
         s = 3.0 * len(goal & name_words)
         s += min(5, sum(1 for f in area.files if goal & _path_words(f)))
-        if "/" in area.name or len(area.name) > 3:
-            s += 0.3 * min(mentioned.count(area.name.lower()), 3)
         s += 0.5 * bool(hint & name_words)
         s += 0.25 * any(hint & _path_words(f) for f in area.files)
         s += math.log1p(len(area.files)) / 10
@@ -728,12 +724,18 @@ def _recommendations(
     if code and not any(_is_test(p) for p in ev.listed):
         recs.append(f"No test files found under {where}: check where {code[0]} is tested.")
     goal = stems(f"{brief.objective} {brief.title}")
-    matching = [  # definitions named like the objective: the likely places to act
-        (path, name)
-        for path, lines in ev.read.items()
-        for name in describe(lines, path)[1]
-        if goal & {stem(w) for w in _WORD_RE.findall(name.lower().replace("_", " "))}
+    # definitions named like the objective (in files read, or grep hits): places to act
+    found = [(p, n) for p, lines in ev.read.items() for n in describe(lines, p)[1]]
+    found += [
+        (p, m.group(2)) for hits in ev.greps.values() for p, _, t in hits if (m := _DEF_RE.match(t))
     ]
+    matching = list(
+        dict.fromkeys(
+            (p, n)
+            for p, n in found
+            if goal & {stem(w) for w in _WORD_RE.findall(n.lower().replace("_", " "))}
+        )
+    )
     top = list(ev.read)[:2]
     if brief.phase == "planning" and top:
         recs += [f"Step {i}: understand {p} before changing it." for i, p in enumerate(top, 1)]

@@ -46,6 +46,9 @@ from orchestrator._research_policy import ResearchPolicy
 from orchestrator.errors import ModelCallError
 
 MODEL_NAME = "tether-offline"
+# One lock for every queue: the critical sections are tiny, and a module-level lock keeps
+# model instances copyable (a `threading.Lock` attribute cannot be deep-copied).
+_QUEUE_LOCK = threading.Lock()
 
 Policy = Callable[[list[BaseMessage], list[dict[str, Any]]], "AIMessage | str"]
 """A function answering a conversation: `(messages, tools) -> AIMessage | str`."""
@@ -127,7 +130,6 @@ class OfflineChatModel(BaseChatModel):
 
     _queue: deque = PrivateAttr(default_factory=deque)
     _queue_only: bool = PrivateAttr(default=False)
-    _lock: Any = PrivateAttr(default_factory=threading.Lock)
     _answer: Any = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -154,7 +156,7 @@ class OfflineChatModel(BaseChatModel):
 
     def enqueue(self, *replies: AIMessage | str) -> None:
         """Queue replies; they are served, one per call, before the policy is asked."""
-        with self._lock:
+        with _QUEUE_LOCK:
             self._queue.extend(replies)
 
     def bind_tools(
@@ -171,7 +173,7 @@ class OfflineChatModel(BaseChatModel):
         return self.bind(tools=formatted, **kwargs)
 
     def _reply(self, messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
-        with self._lock:
+        with _QUEUE_LOCK:
             queued = self._queue.popleft() if self._queue else None
         if queued is not None:
             return _to_message(queued)

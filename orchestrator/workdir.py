@@ -118,11 +118,7 @@ class WorkdirFiles:
         raw = (user_path or ".").strip() or "."
         if raw in (".", "./"):
             return self.root
-        try:
-            target = confine(self.root, raw)
-        except PathEscapeError as exc:
-            # `confine` speaks of the memory directory; here the sandbox is the workdir.
-            raise PathEscapeError(str(exc).replace("memory directory", "workdir")) from None
+        target = confine(self.root, raw, label="the workdir")
         if not target.exists():
             raise FileNotFoundError(f"path {raw!r} does not exist in the workdir")
         parts = target.relative_to(self.root).parts

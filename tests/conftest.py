@@ -23,6 +23,8 @@ def _isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TETHER_MEMORY_DIR", str(memory_dir))
     for key in _PROVIDER_KEYS:
         monkeypatch.delenv(key, raising=False)
+    # Real model calls are refused in tests; the offline model is always allowed.
+    monkeypatch.setenv("TETHER_ALLOW_MODEL_REQUESTS", "0")
     monkeypatch.chdir(tmp_path)
     yield
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from memory import durable
-from memory.archive import Archive, parse_meta
+from memory.archive import Archive, ChatModelSummarizer, parse_meta
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 
@@ -206,6 +206,24 @@ class TestFailures:
         fresh.maybe_summarize()
         assert fresh.status().active_per_level == {1: 2, 2: 1}
         check_consistent(wm)
+
+
+def test_chat_model_summariser_and_its_failure(wm):
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    model = GenericFakeChatModel(messages=iter([AIMessage("Reviewed m1-m10; all fine.")]))
+    archive = Archive(wm, ChatModelSummarizer(model, timeout_s=10))
+    _turns(wm, 10)
+    result = archive.maybe_summarize()
+    assert result.ok
+    text = (wm.detail_dir / "summary-L1-000001.md").read_text()
+    assert "## Content\nReviewed m1-m10; all fine.\n" in text
+    assert parse_meta(text)["summarizer"] == "chat-model"
+    _turns(wm, 10, start=11)  # the fake model has no more replies: it raises
+    result = archive.maybe_summarize()
+    assert result.error.startswith("summariser failed (")
+    assert archive.status().archived_messages == 20
 
 
 _CHILD = textwrap.dedent("""

@@ -188,6 +188,11 @@ class TestIdsAndMetadata:
         assert estimate_tokens(summary) <= 200
         assert entry.summary_line == "800 passed, 1 failed in 9.1s"
 
+    def test_a_pluggable_summarizer_makes_the_summary(self, store):
+        store.entries.summarizer = lambda text, max_tokens=200: f"{len(text)} chars"
+        entry = store.log(lines_text(700))
+        assert store.fetch(entry.id, summary_only=True) == "2800 chars"
+
 
 class TestStatsAndPrune:
     def test_stats_by_tier_and_type(self, store):

@@ -235,3 +235,19 @@ class TestReflector:
 
 def test_no_memory_means_no_index_message():
     assert longterm.memory_index_message(MemoryStore()) is None
+
+
+def test_index_message_is_injected_once_per_task():
+    from memory.working import WorkingMemory
+
+    store = MemoryStore()
+    wm = WorkingMemory(store, "t1").ensure()
+    wm.append_message("user", "Survey the repo")
+    assert longterm.ensure_memory_index(wm) is None  # no memory yet: nothing injected
+    longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n")
+    assert longterm.ensure_memory_index(wm) == 2
+    assert longterm.ensure_memory_index(wm) is None
+    injected = wm.messages()[1]
+    assert injected.role == "user" and not injected.is_user_turn
+    assert injected.content.startswith("Available memory:\n- facts/user.md (")
+    assert injected.content.endswith("Use memory_read to load relevant files before responding.")

@@ -21,8 +21,8 @@ def {name}(value):
 '''
 
 
-def build_repo(root: Path, modules: int = 3, docs: int = 1) -> Path:
-    """Write a small project under `root` and return it."""
+def build_repo(root: Path, modules: int = 3, docs: int = 1, readme: bool = True) -> Path:
+    """Write a small project under `root` and return it (two areas without `readme`)."""
     pkg = root / "src" / "shop"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text('"""Shop: carts, orders and payments."""\n')
@@ -32,7 +32,8 @@ def build_repo(root: Path, modules: int = 3, docs: int = 1) -> Path:
     (root / "docs").mkdir()
     for i in range(docs):
         (root / "docs" / f"guide{i}.md").write_text(f"# Guide {i}\nHow to run the shop.\n")
-    (root / "README.md").write_text("# Shop\nA tiny shop service used as a test fixture.\n")
+    if readme:
+        (root / "README.md").write_text("# Shop\nA tiny shop service used as a test fixture.\n")
     return root
 
 

@@ -123,6 +123,15 @@ class TestQueueAndFunctionPolicies:
         assert reply.tool_calls[0]["args"] == {"term": "x"}
         assert reply.tool_calls[0]["id"].startswith("call_")
 
+    def test_queue_is_shared_safely_between_threads(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        replies = [f"reply {i}" for i in range(60)]
+        model = OfflineChatModel(policy=replies)
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            got = list(pool.map(lambda i: model.invoke(f"q{i}").content, range(60)))
+        assert sorted(got) == sorted(replies)  # each reply served exactly once
+
     def test_bad_policy_value_is_refused(self):
         with pytest.raises(TypeError, match="policy 42 is not usable"):
             OfflineChatModel(policy=42)
@@ -252,6 +261,16 @@ class TestResearchPolicyLead:
         assert plan.subtasks[0].id == "planning-src-billing"
         assert "How are invoices taxed" in plan.subtasks[0].description
 
+    def test_plan_ignores_free_text_so_a_resumed_lead_plans_the_same(self, tmp_path):
+        repo = make_repo(tmp_path / "billing", BILLING)
+        prompt = lead_prompt("How are invoices taxed?", max_subtasks=2)
+        seeded = "Snapshot: earlier we looked at docs and docs/usage.md and tests.\n" + prompt
+        plans = [
+            run_agent(OfflineChatModel(), workdir_tools(repo), PhasePlan, text)[0]
+            for text in (prompt, seeded)
+        ]
+        assert plans[0] == plans[1]
+
     def test_orchestrator_prompt_format(self, tmp_path):
         """The exact lines the lead node sends (extra lines must not confuse the parser)."""
         repo = make_repo(tmp_path / "billing", BILLING)
@@ -302,6 +321,20 @@ class TestResearchPolicySubagent:
         # the grep ran on the stem of the objective's word, so `invoices` found `Invoice`
         assert any(d.startswith("'invoices' occurs") for d in findings.key_discoveries)
         assert "src/billing" in findings.summary
+
+    @pytest.mark.parametrize(
+        "phase, expected",
+        [
+            ("implementation", "Likely change point: Invoice in src/billing/invoice.py."),
+            ("review", "Check that Invoice in src/billing/invoice.py is covered by a test."),
+            ("planning", "Step 1: understand src/billing/invoice.py before changing it."),
+        ],
+    )
+    def test_phase_specific_recommendations(self, billing, phase, expected):
+        _, tools, plan = billing
+        prompt = sub_prompt("How are invoices taxed?", plan.subtasks[0], phase=phase)
+        findings, _ = run_agent(OfflineChatModel(), tools, SubmitFindings, prompt)
+        assert expected in findings.recommendations
 
     def test_same_input_same_output(self, billing):
         _, tools, plan = billing
