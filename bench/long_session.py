@@ -12,7 +12,7 @@ the tokens of one lead call's context for:
 
 Facts are planted early (turns 5-200: "the <codename> service listens on port <n>"); late in
 the session (after 90% of the turns) each is asked about in other words ("which port did we
-pick for <codename>?"). Reported:
+pick for <codename>?", five phrasings). Reported:
 
 * recall@10: the planted line is among the top 10 of `store.search(question)`;
 * in context: the port number is in the context tether builds for that question (the
@@ -45,6 +45,9 @@ CHECKPOINTS = (10, 100, 1_000, 10_000)
 CODENAMES = ("zephyr", "kestrel", "obsidian", "marlin", "quasar", "juniper", "tundra",
              "halcyon", "saffron", "vortex", "lumen", "basalt", "cinder", "fjord", "gossamer",
              "ember", "nimbus", "orchid", "pylon", "raptor", "sable", "talon", "umber", "wren")
+QUESTIONS = ("Which port did we pick for {name} again?", "What port number does {name} listen on?",
+             "Remind me: {name} runs on which port?", "{name} port?",
+             "Where does the {name} service listen?")
 TOPICS = ("parser", "scheduler", "cache layer", "auth middleware", "billing export",
           "retry policy", "CLI flags", "log rotation", "test fixtures", "search ranking",
           "port mapping", "service mesh", "gateway config", "deploy script")
@@ -100,14 +103,15 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
     asks = {ask_from + 7 * i: t for i, t in enumerate(plant_turns)}
     full_tokens = count_tokens([{"role": "system", "content": SYSTEM}])
     rows, latencies, recall_ms, planted_line = [], [], [], {}
-    hits10 = in_ctx = in_rolling = 0
+    hits10 = in_ctx = in_rolling = asks_seen = 0
     for turn in range(1, turns + 1):
         if turn in facts:
             name, port = facts[turn]
             user = f"Decision: the {name} service listens on port {port} behind the gateway."
         elif turn in asks:
             name, port = facts[asks[turn]]
-            user = f"Which port did we pick for {name} again?"
+            user = QUESTIONS[asks_seen % len(QUESTIONS)].format(name=name)
+            asks_seen += 1
         else:
             user = user_text(turn, rng)
         assistant = assistant_text(turn, rng)
@@ -127,7 +131,9 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
         if turn in asks:
             name, port = facts[asks[turn]]
             cite = f"messages.jsonl#L{planted_line[asks[turn]]}"
-            results = store.search(user, limit=10)
+            # the question's own line is the query itself (and in context): not a hit or a slot
+            results = [r for r in store.search(user, limit=11)
+                       if not r.citation.endswith(f"messages.jsonl#L{line}")][:10]
             hits10 += any(r.citation.endswith(cite) for r in results)
             in_ctx += port in built.messages[0]["content"]
             in_rolling += port in rolling.text

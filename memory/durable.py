@@ -161,8 +161,9 @@ def append_jsonl(path: Path, records: Any | Iterable[Any], *, many: bool = False
                 if size:
                     first_line = _count_lines(fd, size) + 1
                     if _last_byte(fd, size) != b"\n":
-                        payload = b"\n" + payload  # close a torn fragment left by a crash
-                        first_line += 1
+                        # Close a torn fragment left by a crash; `_count_lines` already
+                        # counted it as a line, so the new record's number is unchanged.
+                        payload = b"\n" + payload
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(fd, view) :]

@@ -127,9 +127,12 @@ class MemoryStore:
         type: str | None = None,
         directory: str | None = None,
         tag: str | None = None,
+        checkpoint: str | None = None,
         limit: int | None = 20,
     ) -> list[Entry]:
-        return self.entries.list(type=type, directory=directory, tag=tag, limit=limit)
+        return self.entries.list(
+            type=type, directory=directory, tag=tag, checkpoint=checkpoint, limit=limit
+        )
 
     def refs(self, *, checkpoint: str | None = None, directory: str | None = None) -> list[Entry]:
         return self.entries.refs(checkpoint=checkpoint, directory=directory)

@@ -117,6 +117,7 @@ def run_agent(
     max_steps: int = 8,
     max_context_tokens: int = 16000,
     on_step: Callable[[int, int], None] | None = None,
+    bind: Callable[[Any, list[Any], type[BaseModel]], Any] | None = None,
 ) -> AgentResult:
     """Run the loop until the model calls `final_tool`.
 
@@ -128,6 +129,7 @@ def run_agent(
         max_steps: model calls allowed before the agent is told to finish.
         max_context_tokens: the agent's context window (estimated tokens).
         on_step: called with `(tokens_so_far, context_tokens)` after each call.
+        bind: `(model, tools, final_tool) -> bound model`, e.g. a caching binder.
 
     Raises:
         AgentLoopError: no valid final call within the budget.
@@ -136,7 +138,8 @@ def run_agent(
     from langchain_core.messages import HumanMessage
 
     tools_by_name = {t.name: t for t in tools}
-    bound = model.bind_tools([*tools, final_tool])
+    bound = (bind(model, list(tools), final_tool) if bind is not None
+             else model.bind_tools([*tools, final_tool]))
     result = AgentResult(final=None)  # type: ignore[arg-type]
     conversation = list(messages)
     final_name = final_tool.__name__

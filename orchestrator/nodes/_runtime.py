@@ -42,6 +42,7 @@ class RunContext:
     agent_models: dict[str, Any] = field(default_factory=dict)
     """Chat models for workflow agents that name their own model."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
     def layout(self):
@@ -64,10 +65,23 @@ class RunContext:
         agents = getattr(self.workflow, "agents", None) or {}
         return agents.get(agent)
 
+    def _cached(self, key: Any, make: Callable[[], Any]) -> Any:
+        """Tools and tool-bound models are stateless: build each once per run."""
+        with self._lock:
+            if key not in self._cache:
+                self._cache[key] = make()
+            return self._cache[key]
+
     def workdir_tools(self, workdir: str) -> list[Any]:
         from orchestrator.workdir import workdir_tools
 
-        return list(workdir_tools(Path(workdir)))
+        return list(self._cached(("workdir", workdir),
+                                 lambda: list(workdir_tools(Path(workdir)))))
+
+    def bind(self, model: Any, tools: list[Any], final_tool: Any) -> Any:
+        """`model.bind_tools(tools + [final_tool])`, cached per model and tool set."""
+        key = ("bound", id(model), tuple(t.name for t in tools), final_tool.__name__)
+        return self._cached(key, lambda: model.bind_tools([*tools, final_tool]))
 
     def memory_tools(self, task_id: str) -> list[Any]:
         """recall_memory + memory_* tools (C's `memory.tools`), or none while absent."""
@@ -75,7 +89,8 @@ class RunContext:
             from memory.tools import memory_tools
         except ImportError:
             return []
-        return list(memory_tools(self.store, task_id=task_id))
+        return list(self._cached(("memory", task_id),
+                                 lambda: list(memory_tools(self.store, task_id=task_id))))
 
     def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[Any]:
         """The agent's tools: workdir tools + memory tools, filtered by the workflow.

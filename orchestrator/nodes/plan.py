@@ -205,6 +205,7 @@ def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
         messages=messages,
         max_steps=int(getattr(spec, "max_steps", 0) or 6),
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
+        bind=ctx.bind,
     )
     plan = result.final
     subtasks = _subtask_records(ctx, state, plan)

@@ -162,6 +162,7 @@ def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
             messages=subagent_prompt(payload, ctx.skills_index, max_steps),
             max_steps=max_steps,
             max_context_tokens=budget,
+            bind=ctx.bind,
             on_step=on_step,
         )
     except Exception as exc:  # any model/tool failure blocks this subagent only
