@@ -42,30 +42,81 @@ from memory.working import WorkingMemory
 
 SYSTEM = "You are the lead agent of a long software task. Use recall_memory when unsure."
 CHECKPOINTS = (10, 100, 1_000, 10_000)
-CODENAMES = ("zephyr", "kestrel", "obsidian", "marlin", "quasar", "juniper", "tundra",
-             "halcyon", "saffron", "vortex", "lumen", "basalt", "cinder", "fjord", "gossamer",
-             "ember", "nimbus", "orchid", "pylon", "raptor", "sable", "talon", "umber", "wren")
-QUESTIONS = ("Which port did we pick for {name} again?", "What port number does {name} listen on?",
-             "Remind me: {name} runs on which port?", "{name} port?",
-             "Where does the {name} service listen?")
-TOPICS = ("parser", "scheduler", "cache layer", "auth middleware", "billing export",
-          "retry policy", "CLI flags", "log rotation", "test fixtures", "search ranking",
-          "port mapping", "service mesh", "gateway config", "deploy script")
+CODENAMES = (
+    "zephyr",
+    "kestrel",
+    "obsidian",
+    "marlin",
+    "quasar",
+    "juniper",
+    "tundra",
+    "halcyon",
+    "saffron",
+    "vortex",
+    "lumen",
+    "basalt",
+    "cinder",
+    "fjord",
+    "gossamer",
+    "ember",
+    "nimbus",
+    "orchid",
+    "pylon",
+    "raptor",
+    "sable",
+    "talon",
+    "umber",
+    "wren",
+)
+QUESTIONS = (
+    "Which port did we pick for {name} again?",
+    "What port number does {name} listen on?",
+    "Remind me: {name} runs on which port?",
+    "{name} port?",
+    "Where does the {name} service listen?",
+)
+TOPICS = (
+    "parser",
+    "scheduler",
+    "cache layer",
+    "auth middleware",
+    "billing export",
+    "retry policy",
+    "CLI flags",
+    "log rotation",
+    "test fixtures",
+    "search ranking",
+    "port mapping",
+    "service mesh",
+    "gateway config",
+    "deploy script",
+)
 
 
 def user_text(turn: int, rng: random.Random) -> str:
     topic = rng.choice(TOPICS)
-    return (f"Turn {turn}: please review the {topic}, check the service and port settings, "
-            f"and report issue #{rng.randrange(1000)}.")
+    return (
+        f"Turn {turn}: please review the {topic}, check the service and port settings, "
+        f"and report issue #{rng.randrange(1000)}."
+    )
 
 
 def assistant_text(turn: int, rng: random.Random) -> str:
     topic = rng.choice(TOPICS)
     other = rng.choice(CODENAMES)
-    body = " ".join(rng.choice(("Checked the code paths.", "Ran the unit tests.",
-                                "Looked at the logs.", f"The {other} dashboard loads.",
-                                "No regression found.", "Updated the docs."))
-                    for _ in range(1 + turn % 6))
+    body = " ".join(
+        rng.choice(
+            (
+                "Checked the code paths.",
+                "Ran the unit tests.",
+                "Looked at the logs.",
+                f"The {other} dashboard loads.",
+                "No regression found.",
+                "Updated the docs.",
+            )
+        )
+        for _ in range(1 + turn % 6)
+    )
     return f"Reviewed the {topic} for turn {turn}. {body}"
 
 
@@ -78,13 +129,11 @@ class RollingSummary:
     def add_turn(self, user: str, assistant: str) -> None:
         self.pending.append(f"user: {user}\nassistant: {assistant}")
         if len(self.pending) >= self.every:
-            self.text = extractive_summary(self.text + "\n" + "\n".join(self.pending),
-                                           self.budget)
+            self.text = extractive_summary(self.text + "\n" + "\n".join(self.pending), self.budget)
             self.pending = []
 
     def tokens(self, recent: list[dict]) -> int:
-        return count_tokens([{"role": "system", "content": SYSTEM + "\n\n" + self.text},
-                             *recent])
+        return count_tokens([{"role": "system", "content": SYSTEM + "\n\n" + self.text}, *recent])
 
 
 def run(turns: int, n_facts: int, fsync: bool) -> dict:
@@ -97,8 +146,9 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
     builder = ContextBuilder(store, "bench", ContextBudgets(), archive=Archive(wm))
     rolling = RollingSummary()
     plant_turns = sorted(rng.sample(range(5, 201), n_facts))
-    facts = {t: (CODENAMES[i], str(20000 + rng.randrange(40000)))
-             for i, t in enumerate(plant_turns)}
+    facts = {
+        t: (CODENAMES[i], str(20000 + rng.randrange(40000))) for i, t in enumerate(plant_turns)
+    }
     ask_from = int(turns * 0.9)
     asks = {ask_from + 7 * i: t for i, t in enumerate(plant_turns)}
     full_tokens = count_tokens([{"role": "system", "content": SYSTEM}])
@@ -115,13 +165,15 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
         else:
             user = user_text(turn, rng)
         assistant = assistant_text(turn, rng)
-        line = wm.append_messages([{"role": "user", "content": user},
-                                   {"role": "assistant", "content": assistant}])
+        line = wm.append_messages(
+            [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        )
         if turn in facts:
             planted_line[turn] = line
         rolling.add_turn(user, assistant)
-        full_tokens += count_tokens([{"role": "user", "content": user},
-                                     {"role": "assistant", "content": assistant}])
+        full_tokens += count_tokens(
+            [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+        )
         query = user if (turn in asks or turn in CHECKPOINTS) else ""
         start = time.perf_counter()
         built = builder.build(SYSTEM, query=query)
@@ -132,20 +184,31 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
             name, port = facts[asks[turn]]
             cite = f"messages.jsonl#L{planted_line[asks[turn]]}"
             # the question's own line is the query itself (and in context): not a hit or a slot
-            results = [r for r in store.search(user, limit=11)
-                       if not r.citation.endswith(f"messages.jsonl#L{line}")][:10]
+            results = [
+                r
+                for r in store.search(user, limit=11)
+                if not r.citation.endswith(f"messages.jsonl#L{line}")
+            ][:10]
             hits10 += any(r.citation.endswith(cite) for r in results)
             in_ctx += port in built.messages[0]["content"]
             in_rolling += port in rolling.text
         if turn in CHECKPOINTS:
             recent = built.messages[1:]
-            rows.append((turn, built.tokens, full_tokens, rolling.tokens(recent),
-                         latencies[-1]))
+            rows.append((turn, built.tokens, full_tokens, rolling.tokens(recent), latencies[-1]))
     status = Archive(WorkingMemory(store, "bench")).status()
-    return {"rows": rows, "facts": n_facts, "asked": len(asks), "hits10": hits10,
-            "in_ctx": in_ctx, "in_rolling": in_rolling, "status": status, "root": root,
-            "recall_ms": statistics.median(recall_ms) if recall_ms else 0.0,
-            "all_ms": statistics.median(latencies), "max_ms": max(latencies)}
+    return {
+        "rows": rows,
+        "facts": n_facts,
+        "asked": len(asks),
+        "hits10": hits10,
+        "in_ctx": in_ctx,
+        "in_rolling": in_rolling,
+        "status": status,
+        "root": root,
+        "recall_ms": statistics.median(recall_ms) if recall_ms else 0.0,
+        "all_ms": statistics.median(latencies),
+        "max_ms": max(latencies),
+    }
 
 
 def main() -> None:
@@ -157,23 +220,28 @@ def main() -> None:
     started = time.perf_counter()
     result = run(args.turns, min(args.facts, len(CODENAMES)), fsync=not args.no_fsync)
     print(f"long session: {args.turns} user turns, seed 001 budgets (total 8000 tokens)")
-    print(f"{'turn':>7} {'tether':>8} {'full history':>13} {'rolling summary':>16} "
-          f"{'build ms':>9}")
+    print(f"{'turn':>7} {'tether':>8} {'full history':>13} {'rolling summary':>16} {'build ms':>9}")
     for turn, ours, full, rolling, ms in result["rows"]:
         print(f"{turn:>7} {ours:>8} {full:>13} {rolling:>16} {ms:>9.1f}")
     asked = result["asked"] or 1
-    print(f"facts planted at turns 5-200, asked after turn {int(args.turns * 0.9)}: "
-          f"{result['asked']}")
+    print(
+        f"facts planted at turns 5-200, asked after turn {int(args.turns * 0.9)}: {result['asked']}"
+    )
     print(f"  tether recall@10 (planted line in top 10): {result['hits10'] / asked:.2f}")
     print(f"  tether answer in built context:            {result['in_ctx'] / asked:.2f}")
     print(f"  rolling summary still holds the answer:    {result['in_rolling'] / asked:.2f}")
-    print(f"build latency: median {result['all_ms']:.1f} ms per call, "
-          f"{result['recall_ms']:.1f} ms with recall, max {result['max_ms']:.0f} ms")
+    print(
+        f"build latency: median {result['all_ms']:.1f} ms per call, "
+        f"{result['recall_ms']:.1f} ms with recall, max {result['max_ms']:.0f} ms"
+    )
     s = result["status"]
     levels = " ".join(f"L{k}={v}" for k, v in s.active_per_level.items())
-    print(f"archive: {s.total_messages} messages, {s.archived_messages} archived, active "
-          f"summaries {levels}, highest level {s.highest_level}")
-    print(f"wall time {time.perf_counter() - started:.1f}s (fsync {'off' if args.no_fsync else 'on'})")
+    print(
+        f"archive: {s.total_messages} messages, {s.archived_messages} archived, active "
+        f"summaries {levels}, highest level {s.highest_level}"
+    )
+    fsync = "off" if args.no_fsync else "on"
+    print(f"wall time {time.perf_counter() - started:.1f}s (fsync {fsync})")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,13 @@ from memory.errors import InvalidInputError
 from memory.longterm import episode_index, format_size, list_memory
 from memory.working import WorkingMemory, list_tasks
 
-_task_option = click.option("--task", "task_id", default=None, metavar="ID",
-                            help="Task id (default: the only task with working memory).")
+_task_option = click.option(
+    "--task",
+    "task_id",
+    default=None,
+    metavar="ID",
+    help="Task id (default: the only task with working memory).",
+)
 
 
 def register(cli: click.Group) -> None:
@@ -96,15 +101,17 @@ def summary_status(ctx: click.Context, task_id: str | None, as_json: bool) -> No
 
 @summary.command("on")
 @_task_option
-@click.option("--every", type=int, default=None, metavar="N",
-              help="Summarise every N user turns (1-500).")
+@click.option(
+    "--every", type=int, default=None, metavar="N", help="Summarise every N user turns (1-500)."
+)
 @click.pass_context
 def summary_on(ctx: click.Context, task_id: str | None, every: int | None) -> None:
     """Enable summaries (keeps the saved threshold unless --every is given)."""
     archive = _archive(ctx, task_id)
     cfg = archive.configure(enabled=True, threshold=every)
-    click.echo(f"summaries enabled for task {archive.wm.task_id} "
-               f"(every {cfg.threshold} user turns)")
+    click.echo(
+        f"summaries enabled for task {archive.wm.task_id} (every {cfg.threshold} user turns)"
+    )
 
 
 @summary.command("off")

@@ -53,6 +53,14 @@ CONFIG_NAME = "summary.json"
 _FILE_RE = re.compile(r"^summary-L(\d+)-(\d{6,})\.md$")
 _RANGE_RE = re.compile(r"^messages\.jsonl#L(\d+)-L(\d+)$")
 _MESSAGE_CHARS = 400
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{3,}")
+_STOPWORDS = frozenset(
+    "about above after again also been before being both could does doing down during each "
+    "from further have having here into just more most once only other over same should "
+    "some such than that their them then there these they this those through under until "
+    "very what when where which while will with would your user assistant tool please because "
+    "turn summary messages jsonl".split()
+)
 
 
 class SummarizerFailed(MemoryRuntimeError):
@@ -116,7 +124,8 @@ class ArchiveState:
     def active(self, level: int | None = None) -> list[Summary]:
         """Active summaries (not folded), oldest first; all levels or one."""
         found = [
-            self.summaries[name] for name in self.active_names
+            self.summaries[name]
+            for name in self.active_names
             if level is None or self.summaries[name].level == level
         ]
         return sorted(found, key=lambda s: (s.first_line, -s.level))
@@ -195,8 +204,12 @@ class Archive:
     """
 
     def __init__(
-        self, wm: WorkingMemory, summarizer: Summarizer | Callable[..., str] | None = None, *,
-        fanout: int = DEFAULT_FANOUT, summary_tokens: int = DEFAULT_SUMMARY_TOKENS,
+        self,
+        wm: WorkingMemory,
+        summarizer: Summarizer | Callable[..., str] | None = None,
+        *,
+        fanout: int = DEFAULT_FANOUT,
+        summary_tokens: int = DEFAULT_SUMMARY_TOKENS,
         timeout_s: float | None = None,
     ):
         if fanout < 2:
@@ -214,15 +227,15 @@ class Archive:
 
     # -- configuration -----------------------------------------------------------------
     def config(self) -> SummaryConfig:
+        """The task's settings; a missing or garbled `summary.json` means the defaults."""
         try:
             data = json.loads(self.config_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            threshold = int(data.get("threshold", DEFAULT_THRESHOLD))
+            enabled = data.get("enabled", True)
+        except (OSError, ValueError, TypeError, AttributeError):
             return SummaryConfig()
-        except (OSError, ValueError):
-            return SummaryConfig()  # a garbled config falls back to the defaults
         return SummaryConfig(
-            enabled=bool(data.get("enabled", True)),
-            threshold=int(data.get("threshold", DEFAULT_THRESHOLD)),
+            enabled=enabled is not False, threshold=min(max(threshold, 1), MAX_THRESHOLD)
         )
 
     def configure(
@@ -298,9 +311,16 @@ class Archive:
         except ValueError:
             turns = 0
         return Summary(
-            id=f"L{level}-{seq:06d}", level=level, seq=seq, path=path, first_line=first,
-            last_line=last, covers=covers, created=meta.get("created", ""),
-            text=_content_of(text), turns=turns,
+            id=f"L{level}-{seq:06d}",
+            level=level,
+            seq=seq,
+            path=path,
+            first_line=first,
+            last_line=last,
+            covers=covers,
+            created=meta.get("created", ""),
+            text=_content_of(text),
+            turns=turns,
         )
 
     def _link(self, state: ArchiveState) -> None:
@@ -332,11 +352,14 @@ class Archive:
         for s in state.active():
             per_level[s.level] = per_level.get(s.level, 0) + 1
         return SummaryStatus(
-            task_id=self.wm.task_id, enabled=cfg.enabled, threshold=cfg.threshold,
+            task_id=self.wm.task_id,
+            enabled=cfg.enabled,
+            threshold=cfg.threshold,
             turns_since_last=sum(
                 1 for m in messages if m.line > state.covered_until and m.is_user_turn
             ),
-            total_messages=len(messages), archived_messages=archived,
+            total_messages=len(messages),
+            archived_messages=archived,
             active_per_level=dict(sorted(per_level.items())),
             highest_level=state.highest_level,
         )
@@ -375,7 +398,9 @@ class Archive:
         if not active:
             return None
         first, last = state.covered_until + 1, active[-1].line
-        text = "\n".join(_message_line(m) for m in active)
+        # one paragraph per message, so the extractive summariser weighs every message's
+        # opening (not only the first and last lines of the batch)
+        text = "\n\n".join(_message_line(m) for m in active)
         content = self._summarize(text)
         covers = (f"messages.jsonl#L{first}-L{last}",)
         turns = sum(1 for m in active if m.is_user_turn)
@@ -391,10 +416,16 @@ class Archive:
                 text = "\n\n".join(f"[{c.name} {c.span}]\n{_strip_gaps(c.text)}" for c in children)
                 content = self._summarize(text)
                 turns = sum(c.turns for c in children)
-                written.append(self._commit(
-                    level + 1, tuple(c.name for c in children), children[0].first_line,
-                    children[-1].last_line, turns, content,
-                ))
+                written.append(
+                    self._commit(
+                        level + 1,
+                        tuple(c.name for c in children),
+                        children[0].first_line,
+                        children[-1].last_line,
+                        turns,
+                        content,
+                    )
+                )
                 continue
             if level >= self.state().highest_level:
                 return written
@@ -410,15 +441,20 @@ class Archive:
                 )
         except Exception as exc:  # noqa: BLE001 - any summariser failure leaves messages active
             raise SummarizerFailed(
-                f"summariser failed ({type(exc).__name__}: {exc}); messages stay active "
-                "and the next trigger retries"
+                f"summariser failed ({type(exc).__name__}: {exc}); what it was given stays "
+                "active and the next trigger retries"
             ) from None
         if not isinstance(summary, str) or not summary.strip():
-            raise SummarizerFailed("summariser returned nothing; messages stay active")
+            raise SummarizerFailed("summariser returned nothing; what it was given stays active")
         return summary.strip()
 
     def _commit(
-        self, level: int, covers: tuple[str, ...], first: int, last: int, turns: int,
+        self,
+        level: int,
+        covers: tuple[str, ...],
+        first: int,
+        last: int,
+        turns: int,
         content: str,
     ) -> Summary:
         """Write one summary file atomically: the commit point of a summarisation."""
@@ -428,17 +464,31 @@ class Archive:
         span = f"messages.jsonl#L{first}-L{last}"
         created = utc_now()
         text = render(
-            "summary.md.j2", level=level, seq=seq, span=span, created=created,
-            keywords=[], summary_id=f"L{level}-{seq:06d}", covers=list(covers),
-            turns=turns, summarizer=getattr(self.summarizer, "name", None)
+            "summary.md.j2",
+            level=level,
+            seq=seq,
+            span=span,
+            created=created,
+            keywords=keywords(content),
+            summary_id=f"L{level}-{seq:06d}",
+            covers=list(covers),
+            turns=turns,
+            summarizer=getattr(self.summarizer, "name", None)
             or getattr(self.summarizer, "__name__", type(self.summarizer).__name__),
             content=content,
         )
         path = self.wm.detail_dir / name
         durable.atomic_write_text(path, text)
         summary = Summary(
-            id=f"L{level}-{seq:06d}", level=level, seq=seq, path=path, first_line=first,
-            last_line=last, covers=covers, created=created, text=_content_of(text),
+            id=f"L{level}-{seq:06d}",
+            level=level,
+            seq=seq,
+            path=path,
+            first_line=first,
+            last_line=last,
+            covers=covers,
+            created=created,
+            text=_content_of(text),
             turns=turns,
         )
         state.add(summary)
@@ -454,6 +504,16 @@ class Archive:
         return summary
 
 
+def keywords(text: str, count: int = 6) -> list[str]:
+    """The most frequent significant words of `text` (for the summary's META block)."""
+    tally: dict[str, int] = {}
+    for word in _WORD_RE.findall(text):
+        word = word.lower().strip("./-")
+        if len(word) > 3 and word not in _STOPWORDS and not word.startswith("summary-"):
+            tally[word] = tally.get(word, 0) + 1
+    return [w for w, _ in sorted(tally.items(), key=lambda kv: -kv[1])[:count]]
+
+
 def _strip_gaps(text: str) -> str:
     """Drop the extractive summariser's `...` gap lines before summarising again."""
     return "\n".join(line for line in text.splitlines() if line.strip() != "...")
@@ -463,7 +523,8 @@ def _with_span(summary: Summary, children: list[Summary]) -> Summary:
     from dataclasses import replace
 
     return replace(
-        summary, first_line=min(c.first_line for c in children),
+        summary,
+        first_line=min(c.first_line for c in children),
         last_line=max(c.last_line for c in children),
     )
 
@@ -506,14 +567,16 @@ class ChatModelSummarizer:
     def _invoke(self, text: str, max_tokens: int) -> str:
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        reply = self.model.invoke([
-            SystemMessage(
-                "Summarise this conversation excerpt for an agent's long-term context. "
-                f"At most {max_tokens * 3} words. Keep decisions, facts, names, numbers, "
-                "file paths and open questions; keep the [L123] line references you rely on."
-            ),
-            HumanMessage(text),
-        ])
+        reply = self.model.invoke(
+            [
+                SystemMessage(
+                    "Summarise this conversation excerpt for an agent's long-term context. "
+                    f"At most {max_tokens * 3} words. Keep decisions, facts, names, numbers, "
+                    "file paths and open questions; keep the [L123] line references you rely on."
+                ),
+                HumanMessage(text),
+            ]
+        )
         content = reply.content
         return content if isinstance(content, str) else str(content)
 

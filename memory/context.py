@@ -21,7 +21,8 @@ line, then dropped). Every omission is named in `omitted` with a citation the ag
 `recall_memory`/`memory_read` to get it back.
 
 Before assembling, the builder runs the task's summariser when it is due (every N user
-turns), so using the builder is enough to keep the archive going.
+turns), so using the builder is enough to keep the archive going; at its first build for a
+task it also logs seed 004's "Available memory" message once (`memory_index=False` to skip).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 from memory.archive import Archive, Summary
 from memory.errors import MemoryStoreError
+from memory.longterm import ensure_memory_index
 from memory.tokens import estimate_tokens
 from memory.working import Message, WorkingMemory
 
@@ -72,6 +74,12 @@ class BuiltContext:
     summarized: list[str] = field(default_factory=list)
     """Summary files written by this build (the archive ran because it was due)."""
     warnings: list[str] = field(default_factory=list)
+
+    def to_langchain(self) -> list[Any]:
+        """The messages as LangChain `BaseMessage`s (imports langchain-core lazily)."""
+        from langchain_core.messages import convert_to_messages
+
+        return convert_to_messages(self.messages)
 
 
 def message_tokens(message: dict[str, Any]) -> int:
@@ -133,15 +141,21 @@ class ContextBuilder:
     """
 
     def __init__(
-        self, store: Any, task_id: str, budgets: ContextBudgets | None = None, *,
+        self,
+        store: Any,
+        task_id: str,
+        budgets: ContextBudgets | None = None,
+        *,
         archive: Archive | None = None,
         search: Callable[[str, int], list[Any]] | None = None,
+        memory_index: bool = True,
     ):
         self.store = store
         self.budgets = budgets or ContextBudgets()
         self.wm = archive.wm if archive is not None else WorkingMemory(store, task_id)
         self.archive = archive or Archive(self.wm)
         self._search = search or (lambda q, n: store.search(q, limit=n))
+        self._index_pending = memory_index
 
     def build(self, system_prompt: str, query: str | None = None) -> BuiltContext:
         """Assemble the context for the next lead call.
@@ -153,6 +167,9 @@ class ContextBuilder:
         """
         warnings: list[str] = []
         summarized: list[str] = []
+        if self._index_pending:  # seed 004: the memory index, once per task, as a user message
+            ensure_memory_index(self.wm)
+            self._index_pending = False
         result = self.archive.maybe_summarize()
         if result is not None:
             summarized = [s.name for s in result.written]
@@ -166,8 +183,10 @@ class ContextBuilder:
             self.wm.overview_text(), b.overview, self._rel(self.wm.overview_path)
         )
         if cut:
-            omitted.append(f"overview cut to {b.overview} tokens: memory_read "
-                           f"{self._rel(self.wm.overview_path)}")
+            omitted.append(
+                f"overview cut to {b.overview} tokens: memory_read "
+                f"{self._rel(self.wm.overview_path)}"
+            )
         turns, turn_lines = self._recent(omitted)
         summaries = self._summaries(omitted)
         if query is None:
@@ -176,8 +195,12 @@ class ContextBuilder:
         parts = _Parts(system, overview, summaries, snippets, turns, turn_lines)
         messages = self._fit_total(parts, omitted)
         return BuiltContext(
-            messages=messages, tokens=count_tokens(messages), parts=_part_tokens(parts),
-            omitted=omitted, summarized=summarized, warnings=warnings,
+            messages=messages,
+            tokens=count_tokens(messages),
+            parts=_part_tokens(parts),
+            omitted=omitted,
+            summarized=summarized,
+            warnings=warnings,
         )
 
     # -- parts -------------------------------------------------------------------------
@@ -193,7 +216,10 @@ class ContextBuilder:
     def _recent(self, omitted: list[str]) -> tuple[list[list[dict]], list[tuple[int, int]]]:
         """Whole turns from the end within the recent budget (the newest always kept)."""
         b = self.budgets
-        groups = _group_turns(self._tail_turns(b.recent_turns), b.recent_turns)
+        tail = self._tail_turns(b.recent_turns)
+        first = self.wm.first_message()
+        at_start = bool(tail) and first is not None and tail[0].line == first.line
+        groups = _group_turns(tail, b.recent_turns, at_start=at_start)
         kept: list[list[dict]] = []
         lines: list[tuple[int, int]] = []
         used = 0
@@ -206,8 +232,9 @@ class ContextBuilder:
             if not kept and cost > b.recent:
                 msgs = _shrink_turn(msgs, group, b.recent)
                 cost = count_tokens(msgs)
-                omitted.append(f"latest turn cut to {b.recent} tokens: "
-                               f"{_span(group)} has it in full")
+                omitted.append(
+                    f"latest turn cut to {b.recent} tokens: {_span(group)} has it in full"
+                )
             kept.insert(0, msgs)
             lines.insert(0, (group[0].line, group[-1].line))
             used += cost
@@ -242,19 +269,28 @@ class ContextBuilder:
                 omitted.append(f"summary cut to its first line: detail/{s.name}")
             else:
                 omitted.append(f"summary left out: detail/{s.name} ({s.span})")
-        ordered = sorted((s for s in active if s.name in chosen),
-                         key=lambda s: (-s.level, s.first_line))
+        ordered = sorted(
+            (s for s in active if s.name in chosen), key=lambda s: (-s.level, s.first_line)
+        )
         return [(s, chosen[s.name]) for s in ordered]
 
-    def _snippets(self, query: str, turn_lines: list[tuple[int, int]],
-                  summaries: list[tuple[Summary, str]], omitted: list[str],
-                  warnings: list[str]) -> list[_Snippet]:
+    def _snippets(
+        self,
+        query: str,
+        turn_lines: list[tuple[int, int]],
+        summaries: list[tuple[Summary, str]],
+        omitted: list[str],
+        warnings: list[str],
+    ) -> list[_Snippet]:
         if not query.strip() or self.budgets.snippets <= 0:
             return []
         try:
             results = self._search(query, self.budgets.snippet_limit)
         except MemoryStoreError as exc:
             warnings.append(f"recall skipped: {exc}")
+            return []
+        except Exception as exc:  # noqa: BLE001 - recall is optional context, never fatal
+            warnings.append(f"recall skipped ({type(exc).__name__}: {exc})")
             return []
         in_context = {f"detail/{s.name}" for s, _ in summaries}
         messages_rel = self._rel(self.wm.messages_path)
@@ -309,14 +345,17 @@ class ContextBuilder:
             budget = max(0, count_tokens(turn) - over)
             parts.turns[0] = _shrink_turn(turn, None, budget)
             omitted.append("latest turn cut further (total budget)")
-        for attr, where in (("overview", self._rel(self.wm.overview_path)),
-                            ("system", "the agent's configuration")):
+        for attr, where in (
+            ("overview", self._rel(self.wm.overview_path)),
+            ("system", "the agent's configuration"),
+        ):
             over = count_tokens(_assemble(parts)) - total
             if over <= 0:
                 break
             text = getattr(parts, attr)
-            setattr(parts, attr, truncate_to(text, max(0, estimate_tokens(text) - over - 8),
-                                             where)[0])
+            setattr(
+                parts, attr, truncate_to(text, max(0, estimate_tokens(text) - over - 8), where)[0]
+            )
             omitted.append(f"{attr} cut (total budget)")
         messages = _assemble(parts)
         while count_tokens(messages) > total and parts.turns:
@@ -325,22 +364,33 @@ class ContextBuilder:
         return messages
 
 
-def build_context(store: Any, task_id: str, system_prompt: str, query: str | None = None,
-                  budgets: ContextBudgets | None = None) -> BuiltContext:
+def build_context(
+    store: Any,
+    task_id: str,
+    system_prompt: str,
+    query: str | None = None,
+    budgets: ContextBudgets | None = None,
+) -> BuiltContext:
     """`ContextBuilder(store, task_id, budgets).build(system_prompt, query)` as a function."""
     return ContextBuilder(store, task_id, budgets).build(system_prompt, query)
 
 
 # -- helpers -----------------------------------------------------------------------------
-def _group_turns(messages: list[Message], max_turns: int) -> list[list[Message]]:
-    """The last `max_turns` turns (a turn starts at a user message) of `messages`."""
+def _group_turns(
+    messages: list[Message], max_turns: int, *, at_start: bool = False
+) -> list[list[Message]]:
+    """The last `max_turns` turns (a turn starts at a user message) of `messages`.
+
+    Messages before the first user turn form a turn of their own when `messages` starts at
+    the beginning of the log; otherwise they are the cut-off end of an older turn.
+    """
     groups: list[list[Message]] = []
     for m in messages:
         if m.is_user_turn or not groups:
             groups.append([m])
         else:
             groups[-1].append(m)
-    if groups and not groups[0][0].is_user_turn and len(groups) > 1:
+    if groups and not groups[0][0].is_user_turn and len(groups) > 1 and not at_start:
         groups = groups[1:]  # a partial turn cut by the tail window
     groups = groups[-max_turns:] if max_turns > 0 else []
     if groups:  # a tool result without the call that made it would be rejected by providers
@@ -409,8 +459,10 @@ def _system_text(parts: _Parts) -> str:
     if parts.overview.strip():
         sections.append("# Working memory (overview.md)\n" + parts.overview.strip())
     if parts.summaries:
-        sections.append("# Conversation summaries (highest level first)\n"
-                        + "\n\n".join(text for _, text in parts.summaries))
+        sections.append(
+            "# Conversation summaries (highest level first)\n"
+            + "\n\n".join(text for _, text in parts.summaries)
+        )
     if parts.snippets:
         sections.append("# Recalled from memory\n" + "\n".join(s.text for s in parts.snippets))
     return "\n\n".join(s for s in sections if s)

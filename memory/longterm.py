@@ -109,8 +109,13 @@ def _check_writable(rel: str) -> None:
     ok = (
         (len(parts) == 2 and parts[0] in LONGTERM_FOLDERS and parts[1].endswith(".md"))
         or (len(parts) == 3 and parts[0] == "working" and parts[2] == "overview.md")
-        or (len(parts) == 4 and parts[0] == "working" and parts[2] == "detail"
-            and parts[3].endswith(".md") and not parts[3].startswith("summary-"))
+        or (
+            len(parts) == 4
+            and parts[0] == "working"
+            and parts[2] == "detail"
+            and parts[3].endswith(".md")
+            and not parts[3].startswith("summary-")
+        )
     )
     if not ok:
         raise PathEscapeError(
@@ -143,12 +148,16 @@ def file_summary(rel: str, text: str) -> str:
         items = [h.strip() for h in _ENTRY_HEADING.findall(body)]
     else:
         items = [
-            m.group(1).strip().lower() for line in body.splitlines()
+            m.group(1).strip().lower()
+            for line in body.splitlines()
             if (m := _BULLET_KEY.match(line)) and m.group(1).strip().lower() != "updated"
         ]
     if not items:
-        items = [line.strip("#> -").strip() for line in body.splitlines()
-                 if line.strip() and not line.startswith("# ")][:1]
+        items = [
+            line.strip("#> -").strip()
+            for line in body.splitlines()
+            if line.strip() and not line.startswith("# ")
+        ][:1]
     return _join_capped(items)
 
 
@@ -167,7 +176,7 @@ def _join_capped(items: list[str]) -> str:
 def summary_line_of(text: str) -> str:
     for line in text.splitlines():
         if line.startswith(SUMMARY_PREFIX):
-            return line[len(SUMMARY_PREFIX):].strip()
+            return line[len(SUMMARY_PREFIX) :].strip()
     return ""
 
 
@@ -260,7 +269,7 @@ def patch_memory(
 
 def _replace_keeping_history(text: str, old: str, new: str, stamp: str, keep: bool) -> str:
     start = text.index(old)
-    replaced = text[:start] + new + text[start + len(old):]
+    replaced = text[:start] + new + text[start + len(old) :]
     if not keep or old.strip() in new:
         return replaced
     struck = [_struck(line, new, stamp) for line in old.splitlines() if line.strip()]
@@ -332,9 +341,16 @@ def _words(text: str, n: int) -> str:
 
 
 def record_episode(
-    store: Any, *, objective: str, outcome: str, files_touched: list[str] | tuple[str, ...] = (),
-    title: str | None = None, task_id: str | None = None, lesson: str | None = None,
-    summary: str | None = None, when: date | None = None,
+    store: Any,
+    *,
+    objective: str,
+    outcome: str,
+    files_touched: list[str] | tuple[str, ...] = (),
+    title: str | None = None,
+    task_id: str | None = None,
+    lesson: str | None = None,
+    summary: str | None = None,
+    when: date | None = None,
 ) -> str:
     """Append one episode entry to `episodes/YYYY-MM.md`; returns its citation (`...#L12`)."""
     if not objective.strip():
@@ -343,17 +359,19 @@ def record_episode(
     entry = render(
         "episode_entry.md.j2",
         title=(title or " ".join(objective.split()[:8])).strip(),
-        summary=summary or episode_summary(objective, outcome), date=when.isoformat(),
-        task_id=task_id or "", objective=" ".join(objective.split()),
+        summary=summary or episode_summary(objective, outcome),
+        date=when.isoformat(),
+        task_id=task_id or "",
+        objective=" ".join(objective.split()),
         outcome=" ".join(outcome.split()) or "(not recorded)",
-        files=[str(f) for f in files_touched], lesson=lesson or "",
+        files=[str(f) for f in files_touched],
+        lesson=lesson or "",
     )
     rel = episode_path(when)
     append_memory(store, rel, entry)
     text = read_memory(store, rel)
     heading = entry.strip().splitlines()[0]
-    line = max(i for i, text_line in enumerate(text.splitlines(), start=1)
-               if text_line == heading)
+    line = max(i for i, text_line in enumerate(text.splitlines(), start=1) if text_line == heading)
     return f"{rel}#L{line}"
 
 
@@ -366,16 +384,25 @@ def episode_index(store: Any) -> list[tuple[str, str]]:
         lines = read_memory(store, item.path).splitlines()
         for i, line in enumerate(lines, start=1):
             if line.startswith("## "):
-                summary = next((m.group(1) for below in lines[i:i + 6]
-                                if (m := _ENTRY_SUMMARY.match(below))), "")
+                summary = next(
+                    (
+                        m.group(1)
+                        for below in lines[i : i + 6]
+                        if (m := _ENTRY_SUMMARY.match(below))
+                    ),
+                    "",
+                )
                 out.append((f"{item.path}#L{i}", f"{line[3:].strip()}: {summary}".rstrip(": ")))
     return out
 
 
 def facts_text(store: Any) -> str:
     """Every fact file in full, each under its path (what the reflector is given)."""
-    parts = [f"### {f.path}\n{read_memory(store, f.path).strip()}"
-             for f in list_memory(store) if f.path.startswith("facts/")]
+    parts = [
+        f"### {f.path}\n{read_memory(store, f.path).strip()}"
+        for f in list_memory(store)
+        if f.path.startswith("facts/")
+    ]
     return "\n\n".join(parts) or "(no facts yet)"
 
 
@@ -384,8 +411,12 @@ def memory_index_message(store: Any) -> str | None:
     files = list_memory(store)
     if not files:
         return None
-    lines = ["Available memory:", *(f.line() for f in files), "",
-             "Use memory_read to load relevant files before responding."]
+    lines = [
+        "Available memory:",
+        *(f.line() for f in files),
+        "",
+        "Use memory_read to load relevant files before responding.",
+    ]
     return "\n".join(lines)
 
 
@@ -421,9 +452,16 @@ Episode index:
 
 
 def reflect(
-    store: Any, *, task_id: str, objective: str, outcome: str,
-    files_touched: list[str] | tuple[str, ...] = (), model: Any = None,
-    transcript: str = "", max_steps: int = 8, when: date | None = None,
+    store: Any,
+    *,
+    task_id: str,
+    objective: str,
+    outcome: str,
+    files_touched: list[str] | tuple[str, ...] = (),
+    model: Any = None,
+    transcript: str = "",
+    max_steps: int = 8,
+    when: date | None = None,
 ) -> ReflectionReport:
     """Record what a finished task taught: facts (with a model) and at least the episode.
 
@@ -434,20 +472,43 @@ def reflect(
     when = when or today_utc()
     report = ReflectionReport()
     if model is not None:
-        _reflect_with_model(store, model, report, task_id=task_id, objective=objective,
-                            outcome=outcome, files_touched=files_touched,
-                            transcript=transcript, max_steps=max_steps, when=when)
+        _reflect_with_model(
+            store,
+            model,
+            report,
+            task_id=task_id,
+            objective=objective,
+            outcome=outcome,
+            files_touched=files_touched,
+            transcript=transcript,
+            max_steps=max_steps,
+            when=when,
+        )
     if report.episode is None:
         report.episode = record_episode(
-            store, objective=objective, outcome=outcome, files_touched=files_touched,
-            task_id=task_id, when=when,
+            store,
+            objective=objective,
+            outcome=outcome,
+            files_touched=files_touched,
+            task_id=task_id,
+            when=when,
         )
     return report
 
 
-def _reflect_with_model(store: Any, model: Any, report: ReflectionReport, *, task_id: str,
-                        objective: str, outcome: str, files_touched: Any, transcript: str,
-                        max_steps: int, when: date) -> None:
+def _reflect_with_model(
+    store: Any,
+    model: Any,
+    report: ReflectionReport,
+    *,
+    task_id: str,
+    objective: str,
+    outcome: str,
+    files_touched: Any,
+    transcript: str,
+    max_steps: int,
+    when: date,
+) -> None:
     from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
     from memory.tools import longterm_tools
@@ -455,8 +516,11 @@ def _reflect_with_model(store: Any, model: Any, report: ReflectionReport, *, tas
     tools = {t.name: t for t in longterm_tools(store)}
     episodes = "\n".join(f"- {c}: {s}" for c, s in episode_index(store)) or "(no episodes yet)"
     messages: list[Any] = [
-        SystemMessage(REFLECTOR_PROMPT.format(
-            episode_path=episode_path(when), facts=facts_text(store), episodes=episodes)),
+        SystemMessage(
+            REFLECTOR_PROMPT.format(
+                episode_path=episode_path(when), facts=facts_text(store), episodes=episodes
+            )
+        ),
         HumanMessage(
             f"Task {task_id} finished.\nObjective: {objective}\nOutcome: {outcome}\n"
             f"Files touched: {', '.join(map(str, files_touched)) or '(none)'}\n\n{transcript}"
@@ -474,11 +538,24 @@ def _reflect_with_model(store: Any, model: Any, report: ReflectionReport, *, tas
         if not calls:
             return
         for call in calls:
-            tool = tools.get(call["name"])
-            output = (tool.invoke(call["args"]) if tool is not None
-                      else f"Error: unknown tool {call['name']!r}")
+            output = _run_tool(tools, call)
             report.tool_calls.append(call["name"])
-            if (call["name"] == "memory_append" and str(output).startswith("Appended")
-                    and str(call["args"].get("path", "")).startswith("episodes/")):
+            if (
+                call["name"] == "memory_append"
+                and str(output).startswith("Appended")
+                and str(call["args"].get("path", "")).startswith("episodes/")
+            ):
                 report.episode = str(call["args"]["path"])
             messages.append(ToolMessage(str(output), tool_call_id=call.get("id") or call["name"]))
+
+
+def _run_tool(tools: dict[str, Any], call: dict[str, Any]) -> str:
+    """One tool call's result; bad arguments become an error the model can read."""
+    tool = tools.get(call["name"])
+    if tool is None:
+        return f"Error: unknown tool {call['name']!r}; use one of {', '.join(sorted(tools))}"
+    try:
+        return str(tool.invoke(call.get("args") or {}))
+    except Exception as exc:  # noqa: BLE001 - e.g. pydantic validation of the arguments
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return f"Error: {call['name']} arguments rejected ({type(exc).__name__}: {first})"

@@ -3,19 +3,22 @@
 Query plan (what keeps a question fast at a million rows):
 
 1. The query is tokenized exactly as the index is (`porter unicode61`, through a TEMP
-   FTS5 table and its `fts5vocab` 'instance' view), stopwords are dropped, and each
-   remaining stem's document frequency is looked up per FTS table (`fts5vocab` 'row',
-   `term = ?`, an index probe).
-2. Per table, the MATCH is built from the rarest terms first (OR) while their summed
-   document frequencies stay within `CANDIDATE_BUDGET`; common words are left out of the
-   MATCH whenever rarer ones exist, so FTS5 never scores every row that holds "error" or
-   "test". The best `RERANK_K` rows by `bm25()` are the candidates. If even the rarest
-   term is common, the candidates are the newest rows holding the rarest terms together.
-3. The candidates are re-ranked with BM25 over *all* query terms (global document
-   frequencies, each table's average length), a bonus for holding more distinct query
-   terms and for holding them close together. Term positions for this come from the same
-   TEMP table, which also gives the snippet (~300 characters around the densest cluster
-   of matches, on one line) and the best line to cite inside a block.
+   FTS5 table and its `fts5vocab` 'instance' view) and stopwords are dropped.
+2. Each term's document frequency is taken per FTS table from the first `DF_SAMPLE`
+   postings (exact below that, else estimated from how far into the rowid range they
+   reach): FTS5 stores no document frequencies and counting a common word's postings
+   costs milliseconds.
+3. Candidates, per table: `bm25()` over an OR of the rarest terms while their summed
+   document frequencies stay within `CANDIDATE_BUDGET` (so FTS5 never scores every row
+   holding "error" or "test"), plus rows where several terms meet: a few ANDs of the best
+   3- and 2-term combinations (`MAX_AND_QUERIES`); intersecting posting lists is cheap
+   even for common words. An OR of all words ranked by `bm25()` costs ~800 ms at 1M rows.
+4. The candidates are re-ranked with BM25 over *all* query terms (global document
+   frequencies, each table's average length; a match in the query's own word form counts
+   more than a stemmed-only one), with a bonus for holding more distinct query terms and
+   for holding them close together. Term positions come from the same TEMP table, which
+   also gives the snippet (~300 characters from the best line, on one line) and the best
+   line to cite inside a block.
 
 Invariant: every search first calls `Index.sync()`, so what is on disk is what is found.
 """
@@ -32,7 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from memory.errors import InvalidQueryError
-from memory.index import FILE_TABLE, TABLES, table_for
+from memory.index import FILE_TABLE, table_for
 
 if TYPE_CHECKING:
     from memory.store import MemoryStore
@@ -43,15 +46,17 @@ SOURCES = SCOPES[1:]
 
 CANDIDATE_BUDGET = 5_000
 AND_CAP = 1_000
-MAX_AND_QUERIES = 12
+MAX_AND_QUERIES = 8
 DF_SAMPLE = 4_000
 AND_TERMS = 6
-AND_MAX_SIZE = 4
+AND_MAX_SIZE = 3
 RERANK_K = 100
+MAX_TERMS = 32
 RERANK_MAX_CHARS = 20_000
 SNIPPET_CHARS = 300
 K1, B = 1.2, 0.75
 COVERAGE_WEIGHT = 0.5
+STEM_ONLY_WEIGHT = 0.7
 PROXIMITY_TOKENS = 8
 PROXIMITY_WEIGHT = 0.15
 
@@ -177,15 +182,18 @@ class _Query:
         terms = list(dict.fromkeys(stem for stem, _ in tokens if stem not in stops))
         if not terms:
             terms = list(dict.fromkeys(stem for stem, _ in tokens))
+        terms = terms[:MAX_TERMS]  # a pasted page is not a question; bound the planning
         if not terms:
             return []
         self.surface = {}
         for stem, word in tokens:
             self.surface.setdefault(stem, word)
+        self.surface_lower = {stem: word.lower() for stem, word in self.surface.items()}
         tables = list(dict.fromkeys(table_for(s) for s in self.sources))
         self.totals = {t: fts_totals(self.conn, t) for t in tables}
         self.span = {t: tuple(self.conn.execute(
-            f"SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM {t}_content").fetchone())
+            f"SELECT coalesce((SELECT min(id) FROM {t}_content), 0), "
+            f"coalesce((SELECT max(id) FROM {t}_content), 0)").fetchone())
             for t in tables}
         self.df = {(t, term): self._df(t, term) for t in tables for term in terms}
         n_rows = sum(rows for rows, _ in self.totals.values())
@@ -307,9 +315,16 @@ class _Query:
         rows, tokens = self.totals[doc["table"]]
         avgdl = tokens / rows if rows else 1.0
         dl = doc["length"] or len(positions)
-        tf: dict[str, int] = {}
-        for _, term in positions:
-            tf[term] = tf.get(term, 0) + 1
+        words = doc.get("words")
+        if words is None:
+            words = [w.lower() for w in _WORD.findall(doc["body"][:RERANK_MAX_CHARS])]
+            doc["words"] = words
+        tf: dict[str, float] = {}
+        for offset, term in positions:
+            # A match in the query's own word form counts fully, a stemmed-only one less
+            # (as engines that index both forms do): "handling" ranks "handling" first.
+            exact = offset < len(words) and words[offset] == self.surface_lower.get(term)
+            tf[term] = tf.get(term, 0.0) + (1.0 if exact else STEM_ONLY_WEIGHT)
         score = 0.0
         for term, count in tf.items():
             norm = count + K1 * (1 - B + B * dl / max(avgdl, 1.0))
@@ -389,7 +404,6 @@ def _stopword_stems(conn: sqlite3.Connection) -> frozenset[str]:
     if _STOP_STEMS is None:
         _STOP_STEMS = frozenset(stem for stem, _ in tokenize(conn, " ".join(STOPWORDS)))
     return _STOP_STEMS
-
 
 
 def _file_source_count() -> int:

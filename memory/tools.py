@@ -99,7 +99,20 @@ def _guarded(fn: Callable[..., str]) -> Callable[..., str]:
     return wrapper
 
 
-def _read(store: Any, path: str) -> str:
+_TASK_RELATIVE = ("messages.jsonl", "overview.md", "detail/")
+
+
+def _task_path(store: Any, path: str, task_id: str | None) -> str:
+    """Summaries cite `messages.jsonl#L1-L20` relative to their task: map it for the agent."""
+    if task_id and path.startswith(_TASK_RELATIVE):
+        plain = path.split("#", 1)[0]
+        if not (store.root / plain).exists():
+            return f"working/{task_id}/{path}"
+    return path
+
+
+def _read(store: Any, path: str, task_id: str | None = None) -> str:
+    path = _task_path(store, path, task_id)
     match = _ANCHOR.match(path)
     if not match:
         return longterm.read_memory(store, path)
@@ -122,12 +135,11 @@ def _read(store: Any, path: str) -> str:
 
 def longterm_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
     """`memory_read`, `memory_write`, `memory_patch`, `memory_append`, `memory_list`."""
-    overview_hint = (f" This task's overview is working/{task_id}/overview.md." if task_id
-                     else "")
+    overview_hint = f" This task's overview is working/{task_id}/overview.md." if task_id else ""
 
     @_guarded
     def memory_read(path: str) -> str:
-        return _read(store, path)
+        return _read(store, path, task_id)
 
     @_guarded
     def memory_write(path: str, content: str) -> str:
@@ -136,16 +148,19 @@ def longterm_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     @_guarded
     def memory_patch(path: str, patches: list[Any]) -> str:
-        pairs = [(p.old_text, p.new_text) if isinstance(p, Patch)
-                 else (p["old_text"], p["new_text"]) for p in patches]
+        pairs = [
+            (p.old_text, p.new_text) if isinstance(p, Patch) else (p["old_text"], p["new_text"])
+            for p in patches
+        ]
         report = longterm.patch_memory(store, path, pairs)
         return f"Applied {report.applied} of {report.total} patches to {report.path}."
 
     @_guarded
     def memory_append(path: str, entry: str, summary: str | None = None) -> str:
         item = longterm.append_memory(store, path, entry, summary)
-        return f"Appended to {item.path} ({longterm.format_size(item.size)}). " \
-               f"Summary: {item.summary}"
+        return (
+            f"Appended to {item.path} ({longterm.format_size(item.size)}). Summary: {item.summary}"
+        )
 
     @_guarded
     def memory_list() -> str:
@@ -156,15 +171,25 @@ def longterm_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     specs = [
         (memory_read, PathArgs, "Read a memory file (or the cited lines of one)."),
-        (memory_write, WriteArgs, "Create or overwrite a fact file or a working-memory note; "
-         "the file's `> Summary:` line is regenerated." + overview_hint),
-        (memory_patch, PatchArgs, "Patch a memory file with exact old/new text pairs (all or "
-         "none); replaced facts stay readable, struck through with the date."),
+        (
+            memory_write,
+            WriteArgs,
+            "Create or overwrite a fact file or a working-memory note; "
+            "the file's `> Summary:` line is regenerated." + overview_hint,
+        ),
+        (
+            memory_patch,
+            PatchArgs,
+            "Patch a memory file with exact old/new text pairs (all or "
+            "none); replaced facts stay readable, struck through with the date.",
+        ),
         (memory_append, AppendArgs, "Append an episode entry (or any block) to a memory file."),
         (memory_list, ListArgs, "List long-term memory files with their summary and size."),
     ]
-    return [StructuredTool.from_function(fn, name=fn.__name__, description=desc,
-                                         args_schema=schema) for fn, schema, desc in specs]
+    return [
+        StructuredTool.from_function(fn, name=fn.__name__, description=desc, args_schema=schema)
+        for fn, schema, desc in specs
+    ]
 
 
 def memory_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
@@ -179,8 +204,7 @@ def memory_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
     @_guarded
     def memory_log(content: str, tags: list[str] | None = None, type: str = "output") -> str:
         entry = store.log(content, tags=tags or [], type=type)
-        return (f"Logged {entry.id} ({entry.tokens} tokens, {entry.tier}). "
-                f"Summary: {entry.summary}")
+        return f"Logged {entry.id} ({entry.tokens} tokens, {entry.tier}). Summary: {entry.summary}"
 
     @_guarded
     def memory_fetch(entry_id: str, chunk: int | None = None, summary_only: bool = False) -> str:
@@ -188,14 +212,23 @@ def memory_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     extra = [
         StructuredTool.from_function(
-            recall_memory, name="recall_memory", args_schema=RecallArgs,
+            recall_memory,
+            name="recall_memory",
+            args_schema=RecallArgs,
             description="Search all external memory (plans, findings, notes, summaries, raw "
-            "messages, stored outputs, facts, episodes); returns snippets with citations."),
+            "messages, stored outputs, facts, episodes); returns snippets with citations.",
+        ),
         StructuredTool.from_function(
-            memory_log, name="memory_log", args_schema=LogArgs,
-            description="Store a large output outside the context; returns its id and summary."),
+            memory_log,
+            name="memory_log",
+            args_schema=LogArgs,
+            description="Store a large output outside the context; returns its id and summary.",
+        ),
         StructuredTool.from_function(
-            memory_fetch, name="memory_fetch", args_schema=FetchArgs,
-            description="Fetch a stored entry (whole, one chunk, or its summary) by id."),
+            memory_fetch,
+            name="memory_fetch",
+            args_schema=FetchArgs,
+            description="Fetch a stored entry (whole, one chunk, or its summary) by id.",
+        ),
     ]
     return [extra[0], *longterm_tools(store, task_id), *extra[1:]]

@@ -106,8 +106,11 @@ class WorkingMemory:
         self.detail_dir.mkdir(parents=True, exist_ok=True)
         if not self.overview_path.exists():
             text = render(
-                "overview.md.j2", task_id=self.task_id, objective=objective,
-                created=utc_now(), sections=list(OVERVIEW_SECTIONS),
+                "overview.md.j2",
+                task_id=self.task_id,
+                objective=objective,
+                created=utc_now(),
+                sections=list(OVERVIEW_SECTIONS),
             )
             durable.create_exclusive(self.overview_path, text.encode("utf-8"))
         return self
@@ -142,7 +145,11 @@ class WorkingMemory:
 
     # -- detail notes ------------------------------------------------------------------
     def write_note(
-        self, title: str, content: str, *, keywords: list[str] | tuple[str, ...] = (),
+        self,
+        title: str,
+        content: str,
+        *,
+        keywords: list[str] | tuple[str, ...] = (),
         name: str | None = None,
     ) -> Path:
         """Write `detail/{name or slug(title)}.md` with seed 000's META block; returns its path."""
@@ -153,8 +160,11 @@ class WorkingMemory:
             stem = "note-" + stem  # summary-* names belong to the archive
         path = self.detail_dir / f"{stem}.md"
         text = render(
-            "detail_note.md.j2", title=title.strip(), created=utc_now(),
-            keywords=list(keywords), content=content.rstrip("\n"),
+            "detail_note.md.j2",
+            title=title.strip(),
+            created=utc_now(),
+            keywords=list(keywords),
+            content=content.rstrip("\n"),
         )
         self.ensure()
         return durable.atomic_write_text(path, text)
@@ -164,8 +174,7 @@ class WorkingMemory:
         if not self.detail_dir.is_dir():
             return []
         return sorted(
-            p for p in self.detail_dir.glob("*.md")
-            if not p.name.startswith((".", "summary-"))
+            p for p in self.detail_dir.glob("*.md") if not p.name.startswith((".", "summary-"))
         )
 
     # -- messages ----------------------------------------------------------------------
@@ -188,14 +197,22 @@ class WorkingMemory:
         self.task_dir.mkdir(parents=True, exist_ok=True)
         return durable.append_jsonl(self.messages_path, records, many=True)
 
+    def append_chat_messages(self, messages: list[Any]) -> int:
+        """Append LangChain messages (duck-typed: `.type`, `.content`, `.tool_calls`, ...).
+
+        `human` becomes `user`, `ai` becomes `assistant`; tool calls, tool call ids, names,
+        message ids and token usage are kept. LangChain is not imported here.
+        """
+        return self.append_messages([chat_record(m) for m in messages])
+
     def _record(self, message: dict[str, Any]) -> dict[str, Any]:
         role = message.get("role")
         if role not in ROLES:
-            raise InvalidInputError(
-                f"unknown message role {role!r}: use one of {', '.join(ROLES)}"
-            )
-        record = {"id": message.get("id") or f"msg-{secrets.token_hex(6)}",
-                  "ts": message.get("ts") or utc_now()}
+            raise InvalidInputError(f"unknown message role {role!r}: use one of {', '.join(ROLES)}")
+        record = {
+            "id": message.get("id") or f"msg-{secrets.token_hex(6)}",
+            "ts": message.get("ts") or utc_now(),
+        }
         record.update({k: v for k, v in message.items() if v is not None})
         try:
             json.dumps(record, ensure_ascii=False)
@@ -214,6 +231,11 @@ class WorkingMemory:
         """The last `count` messages."""
         self._refresh()
         return self._cache[-count:] if count > 0 else []
+
+    def first_message(self) -> Message | None:
+        """The log's first good message, or None for an empty log."""
+        self._refresh()
+        return self._cache[0] if self._cache else None
 
     def messages_after(self, line: int) -> list[Message]:
         """Messages whose line number is greater than `line`."""
@@ -257,6 +279,32 @@ class WorkingMemory:
                 continue  # a torn line closed by a later append stays a numbered bad line
             if isinstance(record, dict):
                 self._cache.append(Message(line_no, record))
+
+
+_ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+
+
+def chat_record(message: Any) -> dict[str, Any]:
+    """A `messages.jsonl` record for a LangChain message (or a dict passed through)."""
+    if isinstance(message, dict):
+        return message
+    kind = getattr(message, "type", "")
+    role = _ROLE_OF_TYPE.get(kind)
+    if role is None:
+        raise InvalidInputError(f"cannot log a message of type {kind!r}: use human/ai/tool/system")
+    record: dict[str, Any] = {"role": role, "content": message.content}
+    calls = getattr(message, "tool_calls", None)
+    if calls:
+        record["tool_calls"] = [
+            {"name": c["name"], "args": c.get("args", {}), "id": c.get("id")} for c in calls
+        ]
+    for field_name in ("tool_call_id", "name", "usage_metadata"):
+        value = getattr(message, field_name, None)
+        if value:
+            record[field_name] = dict(value) if isinstance(value, dict) else value
+    if getattr(message, "id", None):
+        record["id"] = message.id
+    return record
 
 
 def list_tasks(store: Any) -> list[str]:

@@ -1,1 +1,79 @@
-"""tether's orchestrator: a LangGraph graph that runs a lead agent and subagents in phases."""
+"""tether's orchestrator: a LangGraph graph that runs a lead agent and subagents in phases.
+
+Public API (pinned by `tests/orchestrator/test_run.py::test_public_api`)::
+
+    from orchestrator import Orchestrator
+    result = Orchestrator(workdir=".").run("Survey this repository")
+    print(result.status, result.plan, result.findings)
+
+Everything is imported lazily on first attribute access, so `import orchestrator` (and
+the CLI's start-up) does not pull in LangGraph or LangChain.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.api import Interrupted, Orchestrator, RunResult
+    from orchestrator.errors import (
+        CheckpointError,
+        ModelCallError,
+        ModelConfigError,
+        OrchestratorError,
+        OrchestratorRuntimeError,
+        OrchestratorUserError,
+        RecoveryError,
+        SkillError,
+        TemplateError,
+        UnknownTaskError,
+        WorkdirError,
+        WorkflowError,
+    )
+    from orchestrator.graph import build_graph
+    from orchestrator.monitor import TokenGauge
+    from orchestrator.protocol import PhasePlan, SubmitFindings, Subtask
+    from orchestrator.state import OrchestratorState
+    from orchestrator.workflow import Workflow, load_workflow
+
+_EXPORTS = {
+    "CheckpointError": "orchestrator.errors",
+    "Interrupted": "orchestrator.api",
+    "ModelCallError": "orchestrator.errors",
+    "ModelConfigError": "orchestrator.errors",
+    "Orchestrator": "orchestrator.api",
+    "OrchestratorError": "orchestrator.errors",
+    "OrchestratorRuntimeError": "orchestrator.errors",
+    "OrchestratorState": "orchestrator.state",
+    "OrchestratorUserError": "orchestrator.errors",
+    "PhasePlan": "orchestrator.protocol",
+    "RecoveryError": "orchestrator.errors",
+    "RunResult": "orchestrator.api",
+    "SkillError": "orchestrator.errors",
+    "SubmitFindings": "orchestrator.protocol",
+    "Subtask": "orchestrator.protocol",
+    "TemplateError": "orchestrator.errors",
+    "TokenGauge": "orchestrator.monitor",
+    "UnknownTaskError": "orchestrator.errors",
+    "WorkdirError": "orchestrator.errors",
+    "Workflow": "orchestrator.workflow",
+    "WorkflowError": "orchestrator.errors",
+    "build_graph": "orchestrator.graph",
+    "load_workflow": "orchestrator.workflow",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -51,7 +51,9 @@ class Interrupted(OrchestratorRuntimeError):
     def __init__(self, task_id: str, checkpoint: str | None):
         self.task_id = task_id
         self.checkpoint = checkpoint
-        super().__init__(f"interrupted; resume with `orchestrator resume --task {task_id}`")
+        super().__init__(
+            f"Interrupted; resume with `orchestrator resume --task {task_id}`"
+        )
 
 
 @dataclass
@@ -106,6 +108,7 @@ class Orchestrator:
         max_parallel: subagents running at once (default: workflow's).
         on_event: called with one dict per progress event.
         project_dir: where a project's `templates/` and `skills/` are (default: cwd).
+        max_subtasks: most subtasks the lead may plan per phase (default 4).
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class Orchestrator:
         max_parallel: int | None = None,
         on_event: Callable[[Event], None] | None = None,
         project_dir: str | os.PathLike[str] | None = None,
+        max_subtasks: int | None = None,
     ):
         self.layout = Layout.at(memory_dir)
         self.workdir = workdir
@@ -125,6 +129,7 @@ class Orchestrator:
         self.model_spec = model
         self.token_threshold = token_threshold
         self.max_parallel = max_parallel
+        self.max_subtasks = max_subtasks
         self.on_event = on_event
         self.project_dir = str(Path(project_dir or Path.cwd()).absolute())
         if token_threshold is not None and token_threshold <= 0:
@@ -191,6 +196,7 @@ class Orchestrator:
             project_dir=self.project_dir,
             on_event=self.on_event,
             agent_models=agent_models,
+            max_subtasks=self.max_subtasks or (record or {}).get("max_subtasks"),
         )
 
     def _resolve_model(self, workflow: Any, record: dict | None = None) -> Any:
@@ -290,6 +296,7 @@ class Orchestrator:
             model=self.model_spec if isinstance(self.model_spec, str) else None,
             token_threshold=self.token_threshold,
             max_parallel=self.max_parallel,
+            max_subtasks=self.max_subtasks,
             thread_id=task_id,
             project_dir=self.project_dir,
             created=_dt.datetime.now(_dt.UTC).isoformat(),
@@ -348,9 +355,10 @@ class Orchestrator:
                 cp = None
                 values = graph.get_state(config).values
                 if values.get("task_id"):
-                    cp = write_checkpoint(
+                    rel = write_checkpoint(
                         ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
                     )
+                    cp = str(self.layout.root / rel)
                 raise Interrupted(task_id, cp) from None
             values = graph.get_state(config).values
         finally:

@@ -35,9 +35,9 @@ class _Group(click.Group):
             from orchestrator.api import Interrupted
 
             if isinstance(exc, Interrupted):
-                click.echo(f"Interrupted: {exc}", err=True)
+                click.echo(str(exc), err=True)
                 if exc.checkpoint:
-                    click.echo(f"checkpoint: {exc.checkpoint}", err=True)
+                    click.echo(f"Checkpoint: {exc.checkpoint}", err=True)
                 ctx.exit(EXIT_INTERRUPTED)
             raise click.ClickException(" ".join(str(exc).split())) from None
         except KeyboardInterrupt:

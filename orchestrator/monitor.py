@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 OK, WARN, SAVE = "ok", "warn", "save"
-SUMMARY_CHARS = 1600
+SUMMARY_CHARS = 1200
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def write_lead_snapshot(
         active_agents=sorted({v["agent"] for v in current.values()}),
         important_context=(
             f"Objective: {state['objective']}\nStrategy: {state.get('strategy') or '-'}\n"
-            + "".join(f"Key question: {q}\n" for q in state.get("key_questions") or [])
+            + "".join(f"Key question: {q}\n" for q in (state.get("key_questions") or [])[-3:])
         ).strip(),
         files_in_play=files,
         pending_decisions=pending,

@@ -35,6 +35,8 @@ class RunContext:
     token_threshold: int = 150_000
     warning_ratio: float = 0.8
     max_parallel: int = 4
+    max_subtasks: int | None = None
+    """Upper bound on a phase's subtasks (None: the workflow's, else 4)."""
     skills_index: str = ""
     thread_id: str = ""
     project_dir: str = "."

@@ -45,8 +45,8 @@ def _text_of(path: Any) -> str:
 
 #: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
 #: rest, and the lead can read them with its tools).
-SEED_SECTIONS = ("Conversation Summary", "Current State", "Important Context",
-                 "Pending Decisions", "Resume Instructions")
+SEED_SECTIONS = ("Conversation Summary", "Important Context", "Pending Decisions",
+                 "Resume Instructions")
 
 
 def seed_text(snapshot: str) -> str:
@@ -69,6 +69,40 @@ def _overview(ctx: Any, task_id: str) -> str:
         return wm.overview_text()
     except Exception:  # working memory is context, not a reason to stop the run
         return ""
+
+
+#: Views recalled into the lead's context: what agents found and what was learnt before
+#: (checkpoints and snapshots repeat the plan and would crowd them out).
+RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
+RECALL_BUDGET = 800
+
+
+def working_context(ctx: Any, state: OrchestratorState) -> str:
+    """Overview, active summaries and recalled snippets (C's `ContextBuilder`).
+
+    The builder's own recent-turns part is switched off: the lead's turns since its last
+    fresh start come from `lead_log`, so that a handoff really starts a fresh context.
+    Falls back to the bare overview if the builder is unavailable or fails.
+    """
+    try:
+        from memory.context import ContextBudgets, ContextBuilder
+    except ImportError:
+        overview = _overview(ctx, state["task_id"])
+        return f"Working memory overview:\n{overview}" if overview else ""
+    store = ctx.store
+    budgets = ContextBudgets(total=max(ctx.token_threshold, 8000), recent=0, recent_turns=0,
+                             snippets=RECALL_BUDGET)
+    query = f"{state['objective']} {current_phase(state)}"
+    try:
+        built = ContextBuilder(
+            store, state["task_id"], budgets,
+            search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n),
+        ).build("", query=query)
+    except Exception:  # context is best effort; the plan and overview still go in
+        overview = _overview(ctx, state["task_id"])
+        return f"Working memory overview:\n{overview}" if overview else ""
+    return "\n\n".join(str(m.get("content", "")) for m in built.messages
+                        if m.get("role") == "system").strip()
 
 
 def log_lead(ctx: Any, task_id: str, role: str, content: str, **fields: Any) -> None:
@@ -100,8 +134,10 @@ def phase_instruction(ctx: Any, state: OrchestratorState) -> str:
 
 
 def max_subtasks(ctx: Any) -> int:
+    """Subtasks per phase: the API's `max_subtasks`, the workflow's, else 4."""
     thresholds = getattr(ctx.workflow, "thresholds", None)
-    return int(getattr(thresholds, "max_subtasks", 0) or DEFAULT_MAX_SUBTASKS)
+    return int(ctx.max_subtasks or getattr(thresholds, "max_subtasks", 0)
+               or DEFAULT_MAX_SUBTASKS)
 
 
 def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
@@ -120,9 +156,9 @@ def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
             system.append(index)
     if ctx.skills_index:
         system.append("Skills (name: description):\n" + ctx.skills_index)
-    overview = _overview(ctx, state["task_id"])
-    if overview:
-        system.append("Working memory overview:\n" + overview)
+    memory = working_context(ctx, state)
+    if memory:
+        system.append(memory)
     plan_text = _text_of(ctx.layout.plan(state["task_id"]))
     if plan_text:
         system.append("Current research plan:\n" + plan_text)

@@ -10,6 +10,7 @@ leaving a consistent archive.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import signal
@@ -28,8 +29,12 @@ from memory.working import WorkingMemory
 
 def _turns(wm: WorkingMemory, count: int, start: int = 1) -> None:
     for i in range(start, start + count):
-        wm.append_messages([{"role": "user", "content": f"question {i} about module m{i}"},
-                            {"role": "assistant", "content": f"answer {i}: m{i} looks fine"}])
+        wm.append_messages(
+            [
+                {"role": "user", "content": f"question {i} about module m{i}"},
+                {"role": "assistant", "content": f"answer {i}: m{i} looks fine"},
+            ]
+        )
 
 
 @pytest.fixture
@@ -43,8 +48,9 @@ def check_consistent(wm: WorkingMemory) -> Archive:
     state = archive.state()
     assert not state.warnings, state.warnings
     line_count = len(wm.messages_path.read_bytes().split(b"\n")) - 1
-    level1 = sorted((s for s in state.summaries.values() if s.level == 1),
-                    key=lambda s: s.first_line)
+    level1 = sorted(
+        (s for s in state.summaries.values() if s.level == 1), key=lambda s: s.first_line
+    )
     expected_first = 1
     for s in level1:  # contiguous from line 1, no overlap, only lines that exist
         assert s.first_line == expected_first, (s.name, s.first_line, expected_first)
@@ -78,7 +84,8 @@ class TestTrigger:
         meta = parse_meta(text)
         assert meta["covers"] == "messages.jsonl#L1-L20"
         assert meta["level"] == "1"
-        assert "created" in meta and "keywords" in meta
+        assert meta["created"].endswith("Z")
+        assert "module" in json.loads(meta["keywords"])
         assert "[L1] user: question 1 about module m1" in text
         assert archive.turns_since_last() == 0
         assert archive.state().chunk_of(7) == "L1-000001"
@@ -102,8 +109,7 @@ class TestTrigger:
             _turns(wm, 10, start=1 + 10 * k)
             archive.maybe_summarize()
         state = archive.state()
-        assert [s.name for s in state.active()] == ["summary-L2-000001.md",
-                                                     "summary-L1-000006.md"]
+        assert [s.name for s in state.active()] == ["summary-L2-000001.md", "summary-L1-000006.md"]
         meta = parse_meta((wm.detail_dir / "summary-L2-000001.md").read_text())
         assert meta["covers"] == ", ".join(f"summary-L1-00000{i}.md" for i in range(1, 6))
         assert meta["span"] == "messages.jsonl#L1-L100"
@@ -275,3 +281,35 @@ def test_sigkill_during_summarisation_leaves_a_consistent_archive(memory_dir):
     if result.written:
         assert result.written[0].first_line == before + 1
     check_consistent(wm)
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"threshold": "x"}', "[]", '{"threshold": 0}'])
+def test_garbled_settings_fall_back_to_safe_values(wm, content):
+    (wm.task_dir / "summary.json").write_text(content)
+    cfg = Archive(wm).config()
+    assert cfg.enabled is True and 1 <= cfg.threshold <= 10
+
+
+def test_concurrent_summarisers_never_cover_a_line_twice(wm):
+    import threading
+
+    errors = []
+
+    def worker(k: int) -> None:
+        try:
+            own = WorkingMemory(wm.store, wm.task_id)
+            archive = Archive(own, fanout=2)
+            for i in range(15):
+                _turns(own, 1, start=100 * k + i)
+                archive.summarize_now()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    archive = check_consistent(wm)
+    assert archive.status().archived_messages == archive.status().total_messages == 120

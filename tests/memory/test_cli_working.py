@@ -28,8 +28,9 @@ def run(*args: str):
 def _task(task_id: str, turns: int) -> WorkingMemory:
     wm = WorkingMemory(MemoryStore(), task_id).ensure()
     for i in range(turns):
-        wm.append_messages([{"role": "user", "content": f"q{i}"},
-                            {"role": "assistant", "content": f"a{i}"}])
+        wm.append_messages(
+            [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+        )
     return wm
 
 
@@ -51,13 +52,18 @@ def test_status_of_a_fresh_task():
 def test_now_then_status_and_json():
     _task("t1", 23)
     result = run("summary", "now", "--task", "t1")
-    assert result.output == "wrote detail/summary-L1-000001.md: level 1, covers " \
-                            "messages.jsonl#L1-L46\n"
+    assert (
+        result.output == "wrote detail/summary-L1-000001.md: level 1, covers "
+        "messages.jsonl#L1-L46\n"
+    )
     assert run("summary", "now").output == "nothing to summarise: no active messages\n"
     lines = run("summary", "status").output.splitlines()
-    assert lines[3:] == ["turns since last summary: 0",
-                         "messages: 46 total, 46 archived, 0 active",
-                         "active summaries: L1=1", "highest level: 1"]
+    assert lines[3:] == [
+        "turns since last summary: 0",
+        "messages: 46 total, 46 archived, 0 active",
+        "active summaries: L1=1",
+        "highest level: 1",
+    ]
     data = json.loads(run("summary", "status", "--json").output)
     assert data["active_per_level"] == {"L1": 1} and data["archived_messages"] == 46
 
@@ -69,14 +75,19 @@ def test_on_off_persist():
     result = run("summary", "on", "--every", "15")
     assert result.output == "summaries enabled for task t1 (every 15 user turns)\n"
     assert run("summary", "status").output.splitlines()[1:3] == [
-        "enabled: yes", "threshold: every 15 user turns"]
+        "enabled: yes",
+        "threshold: every 15 user turns",
+    ]
 
 
-@pytest.mark.parametrize("tasks, args, error", [
-    ((), (), "Error: no task has working memory yet; run a task first (orchestrator run ...)"),
-    (("a", "b"), (), "Error: several tasks (a, b); pick one with --task ID"),
-    (("a",), ("--task", "zz"), "Error: unknown task 'zz'; tasks with working memory: a"),
-])
+@pytest.mark.parametrize(
+    "tasks, args, error",
+    [
+        ((), (), "Error: no task has working memory yet; run a task first (orchestrator run ...)"),
+        (("a", "b"), (), "Error: several tasks (a, b); pick one with --task ID"),
+        (("a",), ("--task", "zz"), "Error: unknown task 'zz'; tasks with working memory: a"),
+    ],
+)
 def test_task_selection_errors(tasks, args, error):
     for t in tasks:
         _task(t, 1)
@@ -89,8 +100,7 @@ def test_bad_threshold_is_refused():
     _task("t1", 1)
     result = CliRunner().invoke(cli, ["summary", "on", "--every", "0"])
     assert result.exit_code == 1
-    assert result.output.strip() == (
-        "Error: threshold 0 out of range: give 1 to 500 user turns")
+    assert result.output.strip() == ("Error: threshold 0 out of range: give 1 to 500 user turns")
 
 
 def test_facts_and_episodes_listings():
@@ -98,16 +108,25 @@ def test_facts_and_episodes_listings():
     assert run("episodes").output == "no episodes yet\n"
     store = MemoryStore()
     longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Role: dev\n")
-    longterm.record_episode(store, objective="Fix the logger leak", outcome="custom transport",
-                            title="Logger fix", when=date(2026, 11, 22))
+    longterm.record_episode(
+        store,
+        objective="Fix the logger leak",
+        outcome="custom transport",
+        title="Logger fix",
+        when=date(2026, 11, 22),
+    )
     assert run("facts").output == "facts/user.md  61B  name, role\n"
     assert run("episodes").output == (
-        "episodes/2026-11.md#L5  Logger fix: Fix the logger leak → custom transport\n")
+        "episodes/2026-11.md#L5  Logger fix: Fix the logger leak → custom transport\n"
+    )
 
 
 def test_cli_never_imports_langchain(cli_env):
-    code = ("import sys; from memory.cli import cli; "
-            "print(sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph'))))")
-    out = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True,
-                         text=True, check=True)
+    code = (
+        "import sys; from memory.cli import cli; "
+        "print(sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=cli_env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"

@@ -20,13 +20,18 @@ from memory.working import WorkingMemory
 
 def _turns(wm, count, start=1, size=40):
     for i in range(start, start + count):
-        wm.append_messages([{"role": "user", "content": f"question {i} " + "q" * size},
-                            {"role": "assistant", "content": f"answer {i} " + "a" * size}])
+        wm.append_messages(
+            [
+                {"role": "user", "content": f"question {i} " + "q" * size},
+                {"role": "assistant", "content": f"answer {i} " + "a" * size},
+            ]
+        )
 
 
 def _result(citation, text, line=None, path=None):
-    return SearchResult(source="messages", path=path, line=line, citation=citation,
-                        text=text, score=1.0)
+    return SearchResult(
+        source="messages", path=path, line=line, citation=citation, text=text, score=1.0
+    )
 
 
 @pytest.fixture
@@ -46,18 +51,32 @@ def test_parts_in_priority_order(wm):
     for _ in range(6):
         archive.summarize_now()  # enough summaries for a level 2
         _turns(wm, 10, start=100)
-    results = [_result("detail/auth.md#L3", "we chose JWT with refresh rotation",
-                       line=3, path="working/t1/detail/auth.md")]
+    results = [
+        _result(
+            "detail/auth.md#L3",
+            "we chose JWT with refresh rotation",
+            line=3,
+            path="working/t1/detail/auth.md",
+        )
+    ]
     builder = ContextBuilder(wm.store, "t1", archive=archive, search=lambda q, n: results)
     built = builder.build("SYSTEM PROMPT", query="auth")
     system = built.messages[0]
     assert system["role"] == "system"
     text = system["content"]
-    order = [text.index(s) for s in ("SYSTEM PROMPT", "# Working memory (overview.md)",
-                                     "Ship the release", "# Conversation summaries",
-                                     "[L2 detail/summary-L2-000001.md", "[L1 detail/",
-                                     "# Recalled from memory",
-                                     "- [detail/auth.md#L3] we chose JWT")]
+    order = [
+        text.index(s)
+        for s in (
+            "SYSTEM PROMPT",
+            "# Working memory (overview.md)",
+            "Ship the release",
+            "# Conversation summaries",
+            "[L2 detail/summary-L2-000001.md",
+            "[L1 detail/",
+            "# Recalled from memory",
+            "- [detail/auth.md#L3] we chose JWT",
+        )
+    ]
     assert order == sorted(order)
     recent = built.messages[1:]
     assert [m["role"] for m in recent] == ["user", "assistant"] * 4
@@ -66,18 +85,22 @@ def test_parts_in_priority_order(wm):
     assert set(built.parts) == {"system", "overview", "summaries", "snippets", "recent"}
 
 
-@pytest.mark.parametrize("system_size, overview_size, message_size", [
-    (50, 10, 100_000),   # a huge tool output in the latest turn
-    (40_000, 10, 10),    # a huge system prompt
-    (50, 30_000, 10),    # a huge overview
-    (20_000, 20_000, 50_000),
-])
+@pytest.mark.parametrize(
+    "system_size, overview_size, message_size",
+    [
+        (50, 10, 100_000),  # a huge tool output in the latest turn
+        (40_000, 10, 10),  # a huge system prompt
+        (50, 30_000, 10),  # a huge overview
+        (20_000, 20_000, 50_000),
+    ],
+)
 def test_total_budget_holds_for_any_input(wm, system_size, overview_size, message_size):
     wm.write_overview("# Working Memory\n" + "o" * overview_size)
     _turns(wm, 3, size=message_size)
     budgets = ContextBudgets(total=3000, system=1000, overview=600, recent=1200)
     built = ContextBuilder(wm.store, "t1", budgets, search=lambda q, n: []).build(
-        "s" * system_size, query="")
+        "s" * system_size, query=""
+    )
     assert built.tokens == count_tokens(built.messages) <= 3000
     assert built.parts["system"] <= 1000 and built.parts["overview"] <= 600
     assert built.omitted  # something was cut and said so
@@ -89,16 +112,28 @@ def test_trim_order_snippets_then_recent_then_summaries(wm):
     archive = Archive(wm)
     archive.summarize_now()
     _turns(wm, 4, start=31, size=200)
-    results = [_result(f"working/t1/messages.jsonl#L{i}", f"snippet {i} " + "s" * 300,
-                       line=i, path="working/t1/messages.jsonl") for i in (1, 3, 5)]
+    results = [
+        _result(
+            f"working/t1/messages.jsonl#L{i}",
+            f"snippet {i} " + "s" * 300,
+            line=i,
+            path="working/t1/messages.jsonl",
+        )
+        for i in (1, 3, 5)
+    ]
     builder = ContextBuilder(wm.store, "t1", archive=archive, search=lambda q, n: results)
     full = builder.build("sys", query="x")
     assert full.parts["snippets"] > 0 and full.parts["summaries"] > 0
     need = full.tokens
 
     def build(total):
-        b = ContextBuilder(wm.store, "t1", ContextBudgets(total=total), archive=archive,
-                           search=lambda q, n: results)
+        b = ContextBuilder(
+            wm.store,
+            "t1",
+            ContextBudgets(total=total),
+            archive=archive,
+            search=lambda q, n: results,
+        )
         return b.build("sys", query="x")
 
     less = build(need - 10)  # just over: one snippet goes, nothing else
@@ -110,12 +145,15 @@ def test_trim_order_snippets_then_recent_then_summaries(wm):
     assert fewer.parts["snippets"] == 0
     assert fewer.parts["recent"] < full.parts["recent"]
     assert fewer.parts["summaries"] == full.parts["summaries"]
-    assert any(o.startswith("recent turn left out (total budget): messages.jsonl#L")
-               for o in fewer.omitted)
+    assert any(
+        o.startswith("recent turn left out (total budget): messages.jsonl#L") for o in fewer.omitted
+    )
     tight = build(full.parts["recent"] // 4 + 200)  # only now do summaries go
     assert tight.parts["summaries"] == 0
-    assert any(o.startswith("summary left out (total budget): detail/summary-L1-000001.md")
-               for o in tight.omitted)
+    assert any(
+        o.startswith("summary left out (total budget): detail/summary-L1-000001.md")
+        for o in tight.omitted
+    )
     assert tight.tokens <= full.parts["recent"] // 4 + 200
 
 
@@ -128,20 +166,24 @@ def test_summary_budget_keeps_newest_whole_and_reports_the_rest(wm):
     built = ContextBuilder(wm.store, "t1", budgets, archive=archive).build("s", query="")
     assert built.parts["summaries"] <= 700
     assert "summary-L1-000005.md covers" in built.messages[0]["content"]
-    assert "summary left out: detail/summary-L1-000001.md (messages.jsonl#L1-L20)" \
-        in built.omitted
+    assert "summary left out: detail/summary-L1-000001.md (messages.jsonl#L1-L20)" in built.omitted
 
 
 def test_snippets_already_in_context_are_skipped(wm):
     _turns(wm, 3)
-    in_recent = _result("working/t1/messages.jsonl#L6", "answer 3", line=6,
-                        path="working/t1/messages.jsonl")
-    overview = _result("working/t1/overview.md#L1", "Working Memory", line=1,
-                       path="working/t1/overview.md")
-    elsewhere = _result("working/t2/messages.jsonl#L6", "answer in another task", line=6,
-                        path="working/t2/messages.jsonl")
-    builder = ContextBuilder(wm.store, "t1",
-                             search=lambda q, n: [in_recent, overview, elsewhere])
+    in_recent = _result(
+        "working/t1/messages.jsonl#L6", "answer 3", line=6, path="working/t1/messages.jsonl"
+    )
+    overview = _result(
+        "working/t1/overview.md#L1", "Working Memory", line=1, path="working/t1/overview.md"
+    )
+    elsewhere = _result(
+        "working/t2/messages.jsonl#L6",
+        "answer in another task",
+        line=6,
+        path="working/t2/messages.jsonl",
+    )
+    builder = ContextBuilder(wm.store, "t1", search=lambda q, n: [in_recent, overview, elsewhere])
     text = builder.build("s", query="answer").messages[0]["content"]
     assert "[working/t2/messages.jsonl#L6] answer in another task" in text
     assert "working/t1/messages.jsonl#L6" not in text
@@ -170,22 +212,58 @@ def test_tool_calls_stay_with_their_results(wm):
         {"role": "tool", "content": "print(1)", "tool_call_id": "c1", "name": "read_file"},
         {"role": "assistant", "content": "a.py prints 1"},
     ]
+    lc = built.to_langchain()
+    assert [m.type for m in lc] == ["system", "human", "ai", "tool", "ai"]
+    assert lc[2].tool_calls[0]["id"] == "c1" and lc[3].tool_call_id == "c1"
 
 
 def test_build_runs_the_archive_when_due_and_reports_failures(wm):
     _turns(wm, 10)
     built = ContextBuilder(wm.store, "t1", search=lambda q, n: []).build("s", query="")
     assert built.summarized == ["summary-L1-000001.md"]
-    assert "[L1 detail/summary-L1-000001.md covers messages.jsonl#L1-L20]" \
+    assert (
+        "[L1 detail/summary-L1-000001.md covers messages.jsonl#L1-L20]"
         in built.messages[0]["content"]
+    )
     _turns(wm, 10, start=11)
 
     def broken(text, n):
         raise ConnectionError("provider down")
 
-    failing = ContextBuilder(wm.store, "t1", archive=Archive(wm, broken),
-                             search=lambda q, n: [])
+    failing = ContextBuilder(wm.store, "t1", archive=Archive(wm, broken), search=lambda q, n: [])
     built = failing.build("s", query="")
-    assert built.warnings == ["summariser failed (ConnectionError: provider down); messages "
-                              "stay active and the next trigger retries"]
+    assert built.warnings == [
+        "summariser failed (ConnectionError: provider down); what it "
+        "was given stays active and the next trigger retries"
+    ]
     assert built.summarized == []
+
+
+def test_fresh_task_and_failing_recall_still_build(wm):
+    def broken(query, limit):
+        raise OSError("index unavailable")
+
+    built = ContextBuilder(MemoryStore(), "fresh", search=broken).build("s", query="anything")
+    assert built.messages[0]["content"].startswith("s\n\n# Working memory (overview.md)")
+    assert built.warnings == ["recall skipped (OSError: index unavailable)"]
+    assert built.messages[1:] == []
+
+
+def test_first_build_logs_the_memory_index_once(wm):
+    from memory.longterm import write_memory
+
+    write_memory(wm.store, "facts/user.md", "# User\n\n- Name: Zhang San\n")
+    wm.append_message("user", "Survey the repo")
+    first = ContextBuilder(wm.store, "t1", search=lambda q, n: []).build("s", query="")
+    assert [m["role"] for m in first.messages[1:]] == ["user", "user"]
+    assert first.messages[2]["content"].startswith("Available memory:\n- facts/user.md (")
+    again = ContextBuilder(wm.store, "t1", search=lambda q, n: []).build("s", query="")
+    assert again.messages == first.messages  # a new builder (a restart) adds nothing
+    assert sum(1 for m in wm.messages() if m.record.get("kind") == "memory_index") == 1
+
+
+def test_messages_before_the_first_user_turn_are_kept_at_the_start(wm):
+    wm.append_message("user", "Available memory: ...", synthetic=True, kind="memory_index")
+    wm.append_message("user", "first question")
+    built = ContextBuilder(wm.store, "t1", search=lambda q, n: []).build("s", query="")
+    assert [m["content"] for m in built.messages[1:]] == ["Available memory: ...", "first question"]

@@ -22,14 +22,26 @@ from memory.working import WorkingMemory
 TURNS = 10_000
 FACT_TURN = 37
 ASK_TURN = 9_000
-TOPICS = ("parser", "scheduler", "cache layer", "auth middleware", "billing export",
-          "retry policy", "CLI flags", "log rotation", "test fixtures", "search ranking")
+TOPICS = (
+    "parser",
+    "scheduler",
+    "cache layer",
+    "auth middleware",
+    "billing export",
+    "retry policy",
+    "CLI flags",
+    "log rotation",
+    "test fixtures",
+    "search ranking",
+)
 
 
 def _user_text(turn: int) -> str:
     if turn == FACT_TURN:
-        return ("Note for later: the staging vault path for the quarterly credential rotation "
-                "is secret/ops/zephyr-kestrel, rotated on Thursdays.")
+        return (
+            "Note for later: the staging vault path for the quarterly credential rotation "
+            "is secret/ops/zephyr-kestrel, rotated on Thursdays."
+        )
     topic = TOPICS[turn % len(TOPICS)]
     return f"Turn {turn}: please review the {topic} and report issue #{turn * 7 % 1000}."
 
@@ -77,14 +89,15 @@ def test_ten_thousand_turns_stay_bounded_and_recall_an_early_fact(monkeypatch):
     max_tokens = 0
     recalled = None
     for turn in range(1, TURNS + 1):
-        first = wm.append_messages([
-            {"role": "user", "content": _user_text(turn)},
-            {"role": "assistant", "content": _assistant_text(turn)},
-        ])
+        first = wm.append_messages(
+            [
+                {"role": "user", "content": _user_text(turn)},
+                {"role": "assistant", "content": _assistant_text(turn)},
+            ]
+        )
         if turn == FACT_TURN:
             fact_line = first
-        query = ("what is the staging vault path for credential rotation"
-                 if turn == ASK_TURN else "")
+        query = "what is the staging vault path for credential rotation" if turn == ASK_TURN else ""
         built = builder.build("You are the lead agent of a long task.", query=query)
         assert built.tokens <= budgets.total, f"turn {turn}: {built.tokens} tokens"
         assert count_tokens(built.messages) == built.tokens

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 
 import pytest
 
@@ -172,9 +171,8 @@ def _append_worker(root: str, task: str, n: int) -> None:
 class TestConcurrency:
     def test_two_processes_syncing_at_once_stay_consistent(self, store):
         for t in range(6):
-            durable.append_jsonl(store.layout.messages(f"T{t}"),
-                                 [{"role": "user", "content": f"otter {t} {i}"} for i in range(300)],
-                                 many=True)
+            records = [{"role": "user", "content": f"otter {t} {i}"} for i in range(300)]
+            durable.append_jsonl(store.layout.messages(f"T{t}"), records, many=True)
             _note(store, "n.md", f"otter note {t}\n", task=f"T{t}")
         ctx = multiprocessing.get_context("spawn")
         procs = [ctx.Process(target=_sync_worker, args=(str(store.root), 3)) for _ in range(2)]

@@ -32,8 +32,14 @@ DAY = date(2026, 11, 22)
 def _run(code: str, memory_dir: Path) -> str:
     """Run `code` in a fresh Python process (a restart) and return its stdout."""
     env = dict(os.environ, TETHER_MEMORY_DIR=str(memory_dir), PYTHONPATH=str(REPO))
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                         capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return out.stdout
 
 
@@ -62,14 +68,18 @@ def _call(name, args, i=0):
 
 class TestAcceptance:
     def test_1_fact_given_in_one_process_is_used_after_restart(self, memory_dir):
-        _run("""
+        _run(
+            """
             from memory.store import MemoryStore
             from memory.tools import memory_tools
             tools = {t.name: t for t in memory_tools(MemoryStore())}
             print(tools["memory_write"].invoke({"path": "facts/user.md", "content":
                   "# User Facts\\n\\n- Name: Zhang San\\n- Language: Chinese discussion\\n"}))
-        """, memory_dir)
-        out = _run("""
+        """,
+            memory_dir,
+        )
+        out = _run(
+            """
             from memory.longterm import memory_index_message
             from memory.store import MemoryStore
             from memory.tools import memory_tools
@@ -77,26 +87,34 @@ class TestAcceptance:
             print(memory_index_message(store))
             tools = {t.name: t for t in memory_tools(store)}
             print(tools["memory_read"].invoke({"path": "facts/user.md"}))
-        """, memory_dir)
+        """,
+            memory_dir,
+        )
         assert "- facts/user.md (" in out and "): name, language" in out
         assert "- Name: Zhang San" in out
 
     def test_2_what_did_we_do_last_time_finds_the_episode(self, memory_dir):
-        _run("""
+        _run(
+            """
             from datetime import date
             from memory.longterm import reflect
             from memory.store import MemoryStore
             reflect(MemoryStore(), task_id="t7", objective="Fix the logger stdout leak",
                     outcome="replaced the pino pipeline with a line transport",
                     files_touched=["src/log.ts"], when=date(2026, 11, 22))
-        """, memory_dir)
+        """,
+            memory_dir,
+        )
         store = MemoryStore()
         index = longterm.memory_index_message(store)
         assert "- episodes/2026-11.md (" in index and "Fix the logger stdout leak" in index
         assert longterm.episode_index(store) == [
-            ("episodes/2026-11.md#L5",
-             "Fix the logger stdout leak: Fix the logger stdout leak → replaced the pino "
-             "pipeline")]
+            (
+                "episodes/2026-11.md#L5",
+                "Fix the logger stdout leak: Fix the logger stdout leak → replaced the pino "
+                "pipeline",
+            )
+        ]
         text = longterm.read_memory(store, "episodes/2026-11.md")
         assert "- Outcome: replaced the pino pipeline with a line transport" in text
         assert "- Files: src/log.ts" in text
@@ -105,18 +123,29 @@ class TestAcceptance:
 
     def test_3_files_are_readable_markdown(self, memory_dir):
         store = MemoryStore()
-        longterm.write_memory(store, "facts/user.md", "# User Facts\n\n- Name: Zhang San\n"
-                              "- Role: Full-stack developer\n- Updated: 2026-11-22\n")
-        longterm.record_episode(store, objective="Short ID implementation",
-                                outcome="UUID to 16-char hex", when=DAY, title="Short ID")
+        longterm.write_memory(
+            store,
+            "facts/user.md",
+            "# User Facts\n\n- Name: Zhang San\n"
+            "- Role: Full-stack developer\n- Updated: 2026-11-22\n",
+        )
+        longterm.record_episode(
+            store,
+            objective="Short ID implementation",
+            outcome="UUID to 16-char hex",
+            when=DAY,
+            title="Short ID",
+        )
         assert (memory_dir / "facts" / "user.md").read_text() == (
             "# User Facts\n\n> Summary: name, role\n\n- Name: Zhang San\n"
-            "- Role: Full-stack developer\n- Updated: 2026-11-22\n")
+            "- Role: Full-stack developer\n- Updated: 2026-11-22\n"
+        )
         assert (memory_dir / "episodes" / "2026-11.md").read_text() == (
             "# 2026-11 Episodes\n\n> Summary: Short ID\n\n## Short ID\n"
             "- Summary: Short ID implementation → UUID to 16-char hex\n- Date: 2026-11-22\n"
             "- Objective: Short ID implementation\n- Outcome: UUID to 16-char hex\n"
-            "- Files: (none)\n")
+            "- Files: (none)\n"
+        )
 
     def test_4_hand_edit_is_what_the_next_read_returns(self, memory_dir):
         store = MemoryStore()
@@ -125,19 +154,25 @@ class TestAcceptance:
         (memory_dir / "facts" / "user.md").write_text(edited)
         tools = {t.name: t for t in memory_tools(store)}
         assert tools["memory_read"].invoke({"path": "facts/user.md"}) == edited
-        out = _run("""
+        out = _run(
+            """
             from memory.longterm import read_memory
             from memory.store import MemoryStore
             print(read_memory(MemoryStore(), "facts/user.md"), end="")
-        """, memory_dir)
+        """,
+            memory_dir,
+        )
         assert out == edited
 
 
 class TestSummaryLines:
     def test_write_regenerates_the_summary_line(self):
         store = MemoryStore()
-        longterm.write_memory(store, "facts/project.md",
-                              "# Project\n\n> Summary: stale\n\n- Stack: Python\n- CI: GitHub\n")
+        longterm.write_memory(
+            store,
+            "facts/project.md",
+            "# Project\n\n> Summary: stale\n\n- Stack: Python\n- CI: GitHub\n",
+        )
         assert longterm.list_memory(store)[0].summary == "stack, ci"
         longterm.write_memory(store, "facts/project.md", "# Project\n\n- Stack: Rust\n")
         text = longterm.read_memory(store, "facts/project.md")
@@ -148,35 +183,46 @@ class TestSummaryLines:
         longterm.append_memory(store, "episodes/2026-11.md", "## Logger fix\n- Summary: a")
         longterm.append_memory(store, "episodes/2026-11.md", "## Short ID\n- Summary: b")
         assert longterm.list_memory(store)[0].summary == "Logger fix, Short ID"
-        longterm.append_memory(store, "episodes/2026-11.md", "## Config\n- Summary: c",
-                               summary="logger, ids, config")
+        longterm.append_memory(
+            store, "episodes/2026-11.md", "## Config\n- Summary: c", summary="logger, ids, config"
+        )
         assert longterm.list_memory(store)[0].summary == "logger, ids, config"
-        assert longterm.list_memory(store)[0].size == (
-            store.root / "episodes" / "2026-11.md").stat().st_size
+        assert (
+            longterm.list_memory(store)[0].size
+            == (store.root / "episodes" / "2026-11.md").stat().st_size
+        )
 
 
 class TestPatch:
     def test_superseded_fact_stays_readable_with_the_date(self):
         store = MemoryStore()
-        longterm.write_memory(store, "facts/user.md",
-                              "# User\n\n- Name: Zhang San\n- Role: Full-stack developer\n")
+        longterm.write_memory(
+            store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Role: Full-stack developer\n"
+        )
         report = longterm.patch_memory(
-            store, "facts/user.md", [("- Role: Full-stack developer", "- Role: Manager")],
-            today=DAY)
+            store, "facts/user.md", [("- Role: Full-stack developer", "- Role: Manager")], today=DAY
+        )
         assert (report.applied, report.total) == (1, 1)
-        longterm.patch_memory(store, "facts/user.md", [("- Role: Manager", "- Role: CTO")],
-                              today=date(2026, 12, 1))
+        longterm.patch_memory(
+            store, "facts/user.md", [("- Role: Manager", "- Role: CTO")], today=date(2026, 12, 1)
+        )
         assert longterm.read_memory(store, "facts/user.md").endswith(
             "- Role: CTO\n  - ~~Manager~~ (superseded 2026-12-01)\n"
-            "  - ~~Full-stack developer~~ (superseded 2026-11-22)\n")
+            "  - ~~Full-stack developer~~ (superseded 2026-11-22)\n"
+        )
         assert longterm.list_memory(store)[0].summary == "name, role"
 
-    @pytest.mark.parametrize("patches, error", [
-        ([("- Name: Nobody", "x")], "patch 1 of 1: old text '- Name: Nobody' not found"),
-        ([("- Name: Zhang San", "- Name: Z"), ("absent", "x")],
-         "patch 2 of 2: old text 'absent' not found"),
-        ([("- ", "* ")], "patch 1 of 1: old text '- ' found 2 times"),
-    ])
+    @pytest.mark.parametrize(
+        "patches, error",
+        [
+            ([("- Name: Nobody", "x")], "patch 1 of 1: old text '- Name: Nobody' not found"),
+            (
+                [("- Name: Zhang San", "- Name: Z"), ("absent", "x")],
+                "patch 2 of 2: old text 'absent' not found",
+            ),
+            ([("- ", "* ")], "patch 1 of 1: old text '- ' found 2 times"),
+        ],
+    )
     def test_failed_patch_changes_nothing(self, patches, error):
         store = MemoryStore()
         longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Age: 30\n")
@@ -189,9 +235,14 @@ class TestPatch:
 class TestReflector:
     def test_offline_records_the_episode(self):
         store = MemoryStore()
-        report = longterm.reflect(store, task_id="t1", objective="Survey the repo",
-                                  outcome="wrote findings for 3 packages",
-                                  files_touched=["memory/", "orchestrator/"], when=DAY)
+        report = longterm.reflect(
+            store,
+            task_id="t1",
+            objective="Survey the repo",
+            outcome="wrote findings for 3 packages",
+            files_touched=["memory/", "orchestrator/"],
+            when=DAY,
+        )
         assert report.episode == "episodes/2026-11.md#L5"
         text = longterm.read_memory(store, "episodes/2026-11.md")
         assert "- Task: t1\n- Objective: Survey the repo\n" in text
@@ -203,17 +254,48 @@ class TestReflector:
         longterm.record_episode(store, objective="Earlier task", outcome="ok", when=DAY)
         model = ScriptedModel()
         model.replies = [
-            AIMessage("", tool_calls=[_call("memory_patch", {"path": "facts/user.md", "patches": [
-                {"old_text": "- Name: Zhang San", "new_text": "- Name: Zhang San\n- Editor: vim"}
-            ]}, 1)]),
-            AIMessage("", tool_calls=[_call("memory_append", {
-                "path": "episodes/2026-11.md",
-                "entry": "## Editor setup\n- Summary: vim config\n- Outcome: done"}, 2)]),
+            AIMessage(
+                "",
+                tool_calls=[
+                    _call(
+                        "memory_patch",
+                        {
+                            "path": "facts/user.md",
+                            "patches": [
+                                {
+                                    "old_text": "- Name: Zhang San",
+                                    "new_text": "- Name: Zhang San\n- Editor: vim",
+                                }
+                            ],
+                        },
+                        1,
+                    )
+                ],
+            ),
+            AIMessage(
+                "",
+                tool_calls=[
+                    _call(
+                        "memory_append",
+                        {
+                            "path": "episodes/2026-11.md",
+                            "entry": "## Editor setup\n- Summary: vim config\n- Outcome: done",
+                        },
+                        2,
+                    )
+                ],
+            ),
             AIMessage("nothing else worth keeping"),
         ]
         model.seen = []
-        report = longterm.reflect(store, task_id="t2", objective="Set up the editor",
-                                  outcome="done", model=model, when=DAY)
+        report = longterm.reflect(
+            store,
+            task_id="t2",
+            objective="Set up the editor",
+            outcome="done",
+            model=model,
+            when=DAY,
+        )
         assert report.tool_calls == ["memory_patch", "memory_append"]
         assert report.episode == "episodes/2026-11.md"
         system = model.seen[0][0].content
@@ -222,13 +304,42 @@ class TestReflector:
         episodes = longterm.read_memory(store, "episodes/2026-11.md")
         assert episodes.count("## ") == 2  # the model's episode, no duplicate fallback
 
+    def test_bad_tool_calls_are_reported_to_the_model(self):
+        model = ScriptedModel()
+        model.replies = [
+            AIMessage(
+                "",
+                tool_calls=[
+                    _call("memory_write", {"path": "facts/x.md"}, 1),
+                    _call("rm_rf", {}, 2),
+                    _call("memory_write", {"path": "../x.md", "content": "# x"}, 3),
+                ],
+            ),
+            AIMessage("done"),
+        ]
+        model.seen = []
+        report = longterm.reflect(
+            MemoryStore(), task_id="t", objective="Task", outcome="ok", model=model, when=DAY
+        )
+        results = [m.content for m in model.seen[1][-3:]]
+        assert results[0].startswith("Error: memory_write arguments rejected (ValidationError")
+        assert results[1].startswith("Error: unknown tool 'rm_rf'; use one of memory_append")
+        assert results[2].startswith("Error: path '../x.md' leaves the memory directory")
+        assert report.episode == "episodes/2026-11.md#L5"  # fallback still records it
+
     def test_model_failure_still_records_the_episode(self):
         class Broken(ScriptedModel):
             def _generate(self, *a, **k):
                 raise ConnectionError("offline")
 
-        report = longterm.reflect(MemoryStore(), task_id="t3", objective="Do a thing",
-                                  outcome="partly", model=Broken(), when=DAY)
+        report = longterm.reflect(
+            MemoryStore(),
+            task_id="t3",
+            objective="Do a thing",
+            outcome="partly",
+            model=Broken(),
+            when=DAY,
+        )
         assert report.errors == ["reflector model failed: ConnectionError: offline"]
         assert report.episode == "episodes/2026-11.md#L5"
 

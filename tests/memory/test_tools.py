@@ -15,8 +15,16 @@ from memory.store import MemoryStore
 from memory.tools import memory_tools
 from memory.working import WorkingMemory
 
-NAMES = ["recall_memory", "memory_read", "memory_write", "memory_patch", "memory_append",
-         "memory_list", "memory_log", "memory_fetch"]
+NAMES = [
+    "recall_memory",
+    "memory_read",
+    "memory_write",
+    "memory_patch",
+    "memory_append",
+    "memory_list",
+    "memory_log",
+    "memory_fetch",
+]
 
 
 @pytest.fixture
@@ -36,17 +44,20 @@ def test_all_eight_tools_with_schemas(tools):
     assert "working/t1/overview.md" in tools["memory_write"].description
 
 
-@pytest.mark.parametrize("path, error", [
-    ("../outside.md", "Error: path '../outside.md' leaves the memory directory"),
-    ("facts/../../outside.md", "leaves the memory directory ('..' is not allowed)"),
-    ("/etc/passwd", "Error: path '/etc/passwd' is absolute"),
-    ("~/notes.md", "is absolute"),
-    ("facts/a\x00b.md", "contains a NUL byte"),
-    ("facts/" + "n" * 300 + ".md", "is too long"),
-    ("memory.db", "is internal to tether"),
-    (".locks/x", "is internal to tether"),
-    ("", "Error: empty path"),
-])
+@pytest.mark.parametrize(
+    "path, error",
+    [
+        ("../outside.md", "Error: path '../outside.md' leaves the memory directory"),
+        ("facts/../../outside.md", "leaves the memory directory ('..' is not allowed)"),
+        ("/etc/passwd", "Error: path '/etc/passwd' is absolute"),
+        ("~/notes.md", "is absolute"),
+        ("facts/a\x00b.md", "contains a NUL byte"),
+        ("facts/" + "n" * 300 + ".md", "is too long"),
+        ("memory.db", "is internal to tether"),
+        (".locks/x", "is internal to tether"),
+        ("", "Error: empty path"),
+    ],
+)
 @pytest.mark.parametrize("tool", ["memory_read", "memory_write", "memory_append"])
 def test_sandbox_refuses_paths_with_a_clear_error(tools, tmp_path, tool, path, error):
     args = {"path": path}
@@ -68,20 +79,29 @@ def test_symlinks_leading_out_are_refused(store, tools, tmp_path):
     (store.root / "facts" / "dir").symlink_to(outside)
     for path in ("facts/leak.md", "facts/dir/secret.md"):
         assert "resolves outside the memory directory" in tools["memory_read"].invoke(
-            {"path": path})
+            {"path": path}
+        )
     out = tools["memory_write"].invoke({"path": "facts/leak.md", "content": "# pwned\n"})
     assert "resolves outside the memory directory" in out
-    out = tools["memory_patch"].invoke({"path": "facts/leak.md", "patches": [
-        {"old_text": "secret", "new_text": "pwned"}]})
+    out = tools["memory_patch"].invoke(
+        {"path": "facts/leak.md", "patches": [{"old_text": "secret", "new_text": "pwned"}]}
+    )
     assert out.startswith("Error: ")
     assert secret.read_text() == "# secret\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.md"]
 
 
-@pytest.mark.parametrize("path", [
-    "working/t1/messages.jsonl", "working/t1/detail/summary-L1-000001.md",
-    "research_plans/t1.md", "checkpoints/cp.json", "facts/sub/deep.md", "facts/user.txt",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "working/t1/messages.jsonl",
+        "working/t1/detail/summary-L1-000001.md",
+        "research_plans/t1.md",
+        "checkpoints/cp.json",
+        "facts/sub/deep.md",
+        "facts/user.txt",
+    ],
+)
 def test_writes_outside_memory_files_are_refused(tools, store, path):
     out = tools["memory_write"].invoke({"path": path, "content": "x\n"})
     assert out.startswith(f"Error: path '{path}' is not writable")
@@ -89,19 +109,23 @@ def test_writes_outside_memory_files_are_refused(tools, store, path):
 
 
 def test_write_read_list_roundtrip(tools):
-    out = tools["memory_write"].invoke({"path": "facts/user.md",
-                                        "content": "# User\n\n- Name: Zhang San\n"})
+    out = tools["memory_write"].invoke(
+        {"path": "facts/user.md", "content": "# User\n\n- Name: Zhang San\n"}
+    )
     assert out == "Wrote facts/user.md (43B). Summary: name"
     assert tools["memory_list"].invoke({}) == "- facts/user.md (43B): name"
     assert tools["memory_read"].invoke({"path": "facts/user.md"}).endswith("- Name: Zhang San\n")
-    out = tools["memory_patch"].invoke({"path": "facts/user.md", "patches": [
-        {"old_text": "Zhang San", "new_text": "Li Si"}]})
+    out = tools["memory_patch"].invoke(
+        {"path": "facts/user.md", "patches": [{"old_text": "Zhang San", "new_text": "Li Si"}]}
+    )
     assert out == "Applied 1 of 1 patches to facts/user.md."
-    out = tools["memory_write"].invoke({"path": "working/t1/detail/auth.md",
-                                        "content": "# Auth\n\nJWT\n"})
+    out = tools["memory_write"].invoke(
+        {"path": "working/t1/detail/auth.md", "content": "# Auth\n\nJWT\n"}
+    )
     assert out.startswith("Wrote working/t1/detail/auth.md")
     assert tools["memory_read"].invoke({"path": "facts/missing.md"}) == (
-        "Error: no memory file 'facts/missing.md': use memory_list to see what exists")
+        "Error: no memory file 'facts/missing.md': use memory_list to see what exists"
+    )
 
 
 def test_read_cited_lines(store, tools):
@@ -114,6 +138,9 @@ def test_read_cited_lines(store, tools):
     assert '"message 2"' in lines[0] and '"message 3"' in lines[1]
     one = tools["memory_read"].invoke({"path": "working/t1/messages.jsonl#L5"})
     assert one.startswith("5: ") and '"message 5"' in one
+    # a summary's task-relative citation resolves in the tools' task
+    assert tools["memory_read"].invoke({"path": "messages.jsonl#L5"}) == one
+    assert tools["memory_read"].invoke({"path": "overview.md"}) == wm.overview_text()
 
 
 def test_recall_log_and_fetch_go_through_the_store(store, tools):
@@ -123,8 +150,9 @@ def test_recall_log_and_fetch_go_through_the_store(store, tools):
     entry_id = out.split()[1]
     assert tools["memory_fetch"].invoke({"entry_id": entry_id}) == big
     assert tools["memory_fetch"].invoke({"entry_id": "mem-nope"}).startswith("Error: ")
-    tools["memory_write"].invoke({"path": "facts/project.md",
-                                  "content": "# Project\n\n- Database: PostgreSQL 16\n"})
+    tools["memory_write"].invoke(
+        {"path": "facts/project.md", "content": "# Project\n\n- Database: PostgreSQL 16\n"}
+    )
     out = tools["recall_memory"].invoke({"query": "which database", "scope": "facts"})
     assert out.startswith('Found 2 result(s) for: "which database"')
     assert "[1] Source: facts" in out and "Content: - Database: PostgreSQL 16" in out

@@ -84,14 +84,18 @@ class TestMessages:
         assert lines[2]["tool_call_id"] == "c1"
         assert all(r["id"].startswith("msg-") and r["ts"].endswith("Z") for r in lines)
         assert [m.citation for m in wm.messages()] == [
-            "messages.jsonl#L1", "messages.jsonl#L2", "messages.jsonl#L3"]
+            "messages.jsonl#L1",
+            "messages.jsonl#L2",
+            "messages.jsonl#L3",
+        ]
 
     def test_other_instance_sees_appends_incrementally(self, wm):
         reader = WorkingMemory(wm.store, "task-1")
         wm.append_message("user", "one")
         assert [m.content for m in reader.messages()] == ["one"]
-        wm.append_messages([{"role": "assistant", "content": "two"},
-                            {"role": "user", "content": "three"}])
+        wm.append_messages(
+            [{"role": "assistant", "content": "two"}, {"role": "user", "content": "three"}]
+        )
         assert [m.line for m in reader.messages()] == [1, 2, 3]
         assert [m.content for m in reader.messages_after(1)] == ["two", "three"]
         assert [m.content for m in reader.tail(1)] == ["three"]
@@ -102,12 +106,17 @@ class TestMessages:
             fh.write(b'{"role": "assist')
         assert wm.append_message("user", "after crash") == 3
         assert [(m.line, m.content) for m in wm.messages()] == [
-            (1, "before crash"), (3, "after crash")]
+            (1, "before crash"),
+            (3, "after crash"),
+        ]
 
-    @pytest.mark.parametrize("role, content, error", [
-        ("robot", "x", "unknown message role 'robot'"),
-        ("user", object(), "must be JSON-serialisable"),
-    ])
+    @pytest.mark.parametrize(
+        "role, content, error",
+        [
+            ("robot", "x", "unknown message role 'robot'"),
+            ("user", object(), "must be JSON-serialisable"),
+        ],
+    )
     def test_invalid_messages_are_refused(self, wm, role, content, error):
         with pytest.raises(InvalidInputError, match=error):
             wm.append_message(role, content)
@@ -117,3 +126,26 @@ class TestMessages:
         wm.append_message("user", "Available memory: ...", synthetic=True)
         wm.append_message("user", "real question")
         assert [m.is_user_turn for m in wm.messages()] == [False, True]
+
+
+def test_langchain_messages_are_logged_with_their_tool_calls(wm):
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    call = {"name": "read_file", "args": {"path": "a.py"}, "id": "c1", "type": "tool_call"}
+    first = wm.append_chat_messages(
+        [
+            HumanMessage("read a.py"),
+            AIMessage(
+                "",
+                tool_calls=[call],
+                usage_metadata={"input_tokens": 10, "output_tokens": 2, "total_tokens": 12},
+            ),
+            ToolMessage("print(1)", tool_call_id="c1", name="read_file"),
+        ]
+    )
+    assert first == 1
+    records = [m.record for m in wm.messages()]
+    assert [r["role"] for r in records] == ["user", "assistant", "tool"]
+    assert records[1]["tool_calls"] == [{"name": "read_file", "args": {"path": "a.py"}, "id": "c1"}]
+    assert records[1]["usage_metadata"]["total_tokens"] == 12
+    assert records[2]["tool_call_id"] == "c1" and records[2]["name"] == "read_file"

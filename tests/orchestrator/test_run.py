@@ -129,3 +129,13 @@ def test_a_failing_subagent_is_blocked_and_retried_on_resume(fixture_repo, tiny_
     assert len(resumed.findings) == 6
     new = after - before
     assert len(new) == 1 and next(iter(new)).startswith("researcher-exploration-docs_")
+
+
+def test_public_api():
+    import orchestrator
+
+    assert orchestrator.__all__ == sorted(orchestrator.__all__)
+    assert {"Orchestrator", "RunResult", "Workflow", "build_graph", "OrchestratorError",
+            "PhasePlan", "SubmitFindings"} <= set(orchestrator.__all__)
+    for name in orchestrator.__all__:
+        assert getattr(orchestrator, name) is not None

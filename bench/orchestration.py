@@ -1,0 +1,253 @@
+"""Orchestration benchmark: tether's overhead per subagent, resume time, checkpoint latency.
+
+Run::
+
+    python -m bench.orchestration            # default sizes
+    python -m bench.orchestration --fanout 100 --resume-size 200 --checkpoints 200
+
+It prints one table with:
+
+1. **Overhead per subagent** against a bare LangGraph graph doing the same fan-out with
+   the same fake model (`OfflineChatModel` with a policy that answers at once: one
+   `PhasePlan` of N subtasks for the lead, one `SubmitFindings` per subagent). The bare
+   graph is measured twice, without a checkpointer and with `SqliteSaver` +
+   `durability="sync"`, so the table separates LangGraph's own durability cost from
+   tether's (plan/findings/merged files, registry, JSON checkpoints, events). Same
+   process, same model, best of `--repeat` runs, imports excluded.
+2. **Resume of a 200-subagent run killed half-way**: a forked child runs one phase of
+   `--resume-size` subtasks and SIGKILLs itself after the `n/2`-th findings file
+   (`TETHER_FAULT=subagent_after_findings:n/2`); the time of `Orchestrator.resume` is
+   measured in another forked child (imports excluded), with how many subagents it ran.
+3. **Checkpoint write latency**: p50/p95 of writing a JSON checkpoint of a 200-subtask
+   state (render from the template, validate against the schema, atomic durable write).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+OBJECTIVE = "Benchmark the fan-out"
+
+
+def fast_policy(messages: list[Any], tools: list[dict]) -> Any:
+    """Answer at once: the plan for the lead, findings for a subagent."""
+    from langchain_core.messages import AIMessage
+
+    names = [t.get("function", t).get("name") for t in tools]
+    text = "\n".join(str(m.content) for m in messages)
+    if "PhasePlan" in names:
+        n = int(re.search(r"Max subtasks: (\d+)", text).group(1))
+        subtasks = [{"id": f"s{i:03d}", "title": f"Part {i}", "description": "Look.",
+                     "agent": "researcher", "scope": ["."]} for i in range(n)]
+        args = {"strategy": "Fan out.", "subtasks": subtasks}
+        return AIMessage("", tool_calls=[{"name": "PhasePlan", "args": args, "id": "p"}])
+    sub = re.search(r"Subtask: (\S+)", text)
+    args = {"summary": f"Done {sub.group(1) if sub else '?'}.", "key_discoveries": ["x"]}
+    return AIMessage("", tool_calls=[{"name": "SubmitFindings", "args": args, "id": "f"}])
+
+
+def fake_model() -> Any:
+    from orchestrator.offline import OfflineChatModel
+
+    return OfflineChatModel(policy=fast_policy)
+
+
+# -- bare LangGraph baseline --------------------------------------------------------------
+
+
+def _merge(left: dict | None, right: dict | None) -> dict:
+    return {**(left or {}), **(right or {})}
+
+
+class BareState(TypedDict, total=False):
+    n: int
+    subtasks: list[dict]
+    findings: Annotated[dict, _merge]
+
+
+def bare_graph(model: Any, checkpointer: Any = None) -> Any:
+    """plan -> Send x N -> worker -> merge, calling the same model the same way."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Send
+
+    from orchestrator.protocol import PhasePlan, SubmitFindings
+
+    lead = model.bind_tools([PhasePlan])
+    worker_model = model.bind_tools([SubmitFindings])
+
+    def plan(state: BareState) -> dict:
+        reply = lead.invoke([HumanMessage(f"Objective: x\nMax subtasks: {state['n']}")])
+        return {"subtasks": reply.tool_calls[0]["args"]["subtasks"]}
+
+    def fan_out(state: BareState) -> list:
+        return [Send("worker", sub) for sub in state["subtasks"]]
+
+    def worker(sub: dict) -> dict:
+        reply = worker_model.invoke([HumanMessage(f"Subtask: {sub['id']}")])
+        return {"findings": {sub["id"]: reply.tool_calls[0]["args"]}}
+
+    def merge(state: BareState) -> dict:
+        return {}
+
+    graph = StateGraph(BareState)
+    graph.add_node("plan", plan)
+    graph.add_node("worker", worker)
+    graph.add_node("merge", merge)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", fan_out, ["worker"])
+    graph.add_edge("worker", "merge")
+    graph.add_edge("merge", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def time_bare(n: int, durable: bool, root: Path, parallel: int) -> float:
+    from orchestrator.graph import open_saver
+
+    saver = open_saver(root / f"bare-{time.monotonic_ns()}.sqlite") if durable else None
+    graph = bare_graph(fake_model(), saver)
+    config = {"configurable": {"thread_id": "t"}, "max_concurrency": parallel}
+    start = time.perf_counter()
+    out = graph.invoke({"n": n}, config, durability="sync" if durable else None)
+    elapsed = time.perf_counter() - start
+    assert len(out["findings"]) == n
+    if saver is not None:
+        saver.conn.close()
+    return elapsed
+
+
+def time_tether(n: int, root: Path, parallel: int) -> float:
+    from orchestrator.api import Orchestrator
+
+    workflow = root / "one.yaml"
+    workflow.write_text("name: bench\nphases: [exploration]\n")
+    memory = root / f"tether-{time.monotonic_ns()}"
+    orch = Orchestrator(memory_dir=memory, workdir=root, workflow=workflow, model=fake_model(),
+                        max_parallel=parallel, max_subtasks=n)
+    start = time.perf_counter()
+    result = orch.run(OBJECTIVE, task_id="bench")
+    elapsed = time.perf_counter() - start
+    assert result.status == "done" and len(result.findings) == n, result.failed
+    return elapsed
+
+
+# -- resume after a kill ------------------------------------------------------------------
+
+
+def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> None:
+    from orchestrator.api import Orchestrator
+
+    workflow = Path(workdir) / "one.yaml"
+    orch = Orchestrator(memory_dir=memory, workdir=workdir, workflow=workflow,
+                        model=fake_model(), max_subtasks=n)
+    if kind == "run":
+        os.environ["TETHER_FAULT"] = f"subagent_after_findings:{n // 2}"
+        orch.run(OBJECTIVE, task_id="big")
+        os._exit(1)  # the fault should have killed us
+    events: list[dict] = []
+    orch.on_event = events.append
+    start = time.perf_counter()
+    result = orch.resume("big")
+    elapsed = time.perf_counter() - start
+    ran = sum(1 for e in events if e["event"] == "agent" and e["state"] == "done"
+              and not e.get("reused"))
+    queue.put((elapsed, ran, len(result.findings), result.status))
+    os._exit(0)
+
+
+def time_resume(n: int, root: Path) -> tuple[float, int, int, str, int]:
+    ctx = multiprocessing.get_context("fork")
+    memory = root / "resume-memory"
+    (root / "one.yaml").write_text("name: bench\nphases: [exploration]\n")
+    queue = ctx.Queue()
+    killed = ctx.Process(target=_resume_child, args=("run", str(memory), str(root), n, queue))
+    killed.start()
+    killed.join()
+    written = len(list((memory / "findings").glob("researcher-*.md")))
+    resumer = ctx.Process(target=_resume_child,
+                          args=("resume", str(memory), str(root), n, queue))
+    resumer.start()
+    elapsed, ran, findings, status = queue.get(timeout=600)
+    resumer.join()
+    assert killed.exitcode == -9 and status == "done", (killed.exitcode, status)
+    return elapsed, ran, findings, status, written
+
+
+# -- checkpoint latency -------------------------------------------------------------------
+
+
+def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
+    from memory.store import MemoryStore
+    from orchestrator.nodes._common import write_checkpoint
+    from orchestrator.nodes._runtime import RunContext
+    from orchestrator.state import initial_state
+
+    store = MemoryStore(root / "cp-memory")
+    ctx = RunContext(store=store, workflow=None, model=None, project_dir=str(root))
+    state = initial_state(task_id="cp", objective=OBJECTIVE, workdir=str(root),
+                          phases=["exploration", "review"])
+    state["subtasks"] = {f"exploration/s{i:03d}": {
+        "id": f"s{i:03d}", "title": f"Part {i}", "description": "Look at it.",
+        "agent": "researcher", "scope": ["."], "phase": "exploration"} for i in range(200)}
+    state["findings"] = {k: {"path": f"findings/researcher-{i}.md", "summary": "ok"}
+                         for i, k in enumerate(list(state["subtasks"])[:100])}
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        write_checkpoint(ctx, state, trigger="bench", next_action="continue")
+        samples.append((time.perf_counter() - start) * 1000)
+    store.close()
+    samples.sort()
+    return statistics.median(samples), samples[int(0.95 * (len(samples) - 1))]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fanout", type=int, default=50, help="subagents in the fan-out")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best)")
+    parser.add_argument("--parallel", type=int, default=4, help="max concurrency")
+    parser.add_argument("--resume-size", type=int, default=200)
+    parser.add_argument("--checkpoints", type=int, default=200)
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        root = Path(tmp)
+        time_tether(4, root, args.parallel)  # warm up imports and caches
+        time_bare(4, True, root, args.parallel)
+        bare = min(time_bare(args.fanout, False, root, args.parallel)
+                   for _ in range(args.repeat))
+        bare_sync = min(time_bare(args.fanout, True, root, args.parallel)
+                        for _ in range(args.repeat))
+        tether = min(time_tether(args.fanout, root, args.parallel)
+                     for _ in range(args.repeat))
+        resume, ran, findings, _status, written = time_resume(args.resume_size, root)
+        p50, p95 = checkpoint_latency(args.checkpoints, root)
+
+    n = args.fanout
+    rows = [
+        ("bare LangGraph, no checkpointer", f"{bare / n * 1000:.2f} ms/subagent", "1.0x"),
+        ("bare LangGraph + SqliteSaver sync", f"{bare_sync / n * 1000:.2f} ms/subagent",
+         f"{bare_sync / bare:.1f}x"),
+        ("tether (files, registry, checkpoints)", f"{tether / n * 1000:.2f} ms/subagent",
+         f"{tether / bare:.1f}x (vs sync: {tether / bare_sync:.1f}x)"),
+        (f"resume {args.resume_size}-subagent run killed at {written}",
+         f"{resume:.2f} s", f"{ran} subagents ran, {findings} findings"),
+        (f"checkpoint write ({args.checkpoints} x, 200 subtasks)", f"p50 {p50:.2f} ms",
+         f"p95 {p95:.2f} ms"),
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    print(f"fan-out of {n} subagents, max_parallel {args.parallel}, best of {args.repeat}")
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Docs cannot drift: every CLI command has help text and is documented in README.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+
+from memory.cli import cli as memory_cli
+from orchestrator.cli import cli as orchestrator_cli
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+def _command_paths(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+    found = []
+    for name, command in sorted(group.commands.items()):
+        path = f"{prefix} {name}"
+        found.append((path, command))
+        if isinstance(command, click.Group):
+            found.extend(_command_paths(command, path))
+    return found
+
+
+ALL_COMMANDS = _command_paths(memory_cli, "memory") + _command_paths(
+    orchestrator_cli, "orchestrator"
+)
+
+
+def test_both_clis_have_their_core_verbs():
+    paths = {path for path, _ in ALL_COMMANDS}
+    expected = {
+        "memory log", "memory fetch", "memory list", "memory search", "memory refs",
+        "memory stats", "memory prune", "memory reindex", "memory summary status",
+        "memory facts", "memory episodes", "orchestrator run", "orchestrator resume",
+        "orchestrator handoff", "orchestrator status", "orchestrator checkpoint now",
+        "orchestrator checkpoint load", "orchestrator checkpoint report",
+        "orchestrator checkpoint list", "orchestrator snapshot",
+    }
+    assert expected <= paths, sorted(expected - paths)
+
+
+@pytest.mark.parametrize("path,command", ALL_COMMANDS, ids=[p for p, _ in ALL_COMMANDS])
+def test_every_command_has_help_and_is_in_the_readme(path, command):
+    assert (command.help or "").strip(), f"{path} has no help text"
+    assert f"`{path}" in README, f"{path} is not documented in README.md"
