@@ -181,15 +181,31 @@ def _last_byte(fd: int, size: int) -> bytes:
     return os.pread(fd, 1, size - 1)
 
 
+#: Newline counts of jsonl prefixes already counted, per (device, inode): appends then only
+#: read the new tail. An entry is trusted only if the bytes just before its offset still
+#: match the remembered probe, so a file rewritten in place is counted again from scratch.
+_LINE_COUNTS: dict[tuple[int, int], tuple[int, int, bytes]] = {}
+_PROBE = 64
+
+
 def _count_lines(fd: int, size: int) -> int:
     """Physical lines in the file (a final line without newline counts as one)."""
-    count, offset = 0, 0
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    offset, count = 0, 0
+    cached = _LINE_COUNTS.get(key)
+    if cached is not None and cached[0] <= size:
+        done, newlines, probe = cached
+        if os.pread(fd, len(probe), done - len(probe)) == probe:
+            offset, count = done, newlines
     while offset < size:
         block = os.pread(fd, 1 << 20, offset)
         if not block:
             break
         count += block.count(b"\n")
         offset += len(block)
+    keep = min(_PROBE, offset)
+    _LINE_COUNTS[key] = (offset, count, os.pread(fd, keep, offset - keep))
     if size and os.pread(fd, 1, size - 1) != b"\n":
         count += 1
     return count

@@ -22,6 +22,9 @@ Invariants:
 * Files are read outside any write lock; rows are applied in `BEGIN IMMEDIATE`
   transactions that first re-check the state the work was planned against, so several
   processes may sync at once and the result is the same as one sync.
+* Memory stays bounded: rows are applied every `BATCH_ROWS`, and a big jsonl file is
+  indexed in slices (recorded as if it ended where a slice stopped, so the next slice is
+  an ordinary append).
 * `rebuild()` drops every index table and indexes everything again.
 
 Hidden files and folders (names starting with '.') and `memory.db*` are never indexed.
@@ -271,6 +274,8 @@ class _FileWork:
     done_lines: int = 0
     tail_off: int = 0
     tail_hash: str = ""
+    partial: bool = False
+    """True when a big jsonl stopped after `BATCH_ROWS` rows; the rest follows in turn."""
 
 
 def _state_of(row: sqlite3.Row | None) -> tuple | None:
@@ -379,14 +384,17 @@ class Index:
         pending_rows = 0
         for rel, item in seen.items():
             row = known.get(rel)
-            if row is not None and (row["mtime_ns"], row["size"]) == (item.mtime_ns, item.size):
-                continue
-            work = self._plan_file(item, row)
-            batch.append(work)
-            pending_rows += len(work.rows)
-            if pending_rows >= BATCH_ROWS:
-                self._write(lambda c, b=batch: self._apply_files(c, b, report))
-                batch, pending_rows = [], 0
+            while row is None or (row["mtime_ns"], row["size"]) != (item.mtime_ns, item.size):
+                work = self._plan_file(item, row)
+                batch.append(work)
+                pending_rows += len(work.rows)
+                if pending_rows >= BATCH_ROWS or work.partial:
+                    self._write(lambda c, b=batch: self._apply_files(c, b, report))
+                    batch, pending_rows = [], 0
+                if not work.partial:
+                    break
+                row = self.conn.execute("SELECT * FROM idx_files WHERE path = ?",
+                                        (rel,)).fetchone()
         if batch:
             self._write(lambda c: self._apply_files(c, batch, report))
 
@@ -423,6 +431,9 @@ class Index:
                     work.rows.append((line_no, text))
                 work.done_bytes, work.done_lines = offset + len(raw) + 1, line_no
                 work.tail_off, work.tail_hash = offset, _hash(raw + b"\n")
+                if len(work.rows) >= BATCH_ROWS and work.done_bytes < item.size:
+                    work.partial = True  # bounded memory: the caller comes back for more
+                    break
         except OSError:
             pass
         return work
@@ -446,7 +457,7 @@ class Index:
                                (work.seen.rel,)).fetchone()
             if _state_of(row) != work.basis:
                 # Another process synced this file since we planned: redo against its state.
-                if row is not None and (row["mtime_ns"], row["size"]) == (
+                if not work.partial and row is not None and (row["mtime_ns"], row["size"]) == (
                         work.seen.mtime_ns, work.seen.size):
                     continue
                 work = self._plan_file(work.seen, row)
@@ -475,13 +486,16 @@ class Index:
             f"INSERT INTO {table}(rowid, body) VALUES (?, ?)",
             [(i, text) for i, (_, text) in zip(ids, work.rows, strict=True)],
         )
+        # A partly indexed file is recorded as if it ended where indexing stopped, so the
+        # next plan continues it as an append.
+        mtime_ns, size = (-1, work.done_bytes) if work.partial else (item.mtime_ns, item.size)
         conn.execute(
             "UPDATE idx_files SET source = ?, mtime_ns = ?, size = ?, done_bytes = ?, "
             "done_lines = ?, tail_off = ?, tail_hash = ? WHERE id = ?",
-            (item.source, item.mtime_ns, item.size, work.done_bytes, work.done_lines,
+            (item.source, mtime_ns, size, work.done_bytes, work.done_lines,
              work.tail_off, work.tail_hash, file_id),
         )
-        report.files_indexed += 1
+        report.files_indexed += 0 if work.partial else 1
         report.rows_added += len(work.rows)
         return next_id + len(work.rows)
 

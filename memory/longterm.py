@@ -25,6 +25,7 @@ with no model (offline) or when the model records no episode, it appends the epi
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -231,9 +232,23 @@ def write_memory(store: Any, path: str, content: str) -> MemoryFile:
     if not content.strip():
         raise InvalidInputError(f"empty content for {rel!r}: nothing to write")
     text = _finish(rel, content if content.endswith("\n") else content + "\n")
+    if rel.split("/")[2:3] == ["detail"] and "META:" not in text:
+        text = with_meta_block(text)
     with durable.file_lock(resolved):
         durable.atomic_write_text(resolved, text)
     return MemoryFile(rel, summary_line_of(text), len(text.encode("utf-8")))
+
+
+def with_meta_block(text: str) -> str:
+    """A detail note given without seed 000's META block gets one under its title."""
+    from memory.archive import keywords
+    from memory.working import utc_now
+
+    meta = f"<!--\nMETA:\n- created: {utc_now()}\n- keywords: {json.dumps(keywords(text))}\n-->"
+    lines = text.splitlines()
+    if lines and lines[0].startswith("# "):
+        return "\n".join([lines[0], "", meta, *lines[1:]]).rstrip("\n") + "\n"
+    return "\n".join([meta, "", *lines]).rstrip("\n") + "\n"
 
 
 def patch_memory(

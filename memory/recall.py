@@ -67,7 +67,9 @@ it its itself just me more most my myself no nor not now of off on once only or 
 ourselves out over own same she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up very was we were
 what when where which while who whom why will with would you your yours yourself yourselves
-also get got let lets us ever whether there's what's anything something""".split()
+also get got let lets us ever whether there's what's anything something
+didn doesn don isn wasn weren aren won wouldn couldn shouldn hasn haven hadn
+t s d ll m re ve""".split()
 
 CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)

@@ -13,7 +13,6 @@ import os
 
 import pytest
 
-from memory import durable
 from memory.archive import Archive
 from memory.context import ContextBudgets, ContextBuilder, count_tokens
 from memory.store import MemoryStore
@@ -52,35 +51,11 @@ def _assistant_text(turn: int) -> str:
     return f"Reviewed the {topic} for turn {turn}. {body}No regression found."
 
 
-def _incremental_line_counter():
-    seen: dict[tuple[int, int], tuple[int, int]] = {}
-
-    def count(fd: int, size: int) -> int:
-        st = os.fstat(fd)
-        done, newlines = seen.get((st.st_dev, st.st_ino), (0, 0))
-        if done > size:
-            done, newlines = 0, 0
-        while done < size:
-            block = os.pread(fd, min(1 << 20, size - done), done)
-            if not block:
-                break
-            newlines += block.count(b"\n")
-            done += len(block)
-        seen[(st.st_dev, st.st_ino)] = (done, newlines)
-        torn = size and os.pread(fd, 1, size - 1) != b"\n"
-        return newlines + (1 if torn else 0)
-
-    return count
-
-
 @pytest.mark.slow
 def test_ten_thousand_turns_stay_bounded_and_recall_an_early_fact(monkeypatch):
     # fsync durability is covered by the kill tests in test_archive.py; here 11,000 fsyncs
     # would only measure the disk, so they are skipped to keep the test under ~30 s.
     monkeypatch.setattr(os, "fsync", lambda fd: None)
-    # `durable.append_jsonl` recounts the whole log on every append (quadratic over 20,000
-    # lines); count incrementally instead. Line numbers are still checked below.
-    monkeypatch.setattr(durable, "_count_lines", _incremental_line_counter(), raising=False)
     store = MemoryStore()
     wm = WorkingMemory(store, "long").ensure(objective="Maintain the service")
     budgets = ContextBudgets()

@@ -13,6 +13,7 @@ import multiprocessing
 import pytest
 
 from memory import MemoryStore, durable
+from memory import index as index_module
 from memory.index import split_blocks
 
 
@@ -114,6 +115,20 @@ class TestMessages:
         durable.atomic_write_bytes(log, b'{"role": "user", "content": "new stoat text, long"}\n')
         assert store.search("badger") == []
         assert _citations(store, "stoat") == ["working/T1/messages.jsonl#L1"]
+
+    def test_big_log_is_indexed_in_bounded_batches(self, store, monkeypatch):
+        monkeypatch.setattr(index_module, "BATCH_ROWS", 7)
+        log = store.layout.messages("T1")
+        durable.append_jsonl(log, [{"role": "user", "content": f"heron {i}"} for i in range(50)],
+                             many=True)
+        report = store.sync_index()
+        assert (report.files_indexed, report.rows_added, report.rows_removed) == (1, 50, 0)
+        hits = store.search("heron 37", limit=1)
+        assert hits[0].citation == "working/T1/messages.jsonl#L38"
+        durable.append_jsonl(log, {"role": "user", "content": "the last egret"})
+        assert store.sync_index().rows_added == 1
+        assert _citations(store, "egret") == ["working/T1/messages.jsonl#L51"]
+        assert store.index.row_count() == 51
 
     def test_message_text_has_no_json_noise(self, store):
         durable.append_jsonl(store.layout.messages("T1"), {

@@ -105,6 +105,16 @@ class TestNaturalLanguageRecall:
         assert len(store.search("zephyr", limit=2)) == 2
         assert len(store.search("zephyr", limit=50)) == 7
 
+    def test_query_syntax_is_just_text(self, store):
+        hits = store.search('"auth-flow" (JWT) OR * NEAR(x) AND -', scope="messages", limit=1)
+        assert hits[0].citation == "working/T1/messages.jsonl#L41"
+        assert store.search("*** ???") == []
+
+    def test_unicode_and_diacritics_fold(self, store):
+        durable.atomic_write_text(store.layout.facts / "cafe.md", "# Café\n\nLe café est prêt.\n")
+        assert [h.citation for h in store.search("cafe pret")] == ["facts/cafe.md#L3"]
+        assert [h.citation for h in store.search("CAFÉ PRÊT")] == ["facts/cafe.md#L3"]
+
     def test_nothing_found_is_an_empty_list(self, store):
         assert store.search("xylophone quasar") == []
 
@@ -204,3 +214,32 @@ def test_format_results_matches_seed_000(store):
         "    Citation: working/T1/detail/auth-design.md#L11",
     ])
     assert format_results("nothing", []) == 'Found 0 result(s) for: "nothing"'
+
+
+class TestCommonWords:
+    """Words held by thousands of rows must neither drown nor hide the right one."""
+
+    def test_rows_where_common_words_meet_are_found(self, memory_dir):
+        store = MemoryStore(memory_dir)
+        noise = [{"role": "tool", "content": f"{word} shard {i} ok"}
+                 for i in range(3000) for word in ("alpha", "beta", "gamma")]
+        durable.append_jsonl(store.layout.messages("T1"), noise, many=True)
+        line = durable.append_jsonl(store.layout.messages("T1"), {
+            "role": "assistant", "content": "alpha beta gamma are all degraded right now"})
+        durable.append_jsonl(store.layout.messages("T1"), noise[:300], many=True)
+        hits = store.search("are alpha, beta and gamma degraded?", limit=3)
+        assert hits[0].citation == f"working/T1/messages.jsonl#L{line}"
+        hits = store.search("alpha beta gamma", limit=3)
+        assert hits[0].citation == f"working/T1/messages.jsonl#L{line}"
+        store.close()
+
+    def test_rare_word_wins_over_common_ones(self, memory_dir):
+        store = MemoryStore(memory_dir)
+        noise = [{"role": "tool", "content": f"test {i} failed with an error"}
+                 for i in range(6000)]
+        durable.append_jsonl(store.layout.messages("T1"), noise, many=True)
+        line = durable.append_jsonl(store.layout.messages("T1"), {
+            "role": "tool", "content": "test_quokka failed with an error: quokka not found"})
+        hits = store.search("why did the quokka test fail with an error?", limit=1)
+        assert hits[0].citation == f"working/T1/messages.jsonl#L{line}"
+        store.close()
