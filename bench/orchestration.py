@@ -164,7 +164,9 @@ def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> N
 
 
 def time_resume(n: int, root: Path) -> tuple[float, int, int, str, int]:
-    ctx = multiprocessing.get_context("fork")
+    # "spawn": the parent already ran graphs (threads), which makes `fork` unsafe here;
+    # imports happen before the timer starts in the child
+    ctx = multiprocessing.get_context("spawn")
     memory = root / "resume-memory"
     (root / "one.yaml").write_text("name: bench\nphases: [exploration]\n")
     queue = ctx.Queue()

@@ -58,6 +58,17 @@ class TestFileChanges:
         assert (again.files_indexed, again.rows_added, again.rows_removed) == (0, 0, 0)
         assert not again.changed
 
+    def test_unchanged_files_are_not_even_opened(self, store, monkeypatch):
+        _note(store, "a.md", "alpha note about kiwis\n")
+        durable.append_jsonl(store.layout.messages("T1"), {"role": "user", "content": "kiwi"})
+        store.sync_index()
+
+        def no_reads(*args, **kwargs):
+            raise AssertionError(f"index opened {args[0]!r} although nothing changed")
+
+        monkeypatch.setattr(index_module, "open", no_reads, raising=False)
+        assert len(store.search("kiwi")) == 2
+
     def test_hidden_files_and_the_database_are_ignored(self, store):
         detail = store.layout.detail_dir("T1")
         _note(store, "seen.md", "visible narwhal\n")
