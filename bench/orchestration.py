@@ -160,6 +160,8 @@ def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> N
     ran = sum(1 for e in events if e["event"] == "agent" and e["state"] == "done"
               and not e.get("reused"))
     queue.put((elapsed, ran, len(result.findings), result.status))
+    queue.close()
+    queue.join_thread()  # flush before `os._exit` skips the interpreter's shutdown
     os._exit(0)
 
 
@@ -177,8 +179,10 @@ def time_resume(n: int, root: Path) -> tuple[float, int, int, str, int]:
     resumer = ctx.Process(target=_resume_child,
                           args=("resume", str(memory), str(root), n, queue))
     resumer.start()
-    elapsed, ran, findings, status = queue.get(timeout=600)
-    resumer.join()
+    resumer.join(600)
+    if resumer.exitcode != 0:
+        raise RuntimeError(f"the resuming child failed (exit code {resumer.exitcode})")
+    elapsed, ran, findings, status = queue.get(timeout=10)
     assert killed.exitcode == -9 and status == "done", (killed.exitcode, status)
     return elapsed, ran, findings, status, written
 

@@ -74,6 +74,7 @@ _SKIP_KEYS = frozenset(
     {"id", "ts", "timestamp", "time", "created_at", "tool_call_id", "seq", "line",
      "usage", "usage_metadata", "response_metadata", "tokens", "index"}
 )
+METADATA_PREFIX = "<!-- tether:"
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _WORDY = re.compile(r"[^\W_]", re.UNICODE)
 
@@ -173,7 +174,9 @@ def split_blocks(text: str, max_lines: int = BLOCK_MAX_LINES) -> list[tuple[int,
         cur.clear()
 
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
+        # `<!-- tether:KIND {json} -->` repeats a file's readable sections for machines;
+        # indexing it too would only crowd search results with JSON.
+        if not line.strip() or line.startswith(METADATA_PREFIX):
             if cur and not only_headings:
                 flush()
             elif cur:

@@ -43,6 +43,7 @@ _COUNT_WORDS = (
 _TOTALS = re.compile(
     rf"(\b\d+\s+(?:{_COUNT_WORDS})\b.*\b\d+\s+(?:{_COUNT_WORDS})\b)"  # two counts on a line
     rf"|(^=+ .*\b\d+\s+(?:{_COUNT_WORDS})\b.*=+$)"  # pytest's final banner
+    rf"|(^\s*\d+\s+(?:{_COUNT_WORDS})\b.*\bin\s+[\d.]+\s*m?s\b)"  # `pytest -q`: "17 passed in 1.2s"
     r"|(^\s*Ran \d+ tests?\b)"  # unittest
     r"|(^\s*(?:OK|FAILED)\s*(?:\(.*\))?\s*$)"  # unittest verdict
     r"|(^\s*(?:Tests|Test Suites|Suites|Snapshots):\s+.*\d+\s+total)"  # jest

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.durable import append_jsonl, read_jsonl
+from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from orchestrator.errors import (
     OrchestratorRuntimeError,
@@ -139,6 +140,11 @@ class Orchestrator:
         if max_parallel is not None and max_parallel <= 0:
             raise OrchestratorUserError(f"max parallel {max_parallel!r} must be at least 1")
         self.workflow = self._load_workflow(self.workflow_path)
+        if memory_dir is None and not os.environ.get(MEMORY_ENV):
+            # the workflow's `memory_dir` applies only when neither flag nor env chose one
+            chosen = self.workflow.resolved_memory_dir()
+            if chosen is not None:
+                self.layout = Layout.at(chosen)
 
     # -- options ---------------------------------------------------------------------
     def _load_workflow(self, path: str | None) -> Any:

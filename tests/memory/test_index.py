@@ -78,6 +78,13 @@ class TestFileChanges:
         (hidden_task / "overview.md").write_text("hidden narwhal\n")
         assert _citations(store, "narwhal", limit=10) == ["working/T1/detail/seen.md#L1"]
 
+    def test_machine_metadata_comments_are_not_indexed(self, store):
+        body = "# Findings: scout\n\nThe parser lives in src/parse.py.\n\n"
+        meta = '<!-- tether:findings {"note": "zebracorn only here"} -->\n'
+        durable.atomic_write_text(store.layout.findings / "scout_1.md", body + meta)
+        assert _citations(store, "zebracorn") == []
+        assert _citations(store, "where is the parser") == ["findings/scout_1.md#L3"]
+
     def test_markdown_blocks_keep_their_line_numbers(self):
         text = "# Title\n\n<!-- meta -->\n\n## Decision\n\nUse JWT.\nRotate keys.\n\n\nTail\n"
         assert split_blocks(text) == [

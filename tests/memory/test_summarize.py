@@ -139,3 +139,7 @@ class TestProseAndBudget:
         assert estimate_tokens(summary) <= 150
         assert headline(summary) == "156 passed, 2 failed in 12.31s"
         assert headline("# Title\nbody") == "# Title"
+
+    def test_quiet_pytest_headline_is_the_total_not_the_progress_dots(self):
+        quiet = "." * 60 + " [ 80%]\n" + "." * 15 + " [100%]\n17 passed in 1.28s\n"
+        assert headline(extractive_summary(quiet)) == "17 passed in 1.28s"
