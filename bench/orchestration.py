@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     print(f"fan-out of {n} subagents, max_parallel {args.parallel}, best of {args.repeat}")
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)))
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)))
 
 
 if __name__ == "__main__":

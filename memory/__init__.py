@@ -6,6 +6,7 @@ Public API (kept small and pinned by `tests/memory/test_public_api.py`)::
     store = MemoryStore(".temp/memory")
     entry = store.log(big_text, tags=["pytest"])
     hits = store.search("why did the auth tests fail?", scope="all", limit=5)
+    tools = memory_tools(store, task_id="T1")   # LangChain tools for any LangGraph agent
 
 Heavy modules (LangChain tools) are imported lazily so `memory` CLI start-up stays fast.
 """
@@ -30,16 +31,31 @@ from memory.paths import Layout, resolve_root
 from memory.store import MemoryStore
 
 if TYPE_CHECKING:
+    from memory.archive import Archive
+    from memory.context import BuiltContext, ContextBudgets, ContextBuilder, build_context
     from memory.entries import Entry
     from memory.recall import SearchResult
+    from memory.tools import memory_tools
+    from memory.working import WorkingMemory
 
 _LAZY = {
+    "Archive": "memory.archive",
+    "BuiltContext": "memory.context",
+    "ContextBudgets": "memory.context",
+    "ContextBuilder": "memory.context",
     "Entry": "memory.entries",
     "SearchResult": "memory.recall",
+    "WorkingMemory": "memory.working",
+    "build_context": "memory.context",
+    "memory_tools": "memory.tools",
 }
 
 __all__ = [
+    "Archive",
+    "BuiltContext",
     "ChunkOutOfRangeError",
+    "ContextBudgets",
+    "ContextBuilder",
     "CorruptDataError",
     "Entry",
     "InvalidInputError",
@@ -53,6 +69,9 @@ __all__ = [
     "PathEscapeError",
     "SearchResult",
     "UnknownEntryError",
+    "WorkingMemory",
+    "build_context",
+    "memory_tools",
     "resolve_root",
 ]
 

@@ -63,7 +63,31 @@ _EXPORTS = {
     "load_workflow": "orchestrator.workflow",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "CheckpointError",
+    "Interrupted",
+    "ModelCallError",
+    "ModelConfigError",
+    "Orchestrator",
+    "OrchestratorError",
+    "OrchestratorRuntimeError",
+    "OrchestratorState",
+    "OrchestratorUserError",
+    "PhasePlan",
+    "RecoveryError",
+    "RunResult",
+    "SkillError",
+    "SubmitFindings",
+    "Subtask",
+    "TemplateError",
+    "TokenGauge",
+    "UnknownTaskError",
+    "WorkdirError",
+    "Workflow",
+    "WorkflowError",
+    "build_graph",
+    "load_workflow",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,8 +14,8 @@ Recovery order (DESIGN §4), chosen by `orchestrator.api.Orchestrator.resume`:
    else is left): `state_from_snapshot` starts a fresh lead seeded with it; finished
    subtasks of earlier phases are carried over from the registry.
 
-Fault injection: set `TETHER_FAULT=<point>[:<n>]` and the process kills itself with SIGKILL the `n`-th
-time (default 1st) execution reaches `fault("<point>")`. Several points can be given,
+Fault injection: set `TETHER_FAULT=<point>[:<n>]` and the process kills itself with
+SIGKILL the `n`-th time (default 1st) execution reaches `fault("<point>")`. Several points can be given,
 comma-separated. Points (see `POINTS`) sit on both sides of every durable write of the
 graph, so a test can crash the run anywhere a real power cut could and check that
 `orchestrator resume` finishes it. Tests only; unset, `fault()` costs one dict lookup.
@@ -114,8 +114,8 @@ def _findings_record(
 
 def registry_findings(layout: Any, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
     """`(subtasks, findings)` recorded in the artifact registry with an existing file."""
-    from orchestrator.nodes._common import find_written, registry_records
     from orchestrator import artifacts
+    from orchestrator.nodes._common import find_written, registry_records
 
     subtasks: dict[str, dict] = {}
     findings: dict[str, dict] = {}

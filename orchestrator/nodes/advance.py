@@ -19,7 +19,7 @@ from orchestrator.state import OrchestratorState, current_phase
 
 def advance_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     ctx = runtime.context
-    phase = current_phase(state)
+    current_phase(state)
     last = state["phase_index"] + 1 >= len(state["phases"])
     nxt = "finish the task" if last else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
     fault("advance_before_checkpoint")

@@ -3,8 +3,8 @@
 Each case forks a child that runs the task with `TETHER_FAULT=<point>:<n>` (the child
 SIGKILLs itself there, see `orchestrator.recovery`), then forks another child that
 resumes. Forked children keep the imports of the test process, so a kill/resume pair
-costs about a second; the module fixture runs the pairs a few at a time. The result is compared with one uninterrupted baseline run:
-the same subtask ids, the same findings content (timestamps and file names aside), one
+costs about a second; the module fixture runs the pairs a few at a time. The result is
+compared with one uninterrupted baseline run: the same subtask ids, the same findings content (timestamps and file names aside), one
 findings file per subtask, and no subagent that had recorded its findings ran again.
 """
 
@@ -150,9 +150,10 @@ def crashed(setup):
     """Every kill point: (exit code of the killed run, of the resume, memory dir)."""
     base, repo, workflow, _baseline = setup
     dirs = [base / f"m-{fault.replace(':', '-')}" for fault in KILL_POINTS]
-    killed = _batch([("run", d, repo, workflow, f) for d, f in zip(dirs, KILL_POINTS)])
+    killed = _batch([("run", d, repo, workflow, f)
+                     for d, f in zip(dirs, KILL_POINTS, strict=True)])
     resumed = _batch([("resume", d, repo, workflow, "") for d in dirs])
-    return {f: (k, r, d) for f, k, r, d in zip(KILL_POINTS, killed, resumed, dirs)}
+    return {f: (k, r, d) for f, k, r, d in zip(KILL_POINTS, killed, resumed, dirs, strict=True)}
 
 
 @pytest.mark.parametrize("fault", KILL_POINTS)

@@ -1,0 +1,42 @@
+"""The public API of both packages is pinned: a change here is a deliberate API change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import memory
+import orchestrator
+
+MEMORY_API = [
+    "Archive", "BuiltContext", "ChunkOutOfRangeError", "ContextBudgets", "ContextBuilder",
+    "CorruptDataError", "Entry", "InvalidInputError", "InvalidQueryError", "Layout",
+    "MemoryDirError", "MemoryRuntimeError", "MemoryStore", "MemoryStoreError",
+    "MemoryUserError", "PathEscapeError", "SearchResult", "UnknownEntryError",
+    "WorkingMemory", "build_context", "memory_tools", "resolve_root",
+]
+
+
+def test_memory_all_is_sorted_pinned_and_importable():
+    assert memory.__all__ == sorted(memory.__all__) == MEMORY_API
+    for name in memory.__all__:
+        assert getattr(memory, name) is not None
+
+
+def test_orchestrator_all_is_sorted_and_importable():
+    assert orchestrator.__all__ == sorted(orchestrator.__all__)
+    assert {"Orchestrator", "Workflow", "build_graph", "load_workflow"} <= set(
+        orchestrator.__all__
+    )
+    for name in orchestrator.__all__:
+        assert getattr(orchestrator, name) is not None
+
+
+def test_importing_memory_does_not_import_langchain_or_langgraph():
+    code = (
+        "import sys, memory, memory.cli; "
+        "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]; "
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
