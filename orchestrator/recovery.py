@@ -15,11 +15,13 @@ Recovery order (DESIGN §4), chosen by `orchestrator.api.Orchestrator.resume`:
    subtasks of earlier phases are carried over from the registry.
 
 Fault injection: set `TETHER_FAULT=<point>[:<n>]` and the process kills itself with
-SIGKILL the `n`-th time (default 1st) execution reaches `fault("<point>")`. Several points can be given,
-comma-separated. Points (see `POINTS`) sit on both sides of every durable write of the
-graph, so a test can crash the run anywhere a real power cut could and check that
-`orchestrator resume` finishes it. Tests only; unset, `fault()` costs one dict lookup.
+SIGKILL the `n`-th time (default 1st) execution reaches `fault("<point>")`. Several
+points can be given, comma-separated. Points (see `POINTS`) sit on both sides of every
+durable write of the graph, so a test can crash the run anywhere a real power cut could
+and check that `orchestrator resume` finishes it. Tests only; unset, `fault()` costs one
+dict lookup.
 """
+
 
 from __future__ import annotations
 

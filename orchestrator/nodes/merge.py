@@ -4,8 +4,9 @@ checkpoint `agent_completion`.
 Idempotent: the merged file of a batch is registered like findings (key
 `merged:{phase}:{number of findings}`), so a replay after a crash reuses the file it
 wrote instead of adding a second one, and a phase already merged in the state is not
-merged again. The merged summary also enters the lead's conversation (`lead_log`), which is what makes the
-lead's context grow from phase to phase (and what the token monitor watches).
+merged again. The merged summary also enters the lead's conversation (`lead_log`), which
+is what makes the lead's context grow from phase to phase (and what the token monitor
+watches).
 """
 
 from __future__ import annotations

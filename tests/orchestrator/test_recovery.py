@@ -4,8 +4,10 @@ Each case forks a child that runs the task with `TETHER_FAULT=<point>:<n>` (the 
 SIGKILLs itself there, see `orchestrator.recovery`), then forks another child that
 resumes. Forked children keep the imports of the test process, so a kill/resume pair
 costs about a second; the module fixture runs the pairs a few at a time. The result is
-compared with one uninterrupted baseline run: the same subtask ids, the same findings content (timestamps and file names aside), one
-findings file per subtask, and no subagent that had recorded its findings ran again.
+compared with one uninterrupted baseline run: the same subtask ids, the same findings
+content (timestamps and file names aside), one findings file per subtask, and no
+subagent that had recorded its findings ran again.
+
 """
 
 from __future__ import annotations
