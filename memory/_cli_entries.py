@@ -10,6 +10,7 @@ only click and the memory core are imported (never LangChain/LangGraph).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -45,7 +46,7 @@ def _read_source(text: str | None, file: str | None, stdin: bool) -> bytes:
     if text is not None:
         return text.encode("utf-8", errors="surrogateescape")
     if file == "-":
-        return click.get_binary_stream("stdin").read()
+        return sys.stdin.buffer.read()
     if file is not None:
         try:
             return Path(file).read_bytes()
@@ -53,7 +54,7 @@ def _read_source(text: str | None, file: str | None, stdin: bool) -> bytes:
             raise click.ClickException(
                 f"cannot read --file {file!r}: {exc.strerror or exc}; memory unchanged"
             ) from None
-    return click.get_binary_stream("stdin").read()
+    return sys.stdin.buffer.read()
 
 
 def _check_text(data: bytes, source: str) -> None:
@@ -144,7 +145,7 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
         pieces = entries.iter_bytes(entry_id)  # streams: a huge entry is never all in memory
     else:
         pieces = iter([entries.fetch(entry_id, chunk=chunk).encode("utf-8")])
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer
     for piece in pieces:
         out.write(piece)
     out.flush()

@@ -108,6 +108,30 @@ def _run_tool(tools_by_name: dict[str, Any], call: dict[str, Any]) -> Any:
     )
 
 
+def _step(reply: Any, final_tool: type[BaseModel], tools_by_name: dict[str, Any],
+          conversation: list[Any], result: AgentResult) -> BaseModel | None:
+    """Handle one reply: the parsed final answer, or run its tool calls (then None)."""
+    from langchain_core.messages import HumanMessage
+
+    final_name = final_tool.__name__
+    calls = list(getattr(reply, "tool_calls", None) or [])
+    final = next((c for c in calls if c["name"] == final_name), None)
+    if final is not None:
+        try:
+            return final_tool.model_validate(final.get("args") or {})
+        except ValidationError as exc:
+            conversation.append(HumanMessage(
+                f"Your {final_name} call was invalid: {exc.errors()[:3]}; call it again."))
+            return None
+    if not calls:
+        conversation.append(HumanMessage(f"Use the tools, then finish by calling {final_name}."))
+        return None
+    for call in calls:
+        result.tool_calls.append({"name": call["name"], "args": call.get("args") or {}})
+        conversation.append(_run_tool(tools_by_name, call))
+    return None
+
+
 def run_agent(
     model: Any,
     *,
@@ -159,28 +183,10 @@ def run_agent(
         conversation.append(reply)
         if on_step:
             on_step(result.tokens, context)
-        calls = list(getattr(reply, "tool_calls", None) or [])
-        final = next((c for c in calls if c["name"] == final_name), None)
+        final = _step(reply, final_tool, tools_by_name, conversation, result)
         if final is not None:
-            try:
-                result.final = final_tool.model_validate(final.get("args") or {})
-            except ValidationError as exc:
-                conversation.append(
-                    HumanMessage(
-                        f"Your {final_name} call was invalid: {exc.errors()[:3]}; call it again."
-                    )
-                )
-                continue
-            result.transcript = conversation
+            result.final, result.transcript = final, conversation
             return result
-        if not calls:
-            conversation.append(
-                HumanMessage(f"Use the tools, then finish by calling {final_name}.")
-            )
-            continue
-        for call in calls:
-            result.tool_calls.append({"name": call["name"], "args": call.get("args") or {}})
-            conversation.append(_run_tool(tools_by_name, call))
     raise AgentLoopError(
         f"agent did not call {final_name!r} within {max_steps} steps; "
         "raise the agent's max_steps in the workflow file"

@@ -182,12 +182,7 @@ class Orchestrator:
         from orchestrator.skills import discover_skills, skills_index
 
         threshold, ratio, parallel = self._thresholds(workflow, record)
-        agent_models = {}
-        for name, spec in (getattr(workflow, "agents", None) or {}).items():
-            if getattr(spec, "model", None):
-                from orchestrator.models import resolve_model
-
-                agent_models[name] = resolve_model(spec.model).model
+        agent_models = self._agent_models(workflow) if resolved is not None else {}
         return RunContext(
             store=store,
             workflow=workflow,
@@ -205,6 +200,19 @@ class Orchestrator:
             max_subtasks=self.max_subtasks or (record or {}).get("max_subtasks"),
         )
 
+    def _agent_models(self, workflow: Any) -> dict[str, Any]:
+        """Chat models of workflow agents that name their own (resolved once per run)."""
+        from orchestrator.models import resolve_model
+
+        cache = self.__dict__.setdefault("_agent_model_cache", {})
+        if id(workflow) not in cache:
+            cache[id(workflow)] = {
+                name: resolve_model(spec.model).model
+                for name, spec in (getattr(workflow, "agents", None) or {}).items()
+                if getattr(spec, "model", None)
+            }
+        return cache[id(workflow)]
+
     def _resolve_model(self, workflow: Any, record: dict | None = None) -> Any:
         from orchestrator.models import ResolvedModel, resolve_model
 
@@ -215,11 +223,9 @@ class Orchestrator:
             offline = isinstance(self.model_spec, OfflineChatModel)
             resolved = ResolvedModel(self.model_spec, type(self.model_spec).__name__, offline,
                                      "api")
-            self._emit("model", name=resolved.name, offline=offline)
             return resolved
         spec = self.model_spec or (record or {}).get("model")
         resolved = resolve_model(spec, workflow_model=getattr(workflow, "model", None))
-        self._emit("model", name=resolved.name, offline=resolved.offline)
         return resolved
 
     # -- task records ----------------------------------------------------------------
@@ -257,6 +263,27 @@ class Orchestrator:
         return tasks[task_id]
 
     # -- running ---------------------------------------------------------------------
+    def _check_new_task(
+        self, objective: str, task_id: str | None, start_phase: str | None
+    ) -> tuple[str, list[str], str]:
+        """Validate a new task's inputs (nothing is written): `(task_id, phases, workdir)`."""
+        from memory.paths import check_name
+        from orchestrator.workdir import check_workdir
+
+        if not objective or not objective.strip():
+            raise OrchestratorUserError("empty objective: say what the task should achieve")
+        phases = list(getattr(self.workflow, "phases", None)
+                      or ["exploration", "planning", "implementation", "review"])
+        if start_phase is not None and start_phase not in phases:
+            raise WorkflowError(
+                f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
+            )
+        try:
+            task_id = check_name(task_id, "task id") if task_id else new_task_id(objective)
+        except ValueError as exc:
+            raise OrchestratorUserError(str(exc)) from None
+        return task_id, phases, str(check_workdir(self.workdir or "."))
+
     def run(
         self, objective: str, task_id: str | None = None, start_phase: str | None = None
     ) -> RunResult:
@@ -266,27 +293,12 @@ class Orchestrator:
             OrchestratorUserError: bad objective, task id, phase, workdir or model.
             Interrupted: Ctrl-C (the task can be resumed).
         """
-        from memory.paths import check_name
         from memory.store import MemoryStore
         from orchestrator.state import initial_state
-        from orchestrator.workdir import check_workdir
 
-        if not objective or not objective.strip():
-            raise OrchestratorUserError("empty objective: say what the task should achieve")
-        phases = list(
-            getattr(self.workflow, "phases", None)
-            or ["exploration", "planning", "implementation", "review"]
-        )
-        if start_phase is not None and start_phase not in phases:
-            raise WorkflowError(
-                f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
-            )
-        try:
-            task_id = check_name(task_id, "task id") if task_id else new_task_id(objective)
-        except ValueError as exc:
-            raise OrchestratorUserError(str(exc)) from None
-        workdir = str(check_workdir(self.workdir or "."))
+        task_id, phases, workdir = self._check_new_task(objective, task_id, start_phase)
         resolved = self._resolve_model(self.workflow)
+        self._agent_models(self.workflow)  # an uninstalled provider fails before any write
         if task_id in self._tasks():
             raise OrchestratorUserError(
                 f"task {task_id!r} already exists; continue it with "
@@ -313,26 +325,14 @@ class Orchestrator:
             WorkingMemory(store, task_id).ensure(objective=objective)
         except ImportError:
             pass
-        state = initial_state(
-            task_id=task_id,
-            objective=objective,
-            workdir=workdir,
-            phases=phases,
-            phase_index=phases.index(start_phase) if start_phase else 0,
-        )
+        state = initial_state(task_id=task_id, objective=objective, workdir=workdir,
+                              phases=phases,
+                              phase_index=phases.index(start_phase) if start_phase else 0)
         ctx = self._context(store, self.workflow, resolved, task_id)
-        self._emit(
-            "start",
-            task_id=task_id,
-            objective=objective,
-            phases=phases,
-            memory_dir=str(self.layout.root),
-            workdir=workdir,
-            model=resolved.name,
-            offline=resolved.offline,
-            token_threshold=threshold,
-            max_parallel=parallel,
-        )
+        self._emit("model", name=resolved.name, offline=resolved.offline)
+        self._emit("start", task_id=task_id, objective=objective, phases=phases,
+                   memory_dir=str(self.layout.root), workdir=workdir, model=resolved.name,
+                   offline=resolved.offline, token_threshold=threshold, max_parallel=parallel)
         return self._drive(store, ctx, state, task_id, source="run")
 
     def _drive(
@@ -443,7 +443,12 @@ class Orchestrator:
             if record.get("workflow") and not self.workflow_path
             else self.workflow
         )
+        if record.get("workdir"):
+            from orchestrator.workdir import check_workdir
+
+            check_workdir(record["workdir"])  # moved or deleted since the run started?
         resolved = self._resolve_model(workflow, record)
+        self._agent_models(workflow)
         store = MemoryStore(self.layout.root)
         plan = self._recovery_plan(record, snap, from_checkpoint, workflow)
         thread = record.get("thread_id") or task_id
@@ -451,6 +456,7 @@ class Orchestrator:
             thread = f"{task_id}~{secrets.token_hex(3)}"
             self._note_task(task_id, thread_id=thread)
         ctx = self._context(store, workflow, resolved, thread, record)
+        self._emit("model", name=resolved.name, offline=resolved.offline)
         for warning in plan["warnings"]:
             self._emit("warning", message=warning)
         self._emit(

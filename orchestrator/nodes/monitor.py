@@ -3,7 +3,8 @@
 Measures the lead's next context; in the warning zone emits a warning (once per
 context); at the threshold writes a context snapshot and starts the lead afresh: its
 conversation log is emptied and its next context is seeded from the snapshot, the
-overview, the plan and the skills index.
+overview, the plan and the skills index. After the last phase no lead call follows, so
+the closing snapshot of `advance` stands in for the handoff.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def monitor_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
         )
         return {"warned": True}
     if zone != SAVE:
+        return {}
+    if state["phase_index"] + 1 >= len(state["phases"]):
+        # no lead call follows the last phase; `advance` writes the closing snapshot
         return {}
     from orchestrator.monitor import write_lead_snapshot
 

@@ -221,6 +221,34 @@ def _tool_turn(call: dict, message: Any) -> dict[str, str]:
     return {"role": "user", "content": f"[{call['name']}({call.get('args') or {}})]\n{text}"}
 
 
+def _plan_update(ctx: Any, state: OrchestratorState, result: Any, fresh: bool) -> dict:
+    """The state update of one planning turn (the lead's log grows by what it saw)."""
+    phase = current_phase(state)
+    plan = result.final
+    subtasks = _subtask_records(ctx, state, plan)
+    summary = f"Plan for phase {phase}: {plan.strategy} Subtasks: " + "; ".join(
+        f"{v['id']} ({v['agent']}): {v['title']}" for v in subtasks.values()
+    )
+    seen = [_tool_turn(call, msg) for call, msg in _tool_results(result.transcript)]
+    return {
+        "subtasks": subtasks,
+        "strategy": plan.strategy,
+        "key_questions": list(
+            dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions])
+        ),
+        "constraints": list(plan.constraints),
+        "next_actions": list(plan.next_actions),
+        "tokens": {LEAD: (state.get("tokens") or {}).get(LEAD, 0) + result.tokens},
+        "first_call_done": True,
+        "lead_log": [*(state.get("lead_log") or []), *seen,
+                     {"role": "assistant", "content": summary}],
+        "lead_calls": [
+            *(state.get("lead_calls") or []),
+            {"phase": phase, "tokens": max(result.context_tokens or [0]), "fresh": fresh},
+        ],
+    }
+
+
 def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     """Plan the current phase (once) and write the research plan."""
     from orchestrator.agent_loop import run_agent
@@ -231,60 +259,28 @@ def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     ctx.emit("phase", phase=phase, index=state["phase_index"] + 1, total=len(state["phases"]))
     if phase_subtasks(state):
         return {}
-    messages = lead_messages(ctx, state)
     spec = ctx.agent_spec(LEAD)
-    fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
     result = run_agent(
         ctx.model,
         tools=ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True),
         final_tool=PhasePlan,
-        messages=messages,
+        messages=lead_messages(ctx, state),
         max_steps=int(getattr(spec, "max_steps", 0) or 6),
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
         bind=ctx.bind,
     )
-    plan = result.final
-    subtasks = _subtask_records(ctx, state, plan)
-    context_tokens = max(result.context_tokens or [0])
-    lead_tokens = (state.get("tokens") or {}).get(LEAD, 0) + result.tokens
-    summary = f"Plan for phase {phase}: {plan.strategy} Subtasks: " + "; ".join(
-        f"{v['id']} ({v['agent']}): {v['title']}" for v in subtasks.values()
-    )
-    update: dict[str, Any] = {
-        "subtasks": subtasks,
-        "strategy": plan.strategy,
-        "key_questions": list(
-            dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions])
-        ),
-        "constraints": list(plan.constraints),
-        "next_actions": list(plan.next_actions),
-        "tokens": {LEAD: lead_tokens},
-        "first_call_done": True,
-        "lead_log": [*(state.get("lead_log") or []), {"role": "assistant", "content": summary}],
-        "lead_calls": [
-            *(state.get("lead_calls") or []),
-            {"phase": phase, "tokens": context_tokens, "fresh": fresh},
-        ],
-    }
+    fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
+    update = _plan_update(ctx, state, result, fresh)
+    subtasks = update["subtasks"]
     new_state = {**state, **update, "subtasks": {**(state.get("subtasks") or {}), **subtasks}}
     path = write_plan_file(ctx, new_state)
     update["plan_path"] = ctx.layout.relative(path)
-    log_lead(ctx, state["task_id"], "assistant", summary, phase=phase, node="plan")
-    ctx.emit(
-        "plan",
-        phase=phase,
-        path=str(path),
-        subtasks=[
-            {"key": k, "agent": v["agent"], "title": v["title"]} for k, v in subtasks.items()
-        ],
-    )
-    ctx.emit(
-        "tokens",
-        agent=LEAD,
-        tokens=lead_tokens,
-        context=context_tokens,
-        threshold=ctx.token_threshold,
-        warning_ratio=ctx.warning_ratio,
-    )
+    log_lead(ctx, state["task_id"], "assistant", update["lead_log"][-1]["content"],
+             phase=phase, node="plan")
+    ctx.emit("plan", phase=phase, path=str(path), subtasks=[
+        {"key": k, "agent": v["agent"], "title": v["title"]} for k, v in subtasks.items()])
+    ctx.emit("tokens", agent=LEAD, tokens=update["tokens"][LEAD],
+             context=update["lead_calls"][-1]["tokens"], threshold=ctx.token_threshold,
+             warning_ratio=ctx.warning_ratio)
     fault("plan_after_write")
     return update

@@ -131,11 +131,36 @@ def _reuse(ctx: Any, payload: dict, rec: dict) -> dict[str, Any]:
     }
 
 
+def _run(ctx: Any, payload: dict[str, Any], used: dict[str, int]) -> Any:
+    """Run the subagent's tool loop; `used["tokens"]` follows its spend as it goes."""
+    from orchestrator.agent_loop import run_agent
+    from orchestrator.protocol import SubmitFindings
+
+    sub, key = payload["subtask"], payload["key"]
+    spec = ctx.agent_spec(sub["agent"])
+    max_steps = int(getattr(spec, "max_steps", 0) or 8)
+    thresholds = getattr(ctx.workflow, "thresholds", None)
+    budget = int(getattr(thresholds, "subagent_context_tokens", 0) or DEFAULT_CONTEXT_TOKENS)
+
+    def on_step(tokens: int, context: int) -> None:
+        used["tokens"] = tokens
+        ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens)
+
+    return run_agent(
+        ctx.model_for(sub["agent"]),
+        tools=ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False),
+        final_tool=SubmitFindings,
+        messages=subagent_prompt(payload, ctx.skills_index, max_steps),
+        max_steps=max_steps,
+        max_context_tokens=budget,
+        bind=ctx.bind,
+        on_step=on_step,
+    )
+
+
 def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     from orchestrator import artifacts
-    from orchestrator.agent_loop import run_agent
-    from orchestrator.protocol import SubmitFindings
 
     ctx = runtime.context
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
@@ -144,55 +169,27 @@ def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
         return _reuse(ctx, payload, rec)
     fault("subagent_before_run")
     ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=0)
-    spec = ctx.agent_spec(sub["agent"])
-    max_steps = int(getattr(spec, "max_steps", 0) or 8)
-    thresholds = getattr(ctx.workflow, "thresholds", None)
-    budget = int(getattr(thresholds, "subagent_context_tokens", 0) or DEFAULT_CONTEXT_TOKENS)
     used = {"tokens": 0}
-
-    def on_step(tokens: int, context: int) -> None:
-        used["tokens"] = tokens
-        ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens)
-
     try:
-        result = run_agent(
-            ctx.model_for(sub["agent"]),
-            tools=ctx.tools_for(sub["agent"], task_id, payload["workdir"], lead=False),
-            final_tool=SubmitFindings,
-            messages=subagent_prompt(payload, ctx.skills_index, max_steps),
-            max_steps=max_steps,
-            max_context_tokens=budget,
-            bind=ctx.bind,
-            on_step=on_step,
-        )
+        result = _run(ctx, payload, used)
     except Exception as exc:  # any model/tool failure blocks this subagent only
         error = f"{type(exc).__name__}: {exc}"
-        ctx.emit(
-            "agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=used["tokens"]
-        )
+        ctx.emit("agent", key=key, agent=sub["agent"], state="failed", error=error,
+                 tokens=used["tokens"])
         return {
             "failed": {key: {"agent": sub["agent"], "error": error[:500]}},
             "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
         }
     findings = result.final.model_dump()
     ts = artifacts.iso_timestamp()
-    registry_note(
-        ctx.layout,
-        task_id,
-        f"findings:{key}",
-        ts=ts,
-        findings=findings,
-        tokens=result.tokens,
-        phase=payload["phase"],
-        subtask=sub,
-    )
+    registry_note(ctx.layout, task_id, f"findings:{key}", ts=ts, findings=findings,
+                  tokens=result.tokens, phase=payload["phase"], subtask=sub)
     fault("subagent_before_findings")
     path = _write_findings(ctx, payload, findings, ts)
     registry_note(ctx.layout, task_id, f"findings:{key}", path=ctx.layout.relative(path))
     fault("subagent_after_findings")
-    ctx.emit(
-        "agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens, path=str(path)
-    )
+    ctx.emit("agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens,
+             path=str(path))
     return {
         "findings": {key: _record(path, ctx.layout, sub, findings, result.tokens)},
         "failed": {key: DELETE},

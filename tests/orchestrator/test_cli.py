@@ -140,7 +140,8 @@ BAD = [
     (["run", "x", "--workdir", "missing-dir"], "Error: "),
     (["run", "x", "--workflow", "bad.yaml"], "Error: workflow file"),
     (["run", "x", "--phase", "deploy"], "Error: unknown phase 'deploy'"),
-    (["run", "x", "--model", "anthropic:claude-x"], "Error: "),
+    (["run", "x", "--model", "anthropic:claude-x"], "Error: provider 'anthropic'"),
+    (["run", "x", "--workflow", "agent-model.yaml"], "Error: provider 'anthropic'"),
     (["run", "x", "--task", "../escape"], "Error: invalid task id"),
     (["resume", "--from-snapshot", "nowhere.md"], "Error: snapshot"),
 ]
@@ -150,6 +151,8 @@ BAD = [
 def test_bad_input_is_one_line_exit_1_and_memory_untouched(args, message, tmp_path,
                                                            memory_dir):
     (tmp_path / "bad.yaml").write_text("phases: [a, b\nagents: {")
+    (tmp_path / "agent-model.yaml").write_text(
+        "agents:\n  researcher:\n    model: anthropic:claude-x\n")
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()

@@ -32,11 +32,12 @@ def _lead_zone_events(events):
 
 def test_low_threshold_warns_snapshots_and_continues_with_a_fresh_lead(fixture_repo,
                                                                         memory_dir, tmp_path):
-    # seven short phases: the lead's conversation grows by each phase's findings
+    # nine short phases: the lead's conversation grows by each phase's findings (about
+    # 400 tokens a phase here), so the threshold is crossed mid-run, more than once
     workflow = tmp_path / "long.yaml"
-    workflow.write_text("phases: [p1, p2, p3, p4, p5, p6, p7]\n")
+    workflow.write_text("phases: [p1, p2, p3, p4, p5, p6, p7, p8, p9]\n")
     events: list[dict] = []
-    threshold = 3600
+    threshold = 3000
     result = Orchestrator(workdir=fixture_repo, workflow=workflow, token_threshold=threshold,
                           on_event=events.append).run("Survey the shop service", task_id="tok")
     assert result.status == "done"
@@ -50,7 +51,7 @@ def test_low_threshold_warns_snapshots_and_continues_with_a_fresh_lead(fixture_r
     # the context that triggered the snapshot
     fresh = [c for c in result.lead_calls if c["fresh"]]
     assert fresh and all(c["tokens"] < threshold for c in fresh)
-    assert fresh[0]["tokens"] < 0.7 * saves[0]["tokens"]
+    assert fresh[0]["tokens"] < 0.8 * saves[0]["tokens"]
     before = [c["tokens"] for c in result.lead_calls if not c["fresh"]]
     assert max(before) > fresh[0]["tokens"]
     zones = [e["zone"] for e in _lead_zone_events(events)]

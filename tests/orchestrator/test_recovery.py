@@ -209,8 +209,12 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(setup):
     assert_same_as_baseline(memory, baseline)
 
 
-def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path):
-    """Realism: an `orchestrator run` process is SIGKILLed from outside mid-run."""
+@pytest.mark.parametrize(("pattern", "count"), [
+    ("checkpoints/cp_*.json", 1), ("findings/researcher-*.md", 2), ("findings/merged_*.md", 1),
+])
+def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path, pattern, count):
+    """Realism: an `orchestrator run` process is SIGKILLed from outside mid-run, as soon as
+    `count` files matching `pattern` exist."""
     base, repo, workflow, baseline = setup
     memory = tmp_path / "ext"
     env = {**cli_env, "TETHER_MEMORY_DIR": str(memory)}
@@ -220,11 +224,11 @@ def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(list((memory / "findings").glob("researcher-*.md"))) >= 2:
+        if len(list(memory.glob(pattern))) >= count:
             break
-        time.sleep(0.01)
+        time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    assert proc.wait(10) == -signal.SIGKILL, "the run ended before it could be killed"
     done = subprocess.run([*cmd, "resume"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr

@@ -139,3 +139,73 @@ def test_public_api():
             "PhasePlan", "SubmitFindings"} <= set(orchestrator.__all__)
     for name in orchestrator.__all__:
         assert getattr(orchestrator, name) is not None
+
+
+class TestAgentLoop:
+    """The tool-calling loop every agent runs (`orchestrator.agent_loop`)."""
+
+    def _tool(self):
+        from langchain_core.tools import tool
+
+        @tool
+        def echo(text: str) -> str:
+            """Echo `text` back, many times over."""
+            if text == "boom":
+                raise ValueError("bad input")
+            return text * 5000
+
+        return echo
+
+    def test_tool_errors_go_back_to_the_model_and_the_final_call_is_parsed(self):
+        from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+        from orchestrator.agent_loop import run_agent
+        from orchestrator.protocol import SubmitFindings
+
+        model = OfflineChatModel(policy=[
+            AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "boom"}, "id": "1"}]),
+            AIMessage("", tool_calls=[{"name": "SubmitFindings", "id": "2",
+                                       "args": {"summary": "ok", "key_discoveries": ["a"]}}]),
+        ])
+        result = run_agent(model, tools=[self._tool()], final_tool=SubmitFindings,
+                           messages=[SystemMessage("s"), HumanMessage("go")])
+        assert result.final.summary == "ok" and result.final.key_discoveries == ["a"]
+        errors = [m for m in result.transcript if isinstance(m, ToolMessage)]
+        assert errors[0].content == "Error: ValueError: bad input"
+        assert result.tokens > 0
+
+    def test_context_stays_within_budget_and_steps_are_bounded(self):
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        from orchestrator.agent_loop import AgentLoopError, count_tokens, run_agent
+        from orchestrator.protocol import SubmitFindings
+
+        sent: list[int] = []
+
+        def never_finishes(messages, tools):
+            sent.append(count_tokens(messages))
+            return AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "word "},
+                                              "id": f"c{len(sent)}"}])
+
+        with pytest.raises(AgentLoopError, match="within 5 steps"):
+            run_agent(OfflineChatModel(policy=never_finishes), tools=[self._tool()],
+                      final_tool=SubmitFindings, max_steps=5, max_context_tokens=3000,
+                      messages=[SystemMessage("s"), HumanMessage("go")])
+        # 5 steps + 1 "finish now" call, each sent a trimmed context although every tool
+        # result alone is ~6,000 tokens
+        assert len(sent) == 6 and max(sent) <= 3000
+
+    def test_fit_context_drops_whole_old_exchanges(self):
+        from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+        from orchestrator.agent_loop import count_tokens, fit_context
+
+        messages = [SystemMessage("s"), HumanMessage("task")]
+        for i in range(10):
+            messages.append(AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": f"{i}"}]))
+            messages.append(ToolMessage("x" * 2000, tool_call_id=f"{i}"))
+        fitted = fit_context(messages, 1500)
+        assert count_tokens(fitted) <= 1500
+        assert fitted[:2] == messages[:2]
+        assert isinstance(fitted[2], AIMessage)  # never a tool result without its call
+        assert fitted[-1] is messages[-1]
