@@ -224,23 +224,37 @@ def memory_refs(ctx, checkpoint, directory, as_json):
         click.echo(e.reference)
 
 
+def _size(n: int) -> str:
+    """Bytes for people: `99 B`, `19.3 KiB`, `1.2 GiB`."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
 def _stats_text(stats: dict) -> str:
-    def line(name: str, b: dict) -> str:
-        return (
-            f"  {name:<11} {b['entries']:>7} entries {b['tokens']:>10} tokens "
-            f"{b['bytes']:>12} bytes {b['stored_bytes']:>12} stored"
-        )
+    """A table that fits a 60-column terminal."""
+
+    def table(title: str, rows: dict) -> list[str]:
+        out = [f"{title:<11}{'entries':>9}{'tokens':>11}{'bytes':>11}{'stored':>11}"]
+        for name, b in rows.items():
+            out.append(
+                f"  {name:<10}{b['entries']:>8}{b['tokens']:>11}"
+                f"{_size(b['bytes']):>11}{_size(b['stored_bytes']):>11}"
+            )
+        return out
 
     out = [
-        f"Entries: {stats['entries']} ({stats['tokens']} tokens, {stats['bytes']} bytes, "
-        f"{stats['stored_bytes']} bytes stored, {stats['chunks']} chunks)",
-        "By tier:",
-        *(line(k, v) for k, v in stats["by_tier"].items()),
-        "By type:",
-        *(line(k, v) for k, v in stats["by_type"].items()),
+        f"Entries: {stats['entries']} ({stats['tokens']} tokens, {stats['chunks']} chunks; "
+        f"{_size(stats['bytes'])}, {_size(stats['stored_bytes'])} stored)",
+        *table("By tier", stats["by_tier"]),
+        *table("By type", stats["by_type"]),
     ]
     if stats["oldest"]:
-        out.append(f"Oldest: {stats['oldest']}  Newest: {stats['newest']}")
+        out.append(f"Oldest: {stats['oldest']}")
+        out.append(f"Newest: {stats['newest']}")
     out.append(f"Tags: {stats['tags']}  Pruned so far: {stats['pruned']}")
     return "\n".join(out)
 

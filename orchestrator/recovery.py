@@ -141,6 +141,21 @@ def registry_findings(layout: Any, task_id: str) -> tuple[dict[str, dict], dict[
     return subtasks, findings
 
 
+def scan_findings(layout: Any, task_id: str) -> dict[str, str]:
+    """`subtask key -> findings path` from the metadata of the findings files of a task."""
+    from orchestrator import artifacts
+
+    found: dict[str, str] = {}
+    for path in sorted(artifacts.list_findings(layout, merged=False)):
+        try:
+            meta = artifacts.read_findings(path)
+        except Exception:
+            continue
+        if meta.get("task_id") == task_id and meta.get("subtask_id"):
+            found.setdefault(meta["subtask_id"], layout.relative(path))
+    return found
+
+
 def state_from_checkpoint(layout: Any, cp: Any) -> dict[str, Any]:
     """Rebuild the graph state from a JSON checkpoint plus findings and the registry."""
     from orchestrator.state import initial_state
@@ -166,6 +181,14 @@ def state_from_checkpoint(layout: Any, cp: Any) -> dict[str, Any]:
     for key, record in reg_findings.items():
         if key in subtasks:  # findings written after the checkpoint, for a known subtask
             findings[key] = record
+    missing = [k for k in subtasks if k not in findings]
+    if missing:  # the registry may be gone too: findings files name their subtask
+        on_disk = scan_findings(layout, cp.task_id)
+        for key in missing:
+            if key in on_disk:
+                record = _findings_record(layout, key, subtasks[key], on_disk[key], None)
+                if record:
+                    findings[key] = record
     extra = dict(cp.extra or {})
     merged = {ph: p for ph, p in (extra.get("merged") or {}).items() if (layout.root / p).exists()}
     state.update(

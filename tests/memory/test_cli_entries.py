@@ -170,8 +170,9 @@ class TestListRefsStats:
         assert data["by_tier"]["file"]["entries"] == 1
         assert data["by_type"]["transcript"]["tokens"] == 1000
         text = run("stats").stdout
-        assert text.startswith("Entries: 3 (10002 tokens, 40005 bytes, ")
-        assert re.search(r"^  chunked +1 entries +9000 tokens", text, re.M)
+        assert text.startswith("Entries: 3 (10002 tokens, 3 chunks; 39.1 KiB, ")
+        assert re.search(r"^  chunked +1 +9000 +35.2 KiB ", text, re.M)
+        assert max(len(line) for line in text.splitlines()) <= 60  # fits a narrow terminal
 
     def test_prune_prints_each_removed_id_and_touches_nothing_else(self, memory_dir):
         old = [log("--stdin", input=text_of(n)) for n in (5, 900, 6000)]
