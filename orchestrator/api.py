@@ -347,8 +347,10 @@ class Orchestrator:
     ) -> RunResult:
         from orchestrator.graph import DURABILITY, compile_graph, open_saver, run_config
         from orchestrator.nodes._common import langgraph_db, write_checkpoint
+        from orchestrator.recovery import fault
 
         saver = open_saver(langgraph_db(self.layout))
+        fault("run_before_graph")
         try:
             graph = compile_graph(saver)
             config = run_config(ctx.thread_id, ctx.max_parallel)
@@ -436,6 +438,15 @@ class Orchestrator:
 
             snap = read_snapshot(Path(from_snapshot))
             task_id = task_id or snap.get("task_id")
+        if from_checkpoint:
+            from orchestrator.checkpoints import load_checkpoint
+
+            cp_task = load_checkpoint(Path(from_checkpoint)).task_id
+            if task_id and task_id != cp_task:
+                raise OrchestratorUserError(
+                    f"checkpoint {from_checkpoint!r} belongs to task {cp_task!r}, "
+                    f"not {task_id!r}; drop --task or pass that task's checkpoint")
+            task_id = cp_task
         record = self._known_or_snapshot(task_id, snap)
         task_id = record["task_id"]
         workflow = (
@@ -449,8 +460,8 @@ class Orchestrator:
             check_workdir(record["workdir"])  # moved or deleted since the run started?
         resolved = self._resolve_model(workflow, record)
         self._agent_models(workflow)
-        store = MemoryStore(self.layout.root)
         plan = self._recovery_plan(record, snap, from_checkpoint, workflow)
+        store = MemoryStore(self.layout.root)
         thread = record.get("thread_id") or task_id
         if plan["state"] is not None:
             thread = f"{task_id}~{secrets.token_hex(3)}"
@@ -541,7 +552,7 @@ class Orchestrator:
         except RecoveryError:
             snaps = recovery.task_snapshots(self.layout, task_id)
             if not snaps:
-                raise
+                return self._restart_plan(record, workflow)
             from orchestrator.artifacts import read_snapshot
 
             snap = read_snapshot(snaps[0])
@@ -557,6 +568,22 @@ class Orchestrator:
             "warnings": warnings,
             "state": recovery.state_from_checkpoint(self.layout, cp),
         }
+
+    def _restart_plan(self, record: dict, workflow: Any) -> dict[str, Any]:
+        """Killed before anything durable: start the recorded task again from the top."""
+        from orchestrator.state import initial_state
+
+        if not record.get("objective"):
+            raise RecoveryError(
+                f"task {record['task_id']!r} has no LangGraph state, checkpoint or snapshot "
+                "to resume from; start it again with `orchestrator run`")
+        phases = list(getattr(workflow, "phases", None)
+                      or ["exploration", "planning", "implementation", "review"])
+        state = initial_state(task_id=record["task_id"], objective=record["objective"],
+                              workdir=record.get("workdir") or ".", phases=phases)
+        return {"source": "restart", "path": None, "state": state,
+                "warnings": ["nothing durable was written before the crash; "
+                             "the task starts again from its first phase"]}
 
     # -- handoff and status ----------------------------------------------------------
     def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:

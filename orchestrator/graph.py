@@ -60,7 +60,10 @@ def open_saver(db_path: Path) -> Any:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     db_path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(db_path), check_same_thread=False, isolation_level=None)
+    # keep sqlite3's default transaction handling: `SqliteSaver` writes a task's writes
+    # with `executemany` and commits once, which is atomic only outside autocommit mode
+    # (in autocommit a kill between rows left a spawn step with half of its `Send`s)
+    conn = sqlite3.connect(str(db_path), check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")

@@ -34,6 +34,7 @@ from typing import Any
 ENV_VAR = "TETHER_FAULT"
 
 POINTS = (
+    "run_before_graph",        # task recorded, nothing else durable yet
     "plan_after_write",  # plan written, PhasePlan not yet in the state
     "spawn_after_checkpoint",  # before_spawning checkpoint written, no Send yet
     "subagent_before_run",  # a subagent started, nothing written

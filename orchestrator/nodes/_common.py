@@ -83,10 +83,6 @@ def iso_now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def rel(layout: Any, path: str | Path | None) -> str | None:
-    return None if path is None else layout.relative(Path(path))
-
-
 # -- plan ---------------------------------------------------------------------------------
 
 
@@ -103,8 +99,7 @@ def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
     in_progress = [
         f"{k}: {v['title']}" for k, v in current.items() if k not in findings and k not in failed
     ]
-    pending = [f"{p}" for p in state["phases"][state["phase_index"] + 1 :]]
-    pending = [f"phase {p}" for p in pending]
+    pending = [f"phase {p}" for p in state["phases"][state["phase_index"] + 1 :]]
     blocked = [
         f"{k}: {v['title']} (failed, retried on resume)"
         for k, v in current.items()

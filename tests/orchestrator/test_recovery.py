@@ -1,13 +1,12 @@
 """Crash recovery: SIGKILL at many points, resume, and get exactly an uninterrupted run.
 
-Each case forks a child that runs the task with `TETHER_FAULT=<point>:<n>` (the child
-SIGKILLs itself there, see `orchestrator.recovery`), then forks another child that
-resumes. Forked children keep the imports of the test process, so a kill/resume pair
-costs about a second; the module fixture runs the pairs a few at a time. The result is
-compared with one uninterrupted baseline run: the same subtask ids, the same findings
-content (timestamps and file names aside), one findings file per subtask, and no
-subagent that had recorded its findings ran again.
-
+Each case starts a child process that runs the task with `TETHER_FAULT=<point>:<n>` (the
+child SIGKILLs itself there, see `orchestrator.recovery`), then another child that
+resumes. Children come from a `forkserver` with the orchestrator preloaded, so a
+kill/resume pair costs about a second; the module fixture runs the pairs a few at a
+time. The result is compared with one uninterrupted baseline run: the same subtask ids,
+the same findings content (timestamps and file names aside), one findings file per
+subtask, and no subagent that had recorded its findings ran again.
 """
 
 from __future__ import annotations
@@ -30,7 +29,13 @@ from orchestrator.api import Orchestrator
 OBJECTIVE = "Survey the shop service"
 TASK = "crash"
 _TS = re.compile(r"\d{8}T\d{12}Z|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
-_FORK = multiprocessing.get_context("fork")
+# `forkserver`: children are forked from a clean, single-threaded server process that has
+# the orchestrator imported already, so they start fast and never inherit the threads of
+# graphs this test process ran before
+_FORK = multiprocessing.get_context("forkserver")
+_FORK.set_forkserver_preload(["orchestrator.api", "orchestrator.graph", "orchestrator.offline",
+                              "orchestrator.nodes.plan", "orchestrator.nodes.subagent",
+                              "memory.context", "tests.orchestrator.test_recovery"])
 
 
 def _child(kind: str, memory: str, workdir: str, workflow: str, fault: str) -> None:
@@ -113,6 +118,7 @@ def assert_same_as_baseline(memory: Path, baseline: dict) -> None:
 
 # 2 phases x 2 subtasks: n counts occurrences across the whole run (4 subagents).
 KILL_POINTS = [
+    "run_before_graph:1",
     "plan_after_write:1", "plan_after_write:2",
     "spawn_after_checkpoint:1", "spawn_after_checkpoint:2",
     "subagent_before_run:1", "subagent_before_run:3",
