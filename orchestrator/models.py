@@ -50,8 +50,6 @@ PROVIDER_DEFAULTS: tuple[tuple[str, str], ...] = (
     ("MISTRAL_API_KEY", "mistralai:mistral-small-latest"),
     ("GROQ_API_KEY", "groq:llama-3.1-8b-instant"),
 )
-#: Providers with a tether extra in pyproject.toml (`pip install 'tether[openai]'`).
-_EXTRAS = frozenset({"openai", "anthropic", "ollama"})
 #: Integration module per common provider, for the "not installed" check without
 #: importing LangChain; others are looked up in LangChain's provider registry.
 _PROVIDER_MODULES = {
@@ -136,9 +134,11 @@ def resolve_model(spec: str | None = None, *, workflow_model: str | None = None)
 
 
 def install_hint(provider: str, module: str | None = None) -> str:
-    """The pip command that installs `provider`'s LangChain integration."""
-    if provider in _EXTRAS:
-        return f"pip install 'tether[{provider}]'"
+    """The pip command that installs `provider`'s LangChain integration.
+
+    It names the integration package itself rather than a tether extra, so the hint works
+    however tether was installed (the extras in pyproject.toml pull in the same packages).
+    """
     package = (module or f"langchain_{provider}").split(".")[0].replace("_", "-")
     return f"pip install {package}"
 

@@ -86,11 +86,11 @@ class TestErrors:
         "spec, module, message",
         [
             ("openai:gpt-4o-mini", "langchain_openai",
-             "provider 'openai' is not installed: pip install 'tether[openai]'"),
+             "provider 'openai' is not installed: pip install langchain-openai"),
             ("anthropic:claude-haiku-4-5", "langchain_anthropic",
-             "provider 'anthropic' is not installed: pip install 'tether[anthropic]'"),
+             "provider 'anthropic' is not installed: pip install langchain-anthropic"),
             ("gpt-4o-mini", "langchain_openai",
-             "provider 'openai' is not installed: pip install 'tether[openai]'"),
+             "provider 'openai' is not installed: pip install langchain-openai"),
             ("groq:llama-3.1-8b-instant", "langchain_groq",
              "provider 'groq' is not installed: pip install langchain-groq"),
         ],
@@ -116,10 +116,10 @@ class TestErrors:
         assert str(info.value).startswith(message)
         assert "\n" not in str(info.value) and "offline" in str(info.value)
 
-    def test_key_set_but_package_missing_names_the_extra(self, requests_allowed, monkeypatch):
+    def test_key_set_but_package_missing_names_the_package(self, requests_allowed, monkeypatch):
         _not_installed("langchain_openai")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        with pytest.raises(ModelConfigError, match=r"pip install 'tether\[openai\]'"):
+        with pytest.raises(ModelConfigError, match=r"pip install langchain-openai"):
             resolve_model()
 
     def test_workflow_model_is_validated(self, requests_allowed):
