@@ -45,8 +45,16 @@ def fast_policy(messages: list[Any], tools: list[dict]) -> Any:
     text = "\n".join(str(m.content) for m in messages)
     if "PhasePlan" in names:
         n = int(re.search(r"Max subtasks: (\d+)", text).group(1))
-        subtasks = [{"id": f"s{i:03d}", "title": f"Part {i}", "description": "Look.",
-                     "agent": "researcher", "scope": ["."]} for i in range(n)]
+        subtasks = [
+            {
+                "id": f"s{i:03d}",
+                "title": f"Part {i}",
+                "description": "Look.",
+                "agent": "researcher",
+                "scope": ["."],
+            }
+            for i in range(n)
+        ]
         args = {"strategy": "Fan out.", "subtasks": subtasks}
         return AIMessage("", tool_calls=[{"name": "PhasePlan", "args": args, "id": "p"}])
     sub = re.search(r"Subtask: (\S+)", text)
@@ -130,8 +138,14 @@ def time_tether(n: int, root: Path, parallel: int) -> float:
     workflow = root / "one.yaml"
     workflow.write_text("name: bench\nphases: [exploration]\n")
     memory = root / f"tether-{time.monotonic_ns()}"
-    orch = Orchestrator(memory_dir=memory, workdir=root, workflow=workflow, model=fake_model(),
-                        max_parallel=parallel, max_subtasks=n)
+    orch = Orchestrator(
+        memory_dir=memory,
+        workdir=root,
+        workflow=workflow,
+        model=fake_model(),
+        max_parallel=parallel,
+        max_subtasks=n,
+    )
     start = time.perf_counter()
     result = orch.run(OBJECTIVE, task_id="bench")
     elapsed = time.perf_counter() - start
@@ -146,8 +160,9 @@ def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> N
     from orchestrator.api import Orchestrator
 
     workflow = Path(workdir) / "one.yaml"
-    orch = Orchestrator(memory_dir=memory, workdir=workdir, workflow=workflow,
-                        model=fake_model(), max_subtasks=n)
+    orch = Orchestrator(
+        memory_dir=memory, workdir=workdir, workflow=workflow, model=fake_model(), max_subtasks=n
+    )
     if kind == "run":
         os.environ["TETHER_FAULT"] = f"subagent_after_findings:{n // 2}"
         orch.run(OBJECTIVE, task_id="big")
@@ -157,8 +172,9 @@ def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> N
     start = time.perf_counter()
     result = orch.resume("big")
     elapsed = time.perf_counter() - start
-    ran = sum(1 for e in events if e["event"] == "agent" and e["state"] == "done"
-              and not e.get("reused"))
+    ran = sum(
+        1 for e in events if e["event"] == "agent" and e["state"] == "done" and not e.get("reused")
+    )
     queue.put((elapsed, ran, len(result.findings), result.status))
     queue.close()
     queue.join_thread()  # flush before `os._exit` skips the interpreter's shutdown
@@ -176,8 +192,7 @@ def time_resume(n: int, root: Path) -> tuple[float, int, int, str, int]:
     killed.start()
     killed.join()
     written = len(list((memory / "findings").glob("researcher-*.md")))
-    resumer = ctx.Process(target=_resume_child,
-                          args=("resume", str(memory), str(root), n, queue))
+    resumer = ctx.Process(target=_resume_child, args=("resume", str(memory), str(root), n, queue))
     resumer.start()
     resumer.join(600)
     if resumer.exitcode != 0:
@@ -198,13 +213,24 @@ def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
 
     store = MemoryStore(root / "cp-memory")
     ctx = RunContext(store=store, workflow=None, model=None, project_dir=str(root))
-    state = initial_state(task_id="cp", objective=OBJECTIVE, workdir=str(root),
-                          phases=["exploration", "review"])
-    state["subtasks"] = {f"exploration/s{i:03d}": {
-        "id": f"s{i:03d}", "title": f"Part {i}", "description": "Look at it.",
-        "agent": "researcher", "scope": ["."], "phase": "exploration"} for i in range(200)}
-    state["findings"] = {k: {"path": f"findings/researcher-{i}.md", "summary": "ok"}
-                         for i, k in enumerate(list(state["subtasks"])[:100])}
+    state = initial_state(
+        task_id="cp", objective=OBJECTIVE, workdir=str(root), phases=["exploration", "review"]
+    )
+    state["subtasks"] = {
+        f"exploration/s{i:03d}": {
+            "id": f"s{i:03d}",
+            "title": f"Part {i}",
+            "description": "Look at it.",
+            "agent": "researcher",
+            "scope": ["."],
+            "phase": "exploration",
+        }
+        for i in range(200)
+    }
+    state["findings"] = {
+        k: {"path": f"findings/researcher-{i}.md", "summary": "ok"}
+        for i, k in enumerate(list(state["subtasks"])[:100])
+    }
     samples = []
     for _ in range(count):
         start = time.perf_counter()
@@ -228,26 +254,37 @@ def main(argv: list[str] | None = None) -> None:
         root = Path(tmp)
         time_tether(4, root, args.parallel)  # warm up imports and caches
         time_bare(4, True, root, args.parallel)
-        bare = min(time_bare(args.fanout, False, root, args.parallel)
-                   for _ in range(args.repeat))
-        bare_sync = min(time_bare(args.fanout, True, root, args.parallel)
-                        for _ in range(args.repeat))
-        tether = min(time_tether(args.fanout, root, args.parallel)
-                     for _ in range(args.repeat))
+        bare = min(time_bare(args.fanout, False, root, args.parallel) for _ in range(args.repeat))
+        bare_sync = min(
+            time_bare(args.fanout, True, root, args.parallel) for _ in range(args.repeat)
+        )
+        tether = min(time_tether(args.fanout, root, args.parallel) for _ in range(args.repeat))
         resume, ran, findings, _status, written = time_resume(args.resume_size, root)
         p50, p95 = checkpoint_latency(args.checkpoints, root)
 
     n = args.fanout
     rows = [
         ("bare LangGraph, no checkpointer", f"{bare / n * 1000:.2f} ms/subagent", "1.0x"),
-        ("bare LangGraph + SqliteSaver sync", f"{bare_sync / n * 1000:.2f} ms/subagent",
-         f"{bare_sync / bare:.1f}x"),
-        ("tether (files, registry, checkpoints)", f"{tether / n * 1000:.2f} ms/subagent",
-         f"{tether / bare:.1f}x (vs sync: {tether / bare_sync:.1f}x)"),
-        (f"resume {args.resume_size}-subagent run killed at {written}",
-         f"{resume:.2f} s", f"{ran} subagents ran, {findings} findings"),
-        (f"checkpoint write ({args.checkpoints} x, 200 subtasks)", f"p50 {p50:.2f} ms",
-         f"p95 {p95:.2f} ms"),
+        (
+            "bare LangGraph + SqliteSaver sync",
+            f"{bare_sync / n * 1000:.2f} ms/subagent",
+            f"{bare_sync / bare:.1f}x",
+        ),
+        (
+            "tether (files, registry, checkpoints)",
+            f"{tether / n * 1000:.2f} ms/subagent",
+            f"{tether / bare:.1f}x (vs sync: {tether / bare_sync:.1f}x)",
+        ),
+        (
+            f"resume {args.resume_size}-subagent run killed at {written}",
+            f"{resume:.2f} s",
+            f"{ran} subagents ran, {findings} findings",
+        ),
+        (
+            f"checkpoint write ({args.checkpoints} x, 200 subtasks)",
+            f"p50 {p50:.2f} ms",
+            f"p95 {p95:.2f} ms",
+        ),
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     print(f"fan-out of {n} subagents, max_parallel {args.parallel}, best of {args.repeat}")

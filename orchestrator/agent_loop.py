@@ -108,8 +108,13 @@ def _run_tool(tools_by_name: dict[str, Any], call: dict[str, Any]) -> Any:
     )
 
 
-def _step(reply: Any, final_tool: type[BaseModel], tools_by_name: dict[str, Any],
-          conversation: list[Any], result: AgentResult) -> BaseModel | None:
+def _step(
+    reply: Any,
+    final_tool: type[BaseModel],
+    tools_by_name: dict[str, Any],
+    conversation: list[Any],
+    result: AgentResult,
+) -> BaseModel | None:
     """Handle one reply: the parsed final answer, or run its tool calls (then None)."""
     from langchain_core.messages import HumanMessage
 
@@ -120,8 +125,11 @@ def _step(reply: Any, final_tool: type[BaseModel], tools_by_name: dict[str, Any]
         try:
             return final_tool.model_validate(final.get("args") or {})
         except ValidationError as exc:
-            conversation.append(HumanMessage(
-                f"Your {final_name} call was invalid: {exc.errors()[:3]}; call it again."))
+            conversation.append(
+                HumanMessage(
+                    f"Your {final_name} call was invalid: {exc.errors()[:3]}; call it again."
+                )
+            )
             return None
     if not calls:
         conversation.append(HumanMessage(f"Use the tools, then finish by calling {final_name}."))
@@ -162,8 +170,11 @@ def run_agent(
     from langchain_core.messages import HumanMessage
 
     tools_by_name = {t.name: t for t in tools}
-    bound = (bind(model, list(tools), final_tool) if bind is not None
-             else model.bind_tools([*tools, final_tool]))
+    bound = (
+        bind(model, list(tools), final_tool)
+        if bind is not None
+        else model.bind_tools([*tools, final_tool])
+    )
     result = AgentResult(final=None)  # type: ignore[arg-type]
     conversation = list(messages)
     final_name = final_tool.__name__

@@ -52,9 +52,7 @@ class Interrupted(OrchestratorRuntimeError):
     def __init__(self, task_id: str, checkpoint: str | None):
         self.task_id = task_id
         self.checkpoint = checkpoint
-        super().__init__(
-            f"Interrupted; resume with `orchestrator resume --task {task_id}`"
-        )
+        super().__init__(f"Interrupted; resume with `orchestrator resume --task {task_id}`")
 
 
 @dataclass
@@ -221,8 +219,9 @@ class Orchestrator:
             from orchestrator.offline import OfflineChatModel
 
             offline = isinstance(self.model_spec, OfflineChatModel)
-            resolved = ResolvedModel(self.model_spec, type(self.model_spec).__name__, offline,
-                                     "api")
+            resolved = ResolvedModel(
+                self.model_spec, type(self.model_spec).__name__, offline, "api"
+            )
             return resolved
         spec = self.model_spec or (record or {}).get("model")
         resolved = resolve_model(spec, workflow_model=getattr(workflow, "model", None))
@@ -272,8 +271,10 @@ class Orchestrator:
 
         if not objective or not objective.strip():
             raise OrchestratorUserError("empty objective: say what the task should achieve")
-        phases = list(getattr(self.workflow, "phases", None)
-                      or ["exploration", "planning", "implementation", "review"])
+        phases = list(
+            getattr(self.workflow, "phases", None)
+            or ["exploration", "planning", "implementation", "review"]
+        )
         if start_phase is not None and start_phase not in phases:
             raise WorkflowError(
                 f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
@@ -325,14 +326,27 @@ class Orchestrator:
             WorkingMemory(store, task_id).ensure(objective=objective)
         except ImportError:
             pass
-        state = initial_state(task_id=task_id, objective=objective, workdir=workdir,
-                              phases=phases,
-                              phase_index=phases.index(start_phase) if start_phase else 0)
+        state = initial_state(
+            task_id=task_id,
+            objective=objective,
+            workdir=workdir,
+            phases=phases,
+            phase_index=phases.index(start_phase) if start_phase else 0,
+        )
         ctx = self._context(store, self.workflow, resolved, task_id)
         self._emit("model", name=resolved.name, offline=resolved.offline)
-        self._emit("start", task_id=task_id, objective=objective, phases=phases,
-                   memory_dir=str(self.layout.root), workdir=workdir, model=resolved.name,
-                   offline=resolved.offline, token_threshold=threshold, max_parallel=parallel)
+        self._emit(
+            "start",
+            task_id=task_id,
+            objective=objective,
+            phases=phases,
+            memory_dir=str(self.layout.root),
+            workdir=workdir,
+            model=resolved.name,
+            offline=resolved.offline,
+            token_threshold=threshold,
+            max_parallel=parallel,
+        )
         return self._drive(store, ctx, state, task_id, source="run")
 
     def _drive(
@@ -445,7 +459,8 @@ class Orchestrator:
             if task_id and task_id != cp_task:
                 raise OrchestratorUserError(
                     f"checkpoint {from_checkpoint!r} belongs to task {cp_task!r}, "
-                    f"not {task_id!r}; drop --task or pass that task's checkpoint")
+                    f"not {task_id!r}; drop --task or pass that task's checkpoint"
+                )
             task_id = cp_task
         record = self._known_or_snapshot(task_id, snap)
         task_id = record["task_id"]
@@ -544,8 +559,13 @@ class Orchestrator:
         if saved is not None:
             values, finished = saved
             if finished and values.get("failed"):
-                return {"source": "langgraph", "path": None, "warnings": [], "retry": True,
-                        "state": recovery.retry_failed(values)}
+                return {
+                    "source": "langgraph",
+                    "path": None,
+                    "warnings": [],
+                    "retry": True,
+                    "state": recovery.retry_failed(values),
+                }
             return {"source": "langgraph", "path": None, "warnings": [], "state": None}
         try:
             cp, path, warnings = checkpoints.latest_valid_checkpoint(self.layout, task_id)
@@ -576,14 +596,27 @@ class Orchestrator:
         if not record.get("objective"):
             raise RecoveryError(
                 f"task {record['task_id']!r} has no LangGraph state, checkpoint or snapshot "
-                "to resume from; start it again with `orchestrator run`")
-        phases = list(getattr(workflow, "phases", None)
-                      or ["exploration", "planning", "implementation", "review"])
-        state = initial_state(task_id=record["task_id"], objective=record["objective"],
-                              workdir=record.get("workdir") or ".", phases=phases)
-        return {"source": "restart", "path": None, "state": state,
-                "warnings": ["nothing durable was written before the crash; "
-                             "the task starts again from its first phase"]}
+                "to resume from; start it again with `orchestrator run`"
+            )
+        phases = list(
+            getattr(workflow, "phases", None)
+            or ["exploration", "planning", "implementation", "review"]
+        )
+        state = initial_state(
+            task_id=record["task_id"],
+            objective=record["objective"],
+            workdir=record.get("workdir") or ".",
+            phases=phases,
+        )
+        return {
+            "source": "restart",
+            "path": None,
+            "state": state,
+            "warnings": [
+                "nothing durable was written before the crash; "
+                "the task starts again from its first phase"
+            ],
+        }
 
     # -- handoff and status ----------------------------------------------------------
     def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:

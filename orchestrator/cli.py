@@ -50,32 +50,53 @@ class _Group(click.Group):
 
 def memory_option(func: Callable) -> Callable:
     return click.option(
-        "--memory-dir", type=click.Path(file_okay=False, path_type=str), default=None,
-        help="Memory directory (default: $TETHER_MEMORY_DIR, else ./.temp/memory).")(func)
+        "--memory-dir",
+        type=click.Path(file_okay=False, path_type=str),
+        default=None,
+        help="Memory directory (default: $TETHER_MEMORY_DIR, else ./.temp/memory).",
+    )(func)
 
 
 def task_option(func: Callable) -> Callable:
-    return click.option("--task", "task_id", default=None,
-                        help="Task id (default: the most recent task).")(func)
+    return click.option(
+        "--task", "task_id", default=None, help="Task id (default: the most recent task)."
+    )(func)
 
 
 def json_option(func: Callable) -> Callable:
-    return click.option("--json", "json_mode", is_flag=True,
-                        help="Machine-readable output: one JSON object per line.")(func)
+    return click.option(
+        "--json",
+        "json_mode",
+        is_flag=True,
+        help="Machine-readable output: one JSON object per line.",
+    )(func)
 
 
 def run_options(func: Callable) -> Callable:
     """Options shared by `run` and `resume`."""
-    for decorator in reversed([
-        click.option("--model", default=None,
-                     help="provider:model (e.g. openai:gpt-4o-mini) or 'offline'."),
-        click.option("--token-threshold", type=click.IntRange(min=1), default=None,
-                     help="Lead-context tokens that trigger a snapshot (default 150000)."),
-        click.option("--max-parallel", type=click.IntRange(min=1), default=None,
-                     help="Subagents running at once (default: workflow, 4)."),
-        memory_option,
-        json_option,
-    ]):
+    for decorator in reversed(
+        [
+            click.option(
+                "--model",
+                default=None,
+                help="provider:model (e.g. openai:gpt-4o-mini) or 'offline'.",
+            ),
+            click.option(
+                "--token-threshold",
+                type=click.IntRange(min=1),
+                default=None,
+                help="Lead-context tokens that trigger a snapshot (default 150000).",
+            ),
+            click.option(
+                "--max-parallel",
+                type=click.IntRange(min=1),
+                default=None,
+                help="Subagents running at once (default: workflow, 4).",
+            ),
+            memory_option,
+            json_option,
+        ]
+    ):
         func = decorator(func)
     return func
 
@@ -149,8 +170,10 @@ def _report(result: Any, json_mode: bool) -> None:
         lines.append(f"  summary:     {root / result.merged['final']}")
     if result.status == "done":
         lines.append(f"Hand off: orchestrator handoff --task {result.task_id}")
-    lines.append(f"Resume:   orchestrator resume --task {result.task_id}"
-                 + (f" --memory-dir {root}" if _explicit_dir(root) else ""))
+    lines.append(
+        f"Resume:   orchestrator resume --task {result.task_id}"
+        + (f" --memory-dir {root}" if _explicit_dir(root) else "")
+    )
     click.echo("\n".join(lines))
 
 
@@ -172,15 +195,32 @@ def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
 @cli.command("run")
 @click.argument("objective")
 @task_option
-@click.option("--workdir", type=click.Path(path_type=str), default=".",
-              help="Project the agents read (read-only). Default: current directory.")
-@click.option("--workflow", type=click.Path(path_type=str), default=None,
-              help="Workflow YAML: phases, agents, tools, thresholds.")
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=str),
+    default=".",
+    help="Project the agents read (read-only). Default: current directory.",
+)
+@click.option(
+    "--workflow",
+    type=click.Path(path_type=str),
+    default=None,
+    help="Workflow YAML: phases, agents, tools, thresholds.",
+)
 @click.option("--phase", "start_phase", default=None, help="Start at this workflow phase.")
 @run_options
-def run_cmd(objective: str, task_id: str | None, workdir: str, workflow: str | None,
-            start_phase: str | None, model: str | None, token_threshold: int | None,
-            max_parallel: int | None, memory_dir: str | None, json_mode: bool) -> None:
+def run_cmd(
+    objective: str,
+    task_id: str | None,
+    workdir: str,
+    workflow: str | None,
+    start_phase: str | None,
+    model: str | None,
+    token_threshold: int | None,
+    max_parallel: int | None,
+    memory_dir: str | None,
+    json_mode: bool,
+) -> None:
     """Run OBJECTIVE as a new phased multi-agent task.
 
     \b
@@ -190,10 +230,17 @@ def run_cmd(objective: str, task_id: str | None, workdir: str, workflow: str | N
       orchestrator run "Review tests" --workflow workflow.yaml --max-parallel 2
       orchestrator run "Survey" --token-threshold 20000 --json
     """
+
     def call(on_event: Any) -> Any:
-        orch = _orchestrator(memory_dir, on_event, workdir=workdir, workflow=workflow,
-                             model=model, token_threshold=token_threshold,
-                             max_parallel=max_parallel)
+        orch = _orchestrator(
+            memory_dir,
+            on_event,
+            workdir=workdir,
+            workflow=workflow,
+            model=model,
+            token_threshold=token_threshold,
+            max_parallel=max_parallel,
+        )
         return orch.run(objective, task_id=task_id, start_phase=start_phase)
 
     _drive(json_mode, call)
@@ -201,14 +248,29 @@ def run_cmd(objective: str, task_id: str | None, workdir: str, workflow: str | N
 
 @cli.command("resume")
 @task_option
-@click.option("--from-checkpoint", type=click.Path(path_type=str), default=None,
-              help="Rebuild the run from this checkpoint JSON file.")
-@click.option("--from-snapshot", type=click.Path(path_type=str), default=None,
-              help="Start a fresh lead from this context snapshot.")
+@click.option(
+    "--from-checkpoint",
+    type=click.Path(path_type=str),
+    default=None,
+    help="Rebuild the run from this checkpoint JSON file.",
+)
+@click.option(
+    "--from-snapshot",
+    type=click.Path(path_type=str),
+    default=None,
+    help="Start a fresh lead from this context snapshot.",
+)
 @run_options
-def resume_cmd(task_id: str | None, from_checkpoint: str | None, from_snapshot: str | None,
-               model: str | None, token_threshold: int | None, max_parallel: int | None,
-               memory_dir: str | None, json_mode: bool) -> None:
+def resume_cmd(
+    task_id: str | None,
+    from_checkpoint: str | None,
+    from_snapshot: str | None,
+    model: str | None,
+    token_threshold: int | None,
+    max_parallel: int | None,
+    memory_dir: str | None,
+    json_mode: bool,
+) -> None:
     """Continue a task after a crash, Ctrl-C or handoff.
 
     Uses LangGraph's saved state, else the latest valid JSON checkpoint (corrupt ones
@@ -221,11 +283,17 @@ def resume_cmd(task_id: str | None, from_checkpoint: str | None, from_snapshot: 
       orchestrator resume --from-checkpoint .temp/memory/checkpoints/cp_review_X.json
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
+
     def call(on_event: Any) -> Any:
-        orch = _orchestrator(memory_dir, on_event, workdir=None, model=model,
-                             token_threshold=token_threshold, max_parallel=max_parallel)
-        return orch.resume(task_id, from_checkpoint=from_checkpoint,
-                           from_snapshot=from_snapshot)
+        orch = _orchestrator(
+            memory_dir,
+            on_event,
+            workdir=None,
+            model=model,
+            token_threshold=token_threshold,
+            max_parallel=max_parallel,
+        )
+        return orch.resume(task_id, from_checkpoint=from_checkpoint, from_snapshot=from_snapshot)
 
     _drive(json_mode, call)
 
@@ -327,8 +395,9 @@ def checkpoint_now(task_id: str | None, notes: str, memory_dir: str | None) -> N
 @task_option
 @memory_option
 @json_option
-def checkpoint_load(file: str | None, task_id: str | None, memory_dir: str | None,
-                    json_mode: bool) -> None:
+def checkpoint_load(
+    file: str | None, task_id: str | None, memory_dir: str | None, json_mode: bool
+) -> None:
     """Print the latest valid checkpoint (or FILE): where to resume from.
 
     \b
@@ -442,5 +511,7 @@ def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
 def main(*args: Any, **kwargs: Any) -> Any:
     """Console-script entry point."""
     return cli(*args, **kwargs)
+
+
 if __name__ == "__main__":
     main()

@@ -22,7 +22,6 @@ and check that `orchestrator resume` finishes it. Tests only; unset, `fault()` c
 dict lookup.
 """
 
-
 from __future__ import annotations
 
 import os
@@ -34,7 +33,7 @@ from typing import Any
 ENV_VAR = "TETHER_FAULT"
 
 POINTS = (
-    "run_before_graph",        # task recorded, nothing else durable yet
+    "run_before_graph",  # task recorded, nothing else durable yet
     "plan_after_write",  # plan written, PhasePlan not yet in the state
     "spawn_after_checkpoint",  # before_spawning checkpoint written, no Send yet
     "subagent_before_run",  # a subagent started, nothing written
@@ -299,12 +298,18 @@ def retry_failed(values: dict[str, Any]) -> dict[str, Any]:
     batches get a new file).
     """
     phases = list(values["phases"])
-    failed_phases = {values["subtasks"][k]["phase"] for k in values.get("failed") or {}
-                     if k in (values.get("subtasks") or {})}
+    failed_phases = {
+        values["subtasks"][k]["phase"]
+        for k in values.get("failed") or {}
+        if k in (values.get("subtasks") or {})
+    }
     index = min((phases.index(p) for p in failed_phases if p in phases), default=0)
     redo = set(phases[index:]) | {"final"}
     state = dict(values)
-    state.update(status="running", phase_index=index, final_summary=None,
-                 merged={p: v for p, v in (values.get("merged") or {}).items()
-                         if p not in redo})
+    state.update(
+        status="running",
+        phase_index=index,
+        final_summary=None,
+        merged={p: v for p, v in (values.get("merged") or {}).items() if p not in redo},
+    )
     return state

@@ -30,8 +30,10 @@ def describe(event: Event) -> str | None:
     """The plain one-line text of an event, or None for events not worth a line."""
     kind = event.get("event")
     if kind == "start":
-        return (f"task {event['task_id']}: {event['objective']} "
-                f"(phases: {', '.join(event['phases'])}; model {event['model']})")
+        return (
+            f"task {event['task_id']}: {event['objective']} "
+            f"(phases: {', '.join(event['phases'])}; model {event['model']})"
+        )
     if kind == "resume":
         where = f" from {event['path']}" if event.get("path") else ""
         return f"resuming task {event['task_id']} ({event['source']}{where})"
@@ -44,8 +46,9 @@ def describe(event: Event) -> str | None:
         reused = " (findings already written, not rerun)" if event.get("reused") else ""
         return f"agent {event['key']} [{event['agent']}]: {event['state']}{reused}{extra}"
     if kind == "agent":
-        return f"agent {event['key']} [{event['agent']}]: running" if not event.get(
-            "tokens") else None
+        return (
+            f"agent {event['key']} [{event['agent']}]: running" if not event.get("tokens") else None
+        )
     if kind == "merged":
         return f"merged {event['findings']} finding(s) of {event['phase']} -> {event['path']}"
     if kind == "checkpoint":
@@ -55,8 +58,10 @@ def describe(event: Event) -> str | None:
     if kind == "warning":
         return f"warning: {event['message']}"
     if kind == "tokens" and event.get("zone"):
-        return (f"tokens: lead context ~{event['context']} / {event['threshold']} "
-                f"({event['zone']}), total {event.get('total', 0)}")
+        return (
+            f"tokens: lead context ~{event['context']} / {event['threshold']} "
+            f"({event['zone']}), total {event.get('total', 0)}"
+        )
     if kind == "done":
         return f"done: {event['findings']} finding(s); summary -> {event['merged']}"
     return None
@@ -118,8 +123,9 @@ class LiveView:
     def __enter__(self) -> LiveView:
         from rich.live import Live
 
-        self._live = Live(self._render(), console=self.console, refresh_per_second=8,
-                          transient=False)
+        self._live = Live(
+            self._render(), console=self.console, refresh_per_second=8, transient=False
+        )
         self._live.__enter__()
         return self
 
@@ -140,12 +146,20 @@ class LiveView:
             row["state"] = event["state"]
             row["tokens"] = event.get("tokens", row["tokens"]) or row["tokens"]
         elif kind == "tokens" and event.get("agent") == "lead":
-            self.lead.update({k: event[k] for k in ("context", "threshold", "warning_ratio",
-                                                    "total") if k in event})
-        line = describe(event) if kind in {"checkpoint", "snapshot", "warning", "merged",
-                                           "done", "resume"} else None
+            self.lead.update(
+                {
+                    k: event[k]
+                    for k in ("context", "threshold", "warning_ratio", "total")
+                    if k in event
+                }
+            )
+        line = (
+            describe(event)
+            if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume"}
+            else None
+        )
         if line:
-            self.log = (self.log + [line])[-self.LOG_LINES:]
+            self.log = (self.log + [line])[-self.LOG_LINES :]
         if self._live is not None:
             self._live.update(self._render())
 
@@ -176,8 +190,9 @@ class LiveView:
         from rich.text import Text
 
         k, n = self.index
-        head = Text(f"phase {self.phase} ({k}/{n})", style="bold", overflow="ellipsis",
-                    no_wrap=True)
+        head = Text(
+            f"phase {self.phase} ({k}/{n})", style="bold", overflow="ellipsis", no_wrap=True
+        )
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column(width=1)
         table.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
@@ -185,9 +200,11 @@ class LiveView:
         for key, row in list(self.agents.items())[-12:]:
             state = row.get("state", "pending")
             style = {"done": "green", "failed": "red", "running": "cyan"}.get(state, "dim")
-            table.add_row(Text(STATE_MARK.get(state, "?"), style=style),
-                          Text(f"{key} [{row['agent']}] {state}", style=style),
-                          Text(f"{row['tokens']:,} tok", style="dim"))
+            table.add_row(
+                Text(STATE_MARK.get(state, "?"), style=style),
+                Text(f"{key} [{row['agent']}] {state}", style=style),
+                Text(f"{row['tokens']:,} tok", style="dim"),
+            )
         gauge = Table.grid(padding=(0, 1))
         gauge.add_column(no_wrap=True)
         gauge.add_column(no_wrap=True, overflow="ellipsis")
@@ -196,8 +213,9 @@ class LiveView:
         return Panel(Group(head, table, gauge, *logs), title=self.title, title_align="left")
 
 
-def make_view(*, json_mode: bool = False, live: bool | None = None,
-              stream: TextIO | None = None) -> Any:
+def make_view(
+    *, json_mode: bool = False, live: bool | None = None, stream: TextIO | None = None
+) -> Any:
     """The right view for the output: JSON, a live panel on a TTY, else plain lines."""
     if json_mode:
         return JsonView()

@@ -126,6 +126,7 @@ def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
 
 
 #: State fields kept in a checkpoint's `extra` so a rebuilt lead continues where it was.
+CHECKPOINT_LEAD_TURNS = 40
 LEAD_FIELDS = (
     "strategy",
     "key_questions",
@@ -193,6 +194,8 @@ def checkpoint_payload(
             "tokens": dict(state.get("tokens") or {}),
             "snapshots": list(state.get("snapshots") or []),
             **{f: state.get(f) for f in LEAD_FIELDS if f in state},
+            # the newest turns are enough to continue; keeps checkpoints small and fast
+            "lead_log": list(state.get("lead_log") or [])[-CHECKPOINT_LEAD_TURNS:],
             **(extra or {}),
         },
     }

@@ -77,8 +77,7 @@ class RunContext:
     def workdir_tools(self, workdir: str) -> list[Any]:
         from orchestrator.workdir import workdir_tools
 
-        return list(self._cached(("workdir", workdir),
-                                 lambda: list(workdir_tools(Path(workdir)))))
+        return list(self._cached(("workdir", workdir), lambda: list(workdir_tools(Path(workdir)))))
 
     def bind(self, model: Any, tools: list[Any], final_tool: Any) -> Any:
         """`model.bind_tools(tools + [final_tool])`, cached per model and tool set."""
@@ -91,8 +90,11 @@ class RunContext:
             from memory.tools import memory_tools
         except ImportError:
             return []
-        return list(self._cached(("memory", task_id),
-                                 lambda: list(memory_tools(self.store, task_id=task_id))))
+        return list(
+            self._cached(
+                ("memory", task_id), lambda: list(memory_tools(self.store, task_id=task_id))
+            )
+        )
 
     def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[Any]:
         """The agent's tools: workdir tools + memory tools, filtered by the workflow.

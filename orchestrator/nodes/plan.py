@@ -45,8 +45,12 @@ def _text_of(path: Any) -> str:
 
 #: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
 #: rest, and the lead can read them with its tools).
-SEED_SECTIONS = ("Conversation Summary", "Important Context", "Pending Decisions",
-                 "Resume Instructions")
+SEED_SECTIONS = (
+    "Conversation Summary",
+    "Important Context",
+    "Pending Decisions",
+    "Resume Instructions",
+)
 
 
 def seed_text(snapshot: str) -> str:
@@ -90,19 +94,23 @@ def working_context(ctx: Any, state: OrchestratorState) -> str:
         overview = _overview(ctx, state["task_id"])
         return f"Working memory overview:\n{overview}" if overview else ""
     store = ctx.store
-    budgets = ContextBudgets(total=max(ctx.token_threshold, 8000), recent=0, recent_turns=0,
-                             snippets=RECALL_BUDGET)
+    budgets = ContextBudgets(
+        total=max(ctx.token_threshold, 8000), recent=0, recent_turns=0, snippets=RECALL_BUDGET
+    )
     query = f"{state['objective']} {current_phase(state)}"
     try:
         built = ContextBuilder(
-            store, state["task_id"], budgets,
+            store,
+            state["task_id"],
+            budgets,
             search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n),
         ).build("", query=query)
     except Exception:  # context is best effort; the plan and overview still go in
         overview = _overview(ctx, state["task_id"])
         return f"Working memory overview:\n{overview}" if overview else ""
-    return "\n\n".join(str(m.get("content", "")) for m in built.messages
-                        if m.get("role") == "system").strip()
+    return "\n\n".join(
+        str(m.get("content", "")) for m in built.messages if m.get("role") == "system"
+    ).strip()
 
 
 def log_lead(ctx: Any, task_id: str, role: str, content: str, **fields: Any) -> None:
@@ -136,8 +144,7 @@ def phase_instruction(ctx: Any, state: OrchestratorState) -> str:
 def max_subtasks(ctx: Any) -> int:
     """Subtasks per phase: the API's `max_subtasks`, the workflow's, else 4."""
     thresholds = getattr(ctx.workflow, "thresholds", None)
-    return int(ctx.max_subtasks or getattr(thresholds, "max_subtasks", 0)
-               or DEFAULT_MAX_SUBTASKS)
+    return int(ctx.max_subtasks or getattr(thresholds, "max_subtasks", 0) or DEFAULT_MAX_SUBTASKS)
 
 
 def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
@@ -240,8 +247,11 @@ def _plan_update(ctx: Any, state: OrchestratorState, result: Any, fresh: bool) -
         "next_actions": list(plan.next_actions),
         "tokens": {LEAD: (state.get("tokens") or {}).get(LEAD, 0) + result.tokens},
         "first_call_done": True,
-        "lead_log": [*(state.get("lead_log") or []), *seen,
-                     {"role": "assistant", "content": summary}],
+        "lead_log": [
+            *(state.get("lead_log") or []),
+            *seen,
+            {"role": "assistant", "content": summary},
+        ],
         "lead_calls": [
             *(state.get("lead_calls") or []),
             {"phase": phase, "tokens": max(result.context_tokens or [0]), "fresh": fresh},
@@ -275,12 +285,29 @@ def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     new_state = {**state, **update, "subtasks": {**(state.get("subtasks") or {}), **subtasks}}
     path = write_plan_file(ctx, new_state)
     update["plan_path"] = ctx.layout.relative(path)
-    log_lead(ctx, state["task_id"], "assistant", update["lead_log"][-1]["content"],
-             phase=phase, node="plan")
-    ctx.emit("plan", phase=phase, path=str(path), subtasks=[
-        {"key": k, "agent": v["agent"], "title": v["title"]} for k, v in subtasks.items()])
-    ctx.emit("tokens", agent=LEAD, tokens=update["tokens"][LEAD],
-             context=update["lead_calls"][-1]["tokens"], threshold=ctx.token_threshold,
-             warning_ratio=ctx.warning_ratio)
+    log_lead(
+        ctx,
+        state["task_id"],
+        "assistant",
+        update["lead_log"][-1]["content"],
+        phase=phase,
+        node="plan",
+    )
+    ctx.emit(
+        "plan",
+        phase=phase,
+        path=str(path),
+        subtasks=[
+            {"key": k, "agent": v["agent"], "title": v["title"]} for k, v in subtasks.items()
+        ],
+    )
+    ctx.emit(
+        "tokens",
+        agent=LEAD,
+        tokens=update["tokens"][LEAD],
+        context=update["lead_calls"][-1]["tokens"],
+        threshold=ctx.token_threshold,
+        warning_ratio=ctx.warning_ratio,
+    )
     fault("plan_after_write")
     return update

@@ -174,22 +174,32 @@ def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
         result = _run(ctx, payload, used)
     except Exception as exc:  # any model/tool failure blocks this subagent only
         error = f"{type(exc).__name__}: {exc}"
-        ctx.emit("agent", key=key, agent=sub["agent"], state="failed", error=error,
-                 tokens=used["tokens"])
+        ctx.emit(
+            "agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=used["tokens"]
+        )
         return {
             "failed": {key: {"agent": sub["agent"], "error": error[:500]}},
             "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
         }
     findings = result.final.model_dump()
     ts = artifacts.iso_timestamp()
-    registry_note(ctx.layout, task_id, f"findings:{key}", ts=ts, findings=findings,
-                  tokens=result.tokens, phase=payload["phase"], subtask=sub)
+    registry_note(
+        ctx.layout,
+        task_id,
+        f"findings:{key}",
+        ts=ts,
+        findings=findings,
+        tokens=result.tokens,
+        phase=payload["phase"],
+        subtask=sub,
+    )
     fault("subagent_before_findings")
     path = _write_findings(ctx, payload, findings, ts)
     registry_note(ctx.layout, task_id, f"findings:{key}", path=ctx.layout.relative(path))
     fault("subagent_after_findings")
-    ctx.emit("agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens,
-             path=str(path))
+    ctx.emit(
+        "agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens, path=str(path)
+    )
     return {
         "findings": {key: _record(path, ctx.layout, sub, findings, result.tokens)},
         "failed": {key: DELETE},

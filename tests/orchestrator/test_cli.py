@@ -20,8 +20,7 @@ CMD = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def orch(*args: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*CMD, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([*CMD, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def tree(root: Path) -> dict[str, float]:
@@ -32,16 +31,30 @@ def tree(root: Path) -> dict[str, float]:
 
 
 class TestRunInASubprocess:
-    def test_run_prints_where_the_files_went_and_how_to_resume(self, fixture_repo,
-                                                               tiny_workflow, cli_env,
-                                                               memory_dir):
-        done = orch("run", "Survey the shop service", "--task", "shop", "--workdir",
-                    str(fixture_repo), "--workflow", str(tiny_workflow), env=cli_env)
+    def test_run_prints_where_the_files_went_and_how_to_resume(
+        self, fixture_repo, tiny_workflow, cli_env, memory_dir
+    ):
+        done = orch(
+            "run",
+            "Survey the shop service",
+            "--task",
+            "shop",
+            "--workdir",
+            str(fixture_repo),
+            "--workflow",
+            str(tiny_workflow),
+            env=cli_env,
+        )
         assert done.returncode == 0, done.stderr
         out = done.stdout
         assert out.startswith("Task shop: done (phase review, 6 finding(s), 0 failed)")
-        for part in ("research_plans/shop.md", "findings", "checkpoints", "context_snapshots",
-                     "orchestrator resume --task shop"):
+        for part in (
+            "research_plans/shop.md",
+            "findings",
+            "checkpoints",
+            "context_snapshots",
+            "orchestrator resume --task shop",
+        ):
             assert part in out
         assert "offline model" in done.stderr  # the banner, on stderr
         assert "\x1b[" not in done.stderr + out  # no ANSI codes in a pipe
@@ -53,8 +66,18 @@ class TestRunInASubprocess:
         assert info["phases"] == ["exploration", "review"]
 
     def test_json_mode_prints_one_object_per_line(self, fixture_repo, tiny_workflow, cli_env):
-        done = orch("run", "Survey", "--task", "j", "--workdir", str(fixture_repo),
-                    "--workflow", str(tiny_workflow), "--json", env=cli_env)
+        done = orch(
+            "run",
+            "Survey",
+            "--task",
+            "j",
+            "--workdir",
+            str(fixture_repo),
+            "--workflow",
+            str(tiny_workflow),
+            "--json",
+            env=cli_env,
+        )
         assert done.returncode == 0, done.stderr
         objects = [json.loads(line) for line in done.stdout.splitlines()]
         kinds = [o["event"] for o in objects]
@@ -63,12 +86,21 @@ class TestRunInASubprocess:
         assert {"phase", "agent", "checkpoint", "merged", "done"} <= set(kinds)
         assert objects[-1]["status"] == "done"
 
-    def test_handoff_then_resume_from_snapshot_in_a_new_process(self, fixture_repo,
-                                                                tiny_workflow, cli_env,
-                                                                memory_dir):
+    def test_handoff_then_resume_from_snapshot_in_a_new_process(
+        self, fixture_repo, tiny_workflow, cli_env, memory_dir
+    ):
         env = {**cli_env, "TETHER_FAULT": "advance_after_checkpoint:1"}
-        killed = orch("run", "Survey the shop service", "--task", "h", "--workdir",
-                      str(fixture_repo), "--workflow", str(tiny_workflow), env=env)
+        killed = orch(
+            "run",
+            "Survey the shop service",
+            "--task",
+            "h",
+            "--workdir",
+            str(fixture_repo),
+            "--workflow",
+            str(tiny_workflow),
+            env=env,
+        )
         assert killed.returncode == -signal.SIGKILL
         handoff = orch("handoff", env=cli_env)
         assert handoff.returncode == 0, handoff.stderr
@@ -81,13 +113,26 @@ class TestRunInASubprocess:
         agent_files = [p for p in (memory_dir / "findings").glob("researcher-*.md")]
         assert len(agent_files) == 6  # exploration's 3 were not redone
 
-    def test_ctrl_c_stops_cleanly_with_a_checkpoint_and_resume_finishes(self, fixture_repo,
-                                                                        tiny_workflow,
-                                                                        cli_env, memory_dir):
-        proc = subprocess.Popen([*CMD, "run", "Survey", "--task", "int", "--workdir",
-                                 str(fixture_repo), "--workflow", str(tiny_workflow)],
-                                env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+    def test_ctrl_c_stops_cleanly_with_a_checkpoint_and_resume_finishes(
+        self, fixture_repo, tiny_workflow, cli_env, memory_dir
+    ):
+        proc = subprocess.Popen(
+            [
+                *CMD,
+                "run",
+                "Survey",
+                "--task",
+                "int",
+                "--workdir",
+                str(fixture_repo),
+                "--workflow",
+                str(tiny_workflow),
+            ],
+            env=cli_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
             if list((memory_dir / "checkpoints").glob("cp_*.json")):
@@ -104,8 +149,19 @@ class TestRunInASubprocess:
 @pytest.fixture
 def finished(fixture_repo, tiny_workflow, memory_dir):
     runner = CliRunner()
-    result = runner.invoke(cli, ["run", "Survey", "--task", "done", "--workdir",
-                                 str(fixture_repo), "--workflow", str(tiny_workflow)])
+    result = runner.invoke(
+        cli,
+        [
+            "run",
+            "Survey",
+            "--task",
+            "done",
+            "--workdir",
+            str(fixture_repo),
+            "--workflow",
+            str(tiny_workflow),
+        ],
+    )
     assert result.exit_code == 0, result.output
     return runner
 
@@ -148,11 +204,11 @@ BAD = [
 
 
 @pytest.mark.parametrize(("args", "message"), BAD)
-def test_bad_input_is_one_line_exit_1_and_memory_untouched(args, message, tmp_path,
-                                                           memory_dir):
+def test_bad_input_is_one_line_exit_1_and_memory_untouched(args, message, tmp_path, memory_dir):
     (tmp_path / "bad.yaml").write_text("phases: [a, b\nagents: {")
     (tmp_path / "agent-model.yaml").write_text(
-        "agents:\n  researcher:\n    model: anthropic:claude-x\n")
+        "agents:\n  researcher:\n    model: anthropic:claude-x\n"
+    )
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
@@ -170,9 +226,18 @@ def test_unknown_task_leaves_existing_memory_untouched(finished, memory_dir):
 
 def test_every_command_has_help_with_examples():
     runner = CliRunner()
-    commands = [["run"], ["resume"], ["handoff"], ["status"], ["checkpoint", "now"],
-                ["checkpoint", "load"], ["checkpoint", "report"], ["checkpoint", "list"],
-                ["snapshot", "write"], ["snapshot", "list"]]
+    commands = [
+        ["run"],
+        ["resume"],
+        ["handoff"],
+        ["status"],
+        ["checkpoint", "now"],
+        ["checkpoint", "load"],
+        ["checkpoint", "report"],
+        ["checkpoint", "list"],
+        ["snapshot", "write"],
+        ["snapshot", "list"],
+    ]
     for command in commands:
         out = runner.invoke(cli, [*command, "--help"]).output
         assert "Examples:" in out, command
@@ -180,8 +245,7 @@ def test_every_command_has_help_with_examples():
 
 def test_importing_the_cli_does_not_import_langgraph(cli_env):
     code = "import sys, orchestrator.cli; print('langgraph' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True, text=True)
     assert done.stdout.strip() == "False"
 
 
@@ -194,15 +258,35 @@ def test_live_view_fits_a_60_column_terminal():
     view = LiveView(buffer)
     view.console = Console(file=buffer, width=60, force_terminal=True, color_system=None)
     events = [
-        {"event": "start", "task_id": "a-very-long-task-identifier-" * 3, "objective": "o",
-         "phases": ["p"], "model": "m"},
+        {
+            "event": "start",
+            "task_id": "a-very-long-task-identifier-" * 3,
+            "objective": "o",
+            "phases": ["p"],
+            "model": "m",
+        },
         {"event": "phase", "phase": "exploration", "index": 1, "total": 4},
-        {"event": "agent", "key": "exploration/" + "x" * 80, "agent": "researcher",
-         "state": "running", "tokens": 1234},
-        {"event": "tokens", "agent": "lead", "context": 130_000, "threshold": 150_000,
-         "warning_ratio": 0.8, "total": 9},
-        {"event": "checkpoint", "trigger": "before_spawning", "phase": "p",
-         "path": "/very/long/path/" * 10},
+        {
+            "event": "agent",
+            "key": "exploration/" + "x" * 80,
+            "agent": "researcher",
+            "state": "running",
+            "tokens": 1234,
+        },
+        {
+            "event": "tokens",
+            "agent": "lead",
+            "context": 130_000,
+            "threshold": 150_000,
+            "warning_ratio": 0.8,
+            "total": 9,
+        },
+        {
+            "event": "checkpoint",
+            "trigger": "before_spawning",
+            "phase": "p",
+            "path": "/very/long/path/" * 10,
+        },
     ]
     with view:
         for event in events:

@@ -19,8 +19,9 @@ def test_default_gauge_zones_follow_the_skill(tokens, zone):
 
 
 def test_reported_usage_wins_over_the_estimate():
-    reported = AIMessage("hi", usage_metadata={"input_tokens": 1000, "output_tokens": 234,
-                                                "total_tokens": 1234})
+    reported = AIMessage(
+        "hi", usage_metadata={"input_tokens": 1000, "output_tokens": 234, "total_tokens": 1234}
+    )
     assert usage_tokens(reported, fallback_context=5) == 1234
     silent = AIMessage("x" * 400)
     assert usage_tokens(silent, fallback_context=50) > 50 + 90  # estimate of 400 chars
@@ -30,16 +31,18 @@ def _lead_zone_events(events):
     return [e for e in events if e["event"] == "tokens" and "zone" in e]
 
 
-def test_low_threshold_warns_snapshots_and_continues_with_a_fresh_lead(fixture_repo,
-                                                                        memory_dir, tmp_path):
+def test_low_threshold_warns_snapshots_and_continues_with_a_fresh_lead(
+    fixture_repo, memory_dir, tmp_path
+):
     # nine short phases: the lead's conversation grows by each phase's findings (about
     # 400 tokens a phase here), so the threshold is crossed mid-run, more than once
     workflow = tmp_path / "long.yaml"
     workflow.write_text("phases: [p1, p2, p3, p4, p5, p6, p7, p8, p9]\n")
     events: list[dict] = []
     threshold = 3000
-    result = Orchestrator(workdir=fixture_repo, workflow=workflow, token_threshold=threshold,
-                          on_event=events.append).run("Survey the shop service", task_id="tok")
+    result = Orchestrator(
+        workdir=fixture_repo, workflow=workflow, token_threshold=threshold, on_event=events.append
+    ).run("Survey the shop service", task_id="tok")
     assert result.status == "done"
     kinds = [e["event"] for e in events]
     assert "warning" in kinds
@@ -59,22 +62,28 @@ def test_low_threshold_warns_snapshots_and_continues_with_a_fresh_lead(fixture_r
 
 
 def test_default_threshold_comes_from_the_skill_and_the_flag_overrides_the_workflow(
-        fixture_repo, tmp_path):
+    fixture_repo, tmp_path
+):
     wf = tmp_path / "wf.yaml"
     wf.write_text("phases: [exploration]\nthresholds:\n  token_threshold: 90000\n")
     seen = {}
-    for name, kwargs in {"skill": {}, "workflow": {"workflow": wf},
-                         "flag": {"workflow": wf, "token_threshold": 5000}}.items():
+    for name, kwargs in {
+        "skill": {},
+        "workflow": {"workflow": wf},
+        "flag": {"workflow": wf, "token_threshold": 5000},
+    }.items():
         events: list[dict] = []
         Orchestrator(workdir=fixture_repo, on_event=events.append, **kwargs).run(
-            "Survey", task_id=f"t-{name}")
+            "Survey", task_id=f"t-{name}"
+        )
         seen[name] = next(e for e in events if e["event"] == "start")["token_threshold"]
     assert seen == {"skill": 150_000, "workflow": 90_000, "flag": 5000}
 
 
 def test_tokens_are_counted_per_agent_and_in_total(fixture_repo, tiny_workflow):
     result = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow).run(
-        "Survey the shop service", task_id="count")
+        "Survey the shop service", task_id="count"
+    )
     agents = [k for k in result.tokens if k != "lead"]
     assert result.tokens["lead"] > 0
     assert len(agents) == len(result.findings) and all(result.tokens[a] > 0 for a in agents)

@@ -33,9 +33,17 @@ _TS = re.compile(r"\d{8}T\d{12}Z|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 # the orchestrator imported already, so they start fast and never inherit the threads of
 # graphs this test process ran before
 _FORK = multiprocessing.get_context("forkserver")
-_FORK.set_forkserver_preload(["orchestrator.api", "orchestrator.graph", "orchestrator.offline",
-                              "orchestrator.nodes.plan", "orchestrator.nodes.subagent",
-                              "memory.context", "tests.orchestrator.test_recovery"])
+_FORK.set_forkserver_preload(
+    [
+        "orchestrator.api",
+        "orchestrator.graph",
+        "orchestrator.offline",
+        "orchestrator.nodes.plan",
+        "orchestrator.nodes.subagent",
+        "memory.context",
+        "tests.orchestrator.test_recovery",
+    ]
+)
 
 
 def _child(kind: str, memory: str, workdir: str, workflow: str, fault: str) -> None:
@@ -53,8 +61,9 @@ def _child(kind: str, memory: str, workdir: str, workflow: str, fault: str) -> N
 
 
 def fork_run(kind: str, memory: Path, workdir: Path, workflow: Path, fault: str = "") -> int:
-    proc = _FORK.Process(target=_child, args=(kind, str(memory), str(workdir), str(workflow),
-                                              fault))
+    proc = _FORK.Process(
+        target=_child, args=(kind, str(memory), str(workdir), str(workflow), fault)
+    )
     proc.start()
     proc.join(60)
     assert proc.exitcode is not None, "child hung"
@@ -75,9 +84,13 @@ def outcome(memory: Path) -> dict:
         meta = _meta(path)
         body = {k: v for k, v in meta.items() if k != "timestamp"}
         per_subtask.setdefault(meta["subtask_id"], []).append(json.dumps(body, sort_keys=True))
-    merged = sorted(_TS.sub("TS", json.dumps(
-        {k: v for k, v in _meta(p).items() if k != "timestamp"}, sort_keys=True))
-        for p in (memory / "findings").glob("merged_*.md"))
+    merged = sorted(
+        _TS.sub(
+            "TS",
+            json.dumps({k: v for k, v in _meta(p).items() if k != "timestamp"}, sort_keys=True),
+        )
+        for p in (memory / "findings").glob("merged_*.md")
+    )
     return {"findings": per_subtask, "merged": merged}
 
 
@@ -119,25 +132,35 @@ def assert_same_as_baseline(memory: Path, baseline: dict) -> None:
 # 2 phases x 2 subtasks: n counts occurrences across the whole run (4 subagents).
 KILL_POINTS = [
     "run_before_graph:1",
-    "plan_after_write:1", "plan_after_write:2",
-    "spawn_after_checkpoint:1", "spawn_after_checkpoint:2",
-    "subagent_before_run:1", "subagent_before_run:3",
-    "subagent_before_findings:1", "subagent_before_findings:4",
-    "subagent_after_findings:1", "subagent_after_findings:2",
-    "subagent_after_findings:3", "subagent_after_findings:4",
-    "merge_before_write:1", "merge_before_write:2",
-    "merge_after_write:1", "merge_after_write:3",
-    "merge_after_checkpoint:1", "merge_after_checkpoint:2",
-    "advance_before_checkpoint:1", "advance_before_checkpoint:2",
-    "advance_after_checkpoint:1", "advance_after_checkpoint:2",
+    "plan_after_write:1",
+    "plan_after_write:2",
+    "spawn_after_checkpoint:1",
+    "spawn_after_checkpoint:2",
+    "subagent_before_run:1",
+    "subagent_before_run:3",
+    "subagent_before_findings:1",
+    "subagent_before_findings:4",
+    "subagent_after_findings:1",
+    "subagent_after_findings:2",
+    "subagent_after_findings:3",
+    "subagent_after_findings:4",
+    "merge_before_write:1",
+    "merge_before_write:2",
+    "merge_after_write:1",
+    "merge_after_write:3",
+    "merge_after_checkpoint:1",
+    "merge_after_checkpoint:2",
+    "advance_before_checkpoint:1",
+    "advance_before_checkpoint:2",
+    "advance_after_checkpoint:1",
+    "advance_after_checkpoint:2",
     "finish_before_reflect:1",
 ]
 PARALLEL = 4
 
 
 def _start(kind: str, memory: Path, repo: Path, workflow: Path, fault: str = "") -> object:
-    proc = _FORK.Process(target=_child, args=(kind, str(memory), str(repo), str(workflow),
-                                              fault))
+    proc = _FORK.Process(target=_child, args=(kind, str(memory), str(repo), str(workflow), fault))
     proc.start()
     return proc
 
@@ -146,7 +169,7 @@ def _batch(jobs: list[tuple]) -> list[int]:
     """Run `(kind, memory, repo, workflow, fault)` jobs as forked children, a few at once."""
     codes: list[int] = []
     for i in range(0, len(jobs), PARALLEL):
-        procs = [_start(*job) for job in jobs[i: i + PARALLEL]]
+        procs = [_start(*job) for job in jobs[i : i + PARALLEL]]
         for proc in procs:
             proc.join(90)
             assert proc.exitcode is not None, "child hung"
@@ -159,8 +182,7 @@ def crashed(setup):
     """Every kill point: (exit code of the killed run, of the resume, memory dir)."""
     base, repo, workflow, _baseline = setup
     dirs = [base / f"m-{fault.replace(':', '-')}" for fault in KILL_POINTS]
-    killed = _batch([("run", d, repo, workflow, f)
-                     for d, f in zip(dirs, KILL_POINTS, strict=True)])
+    killed = _batch([("run", d, repo, workflow, f) for d, f in zip(dirs, KILL_POINTS, strict=True)])
     resumed = _batch([("resume", d, repo, workflow, "") for d in dirs])
     return {f: (k, r, d) for f, k, r, d in zip(KILL_POINTS, killed, resumed, dirs, strict=True)}
 
@@ -227,9 +249,14 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(setup):
     assert_same_as_baseline(memory, baseline)
 
 
-@pytest.mark.parametrize(("pattern", "count"), [
-    ("checkpoints/cp_*.json", 1), ("findings/researcher-*.md", 2), ("findings/merged_*.md", 1),
-])
+@pytest.mark.parametrize(
+    ("pattern", "count"),
+    [
+        ("checkpoints/cp_*.json", 1),
+        ("findings/researcher-*.md", 2),
+        ("findings/merged_*.md", 1),
+    ],
+)
 def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path, pattern, count):
     """Realism: an `orchestrator run` process is SIGKILLed from outside mid-run, as soon as
     `count` files matching `pattern` exist."""
@@ -237,9 +264,22 @@ def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path, pa
     memory = tmp_path / "ext"
     env = {**cli_env, "TETHER_MEMORY_DIR": str(memory)}
     cmd = [sys.executable, "-m", "orchestrator.cli"]
-    proc = subprocess.Popen([*cmd, "run", OBJECTIVE, "--task", TASK, "--workdir", str(repo),
-                             "--workflow", str(workflow)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            *cmd,
+            "run",
+            OBJECTIVE,
+            "--task",
+            TASK,
+            "--workdir",
+            str(repo),
+            "--workflow",
+            str(workflow),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
         if len(list(memory.glob(pattern))) >= count:
@@ -247,8 +287,7 @@ def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path, pa
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(10) == -signal.SIGKILL, "the run ended before it could be killed"
-    done = subprocess.run([*cmd, "resume"], env=env, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([*cmd, "resume"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"Task {TASK}: done" in done.stdout
     assert_same_as_baseline(memory, baseline)

@@ -35,7 +35,9 @@ class TestOfflineRun:
         assert result.status == "done"
         assert result.offline is True
         assert [e["phase"] for e in events if e["event"] == "phase"][:2] == [
-            "exploration", "review"]
+            "exploration",
+            "review",
+        ]
         assert set(result.merged) == {"exploration", "review", "final"}
         assert result.failed == {}
 
@@ -43,16 +45,18 @@ class TestOfflineRun:
         result, _, mem = run
         plan = (mem / "research_plans" / "shop.md").read_text()
         assert "Survey the shop service" in plan and "## Progress" in plan
-        agent_files = sorted(p for p in (mem / "findings").glob("*.md")
-                             if not p.name.startswith("merged_"))
+        agent_files = sorted(
+            p for p in (mem / "findings").glob("*.md") if not p.name.startswith("merged_")
+        )
         merged = sorted((mem / "findings").glob("merged_*.md"))
         assert len(agent_files) == len(result.findings) == 6  # 3 areas x 2 phases
         assert len(merged) == 3  # one per phase + the final summary
         assert [p.name.split("_")[0] for p in (mem / "checkpoints").glob("*.json")]
         assert list((mem / "context_snapshots").glob("snap_*.md"))
         subtasks = {_meta(p)["subtask_id"] for p in agent_files}
-        assert len(subtasks) == 6 and all(s.split("/")[0] in {"exploration", "review"}
-                                          for s in subtasks)
+        assert len(subtasks) == 6 and all(
+            s.split("/")[0] in {"exploration", "review"} for s in subtasks
+        )
 
     def test_findings_cite_real_files_of_the_workdir(self, run, fixture_repo):
         result, _, mem = run
@@ -109,16 +113,20 @@ class _FailOne:
         return self.inner(messages, tools)
 
 
-def test_a_failing_subagent_is_blocked_and_retried_on_resume(fixture_repo, tiny_workflow,
-                                                             memory_dir):
+def test_a_failing_subagent_is_blocked_and_retried_on_resume(
+    fixture_repo, tiny_workflow, memory_dir
+):
     policy = _FailOne("docs")
-    orch = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow,
-                        model=OfflineChatModel(policy=policy))
+    orch = Orchestrator(
+        workdir=fixture_repo, workflow=tiny_workflow, model=OfflineChatModel(policy=policy)
+    )
     result = orch.run("Survey the shop service", task_id="flaky")
     assert list(result.failed) == ["exploration/exploration-docs"]
     assert len(result.findings) == 5  # the other subagents were spared
-    blocked = [json.loads(p.read_text())["state"]["blocked_agents"]
-               for p in sorted((memory_dir / "checkpoints").glob("*.json"))]
+    blocked = [
+        json.loads(p.read_text())["state"]["blocked_agents"]
+        for p in sorted((memory_dir / "checkpoints").glob("*.json"))
+    ]
     assert any("researcher:exploration/exploration-docs" in b for b in blocked)
 
     policy.area = "-"  # the provider recovered
@@ -135,8 +143,15 @@ def test_public_api():
     import orchestrator
 
     assert orchestrator.__all__ == sorted(orchestrator.__all__)
-    assert {"Orchestrator", "RunResult", "Workflow", "build_graph", "OrchestratorError",
-            "PhasePlan", "SubmitFindings"} <= set(orchestrator.__all__)
+    assert {
+        "Orchestrator",
+        "RunResult",
+        "Workflow",
+        "build_graph",
+        "OrchestratorError",
+        "PhasePlan",
+        "SubmitFindings",
+    } <= set(orchestrator.__all__)
     for name in orchestrator.__all__:
         assert getattr(orchestrator, name) is not None
 
@@ -162,13 +177,27 @@ class TestAgentLoop:
         from orchestrator.agent_loop import run_agent
         from orchestrator.protocol import SubmitFindings
 
-        model = OfflineChatModel(policy=[
-            AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "boom"}, "id": "1"}]),
-            AIMessage("", tool_calls=[{"name": "SubmitFindings", "id": "2",
-                                       "args": {"summary": "ok", "key_discoveries": ["a"]}}]),
-        ])
-        result = run_agent(model, tools=[self._tool()], final_tool=SubmitFindings,
-                           messages=[SystemMessage("s"), HumanMessage("go")])
+        model = OfflineChatModel(
+            policy=[
+                AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "boom"}, "id": "1"}]),
+                AIMessage(
+                    "",
+                    tool_calls=[
+                        {
+                            "name": "SubmitFindings",
+                            "id": "2",
+                            "args": {"summary": "ok", "key_discoveries": ["a"]},
+                        }
+                    ],
+                ),
+            ]
+        )
+        result = run_agent(
+            model,
+            tools=[self._tool()],
+            final_tool=SubmitFindings,
+            messages=[SystemMessage("s"), HumanMessage("go")],
+        )
         assert result.final.summary == "ok" and result.final.key_discoveries == ["a"]
         errors = [m for m in result.transcript if isinstance(m, ToolMessage)]
         assert errors[0].content == "Error: ValueError: bad input"
@@ -184,13 +213,19 @@ class TestAgentLoop:
 
         def never_finishes(messages, tools):
             sent.append(count_tokens(messages))
-            return AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "word "},
-                                              "id": f"c{len(sent)}"}])
+            return AIMessage(
+                "", tool_calls=[{"name": "echo", "args": {"text": "word "}, "id": f"c{len(sent)}"}]
+            )
 
         with pytest.raises(AgentLoopError, match="within 5 steps"):
-            run_agent(OfflineChatModel(policy=never_finishes), tools=[self._tool()],
-                      final_tool=SubmitFindings, max_steps=5, max_context_tokens=3000,
-                      messages=[SystemMessage("s"), HumanMessage("go")])
+            run_agent(
+                OfflineChatModel(policy=never_finishes),
+                tools=[self._tool()],
+                final_tool=SubmitFindings,
+                max_steps=5,
+                max_context_tokens=3000,
+                messages=[SystemMessage("s"), HumanMessage("go")],
+            )
         # 5 steps + 1 "finish now" call, each sent a trimmed context although every tool
         # result alone is ~6,000 tokens
         assert len(sent) == 6 and max(sent) <= 3000
@@ -209,3 +244,43 @@ class TestAgentLoop:
         assert fitted[:2] == messages[:2]
         assert isinstance(fitted[2], AIMessage)  # never a tool result without its call
         assert fitted[-1] is messages[-1]
+
+
+def test_the_lead_sees_the_memory_index_on_its_first_call_only(fixture_repo, tiny_workflow):
+    """Seed 004: long-term memory from earlier tasks is announced at iteration 1."""
+    Orchestrator(workdir=fixture_repo, workflow=tiny_workflow).run("Survey the shop", task_id="a")
+    systems: list[str] = []
+    inner = ResearchPolicy()
+
+    def recording(messages, tools):
+        system = str(messages[0].content)
+        if any(t["function"]["name"] == "PhasePlan" for t in tools) and system not in systems:
+            systems.append(system)
+        return inner(messages, tools)
+
+    Orchestrator(
+        workdir=fixture_repo, workflow=tiny_workflow, model=OfflineChatModel(policy=recording)
+    ).run("Review the shop", task_id="b")
+    assert len(systems) == 2  # one context per planning turn (one turn per phase)
+    assert "Available memory:" in systems[0] and "episodes/" in systems[0]
+    assert "Available memory:" not in systems[1]
+    assert all("external-memory" in s for s in systems)  # the skills index, every time
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_max_parallel_bounds_the_subagents_running_at_once(fixture_repo, tiny_workflow, limit):
+    running: set[str] = set()
+    peak = 0
+
+    def watch(event):
+        nonlocal peak
+        if event["event"] == "agent" and event["state"] == "running":
+            running.add(event["key"])
+        elif event["event"] == "agent" and event["state"] in ("done", "failed"):
+            running.discard(event["key"])
+        peak = max(peak, len(running))
+
+    Orchestrator(
+        workdir=fixture_repo, workflow=tiny_workflow, max_parallel=limit, on_event=watch
+    ).run("Survey the shop service", task_id=f"p{limit}")
+    assert 1 <= peak <= limit
