@@ -100,8 +100,9 @@ def _grep_rank(root: Path, words: list[str], k: int) -> list[str]:
     cmd = ["rg", "-i", "-w", "-o", "-n", "--no-heading", "--sort", "path"]
     for w in words:
         cmd += ["-e", w]
-    out = subprocess.run(cmd + ["working"], cwd=root, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, check=False).stdout
+    out = subprocess.run(
+        cmd + ["working"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False
+    ).stdout
     found: dict[tuple[str, int], set[str]] = defaultdict(set)
     for raw in out.splitlines():
         path, line, word = raw.decode("utf-8", "replace").split(":", 2)
@@ -129,8 +130,9 @@ class _Bm25:
                         texts.append(text)
         began = time.perf_counter()
         self.model = bm25s.BM25()
-        self.model.index(bm25s.tokenize(texts, stopwords="en", show_progress=False),
-                         show_progress=False)
+        self.model.index(
+            bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False
+        )
         self.build_s = time.perf_counter() - began
 
     def search(self, question: str, k: int) -> list[str]:
@@ -148,8 +150,10 @@ def _recall(ranked: list[list[str]], gold: list[str], k: int) -> float:
 def run_size(n: int, args: argparse.Namespace) -> dict:
     began = time.perf_counter()
     corpus = ensure_corpus(n, n_facts=args.facts)
-    print(f"[{n:,}] corpus ready ({time.perf_counter() - began:.1f} s, "
-          f"{len(corpus.files)} files)", file=sys.stderr)
+    print(
+        f"[{n:,}] corpus ready ({time.perf_counter() - began:.1f} s, {len(corpus.files)} files)",
+        file=sys.stderr,
+    )
     tmp = _stage(corpus)
     root = tmp / "memory"
     try:
@@ -159,8 +163,10 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
 
 
 def _measure(corpus: Corpus, root: Path, args: argparse.Namespace) -> dict:
-    row: dict = {"messages": corpus.messages,
-                 "mb": sum(f.stat().st_size for f in corpus.files) / 1e6}
+    row: dict = {
+        "messages": corpus.messages,
+        "mb": sum(f.stat().st_size for f in corpus.files) / 1e6,
+    }
     store = MemoryStore(root)
     report = store.reindex()
     row["build_s"] = report.seconds
@@ -180,20 +186,22 @@ def _measure(corpus: Corpus, root: Path, args: argparse.Namespace) -> dict:
     _baseline_latency(row, root, questions, args)
     print(f"[{corpus.messages:,}] latency done", file=sys.stderr)
     grep_ranked = [_grep_rank(root, query_words(q), 10) for q in questions]
-    row["grep_r5"], row["grep_r10"] = (_recall(grep_ranked, gold, 5),
-                                       _recall(grep_ranked, gold, 10))
+    row["grep_r5"], row["grep_r10"] = (
+        _recall(grep_ranked, gold, 5),
+        _recall(grep_ranked, gold, 10),
+    )
     if not args.skip_bm25s:
         bm = _Bm25(root)
         bm_ranked = [bm.search(q, 10) for q in questions]
-        row["bm25_r5"], row["bm25_r10"] = _recall(bm_ranked, gold, 5), _recall(bm_ranked,
-                                                                                gold, 10)
+        row["bm25_r5"], row["bm25_r10"] = _recall(bm_ranked, gold, 5), _recall(bm_ranked, gold, 10)
     row["incr_s"], row["incr_found"] = _incremental(store, corpus, root)
     store.close()
     return row
 
 
-def _baseline_latency(row: dict, root: Path, questions: list[str],
-                      args: argparse.Namespace) -> None:
+def _baseline_latency(
+    row: dict, root: Path, questions: list[str], args: argparse.Namespace
+) -> None:
     rg, rg1, grep = [], [], []
     for i, q in enumerate(questions[: args.latency_queries]):
         words = query_words(q)
@@ -204,8 +212,11 @@ def _baseline_latency(row: dict, root: Path, questions: list[str],
         longest = max(words, key=len)  # one literal word: rg's cheapest possible scan
         rg1.append(_time_cmd(["rg", "-c", "-F", longest, str(root / "working")]))
         if i < args.grep_queries:
-            grep.append(_time_cmd(["grep", "-r", "-i", "-w", "-c", "-E", "|".join(words),
-                                   str(root / "working")]))
+            grep.append(
+                _time_cmd(
+                    ["grep", "-r", "-i", "-w", "-c", "-E", "|".join(words), str(root / "working")]
+                )
+            )
     row["rg"] = (_pct(rg, 0.5), _pct(rg, 0.95))
     row["rg1"] = (_pct(rg1, 0.5), _pct(rg1, 0.95))
     row["grep"] = (_pct(grep, 0.5), _pct(grep, 0.95))
@@ -224,8 +235,7 @@ def _incremental(store: MemoryStore, corpus: Corpus, root: Path) -> tuple[float,
     durable.append_jsonl(target, records, many=True)
     hits = store.search(question, limit=5)
     elapsed = time.perf_counter() - t0
-    return elapsed, any(fact[:60] in h.text.replace("…", "") or fact[:40] in h.text
-                        for h in hits)
+    return elapsed, any(fact[:60] in h.text.replace("…", "") or fact[:40] in h.text for h in hits)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -235,9 +245,11 @@ def format_table(rows: list[dict]) -> str:
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{value * 100:.0f}%"
 
-    head = ("| messages | MB | build (msg/s) | tether p50/p95 ms | rg p50/p95 ms | "
-            "rg 1 literal word p50/p95 ms | grep -i p50/p95 ms | tether/rg p50 | "
-            "tether/rg 1 word p50 | tether/grep p50 | +1,000 msgs & search |")
+    head = (
+        "| messages | MB | build (msg/s) | tether p50/p95 ms | rg p50/p95 ms | "
+        "rg 1 literal word p50/p95 ms | grep -i p50/p95 ms | tether/rg p50 | "
+        "tether/rg 1 word p50 | tether/grep p50 | +1,000 msgs & search |"
+    )
     lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(
@@ -245,14 +257,19 @@ def format_table(rows: list[dict]) -> str:
             f"| {ms(r['rg'])} | {ms(r['rg1'])} | {ms(r['grep'])} | "
             f"{r['tether'][0] / r['rg'][0]:.3f} | {r['tether'][0] / r['rg1'][0]:.3f} | "
             f"{r['tether'][0] / r['grep'][0]:.3f} | {r['incr_s']:.2f} s "
-            f"({'found' if r['incr_found'] else 'NOT found'}) |")
-    lines += ["", "| messages | recall@5 tether | grep | bm25s | recall@10 tether | grep | "
-              "bm25s |", "|" + "---|" * 7]
+            f"({'found' if r['incr_found'] else 'NOT found'}) |"
+        )
+    lines += [
+        "",
+        "| messages | recall@5 tether | grep | bm25s | recall@10 tether | grep | bm25s |",
+        "|" + "---|" * 7,
+    ]
     for r in rows:
         lines.append(
             f"| {r['messages']:,} | {pct(r['tether_r5'])} | {pct(r['grep_r5'])} | "
             f"{pct(r.get('bm25_r5'))} | {pct(r['tether_r10'])} | {pct(r['grep_r10'])} | "
-            f"{pct(r.get('bm25_r10'))} |")
+            f"{pct(r.get('bm25_r10'))} |"
+        )
     return "\n".join(lines)
 
 
@@ -261,8 +278,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="10k,100k", help="comma list, e.g. 10k,100k,1m")
     parser.add_argument("--facts", type=int, default=100, help="labelled questions per corpus")
     parser.add_argument("--latency-queries", type=int, default=50)
-    parser.add_argument("--grep-queries", type=int, default=20,
-                        help="questions timed with grep -i (slow at 1M)")
+    parser.add_argument(
+        "--grep-queries", type=int, default=20, help="questions timed with grep -i (slow at 1M)"
+    )
     parser.add_argument("--skip-bm25s", action="store_true")
     args = parser.parse_args(argv)
     DATA_DIR.mkdir(parents=True, exist_ok=True)

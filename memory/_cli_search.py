@@ -21,16 +21,26 @@ def register(cli: click.Group) -> None:
 
 @click.command("search")
 @click.argument("query", nargs=-1)
-@click.option("--scope", "-s", "scopes", multiple=True, metavar="SCOPE",
-              help="all|plans|findings|checkpoints|snapshots|overview|detail|messages|"
-                   "entries|facts|episodes (repeat or comma-separate; default all).")
-@click.option("--limit", "-k", default=5, show_default=True, type=int,
-              help="Most results to show.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON list of {source, path, line, citation, text, score}.")
+@click.option(
+    "--scope",
+    "-s",
+    "scopes",
+    multiple=True,
+    metavar="SCOPE",
+    help="all|plans|findings|checkpoints|snapshots|overview|detail|messages|"
+    "entries|facts|episodes (repeat or comma-separate; default all).",
+)
+@click.option("--limit", "-k", default=5, show_default=True, type=int, help="Most results to show.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON list of {source, path, line, citation, text, score}.",
+)
 @click.pass_context
-def memory_search(ctx: click.Context, query: tuple[str, ...], scopes: tuple[str, ...],
-                  limit: int, as_json: bool) -> None:
+def memory_search(
+    ctx: click.Context, query: tuple[str, ...], scopes: tuple[str, ...], limit: int, as_json: bool
+) -> None:
     """Search all of memory for QUERY, best matches first, with citations.
 
     QUERY is natural language: not every word has to match, word forms are folded

@@ -38,7 +38,9 @@ def connect(path: Path) -> sqlite3.Connection:
     """Open `memory.db` in WAL mode, autocommit (explicit `BEGIN` where it matters)."""
     try:
         conn = sqlite3.connect(
-            str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            str(path),
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
             check_same_thread=False,
         )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

@@ -221,9 +221,9 @@ class JsonlRead:
     """True when the last line has no newline and does not parse (a crash mid-append)."""
 
 
-def iter_jsonl_lines(path: Path, start_offset: int = 0, start_line: int = 1) -> Iterator[
-    tuple[int, int, bytes]
-]:
+def iter_jsonl_lines(
+    path: Path, start_offset: int = 0, start_line: int = 1
+) -> Iterator[tuple[int, int, bytes]]:
     """Yield `(line_number, byte_offset, raw_line_without_newline)` from `start_offset`.
 
     Only complete lines (ending in a newline) are yielded; a trailing fragment is left for

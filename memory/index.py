@@ -71,8 +71,21 @@ READ_CHUNK = 1 << 20
 
 # Keys of a message record that carry bookkeeping, not content worth searching.
 _SKIP_KEYS = frozenset(
-    {"id", "ts", "timestamp", "time", "created_at", "tool_call_id", "seq", "line",
-     "usage", "usage_metadata", "response_metadata", "tokens", "index"}
+    {
+        "id",
+        "ts",
+        "timestamp",
+        "time",
+        "created_at",
+        "tool_call_id",
+        "seq",
+        "line",
+        "usage",
+        "usage_metadata",
+        "response_metadata",
+        "tokens",
+        "index",
+    }
 )
 METADATA_PREFIX = "<!-- tether:"
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
@@ -115,8 +128,13 @@ CREATE_FTS = "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(body, tokeni
 
 def create_index_tables(conn: sqlite3.Connection) -> None:
     """Create every index table (idempotent); used by the migration and by `rebuild()`."""
-    for sql in (CREATE_FILES, CREATE_DOCS, CREATE_DOCS_FILE_INDEX, CREATE_DOCS_ENTRY_INDEX,
-                CREATE_STATE):
+    for sql in (
+        CREATE_FILES,
+        CREATE_DOCS,
+        CREATE_DOCS_FILE_INDEX,
+        CREATE_DOCS_ENTRY_INDEX,
+        CREATE_STATE,
+    ):
         conn.execute(sql)
     for table in TABLES:
         conn.execute(CREATE_FTS.format(table=table, tok=TOKENIZER))
@@ -147,8 +165,9 @@ class IndexReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.files_indexed or self.files_removed or self.entries_added
-                    or self.entries_removed)
+        return bool(
+            self.files_indexed or self.files_removed or self.entries_added or self.entries_removed
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -227,9 +246,9 @@ def _collect_strings(value: Any, out: list[str]) -> None:
             _collect_strings(inner, out)
 
 
-def read_complete_lines(path: str, start: int, end: int, first_line: int) -> Iterator[
-    tuple[int, int, bytes]
-]:
+def read_complete_lines(
+    path: str, start: int, end: int, first_line: int
+) -> Iterator[tuple[int, int, bytes]]:
     """Yield `(line_no, offset, raw)` for each complete line in bytes `[start, end)`.
 
     A final fragment without a newline (a torn or in-progress append) is not yielded.
@@ -343,8 +362,9 @@ class Index:
         seen: dict[str, _Seen] = {}
         for attr, source, suffixes in FLAT_FOLDERS:
             folder = getattr(self.layout, attr)
-            self._scan_dir(str(folder), self.layout.relative(folder), source, suffixes,
-                           seen, recursive=False)
+            self._scan_dir(
+                str(folder), self.layout.relative(folder), source, suffixes, seen, recursive=False
+            )
         working = str(self.layout.working)
         for task in _scandir(working):
             if task.name.startswith(".") or not task.is_dir():
@@ -352,24 +372,40 @@ class Index:
             rel_task = f"working/{task.name}"
             for name, source in (("overview.md", "overview"), ("messages.jsonl", "messages")):
                 self._add_file(os.path.join(task.path, name), f"{rel_task}/{name}", source, seen)
-            self._scan_dir(os.path.join(task.path, "detail"), f"{rel_task}/detail", "detail",
-                           (".md",), seen, recursive=True)
+            self._scan_dir(
+                os.path.join(task.path, "detail"),
+                f"{rel_task}/detail",
+                "detail",
+                (".md",),
+                seen,
+                recursive=True,
+            )
         return seen
 
-    def _scan_dir(self, folder: str, rel: str, source: str, suffixes: tuple[str, ...],
-                  seen: dict[str, _Seen], *, recursive: bool) -> None:
+    def _scan_dir(
+        self,
+        folder: str,
+        rel: str,
+        source: str,
+        suffixes: tuple[str, ...],
+        seen: dict[str, _Seen],
+        *,
+        recursive: bool,
+    ) -> None:
         for item in _scandir(folder):
             if item.name.startswith("."):
                 continue
             if recursive and item.is_dir():
-                self._scan_dir(item.path, f"{rel}/{item.name}", source, suffixes, seen,
-                               recursive=True)
+                self._scan_dir(
+                    item.path, f"{rel}/{item.name}", source, suffixes, seen, recursive=True
+                )
             elif item.name.endswith(suffixes):
                 self._add_file(item.path, f"{rel}/{item.name}", source, seen, item)
 
     @staticmethod
-    def _add_file(path: str, rel: str, source: str, seen: dict[str, _Seen],
-                  item: os.DirEntry | None = None) -> None:
+    def _add_file(
+        path: str, rel: str, source: str, seen: dict[str, _Seen], item: os.DirEntry | None = None
+    ) -> None:
         try:
             st = item.stat() if item is not None else os.stat(path)
         except OSError:
@@ -378,8 +414,9 @@ class Index:
             seen[rel] = _Seen(rel, source, path, st.st_mtime_ns, st.st_size)
 
     # -- files ------------------------------------------------------------------------
-    def _sync_files(self, seen: dict[str, _Seen], known: dict[str, sqlite3.Row],
-                    report: IndexReport) -> None:
+    def _sync_files(
+        self, seen: dict[str, _Seen], known: dict[str, sqlite3.Row], report: IndexReport
+    ) -> None:
         gone = [row for path, row in known.items() if path not in seen]
         if gone:
             self._write(lambda c: self._remove_files(c, gone, report))
@@ -396,8 +433,7 @@ class Index:
                     batch, pending_rows = [], 0
                 if not work.partial:
                     break
-                row = self.conn.execute("SELECT * FROM idx_files WHERE path = ?",
-                                        (rel,)).fetchone()
+                row = self.conn.execute("SELECT * FROM idx_files WHERE path = ?", (rel,)).fetchone()
         if batch:
             self._write(lambda c: self._apply_files(c, batch, report))
 
@@ -422,13 +458,15 @@ class Index:
         if row is not None and item.size > row["size"] and row["done_bytes"] > 0:
             if self._tail_intact(item.abspath, row):
                 start, first_line, append = row["done_bytes"], row["done_lines"] + 1, True
-        work = _FileWork(item, _state_of(row), append=append, done_bytes=start,
-                         done_lines=first_line - 1)
+        work = _FileWork(
+            item, _state_of(row), append=append, done_bytes=start, done_lines=first_line - 1
+        )
         if append:
             work.tail_off, work.tail_hash = row["tail_off"], row["tail_hash"]
         try:
-            for line_no, offset, raw in read_complete_lines(item.abspath, start, item.size,
-                                                            first_line):
+            for line_no, offset, raw in read_complete_lines(
+                item.abspath, start, item.size, first_line
+            ):
                 text = message_text(raw)
                 if text is not None:
                     work.rows.append((line_no, text))
@@ -452,22 +490,33 @@ class Index:
             return False
         return len(data) == length and _hash(data) == row["tail_hash"]
 
-    def _apply_files(self, conn: sqlite3.Connection, batch: list[_FileWork],
-                     report: IndexReport) -> None:
+    def _apply_files(
+        self, conn: sqlite3.Connection, batch: list[_FileWork], report: IndexReport
+    ) -> None:
         next_id = _next_doc_id(conn)
         for work in batch:
-            row = conn.execute("SELECT * FROM idx_files WHERE path = ?",
-                               (work.seen.rel,)).fetchone()
+            row = conn.execute(
+                "SELECT * FROM idx_files WHERE path = ?", (work.seen.rel,)
+            ).fetchone()
             if _state_of(row) != work.basis:
                 # Another process synced this file since we planned: redo against its state.
-                if not work.partial and row is not None and (row["mtime_ns"], row["size"]) == (
-                        work.seen.mtime_ns, work.seen.size):
+                if (
+                    not work.partial
+                    and row is not None
+                    and (row["mtime_ns"], row["size"]) == (work.seen.mtime_ns, work.seen.size)
+                ):
                     continue
                 work = self._plan_file(work.seen, row)
             next_id = self._apply_file(conn, work, row, next_id, report)
 
-    def _apply_file(self, conn: sqlite3.Connection, work: _FileWork, row: sqlite3.Row | None,
-                    next_id: int, report: IndexReport) -> int:
+    def _apply_file(
+        self,
+        conn: sqlite3.Connection,
+        work: _FileWork,
+        row: sqlite3.Row | None,
+        next_id: int,
+        report: IndexReport,
+    ) -> int:
         item = work.seen
         if row is None:
             file_id = conn.execute(
@@ -482,8 +531,7 @@ class Index:
         ids = range(next_id, next_id + len(work.rows))
         conn.executemany(
             "INSERT INTO idx_docs(id, source, file_id, line) VALUES (?, ?, ?, ?)",
-            [(i, item.source, file_id, line) for i, (line, _) in zip(ids, work.rows,
-                                                                     strict=True)],
+            [(i, item.source, file_id, line) for i, (line, _) in zip(ids, work.rows, strict=True)],
         )
         conn.executemany(
             f"INSERT INTO {table}(rowid, body) VALUES (?, ?)",
@@ -495,19 +543,30 @@ class Index:
         conn.execute(
             "UPDATE idx_files SET source = ?, mtime_ns = ?, size = ?, done_bytes = ?, "
             "done_lines = ?, tail_off = ?, tail_hash = ? WHERE id = ?",
-            (item.source, mtime_ns, size, work.done_bytes, work.done_lines,
-             work.tail_off, work.tail_hash, file_id),
+            (
+                item.source,
+                mtime_ns,
+                size,
+                work.done_bytes,
+                work.done_lines,
+                work.tail_off,
+                work.tail_hash,
+                file_id,
+            ),
         )
         report.files_indexed += 0 if work.partial else 1
         report.rows_added += len(work.rows)
         return next_id + len(work.rows)
 
     @staticmethod
-    def _remove_files(conn: sqlite3.Connection, gone: list[sqlite3.Row],
-                      report: IndexReport) -> None:
+    def _remove_files(
+        conn: sqlite3.Connection, gone: list[sqlite3.Row], report: IndexReport
+    ) -> None:
         for row in gone:
-            current = conn.execute("SELECT id FROM idx_files WHERE id = ? AND mtime_ns = ? "
-                                   "AND size = ?", (row["id"], row["mtime_ns"], row["size"]))
+            current = conn.execute(
+                "SELECT id FROM idx_files WHERE id = ? AND mtime_ns = ? AND size = ?",
+                (row["id"], row["mtime_ns"], row["size"]),
+            )
             if current.fetchone() is None:
                 continue  # another process already handled it
             report.rows_removed += _delete_docs(conn, "file_id = ?", (row["id"],))
@@ -520,21 +579,28 @@ class Index:
         if not _has_table(conn, "entries"):
             return
         marks = _watermarks(conn)
-        new = conn.execute("SELECT seq, id FROM entries WHERE seq > ? ORDER BY seq",
-                           (marks["entries_seq"],)).fetchall()
+        new = conn.execute(
+            "SELECT seq, id FROM entries WHERE seq > ? ORDER BY seq", (marks["entries_seq"],)
+        ).fetchall()
         dead: list[sqlite3.Row] = []
         if _has_table(conn, "entry_tombstones"):
-            dead = conn.execute("SELECT seq, id FROM entry_tombstones WHERE seq > ? "
-                                "ORDER BY seq", (marks["tombstones_seq"],)).fetchall()
+            dead = conn.execute(
+                "SELECT seq, id FROM entry_tombstones WHERE seq > ? ORDER BY seq",
+                (marks["tombstones_seq"],),
+            ).fetchall()
         if not new and not dead:
             return
         dead_ids = {row["id"] for row in dead}
-        planned = [(row["seq"], row["id"], self._entry_rows(row["id"]))
-                   for row in new if row["id"] not in dead_ids]
+        planned = [
+            (row["seq"], row["id"], self._entry_rows(row["id"]))
+            for row in new
+            if row["id"] not in dead_ids
+        ]
         last_seq = new[-1]["seq"] if new else marks["entries_seq"]
         last_dead = dead[-1]["seq"] if dead else marks["tombstones_seq"]
-        self._write(lambda c: self._apply_entries(c, marks, planned, dead_ids, last_seq,
-                                                  last_dead, report))
+        self._write(
+            lambda c: self._apply_entries(c, marks, planned, dead_ids, last_seq, last_dead, report)
+        )
 
     def _entry_rows(self, entry_id: str) -> tuple[str | None, list[tuple[str, str]]]:
         from memory.errors import MemoryStoreError
@@ -550,17 +616,27 @@ class Index:
             pass
         return path, [(cite, text) for cite, text in texts if text and _WORDY.search(text)]
 
-    def _apply_entries(self, conn: sqlite3.Connection, marks: dict[str, int],
-                       planned: list, dead_ids: set[str], last_seq: int, last_dead: int,
-                       report: IndexReport) -> None:
+    def _apply_entries(
+        self,
+        conn: sqlite3.Connection,
+        marks: dict[str, int],
+        planned: list,
+        dead_ids: set[str],
+        last_seq: int,
+        last_dead: int,
+        report: IndexReport,
+    ) -> None:
         if _watermarks(conn) != marks:
             return  # another process indexed these meanwhile; the next sync sees the rest
         next_id = _next_doc_id(conn)
         for _seq, entry_id, (path, rows) in planned:
             _delete_docs(conn, "entry_id = ?", (entry_id,))
             for cite, text in rows:
-                conn.execute("INSERT INTO idx_docs(id, source, entry_id, cite, path) "
-                             "VALUES (?, 'entries', ?, ?, ?)", (next_id, entry_id, cite, path))
+                conn.execute(
+                    "INSERT INTO idx_docs(id, source, entry_id, cite, path) "
+                    "VALUES (?, 'entries', ?, ?, ?)",
+                    (next_id, entry_id, cite, path),
+                )
                 conn.execute("INSERT INTO idx_ent(rowid, body) VALUES (?, ?)", (next_id, text))
                 next_id += 1
             report.entries_added += 1
@@ -569,8 +645,10 @@ class Index:
             removed = _delete_docs(conn, "entry_id = ?", (entry_id,))
             report.rows_removed += removed
             report.entries_removed += 1 if removed else 0
-        conn.executemany("INSERT OR REPLACE INTO idx_state(key, value) VALUES (?, ?)",
-                         [("entries_seq", last_seq), ("tombstones_seq", last_dead)])
+        conn.executemany(
+            "INSERT OR REPLACE INTO idx_state(key, value) VALUES (?, ?)",
+            [("entries_seq", last_seq), ("tombstones_seq", last_dead)],
+        )
 
     # -- transactions -----------------------------------------------------------------
     def _write(self, fn) -> None:
@@ -594,8 +672,12 @@ def _scandir(path: str) -> list[os.DirEntry]:
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                        (name,)).fetchone() is not None
+    return (
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+        is not None
+    )
 
 
 def _watermarks(conn: sqlite3.Connection) -> dict[str, int]:

@@ -185,15 +185,11 @@ def confine(
         raise PathEscapeError(f"path {raw[:60]!r}... is too long (max {MAX_PATH_CHARS} chars)")
     candidate = Path(raw)
     if candidate.is_absolute() or raw.startswith("~") or (len(raw) > 1 and raw[1] == ":"):
-        raise PathEscapeError(
-            f"path {raw!r} is absolute: give a path relative to {label}"
-        )
+        raise PathEscapeError(f"path {raw!r} is absolute: give a path relative to {label}")
     if any(part == ".." for part in candidate.parts):
         raise PathEscapeError(f"path {raw!r} leaves {label} ('..' is not allowed)")
     real_root = root.resolve()
     resolved = (real_root / candidate).resolve()
     if resolved != real_root and real_root not in resolved.parents:
-        raise PathEscapeError(
-            f"path {raw!r} resolves outside {label} (through a symlink)"
-        )
+        raise PathEscapeError(f"path {raw!r} resolves outside {label} (through a symlink)")
     return resolved

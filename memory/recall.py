@@ -40,8 +40,19 @@ from memory.index import FILE_TABLE, table_for
 if TYPE_CHECKING:
     from memory.store import MemoryStore
 
-SCOPES = ("all", "plans", "findings", "checkpoints", "snapshots", "overview", "detail",
-          "messages", "entries", "facts", "episodes")
+SCOPES = (
+    "all",
+    "plans",
+    "findings",
+    "checkpoints",
+    "snapshots",
+    "overview",
+    "detail",
+    "messages",
+    "entries",
+    "facts",
+    "episodes",
+)
 SOURCES = SCOPES[1:]
 
 CANDIDATE_BUDGET = 5_000
@@ -105,8 +116,9 @@ class SearchResult:
         return asdict(self)
 
 
-def search(store: MemoryStore, query: str, scope: str | Sequence[str] = "all",
-           limit: int = 5) -> list[SearchResult]:
+def search(
+    store: MemoryStore, query: str, scope: str | Sequence[str] = "all", limit: int = 5
+) -> list[SearchResult]:
     """Ranked recall of `query` over the views named by `scope`.
 
     Args:
@@ -137,9 +149,7 @@ def resolve_scope(scope: str | Sequence[str]) -> tuple[str, ...]:
         for part in str(name).split(","):
             part = part.strip()
             if part not in SCOPES:
-                raise InvalidQueryError(
-                    f"unknown scope {part!r}: use one of {', '.join(SCOPES)}"
-                )
+                raise InvalidQueryError(f"unknown scope {part!r}: use one of {', '.join(SCOPES)}")
             wanted.extend(SOURCES if part == "all" else [part])
     if not wanted:
         raise InvalidQueryError(f"empty scope {scope!r}: use one of {', '.join(SCOPES)}")
@@ -171,8 +181,7 @@ class _Candidate:
 class _Query:
     """One search: plan per table, gather candidates, re-rank, cut snippets."""
 
-    def __init__(self, conn: sqlite3.Connection, query: str, sources: tuple[str, ...],
-                 limit: int):
+    def __init__(self, conn: sqlite3.Connection, query: str, sources: tuple[str, ...], limit: int):
         self.conn, self.query, self.sources, self.limit = conn, query, sources, limit
         self.k = max(RERANK_K, 2 * limit)
 
@@ -193,10 +202,15 @@ class _Query:
         self.surface_lower = {stem: word.lower() for stem, word in self.surface.items()}
         tables = list(dict.fromkeys(table_for(s) for s in self.sources))
         self.totals = {t: fts_totals(self.conn, t) for t in tables}
-        self.span = {t: tuple(self.conn.execute(
-            f"SELECT coalesce((SELECT min(id) FROM {t}_content), 0), "
-            f"coalesce((SELECT max(id) FROM {t}_content), 0)").fetchone())
-            for t in tables}
+        self.span = {
+            t: tuple(
+                self.conn.execute(
+                    f"SELECT coalesce((SELECT min(id) FROM {t}_content), 0), "
+                    f"coalesce((SELECT max(id) FROM {t}_content), 0)"
+                ).fetchone()
+            )
+            for t in tables
+        }
         self.df = {(t, term): self._df(t, term) for t in tables for term in terms}
         n_rows = sum(rows for rows, _ in self.totals.values())
         self.idf = {}
@@ -214,7 +228,9 @@ class _Query:
         frequencies; counting a common word's postings would cost milliseconds)."""
         rows, last = self.conn.execute(
             f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {table} WHERE {table} "
-            "MATCH ? ORDER BY rowid LIMIT ?)", (self._quote(term), DF_SAMPLE)).fetchone()
+            "MATCH ? ORDER BY rowid LIMIT ?)",
+            (self._quote(term), DF_SAMPLE),
+        ).fetchone()
         if rows < DF_SAMPLE:
             return int(rows)
         low, high = self.span[table]
@@ -253,8 +269,9 @@ class _Query:
         present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
         top = min(len(present), AND_MAX_SIZE)
         for size in range(top, 1 if top > 1 else 0, -1):
-            combos = sorted(itertools.combinations(present, size),
-                            key=lambda c: -sum(self.idf[t] for t in c))
+            combos = sorted(
+                itertools.combinations(present, size), key=lambda c: -sum(self.idf[t] for t in c)
+            )
             for combo in combos:
                 if queries >= MAX_AND_QUERIES:
                     break
@@ -270,8 +287,12 @@ class _Query:
             return list(found)
         ids = list(found)
         marks = ",".join("?" * len(ids))
-        length = {row[0]: (_varints(row[1])[0] if row[1] else 0) for row in self.conn.execute(
-            f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", ids)}
+        length = {
+            row[0]: (_varints(row[1])[0] if row[1] else 0)
+            for row in self.conn.execute(
+                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", ids
+            )
+        }
         ids.sort(key=lambda r: (-found[r][0], -found[r][1], length.get(r, 0)))
         return ids[: self.k]
 
@@ -286,11 +307,13 @@ class _Query:
         filt, args = "", [expr]
         wanted = [s for s in self.sources if table_for(s) == table]
         if table == FILE_TABLE and len(wanted) < _file_source_count():
-            filt = (f" AND idx_docs.source IN ({','.join('?' * len(wanted))})")
+            filt = f" AND idx_docs.source IN ({','.join('?' * len(wanted))})"
             args.extend(wanted)
         join = f" JOIN idx_docs ON idx_docs.id = {table}.rowid" if filt else ""
-        sql = (f"SELECT {table}.rowid FROM {table}{join} WHERE {table} MATCH ?{filt} "
-               f"ORDER BY {order} LIMIT ?")
+        sql = (
+            f"SELECT {table}.rowid FROM {table}{join} WHERE {table} MATCH ?{filt} "
+            f"ORDER BY {order} LIMIT ?"
+        )
         return [row[0] for row in self.conn.execute(sql, (*args, limit))]
 
     # -- re-ranking -------------------------------------------------------------------
@@ -303,7 +326,8 @@ class _Query:
         marks = ",".join("?" * len(terms))
         hits: dict[int, list[tuple[int, str]]] = {}
         for doc, term, offset in conn.execute(
-                f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms):
+            f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
+        ):
             hits.setdefault(doc, []).append((offset, term))
         scored = []
         for doc_id, doc in docs.items():
@@ -345,22 +369,32 @@ class _Query:
         for table, ids in by_table.items():
             marks = ",".join("?" * len(ids))
             for rowid, body, size in self.conn.execute(
-                    f"SELECT t.id, t.c0, s.sz FROM {table}_content t JOIN {table}_docsize s "
-                    f"ON s.id = t.id WHERE t.id IN ({marks})", ids):
-                docs[rowid] = {"table": table, "body": body or "",
-                               "length": _varints(size)[0] if size else 0}
+                f"SELECT t.id, t.c0, s.sz FROM {table}_content t JOIN {table}_docsize s "
+                f"ON s.id = t.id WHERE t.id IN ({marks})",
+                ids,
+            ):
+                docs[rowid] = {
+                    "table": table,
+                    "body": body or "",
+                    "length": _varints(size)[0] if size else 0,
+                }
         if docs:
             marks = ",".join("?" * len(docs))
             for row in self.conn.execute(
-                    "SELECT d.id, d.source, d.line, d.cite, d.path, f.path AS file_path "
-                    "FROM idx_docs d LEFT JOIN idx_files f ON f.id = d.file_id "
-                    f"WHERE d.id IN ({marks})", list(docs)):
-                docs[row["id"]].update(source=row["source"], line=row["line"],
-                                       cite=row["cite"], path=row["file_path"] or row["path"])
+                "SELECT d.id, d.source, d.line, d.cite, d.path, f.path AS file_path "
+                "FROM idx_docs d LEFT JOIN idx_files f ON f.id = d.file_id "
+                f"WHERE d.id IN ({marks})",
+                list(docs),
+            ):
+                docs[row["id"]].update(
+                    source=row["source"],
+                    line=row["line"],
+                    cite=row["cite"],
+                    path=row["file_path"] or row["path"],
+                )
         return {i: d for i, d in docs.items() if "source" in d}
 
-    def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]
-                ) -> SearchResult:
+    def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]) -> SearchResult:
         body = doc["body"]
         text, best_char = snippet(body, positions, self.idf)
         line = doc["line"]
@@ -377,8 +411,10 @@ class _Query:
 def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
     """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
     _fill_tok(conn, [(1, text)])
-    stems = [row[0] for row in conn.execute(
-        "SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")]
+    stems = [
+        row[0]
+        for row in conn.execute("SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")
+    ]
     words = _WORD.findall(text)
     if len(words) != len(stems):
         words = stems
@@ -451,8 +487,7 @@ def _min_span(positions: list[tuple[int, str]]) -> int:
     return best
 
 
-def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]
-            ) -> tuple[str, int]:
+def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) -> tuple[str, int]:
     """About `SNIPPET_CHARS` of `body` around the densest matches, on one line.
 
     Returns the snippet and the character offset of the first match it centres on.

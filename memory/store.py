@@ -141,7 +141,10 @@ class MemoryStore:
         return self.entries.stats()
 
     def prune(
-        self, *, keep_days: int | None = None, keep_entries: int | None = None,
+        self,
+        *,
+        keep_days: int | None = None,
+        keep_entries: int | None = None,
         dry_run: bool = False,
     ) -> list[Entry]:
         return self.entries.prune(keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run)

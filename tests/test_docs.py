@@ -31,12 +31,26 @@ ALL_COMMANDS = _command_paths(memory_cli, "memory") + _command_paths(
 def test_both_clis_have_their_core_verbs():
     paths = {path for path, _ in ALL_COMMANDS}
     expected = {
-        "memory log", "memory fetch", "memory list", "memory search", "memory refs",
-        "memory stats", "memory prune", "memory reindex", "memory summary status",
-        "memory facts", "memory episodes", "orchestrator run", "orchestrator resume",
-        "orchestrator handoff", "orchestrator status", "orchestrator checkpoint now",
-        "orchestrator checkpoint load", "orchestrator checkpoint report",
-        "orchestrator checkpoint list", "orchestrator snapshot",
+        "memory log",
+        "memory fetch",
+        "memory list",
+        "memory search",
+        "memory refs",
+        "memory stats",
+        "memory prune",
+        "memory reindex",
+        "memory summary status",
+        "memory facts",
+        "memory episodes",
+        "orchestrator run",
+        "orchestrator resume",
+        "orchestrator handoff",
+        "orchestrator status",
+        "orchestrator checkpoint now",
+        "orchestrator checkpoint load",
+        "orchestrator checkpoint report",
+        "orchestrator checkpoint list",
+        "orchestrator snapshot",
     }
     assert expected <= paths, sorted(expected - paths)
 

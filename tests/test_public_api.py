@@ -9,11 +9,28 @@ import memory
 import orchestrator
 
 MEMORY_API = [
-    "Archive", "BuiltContext", "ChunkOutOfRangeError", "ContextBudgets", "ContextBuilder",
-    "CorruptDataError", "Entry", "InvalidInputError", "InvalidQueryError", "Layout",
-    "MemoryDirError", "MemoryRuntimeError", "MemoryStore", "MemoryStoreError",
-    "MemoryUserError", "PathEscapeError", "SearchResult", "UnknownEntryError",
-    "WorkingMemory", "build_context", "memory_tools", "resolve_root",
+    "Archive",
+    "BuiltContext",
+    "ChunkOutOfRangeError",
+    "ContextBudgets",
+    "ContextBuilder",
+    "CorruptDataError",
+    "Entry",
+    "InvalidInputError",
+    "InvalidQueryError",
+    "Layout",
+    "MemoryDirError",
+    "MemoryRuntimeError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "MemoryUserError",
+    "PathEscapeError",
+    "SearchResult",
+    "UnknownEntryError",
+    "WorkingMemory",
+    "build_context",
+    "memory_tools",
+    "resolve_root",
 ]
 
 
@@ -25,9 +42,7 @@ def test_memory_all_is_sorted_pinned_and_importable():
 
 def test_orchestrator_all_is_sorted_and_importable():
     assert orchestrator.__all__ == sorted(orchestrator.__all__)
-    assert {"Orchestrator", "Workflow", "build_graph", "load_workflow"} <= set(
-        orchestrator.__all__
-    )
+    assert {"Orchestrator", "Workflow", "build_graph", "load_workflow"} <= set(orchestrator.__all__)
     for name in orchestrator.__all__:
         assert getattr(orchestrator, name) is not None
 

@@ -23,11 +23,16 @@ def memory(memory_dir):
     store = MemoryStore(memory_dir)
     durable.atomic_write_text(
         store.layout.detail_dir("T1") / "auth-design.md",
-        "# Auth\n\n## Decision\n\nSwitch the login flow to JWT with refresh rotation.\n")
-    durable.append_jsonl(store.layout.messages("T1"), [
-        {"role": "user", "content": "run the tests please"},
-        {"role": "assistant", "content": "We agreed: the auth flow moves to JWT tokens."},
-    ], many=True)
+        "# Auth\n\n## Decision\n\nSwitch the login flow to JWT with refresh rotation.\n",
+    )
+    durable.append_jsonl(
+        store.layout.messages("T1"),
+        [
+            {"role": "user", "content": "run the tests please"},
+            {"role": "assistant", "content": "We agreed: the auth flow moves to JWT tokens."},
+        ],
+        many=True,
+    )
     durable.atomic_write_text(store.layout.facts / "tools.md", "# Tools\n\nUse ruff for lint.\n")
     store.close()
     return memory_dir
@@ -65,12 +70,16 @@ def test_json_output(memory):
     result = run("search", "JWT", "--json", "--scope", "messages")
     assert result.exit_code == 0
     data = json.loads(result.output)
-    assert data == [{
-        "source": "messages", "path": "working/T1/messages.jsonl", "line": 2,
-        "citation": "working/T1/messages.jsonl#L2",
-        "text": "assistant: We agreed: the auth flow moves to JWT tokens.",
-        "score": data[0]["score"],
-    }]
+    assert data == [
+        {
+            "source": "messages",
+            "path": "working/T1/messages.jsonl",
+            "line": 2,
+            "citation": "working/T1/messages.jsonl#L2",
+            "text": "assistant: We agreed: the auth flow moves to JWT tokens.",
+            "score": data[0]["score"],
+        }
+    ]
     assert isinstance(data[0]["score"], float) and data[0]["score"] > 0
 
 
@@ -87,23 +96,44 @@ def test_empty_result(memory):
     assert run("search", "xylophone", "--json").output == "[]\n"
 
 
-@pytest.mark.parametrize(("args", "error"), [
-    (["search", ""], "Error: empty query '': give words to search for, e.g. "
-                     "'auth flow decision'"),
-    (["search"], "Error: empty query '': give words to search for, e.g. 'auth flow decision'"),
-    (["search", "jwt", "--scope", "notes"],
-     "Error: unknown scope 'notes': use one of all, plans, findings, checkpoints, snapshots, "
-     "overview, detail, messages, entries, facts, episodes"),
-    (["search", "jwt", "--limit", "0"], "Error: invalid limit 0: give a number of results >= 1"),
-])
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (
+            ["search", ""],
+            "Error: empty query '': give words to search for, e.g. 'auth flow decision'",
+        ),
+        (["search"], "Error: empty query '': give words to search for, e.g. 'auth flow decision'"),
+        (
+            ["search", "jwt", "--scope", "notes"],
+            "Error: unknown scope 'notes': use one of all, plans, findings, checkpoints, "
+            "snapshots, overview, detail, messages, entries, facts, episodes",
+        ),
+        (
+            ["search", "jwt", "--limit", "0"],
+            "Error: invalid limit 0: give a number of results >= 1",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_error_and_memory_is_intact(memory, cli_env, args, error):
-    before = {p: p.read_bytes() for p in memory.rglob("*") if p.is_file()
-              and not p.name.startswith("memory.db")}
-    proc = subprocess.run([sys.executable, "-m", "memory", *args], env=cli_env,
-                          capture_output=True, text=True, timeout=60)
+    before = {
+        p: p.read_bytes()
+        for p in memory.rglob("*")
+        if p.is_file() and not p.name.startswith("memory.db")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "memory", *args],
+        env=cli_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", error + "\n")
-    after = {p: p.read_bytes() for p in memory.rglob("*") if p.is_file()
-             and not p.name.startswith("memory.db")}
+    after = {
+        p: p.read_bytes()
+        for p in memory.rglob("*")
+        if p.is_file() and not p.name.startswith("memory.db")
+    }
     assert after == before
     assert "Citation: working/T1/detail/auth-design.md#L5" in run("search", "JWT").output
 
@@ -121,8 +151,7 @@ def test_entries_are_searchable_from_the_cli(memory):
     entry = store.log("E   AssertionError: pangolin count 3 != 4", tags=["pytest"])
     store.close()
     data = json.loads(run("search", "pangolin assertion", "--json").output)
-    assert [(d["source"], d["citation"], d["line"]) for d in data] == [
-        ("entries", entry.id, None)]
+    assert [(d["source"], d["citation"], d["line"]) for d in data] == [("entries", entry.id, None)]
 
 
 def test_help_has_examples():
@@ -133,12 +162,15 @@ def test_help_has_examples():
 
 
 def test_search_does_not_import_langchain(memory, cli_env):
-    code = ("import sys\nfrom memory.cli import main\nsys.argv = ['memory', 'search', 'JWT']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]\n"
-            "print('IMPORTED', bad)\n")
-    proc = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True,
-                          text=True, timeout=60)
+    code = (
+        "import sys\nfrom memory.cli import main\nsys.argv = ['memory', 'search', 'JWT']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]\n"
+        "print('IMPORTED', bad)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=cli_env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "IMPORTED []"
     assert "Citation: working/T1/detail/auth-design.md#L5" in proc.stdout

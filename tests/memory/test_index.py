@@ -97,17 +97,24 @@ class TestFileChanges:
 class TestMessages:
     def test_appended_messages_are_found_and_only_they_are_indexed(self, store):
         log = store.layout.messages("T2")
-        durable.append_jsonl(log, [{"role": "user", "content": f"note {i}"} for i in range(30)],
-                             many=True)
+        durable.append_jsonl(
+            log, [{"role": "user", "content": f"note {i}"} for i in range(30)], many=True
+        )
         assert store.sync_index().rows_added == 30
-        first = durable.append_jsonl(log, [
-            {"role": "assistant", "content": "the capybara service is healthy"},
-            {"role": "tool", "name": "bash", "content": "capybara: 3 replicas ready"},
-        ], many=True)
+        first = durable.append_jsonl(
+            log,
+            [
+                {"role": "assistant", "content": "the capybara service is healthy"},
+                {"role": "tool", "name": "bash", "content": "capybara: 3 replicas ready"},
+            ],
+            many=True,
+        )
         report = store.sync_index()
         assert (report.rows_added, report.rows_removed) == (2, 0)
         assert sorted(_citations(store, "capybara")) == [
-            f"working/T2/messages.jsonl#L{first}", f"working/T2/messages.jsonl#L{first + 1}"]
+            f"working/T2/messages.jsonl#L{first}",
+            f"working/T2/messages.jsonl#L{first + 1}",
+        ]
 
     def test_torn_last_line_waits_until_it_is_complete(self, store):
         log = store.layout.messages("T1")
@@ -122,8 +129,10 @@ class TestMessages:
     def test_bad_lines_are_skipped_but_counted(self, store):
         log = store.layout.messages("T1")
         log.parent.mkdir(parents=True)
-        log.write_bytes(b'{"role": "user", "content": "one"}\nnot json at all\n\xff\xfe\n'
-                        b'{"role": "user", "content": "the heron line"}\n')
+        log.write_bytes(
+            b'{"role": "user", "content": "one"}\nnot json at all\n\xff\xfe\n'
+            b'{"role": "user", "content": "the heron line"}\n'
+        )
         assert _citations(store, "heron") == ["working/T1/messages.jsonl#L4"]
 
     def test_rewritten_log_is_reindexed(self, store):
@@ -137,8 +146,9 @@ class TestMessages:
     def test_big_log_is_indexed_in_bounded_batches(self, store, monkeypatch):
         monkeypatch.setattr(index_module, "BATCH_ROWS", 7)
         log = store.layout.messages("T1")
-        durable.append_jsonl(log, [{"role": "user", "content": f"heron {i}"} for i in range(50)],
-                             many=True)
+        durable.append_jsonl(
+            log, [{"role": "user", "content": f"heron {i}"} for i in range(50)], many=True
+        )
         report = store.sync_index()
         assert (report.files_indexed, report.rows_added, report.rows_removed) == (1, 50, 0)
         hits = store.search("heron 37", limit=1)
@@ -149,10 +159,21 @@ class TestMessages:
         assert store.index.row_count() == 51
 
     def test_message_text_has_no_json_noise(self, store):
-        durable.append_jsonl(store.layout.messages("T1"), {
-            "role": "assistant", "content": "", "ts": "2026-01-01T00:00:00Z",
-            "tool_calls": [{"id": "call_1", "name": "bash",
-                            "args": {"command": "pytest tests/test_flamingo.py"}}]})
+        durable.append_jsonl(
+            store.layout.messages("T1"),
+            {
+                "role": "assistant",
+                "content": "",
+                "ts": "2026-01-01T00:00:00Z",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "name": "bash",
+                        "args": {"command": "pytest tests/test_flamingo.py"},
+                    }
+                ],
+            },
+        )
         hit = store.search("flamingo")[0]
         assert hit.text == "assistant: bash pytest tests/test_flamingo.py"
 
@@ -160,9 +181,11 @@ class TestMessages:
 class TestRebuild:
     def test_reindex_after_deleting_the_database_gives_the_same_results(self, store):
         _note(store, "auth.md", "# Auth\n\nWe chose JWT with refresh rotation.\n")
-        durable.append_jsonl(store.layout.messages("T1"),
-                             [{"role": "user", "content": f"jwt question {i}"} for i in range(5)],
-                             many=True)
+        durable.append_jsonl(
+            store.layout.messages("T1"),
+            [{"role": "user", "content": f"jwt question {i}"} for i in range(5)],
+            many=True,
+        )
         before = [h.to_dict() for h in store.search("jwt refresh rotation", limit=10)]
         store.close()
         for suffix in ("", "-wal", "-shm"):
@@ -194,8 +217,9 @@ def _sync_worker(root: str, rounds: int) -> None:
 def _append_worker(root: str, task: str, n: int) -> None:
     store = MemoryStore(root)
     for i in range(n):
-        durable.append_jsonl(store.layout.messages(task),
-                             {"role": "user", "content": f"walrus {task} message {i}"})
+        durable.append_jsonl(
+            store.layout.messages(task), {"role": "user", "content": f"walrus {task} message {i}"}
+        )
         if i % 10 == 0:
             store.search("walrus")
     store.close()
@@ -218,8 +242,9 @@ class TestConcurrency:
 
     def test_appends_and_searches_from_two_processes(self, store):
         ctx = multiprocessing.get_context("spawn")
-        procs = [ctx.Process(target=_append_worker, args=(str(store.root), t, 60))
-                 for t in ("A", "B")]
+        procs = [
+            ctx.Process(target=_append_worker, args=(str(store.root), t, 60)) for t in ("A", "B")
+        ]
         for p in procs:
             p.start()
         for p in procs:
@@ -233,11 +258,14 @@ class TestConcurrency:
     def _assert_consistent(store, expected_rows):
         store.sync_index()
         conn = store.connect()
-        cites = conn.execute("SELECT f.path, d.line FROM idx_docs d JOIN idx_files f "
-                             "ON f.id = d.file_id").fetchall()
+        cites = conn.execute(
+            "SELECT f.path, d.line FROM idx_docs d JOIN idx_files f ON f.id = d.file_id"
+        ).fetchall()
         assert len(cites) == len(set(map(tuple, cites))) == expected_rows
-        fts_rows = sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                       for t in ("idx_msg", "idx_doc", "idx_ent"))
+        fts_rows = sum(
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("idx_msg", "idx_doc", "idx_ent")
+        )
         assert fts_rows == expected_rows
 
 
@@ -245,8 +273,11 @@ def test_index_writes_nothing_but_the_database(store):
     _note(store, "a.md", "some heron text\n")
 
     def files():
-        return sorted(str(p.relative_to(store.root)) for p in store.root.rglob("*")
-                      if not p.name.startswith("memory.db"))
+        return sorted(
+            str(p.relative_to(store.root))
+            for p in store.root.rglob("*")
+            if not p.name.startswith("memory.db")
+        )
 
     before = files()
     store.search("heron")

@@ -49,25 +49,42 @@ def store(memory_dir):
     store = MemoryStore(memory_dir)
     layout = store.layout
     durable.atomic_write_text(layout.detail_dir("T1") / "auth-design.md", AUTH_NOTE)
-    durable.atomic_write_text(layout.overview("T1"), "# Working Memory\n\n## Current Task\n"
-                              "Port the zephyr exporter to the new storage API\n")
+    durable.atomic_write_text(
+        layout.overview("T1"),
+        "# Working Memory\n\n## Current Task\nPort the zephyr exporter to the new storage API\n",
+    )
     durable.append_jsonl(layout.messages("T1"), _messages(), many=True)
-    durable.append_jsonl(layout.messages("T1"), {
-        "role": "user", "content": "ok, switching the auth flow over to JWT is approved"})
+    durable.append_jsonl(
+        layout.messages("T1"),
+        {"role": "user", "content": "ok, switching the auth flow over to JWT is approved"},
+    )
     durable.append_jsonl(layout.messages("T1"), _messages(10), many=True)
-    durable.atomic_write_text(layout.plan("T1"), "# Research plan\n\n## Objective\n"
-                              "Make the zephyr exporter stream results\n")
-    durable.atomic_write_text(layout.findings / "explorer_20260101T000000000000Z.md",
-                              "# Findings\n\nThe zephyr exporter buffers every row in memory.\n")
-    durable.atomic_write_json(layout.checkpoints / "cp_exploration_20260101T000000Z.json",
-                              {"checkpoint_id": "cp1", "phase": "exploration",
-                               "context_summary": "zephyr exporter survey finished"})
-    durable.atomic_write_text(layout.context_snapshots / "snap_20260101T000000Z.md",
-                              "# Snapshot\n\nResume the zephyr exporter rewrite.\n")
-    durable.atomic_write_text(layout.facts / "exporters.md",
-                              "# Exporters\n\n> Summary: zephyr exporter needs streaming\n")
-    durable.atomic_write_text(layout.episodes / "2026-01.md",
-                              "# 2026-01\n\n- Finished the zephyr exporter survey\n")
+    durable.atomic_write_text(
+        layout.plan("T1"),
+        "# Research plan\n\n## Objective\nMake the zephyr exporter stream results\n",
+    )
+    durable.atomic_write_text(
+        layout.findings / "explorer_20260101T000000000000Z.md",
+        "# Findings\n\nThe zephyr exporter buffers every row in memory.\n",
+    )
+    durable.atomic_write_json(
+        layout.checkpoints / "cp_exploration_20260101T000000Z.json",
+        {
+            "checkpoint_id": "cp1",
+            "phase": "exploration",
+            "context_summary": "zephyr exporter survey finished",
+        },
+    )
+    durable.atomic_write_text(
+        layout.context_snapshots / "snap_20260101T000000Z.md",
+        "# Snapshot\n\nResume the zephyr exporter rewrite.\n",
+    )
+    durable.atomic_write_text(
+        layout.facts / "exporters.md", "# Exporters\n\n> Summary: zephyr exporter needs streaming\n"
+    )
+    durable.atomic_write_text(
+        layout.episodes / "2026-01.md", "# 2026-01\n\n- Finished the zephyr exporter survey\n"
+    )
     yield store
     store.close()
 
@@ -87,8 +104,10 @@ class TestNaturalLanguageRecall:
 
     def test_common_words_do_not_outrank_the_rare_ones(self, store):
         hits = store.search("which flow did we pick for JWT tokens", limit=3)
-        assert hits[0].citation in {"working/T1/detail/auth-design.md#L11",
-                                    "working/T1/messages.jsonl#L41"}
+        assert hits[0].citation in {
+            "working/T1/detail/auth-design.md#L11",
+            "working/T1/messages.jsonl#L41",
+        }
         assert all("JWT" in h.text for h in hits[:2])
         assert hits[0].score >= hits[1].score >= hits[2].score
 
@@ -144,8 +163,19 @@ class TestScopes:
         assert hits[0].source == scope
 
     def test_all_scopes_are_known(self):
-        assert SCOPES == ("all", "plans", "findings", "checkpoints", "snapshots", "overview",
-                          "detail", "messages", "entries", "facts", "episodes")
+        assert SCOPES == (
+            "all",
+            "plans",
+            "findings",
+            "checkpoints",
+            "snapshots",
+            "overview",
+            "detail",
+            "messages",
+            "entries",
+            "facts",
+            "episodes",
+        )
 
     def test_list_and_comma_scopes(self, store):
         by_list = store.search("zephyr exporter", scope=["facts", "episodes"], limit=10)
@@ -160,8 +190,9 @@ class TestScopes:
 
 class TestEntries:
     def test_inline_entry_is_found_with_its_id(self, store):
-        entry = store.log("pytest: 2 failed, 156 passed; FAILED test_refresh_rotation",
-                          tags=["pytest"])
+        entry = store.log(
+            "pytest: 2 failed, 156 passed; FAILED test_refresh_rotation", tags=["pytest"]
+        )
         hits = store.search("why did the refresh rotation test fail?", scope="entries")
         assert [h.citation for h in hits] == [entry.id]
         assert hits[0].source == "entries" and hits[0].line is None
@@ -186,16 +217,24 @@ class TestEntries:
 
 
 class TestInvalidQueries:
-    @pytest.mark.parametrize(("kwargs", "message"), [
-        ({"query": ""}, "empty query '': give words to search for, e.g. 'auth flow decision'"),
-        ({"query": "   "}, "empty query '   ': give words to search for, e.g. "
-                            "'auth flow decision'"),
-        ({"query": "jwt", "scope": "notes"}, "unknown scope 'notes': use one of all, plans, "
-         "findings, checkpoints, snapshots, overview, detail, messages, entries, facts, "
-         "episodes"),
-        ({"query": "jwt", "limit": 0}, "invalid limit 0: give a number of results >= 1"),
-        ({"query": "jwt", "limit": -3}, "invalid limit -3: give a number of results >= 1"),
-    ])
+    @pytest.mark.parametrize(
+        ("kwargs", "message"),
+        [
+            ({"query": ""}, "empty query '': give words to search for, e.g. 'auth flow decision'"),
+            (
+                {"query": "   "},
+                "empty query '   ': give words to search for, e.g. 'auth flow decision'",
+            ),
+            (
+                {"query": "jwt", "scope": "notes"},
+                "unknown scope 'notes': use one of all, plans, "
+                "findings, checkpoints, snapshots, overview, detail, messages, entries, facts, "
+                "episodes",
+            ),
+            ({"query": "jwt", "limit": 0}, "invalid limit 0: give a number of results >= 1"),
+            ({"query": "jwt", "limit": -3}, "invalid limit -3: give a number of results >= 1"),
+        ],
+    )
     def test_bad_input_raises_one_line_error(self, store, kwargs, message):
         with pytest.raises(InvalidQueryError) as info:
             search(store, **kwargs)
@@ -205,14 +244,16 @@ class TestInvalidQueries:
 def test_format_results_matches_seed_000(store):
     query = "switch the auth flow to JWT"
     hits = store.search(query, scope="detail", limit=1)
-    assert format_results(query, hits) == "\n".join([
-        'Found 1 result(s) for: "switch the auth flow to JWT"',
-        "",
-        "[1] Source: detail",
-        "    File: working/T1/detail/auth-design.md:11",
-        f"    Content: {hits[0].text}",
-        "    Citation: working/T1/detail/auth-design.md#L11",
-    ])
+    assert format_results(query, hits) == "\n".join(
+        [
+            'Found 1 result(s) for: "switch the auth flow to JWT"',
+            "",
+            "[1] Source: detail",
+            "    File: working/T1/detail/auth-design.md:11",
+            f"    Content: {hits[0].text}",
+            "    Citation: working/T1/detail/auth-design.md#L11",
+        ]
+    )
     assert format_results("nothing", []) == 'Found 0 result(s) for: "nothing"'
 
 
@@ -221,11 +262,16 @@ class TestCommonWords:
 
     def test_rows_where_common_words_meet_are_found(self, memory_dir):
         store = MemoryStore(memory_dir)
-        noise = [{"role": "tool", "content": f"{word} shard {i} ok"}
-                 for i in range(3000) for word in ("alpha", "beta", "gamma")]
+        noise = [
+            {"role": "tool", "content": f"{word} shard {i} ok"}
+            for i in range(3000)
+            for word in ("alpha", "beta", "gamma")
+        ]
         durable.append_jsonl(store.layout.messages("T1"), noise, many=True)
-        line = durable.append_jsonl(store.layout.messages("T1"), {
-            "role": "assistant", "content": "alpha beta gamma are all degraded right now"})
+        line = durable.append_jsonl(
+            store.layout.messages("T1"),
+            {"role": "assistant", "content": "alpha beta gamma are all degraded right now"},
+        )
         durable.append_jsonl(store.layout.messages("T1"), noise[:300], many=True)
         hits = store.search("are alpha, beta and gamma degraded?", limit=3)
         assert hits[0].citation == f"working/T1/messages.jsonl#L{line}"
@@ -235,11 +281,12 @@ class TestCommonWords:
 
     def test_rare_word_wins_over_common_ones(self, memory_dir):
         store = MemoryStore(memory_dir)
-        noise = [{"role": "tool", "content": f"test {i} failed with an error"}
-                 for i in range(6000)]
+        noise = [{"role": "tool", "content": f"test {i} failed with an error"} for i in range(6000)]
         durable.append_jsonl(store.layout.messages("T1"), noise, many=True)
-        line = durable.append_jsonl(store.layout.messages("T1"), {
-            "role": "tool", "content": "test_quokka failed with an error: quokka not found"})
+        line = durable.append_jsonl(
+            store.layout.messages("T1"),
+            {"role": "tool", "content": "test_quokka failed with an error: quokka not found"},
+        )
         hits = store.search("why did the quokka test fail with an error?", limit=1)
         assert hits[0].citation == f"working/T1/messages.jsonl#L{line}"
         store.close()
