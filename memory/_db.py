@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +36,12 @@ Migration = tuple[str, "str | Callable[[sqlite3.Connection], None]"]
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open `memory.db` in WAL mode, autocommit (explicit `BEGIN` where it matters)."""
+    """Open `memory.db` in WAL mode, autocommit (explicit `BEGIN` where it matters).
+
+    Switching a new database to WAL needs a lock that SQLite's busy handler does not
+    always wait for (two processes creating the store at once get "database is locked"
+    at once), so the set-up is retried until `BUSY_TIMEOUT_MS` has passed.
+    """
     try:
         conn = sqlite3.connect(
             str(path),
@@ -43,16 +49,42 @@ def connect(path: Path) -> sqlite3.Connection:
             isolation_level=None,
             check_same_thread=False,
         )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.DatabaseError as exc:
-        raise MemoryDirError(
-            f"cannot open {str(path)!r} ({exc}); move it aside and run `memory reindex`"
-        ) from None
+        raise _unusable(path, exc) from None
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            _configure(conn)
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                conn.close()
+                raise _unusable(path, exc) from None
+            if time.monotonic() > deadline:
+                conn.close()
+                raise _unusable(path, exc) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise _unusable(path, exc) from None
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _unusable(path: Path, exc: Exception) -> MemoryDirError:
+    return MemoryDirError(
+        f"cannot open {str(path)!r} ({exc}); move it aside and run `memory reindex`"
+    )
 
 
 def all_migrations() -> list[Migration]:
