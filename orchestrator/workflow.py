@@ -13,6 +13,7 @@ thresholds:
   token_threshold: 150000   # default: the external-memory skill's triggers
   warning_ratio: 0.8
   max_parallel: 4
+  max_subtasks: 4
 model: openai:gpt-4o-mini   # optional; --model and $TETHER_MODEL win
 memory_dir: .temp/memory    # optional; relative to the workflow file
 ```
@@ -91,6 +92,8 @@ class Thresholds(BaseModel):
     """Fraction of `token_threshold` where the warning zone starts."""
     max_parallel: StrictInt = Field(default=4, gt=0)
     """Subagents running at once."""
+    max_subtasks: StrictInt = Field(default=4, gt=0)
+    """Most subtasks the lead may plan per phase."""
     subagent_context_tokens: StrictInt = Field(default=32_000, gt=0)
     """Budget of each subagent's own context."""
 

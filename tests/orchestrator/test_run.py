@@ -284,3 +284,12 @@ def test_max_parallel_bounds_the_subagents_running_at_once(fixture_repo, tiny_wo
         workdir=fixture_repo, workflow=tiny_workflow, max_parallel=limit, on_event=watch
     ).run("Survey the shop service", task_id=f"p{limit}")
     assert 1 <= peak <= limit
+
+
+def test_workflow_max_subtasks_bounds_each_phase(fixture_repo, tmp_path, memory_dir):
+    workflow = tmp_path / "one.yaml"
+    workflow.write_text("phases: [exploration, review]\nthresholds:\n  max_subtasks: 1\n")
+    result = Orchestrator(workdir=fixture_repo, workflow=workflow).run("Survey", task_id="one")
+    assert result.status == "done"
+    phases = sorted(_meta(memory_dir / f)["phase"] for f in result.findings)
+    assert phases == ["exploration", "review"]  # one subtask per phase, not three

@@ -116,7 +116,8 @@ class TestQueries:
         (
             "thresholds:\n  tokens: 5\n",
             "unknown key 'thresholds.tokens'; allowed: "
-            "token_threshold, warning_ratio, max_parallel, subagent_context_tokens",
+            "token_threshold, warning_ratio, max_parallel, max_subtasks, "
+            "subagent_context_tokens",
         ),
         (
             "agents:\n  r:\n    tool: [x]\n",
