@@ -90,7 +90,7 @@ def _findings_record(
     if payload is None:
         try:
             meta = artifacts.read_findings(full)
-        except Exception:
+        except (artifacts.ArtifactError, OSError):
             return None
         payload = {
             k: meta.get(k)
@@ -149,7 +149,7 @@ def scan_findings(layout: Any, task_id: str) -> dict[str, str]:
     for path in sorted(artifacts.list_findings(layout, merged=False)):
         try:
             meta = artifacts.read_findings(path)
-        except Exception:
+        except (artifacts.ArtifactError, OSError):  # unreadable file: not ours to reuse
             continue
         if meta.get("task_id") == task_id and meta.get("subtask_id"):
             found.setdefault(meta["subtask_id"], layout.relative(path))
@@ -284,7 +284,7 @@ def task_snapshots(layout: Any, task_id: str) -> list[Path]:
         try:
             if artifacts.read_snapshot(path).get("task_id") == task_id:
                 out.append(path)
-        except Exception:
+        except (artifacts.ArtifactError, OSError):  # unreadable file: not ours to reuse
             continue
     return out
 

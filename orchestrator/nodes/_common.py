@@ -72,7 +72,7 @@ def find_written(folder: Path, iso_ts: str, reader: Any, **meta: Any) -> Path | 
     for path in sorted(folder.glob(f"*_{stamp}*.md")):
         try:
             values = reader(path)
-        except Exception:
+        except (artifacts.ArtifactError, OSError):  # unreadable file: not ours to reuse
             continue
         if all(values.get(k) == v for k, v in meta.items()):
             return path

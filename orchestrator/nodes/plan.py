@@ -62,19 +62,6 @@ def seed_text(snapshot: str) -> str:
     return "\n\n".join(kept) if kept else snapshot
 
 
-def _overview(ctx: Any, task_id: str) -> str:
-    try:
-        from memory.working import WorkingMemory
-    except ImportError:
-        return ""
-    try:
-        wm = WorkingMemory(ctx.store, task_id)
-        wm.ensure()
-        return wm.overview_text()
-    except Exception:  # working memory is context, not a reason to stop the run
-        return ""
-
-
 #: Views recalled into the lead's context: what agents found and what was learnt before
 #: (checkpoints and snapshots repeat the plan and would crowd them out).
 RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
@@ -82,32 +69,29 @@ RECALL_BUDGET = 800
 
 
 def working_context(ctx: Any, state: OrchestratorState) -> str:
-    """Overview, active summaries and recalled snippets (C's `ContextBuilder`).
+    """Overview, active summaries and recalled snippets, from `memory.context.ContextBuilder`.
 
     The builder's own recent-turns part is switched off: the lead's turns since its last
     fresh start come from `lead_log`, so that a handoff really starts a fresh context.
-    Falls back to the bare overview if the builder is unavailable or fails.
+    Recall is best effort (the builder reports a failing search as a warning), and the
+    builder also runs the never-delete archive when enough turns have accumulated.
     """
-    try:
-        from memory.context import ContextBudgets, ContextBuilder
-    except ImportError:
-        overview = _overview(ctx, state["task_id"])
-        return f"Working memory overview:\n{overview}" if overview else ""
+    from memory.context import ContextBudgets, ContextBuilder
+
     store = ctx.store
     budgets = ContextBudgets(
         total=max(ctx.token_threshold, 8000), recent=0, recent_turns=0, snippets=RECALL_BUDGET
     )
     query = f"{state['objective']} {current_phase(state)}"
-    try:
-        built = ContextBuilder(
-            store,
-            state["task_id"],
-            budgets,
-            search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n),
-        ).build("", query=query)
-    except Exception:  # context is best effort; the plan and overview still go in
-        overview = _overview(ctx, state["task_id"])
-        return f"Working memory overview:\n{overview}" if overview else ""
+    built = ContextBuilder(
+        store,
+        state["task_id"],
+        budgets,
+        search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n),
+        memory_index=False,  # the lead injects the memory index itself, once
+    ).build("", query=query)
+    for warning in built.warnings:
+        ctx.emit("warning", message=f"lead context: {warning}")
     return "\n\n".join(
         str(m.get("content", "")) for m in built.messages if m.get("role") == "system"
     ).strip()
@@ -115,14 +99,9 @@ def working_context(ctx: Any, state: OrchestratorState) -> str:
 
 def log_lead(ctx: Any, task_id: str, role: str, content: str, **fields: Any) -> None:
     """Append a lead message to the task's durable message log (working memory)."""
-    try:
-        from memory.working import WorkingMemory
-    except ImportError:
-        return
-    try:
-        WorkingMemory(ctx.store, task_id).append_message(role, content, **fields)
-    except Exception:
-        pass
+    from memory.working import WorkingMemory
+
+    WorkingMemory(ctx.store, task_id).append_message(role, content, **fields)
 
 
 def phase_instruction(ctx: Any, state: OrchestratorState) -> str:
@@ -153,12 +132,9 @@ def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
 
     system = [LEAD_SYSTEM]
     if not state.get("first_call_done"):
-        try:
-            from memory.longterm import memory_index_message
+        from memory.longterm import memory_index_message
 
-            index = memory_index_message(ctx.store)
-        except ImportError:
-            index = None
+        index = memory_index_message(ctx.store)
         if index:
             system.append(index)
     if ctx.skills_index:
