@@ -199,17 +199,9 @@ def state_from_checkpoint(layout: Any, cp: Any) -> dict[str, Any]:
         snapshots=list(extra.get("snapshots") or []),
         plan_path=cp.plan or "",
     )
-    for field in (
-        "strategy",
-        "key_questions",
-        "constraints",
-        "next_actions",
-        "lead_log",
-        "lead_calls",
-        "seed_snapshot",
-        "first_call_done",
-        "warned",
-    ):
+    from orchestrator.nodes._common import LEAD_FIELDS
+
+    for field in LEAD_FIELDS:
         if field in extra:
             state[field] = extra[field]
     return state
