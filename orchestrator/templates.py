@@ -230,8 +230,12 @@ class SnapshotInput(_Input):
         return _pairs(value, "path", "description")
 
 
-def validate_input(model: type[BaseModel], template: str, data: Mapping[str, Any]) -> Any:
-    """`model(**data)`, or a one-line `TemplateError` naming the template and the field."""
+def validate_input(
+    model: type[BaseModel], template: str, data: BaseModel | Mapping[str, Any]
+) -> Any:
+    """`data` as a `model` (validated if it is a mapping), else a one-line `TemplateError`."""
+    if isinstance(data, model):
+        return data
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
@@ -267,7 +271,7 @@ def _blocks(items: Sequence[str]) -> list[str]:
 
 def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None = None) -> str:
     """The research plan markdown for `data` (a `PlanInput` or its fields)."""
-    inp = data if isinstance(data, PlanInput) else validate_input(PlanInput, PLAN_TEMPLATE, data)
+    inp = validate_input(PlanInput, PLAN_TEMPLATE, data)
     return render_template(
         PLAN_TEMPLATE,
         project_dir,
@@ -292,11 +296,7 @@ def render_findings(
     data: FindingsInput | Mapping[str, Any], project_dir: Pathish | None = None
 ) -> str:
     """The findings markdown of one subagent."""
-    inp = (
-        data
-        if isinstance(data, FindingsInput)
-        else validate_input(FindingsInput, FINDINGS_TEMPLATE, data)
-    )
+    inp = validate_input(FindingsInput, FINDINGS_TEMPLATE, data)
     return render_template(
         FINDINGS_TEMPLATE,
         project_dir,
@@ -343,11 +343,7 @@ def _merged_files(findings: Sequence[MergedFindingInput]) -> list[dict[str, Any]
 
 def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | None = None) -> str:
     """The merged-findings markdown of one batch."""
-    inp = (
-        data
-        if isinstance(data, MergedInput)
-        else validate_input(MergedInput, MERGED_TEMPLATE, data)
-    )
+    inp = validate_input(MergedInput, MERGED_TEMPLATE, data)
     counts: dict[str, int] = {}
     for f in inp.findings:
         counts[f.status] = counts.get(f.status, 0) + 1
@@ -386,11 +382,7 @@ def render_snapshot(
     data: SnapshotInput | Mapping[str, Any], project_dir: Pathish | None = None
 ) -> str:
     """The context snapshot markdown."""
-    inp = (
-        data
-        if isinstance(data, SnapshotInput)
-        else validate_input(SnapshotInput, SNAPSHOT_TEMPLATE, data)
-    )
+    inp = validate_input(SnapshotInput, SNAPSHOT_TEMPLATE, data)
     return render_template(
         SNAPSHOT_TEMPLATE,
         project_dir,
