@@ -23,11 +23,12 @@ findings files are enough to continue without LangGraph's database.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,10 +50,21 @@ Event = dict[str, Any]
 class Interrupted(OrchestratorRuntimeError):
     """The run was stopped by Ctrl-C; it can be resumed."""
 
-    def __init__(self, task_id: str, checkpoint: str | None):
+    def __init__(self, task_id: str, checkpoint: str | None, memory_dir: str | None = None):
         self.task_id = task_id
         self.checkpoint = checkpoint
-        super().__init__(f"Interrupted; resume with `orchestrator resume --task {task_id}`")
+        self.memory_dir = memory_dir
+        super().__init__(f"Interrupted; resume with `{resume_command(task_id, memory_dir)}`")
+
+
+def resume_command(task_id: str, memory_dir: str | os.PathLike[str] | None = None) -> str:
+    """The shell command that resumes `task_id` from any directory."""
+    import shlex
+
+    command = f"orchestrator resume --task {shlex.quote(task_id)}"
+    if memory_dir is not None:
+        command += f" --memory-dir {shlex.quote(str(memory_dir))}"
+    return command
 
 
 @dataclass
@@ -285,6 +297,32 @@ class Orchestrator:
             raise OrchestratorUserError(str(exc)) from None
         return task_id, phases, str(check_workdir(self.workdir or "."))
 
+    @contextlib.contextmanager
+    def _task_lock(self, task_id: str) -> Iterator[None]:
+        """Hold the task's run lock: one process at a time may run or resume a task.
+
+        The lock is an OS file lock, so a process killed with SIGKILL releases it.
+
+        Raises:
+            OrchestratorUserError: another process is running this task right now.
+        """
+        from filelock import Timeout
+
+        from memory.durable import file_lock
+
+        lock = file_lock(self.layout.root / ".tether" / "running" / task_id, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise OrchestratorUserError(
+                f"task {task_id!r} is already running in another process; wait for it to "
+                f"finish, or stop it and run `orchestrator resume --task {task_id}`"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
     def run(
         self, objective: str, task_id: str | None = None, start_phase: str | None = None
     ) -> RunResult:
@@ -294,17 +332,29 @@ class Orchestrator:
             OrchestratorUserError: bad objective, task id, phase, workdir or model.
             Interrupted: Ctrl-C (the task can be resumed).
         """
-        from memory.store import MemoryStore
-        from orchestrator.state import initial_state
-
         task_id, phases, workdir = self._check_new_task(objective, task_id, start_phase)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
-        if task_id in self._tasks():
-            raise OrchestratorUserError(
-                f"task {task_id!r} already exists; continue it with "
-                f"`orchestrator resume --task {task_id}` or pick another --task"
-            )
+        with self._task_lock(task_id):
+            if task_id in self._tasks():
+                raise OrchestratorUserError(
+                    f"task {task_id!r} already exists; continue it with "
+                    f"`orchestrator resume --task {task_id}` or pick another --task"
+                )
+            return self._start(objective, task_id, phases, workdir, start_phase, resolved)
+
+    def _start(
+        self,
+        objective: str,
+        task_id: str,
+        phases: list[str],
+        workdir: str,
+        start_phase: str | None,
+        resolved: Any,
+    ) -> RunResult:
+        from memory.store import MemoryStore
+        from orchestrator.state import initial_state
+
         store = MemoryStore(self.layout.root)
         threshold, _ratio, parallel = self._thresholds(self.workflow)
         self._note_task(
@@ -381,7 +431,7 @@ class Orchestrator:
                         ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
                     )
                     cp = str(self.layout.root / rel)
-                raise Interrupted(task_id, cp) from None
+                raise Interrupted(task_id, cp, str(self.layout.root)) from None
             values = graph.get_state(config).values
         finally:
             saver.conn.close()
@@ -441,8 +491,6 @@ class Orchestrator:
             RecoveryError: nothing valid to resume from.
             Interrupted: Ctrl-C again (resume again).
         """
-        from memory.store import MemoryStore
-        from orchestrator import recovery
 
         if from_checkpoint and from_snapshot:
             raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
@@ -463,6 +511,13 @@ class Orchestrator:
                 )
             task_id = cp_task
         record = self._known_or_snapshot(task_id, snap)
+        with self._task_lock(record["task_id"]):
+            return self._resume(record, snap, from_checkpoint)
+
+    def _resume(self, record: dict, snap: dict | None, from_checkpoint: str | None) -> RunResult:
+        from memory.store import MemoryStore
+        from orchestrator import recovery
+
         task_id = record["task_id"]
         workflow = (
             self._load_workflow(record["workflow"])
@@ -540,6 +595,14 @@ class Orchestrator:
         from orchestrator import checkpoints, recovery
 
         task_id = record["task_id"]
+        saved = self._langgraph_values(record.get("thread_id") or task_id)
+        if snap is not None and saved is not None and saved[1] and not saved[0].get("failed"):
+            return {  # a finished task: a snapshot would only plan its last phase again
+                "source": "langgraph",
+                "path": None,
+                "warnings": [f"task {task_id!r} is already done; nothing to resume"],
+                "state": None,
+            }
         if snap is not None:
             return {
                 "source": "snapshot",
@@ -555,7 +618,6 @@ class Orchestrator:
                 "warnings": [],
                 "state": recovery.state_from_checkpoint(self.layout, cp),
             }
-        saved = self._langgraph_values(record.get("thread_id") or task_id)
         if saved is not None:
             values, finished = saved
             if finished and values.get("failed"):
@@ -569,10 +631,13 @@ class Orchestrator:
             return {"source": "langgraph", "path": None, "warnings": [], "state": None}
         try:
             cp, path, warnings = checkpoints.latest_valid_checkpoint(self.layout, task_id)
-        except RecoveryError:
+        except RecoveryError as exc:
             snaps = recovery.task_snapshots(self.layout, task_id)
             if not snaps:
-                return self._restart_plan(record, workflow)
+                plan = self._restart_plan(record, workflow)
+                if checkpoints.list_checkpoints(self.layout):
+                    plan["warnings"].insert(0, str(exc).split(";")[0])
+                return plan
             from orchestrator.artifacts import read_snapshot
 
             snap = read_snapshot(snaps[0])
@@ -613,8 +678,8 @@ class Orchestrator:
             "path": None,
             "state": state,
             "warnings": [
-                "nothing durable was written before the crash; "
-                "the task starts again from its first phase"
+                "no usable LangGraph state, checkpoint or snapshot; the task starts again "
+                "from its first phase, and subtasks whose findings files exist are not rerun"
             ],
         }
 

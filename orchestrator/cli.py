@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -168,20 +169,15 @@ def _report(result: Any, json_mode: bool) -> None:
     ]
     if result.merged.get("final"):
         lines.append(f"  summary:     {root / result.merged['final']}")
+    from orchestrator.api import resume_command
+
     if result.status == "done":
-        lines.append(f"Hand off: orchestrator handoff --task {result.task_id}")
-    lines.append(
-        f"Resume:   orchestrator resume --task {result.task_id}"
-        + (f" --memory-dir {root}" if _explicit_dir(root) else "")
-    )
+        lines.append(
+            f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
+            f"--memory-dir {shlex.quote(str(root))}"
+        )
+    lines.append(f"Resume:   {resume_command(result.task_id, root)}")
     click.echo("\n".join(lines))
-
-
-def _explicit_dir(root: Path) -> bool:
-    import os
-
-    env = os.environ.get("TETHER_MEMORY_DIR")
-    return not env or Path(env).absolute() != root
 
 
 def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:

@@ -1,0 +1,47 @@
+"""One process at a time runs a task: a second run or resume of the same task is refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from memory.durable import file_lock
+from orchestrator.api import Orchestrator
+from orchestrator.errors import OrchestratorUserError
+
+
+def _held(memory_dir, task_id):
+    return file_lock(memory_dir / ".tether" / "running" / task_id, timeout=0)
+
+
+def test_resume_is_refused_while_the_task_runs_elsewhere(
+    fixture_repo, tiny_workflow, memory_dir
+):
+    orch = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow)
+    orch.run("Survey the shop service", task_id="shop")
+    findings_before = sorted(p.name for p in (memory_dir / "findings").iterdir())
+    with _held(memory_dir, "shop"):
+        with pytest.raises(OrchestratorUserError, match="'shop' is already running"):
+            Orchestrator(workdir=fixture_repo).resume("shop")
+        cli = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "resume", "--task", "shop"],
+            capture_output=True,
+            text=True,
+        )
+    assert cli.returncode == 1
+    assert cli.stderr.strip().splitlines() == [
+        "Error: task 'shop' is already running in another process; wait for it to finish, "
+        "or stop it and run `orchestrator resume --task shop`"
+    ]
+    assert sorted(p.name for p in (memory_dir / "findings").iterdir()) == findings_before
+    # once the other process is gone, the task can be resumed again
+    assert Orchestrator(workdir=fixture_repo).resume("shop").status == "done"
+
+
+def test_a_second_run_with_the_same_task_id_is_refused(fixture_repo, tiny_workflow, memory_dir):
+    with _held(memory_dir, "twin"):
+        with pytest.raises(OrchestratorUserError, match="'twin' is already running"):
+            Orchestrator(workdir=fixture_repo, workflow=tiny_workflow).run("x", task_id="twin")
+    assert not (memory_dir / "research_plans" / "twin.md").exists()
