@@ -31,7 +31,7 @@ from typing import Any
 
 from memory.durable import atomic_write_text, create_exclusive
 from memory.paths import Layout
-from orchestrator.errors import CheckpointError
+from orchestrator.errors import CheckpointError, TemplateError
 from orchestrator.templates import (
     Pathish,
     parse_meta,
@@ -169,7 +169,72 @@ def write_plan(
         },
         project_dir,
     )
-    return atomic_write_text(layout.plan(task_id), text)
+    path = layout.plan(task_id)
+    if path.is_file():
+        try:
+            previous = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            previous = ""
+        text = keep_hand_edits(previous, text, project_dir)
+    return atomic_write_text(path, text)
+
+
+def _append_to_section(text: str, title: str, lines: list[str]) -> str:
+    """`text` with `lines` added at the end of its `## title` section (if it has one)."""
+    head = re.search(rf"^## {re.escape(title)}[ \t]*$", text, flags=re.MULTILINE)
+    if head is None:
+        return text
+    nxt = re.search(r"^(## |<!-- tether:)", text[head.end() :], flags=re.MULTILINE)
+    end = head.end() + nxt.start() if nxt else len(text)
+    body = text[head.end() : end].rstrip("\n")
+    return text[: head.end()] + body + "\n" + "\n".join(lines) + "\n\n" + text[end:]
+
+
+#: The sections of a research plan that tether writes; any other section is the user's.
+PLAN_SECTIONS = (
+    "Objective",
+    "Strategy",
+    "Key Questions",
+    "Progress",
+    "Constraints",
+    "Next Actions",
+)
+
+
+def keep_hand_edits(previous: str, new: str, project_dir: Pathish | None = None) -> str:
+    """`new` plan text carrying over what a person added to the `previous` one.
+
+    Users edit plans by hand (a constraint for the agents, a notes section). Lines added
+    to a section tether writes are found by re-rendering the previous file's metadata
+    (what tether wrote) and keeping the lines that are not in it; they are appended to the
+    same section of the new text. Sections tether does not write are kept whole. Lines a
+    person deleted from tether's sections come back: tether owns those.
+    """
+    if not previous.strip():
+        return new
+    meta = parse_meta(previous, "plan")
+    ours: set[str] = set()
+    if meta is not None:
+        try:
+            ours = {line.strip() for line in render_plan(meta, project_dir).splitlines()}
+        except TemplateError:  # a changed template: keep only the user's own sections
+            meta = None
+    added: dict[str, list[str]] = {}
+    extra: list[str] = []
+    for title, body in sections(previous).items():
+        if title not in PLAN_SECTIONS:
+            extra.append(f"## {title}\n{body}\n")
+        elif meta is not None:
+            lines = [ln for ln in body.splitlines() if ln.strip() and ln.strip() not in ours]
+            if lines:
+                added[title] = lines
+    for title, lines in added.items():
+        new = _append_to_section(new, title, lines)
+    if extra:
+        marker = new.rfind("<!-- tether:plan ")
+        cut = marker if marker >= 0 else len(new)
+        new = new[:cut] + "\n".join(extra) + "\n" + new[cut:]
+    return new
 
 
 # -- findings -------------------------------------------------------------------------

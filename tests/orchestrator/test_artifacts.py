@@ -129,6 +129,26 @@ class TestPlan:
         assert back["phase"] == "planning" and back["completed"] == ["s1", "s2"]
         assert _hidden_leftovers(layout.research_plans) == []
 
+    def test_hand_edits_survive_every_rewrite(self, layout):
+        plan = dict(objective="Map the auth flow", constraints=["Read-only"])
+        path = artifacts.write_plan(layout, "t1", phase="exploration", **plan)
+        edited = path.read_text().replace(
+            "- Read-only\n", "- Read-only\n- HUMAN: only look at runnables.\n"
+        )
+        edited = edited.replace(
+            "<!-- tether:plan", "## Human notes\nCall me before touching auth.\n\n<!-- tether:plan"
+        )
+        path.write_text(edited)  # a person editing the plan
+        for phase in ("planning", "review"):
+            plan["constraints"] = ["Read-only", "Cite files"]
+            artifacts.write_plan(layout, "t1", phase=phase, **plan)
+        text = path.read_text()
+        constraints = artifacts.sections(text)["Constraints"].splitlines()
+        assert constraints == ["- Read-only", "- Cite files", "- HUMAN: only look at runnables."]
+        assert artifacts.sections(text)["Human notes"] == "Call me before touching auth."
+        assert text.count("HUMAN:") == 1 and "**Phase**: review" in text
+        assert artifacts.read_plan(path)["phase"] == "review"  # metadata still last and valid
+
     def test_key_questions_render_as_checkboxes(self, layout):
         path = artifacts.write_plan(
             layout,
