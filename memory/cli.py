@@ -74,6 +74,32 @@ def get_store(ctx: click.Context):
     return obj["store"]
 
 
+def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        root = ctx.find_root()
+        root.obj = {**(root.obj if isinstance(root.obj, dict) else {}), "memory_dir": value}
+
+
+def _memory_dir_option() -> click.Option:
+    """`--memory-dir` for a verb, so it works after the verb as well as before it."""
+    return click.Option(
+        ["--memory-dir"],
+        type=click.Path(path_type=str),
+        default=None,
+        expose_value=False,
+        callback=_remember_dir,
+        help="Memory directory (default: $TETHER_MEMORY_DIR, else ./.temp/memory).",
+    )
+
+
+def _add_dir_option(group: click.Group) -> None:
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _add_dir_option(command)
+        elif not any(p.name == "memory_dir" for p in command.params):
+            command.params.append(_memory_dir_option())
+
+
 def _register() -> None:
     for name in _VERB_MODULES:
         try:
@@ -83,6 +109,7 @@ def _register() -> None:
                 continue
             raise
         module.register(cli)
+    _add_dir_option(cli)
 
 
 _register()

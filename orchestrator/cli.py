@@ -103,7 +103,14 @@ def run_options(func: Callable) -> Callable:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
+@click.option(
+    "--memory-dir",
+    "group_memory_dir",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Memory directory for the command that follows (it may also come after it).",
+)
+def cli(group_memory_dir: str | None) -> None:
     """tether: phased multi-agent runs that survive context limits, crashes and handoffs.
 
     \b
@@ -114,6 +121,12 @@ def cli() -> None:
       orchestrator handoff
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
+    if group_memory_dir:
+        # Every command resolves its memory directory through $TETHER_MEMORY_DIR when
+        # it was not given one of its own, so `orchestrator --memory-dir D status` works.
+        import os
+
+        os.environ["TETHER_MEMORY_DIR"] = str(Path(group_memory_dir).absolute())
 
 
 def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> Any:
