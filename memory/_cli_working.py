@@ -73,7 +73,7 @@ def status_lines(s: SummaryStatus) -> list[str]:
 
 @click.group()
 def summary() -> None:
-    """Conversation summaries of a task (seed 001): status, on, off, now.
+    """Conversation summaries of a task (never-delete archive): status, on, off, now.
 
     \b
     Examples:
@@ -144,7 +144,7 @@ def summary_now(ctx: click.Context, task_id: str | None) -> None:
 @click.command("facts")
 @click.pass_context
 def memory_facts(ctx: click.Context) -> None:
-    """List fact files: path, size and summary line (seed 004)."""
+    """List fact files: path, size and summary line."""
     files = [f for f in list_memory(get_store(ctx)) if f.path.startswith("facts/")]
     if not files:
         click.echo("no facts yet")
@@ -155,7 +155,7 @@ def memory_facts(ctx: click.Context) -> None:
 @click.command("episodes")
 @click.pass_context
 def memory_episodes(ctx: click.Context) -> None:
-    """List episode entries, oldest first: citation, title and summary (seed 004)."""
+    """List episode entries, oldest first: citation, title and summary."""
     entries = episode_index(get_store(ctx))
     if not entries:
         click.echo("no episodes yet")

@@ -360,7 +360,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
 
 @cli.group("checkpoint", cls=_Group)
 def checkpoint_group() -> None:
-    """Write, read and list JSON checkpoints (seed 003's verbs).
+    """Write, read and list JSON checkpoints (recovery points of a task).
 
     \b
     Examples:
