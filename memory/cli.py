@@ -32,6 +32,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except MemoryStoreError as exc:
             raise click.ClickException(str(exc)) from None
+        except click.UsageError as exc:
+            # One line, like every other error (click would add the usage and a hint).
+            raise click.ClickException(exc.format_message()) from None
         except BrokenPipeError:
             # `memory search ... | head` closes the pipe early; that is not an error.
             sys.stderr.close()

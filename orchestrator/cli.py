@@ -41,6 +41,9 @@ class _Group(click.Group):
                     click.echo(f"Checkpoint: {exc.checkpoint}", err=True)
                 ctx.exit(EXIT_INTERRUPTED)
             raise click.ClickException(" ".join(str(exc).split())) from None
+        except click.UsageError as exc:
+            # One line, like every other error (click would add the usage and a hint).
+            raise click.ClickException(exc.format_message()) from None
         except KeyboardInterrupt:
             click.echo("Interrupted; resume with `orchestrator resume`", err=True)
             ctx.exit(EXIT_INTERRUPTED)
