@@ -722,7 +722,11 @@ class Orchestrator:
                 ctx,
                 state,
                 trigger="manual",
-                next_action=notes or "Resume with `orchestrator resume`",
+                next_action=(
+                    "Task complete; nothing to do"
+                    if state.get("status") == "done"
+                    else f"Resume with `{resume_command(state['task_id'], self.layout.root)}`"
+                ),
                 extra={"notes": notes},
             )
             return self.layout.root / rel

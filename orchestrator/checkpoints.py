@@ -320,6 +320,9 @@ def report(cp: Checkpoint, store: Any = None) -> str:
         "[NEXT ACTION]",
         f"  {' '.join(cp.next_action.split()) or '(none)'}",
     ]
+    notes = cp.extra.get("notes")
+    if isinstance(notes, str) and notes.strip():
+        lines += ["", "[NOTES]", f"  {' '.join(notes.split())}"]
     if cp.plan:
         lines += ["", "[PLAN]", f"  {cp.plan}"]
     ids = _linked_entries(cp, store)

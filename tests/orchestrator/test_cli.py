@@ -183,6 +183,9 @@ class TestInspect:
         written = Path(now.output.strip())
         data = json.loads(written.read_text())
         assert data["extra"]["notes"] == "before refactor" and data["task_id"] == "done"
+        assert data["next_action"] == "Task complete; nothing to do"  # notes don't replace it
+        report = finished.invoke(cli, ["checkpoint", "report", str(written)]).output
+        assert "[NOTES]\n  before refactor" in report
 
     def test_snapshot_verbs(self, finished, memory_dir):
         path = Path(finished.invoke(cli, ["snapshot", "write"]).output.strip())
