@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.nodes._common import write_checkpoint
+from orchestrator.nodes._common import write_checkpoint, write_plan_file
 from orchestrator.recovery import fault
 from orchestrator.state import OrchestratorState, current_phase
 
@@ -40,6 +40,10 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
     records = [{"key": k, **v} for k, v in sorted((state.get("findings") or {}).items())]
     final_state = {**state, "status": "done"}
     merged = _write_merged(ctx, final_state, "final", records)
+    write_plan_file(  # the plan of a finished task says so, and where the summary is
+        ctx,
+        {**final_state, "next_actions": [f"None: the task is done; read `{merged}`."]},
+    )
     snap = write_lead_snapshot(ctx, final_state, reason="phase_end")
     relative = ctx.layout.relative(snap)
     ctx.emit("snapshot", path=str(snap), reason="phase_end")

@@ -45,6 +45,7 @@ class TestOfflineRun:
         result, _, mem = run
         plan = (mem / "research_plans" / "shop.md").read_text()
         assert "Survey the shop service" in plan and "## Progress" in plan
+        assert f"1. None: the task is done; read `{result.merged['final']}`." in plan
         agent_files = sorted(
             p for p in (mem / "findings").glob("*.md") if not p.name.startswith("merged_")
         )
