@@ -18,6 +18,7 @@ hidden, so recall and the index ignore it.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,39 @@ def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
         phase=phase,
         project_dir=ctx.project_dir,
     )
+
+
+RECENT_OPERATIONS = 10
+
+
+def update_overview(ctx: Any, state: OrchestratorState, operation: str) -> None:
+    """Keep `working/{task}/overview.md` current: the task, where it runs, what just happened.
+
+    Only `Current Task`, `Known Context` (when still empty) and `Recent Operations` are
+    written; the other sections belong to the agents and to people editing the file.
+    """
+    from memory.working import WorkingMemory
+    from orchestrator import artifacts
+
+    wm = WorkingMemory(ctx.store, state["task_id"]).ensure(objective=state["objective"])
+    k, n = state["phase_index"] + 1, len(state["phases"])
+    plan = ctx.layout.relative(ctx.layout.plan(state["task_id"]))
+    wm.update_overview_section(
+        "Current Task",
+        f"{state['objective']}\n\nPhase: {current_phase(state)} ({k}/{n}: "
+        f"{', '.join(state['phases'])}). Plan: `{plan}`.",
+    )
+    sections = artifacts.sections(wm.overview_text())
+    if not re.sub(r"<!--.*?-->", "", sections.get("Known Context", ""), flags=re.S).strip():
+        wm.update_overview_section(
+            "Known Context", f"Workdir (read-only for the agents): `{state['workdir']}`"
+        )
+    earlier = [
+        ln for ln in sections.get("Recent Operations", "").splitlines() if ln.startswith("- ")
+    ]
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M")
+    lines = [f"- {stamp} {operation}", *earlier][:RECENT_OPERATIONS]
+    wm.update_overview_section("Recent Operations", "\n".join(lines))
 
 
 # -- checkpoints --------------------------------------------------------------------------

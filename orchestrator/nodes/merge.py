@@ -17,6 +17,7 @@ from orchestrator.nodes._common import (
     find_written,
     registry_lookup,
     registry_note,
+    update_overview,
     write_checkpoint,
     write_plan_file,
 )
@@ -115,6 +116,9 @@ def merge_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     digest = merged_digest(phase, records, failed)
     new_state = {**state, "merged": {**(state.get("merged") or {}), phase: merged_path}}
     write_plan_file(ctx, new_state)
+    update_overview(
+        ctx, new_state, f"merged {len(records)} finding(s) of phase {phase} into `{merged_path}`"
+    )
     log_lead(ctx, state["task_id"], "user", digest, phase=phase, node="merge")
     ctx.emit(
         "merged",

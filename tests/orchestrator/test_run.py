@@ -294,3 +294,15 @@ def test_workflow_max_subtasks_bounds_each_phase(fixture_repo, tmp_path, memory_
     assert result.status == "done"
     phases = sorted(_meta(memory_dir / f)["phase"] for f in result.findings)
     assert phases == ["exploration", "review"]  # one subtask per phase, not three
+
+
+def test_overview_tracks_the_task_and_keeps_the_agents_sections(run):
+    result, _, mem = run
+    from orchestrator.artifacts import sections
+
+    overview = sections((mem / "working" / "shop" / "overview.md").read_text())
+    assert overview["Current Task"].startswith("Survey the shop service\n\nPhase: review (2/2")
+    assert "Workdir (read-only for the agents): `" in overview["Known Context"]
+    recent = overview["Recent Operations"].splitlines()
+    assert [line.split(" of phase ")[1].split()[0] for line in recent] == ["review", "exploration"]
+    assert overview["Key Decisions"] == "<!-- Important decisions made and why -->"
