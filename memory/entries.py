@@ -20,16 +20,26 @@ Invariants:
   with an exclusive `mkdir` and the row has a UNIQUE id; a collision retries with a new id.
 * `seq` grows monotonically, so the index pulls new entries by `seq > watermark` and drops
   pruned ones from `entry_tombstones`.
+* **Journal**: `entries/journal.jsonl` (append-only, `durable.append_jsonl`) holds one line
+  per logged entry (every column of its row, its tags and, for inline entries, its bytes
+  in base64) and one `{"op": "prune"}` line per pruned id. The line is appended inside
+  the `BEGIN IMMEDIATE` transaction that inserts the row (after the files are durable), so
+  a committed row always has its line; a line without a row (crash before `COMMIT`) is
+  harmless. `restore()` rebuilds missing rows from it when `memory.db` was deleted; it runs
+  on `memory reindex` and on first use when the `entries` table is empty.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gzip
 import os
 import re
 import secrets
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -75,6 +85,8 @@ CHUNK_WRITERS = 8
 ORPHAN_GRACE_S = 3600.0  # an orphan folder must be this old before `sweep_orphans` takes it
 ENTRY_ID_RE = re.compile(r"mem-\d{8}-\d{6}-[0-9a-f]{8}")
 ID_ATTEMPTS = 20
+JOURNAL_NAME = "journal.jsonl"
+JOURNAL_VERSION = 1
 
 # -- schema (append-only migrations, see memory._db) -------------------------------------
 M001_CREATE_ENTRIES = """
@@ -121,6 +133,11 @@ INSERT_ENTRY_SQL = """
 INSERT INTO entries (id, type, tier, tokens, bytes, stored_bytes, chunks, summary, content,
                      path, checkpoint, directory, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+RESTORE_ENTRY_SQL = """
+INSERT INTO entries (seq, id, type, tier, tokens, bytes, stored_bytes, chunks, summary, content,
+                     path, checkpoint, directory, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 INSERT_TAG_SQL = "INSERT OR IGNORE INTO entry_tags (entry_id, tag) VALUES (?, ?)"
 ID_TAKEN_SQL = (
@@ -279,10 +296,27 @@ class EntryStore:
         self.store = store
         self.clock = clock or _utc_now
         self.summarizer: Summarizer = summarizer or extractive_summary
+        self._journal_checked = False
+        self._journal_lock = threading.Lock()
 
     @property
     def _conn(self) -> sqlite3.Connection:
-        return self.store.connect()
+        conn = self.store.connect()
+        if not self._journal_checked and not conn.in_transaction:
+            with self._journal_lock:  # other threads wait for the restore, then go on
+                if not self._journal_checked:
+                    self._journal_checked = True  # first: restore() uses this property too
+                    self._check_journal(conn)
+        return conn
+
+    def ready(self) -> None:
+        """Run the first-use journal check now (restore an emptied table, start a journal)."""
+        self._conn  # noqa: B018 - the property does the check
+
+    @property
+    def journal_path(self) -> Path:
+        """`entries/journal.jsonl`: the rows of `memory.db` as an append-only file."""
+        return self._entries_dir / JOURNAL_NAME
 
     @property
     def _root(self) -> Path:
@@ -367,7 +401,10 @@ class EntryStore:
             if folder is not None:
                 durable.fsync_dir(folder.parent)
                 self._write_files(entry, folder, text, data)
-            self._insert_row(entry, inline_blob)
+            if not self._insert_row(entry, inline_blob):
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
+                return False
         except sqlite3.IntegrityError as exc:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -404,10 +441,14 @@ class EntryStore:
         entry.tier, entry.path, entry.chunks = "chunked", self._rel(folder), len(pieces)
         entry.stored_bytes = sum(sizes)
 
-    def _insert_row(self, entry: Entry, inline_blob: bytes | None) -> None:
+    def _insert_row(self, entry: Entry, inline_blob: bytes | None) -> bool:
+        """Insert the row and journal it in one write transaction; False if the id is taken."""
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if conn.execute(ID_TAKEN_SQL, (entry.id, entry.id)).fetchone():
+                conn.execute("ROLLBACK")
+                return False
             cursor = conn.execute(
                 INSERT_ENTRY_SQL,
                 (
@@ -428,10 +469,14 @@ class EntryStore:
             )
             entry.seq = int(cursor.lastrowid or 0)
             conn.executemany(INSERT_TAG_SQL, [(entry.id, tag) for tag in entry.tags])
+            # Under the write lock, so journal order is commit order and restore() (which
+            # also takes it) never sees a line whose row is about to be inserted.
+            durable.append_jsonl(self.journal_path, _journal_record(entry, inline_blob))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        return True
 
     def _rel(self, path: Path) -> str:
         return self.store.layout.relative(path)
@@ -586,6 +631,114 @@ class EntryStore:
                 by_id[entry_id].tags.append(tag)
         return entries
 
+    # -- journal -----------------------------------------------------------------------
+    def restore(self) -> int:
+        """Rebuild the `entries` rows (and tags) missing from `memory.db` out of the journal.
+
+        Entries come back in journal order (the order they were committed in), keeping their
+        original `seq` when it is above every seq the table has handed out (else a new one,
+        so the index's `seq > watermark` feed still picks them up). Skipped: ids already
+        present or tombstoned, pruned ids (whose tombstones come back instead), file and
+        chunked entries whose files are gone, and unreadable lines. Idempotent.
+
+        Returns:
+            How many entries were restored.
+        """
+        self._journal_checked = True
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            restored = self._restore_locked(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return restored
+
+    def _restore_locked(self, conn: sqlite3.Connection) -> int:
+        logged, pruned = _read_journal(self.journal_path)
+        present = {row[0] for row in conn.execute("SELECT id FROM entries")}
+        dead = {row[0] for row in conn.execute("SELECT id FROM entry_tombstones")}
+        for entry_id, removed_at in pruned.items():
+            if entry_id not in dead and entry_id not in present:
+                conn.execute(INSERT_TOMBSTONE_SQL, (entry_id, removed_at))
+                dead.add(entry_id)
+        floor = _handed_out_seq(conn)
+        restored = 0
+        for record in logged:
+            entry_id = record["id"]
+            if entry_id in present or entry_id in dead:
+                continue
+            row = self._row_from_record(record)
+            if row is None:
+                continue
+            seq = record.get("seq")
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq <= floor:
+                seq = None
+            cursor = conn.execute(RESTORE_ENTRY_SQL, (seq, *row))
+            floor = max(floor, int(cursor.lastrowid or 0))
+            tags = [t for t in record.get("tags") or [] if isinstance(t, str) and t]
+            conn.executemany(INSERT_TAG_SQL, [(entry_id, tag) for tag in tags])
+            present.add(entry_id)
+            restored += 1
+        return restored
+
+    def _row_from_record(self, record: dict[str, Any]) -> tuple | None:
+        """The `INSERT_ENTRY_SQL` values of a journal line; None if it cannot be restored."""
+        try:
+            tier, path = record["tier"], record.get("path")
+            chunks, size = int(record["chunks"]), int(record["bytes"])
+            content = None
+            if tier == "inline":
+                content = base64.b64decode(record["content_b64"], validate=True)
+                if len(content) != size:
+                    return None
+            elif tier not in TIERS or not self._files_present(tier, path, chunks):
+                return None
+            return (
+                record["id"], check_type(record["type"]), tier, int(record["tokens"]), size,
+                int(record["stored_bytes"]), chunks, str(record["summary"]), content,
+                path, record.get("checkpoint"), record.get("directory"),
+                str(record["created_at"]),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError, binascii.Error, InvalidInputError):
+            return None
+
+    def _files_present(self, tier: str, path: Any, chunks: int) -> bool:
+        if not isinstance(path, str) or not path.startswith(f"{self._rel(self._entries_dir)}/"):
+            return False
+        target = self._root / path
+        if ".." in Path(path).parts:
+            return False
+        if tier == "file":
+            return target.is_file()
+        return chunks > 0 and all((target / _chunk_name(n)).is_file() for n in range(chunks))
+
+    def _check_journal(self, conn: sqlite3.Connection) -> None:
+        """First use: restore an emptied table from the journal, or start a missing journal."""
+        if conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is None:
+            tombstoned = conn.execute("SELECT 1 FROM entry_tombstones LIMIT 1").fetchone()
+            if tombstoned is None and _nonempty(self.journal_path):
+                self.restore()
+        elif not self.journal_path.exists():
+            self._backfill_journal(conn)
+
+    def _backfill_journal(self, conn: sqlite3.Connection) -> None:
+        """Journal the rows of a store made before the journal existed (once)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not self.journal_path.exists():
+                cursor = conn.execute(f"SELECT {ENTRY_COLUMNS}, content FROM entries ORDER BY seq")
+                while rows := cursor.fetchmany(1000):
+                    entries = self._with_tags(rows)
+                    blobs = [None if r["content"] is None else bytes(r["content"]) for r in rows]
+                    records = [_journal_record(e, b) for e, b in zip(entries, blobs, strict=True)]
+                    durable.append_jsonl(self.journal_path, records, many=True)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
     # -- maintenance -------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """Counts, tokens, bytes (content and stored) overall, by tier and by type."""
@@ -651,6 +804,11 @@ class EntryStore:
                 for entry in victims:
                     conn.execute(INSERT_TOMBSTONE_SQL, (entry.id, removed_at))
                     conn.execute(DELETE_ENTRY_SQL, (entry.id,))
+                if victims:  # before COMMIT: a restore must never bring them back
+                    records = [
+                        {"op": "prune", "id": e.id, "removed_at": removed_at} for e in victims
+                    ]
+                    durable.append_jsonl(self.journal_path, records, many=True)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -702,6 +860,43 @@ class EntryStore:
             params.append(keep_entries)
         sql = f"SELECT {ENTRY_COLUMNS} FROM entries WHERE {' OR '.join(clauses)} ORDER BY seq"
         return self._with_tags(self._conn.execute(sql, params).fetchall())
+
+
+def _journal_record(entry: Entry, inline_blob: bytes | None) -> dict[str, Any]:
+    """One journal line: every column of the entry's row, its tags, inline bytes in base64."""
+    record = {"op": "log", "v": JOURNAL_VERSION, **entry.to_dict()}
+    if entry.tier == "inline" and inline_blob is not None:
+        record["content_b64"] = base64.b64encode(inline_blob).decode("ascii")
+    return record
+
+
+def _read_journal(path: Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """`(log records in order, first per id; {pruned id: removed_at})`; bad lines skipped."""
+    logged: dict[str, dict[str, Any]] = {}
+    pruned: dict[str, str] = {}
+    for _, record in durable.read_jsonl(path).records:
+        entry_id = record.get("id")
+        if not isinstance(entry_id, str) or not ENTRY_ID_RE.fullmatch(entry_id):
+            continue
+        if record.get("op") == "log":
+            logged.setdefault(entry_id, record)
+        elif record.get("op") == "prune":
+            pruned.setdefault(entry_id, str(record.get("removed_at") or _iso(_utc_now())))
+    return [r for i, r in logged.items() if i not in pruned], pruned
+
+
+def _handed_out_seq(conn: sqlite3.Connection) -> int:
+    """The highest `seq` the entries table ever handed out (AUTOINCREMENT never reuses)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
+    top = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
+    return max(int(row[0]) if row else 0, int(top))
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def _zero() -> dict[str, int]:

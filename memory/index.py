@@ -326,6 +326,7 @@ class Index:
         report.files_seen = len(seen)
         known = {row["path"]: row for row in self.conn.execute("SELECT * FROM idx_files")}
         self._sync_files(seen, known, report)
+        self.store.entries.ready()  # restores entries lost with a deleted memory.db first
         self._sync_entries(report)
         report.seconds = time.perf_counter() - began
         return report
@@ -333,6 +334,7 @@ class Index:
     def rebuild(self) -> IndexReport:
         """Drop every index table and index all files and entries again."""
         began = time.perf_counter()
+        self.store.entries.restore()  # rows lost with a deleted memory.db, from the journal
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:

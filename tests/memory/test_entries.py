@@ -221,7 +221,8 @@ class TestStatsAndPrune:
         removed = store.prune(keep_entries=2)
         assert [e.id for e in removed] == [e.id for e in old]
         assert [e.id for e in store.list_entries(limit=None)] == [k.id for k in reversed(keep)]
-        assert sorted(os.listdir(memory_dir / "entries")) == []
+        visible = [n for n in os.listdir(memory_dir / "entries") if not n.startswith(".")]
+        assert visible == ["journal.jsonl"]  # the append-only journal stays, folders go
         assert (memory_dir / "facts" / "f.md").read_text() == "a fact\n"
         assert [i for _, i in store.entries.tombstones_since(0)] == [e.id for e in old]
         with pytest.raises(UnknownEntryError):
@@ -252,9 +253,8 @@ class TestStatsAndPrune:
         assert store.entries.sweep_orphans(dry_run=True) == expected
         assert old_orphan.exists()
         assert store.entries.sweep_orphans() == expected
-        assert sorted(os.listdir(memory_dir / "entries")) == sorted(
-            ["README.txt", entry.id, new_orphan.name]
-        )
+        visible = [n for n in os.listdir(memory_dir / "entries") if not n.startswith(".")]
+        assert sorted(visible) == sorted(["README.txt", "journal.jsonl", entry.id, new_orphan.name])
         assert store.fetch(entry.id) == lines_text(900)
 
     def test_index_feed_by_seq(self, store):
