@@ -355,6 +355,14 @@ def _words(text: str, n: int) -> str:
     return " ".join(words).rstrip(".,;:")
 
 
+def _title(objective: str, max_chars: int = 80) -> str:
+    """The objective as a heading: whole when short, else cut at a word with an ellipsis."""
+    text = " ".join(objective.split())
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars].rsplit(" ", 1)[0].rstrip(".,;:") + "…"
+
+
 def record_episode(
     store: Any,
     *,
@@ -373,7 +381,7 @@ def record_episode(
     when = when or today_utc()
     entry = render(
         "episode_entry.md.j2",
-        title=(title or " ".join(objective.split()[:8])).strip(),
+        title=(title or _title(objective)).strip(),
         summary=summary or episode_summary(objective, outcome),
         date=when.isoformat(),
         task_id=task_id or "",

@@ -78,8 +78,8 @@ def _reflect(ctx: Any, state: OrchestratorState, records: list[dict]) -> None:
         return
     files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})
     outcome = (
-        f"Finished {len(records)} subtask(s) over phases {', '.join(state['phases'])}; "
-        f"{len(state.get('failed') or {})} failed."
+        f"{len(records)} findings, {len(state.get('failed') or {})} failed, "
+        f"over phases {', '.join(state['phases'])}."
     )
     try:
         reflect(

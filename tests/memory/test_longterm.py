@@ -362,3 +362,16 @@ def test_index_message_is_injected_once_per_task():
     assert injected.role == "user" and not injected.is_user_turn
     assert injected.content.startswith("Available memory:\n- facts/user.md (")
     assert injected.content.endswith("Use memory_read to load relevant files before responding.")
+
+
+def test_episode_heading_is_the_objective_or_cut_at_a_word(memory_dir):
+    store = MemoryStore()
+    short = longterm.record_episode(store, objective="Fix the logger leak", outcome="ok")
+    long_objective = "Survey this repository: " + "what each package does and how " * 4
+    longterm.record_episode(store, objective=long_objective, outcome="ok")
+    text = (memory_dir / short.split("#")[0]).read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Fix the logger leak"
+    assert headings[1].endswith("…") and len(headings[1]) <= 3 + 81
+    assert long_objective.startswith(headings[1][3:-1])  # cut between words, not inside one
+    assert not headings[1][3:-1].endswith((" ", ":"))
