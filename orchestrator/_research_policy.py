@@ -18,6 +18,7 @@ overrides an earlier one)::
     Description: <text>          subagent only
     Scope: <path>, <path>        subagent only; paths under the workdir (default '.')
     Max steps: <N>               optional; the policy submits by step N at the latest
+    Phase number: <k> of <n>     optional; which window of packages a crowded plan takes
 
 Other text (earlier findings, a snapshot) is ignored on purpose: the plan depends only on
 these fields and the listing, so a lead resumed in a fresh context plans the same subtasks.
@@ -28,13 +29,21 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
   called yet in this conversation; then group the listed files into areas (top-level
   folders, descending through single-folder wrappers like `src/pkg`, splitting the largest
   area while there is room; loose top-level files form one area), rank areas by the
-  objective's words in their paths and a phase hint (docs first when exploring, tests
-  when reviewing), and plan one subtask per area, up to the maximum.
-* `SubmitFindings` bound (subagent): one tool call per step: `list_files` on each scope
-  path, `read_file` on the 3 most relevant files (the order depends on the phase, see
-  `_rank_files`), `grep_files` for one key word of the task and for `TODO|FIXME`; then
+  objective's content words in their paths (filler like "how", "fit", "each" is ignored),
+  then by size in source files (core packages first), then by a phase hint (docs when
+  exploring, tests when reviewing), and plan one subtask per area, up to the maximum.
+  When more source packages than free slots remain, each phase (by `Phase number`, else
+  its place in the default order) takes the next window of them, so that every package is
+  covered by some phase.
+* `SubmitFindings` bound (subagent): one tool call per step: `list_files(".")` (the whole
+  workdir: tests of a package often live in `tests/<pkg>/` or `tests/test_<module>.py`),
+  the scope itself only if that listing missed it, `read_file` on the 3 most relevant
+  files (the order depends on the phase, see `_rank_files`), `grep_files` for one key word
+  of the task and for comment-anchored TODO/FIXME/XXX markers, plus one grep for triple
+  quotes when a `.py` hit may sit inside a multi-line string (see `real_todo`); then
   `SubmitFindings` built from those results (real paths, first docstring/heading lines,
-  definitions, grep hits, counts). It submits early when `Max steps` is reached, when only
+  definitions, grep hits, related tests), worded per phase so phases do not repeat each
+  other (see `build_findings`). It submits early when `Max steps` is reached, when only
   `SubmitFindings` is offered (`tool_choice`), or when a human message arrives after the
   work started (an orchestrator's "finish now").
 * neither (plain chat, e.g. a summary request): an extractive reply to the last human
@@ -43,7 +52,6 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -66,6 +74,7 @@ _KEYS = {
     "description": "description",
     "scope": "scope",
     "max steps": "max_steps",
+    "phase number": "phase_number",
 }
 _FIELD_RE = re.compile(
     r"^[ \t>*_-]*("
@@ -80,7 +89,6 @@ _DEF_RE = re.compile(
     r"^\s*(?:export\s+)?(?:pub\s+)?(?:async\s+)?(class|def|function|func|fn|interface|struct)\s+"
     r"([A-Za-z_][A-Za-z0-9_]*)"
 )
-_TODO_RE = re.compile(r"\b(TODO|FIXME|XXX)\b")  # case-sensitive: grep_files is not
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
     """a an and are as at be by can do does for from has have how in into is it its of on or
@@ -89,7 +97,10 @@ _STOPWORDS = frozenset(
     survey explore exploration map find check review plan planning implement implementation
     code project repo repository package module modules file files folder folders work task
     look make use using used write read describe explain understand main new add get set
-    tether workdir top level""".split()
+    tether workdir top level
+    fit fits fitting together overall whole part parts piece pieces thing things stuff also
+    just like well one ones other others more most some such than then there here over
+    give tell show identify change changes study""".split()
 )
 _PRIORITY_STEMS = ("readme", "__init__", "main", "__main__", "index", "cli", "app", "core")
 _TEXT_SUFFIXES = tuple(
@@ -140,6 +151,7 @@ class Brief:
     description: str = ""
     scope: list[str] = field(default_factory=list)
     max_steps: int | None = None
+    phase_number: int | None = None
 
 
 @dataclass
@@ -198,8 +210,8 @@ def parse_brief(messages: Sequence[BaseMessage]) -> Brief:
         for key, value in found.items():
             if key == "max_subtasks":
                 brief.max_subtasks = max(1, _int(value, 4) or 4)
-            elif key == "max_steps":
-                brief.max_steps = _int(value, None)
+            elif key in ("max_steps", "phase_number"):
+                setattr(brief, key, _int(value, None))
             elif key in ("agents", "scope"):
                 items = [v.strip().strip("`'\"") for v in re.split(r"[,\s]+", value)]
                 setattr(brief, key, [v for v in items if v])
@@ -328,22 +340,76 @@ def _split(area: Area) -> list[Area]:
     return parts if len(parts) >= 2 else []
 
 
+def _source_count(files: Sequence[str]) -> int:
+    """Code files that are not tests: how much of the project an area holds."""
+    return sum(1 for f in files if PurePosixPath(f).suffix in _CODE_SUFFIXES and not _is_test(f))
+
+
+def _goal_score(area: Area, goal: set[str]) -> float:
+    """How strongly the objective's content words name an area (0: not at all)."""
+    hits = sum(1 for f in area.files if goal & _path_words(f))
+    return 3.0 * len(goal & _path_words(area.name)) + min(5, hits)
+
+
 def rank_areas(areas: Sequence[Area], brief: Brief) -> list[Area]:
-    """Areas by relevance to the objective and the phase (ties by name)."""
+    """Areas by relevance: objective words, then size in source files, then phase hint.
+
+    Only content words count (filler like "how", "fit", "each" is a stop word). When no
+    area matches them, the areas holding the most source files (the core packages) come
+    first; the phase hint (docs when exploring, tests when reviewing) orders the rest.
+    """
     goal = stems(brief.objective)
     hint = {stem(h) for h in _PHASES.get(brief.phase, _DEFAULT_PHASE)[3]}
 
-    def score(area: Area) -> tuple[float, str]:
-        # the objective's words dominate; the phase hint and prompt mentions break ties
+    def key(area: Area) -> tuple:
         name_words = _path_words(area.name)
-        s = 3.0 * len(goal & name_words)
-        s += min(5, sum(1 for f in area.files if goal & _path_words(f)))
-        s += 0.5 * bool(hint & name_words)
-        s += 0.25 * any(hint & _path_words(f) for f in area.files)
-        s += math.log1p(len(area.files)) / 10
-        return (-s, area.name)
+        affinity = 0.5 * bool(hint & name_words)
+        # whole names only: README.md and docs/ count for "docs", test_docs.py does not
+        affinity += 0.25 * any(
+            {stem(part.lower()) for part in PurePosixPath(f).with_suffix("").parts} & hint
+            for f in area.files
+        )
+        src = _source_count(area.files)
+        return (
+            -_goal_score(area, goal),
+            -min(src, 1),
+            -src,
+            -affinity,
+            -len(area.files),
+            area.name,
+        )
 
-    return sorted(areas, key=score)
+    return sorted(areas, key=key)
+
+
+def _phase_position(brief: Brief) -> int:
+    """0-based position of the phase: `Phase number: k of n`, else the default order."""
+    if brief.phase_number:
+        return brief.phase_number - 1
+    order = list(_PHASES)
+    return order.index(brief.phase) if brief.phase in order else 0
+
+
+def choose_areas(areas: Sequence[Area], brief: Brief, limit: int) -> tuple[list, list]:
+    """`(chosen, left_out)`: areas named by the objective, then source packages, then rest.
+
+    When more source packages than free slots remain, each phase takes the next window of
+    them (by phase position), so that over the phases every package is covered once.
+    """
+    ranked = rank_areas(areas, brief)
+    if len(ranked) <= limit:
+        return ranked, []
+    goal = stems(brief.objective)
+    named = [a for a in ranked if _goal_score(a, goal) > 0][:limit]
+    sources = [a for a in ranked if a not in named and _source_count(a.files)]
+    free = limit - len(named)
+    if free and len(sources) > free:
+        shift = (_phase_position(brief) * free) % len(sources)
+        sources = sources[shift:] + sources[:shift]
+    rest = [a for a in ranked if a not in named and a not in sources]
+    picked = (named + sources + rest)[:limit]
+    chosen = [a for a in ranked if a in picked]
+    return chosen, [a for a in ranked if a not in picked]
 
 
 # -- files (subagent) ----------------------------------------------------------------------
@@ -354,28 +420,48 @@ def _rank_files(
     goal: Sequence[str],
     phase: str = "exploration",
     sizes: dict[str, int] | None = None,
+    untested: Sequence[str] = (),
 ) -> list[str]:
     """Files in reading order for `phase`; near-empty files (< 40 bytes) always last.
 
     Exploring reads README/`__init__` files first, then files named like the goal;
-    planning prefers goal-named docs, implementation goal-named code, review test files.
+    planning prefers goal-named docs, then files exploring would not read first;
+    implementation goal-named code, then the biggest
+    modules; review test files, then modules no test is named after (`untested`), then
+    the biggest ones. So the phases read (and report) different files of one area.
     """
     goal_set = {stem(g) for g in goal}
+    sizes = sizes or {}
+    # planning reads on where exploration (3 reads by default) stopped
+    explored = (
+        set(_rank_files(paths, goal, "exploration", sizes)[:3]) if phase == "planning" else set()
+    )
 
     def key(path: str) -> tuple:
         p = PurePosixPath(path)
         name = p.stem.lower()
         prio = _PRIORITY_STEMS.index(name) if name in _PRIORITY_STEMS else len(_PRIORITY_STEMS)
         hits = -len(goal_set & _path_words(path))
-        tiny = int(bool(sizes) and (sizes or {}).get(path, 1000) < 40)
+        tiny = int(bool(sizes) and sizes.get(path, 1000) < 40)
         suffix = p.suffix.lower()
         rest = (int(suffix not in _TEXT_SUFFIXES), len(p.parts), path)
+        code = int(suffix not in _CODE_SUFFIXES)
+        big = -sizes.get(path, 0)
         if phase == "planning":
-            return (tiny, hits, int(suffix not in (".md", ".rst", ".txt")), prio, *rest)
+            doc = int(suffix not in (".md", ".rst", ".txt"))
+            return (tiny, hits, doc, int(path in explored), prio, *rest)
         if phase == "implementation":
-            return (tiny, hits, int(suffix not in _CODE_SUFFIXES), prio, *rest)
+            return (tiny, hits, code, int(name.startswith("__")), big, *rest)
         if phase == "review":
-            return (tiny, int(not _is_test(path)), hits, prio, *rest)
+            return (
+                tiny,
+                int(not _is_test(path)),
+                hits,
+                int(path not in untested),
+                code,
+                big,
+                *rest,
+            )
         return (tiny, min(prio, 2), hits, prio, *rest)
 
     return sorted(paths, key=key)
@@ -418,14 +504,128 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     return first, list(dict.fromkeys(defs))
 
 
+# -- tests and TODO notes (subagent) -------------------------------------------------------
+
+
+def _tested_name(path: str) -> str:
+    """What a test file is named after: `test_cli_entries.py` -> `cli_entries`."""
+    name = PurePosixPath(path).stem.lower()
+    for pre in ("test_", "tests_"):
+        name = name[len(pre) :] if name.startswith(pre) else name
+    for suf in ("_test", "_tests", ".test", ".spec"):
+        name = name[: -len(suf)] if name.endswith(suf) else name
+    return name
+
+
+def _module_name(path: str) -> str:
+    """A source module's plain name (`_cli_entries.py` -> `cli_entries`; `""` for dunders)."""
+    name = PurePosixPath(path).stem.lower()
+    return "" if name.startswith("__") else name.lstrip("_")
+
+
+def _names_module(test: str, module: str) -> bool:
+    name = _tested_name(test)
+    return bool(module) and (name == module or name.startswith(module + "_"))
+
+
+def related_tests(scope: Sequence[str], workdir: Sequence[str]) -> list[str]:
+    """Test files of the whole workdir listing that belong to `scope`.
+
+    A test belongs to it when it lies inside the scope (`<area>/tests/`), under a folder
+    named like the scope (`tests/<area>/`), or is named after one of its modules
+    (`test_<module>.py`, `<module>_test.py`) and does not lie under a folder named like
+    another top-level folder (`tests/<other area>/test_cli.py` belongs to that area).
+    """
+    names = {PurePosixPath(s).name.lower() for s in scope if s not in (".", "")}
+    modules = {
+        _module_name(p)
+        for p in workdir
+        if _in_scope(p, scope) and PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+    } - {""}
+    tops = {p.split("/")[0].lower() for p in workdir if "/" in p}
+    others = tops - {s.split("/")[0].lower() for s in scope} - {"test", "tests", "src"}
+    out = []
+    for t in (p for p in workdir if _is_test(p)):
+        dirs = {d.lower() for d in PurePosixPath(t).parts[:-1]}
+        if _in_scope(t, scope) or names & dirs:
+            out.append(t)
+        elif not dirs & others and any(_names_module(t, m) for m in modules):
+            out.append(t)
+    return out
+
+
+def untested_modules(code: Sequence[str], tests: Sequence[str]) -> list[str]:
+    """Source files (not `__init__`-like) that no test file is named after."""
+    return [
+        p
+        for p in code
+        if _module_name(p) and not any(_names_module(t, _module_name(p)) for t in tests)
+    ]
+
+
+_TODO_GREP = r"(#|//|<!--|/\*|^\s*\*|\{#)\s*(TODO|FIXME|XXX)\b"
+_STRING_GREP = "\"{3}|'{3}"  # triple quotes, written so this line holds none
+_TODO_START_RE = re.compile(r"(#|//|<!--|/\*|\{#)\s*(TODO|FIXME|XXX)\b")
+_PROSE_SUFFIXES = (".md", ".rst", ".txt", ".html")
+
+
+def _scan(line: str, quote: str | None) -> tuple[int | None, str | None]:
+    """Where `line`'s comment starts outside string literals, and the open triple quote.
+
+    A small lexer for Python-like code: `quote` is the triple quote open at the start of
+    the line (None outside); single-quoted strings end on their line (backslash escapes
+    honoured); `#`, `//`, `/*`, `<!--` and `{#` outside strings start a comment.
+    """
+    i = 0
+    while i < len(line):
+        if quote:
+            j = line.find(quote, i)
+            if j < 0:
+                return None, quote
+            i, quote = j + 3, None
+        elif line.startswith(('"""', "'''"), i):
+            quote, i = line[i : i + 3], i + 3
+        elif line[i] in "\"'":
+            j = i + 1
+            while j < len(line) and line[j] != line[i]:
+                j += 2 if line[j] == "\\" else 1
+            i = j + 1
+        elif line.startswith(("#", "//", "/*", "<!--", "{#"), i):
+            return i, None
+        else:
+            i += 1
+    return None, quote
+
+
+def real_todo(path: str, text: str, before: Sequence[str] | None) -> bool:
+    """Is this grep hit a real TODO/FIXME/XXX comment, not a word in a string or prose?
+
+    The marker must open a comment (`# TODO`, `// FIXME`, `<!-- TODO`, `* TODO` in a
+    block comment) outside any string literal; in prose files only `<!-- TODO` counts.
+    `before` are the file's earlier lines holding triple quotes (for `.py` files: a hit
+    inside a multi-line string is fixture text), or None when unknown.
+    """
+    suffix = PurePosixPath(path).suffix.lower()
+    if suffix in _PROSE_SUFFIXES:
+        return bool(re.search(r"<!--\s*(TODO|FIXME|XXX)\b", text))
+    if suffix not in (".py", ".pyi") and re.match(r"\*+\s*(TODO|FIXME|XXX)\b", text.strip()):
+        return True
+    quote = None
+    for line in before or () if suffix in (".py", ".pyi") else ():
+        quote = _scan(line, quote)[1]
+    start, _ = _scan(text.strip(), quote)
+    return start is not None and bool(_TODO_START_RE.match(text.strip()[start:]))
+
+
 @dataclass
 class Evidence:
-    """What a subagent's tool calls returned, parsed."""
+    """What a subagent's tool calls returned, parsed (`workdir`: every file listed)."""
 
     listed: dict[str, int] = field(default_factory=dict)
     read: dict[str, list[str]] = field(default_factory=dict)
     greps: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    workdir: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_history(cls, history: Sequence[Call], scope: Sequence[str]) -> Evidence:
@@ -435,6 +635,7 @@ class Evidence:
             if res.startswith("Error:"):
                 ev.errors.append(f"{call.name}({call.args.get('path', '')!s}): {res[7:]}")
             elif call.name == "list_files":
+                ev.workdir.update(parse_listing(res))
                 ev.listed.update((p, n) for p, n in parse_listing(res) if _in_scope(p, scope))
             elif call.name == "read_file" and call.result is not None:
                 ev.read[str(call.args.get("path", ""))] = parse_read(res)
@@ -442,6 +643,43 @@ class Evidence:
                 hits = [h for h in parse_grep(res) if _in_scope(h[0], scope)]
                 ev.greps[str(call.args.get("pattern", ""))] = hits
         return ev
+
+    def _quotes_before(self, path: str, line: int) -> list[str] | None:
+        """The file's lines before `line` that may hold triple quotes (None: unknown)."""
+        read = self.read.get(path)
+        if read is not None and len(read) >= line - 1:
+            return read[: line - 1]
+        if _STRING_GREP in self.greps:
+            return [t for p, n, t in self.greps[_STRING_GREP] if p == path and n < line]
+        return None
+
+    def todo_candidates(self) -> list[tuple[str, int, str]]:
+        """Comment-anchored TODO grep hits (before the string-literal check)."""
+        return self.greps.get(_TODO_GREP, [])
+
+    def needs_string_check(self) -> bool:
+        """A `.py` hit could sit inside a multi-line string and nothing tells yet."""
+        return any(
+            p.endswith(".py") and self._quotes_before(p, n) is None
+            for p, n, _ in self.todo_candidates()
+        )
+
+    def todos(self) -> list[tuple[str, int, str]]:
+        """The real TODO/FIXME/XXX comments (see `real_todo`)."""
+        return [
+            h for h in self.todo_candidates() if real_todo(h[0], h[2], self._quotes_before(*h[:2]))
+        ]
+
+    def code(self) -> list[str]:
+        """Listed source files of the scope (tests excluded), in listing order."""
+        return [
+            p for p in self.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+        ]
+
+    def is_test_area(self) -> bool:
+        """Every code file of the scope is a test."""
+        code = [p for p in self.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES]
+        return bool(code) and all(_is_test(p) for p in code)
 
 
 class ResearchPolicy:
@@ -453,7 +691,7 @@ class ResearchPolicy:
         listing_entries: `max_entries` of the lead's and subagents' listings.
     """
 
-    TODO_PATTERN = "TODO|FIXME|XXX"
+    TODO_PATTERN = _TODO_GREP
 
     def __init__(self, max_reads: int = 3, read_lines: int = 120, listing_entries: int = 400):
         self.max_reads = max_reads
@@ -502,8 +740,12 @@ class ResearchPolicy:
         done = {(c.name, str(c.args.get("path", c.args.get("pattern", "")))) for c in history}
         done |= {(c.name, str(c.args.get("pattern", ""))) for c in history}
         if "list_files" in names:
+            # the whole workdir first: tests of this scope often live elsewhere (tests/...)
+            if ("list_files", ".") not in done:
+                return _call("list_files", {"path": ".", "max_entries": self.listing_entries})
+            listed = Evidence.from_history(history, scope).listed
             for s in [s for s in scope if not _looks_like_file(s)][:3]:
-                if ("list_files", s) not in done:
+                if ("list_files", s) not in done and not any(_in_scope(p, [s]) for p in listed):
                     return _call("list_files", {"path": s, "max_entries": 200})
         ev = Evidence.from_history(history, scope)
         # not the description: the lead's description lists example files, which would
@@ -511,15 +753,22 @@ class ResearchPolicy:
         goal = words(f"{brief.title} {brief.objective}")
         if "read_file" in names:
             candidates = list(ev.listed) + [s for s in scope if _looks_like_file(s)]
-            ranked = _rank_files(dict.fromkeys(candidates), goal, brief.phase, ev.listed)
+            untested = untested_modules(ev.code(), related_tests(scope, list(ev.workdir)))
+            ranked = _rank_files(dict.fromkeys(candidates), goal, brief.phase, ev.listed, untested)
             for path in ranked[: self.max_reads]:
                 if ("read_file", path) not in done:
                     return _call("read_file", {"path": path, "max_lines": self.read_lines})
         if "grep_files" in names:
             where = scope[0] if len(scope) == 1 else "."
-            for pattern in [*keywords(brief, scope, ev.listed)[:1], self.TODO_PATTERN]:
+            patterns = [*keywords(brief, scope, ev.listed)[:1], self.TODO_PATTERN]
+            if ev.needs_string_check():
+                patterns.append(_STRING_GREP)
+            for pattern in patterns:
                 if ("grep_files", pattern) not in done:
-                    return _call("grep_files", {"pattern": pattern, "path": where})
+                    limit = 1000 if pattern == _STRING_GREP else 50
+                    return _call(
+                        "grep_files", {"pattern": pattern, "path": where, "max_matches": limit}
+                    )
         return None
 
     # -- chat ------------------------------------------------------------------------------
@@ -569,12 +818,16 @@ def build_plan(brief: Brief, files: Sequence[str]) -> PhasePlan:
     """The `PhasePlan` for this phase from the objective and the listed files."""
     action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
     limit = max(1, brief.max_subtasks)
-    ranked = rank_areas(group_areas(files, limit), brief)
-    chosen, left_out = ranked[:limit], ranked[limit:]
+    chosen, left_out = choose_areas(group_areas(files, limit), brief, limit)
     objective = (brief.objective or "the task").rstrip(" .?!")
     subtasks = _subtasks(brief, chosen, objective)
     goal = words(objective)
-    basis = f" ranked by the objective's words ({', '.join(goal[:4])})" if goal else ""
+    named = any(_goal_score(a, set(map(stem, goal))) for a in chosen)
+    basis = (
+        f" ranked by the objective's words ({', '.join(goal[:4])})"
+        if named
+        else " ranked by size (source files), as the objective names no area"
+    )
     names = ", ".join(a.name for a in chosen) or "the workdir"
     constraints = [
         "Read-only access to the workdir (list_files, read_file, grep_files).",
@@ -648,95 +901,276 @@ def _pick_agent(brief: Brief) -> str:
 
 
 def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any) -> SubmitFindings:
-    """`SubmitFindings` built only from the evidence the tools returned."""
+    """`SubmitFindings` built only from the evidence the tools returned.
+
+    Each phase reports a different side of the same area, so consecutive phases do not
+    repeat each other: exploration maps it (modules, what the files read define, where
+    its tests are), planning proposes steps and questions, implementation points at
+    change sites (definitions with line numbers, TODOs, modules without a named test),
+    review lists risks (TODOs, untested modules, the biggest files, test coverage).
+    """
     where = ", ".join(scope)
     objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
-    notes, firsts, discoveries = _file_notes(ev)
-    if ev.listed:
-        kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
-        common = ", ".join(f"{k} ({n})" for k, n in sorted(kinds.items(), key=lambda x: -x[1])[:4])
-        size = sum(ev.listed.values())
-        discoveries.insert(
-            0, f"{where} holds {len(ev.listed)} text files ({size} bytes); types: {common}."
-        )
-    todo = [h for h in ev.greps.get(policy.TODO_PATTERN, []) if _TODO_RE.search(h[2])]
-    word_hits = {k: v for k, v in ev.greps.items() if k != policy.TODO_PATTERN}
+    todo = ev.todos()
+    word_hits = {k: v for k, v in ev.greps.items() if k not in (_TODO_GREP, _STRING_GREP)}
     # greps ran on stems; speak of the word the task used
     label = {stem(w): w for w in reversed(words(f"{brief.objective} {brief.title}"))}
+    tests = related_tests(scope, list(ev.workdir))
+    facts = _Facts(brief.phase, where, ev, todo, tests, list(scope))
+    discoveries = facts.discoveries()
     questions = []
     for pattern, hits in word_hits.items():
         word = label.get(pattern, pattern)
         if not hits:
             questions.append(f"{word!r} does not appear in {where}: where is it handled?")
-            continue
-        p, n, t = hits[0]
-        discoveries.append(
-            f"{word!r} occurs {len(hits)} time(s) in {where}, e.g. {p}:{n}: {t[:100]}"
-        )
+        else:
+            discoveries.append(facts.word_line(word, hits))
     questions += [f"Tool error: {e}" for e in ev.errors[:3]]
     if not ev.read:
         questions.append(f"No readable text file was found in {where}.")
+    questions += facts.questions(objective)
     counts = "".join(f"{len(v)} match(es) for {label.get(k, k)!r}, " for k, v in word_hits.items())
     summary = (
         f"Looked at {where} for {objective!r} ({brief.phase} phase): "
         f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
-        f"{counts}{len(todo)} TODO/FIXME note(s)."
+        f"{counts}{len(todo)} TODO/FIXME comment(s), {len(tests)} related test file(s)."
     )
-    if firsts:
-        main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2])
+    firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
+    if any(firsts.values()):
+        main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2] if d)
         summary += f" Main files: {main}."
     return SubmitFindings.model_validate(
         {
             "status": "completed" if ev.read else "partial",
             "summary": summary,
-            "key_discoveries": discoveries[:10],
-            "files": notes,
+            "key_discoveries": list(dict.fromkeys(discoveries))[:10],
+            "files": _file_notes(ev),
             "open_questions": questions[:6],
-            "recommendations": _recommendations(brief, where, objective, ev, todo)[:6],
+            "recommendations": _recommendations(brief, scope, objective, ev, facts)[:6],
         }
     )
 
 
-def _file_notes(ev: Evidence) -> tuple[list[dict], dict[str, str], list[str]]:
-    """Notes for the files read (then listed ones, up to 10), first lines, definitions."""
-    notes, firsts, defined = [], {}, []
+def _file_notes(ev: Evidence) -> list[dict]:
+    """Notes for the files read (then listed ones, up to 10)."""
+    notes = []
     for path, lines in ev.read.items():
         first, defs = describe(lines, path)
-        firsts[path] = first or "no docstring or heading"
-        note = firsts[path] + (f" (defines {', '.join(defs[:6])})" if defs else "")
+        note = (first or "no docstring or heading") + (
+            f" (defines {', '.join(defs[:6])})" if defs else ""
+        )
         notes.append({"path": path, "description": note})
-        if defs:
-            defined.append(f"{path} defines {', '.join(defs[:8])}.")
     for path, size in ev.listed.items():
         if len(notes) >= 10:
             break
         if path not in ev.read:
             notes.append({"path": path, "description": f"listed, {size} bytes, not read"})
-    return notes, firsts, defined
+    return notes
+
+
+def _short(paths: Sequence[str], n: int = 5) -> str:
+    more = f" (+{len(paths) - n} more)" if len(paths) > n else ""
+    return ", ".join(paths[:n]) + more
+
+
+def _defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:
+    return list(
+        dict.fromkeys((m.group(2), i) for i, ln in enumerate(lines, 1) if (m := _DEF_RE.match(ln)))
+    )
+
+
+@dataclass
+class _Facts:
+    """The evidence of one subagent, worded for its phase (one method per phase)."""
+
+    phase: str
+    where: str
+    ev: Evidence
+    todo: list[tuple[str, int, str]]
+    tests: list[str]
+    scope: list[str]
+
+    @property
+    def untested(self) -> list[str]:
+        """Source modules of the scope no related test file is named after, biggest first."""
+        found = untested_modules(self.ev.code(), self.tests)
+        return sorted(found, key=lambda p: (-self.ev.listed.get(p, 0), p))
+
+    def biggest(self, n: int = 3) -> list[str]:
+        code = sorted(self.ev.code(), key=lambda p: (-self.ev.listed.get(p, 0), p))
+        return [f"{p} ({self.ev.listed[p]} bytes)" for p in code[:n]]
+
+    def discoveries(self) -> list[str]:
+        phase = self.phase if self.phase in _PHASES else "exploration"
+        out = getattr(self, f"_{phase}")()
+        return [line for line in out if line]
+
+    def _exploration(self) -> list[str]:
+        """A map: what the area holds, what the files read define, where its tests are."""
+        ev, where, out = self.ev, self.where, []
+        if ev.listed:
+            kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
+            common = ", ".join(f"{k} ({n})" for k, n in kinds.most_common(4))
+            out.append(f"{where} holds {len(ev.listed)} text files; types: {common}.")
+        mods = [PurePosixPath(p).stem for p in ev.code() if _module_name(p)]
+        if mods:
+            out.append(f"Modules of {where}: {_short(list(dict.fromkeys(mods)), 12)}.")
+        for path, lines in ev.read.items():
+            first, defs = describe(lines, path)
+            said = f"{path}: {first[:100].rstrip('.') or 'no docstring or heading'}"
+            out.append(said + (f"; defines {', '.join(defs[:8])}." if defs else "."))
+        if self.todo:
+            spots = ", ".join(f"{p}:{n}" for p, n, _ in self.todo[:4])
+            out.append(f"{len(self.todo)} TODO/FIXME comment(s) in {where}: {spots}.")
+        out.append(self.test_line() if not ev.is_test_area() else self.coverage()[0])
+        return out
+
+    def _planning(self) -> list[str]:
+        """Inputs for a plan: the biggest modules and the size of each file's interface."""
+        out = []
+        if self.biggest():
+            out.append(f"Largest modules of {self.where}: {', '.join(self.biggest())}.")
+        for path, lines in self.ev.read.items():
+            defs = describe(lines, path)[1]
+            out.append(
+                f"{path} ({len(lines)} lines read) exposes {len(defs)} definition(s), "
+                f"starting with {', '.join(defs[:4])}."
+                if defs
+                else f"{path}: no definition in its first {len(lines)} lines (prose or data)."
+            )
+        return out
+
+    def _implementation(self) -> list[str]:
+        """Change sites: definitions with line numbers, TODOs, modules with no named test."""
+        out = []
+        for path, lines in self.ev.read.items():
+            defs = _defs_with_lines(lines)
+            if self.ev.is_test_area():
+                cases = [n for n, _ in defs if n.startswith(("test", "Test"))]
+                helpers = [n for n, _ in defs if not n.startswith(("test", "Test"))]
+                target = _tested_name(path)
+                out.append(
+                    f"{path} targets {target!r}: {len(cases)} test case(s) in the lines read"
+                    + (f"; helpers/fixtures: {', '.join(helpers[:4])}." if helpers else ".")
+                )
+            elif defs:
+                sites = ", ".join(f"{n} (line {i})" for n, i in defs[:6])
+                out.append(f"Change sites in {path}: {sites}.")
+        out += [f"TODO comment at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
+        if self.untested and not self.ev.is_test_area():
+            out.append(
+                f"Modules of {self.where} with no test file named after them: "
+                f"{_short(self.untested)}."
+            )
+        return out
+
+    def _review(self) -> list[str]:
+        """Risks: open notes, the biggest modules, and gaps in the test coverage."""
+        out = [f"Risk: unresolved note at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
+        if self.ev.is_test_area():
+            return out + self.coverage()[1:]
+        if self.biggest(2):
+            out.append(
+                "Risk: the biggest modules are the hardest to change safely: "
+                f"{', '.join(self.biggest(2))}."
+            )
+        code = self.ev.code()
+        if self.untested:
+            out.append(
+                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) have no test "
+                f"file named after them ({len(self.tests)} related test files listed): "
+                f"{_short(self.untested)}."
+            )
+        elif not self.tests and code:
+            out.append(self.test_line())
+        return out
+
+    def test_line(self) -> str:
+        """Where the scope's tests are, as an observation with its evidence."""
+        if self.tests:
+            inside = [t for t in self.tests if _in_scope(t, self.scope)]
+            named = [t for t in self.tests if _tested_name(t) != PurePosixPath(t).stem.lower()]
+            return (
+                f"Tests for {self.where}: {len(self.tests)} file(s) in the workdir listing "
+                f"({len(inside)} inside it), e.g. {_short(named or self.tests, 3)}."
+            )
+        if not self.ev.code():
+            return ""
+        return (
+            f"No test file among the {len(self.ev.workdir)} listed workdir files lies in "
+            f"{self.where}, in a folder named like it, or is named after one of its "
+            f"{len(self.ev.code())} module(s)."
+        )
+
+    def coverage(self) -> list[str]:
+        """For a test area: what its files are named after, then the modules none is."""
+        ev = self.ev
+        tests = [
+            p
+            for p in ev.listed
+            if PurePosixPath(p).suffix in _CODE_SUFFIXES
+            and _tested_name(p) != PurePosixPath(p).stem.lower()
+        ]
+        source = [
+            p for p in ev.workdir if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+        ]
+        covered = [s for s in source if any(_names_module(t, _module_name(s)) for t in tests)]
+        tops = Counter(s.split("/")[0] for s in covered if "/" in s)
+        by = ", ".join(f"{k} {n}" for k, n in sorted(tops.items()))
+        lines = [
+            f"{len(tests)} test file(s) in {self.where} are named after {len(covered)} of "
+            f"{len(source)} source modules" + (f" (by folder: {by})." if by else ".")
+        ]
+        missing = [s for s in source if s not in covered and _module_name(s)]
+        missing.sort(key=lambda p: (-ev.workdir.get(p, 0), p))
+        if missing:
+            lines.append(
+                f"Coverage gap: {len(missing)} source module(s) have no test file named "
+                f"after them, biggest first: {_short(missing, 6)}."
+            )
+        return lines
+
+    def word_line(self, word: str, hits: list[tuple[str, int, str]]) -> str:
+        p, n, t = hits[0]
+        files = list(dict.fromkeys(h[0] for h in hits))
+        if self.phase == "exploration":
+            return f"{word!r} occurs {len(hits)} time(s) in {self.where}, e.g. {p}:{n}: {t[:100]}"
+        if self.phase == "planning":
+            return f"{word!r} appears in {len(files)} file(s): {_short(files, 4)}."
+        return f"{word!r} at " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
+
+    def questions(self, objective: str) -> list[str]:
+        if self.phase == "planning" and self.ev.read:
+            read = " or ".join(self.ev.read)
+            return [f"Which of {read} should a plan for {objective!r} start from, and why?"]
+        if self.phase == "exploration" and not self.tests and self.ev.code():
+            return [f"How is {self.where} tested? No related test file was listed."]
+        return []
 
 
 def _recommendations(
-    brief: Brief, where: str, objective: str, ev: Evidence, todo: list[tuple[str, int, str]]
+    brief: Brief, scope: Sequence[str], objective: str, ev: Evidence, facts: _Facts
 ) -> list[str]:
-    """TODOs to resolve, missing tests, then phase-specific next steps from the evidence."""
-    recs = [f"Resolve {p}:{n}: {t[:100]}" for p, n, t in todo[:3]]
-    code = [p for p in ev.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES]
-    if code and not any(_is_test(p) for p in ev.listed):
-        recs.append(f"No test files found under {where}: check where {code[0]} is tested.")
-    goal = stems(f"{brief.objective} {brief.title}")
+    """Phase-specific next steps from the evidence; never "test the tests"."""
+    where = facts.where
+    scope_words = set().union(*(_path_words(s) for s in scope)) if scope else set()
+    goal = stems(f"{brief.objective} {brief.title}") - scope_words
     # definitions named like the objective (in files read, or grep hits): places to act
     found = [(p, n) for p, lines in ev.read.items() for n in describe(lines, p)[1]]
     found += [
-        (p, m.group(2)) for hits in ev.greps.values() for p, _, t in hits if (m := _DEF_RE.match(t))
+        (p, m.group(2))
+        for k, hits in ev.greps.items()
+        if k not in (_TODO_GREP, _STRING_GREP)
+        for p, _, t in hits
+        if (m := _DEF_RE.match(t))
     ]
-    matching = list(
-        dict.fromkeys(
-            (p, n)
-            for p, n in found
-            if goal & {stem(w) for w in _WORD_RE.findall(n.lower().replace("_", " "))}
-        )
-    )
+    matching = [
+        (p, n)
+        for p, n in dict.fromkeys(found)
+        if goal & {stem(w) for w in _WORD_RE.findall(n.lower().replace("_", " "))}
+    ]
     top = list(ev.read)[:2]
+    recs: list[str] = []
     if brief.phase == "planning" and top:
         recs += [f"Step {i}: understand {p} before changing it." for i, p in enumerate(top, 1)]
         recs += [
@@ -744,9 +1178,33 @@ def _recommendations(
             for p, n in matching[:1]
         ]
     elif brief.phase == "implementation":
+        recs += [f"Resolve the TODO at {p}:{n}: {t[:100]}" for p, n, t in facts.todo[:2]]
         recs += [f"Likely change point: {n} in {p}." for p, n in matching[:3]]
+        if not ev.is_test_area() and facts.untested:
+            recs.append(
+                f"Before changing {facts.untested[0]}, find the tests that exercise it "
+                "(no test file is named after it)."
+            )
     elif brief.phase == "review":
-        recs += [f"Check that {n} in {p} is covered by a test." for p, n in matching[:3]]
+        recs += [f"Decide on the note at {p}:{n} before release." for p, n, _ in facts.todo[:2]]
+        if ev.is_test_area():
+            gaps = [m for m in facts.coverage()[1:] if m.startswith("Coverage gap")]
+            recs += [
+                f"Check which tests exercise {g.split('biggest first: ')[-1].rstrip('.')}: "
+                "no test file is named after them."
+                for g in gaps
+            ]
+        else:
+            recs += [
+                f"Check that {n} in {p} is covered by a test."
+                for p, n in matching[:3]
+                if not _is_test(p)
+            ]
+            if facts.untested:
+                recs.append(
+                    f"Look for edge cases in {facts.untested[0]}: the biggest module of "
+                    f"{where} that no test file is named after."
+                )
     if top:
         verb = _PHASES.get(brief.phase, _DEFAULT_PHASE)[0].lower()
         recs.append(f"To {verb} {where} for {objective!r}, start from {' and '.join(top)}.")

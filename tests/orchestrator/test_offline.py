@@ -317,7 +317,7 @@ class TestResearchPolicySubagent:
         notes = {f.path: f.description for f in findings.files}
         assert notes["src/billing/invoice.py"].startswith("Invoice creation and totals.")
         assert any("Invoice" in d and "total" in d for d in findings.key_discoveries)
-        assert any("src/billing/invoice.py:9" in r for r in findings.recommendations)  # the TODO
+        assert any("src/billing/invoice.py:9" in d for d in findings.key_discoveries)  # the TODO
         # the grep ran on the stem of the objective's word, so `invoices` found `Invoice`
         assert any(d.startswith("'invoices' occurs") for d in findings.key_discoveries)
         assert "src/billing" in findings.summary
@@ -384,7 +384,12 @@ class TestResearchPolicySubagent:
             OfflineChatModel(), tools, SubmitFindings, sub_prompt("retries", sub)
         )
         assert any("'retries' does not appear in weather" in q for q in findings.open_questions)
-        assert any("No test files found under weather" in r for r in findings.recommendations)
+        # no test anywhere in the workdir: said as an observation, with its evidence
+        assert any(
+            d.startswith("No test file among the 5 listed workdir files lies in weather")
+            for d in findings.key_discoveries
+        )
+        assert not any("test" in r.lower() for r in findings.recommendations)
         notes = {f.path: f.description for f in findings.files}
         assert notes == {
             "weather/api.py": "no docstring or heading (defines fetch)",
@@ -405,3 +410,120 @@ class TestResearchPolicyChat:
     def test_research_policy_is_a_plain_callable(self):
         reply = ResearchPolicy()([HumanMessage("hello there")], [])
         assert reply.content == "hello there"
+
+
+# -- findings that QA found misleading ------------------------------------------------------
+
+CORE = {
+    "README.md": "# Core\n\nA library with a core package and a benchmark.\n",
+    **{
+        f"core/mod{i}.py": f'"""Core module {i}."""\n\n\ndef step{i}(x):\n    return x\n'
+        for i in range(6)
+    },
+    "core/__init__.py": '"""The core package."""\n',
+    "core/notes.py": (
+        '"""Notes: mentions of TODO that are not TODO comments."""\n\nimport re\n\n'
+        '_TODO_RE = re.compile(r"#\\s*(TODO|FIXME)")  # finds notes in comments\n'
+        'SAMPLE = "x = 1\\n# TODO: not a real note"\n'
+        "TEMPLATE = '''\n"
+        "def f():\n"
+        "    # TODO: fixture text inside a multi-line string\n"
+        "'''\n\n\n"
+        "def keep(x):\n"
+        "    # TODO: a real note\n"
+        "    return x  # FIXME: another real note\n"
+    ),
+    "bench/README.md": "# Benchmarks\n\nHow fast the core is.\n",
+    "bench/speed.py": '"""Speed benchmark."""\n\n\ndef run():\n    return 1\n',
+    "docs/guide.md": "# Guide\n\nLeave TODO notes for later; <!-- TODO: add a diagram -->\n",
+    "tests/core/test_mod0.py": "def test_step0():\n    assert True\n",
+    "tests/core/test_mod1.py": "def test_step1():\n    assert True\n",
+    "tests/test_speed.py": "def test_run():\n    assert True\n",
+}
+SURVEY = "Survey this repository: what each package does and how they fit"
+
+
+def subagent(repo, scope, phase, objective=SURVEY, title="Survey"):
+    sub = PhasePlan.model_validate(
+        {
+            "strategy": "s",
+            "subtasks": [
+                {"id": "x", "title": f"{title} {scope}", "description": "d", "scope": [scope]}
+            ],
+        }
+    ).subtasks[0]
+    prompt = sub_prompt(objective, sub, phase=phase, extra="Max steps: 7\n")
+    return run_agent(OfflineChatModel(), workdir_tools(repo), SubmitFindings, prompt)[0]
+
+
+class TestFindingsQuality:
+    def test_only_real_todo_comments_count(self, tmp_path):
+        repo = make_repo(tmp_path / "core", CORE)
+        findings = subagent(repo, "core", "implementation")
+        todo = [d for d in findings.key_discoveries if d.startswith("TODO comment at")]
+        # the regex, the string literals and the multi-line fixture text do not count
+        assert [d.split(":")[0] for d in todo] == ["TODO comment at core/notes.py"] * 2
+        assert [d.split(": ")[0] for d in todo] == [
+            "TODO comment at core/notes.py:14",
+            "TODO comment at core/notes.py:15",
+        ]
+        assert "2 TODO/FIXME comment(s)" in findings.summary
+        # exploring does not read notes.py: a grep for triple quotes tells the fixture apart
+        explored = subagent(repo, "core", "exploration")
+        assert "2 TODO/FIXME comment(s) in core: core/notes.py:14, core/notes.py:15." in (
+            explored.key_discoveries
+        )
+        docs = subagent(repo, "docs", "implementation")  # prose: only `<!-- TODO` counts
+        assert "1 TODO/FIXME comment(s)" in docs.summary
+
+    def test_tests_elsewhere_in_the_workdir_are_found(self, tmp_path):
+        repo = make_repo(tmp_path / "core", CORE)
+        findings = subagent(repo, "core", "exploration")
+        text = "\n".join(findings.key_discoveries + findings.recommendations)
+        assert "No test file" not in text and "No test files" not in text
+        tests_line = next(d for d in findings.key_discoveries if d.startswith("Tests for core"))
+        assert "tests/core/test_mod0.py" in tests_line and "test_speed" not in tests_line
+        # the benchmark's test is found by its name, not its folder
+        bench = subagent(repo, "bench", "exploration")
+        assert any("tests/test_speed.py" in d for d in bench.key_discoveries)
+
+    def test_review_never_asks_to_test_the_tests(self, tmp_path):
+        repo = make_repo(tmp_path / "core", CORE)
+        findings = subagent(repo, "tests", "review", objective="Review test_step0 and run")
+        assert not any("covered by a test" in r for r in findings.recommendations)
+        # about what the tests cover instead: modules no test file is named after
+        gap = next(d for d in findings.key_discoveries if d.startswith("Coverage gap"))
+        assert "core/mod2.py" in gap and "core/mod0.py" not in gap and "bench/speed.py" not in gap
+
+    def test_filler_words_do_not_rank_and_every_package_gets_a_phase(self, tmp_path):
+        files = dict(CORE)
+        files.update({f"fit/extra{i}.py": "x = 1\n" for i in range(1)})  # named like "fit"
+        files.update({f"{n}/a.py": "x = 1\n" for n in ("alpha", "beta", "gamma")})
+        repo = make_repo(tmp_path / "core", files)
+        chosen = []
+        for phase in ("exploration", "planning", "implementation", "review"):
+            plan, _ = run_agent(
+                OfflineChatModel(),
+                workdir_tools(repo),
+                PhasePlan,
+                lead_prompt(SURVEY, phase=phase, max_subtasks=2),
+            )
+            chosen.append([s.scope[0] for s in plan.subtasks])
+        # the biggest source package leads while the objective names no area
+        assert chosen[0][0] == "core" and "fit" not in chosen[0]
+        covered = {scope for scopes in chosen for scope in scopes}
+        assert {"core", "bench", "alpha", "beta", "gamma", "fit"} <= covered
+
+    def test_phases_say_different_things_about_one_area(self, tmp_path):
+        repo = make_repo(tmp_path / "core", CORE)
+        seen: dict[str, str] = {}
+        for phase in ("exploration", "planning", "implementation", "review"):
+            findings = subagent(repo, "core", phase)
+            for line in findings.key_discoveries:
+                assert line not in seen, f"{phase} repeats {seen.get(line)}: {line}"
+                seen[line] = phase
+        phases = set(seen.values())
+        assert phases == {"exploration", "planning", "implementation", "review"}
+        assert any(d.startswith("Modules of core:") for d in seen if seen[d] == "exploration")
+        assert any("(line " in d for d in seen if seen[d] == "implementation")
+        assert any(d.startswith("Coverage gap") for d in seen if seen[d] == "review")
