@@ -16,9 +16,7 @@ def _held(memory_dir, task_id):
     return file_lock(memory_dir / ".tether" / "running" / task_id, timeout=0)
 
 
-def test_resume_is_refused_while_the_task_runs_elsewhere(
-    fixture_repo, tiny_workflow, memory_dir
-):
+def test_resume_is_refused_while_the_task_runs_elsewhere(fixture_repo, tiny_workflow, memory_dir):
     orch = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow)
     orch.run("Survey the shop service", task_id="shop")
     findings_before = sorted(p.name for p in (memory_dir / "findings").iterdir())
