@@ -277,10 +277,7 @@ def _entry_line(entry_id: str, store: Any) -> str:
 def _linked_entries(cp: Checkpoint, store: Any) -> list[str]:
     ids = list(dict.fromkeys(cp.entries))
     if store is not None and cp.checkpoint_id:
-        try:
-            ids += [e.id for e in store.refs(checkpoint=cp.checkpoint_id) if e.id not in ids]
-        except (MemoryStoreError, NotImplementedError, AttributeError):
-            pass  # the refs table may not exist yet in an old memory directory
+        ids += [e.id for e in store.refs(checkpoint=cp.checkpoint_id) if e.id not in ids]
     return ids
 
 
