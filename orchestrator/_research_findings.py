@@ -1,0 +1,698 @@
+"""What a `ResearchPolicy` subagent found, and how it words it as `SubmitFindings`.
+
+This is the evidence side of the offline research policy (`orchestrator._research_policy`
+decides which tool to call next; this module reads what the tools returned):
+
+* `Evidence.from_history` parses the results of one conversation's `list_files`,
+  `read_file` and `grep_files` calls (`parse_listing`, `parse_read`, `parse_grep`),
+  keeping what lies in the subtask's scope (and the whole workdir listing apart);
+* `describe` (first prose line and definitions of a file), `related_tests`,
+  `untested_modules` and `real_todo` (a TODO/FIXME/XXX grep hit that really opens a
+  comment, not a word inside a string or prose) read that evidence;
+* `build_findings` words it per phase (`_Facts`, `_recommendations`, `_file_notes`), so
+  consecutive phases report different sides of the same area.
+
+It also holds the small vocabulary both modules share: the `Brief` parsed from the
+prompt, the `Call` records of the tool history, content words and stems, path
+predicates and the phase table. The dependency runs one way: `_research_policy` imports
+from this module, never the reverse, so there is no import cycle.
+
+Invariant: everything here is a pure function of the brief and the tool results (no
+clock, no randomness, no file access), and every finding is taken from that evidence:
+real paths, lines and names that the tools returned, nothing known in advance.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from orchestrator.protocol import SubmitFindings
+
+_LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
+_NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
+_GREP_RE = re.compile(r"^(.+?):(\d+): (.*)$")
+_DEF_RE = re.compile(
+    r"^\s*(?:export\s+)?(?:pub\s+)?(?:async\s+)?(class|def|function|func|fn|interface|struct)\s+"
+    r"([A-Za-z_][A-Za-z0-9_]*)"
+)
+_WORD_RE = re.compile(r"[a-z0-9]+")
+_STOPWORDS = frozenset(
+    """a an and are as at be by can do does for from has have how in into is it its of on or
+    the this that these those to was what when where which who why will with without all any
+    each about should could would may might must not no yes our your their them they we you
+    survey explore exploration map find check review plan planning implement implementation
+    code project repo repository package module modules file files folder folders work task
+    look make use using used write read describe explain understand main new add get set
+    tether workdir top level
+    fit fits fitting together overall whole part parts piece pieces thing things stuff also
+    just like well one ones other others more most some such than then there here over
+    give tell show identify change changes study""".split()
+)
+_CODE_SUFFIXES = frozenset({".py", ".js", ".ts", ".go", ".rs", ".java", ".c", ".cpp", ".rb"})
+_PHASES = {
+    # phase: (title verb, what to do, what to report, files it favours)
+    "exploration": (
+        "Survey",
+        "map the files, entry points and main definitions of",
+        "what each main file does and how the parts connect",
+        {"readme", "docs", "doc"},
+    ),
+    "planning": (
+        "Plan",
+        "propose concrete, ordered steps for",
+        "the steps, the files each step touches and the open decisions",
+        {"docs", "design", "readme"},
+    ),
+    "implementation": (
+        "Identify changes in",
+        "identify the exact changes needed in",
+        "the functions to change or add and their call sites",
+        {"src", "lib"},
+    ),
+    "review": (
+        "Review",
+        "check risks, edge cases and test coverage of",
+        "untested code, TODO/FIXME notes and risky spots",
+        {"test", "tests", "spec", "ci"},
+    ),
+}
+_DEFAULT_PHASE = ("Study", "study", "what matters for the objective", set())
+
+
+@dataclass
+class Brief:
+    """What the prompt asks for, parsed from the human messages."""
+
+    objective: str = ""
+    phase: str = "exploration"
+    max_subtasks: int = 4
+    agents: list[str] = field(default_factory=list)
+    subtask: str = ""
+    title: str = ""
+    description: str = ""
+    scope: list[str] = field(default_factory=list)
+    max_steps: int | None = None
+    phase_number: int | None = None
+
+
+@dataclass
+class Call:
+    """One earlier tool call of this conversation and its result (None if unanswered)."""
+
+    name: str
+    args: dict[str, Any]
+    result: str | None = None
+
+
+# -- words, paths and tool results ------------------------------------------------------
+
+
+def words(text: str) -> list[str]:
+    """Lower-case content words of `text` (stop words and short words dropped), in order."""
+    seen: dict[str, None] = {}
+    for w in _WORD_RE.findall(text.lower()):
+        if len(w) >= 3 and w not in _STOPWORDS and not w.isdigit():
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+def stem(word: str) -> str:
+    """A crude suffix stripper so `invoices`, `invoice` and `taxed`, `tax` meet."""
+    for suffix in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def stems(text: str) -> set[str]:
+    """Stems of the content words of `text`."""
+    return {stem(w) for w in words(text)}
+
+
+def parse_listing(text: str) -> list[tuple[str, int]]:
+    """`(path, size)` pairs from a `list_files` result."""
+    out = []
+    for line in text.splitlines():
+        m = _LISTING_RE.match(line)
+        if m and not line.startswith("#"):
+            out.append((m.group(1), int(m.group(2))))
+    return out
+
+
+def parse_read(text: str) -> list[str]:
+    """The file lines of a `read_file` result, without their numbers."""
+    return [m.group(2) for ln in text.splitlines() if (m := _NUMBERED_RE.match(ln))]
+
+
+def parse_grep(text: str) -> list[tuple[str, int, str]]:
+    """`(path, line, text)` hits from a `grep_files` result."""
+    return [
+        (m.group(1), int(m.group(2)), m.group(3))
+        for ln in text.splitlines()
+        if not ln.startswith("#") and (m := _GREP_RE.match(ln))
+    ]
+
+
+def _path_words(path: str) -> set[str]:
+    """Stems of every word of a path (no stop-word filtering: `core`, `cli` count)."""
+    return {stem(w) for w in _WORD_RE.findall(path.lower())}
+
+
+def _in_scope(path: str, scope: Sequence[str]) -> bool:
+    if not scope or "." in scope:
+        return True
+    return any(path == s.rstrip("/") or path.startswith(s.rstrip("/") + "/") for s in scope)
+
+
+def _is_test(path: str) -> bool:
+    words_ = _WORD_RE.findall(path.lower())
+    return "test" in words_ or "tests" in words_ or PurePosixPath(path).name.startswith("test_")
+
+
+_PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
+_MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
+
+
+def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
+    """The first prose line of a file and the names it defines.
+
+    Prose is a docstring, a comment or a heading; in text files (`.md`, `.txt`, ...) any
+    line counts. YAML front matter and shebang/encoding lines are skipped. Code before the
+    first prose line means the file has no description (an empty string).
+    """
+    first = ""
+    if lines and lines[0].strip() == "---":  # YAML front matter
+        end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), 0)
+        lines = lines[end + 1 :]
+    prose = PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES
+    for raw in lines:
+        s = raw.strip()
+        if not s or s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
+            continue
+        if not prose and not _PROSE_RE.match(s):
+            break
+        s = _MARKER_RE.sub("", s).strip().rstrip("\"'").strip()
+        s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
+        if len(s) >= 3:
+            first = s[:160]
+            break
+        prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
+    defs = [m.group(2) for ln in lines if (m := _DEF_RE.match(ln))]
+    return first, list(dict.fromkeys(defs))
+
+
+# -- tests and TODO notes (subagent) -------------------------------------------------------
+
+
+def _tested_name(path: str) -> str:
+    """What a test file is named after: `test_cli_entries.py` -> `cli_entries`."""
+    name = PurePosixPath(path).stem.lower()
+    for pre in ("test_", "tests_"):
+        name = name[len(pre) :] if name.startswith(pre) else name
+    for suf in ("_test", "_tests", ".test", ".spec"):
+        name = name[: -len(suf)] if name.endswith(suf) else name
+    return name
+
+
+def _module_name(path: str) -> str:
+    """A source module's plain name (`_cli_entries.py` -> `cli_entries`; `""` for dunders)."""
+    name = PurePosixPath(path).stem.lower()
+    return "" if name.startswith("__") else name.lstrip("_")
+
+
+def _names_module(test: str, module: str) -> bool:
+    name = _tested_name(test)
+    return bool(module) and (name == module or name.startswith(module + "_"))
+
+
+def related_tests(scope: Sequence[str], workdir: Sequence[str]) -> list[str]:
+    """Test files of the whole workdir listing that belong to `scope`.
+
+    A test belongs to it when it lies inside the scope (`<area>/tests/`), under a folder
+    named like the scope (`tests/<area>/`), or is named after one of its modules
+    (`test_<module>.py`, `<module>_test.py`) and does not lie under a folder named like
+    another top-level folder (`tests/<other area>/test_cli.py` belongs to that area).
+    """
+    names = {PurePosixPath(s).name.lower() for s in scope if s not in (".", "")}
+    modules = {
+        _module_name(p)
+        for p in workdir
+        if _in_scope(p, scope) and PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+    } - {""}
+    tops = {p.split("/")[0].lower() for p in workdir if "/" in p}
+    others = tops - {s.split("/")[0].lower() for s in scope} - {"test", "tests", "src"}
+    out = []
+    for t in (p for p in workdir if _is_test(p)):
+        dirs = {d.lower() for d in PurePosixPath(t).parts[:-1]}
+        if _in_scope(t, scope) or names & dirs:
+            out.append(t)
+        elif not dirs & others and any(_names_module(t, m) for m in modules):
+            out.append(t)
+    return out
+
+
+def untested_modules(code: Sequence[str], tests: Sequence[str]) -> list[str]:
+    """Source files (not `__init__`-like) that no test file is named after."""
+    return [
+        p
+        for p in code
+        if _module_name(p) and not any(_names_module(t, _module_name(p)) for t in tests)
+    ]
+
+
+_TODO_GREP = r"(#|//|<!--|/\*|^\s*\*|\{#)\s*(TODO|FIXME|XXX)\b"
+_STRING_GREP = "\"{3}|'{3}"  # triple quotes, written so this line holds none
+_TODO_START_RE = re.compile(r"(#|//|<!--|/\*|\{#)\s*(TODO|FIXME|XXX)\b")
+_PROSE_SUFFIXES = (".md", ".rst", ".txt", ".html")
+
+
+def _scan(line: str, quote: str | None) -> tuple[int | None, str | None]:
+    """Where `line`'s comment starts outside string literals, and the open triple quote.
+
+    A small lexer for Python-like code: `quote` is the triple quote open at the start of
+    the line (None outside); single-quoted strings end on their line (backslash escapes
+    honoured); `#`, `//`, `/*`, `<!--` and `{#` outside strings start a comment.
+    """
+    i = 0
+    while i < len(line):
+        if quote:
+            j = line.find(quote, i)
+            if j < 0:
+                return None, quote
+            i, quote = j + 3, None
+        elif line.startswith(('"""', "'''"), i):
+            quote, i = line[i : i + 3], i + 3
+        elif line[i] in "\"'":
+            j = i + 1
+            while j < len(line) and line[j] != line[i]:
+                j += 2 if line[j] == "\\" else 1
+            i = j + 1
+        elif line.startswith(("#", "//", "/*", "<!--", "{#"), i):
+            return i, None
+        else:
+            i += 1
+    return None, quote
+
+
+def real_todo(path: str, text: str, before: Sequence[str] | None) -> bool:
+    """Is this grep hit a real TODO/FIXME/XXX comment, not a word in a string or prose?
+
+    The marker must open a comment (`# TODO`, `// FIXME`, `<!-- TODO`, `* TODO` in a
+    block comment) outside any string literal; in prose files only `<!-- TODO` counts.
+    `before` are the file's earlier lines holding triple quotes (for `.py` files: a hit
+    inside a multi-line string is fixture text), or None when unknown.
+    """
+    suffix = PurePosixPath(path).suffix.lower()
+    if suffix in _PROSE_SUFFIXES:
+        return bool(re.search(r"<!--\s*(TODO|FIXME|XXX)\b", text))
+    if suffix not in (".py", ".pyi") and re.match(r"\*+\s*(TODO|FIXME|XXX)\b", text.strip()):
+        return True
+    quote = None
+    for line in before or () if suffix in (".py", ".pyi") else ():
+        quote = _scan(line, quote)[1]
+    start, _ = _scan(text.strip(), quote)
+    return start is not None and bool(_TODO_START_RE.match(text.strip()[start:]))
+
+
+@dataclass
+class Evidence:
+    """What a subagent's tool calls returned, parsed (`workdir`: every file listed)."""
+
+    listed: dict[str, int] = field(default_factory=dict)
+    read: dict[str, list[str]] = field(default_factory=dict)
+    greps: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    workdir: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_history(cls, history: Sequence[Call], scope: Sequence[str]) -> Evidence:
+        ev = cls()
+        for call in history:
+            res = call.result or ""
+            if res.startswith("Error:"):
+                ev.errors.append(f"{call.name}({call.args.get('path', '')!s}): {res[7:]}")
+            elif call.name == "list_files":
+                ev.workdir.update(parse_listing(res))
+                ev.listed.update((p, n) for p, n in parse_listing(res) if _in_scope(p, scope))
+            elif call.name == "read_file" and call.result is not None:
+                ev.read[str(call.args.get("path", ""))] = parse_read(res)
+            elif call.name == "grep_files" and call.result is not None:
+                hits = [h for h in parse_grep(res) if _in_scope(h[0], scope)]
+                ev.greps[str(call.args.get("pattern", ""))] = hits
+        return ev
+
+    def _quotes_before(self, path: str, line: int) -> list[str] | None:
+        """The file's lines before `line` that may hold triple quotes (None: unknown)."""
+        read = self.read.get(path)
+        if read is not None and len(read) >= line - 1:
+            return read[: line - 1]
+        if _STRING_GREP in self.greps:
+            return [t for p, n, t in self.greps[_STRING_GREP] if p == path and n < line]
+        return None
+
+    def todo_candidates(self) -> list[tuple[str, int, str]]:
+        """Comment-anchored TODO grep hits (before the string-literal check)."""
+        return self.greps.get(_TODO_GREP, [])
+
+    def needs_string_check(self) -> bool:
+        """A `.py` hit could sit inside a multi-line string and nothing tells yet."""
+        return any(
+            p.endswith(".py") and self._quotes_before(p, n) is None
+            for p, n, _ in self.todo_candidates()
+        )
+
+    def todos(self) -> list[tuple[str, int, str]]:
+        """The real TODO/FIXME/XXX comments (see `real_todo`)."""
+        return [
+            h for h in self.todo_candidates() if real_todo(h[0], h[2], self._quotes_before(*h[:2]))
+        ]
+
+    def code(self) -> list[str]:
+        """Listed source files of the scope (tests excluded), in listing order."""
+        return [
+            p for p in self.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+        ]
+
+    def is_test_area(self) -> bool:
+        """Every code file of the scope is a test."""
+        code = [p for p in self.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES]
+        return bool(code) and all(_is_test(p) for p in code)
+
+
+# -- findings (subagent) -----------------------------------------------------------------
+
+
+def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any) -> SubmitFindings:
+    """`SubmitFindings` built only from the evidence the tools returned.
+
+    Each phase reports a different side of the same area, so consecutive phases do not
+    repeat each other: exploration maps it (modules, what the files read define, where
+    its tests are), planning proposes steps and questions, implementation points at
+    change sites (definitions with line numbers, TODOs, modules without a named test),
+    review lists risks (TODOs, untested modules, the biggest files, test coverage).
+    """
+    where = ", ".join(scope)
+    objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
+    todo = ev.todos()
+    word_hits = {k: v for k, v in ev.greps.items() if k not in (_TODO_GREP, _STRING_GREP)}
+    # greps ran on stems; speak of the word the task used
+    label = {stem(w): w for w in reversed(words(f"{brief.objective} {brief.title}"))}
+    tests = related_tests(scope, list(ev.workdir))
+    facts = _Facts(brief.phase, where, ev, todo, tests, list(scope))
+    discoveries = facts.discoveries()
+    questions = []
+    for pattern, hits in word_hits.items():
+        word = label.get(pattern, pattern)
+        if not hits:
+            questions.append(f"{word!r} does not appear in {where}: where is it handled?")
+        else:
+            discoveries.append(facts.word_line(word, hits))
+    questions += [f"Tool error: {e}" for e in ev.errors[:3]]
+    if not ev.read:
+        questions.append(f"No readable text file was found in {where}.")
+    questions += facts.questions(objective)
+    counts = "".join(f"{len(v)} match(es) for {label.get(k, k)!r}, " for k, v in word_hits.items())
+    summary = (
+        f"Looked at {where} for {objective!r} ({brief.phase} phase): "
+        f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
+        f"{counts}{len(todo)} TODO/FIXME comment(s), {len(tests)} related test file(s)."
+    )
+    firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
+    if any(firsts.values()):
+        main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2] if d)
+        summary += f" Main files: {main}."
+    return SubmitFindings.model_validate(
+        {
+            "status": "completed" if ev.read else "partial",
+            "summary": summary,
+            "key_discoveries": list(dict.fromkeys(discoveries))[:10],
+            "files": _file_notes(ev),
+            "open_questions": questions[:6],
+            "recommendations": _recommendations(brief, scope, objective, ev, facts)[:6],
+        }
+    )
+
+
+def _file_notes(ev: Evidence) -> list[dict]:
+    """Notes for the files read (then listed ones, up to 10)."""
+    notes = []
+    for path, lines in ev.read.items():
+        first, defs = describe(lines, path)
+        note = (first or "no docstring or heading") + (
+            f" (defines {', '.join(defs[:6])})" if defs else ""
+        )
+        notes.append({"path": path, "description": note})
+    for path, size in ev.listed.items():
+        if len(notes) >= 10:
+            break
+        if path not in ev.read:
+            notes.append({"path": path, "description": f"listed, {size} bytes, not read"})
+    return notes
+
+
+def _short(paths: Sequence[str], n: int = 5) -> str:
+    more = f" (+{len(paths) - n} more)" if len(paths) > n else ""
+    return ", ".join(paths[:n]) + more
+
+
+def _defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:
+    return list(
+        dict.fromkeys((m.group(2), i) for i, ln in enumerate(lines, 1) if (m := _DEF_RE.match(ln)))
+    )
+
+
+@dataclass
+class _Facts:
+    """The evidence of one subagent, worded for its phase (one method per phase)."""
+
+    phase: str
+    where: str
+    ev: Evidence
+    todo: list[tuple[str, int, str]]
+    tests: list[str]
+    scope: list[str]
+
+    @property
+    def untested(self) -> list[str]:
+        """Source modules of the scope no related test file is named after, biggest first."""
+        found = untested_modules(self.ev.code(), self.tests)
+        return sorted(found, key=lambda p: (-self.ev.listed.get(p, 0), p))
+
+    def biggest(self, n: int = 3) -> list[str]:
+        code = sorted(self.ev.code(), key=lambda p: (-self.ev.listed.get(p, 0), p))
+        return [f"{p} ({self.ev.listed[p]} bytes)" for p in code[:n]]
+
+    def discoveries(self) -> list[str]:
+        phase = self.phase if self.phase in _PHASES else "exploration"
+        out = getattr(self, f"_{phase}")()
+        return [line for line in out if line]
+
+    def _exploration(self) -> list[str]:
+        """A map: what the area holds, what the files read define, where its tests are."""
+        ev, where, out = self.ev, self.where, []
+        if ev.listed:
+            kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
+            common = ", ".join(f"{k} ({n})" for k, n in kinds.most_common(4))
+            out.append(f"{where} holds {len(ev.listed)} text files; types: {common}.")
+        mods = [PurePosixPath(p).stem for p in ev.code() if _module_name(p)]
+        if mods:
+            out.append(f"Modules of {where}: {_short(list(dict.fromkeys(mods)), 12)}.")
+        for path, lines in ev.read.items():
+            first, defs = describe(lines, path)
+            said = f"{path}: {first[:100].rstrip('.') or 'no docstring or heading'}"
+            out.append(said + (f"; defines {', '.join(defs[:8])}." if defs else "."))
+        if self.todo:
+            spots = ", ".join(f"{p}:{n}" for p, n, _ in self.todo[:4])
+            out.append(f"{len(self.todo)} TODO/FIXME comment(s) in {where}: {spots}.")
+        out.append(self.test_line() if not ev.is_test_area() else self.coverage()[0])
+        return out
+
+    def _planning(self) -> list[str]:
+        """Inputs for a plan: the biggest modules and the size of each file's interface."""
+        out = []
+        if self.biggest():
+            out.append(f"Largest modules of {self.where}: {', '.join(self.biggest())}.")
+        for path, lines in self.ev.read.items():
+            defs = describe(lines, path)[1]
+            out.append(
+                f"{path} ({len(lines)} lines read) exposes {len(defs)} definition(s), "
+                f"starting with {', '.join(defs[:4])}."
+                if defs
+                else f"{path}: no definition in its first {len(lines)} lines (prose or data)."
+            )
+        return out
+
+    def _implementation(self) -> list[str]:
+        """Change sites: definitions with line numbers, TODOs, modules with no named test."""
+        out = []
+        for path, lines in self.ev.read.items():
+            defs = _defs_with_lines(lines)
+            if self.ev.is_test_area():
+                cases = [n for n, _ in defs if n.startswith(("test", "Test"))]
+                helpers = [n for n, _ in defs if not n.startswith(("test", "Test"))]
+                target = _tested_name(path)
+                out.append(
+                    f"{path} targets {target!r}: {len(cases)} test case(s) in the lines read"
+                    + (f"; helpers/fixtures: {', '.join(helpers[:4])}." if helpers else ".")
+                )
+            elif defs:
+                sites = ", ".join(f"{n} (line {i})" for n, i in defs[:6])
+                out.append(f"Change sites in {path}: {sites}.")
+        out += [f"TODO comment at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
+        if self.untested and not self.ev.is_test_area():
+            out.append(
+                f"Modules of {self.where} with no test file named after them: "
+                f"{_short(self.untested)}."
+            )
+        return out
+
+    def _review(self) -> list[str]:
+        """Risks: open notes, the biggest modules, and gaps in the test coverage."""
+        out = [f"Risk: unresolved note at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
+        if self.ev.is_test_area():
+            return out + self.coverage()[1:]
+        if self.biggest(2):
+            out.append(
+                "Risk: the biggest modules are the hardest to change safely: "
+                f"{', '.join(self.biggest(2))}."
+            )
+        code = self.ev.code()
+        if self.untested:
+            out.append(
+                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) have no test "
+                f"file named after them ({len(self.tests)} related test files listed): "
+                f"{_short(self.untested)}."
+            )
+        elif not self.tests and code:
+            out.append(self.test_line())
+        return out
+
+    def test_line(self) -> str:
+        """Where the scope's tests are, as an observation with its evidence."""
+        if self.tests:
+            inside = [t for t in self.tests if _in_scope(t, self.scope)]
+            named = [t for t in self.tests if _tested_name(t) != PurePosixPath(t).stem.lower()]
+            return (
+                f"Tests for {self.where}: {len(self.tests)} file(s) in the workdir listing "
+                f"({len(inside)} inside it), e.g. {_short(named or self.tests, 3)}."
+            )
+        if not self.ev.code():
+            return ""
+        return (
+            f"No test file among the {len(self.ev.workdir)} listed workdir files lies in "
+            f"{self.where}, in a folder named like it, or is named after one of its "
+            f"{len(self.ev.code())} module(s)."
+        )
+
+    def coverage(self) -> list[str]:
+        """For a test area: what its files are named after, then the modules none is."""
+        ev = self.ev
+        tests = [
+            p
+            for p in ev.listed
+            if PurePosixPath(p).suffix in _CODE_SUFFIXES
+            and _tested_name(p) != PurePosixPath(p).stem.lower()
+        ]
+        source = [
+            p for p in ev.workdir if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+        ]
+        covered = [s for s in source if any(_names_module(t, _module_name(s)) for t in tests)]
+        tops = Counter(s.split("/")[0] for s in covered if "/" in s)
+        by = ", ".join(f"{k} {n}" for k, n in sorted(tops.items()))
+        lines = [
+            f"{len(tests)} test file(s) in {self.where} are named after {len(covered)} of "
+            f"{len(source)} source modules" + (f" (by folder: {by})." if by else ".")
+        ]
+        missing = [s for s in source if s not in covered and _module_name(s)]
+        missing.sort(key=lambda p: (-ev.workdir.get(p, 0), p))
+        if missing:
+            lines.append(
+                f"Coverage gap: {len(missing)} source module(s) have no test file named "
+                f"after them, biggest first: {_short(missing, 6)}."
+            )
+        return lines
+
+    def word_line(self, word: str, hits: list[tuple[str, int, str]]) -> str:
+        p, n, t = hits[0]
+        files = list(dict.fromkeys(h[0] for h in hits))
+        if self.phase == "exploration":
+            return f"{word!r} occurs {len(hits)} time(s) in {self.where}, e.g. {p}:{n}: {t[:100]}"
+        if self.phase == "planning":
+            return f"{word!r} appears in {len(files)} file(s): {_short(files, 4)}."
+        return f"{word!r} at " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
+
+    def questions(self, objective: str) -> list[str]:
+        if self.phase == "planning" and self.ev.read:
+            read = " or ".join(self.ev.read)
+            return [f"Which of {read} should a plan for {objective!r} start from, and why?"]
+        if self.phase == "exploration" and not self.tests and self.ev.code():
+            return [f"How is {self.where} tested? No related test file was listed."]
+        return []
+
+
+def _recommendations(
+    brief: Brief, scope: Sequence[str], objective: str, ev: Evidence, facts: _Facts
+) -> list[str]:
+    """Phase-specific next steps from the evidence; never "test the tests"."""
+    where = facts.where
+    scope_words = set().union(*(_path_words(s) for s in scope)) if scope else set()
+    goal = stems(f"{brief.objective} {brief.title}") - scope_words
+    # definitions named like the objective (in files read, or grep hits): places to act
+    found = [(p, n) for p, lines in ev.read.items() for n in describe(lines, p)[1]]
+    found += [
+        (p, m.group(2))
+        for k, hits in ev.greps.items()
+        if k not in (_TODO_GREP, _STRING_GREP)
+        for p, _, t in hits
+        if (m := _DEF_RE.match(t))
+    ]
+    matching = [
+        (p, n)
+        for p, n in dict.fromkeys(found)
+        if goal & {stem(w) for w in _WORD_RE.findall(n.lower().replace("_", " "))}
+    ]
+    top = list(ev.read)[:2]
+    recs: list[str] = []
+    if brief.phase == "planning" and top:
+        recs += [f"Step {i}: understand {p} before changing it." for i, p in enumerate(top, 1)]
+        recs += [
+            f"Step {len(top) + 1}: decide how {objective!r} changes {n} in {p}."
+            for p, n in matching[:1]
+        ]
+    elif brief.phase == "implementation":
+        recs += [f"Resolve the TODO at {p}:{n}: {t[:100]}" for p, n, t in facts.todo[:2]]
+        recs += [f"Likely change point: {n} in {p}." for p, n in matching[:3]]
+        if not ev.is_test_area() and facts.untested:
+            recs.append(
+                f"Before changing {facts.untested[0]}, find the tests that exercise it "
+                "(no test file is named after it)."
+            )
+    elif brief.phase == "review":
+        recs += [f"Decide on the note at {p}:{n} before release." for p, n, _ in facts.todo[:2]]
+        if ev.is_test_area():
+            gaps = [m for m in facts.coverage()[1:] if m.startswith("Coverage gap")]
+            recs += [
+                f"Check which tests exercise {g.split('biggest first: ')[-1].rstrip('.')}: "
+                "no test file is named after them."
+                for g in gaps
+            ]
+        else:
+            recs += [
+                f"Check that {n} in {p} is covered by a test."
+                for p, n in matching[:3]
+                if not _is_test(p)
+            ]
+            if facts.untested:
+                recs.append(
+                    f"Look for edge cases in {facts.untested[0]}: the biggest module of "
+                    f"{where} that no test file is named after."
+                )
+    if top:
+        verb = _PHASES.get(brief.phase, _DEFAULT_PHASE)[0].lower()
+        recs.append(f"To {verb} {where} for {objective!r}, start from {' and '.join(top)}.")
+    return recs
