@@ -750,7 +750,9 @@ class Orchestrator:
                 "phase": v.get("phase"),
                 "state": "done" if k in findings else "failed" if k in failed else "pending",
             }
-            for k, v in sorted((state.get("subtasks") or {}).items())
+            for k, v in sorted(
+                (state.get("subtasks") or {}).items(), key=lambda kv: _phase_order(state, kv)
+            )
         }
         cps = list_checkpoints(self.layout, task)
         snaps = [
@@ -765,7 +767,7 @@ class Orchestrator:
             "status": state.get("status", "running"),
             "source": source,
             "phase": current_phase(state),
-            "phase_index": state["phase_index"] + 1,
+            "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
             "phases": list(state["phases"]),
             "subtasks": subtasks,
             "findings": len(findings),
@@ -779,3 +781,11 @@ class Orchestrator:
             "latest_snapshot": str(snaps[0]) if snaps else None,
             "memory_dir": str(self.layout.root),
         }
+
+
+def _phase_order(state: dict, item: tuple[str, dict]) -> tuple[int, str]:
+    """Sort key of a subtask: its phase's position in the workflow, then its key."""
+    key, subtask = item
+    phases = list(state.get("phases") or [])
+    phase = subtask.get("phase") or key.split("/", 1)[0]
+    return (phases.index(phase) if phase in phases else len(phases), key)

@@ -346,7 +346,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     lines = [
         f"Task {info['task_id']}: {info['status']} ({info['source']})",
         f"Objective: {info['objective']}",
-        f"Phase: {info['phase']} ({info['phase_index']}/{len(info['phases'])}: "
+        f"Phase: {info['phase']} ({info['phase_number']}/{len(info['phases'])}: "
         f"{', '.join(info['phases'])})",
         f"Subtasks: {info['findings']} done, {len(info['failed'])} failed, "
         f"{len(info['subtasks'])} planned",

@@ -171,6 +171,10 @@ class TestInspect:
         out = finished.invoke(cli, ["status"]).output
         assert out.startswith("Task done: done (langgraph)\nObjective: Survey\n")
         assert "Phase: review (2/2: exploration, review)" in out
+        listed = [line.split()[1] for line in out.splitlines() if line.startswith("  done ")]
+        assert [key.split("/")[0] for key in listed] == ["exploration"] * 3 + ["review"] * 3
+        info = json.loads(finished.invoke(cli, ["status", "--json"]).output)
+        assert info["phase_number"] == 2 and info["phases"][info["phase_number"] - 1] == "review"
 
     def test_checkpoint_verbs(self, finished, memory_dir):
         listed = finished.invoke(cli, ["checkpoint", "list"]).output.split()

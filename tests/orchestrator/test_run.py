@@ -306,3 +306,12 @@ def test_overview_tracks_the_task_and_keeps_the_agents_sections(run):
     recent = overview["Recent Operations"].splitlines()
     assert [line.split(" of phase ")[1].split()[0] for line in recent] == ["review", "exploration"]
     assert overview["Key Decisions"] == "<!-- Important decisions made and why -->"
+
+
+def test_status_lists_subtasks_in_workflow_phase_order(fixture_repo, tmp_path):
+    workflow = tmp_path / "order.yaml"
+    workflow.write_text("phases: [survey, analysis]\n")  # not alphabetical on purpose
+    orch = Orchestrator(workdir=fixture_repo, workflow=workflow)
+    orch.run("Survey the shop service", task_id="order")
+    phases = [v["phase"] for v in orch.status("order")["subtasks"].values()]
+    assert phases == sorted(phases, key=["survey", "analysis"].index) and len(set(phases)) == 2
