@@ -64,14 +64,31 @@ def cli(ctx: click.Context, memory_dir: str | None) -> None:
     ctx.obj = {"memory_dir": memory_dir}
 
 
+#: Verbs that only read: they never create a memory directory where there is none.
+READ_ONLY_VERBS = frozenset({"fetch", "list", "refs", "stats", "search", "status", "facts",
+                             "episodes"})  # fmt: skip
+
+
 def get_store(ctx: click.Context):
-    """The `MemoryStore` for this invocation (created on first use)."""
+    """The `MemoryStore` for this invocation (created on first use).
+
+    A verb that only reads fails with one line when the memory directory does not exist,
+    instead of creating an empty one (a typo in `--memory-dir`, or the wrong cwd).
+    """
+    from memory.errors import MemoryDirError
+    from memory.paths import ENV_VAR, resolve_root
     from memory.store import MemoryStore
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
     if "store" not in obj:
-        obj["store"] = MemoryStore(obj.get("memory_dir"))
+        where = resolve_root(obj.get("memory_dir"))
+        if ctx.command.name in READ_ONLY_VERBS and not where.exists():
+            raise MemoryDirError(
+                f"no memory directory at {str(where)!r}; pass --memory-dir or set {ENV_VAR} "
+                "(nothing was created)"
+            )
+        obj["store"] = MemoryStore(where)
         root.obj = obj
         root.call_on_close(obj["store"].close)
     return obj["store"]

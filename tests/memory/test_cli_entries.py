@@ -323,3 +323,18 @@ class TestHelpAndStartup:
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip().endswith("HEAVY []")
+
+
+@pytest.mark.parametrize(
+    "verb", [["list"], ["stats"], ["search", "auth"], ["fetch", "mem-x"], ["facts"],
+             ["episodes"], ["summary", "status"], ["refs", "--directory", "."]],
+)  # fmt: skip
+def test_read_only_verbs_never_create_a_memory_directory(tmp_path, verb):
+    missing = tmp_path / "typo"
+    result = CliRunner().invoke(cli, ["--memory-dir", str(missing), *verb])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: no memory directory at '{missing}'; pass --memory-dir or set "
+        "TETHER_MEMORY_DIR (nothing was created)\n"
+    )
+    assert not missing.exists()

@@ -89,6 +89,7 @@ def test_on_off_persist():
     ],
 )
 def test_task_selection_errors(tasks, args, error):
+    MemoryStore().close()  # the memory directory exists, but may hold no task
     for t in tasks:
         _task(t, 1)
     result = CliRunner().invoke(cli, ["summary", "status", *args])
@@ -104,9 +105,9 @@ def test_bad_threshold_is_refused():
 
 
 def test_facts_and_episodes_listings():
+    store = MemoryStore()
     assert run("facts").output == "no facts yet\n"
     assert run("episodes").output == "no episodes yet\n"
-    store = MemoryStore()
     longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Role: dev\n")
     longterm.record_episode(
         store,
