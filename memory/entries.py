@@ -20,19 +20,15 @@ Invariants:
   with an exclusive `mkdir` and the row has a UNIQUE id; a collision retries with a new id.
 * `seq` grows monotonically, so the index pulls new entries by `seq > watermark` and drops
   pruned ones from `entry_tombstones`.
-* **Journal**: `entries/journal.jsonl` (append-only, `durable.append_jsonl`) holds one line
-  per logged entry (every column of its row, its tags and, for inline entries, its bytes
-  in base64) and one `{"op": "prune"}` line per pruned id. The line is appended inside
-  the `BEGIN IMMEDIATE` transaction that inserts the row (after the files are durable), so
-  a committed row always has its line; a line without a row (crash before `COMMIT`) is
-  harmless. `restore()` rebuilds missing rows from it when `memory.db` was deleted; it runs
-  on `memory reindex` and on first use when the `entries` table is empty.
+* **Journal** (`memory._entries_journal`): `entries/journal.jsonl` gets one line per logged
+  entry, appended inside the `BEGIN IMMEDIATE` transaction that inserts the row (after the
+  files are durable), and one per pruned id. `restore()` rebuilds missing rows from it when
+  `memory.db` was deleted; it runs on `memory reindex` and on first use when the `entries`
+  table is empty.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import gzip
 import os
 import re
@@ -48,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory import durable
+from memory._entries_journal import EntryJournal, JournalSchema
 from memory.errors import (
     ChunkOutOfRangeError,
     CorruptDataError,
@@ -85,8 +82,6 @@ CHUNK_WRITERS = 8
 ORPHAN_GRACE_S = 3600.0  # an orphan folder must be this old before `sweep_orphans` takes it
 ENTRY_ID_RE = re.compile(r"mem-\d{8}-\d{6}-[0-9a-f]{8}")
 ID_ATTEMPTS = 20
-JOURNAL_NAME = "journal.jsonl"
-JOURNAL_VERSION = 1
 
 # -- schema (append-only migrations, see memory._db) -------------------------------------
 M001_CREATE_ENTRIES = """
@@ -133,11 +128,6 @@ INSERT_ENTRY_SQL = """
 INSERT INTO entries (id, type, tier, tokens, bytes, stored_bytes, chunks, summary, content,
                      path, checkpoint, directory, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-RESTORE_ENTRY_SQL = """
-INSERT INTO entries (seq, id, type, tier, tokens, bytes, stored_bytes, chunks, summary, content,
-                     path, checkpoint, directory, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 INSERT_TAG_SQL = "INSERT OR IGNORE INTO entry_tags (entry_id, tag) VALUES (?, ?)"
 ID_TAKEN_SQL = (
@@ -296,6 +286,7 @@ class EntryStore:
         self.store = store
         self.clock = clock or _utc_now
         self.summarizer: Summarizer = summarizer or extractive_summary
+        self._journal = EntryJournal(store, _JOURNAL_SCHEMA)
         self._journal_checked = False
         self._journal_lock = threading.Lock()
 
@@ -316,7 +307,7 @@ class EntryStore:
     @property
     def journal_path(self) -> Path:
         """`entries/journal.jsonl`: the rows of `memory.db` as an append-only file."""
-        return self._entries_dir / JOURNAL_NAME
+        return self._journal.path
 
     @property
     def _root(self) -> Path:
@@ -471,7 +462,7 @@ class EntryStore:
             conn.executemany(INSERT_TAG_SQL, [(entry.id, tag) for tag in entry.tags])
             # Under the write lock, so journal order is commit order and restore() (which
             # also takes it) never sees a line whose row is about to be inserted.
-            durable.append_jsonl(self.journal_path, _journal_record(entry, inline_blob))
+            self._journal.append_log(entry, inline_blob)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -645,99 +636,11 @@ class EntryStore:
             How many entries were restored.
         """
         self._journal_checked = True
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            restored = self._restore_locked(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return restored
-
-    def _restore_locked(self, conn: sqlite3.Connection) -> int:
-        logged, pruned = _read_journal(self.journal_path)
-        present = {row[0] for row in conn.execute("SELECT id FROM entries")}
-        dead = {row[0] for row in conn.execute("SELECT id FROM entry_tombstones")}
-        for entry_id, removed_at in pruned.items():
-            if entry_id not in dead and entry_id not in present:
-                conn.execute(INSERT_TOMBSTONE_SQL, (entry_id, removed_at))
-                dead.add(entry_id)
-        floor = _handed_out_seq(conn)
-        restored = 0
-        for record in logged:
-            entry_id = record["id"]
-            if entry_id in present or entry_id in dead:
-                continue
-            row = self._row_from_record(record)
-            if row is None:
-                continue
-            seq = record.get("seq")
-            if not isinstance(seq, int) or isinstance(seq, bool) or seq <= floor:
-                seq = None
-            cursor = conn.execute(RESTORE_ENTRY_SQL, (seq, *row))
-            floor = max(floor, int(cursor.lastrowid or 0))
-            tags = [t for t in record.get("tags") or [] if isinstance(t, str) and t]
-            conn.executemany(INSERT_TAG_SQL, [(entry_id, tag) for tag in tags])
-            present.add(entry_id)
-            restored += 1
-        return restored
-
-    def _row_from_record(self, record: dict[str, Any]) -> tuple | None:
-        """The `INSERT_ENTRY_SQL` values of a journal line; None if it cannot be restored."""
-        try:
-            tier, path = record["tier"], record.get("path")
-            chunks, size = int(record["chunks"]), int(record["bytes"])
-            content = None
-            if tier == "inline":
-                content = base64.b64decode(record["content_b64"], validate=True)
-                if len(content) != size:
-                    return None
-            elif tier not in TIERS or not self._files_present(tier, path, chunks):
-                return None
-            return (
-                record["id"], check_type(record["type"]), tier, int(record["tokens"]), size,
-                int(record["stored_bytes"]), chunks, str(record["summary"]), content,
-                path, record.get("checkpoint"), record.get("directory"),
-                str(record["created_at"]),
-            )  # fmt: skip
-        except (KeyError, TypeError, ValueError, binascii.Error, InvalidInputError):
-            return None
-
-    def _files_present(self, tier: str, path: Any, chunks: int) -> bool:
-        if not isinstance(path, str) or not path.startswith(f"{self._rel(self._entries_dir)}/"):
-            return False
-        target = self._root / path
-        if ".." in Path(path).parts:
-            return False
-        if tier == "file":
-            return target.is_file()
-        return chunks > 0 and all((target / _chunk_name(n)).is_file() for n in range(chunks))
+        return self._journal.restore(self._conn)
 
     def _check_journal(self, conn: sqlite3.Connection) -> None:
         """First use: restore an emptied table from the journal, or start a missing journal."""
-        if conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is None:
-            tombstoned = conn.execute("SELECT 1 FROM entry_tombstones LIMIT 1").fetchone()
-            if tombstoned is None and _nonempty(self.journal_path):
-                self.restore()
-        elif not self.journal_path.exists():
-            self._backfill_journal(conn)
-
-    def _backfill_journal(self, conn: sqlite3.Connection) -> None:
-        """Journal the rows of a store made before the journal existed (once)."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if not self.journal_path.exists():
-                cursor = conn.execute(f"SELECT {ENTRY_COLUMNS}, content FROM entries ORDER BY seq")
-                while rows := cursor.fetchmany(1000):
-                    entries = self._with_tags(rows)
-                    blobs = [None if r["content"] is None else bytes(r["content"]) for r in rows]
-                    records = [_journal_record(e, b) for e, b in zip(entries, blobs, strict=True)]
-                    durable.append_jsonl(self.journal_path, records, many=True)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        self._journal.check(conn, self._with_tags)
 
     # -- maintenance -------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -805,10 +708,7 @@ class EntryStore:
                     conn.execute(INSERT_TOMBSTONE_SQL, (entry.id, removed_at))
                     conn.execute(DELETE_ENTRY_SQL, (entry.id,))
                 if victims:  # before COMMIT: a restore must never bring them back
-                    records = [
-                        {"op": "prune", "id": e.id, "removed_at": removed_at} for e in victims
-                    ]
-                    durable.append_jsonl(self.journal_path, records, many=True)
+                    self._journal.append_prunes([e.id for e in victims], removed_at)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -862,43 +762,6 @@ class EntryStore:
         return self._with_tags(self._conn.execute(sql, params).fetchall())
 
 
-def _journal_record(entry: Entry, inline_blob: bytes | None) -> dict[str, Any]:
-    """One journal line: every column of the entry's row, its tags, inline bytes in base64."""
-    record = {"op": "log", "v": JOURNAL_VERSION, **entry.to_dict()}
-    if entry.tier == "inline" and inline_blob is not None:
-        record["content_b64"] = base64.b64encode(inline_blob).decode("ascii")
-    return record
-
-
-def _read_journal(path: Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """`(log records in order, first per id; {pruned id: removed_at})`; bad lines skipped."""
-    logged: dict[str, dict[str, Any]] = {}
-    pruned: dict[str, str] = {}
-    for _, record in durable.read_jsonl(path).records:
-        entry_id = record.get("id")
-        if not isinstance(entry_id, str) or not ENTRY_ID_RE.fullmatch(entry_id):
-            continue
-        if record.get("op") == "log":
-            logged.setdefault(entry_id, record)
-        elif record.get("op") == "prune":
-            pruned.setdefault(entry_id, str(record.get("removed_at") or _iso(_utc_now())))
-    return [r for i, r in logged.items() if i not in pruned], pruned
-
-
-def _handed_out_seq(conn: sqlite3.Connection) -> int:
-    """The highest `seq` the entries table ever handed out (AUTOINCREMENT never reuses)."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
-    top = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
-    return max(int(row[0]) if row else 0, int(top))
-
-
-def _nonempty(path: Path) -> bool:
-    try:
-        return path.stat().st_size > 0
-    except OSError:
-        return False
-
-
 def _zero() -> dict[str, int]:
     return {"entries": 0, "tokens": 0, "bytes": 0, "stored_bytes": 0, "chunks": 0}
 
@@ -924,3 +787,15 @@ def _entry_from_row(row: sqlite3.Row) -> Entry:
         seq=row["seq"],
         stored_bytes=row["stored_bytes"],
     )
+
+
+_JOURNAL_SCHEMA = JournalSchema(
+    entry_id_re=ENTRY_ID_RE,
+    tiers=TIERS,
+    check_type=check_type,
+    chunk_name=_chunk_name,
+    entry_columns=ENTRY_COLUMNS,
+    insert_tag_sql=INSERT_TAG_SQL,
+    insert_tombstone_sql=INSERT_TOMBSTONE_SQL,
+    now_iso=lambda: _iso(_utc_now()),
+)
