@@ -113,15 +113,20 @@ def write_lead_snapshot(
         conversation_summary=conversation_summary(state.get("lead_log") or []),
         active_agents=sorted({v["agent"] for v in current.values()}),
         important_context=(
-            f"Objective: {state['objective']}\nStrategy: {state.get('strategy') or '-'}\n"
+            f"Objective: {state['objective']}\n"
+            f"Workdir (paths of findings are relative to it): {state.get('workdir') or '.'}\n"
+            f"Strategy: {state.get('strategy') or '-'}\n"
             + "".join(f"Key question: {q}\n" for q in (state.get("key_questions") or [])[-3:])
         ).strip(),
         files_in_play=files,
         pending_decisions=pending,
         resume_instructions=(
-            f"Run `orchestrator resume --task {state['task_id']} --from-snapshot <this file>` "
-            f"to continue phase {phase} ({state['phase_index'] + 1}/{len(state['phases'])}) "
-            "with a fresh lead; finished subtasks are not run again."
+            f"The task is done; nothing to resume. Read the final summary "
+            f"`{(state.get('merged') or {}).get('final', 'findings/merged_*.md')}` and the plan."
+            if state.get("status") == "done"
+            else f"Run `orchestrator resume --task {state['task_id']} --from-snapshot <this "
+            f"file>` to continue phase {phase} ({state['phase_index'] + 1}/"
+            f"{len(state['phases'])}) with a fresh lead; finished subtasks are not run again."
         ),
         plan_path=layout.relative(plan) if plan.exists() else None,
         extra={

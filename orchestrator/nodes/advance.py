@@ -44,7 +44,8 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
         ctx,
         {**final_state, "next_actions": [f"None: the task is done; read `{merged}`."]},
     )
-    snap = write_lead_snapshot(ctx, final_state, reason="phase_end")
+    merged_all = {**(state.get("merged") or {}), "final": merged}
+    snap = write_lead_snapshot(ctx, {**final_state, "merged": merged_all}, reason="phase_end")
     relative = ctx.layout.relative(snap)
     ctx.emit("snapshot", path=str(snap), reason="phase_end")
     fault("finish_before_reflect")
@@ -52,7 +53,7 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
     summary = merged_digest("final", records, state.get("failed") or {})
     cp = write_checkpoint(
         ctx,
-        {**final_state, "merged": {**(state.get("merged") or {}), "final": merged}},
+        {**final_state, "merged": merged_all},
         trigger="task_complete",
         next_action="Task complete; nothing to do",
     )

@@ -315,3 +315,15 @@ def test_status_lists_subtasks_in_workflow_phase_order(fixture_repo, tmp_path):
     orch.run("Survey the shop service", task_id="order")
     phases = [v["phase"] for v in orch.status("order")["subtasks"].values()]
     assert phases == sorted(phases, key=["survey", "analysis"].index) and len(set(phases)) == 2
+
+
+def test_final_snapshot_says_the_task_is_done_and_where_it_runs(run):
+    result, _, mem = run
+    from orchestrator.artifacts import read_snapshot
+
+    snap = read_snapshot(mem / result.snapshots[-1])
+    assert snap["sections"]["Resume Instructions"].startswith(
+        f"The task is done; nothing to resume. Read the final summary `{result.merged['final']}`"
+    )
+    important = snap["sections"]["Important Context"]
+    assert "Workdir (paths of findings are relative to it): " in important
