@@ -1,0 +1,246 @@
+"""tether's graph for LangGraph Server (`langgraph.json` -> `make_graph`).
+
+::
+
+    START ─► start ─► tether ─► END
+                        └─ runs `build_graph()` as a subgraph with a real `RunContext`
+
+LangGraph Server hands a run three things: the input (JSON), the context (JSON) and the
+config. tether's nodes need a `RunContext` holding live objects (the memory store, the
+chat model, the workflow), which no JSON request can carry. So the served graph is a thin
+outer graph whose context is plain options (`ServeOptions`) and whose two nodes build
+everything else through the same constructors `Orchestrator.run` uses:
+
+* `start` validates the input and options, picks the task id, records the task in
+  `<memory>/.tether/tasks.jsonl` and creates its working memory, then writes the initial
+  `OrchestratorState` into the outer state (checkpointed by the server before `tether`
+  starts, so a retried run keeps the same task id);
+* `tether` builds the `RunContext` with `Orchestrator._context` (progress events go to
+  the run's `custom` stream) and runs tether's own graph as a subgraph. The subgraph uses
+  the server's checkpointer (in-memory under `langgraph dev`, Postgres on a deployment),
+  so every super-step of the task is durable there; the files it writes are the same as
+  under `orchestrator run`, and the JSON checkpoints make `orchestrator status` and
+  `orchestrator resume` work on a served task too.
+
+Where each option comes from, first match wins: the run's input (`objective`, `task_id`,
+`start_phase`, `workdir`), the run's context (`ServeOptions`), the assistant's
+`configurable`, then tether's usual defaults (`$TETHER_MEMORY_DIR`, `$TETHER_MODEL`, the
+workflow's, the offline model).
+
+Invariant: the outer state is `OrchestratorState` plus the input fields, all plain JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from orchestrator.errors import OrchestratorUserError
+from orchestrator.state import OrchestratorState
+
+GRAPH_ID = "tether"
+
+#: Options a run may set through its context (or the assistant's `configurable`).
+OPTION_KEYS = (
+    "memory_dir",
+    "workdir",
+    "workflow",
+    "model",
+    "token_threshold",
+    "max_parallel",
+    "max_subtasks",
+    "project_dir",
+)
+
+
+class ServeInput(TypedDict, total=False):
+    """What a client sends as the run's input."""
+
+    objective: str
+    """What the task should achieve (required)."""
+    task_id: str
+    """Task id (default: made from the objective)."""
+    start_phase: str
+    """Workflow phase to start at (default: the first)."""
+    workdir: str
+    """The project the agents read (overrides the context's)."""
+
+
+class ServeOptions(TypedDict, total=False):
+    """The run's context: where memory lives and how agents run (all optional)."""
+
+    memory_dir: str
+    workdir: str
+    workflow: str
+    model: str
+    """`provider:model` or `offline`."""
+    token_threshold: int
+    max_parallel: int
+    max_subtasks: int
+    project_dir: str
+    """Where the project's `templates/`, `skills/` and relative workflow paths are."""
+
+
+class ServeState(OrchestratorState, total=False):
+    """The outer graph's state: tether's state plus the input and the memory directory."""
+
+    start_phase: str
+    memory_dir: str
+
+
+def run_options(state: dict[str, Any], context: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """The run's options: input, then context, then the assistant's `configurable`."""
+    configurable = (config or {}).get("configurable") or {}
+    options = {k: configurable[k] for k in OPTION_KEYS if configurable.get(k) is not None}
+    if isinstance(context, dict):
+        options.update({k: context[k] for k in OPTION_KEYS if context.get(k) is not None})
+    if state.get("memory_dir"):
+        options["memory_dir"] = state["memory_dir"]
+    if state.get("workdir"):
+        options["workdir"] = state["workdir"]
+    return options
+
+
+def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Any:
+    from orchestrator.api import Orchestrator
+
+    return Orchestrator(
+        memory_dir=options.get("memory_dir"),
+        workdir=options.get("workdir") or ".",
+        workflow=options.get("workflow"),
+        model=options.get("model"),
+        token_threshold=options.get("token_threshold"),
+        max_parallel=options.get("max_parallel"),
+        max_subtasks=options.get("max_subtasks"),
+        project_dir=options.get("project_dir"),
+        on_event=on_event,
+    )
+
+
+def _writer() -> Any:
+    """The run's `custom` stream writer (a no-op outside a streamed run)."""
+    from langgraph.config import get_stream_writer
+
+    try:
+        return get_stream_writer()
+    except RuntimeError:
+        return lambda _chunk: None
+
+
+def start_node(
+    state: ServeState, runtime: Runtime[ServeOptions], config: RunnableConfig
+) -> dict[str, Any]:
+    """Validate the input, record the task and return its initial state.
+
+    A retried run (the server re-executes the graph after a worker died) finds the task
+    already started in this thread's state and changes nothing.
+    """
+    from memory.working import WorkingMemory
+    from orchestrator.state import initial_state
+
+    if state.get("phases"):
+        return {}
+    options = run_options(state, runtime.context, config)
+    orch = _orchestrator(options)
+    task_id, phases, workdir = orch._check_new_task(
+        state.get("objective") or "", state.get("task_id"), state.get("start_phase")
+    )
+    orch._resolve_model(orch.workflow)  # a bad model fails here, before anything is written
+    with orch._task_lock(task_id):
+        if task_id in orch._tasks():
+            raise OrchestratorUserError(
+                f"task {task_id!r} already exists in {str(orch.layout.root)!r}; pick another "
+                f"task_id, or continue it with `orchestrator resume --task {task_id}`"
+            )
+        orch._note_task(
+            task_id,
+            objective=state["objective"],
+            workdir=workdir,
+            workflow=orch.workflow_path,
+            model=options.get("model"),
+            token_threshold=options.get("token_threshold"),
+            max_parallel=options.get("max_parallel"),
+            max_subtasks=options.get("max_subtasks"),
+            thread_id=task_id,
+            project_dir=orch.project_dir,
+            served=True,
+            created=_dt.datetime.now(_dt.UTC).isoformat(),
+        )
+    from memory.store import MemoryStore
+
+    with MemoryStore(orch.layout.root) as store:
+        WorkingMemory(store, task_id).ensure(objective=state["objective"])
+    start = state.get("start_phase")
+    return {
+        **initial_state(
+            task_id=task_id,
+            objective=state["objective"],
+            workdir=workdir,
+            phases=phases,
+            phase_index=phases.index(start) if start else 0,
+        ),
+        "memory_dir": str(orch.layout.root),
+    }
+
+
+def tether_node(
+    state: ServeState, runtime: Runtime[ServeOptions], config: RunnableConfig
+) -> dict[str, Any]:
+    """Run tether's graph for the task in `state`; returns its final state."""
+    from memory.store import MemoryStore
+    from orchestrator.graph import DURABILITY, compile_graph
+
+    options = run_options(state, runtime.context, config)
+    write = _writer()
+    orch = _orchestrator(options, on_event=write)
+    record = orch.task_record(state["task_id"])
+    resolved = orch._resolve_model(orch.workflow, record)
+    inner_state = {k: v for k, v in state.items() if k in OrchestratorState.__annotations__}
+    with orch._task_lock(state["task_id"]), MemoryStore(orch.layout.root) as store:
+        ctx = orch._context(store, orch.workflow, resolved, state["task_id"], record)
+        write({"event": "model", "name": resolved.name, "offline": resolved.offline})
+        graph = compile_graph()  # no checkpointer: the subgraph uses the server's
+        values: dict[str, Any] = dict(inner_state)
+        sub_config = {"max_concurrency": ctx.max_parallel, "recursion_limit": 10_000}
+        for chunk in graph.stream(
+            inner_state, sub_config, context=ctx, durability=DURABILITY, stream_mode="values"
+        ):
+            values = dict(chunk)
+    write(
+        {
+            "event": "finish",
+            "task_id": values.get("task_id"),
+            "status": values.get("status"),
+            "memory_dir": str(orch.layout.root),
+            "findings": len(values.get("findings") or {}),
+        }
+    )
+    return values
+
+
+def build_serve_graph() -> Any:
+    """The uncompiled outer graph (see the module docstring)."""
+    from langgraph.graph import END, START, StateGraph
+
+    graph = StateGraph(
+        ServeState,
+        context_schema=ServeOptions,
+        input_schema=ServeInput,
+        output_schema=OrchestratorState,
+    )
+    graph.add_node("start", start_node)
+    graph.add_node("tether", tether_node)
+    graph.add_edge(START, "start")
+    graph.add_edge("start", "tether")
+    graph.add_edge("tether", END)
+    return graph
+
+
+def make_graph() -> Any:
+    """The graph factory named in `langgraph.json` (the server adds its checkpointer)."""
+    graph = build_serve_graph().compile()
+    graph.name = GRAPH_ID
+    return graph
