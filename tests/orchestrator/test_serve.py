@@ -1,0 +1,203 @@
+"""LangGraph Server: `langgraph dev` serves tether's graph from the repository's `langgraph.json`.
+
+A real `langgraph dev` process (in-memory runtime, loopback only, no browser, no reload,
+analytics and version checks off) is started once for the module on a free port; a
+`langgraph-sdk` client then starts runs with the offline model, streams progress and reads
+the final state. The memory files a served run writes are compared with those of the same
+task run through the Python API (`Orchestrator.run`), and a bad input must end the run with
+a one-line error without writing anything. The server is always stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _PROVIDER_KEYS
+from tests.orchestrator.conftest import build_repo
+
+REPO = Path(__file__).resolve().parents[2]
+NO_NETWORK_ENV = {
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",  # langgraph-cli posts anonymous usage otherwise
+    "LANGGRAPH_NO_VERSION_CHECK": "1",  # langgraph-api asks PyPI for newer versions otherwise
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"langgraph dev exited early:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"langgraph dev not ready in {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`(url, workdir_root)` of a running `langgraph dev`; stopped after the module."""
+    root = tmp_path_factory.mktemp("serve")
+    port = _free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LANGSMITH_", "LANGCHAIN_")) and k not in _PROVIDER_KEYS
+    }
+    env.update(NO_NETWORK_ENV, TETHER_ALLOW_MODEL_REQUESTS="0")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["TETHER_MEMORY_DIR"] = str(root / "default-memory")
+    log = root / "dev.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(REPO / "langgraph.json")]
+            + ["--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"],
+            cwd=root,  # the in-memory runtime keeps its files in ./.langgraph_api
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc, log)
+        yield url, root
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def _shape(root: Path) -> list[str]:
+    """Memory files with timestamps and digits masked (what a person sees in the tree)."""
+    skip = {".langgraph", ".tether", "memory.db", "memory.db-wal", "memory.db-shm"}
+    out = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if path.is_file() and not (set(rel.parts) & skip):
+            out.append(re.sub(r"\d+", "#", str(rel)))
+    return sorted(out)
+
+
+def _stream_run(url: str, payload: dict, context: dict) -> tuple[list, dict, str]:
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=url)
+    thread = client.threads.create()
+    parts = list(
+        client.runs.stream(
+            thread["thread_id"],
+            "tether",
+            input=payload,
+            context=context,
+            stream_mode=["custom", "updates"],
+        )
+    )
+    return parts, client.threads.get_state(thread["thread_id"]), thread["thread_id"]
+
+
+def test_served_run_streams_progress_and_writes_the_cli_memory_files(server, tmp_path):
+    url, _root = server
+    repo = build_repo(tmp_path / "repo")
+    workflow = tmp_path / "tiny.yaml"
+    workflow.write_text("name: tiny\nphases: [exploration, review]\n")
+    served_memory = tmp_path / "served"
+    context = {
+        "memory_dir": str(served_memory),
+        "workdir": str(repo),
+        "workflow": str(workflow),
+        "model": "offline",
+    }
+    parts, state, _thread = _stream_run(
+        url, {"objective": "Survey the shop", "task_id": "shop-1"}, context
+    )
+
+    custom = [p.data for p in parts if p.event == "custom"]
+    events = [e["event"] for e in custom]
+    assert events[0] == "model" and custom[0]["offline"] is True
+    assert [e["phase"] for e in custom if e["event"] == "phase"] == ["exploration", "review"]
+    assert events.count("agent") >= 2 and "done" in events
+    assert [p.event for p in parts if p.event == "error"] == []
+    updates = [next(iter(p.data)) for p in parts if p.event == "updates"]
+    assert updates == ["start", "tether"]
+
+    values = state["values"]
+    assert state["next"] == []
+    assert values["status"] == "done" and values["task_id"] == "shop-1"
+    assert values["phases"] == ["exploration", "review"]
+    assert values["findings"] and not values["failed"]
+    assert (served_memory / "research_plans" / "shop-1.md").is_file()
+    for rel in (v["path"] for v in values["findings"].values()):
+        assert (served_memory / rel).is_file()
+    record = [
+        json.loads(line)
+        for line in (served_memory / ".tether" / "tasks.jsonl").read_text().splitlines()
+    ]
+    assert record[-1]["task_id"] == "shop-1" and record[-1]["workdir"] == str(repo)
+
+    from orchestrator import Orchestrator
+
+    cli_memory = tmp_path / "cli"
+    Orchestrator(memory_dir=cli_memory, workdir=repo, workflow=workflow, model="offline").run(
+        "Survey the shop", task_id="shop-1"
+    )
+    assert _shape(served_memory) == _shape(cli_memory)
+    status = Orchestrator(memory_dir=served_memory).status("shop-1")
+    assert status["findings"] == len(values["findings"])
+
+
+def test_bad_input_ends_the_run_with_one_line_error_and_writes_nothing(server, tmp_path):
+    url, _root = server
+    memory = tmp_path / "bad"
+    parts, state, _thread = _stream_run(
+        url,
+        {"objective": "Survey", "start_phase": "nowhere"},
+        {"memory_dir": str(memory), "workdir": str(tmp_path), "model": "offline"},
+    )
+    errors = [p.data for p in parts if p.event == "error"]
+    assert len(errors) == 1
+    assert "unknown phase 'nowhere'" in errors[0]["message"]
+    assert "\n" not in errors[0]["message"]
+    assert state["values"].get("task_id") is None
+    assert not memory.exists()
+
+
+def test_memory_dir_defaults_to_the_server_environment(server, tmp_path):
+    url, root = server
+    repo = build_repo(tmp_path / "repo", modules=1, docs=0, readme=False)
+    workflow = tmp_path / "one.yaml"
+    workflow.write_text("name: one\nphases: [exploration]\n")
+    _parts, state, _thread = _stream_run(
+        url,
+        {"objective": "Look at the shop", "task_id": "env-1", "workdir": str(repo)},
+        {"workflow": str(workflow)},
+    )
+    assert state["values"]["status"] == "done"
+    assert state["values"]["workdir"] == str(repo)
+    assert (root / "default-memory" / "research_plans" / "env-1.md").is_file()
