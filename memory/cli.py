@@ -7,6 +7,7 @@ imported here. Each group of verbs lives in its own `_cli_*` module:
 * `_cli_entries`: log, fetch, list, refs, stats, prune
 * `_cli_search`: search, reindex
 * `_cli_working`: summary status|on|off|now, facts, episodes
+* `_cli_mcp`: mcp (the MCP server over stdio, `memory.mcp_server`)
 
 Only this layer turns exceptions into `Error: ...` lines and exit codes; library code
 never prints or exits.
@@ -21,7 +22,12 @@ import click
 
 from memory.errors import MemoryStoreError
 
-_VERB_MODULES = ("memory._cli_entries", "memory._cli_search", "memory._cli_working")
+_VERB_MODULES = (
+    "memory._cli_entries",
+    "memory._cli_search",
+    "memory._cli_working",
+    "memory._cli_mcp",
+)
 
 
 class _Group(click.Group):
