@@ -6,6 +6,9 @@ analytics and version checks off) is started once for the module on a free port;
 the final state. The memory files a served run writes are compared with those of the same
 task run through the Python API (`Orchestrator.run`), and a bad input must end the run with
 a one-line error without writing anything. The server is always stopped.
+
+A last test kills a process running the served graph mid-task and finishes the task by
+continuing the same thread from the graph's checkpointer, as a server retrying a run does.
 """
 
 from __future__ import annotations
@@ -201,3 +204,62 @@ def test_memory_dir_defaults_to_the_server_environment(server, tmp_path):
     assert state["values"]["status"] == "done"
     assert state["values"]["workdir"] == str(repo)
     assert (root / "default-memory" / "research_plans" / "env-1.md").is_file()
+
+
+DRIVE = """
+import json, sqlite3, sys
+from langgraph.checkpoint.sqlite import SqliteSaver
+from orchestrator.server import make_graph
+
+db, memory, repo, workflow, mode = sys.argv[1:6]
+saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
+saver.setup()
+graph = make_graph().copy(update={"checkpointer": saver})  # what the server does
+config = {"configurable": {"thread_id": "t1"}}
+context = {"memory_dir": memory, "workdir": repo, "workflow": workflow, "model": "offline"}
+payload = {"objective": "Survey the shop", "task_id": "shop-1"} if mode == "start" else None
+for _ in graph.stream(payload, config, context=context, durability="sync"):
+    pass
+values = graph.get_state(config).values
+print(json.dumps({"status": values.get("status"), "task_id": values.get("task_id")}))
+"""
+
+
+def test_a_worker_killed_mid_task_is_finished_by_rerunning_the_thread(tmp_path):
+    """The server's checkpointer (SQLite here, Postgres on a deployment) carries the task.
+
+    The first process dies (SIGKILL) right after the first phase's checkpoint; a second
+    one continues the same thread with no input, as the server does when it retries a
+    run, and finishes the task without running any subagent of the first phase again.
+    """
+    repo = build_repo(tmp_path / "repo")
+    workflow = tmp_path / "tiny.yaml"
+    workflow.write_text("name: tiny\nphases: [exploration, review]\n")
+    script = tmp_path / "drive.py"
+    script.write_text(DRIVE)
+    memory = tmp_path / "memory"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = [sys.executable, str(script), str(tmp_path / "graph.sqlite"), str(memory), str(repo)]
+    args.append(str(workflow))
+
+    killed = subprocess.run(
+        [*args, "start"],
+        env={**env, "TETHER_FAULT": "advance_after_checkpoint:1"},
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    first_phase = sorted(p.name for p in (memory / "findings").glob("researcher-exploration-*"))
+    assert first_phase and not list((memory / "findings").glob("researcher-review-*"))
+
+    resumed = subprocess.run([*args, "resume"], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout) == {"status": "done", "task_id": "shop-1"}
+    findings = memory / "findings"
+    assert sorted(p.name for p in findings.glob("researcher-exploration-*")) == first_phase
+    assert len(list(findings.glob("researcher-review-*"))) == len(first_phase)
+    tasks = (memory / ".tether" / "tasks.jsonl").read_text().splitlines()
+    assert [json.loads(line)["task_id"] for line in tasks] == ["shop-1"]  # recorded once
