@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -254,3 +255,21 @@ def test_langchain_agent_uses_the_tools_through_langchain_mcp_adapters(finished_
     assert "findings/" in recall_text and "#L" in recall_text
     assert json.loads(status_text)["task_id"] == task_id
     assert result["messages"][-1].content == "The shop survey is done."
+
+
+def test_memory_serves_alone_without_importing_orchestrator(tmp_path):
+    """DESIGN §1: `memory` never imports `orchestrator`; without its provider only the
+    memory tools are offered."""
+    code = (
+        "import sys, asyncio\n"
+        "from memory.store import MemoryStore\n"
+        "from memory.mcp_server import build_server\n"
+        f"server = build_server(MemoryStore({str(tmp_path / 'm')!r}), providers=())\n"
+        "names = sorted(t.name for t in asyncio.run(server.list_tools()))\n"
+        "print(','.join(names), 'orchestrator' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    names, imported = out.stdout.split()
+    assert set(names.split(",")) == MEMORY_TOOLS
+    assert imported == "False"
