@@ -33,10 +33,11 @@ Invariant: the outer state is `OrchestratorState` plus the input fields, all pla
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, TypedDict
+from typing import Any, Required
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
 from orchestrator.errors import OrchestratorUserError
 from orchestrator.state import OrchestratorState
@@ -59,8 +60,8 @@ OPTION_KEYS = (
 class ServeInput(TypedDict, total=False):
     """What a client sends as the run's input."""
 
-    objective: str
-    """What the task should achieve (required)."""
+    objective: Required[str]
+    """What the task should achieve."""
     task_id: str
     """Task id (default: made from the objective)."""
     start_phase: str

@@ -16,7 +16,9 @@ two phases never collides.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
+
+from typing_extensions import TypedDict  # pydantic (LangGraph Server schemas) needs it on 3.11
 
 #: Value that deletes a key in `merge_keyed` (e.g. a failure cleared by a later success).
 DELETE = None

@@ -263,3 +263,23 @@ def test_a_worker_killed_mid_task_is_finished_by_rerunning_the_thread(tmp_path):
     assert len(list(findings.glob("researcher-review-*"))) == len(first_phase)
     tasks = (memory / ".tether" / "tasks.jsonl").read_text().splitlines()
     assert [json.loads(line)["task_id"] for line in tasks] == ["shop-1"]  # recorded once
+
+
+def test_the_assistant_publishes_its_input_and_context_schemas(server):
+    """Studio and API clients learn what a run takes from the assistant's schemas."""
+    from langgraph_sdk import get_sync_client
+
+    url, _root = server
+    client = get_sync_client(url=url)
+    [assistant] = client.assistants.search(graph_id="tether")
+    schemas = client.assistants.get_schemas(assistant["assistant_id"])
+    assert schemas["input_schema"]["required"] == ["objective"]
+    assert {"objective", "task_id", "start_phase", "workdir"} <= set(
+        schemas["input_schema"]["properties"]
+    )
+    assert {"memory_dir", "workdir", "workflow", "model", "max_parallel"} <= set(
+        schemas["context_schema"]["properties"]
+    )
+    assert {"status", "findings", "plan_path"} <= set(schemas["output_schema"]["properties"])
+    nodes = [n["id"] for n in client.assistants.get_graph(assistant["assistant_id"])["nodes"]]
+    assert nodes == ["__start__", "start", "tether", "__end__"]
