@@ -5,7 +5,8 @@ analytics and version checks off) is started once for the module on a free port;
 `langgraph-sdk` client then starts runs with the offline model, streams progress and reads
 the final state. The memory files a served run writes are compared with those of the same
 task run through the Python API (`Orchestrator.run`), and a bad input must end the run with
-a one-line error without writing anything. The server is always stopped.
+a one-line error without writing anything, and the assistant's published schemas name
+the input and context a run takes. The server is always stopped.
 
 A last test kills a process running the served graph mid-task and finishes the task by
 continuing the same thread from the graph's checkpointer, as a server retrying a run does.
