@@ -284,3 +284,25 @@ def test_the_assistant_publishes_its_input_and_context_schemas(server):
     assert {"status", "findings", "plan_path"} <= set(schemas["output_schema"]["properties"])
     nodes = [n["id"] for n in client.assistants.get_graph(assistant["assistant_id"])["nodes"]]
     assert nodes == ["__start__", "start", "tether", "__end__"]
+
+
+def test_an_existing_task_id_is_refused_and_its_record_kept(server, tmp_path):
+    from orchestrator import Orchestrator
+
+    url, _root = server
+    repo = build_repo(tmp_path / "repo", modules=1, docs=0, readme=False)
+    workflow = tmp_path / "one.yaml"
+    workflow.write_text("name: one\nphases: [exploration]\n")
+    memory = tmp_path / "memory"
+    Orchestrator(memory_dir=memory, workdir=repo, workflow=workflow).run("First", task_id="dup-1")
+    tasks = memory / ".tether" / "tasks.jsonl"
+    before = tasks.read_text()
+    parts, state, _thread = _stream_run(
+        url,
+        {"objective": "Second", "task_id": "dup-1"},
+        {"memory_dir": str(memory), "workdir": str(repo), "workflow": str(workflow)},
+    )
+    [error] = [p.data for p in parts if p.event == "error"]
+    assert "task 'dup-1' already exists" in error["message"]
+    assert state["values"].get("phases") is None
+    assert tasks.read_text() == before
