@@ -323,6 +323,20 @@ class Orchestrator:
         finally:
             lock.release()
 
+    def _task_running(self, task_id: str) -> bool:
+        """True while a live process holds the task's run lock."""
+        from filelock import Timeout
+
+        from memory.durable import file_lock
+
+        lock = file_lock(self.layout.root / ".tether" / "running" / task_id, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            return True
+        lock.release()
+        return False
+
     def run(
         self, objective: str, task_id: str | None = None, start_phase: str | None = None
     ) -> RunResult:
@@ -432,11 +446,16 @@ class Orchestrator:
                     )
                     cp = str(self.layout.root / rel)
                 raise Interrupted(task_id, cp, str(self.layout.root)) from None
-            values = graph.get_state(config).values
+            except Exception as exc:  # an agent the task cannot go on without failed
+                values = self._lead_failed(graph, config, ctx, task_id, exc)
+            else:
+                values = graph.get_state(config).values
         finally:
             saver.conn.close()
             store.close()
         result = self._result(values, ctx, source=source, warnings=warnings or [])
+        if result.status != "failed":
+            self._note_task(task_id, status=result.status, error=None)
         self._emit(
             "finish",
             **{
@@ -449,6 +468,35 @@ class Orchestrator:
             checkpoints=len(result.checkpoints),
         )
         return result
+
+    def _lead_failed(
+        self, graph: Any, config: dict, ctx: Any, task_id: str, exc: Exception
+    ) -> dict:
+        """The state of a run stopped by a failure outside the subagents (the lead's model
+        failed after its retries): recorded as `failed` in a checkpoint and the task record."""
+        from orchestrator.errors import ModelCallError
+        from orchestrator.nodes._common import write_checkpoint
+
+        if not isinstance(exc, ModelCallError):
+            raise exc
+        error = str(exc)
+        values = dict(graph.get_state(config).values)
+        tokens = dict(values.get("tokens") or {})
+        spent = int(getattr(exc, "tokens", 0) or 0)
+        if spent:
+            tokens["lead"] = tokens.get("lead", 0) + spent
+        values.update(
+            status="failed",
+            failed={**(values.get("failed") or {}), "lead": {"agent": "lead", "error": error}},
+            tokens=tokens,
+        )
+        if values.get("task_id"):
+            write_checkpoint(
+                ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
+            )
+        self._note_task(task_id, status="failed", error=error[:500])
+        ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
+        return values
 
     def _result(self, values: dict, ctx: Any, *, source: str, warnings: list[str]) -> RunResult:
         from orchestrator.checkpoints import list_checkpoints
@@ -743,6 +791,13 @@ class Orchestrator:
         state, source = self.current_state(task_id)
         task = state["task_id"]
         findings, failed = state.get("findings") or {}, state.get("failed") or {}
+        recorded = self.task_record(task)
+        status = state.get("status", "running")
+        if status == "running" and recorded.get("status") == "failed":
+            status = "failed"
+            failed = {**failed, "lead": {"error": recorded.get("error")}}
+        if status == "running" and not self._task_running(task):
+            status = "interrupted"
         subtasks = {
             k: {
                 "agent": v.get("agent"),
@@ -764,8 +819,10 @@ class Orchestrator:
         return {
             "task_id": task,
             "objective": state["objective"],
-            "status": state.get("status", "running"),
+            "status": status,
             "source": source,
+            "errors": {k: v.get("error") for k, v in sorted(failed.items())},
+            "resume": None if status == "done" else resume_command(task, self.layout.root),
             "phase": current_phase(state),
             "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
             "phases": list(state["phases"]),

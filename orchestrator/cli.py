@@ -5,6 +5,8 @@ Groups are nouns, subcommands verbs: `run`, `resume`, `handoff`, `status`,
 panel on a terminal, plain lines otherwise); results go to stdout, as text or, with
 `--json`, one JSON object per line. Only this module turns exceptions into
 `Error: ...` (exit 1); Ctrl-C exits 130 after a checkpoint, with the resume command.
+Exit codes: 0 done, 1 bad input or error, 3 the task stopped `failed` (an agent failed;
+the last line names it and the resume command), 130 interrupted.
 LangGraph and LangChain are imported only by the commands that run a graph.
 """
 
@@ -20,6 +22,8 @@ from typing import Any
 
 import click
 
+EXIT_FAILED = 3
+"""The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
 EXIT_INTERRUPTED = 130
 
 
@@ -192,6 +196,12 @@ def _report(result: Any, json_mode: bool) -> None:
             f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
             f"--memory-dir {shlex.quote(str(root))}"
         )
+    if result.status == "failed":
+        what = "; ".join(
+            f"{k} ({v.get('agent', '?')}): {v.get('error', 'failed')}"[:300]
+            for k, v in sorted(result.failed.items())
+        )
+        lines.append(f"Failed:   {what}")
     lines.append(f"Resume:   {resume_command(result.task_id, root)}")
     click.echo("\n".join(lines))
 
@@ -201,6 +211,8 @@ def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
     with view:
         result = call(on_event)
     _report(result, json_mode)
+    if result.status == "failed":
+        click.get_current_context().exit(EXIT_FAILED)
     return result
 
 
