@@ -95,6 +95,19 @@ class RunResult:
         return asdict(self)
 
 
+CONTEXT_RATIO = 0.75
+"""Share of the model's context window (its LangChain profile's `max_input_tokens`) at
+which the lead's context is snapshotted, when that is below the configured threshold."""
+
+
+def effective_threshold(configured: int, model: Any) -> int:
+    """min(configured, CONTEXT_RATIO x the model's `max_input_tokens`)."""
+    from orchestrator.models import context_window
+
+    window = context_window(model) if model is not None else None
+    return min(configured, int(window * CONTEXT_RATIO)) if window else configured
+
+
 def _tasks_file(layout: Layout) -> Path:
     return layout.root / ".tether" / "tasks.jsonl"
 
@@ -120,6 +133,8 @@ class Orchestrator:
         on_event: called with one dict per progress event.
         project_dir: where a project's `templates/` and `skills/` are (default: cwd).
         max_subtasks: most subtasks the lead may plan per phase (default 4).
+        model_timeout: seconds per model request (default: `$TETHER_MODEL_TIMEOUT`, the
+            workflow's `model_timeout`, else 120).
     """
 
     def __init__(
@@ -133,8 +148,10 @@ class Orchestrator:
         on_event: Callable[[Event], None] | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         max_subtasks: int | None = None,
+        model_timeout: float | None = None,
     ):
         self.layout = Layout.at(memory_dir)
+        self.model_timeout = model_timeout
         self.workdir = workdir
         self.workflow_path = str(workflow) if workflow else None
         self.model_spec = model
@@ -192,6 +209,7 @@ class Orchestrator:
         from orchestrator.skills import discover_skills, skills_index
 
         threshold, ratio, parallel = self._thresholds(workflow, record)
+        threshold = effective_threshold(threshold, resolved.model if resolved else None)
         agent_models = self._agent_models(workflow) if resolved is not None else {}
         return RunContext(
             store=store,
@@ -235,8 +253,17 @@ class Orchestrator:
                 self.model_spec, type(self.model_spec).__name__, offline, "api"
             )
             return resolved
-        spec = self.model_spec or (record or {}).get("model")
-        resolved = resolve_model(spec, workflow_model=getattr(workflow, "model", None))
+        from orchestrator.models import model_timeout
+
+        timeout = model_timeout(self.model_timeout, getattr(workflow, "model_timeout", None))
+        recorded = (record or {}).get("model")
+        spec = self.model_spec or recorded
+        resolved = resolve_model(
+            spec, workflow_model=getattr(workflow, "model", None), timeout=timeout
+        )
+        if record is not None and resolved.name != recorded:
+            # the task sticks to its model; an explicit --model switch is recorded
+            self._note_task(record["task_id"], model=resolved.name, model_before=recorded)
         return resolved
 
     # -- task records ----------------------------------------------------------------
@@ -376,7 +403,8 @@ class Orchestrator:
             objective=objective,
             workdir=workdir,
             workflow=self.workflow_path,
-            model=self.model_spec if isinstance(self.model_spec, str) else None,
+            model=resolved.name if isinstance(self.model_spec, str | None) else None,
+            model_source=resolved.source,
             token_threshold=self.token_threshold,
             max_parallel=self.max_parallel,
             max_subtasks=self.max_subtasks,
