@@ -205,7 +205,6 @@ def _final_tool_object(final_tool: type[BaseModel]) -> Any:
         name=final_tool.__name__,
         description=(final_tool.__doc__ or final_tool.__name__).strip(),
         args_schema=final_tool,
-        return_direct=True,
     )
 
 
@@ -271,7 +270,12 @@ def _middleware_class() -> type:
             if not message.tool_calls and self.final is None:
                 answer = json_answer(str(message.text), self.final_tool)
                 if answer is not None:
-                    call = {"name": self.final_name, "args": answer, "id": _call_id()}
+                    call = {
+                        "name": self.final_name,
+                        "args": answer,
+                        "id": _call_id(),
+                        "type": "tool_call",
+                    }
                     message = message.model_copy(update={"tool_calls": [call]})
                 elif self.calls <= self.max_steps:
                     # prose: ask once more, with the final tool forced
@@ -334,6 +338,7 @@ def _middleware_class() -> type:
                     "name": c.get("name") or self.final_name,
                     "args": {INVALID_ARGS_KEY: str(c.get("args") or "")[:2000]},
                     "id": c.get("id") or _call_id(),
+                    "type": "tool_call",
                 }
                 for c in invalid
             ]

@@ -230,7 +230,12 @@ def _plan_update(ctx: Any, state: OrchestratorState, result: Any, fresh: bool) -
         ],
         "lead_calls": [
             *(state.get("lead_calls") or []),
-            {"phase": phase, "tokens": max(result.context_tokens or [0]), "fresh": fresh},
+            {
+                "phase": phase,
+                "tokens": max(result.context_tokens or [0]),
+                "fresh": fresh,
+                "reported": not result.estimated,
+            },
         ],
     }
 
@@ -253,7 +258,6 @@ def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
         messages=lead_messages(ctx, state),
         max_steps=int(getattr(spec, "max_steps", 0) or 6),
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        bind=ctx.bind,
     )
     fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
     update = _plan_update(ctx, state, result, fresh)
