@@ -52,6 +52,8 @@ class TetherMemoryMiddleware(AgentMiddleware):
         warning_ratio: start of the warning zone, as a share of the threshold.
         context_ratio: share of the model's context window used at most.
         recall: add recalled snippets to the first call of each context.
+        record_system: also record system messages (the orchestrator's lead, whose system
+            prompt is rebuilt every phase, does not).
         on_event: receives `tokens`, `warning` and `snapshot` events.
     """
 
@@ -65,6 +67,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
         context_ratio: float = 0.75,
         recall: bool = True,
         recall_limit: int = 3,
+        record_system: bool = True,
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         super().__init__()
@@ -80,6 +83,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
         self.context_ratio = context_ratio
         self.recall = recall
         self.recall_limit = recall_limit
+        self.kinds = ("human", "ai", "tool", "system") if record_system else ("human", "ai", "tool")
         self.on_event = on_event
         self.recorded = 0
         """State messages already written to `messages.jsonl`."""
@@ -146,7 +150,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
 
     # -- parts ----------------------------------------------------------------------------------
     def _record(self, messages: list[Any]) -> None:
-        new = [m for m in messages[self.recorded :] if m.type in ("human", "ai", "tool", "system")]
+        new = [m for m in messages[self.recorded :] if m.type in self.kinds]
         if new:
             self.working.append_chat_messages(new)
         self.recorded = max(self.recorded, len(messages))

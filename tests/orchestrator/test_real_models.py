@@ -305,3 +305,41 @@ def test_cli_exit_code_and_status_after_a_failed_task(
     )
     assert status.stdout.startswith("Task cli-failed: failed")
     assert "running" not in status.stdout.splitlines()[0]
+
+
+def test_ctrl_c_during_a_hung_request_exits_at_once_with_the_resume_hint(
+    fixture_repo, tiny_workflow, cli_env
+):
+    import signal
+
+    with ScriptedOpenAI([{"hang": 60}], responder=None) as server:
+        env = {
+            **cli_env,
+            "TETHER_ALLOW_MODEL_REQUESTS": "1",
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": server.base_url,
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "run", "Survey", "--task", "hung",
+             "--workdir", str(fixture_repo), "--workflow", str(tiny_workflow),
+             "--model", "openai:gpt-4o-mini", "--model-timeout", "120"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.requests, "the run never called the model"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - start
+    assert proc.returncode == 130, err
+    assert elapsed < 10  # the first press, not the end of the hung request
+    assert "Traceback" not in err
+    assert "orchestrator resume --task hung" in err
+    status = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "status", "--task", "hung"],
+        env=cli_env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert status.stdout.startswith("Task hung: interrupted"), status.stdout + status.stderr
+    assert "Resume: orchestrator resume --task hung" in status.stdout
