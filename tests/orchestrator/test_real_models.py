@@ -229,6 +229,7 @@ def test_reported_usage_drives_the_gauge_and_the_window_caps_the_threshold(
     assert start["token_threshold"] == 150_000
     zones = [e for e in events if e["event"] == "tokens" and "zone" in e]
     assert zones and zones[0]["threshold"] == 96_000 and zones[0]["context"] >= 100_000
+    assert zones[0]["estimated"] is False  # the provider's number, shown without `~`
     saves = [e for e in events if e["event"] == "snapshot" and e["reason"] == "token_limit"]
     assert saves, "no snapshot although the provider reported a full context"
 
