@@ -344,3 +344,22 @@ def test_ctrl_c_during_a_hung_request_exits_at_once_with_the_resume_hint(
     )  # fmt: skip
     assert status.stdout.startswith("Task hung: interrupted"), status.stdout + status.stderr
     assert "Resume: orchestrator resume --task hung" in status.stdout
+
+
+def test_resume_sticks_to_the_recorded_model_unless_switched_explicitly(
+    fixture_repo, tiny_workflow, memory_dir, monkeypatch
+):
+    done = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow).run("Survey", task_id="m")
+    assert done.model == "tether:offline"
+    monkeypatch.setenv("TETHER_ALLOW_MODEL_REQUESTS", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # a key appears after the run
+    again = Orchestrator(workdir=None).resume("m")
+    assert again.model == "tether:offline"  # not silently openai:gpt-4o-mini
+    switched = Orchestrator(workdir=None, model="openai:gpt-4o-mini").resume("m")
+    assert switched.model == "openai:gpt-4o-mini"
+    records = [
+        json.loads(x) for x in (memory_dir / ".tether" / "tasks.jsonl").read_text().splitlines()
+    ]
+    assert {"model": "openai:gpt-4o-mini", "model_before": "tether:offline"}.items() <= {
+        k: v for r in records for k, v in r.items()
+    }.items()
