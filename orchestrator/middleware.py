@@ -22,8 +22,9 @@ What it does, per model call:
   next calls a fresh context: the first user message, the snapshot, and the newest
   exchange (so every tool call stays answered); the agent's state keeps everything.
 
-Events go to `on_event` (dicts with `event`: `tokens`, `warning`, `snapshot`), never to
-stdout. Invariant: the middleware never drops a tool message whose call it sends, and
+Messages carry their LangChain ids into the log, and an id already there is not written
+again (an agent replayed after a crash). Events go to `on_event` (dicts with `event`:
+`tokens`, `warning`, `snapshot`), never to stdout. Invariant: the middleware never drops a tool message whose call it sends, and
 never sends one whose call it dropped.
 """
 
@@ -87,6 +88,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
         self.on_event = on_event
         self.recorded = 0
         """State messages already written to `messages.jsonl`."""
+        self.seen: set[str] | None = None
         self.cut = 0
         """Messages before this index are behind the last handoff (not sent)."""
         self.seed: str | None = None
@@ -150,7 +152,14 @@ class TetherMemoryMiddleware(AgentMiddleware):
 
     # -- parts ----------------------------------------------------------------------------------
     def _record(self, messages: list[Any]) -> None:
-        new = [m for m in messages[self.recorded :] if m.type in self.kinds]
+        if self.seen is None:  # ids already in the log: a replayed agent is not logged twice
+            self.seen = {str(m.record.get("id")) for m in self.working.messages()}
+        new = [
+            m
+            for m in messages[self.recorded :]
+            if m.type in self.kinds and not (m.id and m.id in self.seen)
+        ]
+        self.seen.update(m.id for m in new if m.id)
         if new:
             self.working.append_chat_messages(new)
         self.recorded = max(self.recorded, len(messages))

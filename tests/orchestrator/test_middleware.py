@@ -104,3 +104,25 @@ def test_recall_adds_memory_snippets_to_the_first_call(memory_dir):
         agent.invoke({"messages": [{"role": "user", "content": "How does zebrafish sign?"}]})
     system = server.requests[0]["messages"][0]
     assert system["role"] == "system" and "zebrafish" in system["content"]
+
+
+def test_a_rerun_over_the_same_messages_does_not_log_them_twice(memory_dir):
+    from langchain_core.messages import HumanMessage
+
+    first = [HumanMessage("Read the notes", id="u1")]
+    with ScriptedOpenAI(_steps(1), responder=None) as server:
+        agent = create_agent(
+            _model(server), [read_note], middleware=[TetherMemoryMiddleware(memory_dir, "T5")]
+        )
+        state = agent.invoke({"messages": first})
+    log = memory_dir / "working" / "T5" / "messages.jsonl"
+    before = len(log.read_text().splitlines())
+    # a new process (new middleware) continues the same conversation, as after a crash
+    with ScriptedOpenAI([{"text": "Done."}], responder=None) as server:
+        agent = create_agent(
+            _model(server), [read_note], middleware=[TetherMemoryMiddleware(memory_dir, "T5")]
+        )
+        agent.invoke({"messages": [*state["messages"], HumanMessage("Anything else?", id="u2")]})
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(lines) == before + 2  # the new question and the new answer only
+    assert [x["content"] for x in lines[-2:]] == ["Anything else?", "Done."]
