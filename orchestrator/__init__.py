@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         WorkflowError,
     )
     from orchestrator.graph import build_graph
+    from orchestrator.middleware import TetherMemoryMiddleware
     from orchestrator.monitor import TokenGauge
     from orchestrator.protocol import PhasePlan, SubmitFindings, Subtask
     from orchestrator.state import OrchestratorState
@@ -54,6 +55,7 @@ _EXPORTS = {
     "SubmitFindings": "orchestrator.protocol",
     "Subtask": "orchestrator.protocol",
     "TemplateError": "orchestrator.errors",
+    "TetherMemoryMiddleware": "orchestrator.middleware",
     "TokenGauge": "orchestrator.monitor",
     "UnknownTaskError": "orchestrator.errors",
     "WorkdirError": "orchestrator.errors",
@@ -80,6 +82,7 @@ __all__ = [
     "SubmitFindings",
     "Subtask",
     "TemplateError",
+    "TetherMemoryMiddleware",
     "TokenGauge",
     "UnknownTaskError",
     "WorkdirError",

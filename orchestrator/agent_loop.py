@@ -1,23 +1,38 @@
-"""A small tool-calling loop shared by the lead and the subagents.
+"""The agents of tether (lead and subagents), built with LangChain's `create_agent`.
 
-The model is bound to the agent's ordinary tools plus one *final* protocol tool
-(`PhasePlan` or `SubmitFindings`, see `orchestrator.protocol`). Each step sends the
-conversation, runs every ordinary tool call and feeds the results back; the loop ends
-when the model calls the final tool, whose arguments are validated and returned.
+`run_agent` builds a `langchain.agents.create_agent` agent from the model, the agent's
+ordinary tools and one *final* protocol tool (`PhasePlan` or `SubmitFindings`, see
+`orchestrator.protocol`), plus `ProtocolMiddleware`, which adds what LangChain's stock
+middleware lacks for tether's protocol:
 
-Invariants:
-* bounded steps: after `max_steps` model calls without the final tool the agent is told
-  to finish; if it still does not, `AgentLoopError` is raised (the caller marks the
-  agent failed);
-* bounded context: before each call the conversation is cut to `max_context_tokens`
-  (estimated with LangChain's `count_tokens_approximately`): the system and first user
-  message always stay, the oldest tool exchanges go first, and a single huge tool
-  result is truncated with a note, so an agent never outgrows its window;
-* a tool that raises becomes an error `ToolMessage` the model can react to, never a crash.
+* **every assistant tool call is answered by a `ToolMessage`**: a final call with
+  missing fields or arguments that are not JSON (a provider's truncated reply lands in
+  `invalid_tool_calls`) is answered by an error tool message the model can correct, a
+  failing tool by an error tool message; nothing is ever sent after an unanswered call,
+  which the real APIs reject with HTTP 400;
+* **the final answer is accepted in any valid form**: a call of the final tool, or the
+  same JSON given as the message text; prose is answered by one more call with the final
+  tool forced (`tool_choice`);
+* **bounded steps**: after `max_steps` model calls the final tool is forced with
+  `tool_choice`; `AgentLoopError` if the model still does not give a valid answer;
+* **bounded context**: before each call the conversation is cut to `max_context_tokens`
+  (the system and first user message always stay, the oldest tool exchanges go first, a
+  single huge tool result is truncated with a note); a provider's
+  `context_length_exceeded` cuts the request to half and sends it once more;
+* **retries** with exponential backoff on 5xx, 429 (honouring `Retry-After`), timeouts,
+  connection errors and unparseable responses; 4xx request errors are not retried;
+* **token accounting** from the provider's `usage_metadata` (an estimate only when the
+  provider reports none); `on_step` sees the running total after every call, so the
+  tokens of an agent that fails later still count.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +42,14 @@ from pydantic import BaseModel, ValidationError
 from orchestrator.errors import ModelCallError
 
 TRUNCATION_NOTE = "\n[... truncated to fit the context window; use a narrower query ...]"
+INVALID_ARGS_KEY = "__tether_invalid_arguments__"
+#: HTTP statuses that say the request itself is wrong: retrying cannot help.
+NO_RETRY_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 422})
+DEFAULT_RETRIES = 4
+DEFAULT_INITIAL_DELAY = 1.0
+ENV_RETRY_DELAY = "TETHER_RETRY_DELAY"
+"""Seconds before the first retry (doubling each time); default 1."""
+MAX_DELAY = 60.0
 
 
 class AgentLoopError(ModelCallError):
@@ -41,10 +64,12 @@ class AgentResult:
     tokens: int = 0
     """Tokens used by all calls (reported usage when present, else estimated)."""
     context_tokens: list[int] = field(default_factory=list)
-    """Estimated size of the context sent on each call."""
+    """Input tokens of each call (as the provider reported them, else estimated)."""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """`{name, args}` of every ordinary tool call, in order."""
     transcript: list[Any] = field(default_factory=list)
+    estimated: bool = False
+    """True when some call reported no usage and its tokens were estimated."""
 
 
 def count_tokens(messages: Sequence[Any]) -> int:
@@ -87,57 +112,316 @@ def fit_context(messages: list[Any], max_tokens: int) -> list[Any]:
         if drop >= len(body):
             break  # keep at least the newest exchange
         body = body[drop:]
+    while body and isinstance(body[0], ToolMessage):
+        body = body[1:]  # a tool result whose call was cut would be rejected
     return head + body
 
 
-def _run_tool(tools_by_name: dict[str, Any], call: dict[str, Any]) -> Any:
-    from langchain_core.messages import ToolMessage
+# -- provider faults ------------------------------------------------------------------------
 
-    tool = tools_by_name.get(call["name"])
-    if tool is None:
-        content = f"Error: unknown tool {call['name']!r}; available: {sorted(tools_by_name)}"
-    else:
-        try:
-            content = tool.invoke(call.get("args") or {})
-        except Exception as exc:  # a failing tool is information for the model, not a crash
-            content = f"Error: {type(exc).__name__}: {exc}"
-    if not isinstance(content, str):
-        content = str(content)
-    return ToolMessage(
-        content=content, tool_call_id=call.get("id") or call["name"], name=call["name"]
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """A provider's "prompt too long" error (`context_length_exceeded` and the like)."""
+    text = f"{getattr(exc, 'code', '')} {exc}".lower()
+    return _status(exc) in (400, 413) and (
+        "context_length" in text or "maximum context" in text or "too many tokens" in text
     )
 
 
-def _step(
-    reply: Any,
-    final_tool: type[BaseModel],
-    tools_by_name: dict[str, Any],
-    conversation: list[Any],
-    result: AgentResult,
-) -> BaseModel | None:
-    """Handle one reply: the parsed final answer, or run its tool calls (then None)."""
-    from langchain_core.messages import HumanMessage
+def is_retryable(exc: BaseException) -> bool:
+    """Retry everything except request errors (4xx other than 408/429) and interrupts."""
+    if not isinstance(exc, Exception) or isinstance(exc, AgentLoopError):
+        return False
+    try:
+        from langgraph.errors import GraphBubbleUp
 
-    final_name = final_tool.__name__
-    calls = list(getattr(reply, "tool_calls", None) or [])
-    final = next((c for c in calls if c["name"] == final_name), None)
-    if final is not None:
-        try:
-            return final_tool.model_validate(final.get("args") or {})
-        except ValidationError as exc:
-            conversation.append(
-                HumanMessage(
-                    f"Your {final_name} call was invalid: {exc.errors()[:3]}; call it again."
-                )
-            )
-            return None
-    if not calls:
-        conversation.append(HumanMessage(f"Use the tools, then finish by calling {final_name}."))
+        if isinstance(exc, GraphBubbleUp):
+            return False
+    except ImportError:  # pragma: no cover
+        pass
+    return _status(exc) not in NO_RETRY_STATUS
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds from a `Retry-After` (or `retry-after-ms`) header of the failed response."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000
+        if headers.get("retry-after"):
+            return float(headers["retry-after"])
+    except (TypeError, ValueError):
         return None
-    for call in calls:
-        result.tool_calls.append({"name": call["name"], "args": call.get("args") or {}})
-        conversation.append(_run_tool(tools_by_name, call))
     return None
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming a model failure: type, HTTP status when there is one, message."""
+    status = _status(exc)
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {text}"
+
+
+# -- final answers --------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
+
+
+def json_answer(text: str, final_tool: type[BaseModel]) -> dict[str, Any] | None:
+    """The final tool's arguments when `text` is (or fences) a valid JSON answer."""
+    text = (text or "").strip()
+    fenced = _FENCE.search(text)
+    candidates = [fenced.group(1)] if fenced else []
+    if "{" in text:
+        candidates.append(text[text.index("{") : text.rindex("}") + 1])
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and set(data) == {final_tool.__name__}:
+            data = data[final_tool.__name__]
+        if not isinstance(data, dict):
+            continue
+        try:
+            return final_tool.model_validate(data).model_dump()
+        except ValidationError:
+            continue
+    return None
+
+
+def _final_tool_object(final_tool: type[BaseModel]) -> Any:
+    from langchain_core.tools import StructuredTool
+
+    return StructuredTool.from_function(
+        func=lambda **_: "accepted",
+        name=final_tool.__name__,
+        description=(final_tool.__doc__ or final_tool.__name__).strip(),
+        args_schema=final_tool,
+    )
+
+
+def _validation_text(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+        parts.append(f"{where}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+def _middleware_class() -> type:
+    """`ProtocolMiddleware`, defined lazily so importing this module stays cheap."""
+    from langchain.agents.middleware import AgentMiddleware, ModelResponse, hook_config
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    class ProtocolMiddleware(AgentMiddleware):
+        """tether's protocol on top of `create_agent` (see the module docstring)."""
+
+        def __init__(
+            self,
+            final_tool: type[BaseModel],
+            *,
+            max_steps: int,
+            max_context_tokens: int,
+            on_step: Callable[[int, int], None] | None,
+            retries: int = DEFAULT_RETRIES,
+            initial_delay: float = DEFAULT_INITIAL_DELAY,
+            sleep: Callable[[float], None] = time.sleep,
+        ) -> None:
+            super().__init__()
+            self.final_tool = final_tool
+            self.final_name = final_tool.__name__
+            self.max_steps = max_steps
+            self.max_context_tokens = max_context_tokens
+            self.on_step = on_step
+            self.retries = retries
+            self.initial_delay = initial_delay
+            self.sleep = sleep
+            self.calls = 0
+            self.final: BaseModel | None = None
+            self.result = AgentResult(final=None)  # type: ignore[arg-type]
+
+        # -- end the run once a valid final answer was accepted ---------------------------
+        @hook_config(can_jump_to=["end"])
+        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            if self.final is not None:
+                return {"jump_to": "end"}
+            if self.calls > self.max_steps:
+                raise AgentLoopError(
+                    f"agent did not call {self.final_name!r} validly within "
+                    f"{self.max_steps} steps; raise the agent's max_steps in the workflow file"
+                )
+            return None
+
+        # -- model calls --------------------------------------------------------------------
+        def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            window = fit_context(list(request.messages), self.max_context_tokens)
+            if self.calls >= self.max_steps:
+                request = request.override(tool_choice=self.final_name)
+            response = self._call(request.override(messages=window), handler)
+            message = self._normalise(response.result[-1])
+            if not message.tool_calls and self.final is None:
+                answer = json_answer(str(message.text), self.final_tool)
+                if answer is not None:
+                    call = {
+                        "name": self.final_name,
+                        "args": answer,
+                        "id": _call_id(),
+                        "type": "tool_call",
+                    }
+                    message = message.model_copy(update={"tool_calls": [call]})
+                elif self.calls <= self.max_steps:
+                    # prose: ask once more, with the final tool forced
+                    nudge = HumanMessage(
+                        f"Answer by calling the {self.final_name} tool with the required "
+                        "fields now."
+                    )
+                    forced = request.override(
+                        messages=[*window, message, nudge], tool_choice=self.final_name
+                    )
+                    message = self._normalise(self._call(forced, handler).result[-1])
+            return ModelResponse(
+                result=[*response.result[:-1], message],
+                structured_response=getattr(response, "structured_response", None),
+            )
+
+        def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            """One model call with retries, overflow handling and token accounting."""
+            attempt, shrunk = 0, False
+            while True:
+                try:
+                    response = handler(request)
+                    break
+                except Exception as exc:
+                    if is_context_overflow(exc) and not shrunk:
+                        shrunk = True
+                        half = max(1000, count_tokens(request.messages) // 2)
+                        request = request.override(messages=fit_context(request.messages, half))
+                        continue
+                    if not is_retryable(exc) or attempt >= self.retries:
+                        raise ModelCallError(
+                            f"model call failed after {attempt + 1} attempt(s): {describe(exc)}"
+                        ) from exc
+                    delay = min(MAX_DELAY, self.initial_delay * (2**attempt))
+                    self.sleep(max(delay, min(MAX_DELAY, retry_after(exc) or 0.0)))
+                    attempt += 1
+            self._account(request.messages, response.result[-1])
+            return response
+
+        def _account(self, sent: list[Any], reply: Any) -> None:
+            self.calls += 1
+            usage = getattr(reply, "usage_metadata", None) or {}
+            context = int(usage.get("input_tokens") or 0)
+            if not context:
+                context = count_tokens(sent)
+                self.result.estimated = True
+            self.result.context_tokens.append(context)
+            self.result.tokens += usage_tokens(reply, context)
+            if self.on_step:
+                self.on_step(self.result.tokens, context)
+
+        def _normalise(self, message: Any) -> Any:
+            """Invalid tool calls (arguments that are not JSON) become calls the tool
+            node answers with an error, so no call is ever left unanswered."""
+            invalid = list(getattr(message, "invalid_tool_calls", None) or [])
+            if not isinstance(message, AIMessage) or not invalid:
+                return message
+            fixed = [
+                {
+                    "name": c.get("name") or self.final_name,
+                    "args": {INVALID_ARGS_KEY: str(c.get("args") or "")[:2000]},
+                    "id": c.get("id") or _call_id(),
+                    "type": "tool_call",
+                }
+                for c in invalid
+            ]
+            return message.model_copy(
+                update={"tool_calls": [*message.tool_calls, *fixed], "invalid_tool_calls": []}
+            )
+
+        # -- tool calls ---------------------------------------------------------------------
+        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            call = request.tool_call
+            name, args, call_id = call["name"], call.get("args") or {}, call.get("id") or ""
+            if INVALID_ARGS_KEY in args:
+                return ToolMessage(
+                    content=f"Error: the arguments of your {name} call were not valid JSON "
+                    f"(truncated?): {args[INVALID_ARGS_KEY][:200]!r}; call {name} again "
+                    "with complete JSON arguments.",
+                    tool_call_id=call_id,
+                    name=name,
+                    status="error",
+                )
+            if name == self.final_name:
+                return self._accept(name, args, call_id)
+            self.result.tool_calls.append({"name": name, "args": args})
+            try:
+                return handler(request)
+            except Exception as exc:  # a failing tool is information for the model
+                return ToolMessage(
+                    content=f"Error: {type(exc).__name__}: {exc}",
+                    tool_call_id=call_id,
+                    name=name,
+                    status="error",
+                )
+
+        def _accept(self, name: str, args: dict[str, Any], call_id: str) -> Any:
+            if self.final is not None:
+                return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
+            try:
+                self.final = self.final_tool.model_validate(args)
+            except ValidationError as exc:
+                return ToolMessage(
+                    content=f"Error: your {name} call was invalid ({_validation_text(exc)}); "
+                    f"call {name} again with every required field.",
+                    tool_call_id=call_id,
+                    name=name,
+                    status="error",
+                )
+            return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
+
+    return ProtocolMiddleware
+
+
+def _transcript_tokens(transcript: list[Any]) -> int:
+    return sum(
+        int((getattr(m, "usage_metadata", None) or {}).get("total_tokens") or 0)
+        for m in transcript
+        if m.type == "ai"
+    )
+
+
+def _final_in(transcript: list[Any], final_tool: type[BaseModel]) -> BaseModel | None:
+    """The accepted final answer of a (replayed) transcript, if it has one."""
+    accepted = {
+        m.tool_call_id
+        for m in transcript
+        if m.type == "tool" and m.name == final_tool.__name__ and m.status != "error"
+    }
+    for message in reversed(transcript):
+        for call in getattr(message, "tool_calls", None) or []:
+            if call.get("id") in accepted:
+                try:
+                    return final_tool.model_validate(call.get("args") or {})
+                except ValidationError:
+                    continue
+    return None
+
+
+def _call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:20]
+
+
+def protocol_middleware(final_tool: type[BaseModel], **kwargs: Any) -> Any:
+    """A `ProtocolMiddleware` for `final_tool` (arguments as in `run_agent`)."""
+    return _middleware_class()(final_tool, **kwargs)
 
 
 def run_agent(
@@ -149,56 +433,76 @@ def run_agent(
     max_steps: int = 8,
     max_context_tokens: int = 16000,
     on_step: Callable[[int, int], None] | None = None,
-    bind: Callable[[Any, list[Any], type[BaseModel]], Any] | None = None,
+    middleware: Sequence[Any] = (),
+    retries: int = DEFAULT_RETRIES,
+    initial_delay: float | None = None,
+    bind: Any = None,
 ) -> AgentResult:
-    """Run the loop until the model calls `final_tool`.
+    """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
     Args:
-        model: a LangChain chat model supporting `bind_tools`.
+        model: a LangChain chat model supporting `bind_tools` (with `tool_choice`).
         tools: ordinary tools (`BaseTool`) the agent may call.
         final_tool: the protocol model whose call ends the run.
         messages: the starting conversation (system message first, then the user's).
-        max_steps: model calls allowed before the agent is told to finish.
+        max_steps: model calls allowed before the final tool is forced.
         max_context_tokens: the agent's context window (estimated tokens).
         on_step: called with `(tokens_so_far, context_tokens)` after each call.
-        bind: `(model, tools, final_tool) -> bound model`, e.g. a caching binder.
+        middleware: more `AgentMiddleware` to run outside tether's protocol middleware.
+        retries: retries of one failed model call (exponential backoff, `Retry-After`).
+        initial_delay: the first retry's delay in seconds (default `$TETHER_RETRY_DELAY`,
+            else 1).
+        bind: ignored (kept for callers of the hand-written loop).
 
     Raises:
-        AgentLoopError: no valid final call within the budget.
-        ModelCallError: the model raised.
+        AgentLoopError: no valid final answer within the budget.
+        ModelCallError: the model failed after its retries.
     """
-    from langchain_core.messages import HumanMessage
+    from langchain.agents import create_agent
 
-    tools_by_name = {t.name: t for t in tools}
-    bound = (
-        bind(model, list(tools), final_tool)
-        if bind is not None
-        else model.bind_tools([*tools, final_tool])
+    if initial_delay is None:
+        initial_delay = float(os.environ.get(ENV_RETRY_DELAY) or DEFAULT_INITIAL_DELAY)
+    protocol = protocol_middleware(
+        final_tool,
+        max_steps=max_steps,
+        max_context_tokens=max_context_tokens,
+        on_step=on_step,
+        retries=retries,
+        initial_delay=initial_delay,
     )
-    result = AgentResult(final=None)  # type: ignore[arg-type]
-    conversation = list(messages)
-    final_name = final_tool.__name__
-    for step in range(max_steps + 1):
-        if step == max_steps:
-            conversation.append(
-                HumanMessage(f"Step budget exhausted: call {final_name} now with what you have.")
-            )
-        window = fit_context(conversation, max_context_tokens)
-        context = count_tokens(window)
-        result.context_tokens.append(context)
-        try:
-            reply = bound.invoke(window)
-        except Exception as exc:
-            raise ModelCallError(f"model call failed: {type(exc).__name__}: {exc}") from exc
-        result.tokens += usage_tokens(reply, context)
-        conversation.append(reply)
-        if on_step:
-            on_step(result.tokens, context)
-        final = _step(reply, final_tool, tools_by_name, conversation, result)
-        if final is not None:
-            result.final, result.transcript = final, conversation
-            return result
-    raise AgentLoopError(
-        f"agent did not call {final_name!r} within {max_steps} steps; "
-        "raise the agent's max_steps in the workflow file"
+    agent = create_agent(
+        model,
+        tools=[*tools, _final_tool_object(final_tool)],
+        middleware=[*middleware, protocol],
     )
+    limit = 4 * (max_steps + 2) + 10
+    try:
+        state = agent.invoke({"messages": list(messages)}, {"recursion_limit": limit})
+    except ModelCallError as exc:
+        exc.tokens = protocol.result.tokens  # the failed agent's spend still counts
+        raise
+    except Exception as exc:
+        if type(exc).__name__ != "GraphRecursionError":
+            raise
+        error = AgentLoopError(
+            f"agent did not call {final_tool.__name__!r} within {max_steps} steps; "
+            "raise the agent's max_steps in the workflow file"
+        )
+        error.tokens = protocol.result.tokens
+        raise error from exc
+    result = protocol.result
+    result.transcript = list(state.get("messages") or [])
+    # inside a graph node the agent is a durable subgraph: on resume it continues from
+    # its last completed step, so calls of the earlier process are only in the transcript
+    result.tokens = max(result.tokens, _transcript_tokens(result.transcript))
+    if protocol.final is None:
+        protocol.final = _final_in(result.transcript, final_tool)
+    if protocol.final is None:
+        error = AgentLoopError(
+            f"agent did not call {final_tool.__name__!r} validly within {max_steps} steps; "
+            "raise the agent's max_steps in the workflow file"
+        )
+        error.tokens = result.tokens
+        raise error
+    result.final = protocol.final
+    return result

@@ -95,6 +95,19 @@ class RunResult:
         return asdict(self)
 
 
+CONTEXT_RATIO = 0.75
+"""Share of the model's context window (its LangChain profile's `max_input_tokens`) at
+which the lead's context is snapshotted, when that is below the configured threshold."""
+
+
+def effective_threshold(configured: int, model: Any) -> int:
+    """min(configured, CONTEXT_RATIO x the model's `max_input_tokens`)."""
+    from orchestrator.models import context_window
+
+    window = context_window(model) if model is not None else None
+    return min(configured, int(window * CONTEXT_RATIO)) if window else configured
+
+
 def _tasks_file(layout: Layout) -> Path:
     return layout.root / ".tether" / "tasks.jsonl"
 
@@ -120,6 +133,8 @@ class Orchestrator:
         on_event: called with one dict per progress event.
         project_dir: where a project's `templates/` and `skills/` are (default: cwd).
         max_subtasks: most subtasks the lead may plan per phase (default 4).
+        model_timeout: seconds per model request (default: `$TETHER_MODEL_TIMEOUT`, the
+            workflow's `model_timeout`, else 120).
     """
 
     def __init__(
@@ -133,8 +148,10 @@ class Orchestrator:
         on_event: Callable[[Event], None] | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         max_subtasks: int | None = None,
+        model_timeout: float | None = None,
     ):
         self.layout = Layout.at(memory_dir)
+        self.model_timeout = model_timeout
         self.workdir = workdir
         self.workflow_path = str(workflow) if workflow else None
         self.model_spec = model
@@ -192,6 +209,7 @@ class Orchestrator:
         from orchestrator.skills import discover_skills, skills_index
 
         threshold, ratio, parallel = self._thresholds(workflow, record)
+        threshold = effective_threshold(threshold, resolved.model if resolved else None)
         agent_models = self._agent_models(workflow) if resolved is not None else {}
         return RunContext(
             store=store,
@@ -235,8 +253,17 @@ class Orchestrator:
                 self.model_spec, type(self.model_spec).__name__, offline, "api"
             )
             return resolved
-        spec = self.model_spec or (record or {}).get("model")
-        resolved = resolve_model(spec, workflow_model=getattr(workflow, "model", None))
+        from orchestrator.models import model_timeout
+
+        timeout = model_timeout(self.model_timeout, getattr(workflow, "model_timeout", None))
+        recorded = (record or {}).get("model")
+        spec = self.model_spec or recorded
+        resolved = resolve_model(
+            spec, workflow_model=getattr(workflow, "model", None), timeout=timeout
+        )
+        if record is not None and resolved.name != recorded:
+            # the task sticks to its model; an explicit --model switch is recorded
+            self._note_task(record["task_id"], model=resolved.name, model_before=recorded)
         return resolved
 
     # -- task records ----------------------------------------------------------------
@@ -323,6 +350,20 @@ class Orchestrator:
         finally:
             lock.release()
 
+    def _task_running(self, task_id: str) -> bool:
+        """True while a live process holds the task's run lock."""
+        from filelock import Timeout
+
+        from memory.durable import file_lock
+
+        lock = file_lock(self.layout.root / ".tether" / "running" / task_id, timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            return True
+        lock.release()
+        return False
+
     def run(
         self, objective: str, task_id: str | None = None, start_phase: str | None = None
     ) -> RunResult:
@@ -362,7 +403,8 @@ class Orchestrator:
             objective=objective,
             workdir=workdir,
             workflow=self.workflow_path,
-            model=self.model_spec if isinstance(self.model_spec, str) else None,
+            model=resolved.name if isinstance(self.model_spec, str | None) else None,
+            model_source=resolved.source,
             token_threshold=self.token_threshold,
             max_parallel=self.max_parallel,
             max_subtasks=self.max_subtasks,
@@ -432,11 +474,16 @@ class Orchestrator:
                     )
                     cp = str(self.layout.root / rel)
                 raise Interrupted(task_id, cp, str(self.layout.root)) from None
-            values = graph.get_state(config).values
+            except Exception as exc:  # an agent the task cannot go on without failed
+                values = self._lead_failed(graph, config, ctx, task_id, exc)
+            else:
+                values = graph.get_state(config).values
         finally:
             saver.conn.close()
             store.close()
         result = self._result(values, ctx, source=source, warnings=warnings or [])
+        if result.status != "failed":
+            self._note_task(task_id, status=result.status, error=None)
         self._emit(
             "finish",
             **{
@@ -449,6 +496,35 @@ class Orchestrator:
             checkpoints=len(result.checkpoints),
         )
         return result
+
+    def _lead_failed(
+        self, graph: Any, config: dict, ctx: Any, task_id: str, exc: Exception
+    ) -> dict:
+        """The state of a run stopped by a failure outside the subagents (the lead's model
+        failed after its retries): recorded as `failed` in a checkpoint and the task record."""
+        from orchestrator.errors import ModelCallError
+        from orchestrator.nodes._common import write_checkpoint
+
+        if not isinstance(exc, ModelCallError):
+            raise exc
+        error = str(exc)
+        values = dict(graph.get_state(config).values)
+        tokens = dict(values.get("tokens") or {})
+        spent = int(getattr(exc, "tokens", 0) or 0)
+        if spent:
+            tokens["lead"] = tokens.get("lead", 0) + spent
+        values.update(
+            status="failed",
+            failed={**(values.get("failed") or {}), "lead": {"agent": "lead", "error": error}},
+            tokens=tokens,
+        )
+        if values.get("task_id"):
+            write_checkpoint(
+                ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
+            )
+        self._note_task(task_id, status="failed", error=error[:500])
+        ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
+        return values
 
     def _result(self, values: dict, ctx: Any, *, source: str, warnings: list[str]) -> RunResult:
         from orchestrator.checkpoints import list_checkpoints
@@ -743,6 +819,13 @@ class Orchestrator:
         state, source = self.current_state(task_id)
         task = state["task_id"]
         findings, failed = state.get("findings") or {}, state.get("failed") or {}
+        recorded = self.task_record(task)
+        status = state.get("status", "running")
+        if status == "running" and recorded.get("status") == "failed":
+            status = "failed"
+            failed = {**failed, "lead": {"error": recorded.get("error")}}
+        if status == "running" and not self._task_running(task):
+            status = "interrupted"
         subtasks = {
             k: {
                 "agent": v.get("agent"),
@@ -764,8 +847,10 @@ class Orchestrator:
         return {
             "task_id": task,
             "objective": state["objective"],
-            "status": state.get("status", "running"),
+            "status": status,
             "source": source,
+            "errors": {k: v.get("error") for k, v in sorted(failed.items())},
+            "resume": None if status == "done" else resume_command(task, self.layout.root),
             "phase": current_phase(state),
             "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
             "phases": list(state["phases"]),

@@ -5,6 +5,8 @@ Groups are nouns, subcommands verbs: `run`, `resume`, `handoff`, `status`,
 panel on a terminal, plain lines otherwise); results go to stdout, as text or, with
 `--json`, one JSON object per line. Only this module turns exceptions into
 `Error: ...` (exit 1); Ctrl-C exits 130 after a checkpoint, with the resume command.
+Exit codes: 0 done, 1 bad input or error, 3 the task stopped `failed` (an agent failed;
+the last line names it and the resume command), 130 interrupted.
 LangGraph and LangChain are imported only by the commands that run a graph.
 """
 
@@ -20,7 +22,22 @@ from typing import Any
 
 import click
 
+EXIT_FAILED = 3
+"""The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
 EXIT_INTERRUPTED = 130
+
+
+def _exit_now(code: int) -> None:
+    """Exit at once: worker threads may sit in a hung model request, and waiting for them
+    at interpreter shutdown would ignore the first Ctrl-C (everything durable is written)."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 class _Group(click.Group):
@@ -39,14 +56,14 @@ class _Group(click.Group):
                 click.echo(str(exc), err=True)
                 if exc.checkpoint:
                     click.echo(f"Checkpoint: {exc.checkpoint}", err=True)
-                ctx.exit(EXIT_INTERRUPTED)
+                _exit_now(EXIT_INTERRUPTED)
             raise click.ClickException(" ".join(str(exc).split())) from None
         except click.UsageError as exc:
             # One line, like every other error (click would add the usage and a hint).
             raise click.ClickException(exc.format_message()) from None
         except KeyboardInterrupt:
             click.echo("Interrupted; resume with `orchestrator resume`", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+            _exit_now(EXIT_INTERRUPTED)
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(0)
@@ -90,6 +107,13 @@ def run_options(func: Callable) -> Callable:
                 type=click.IntRange(min=1),
                 default=None,
                 help="Lead-context tokens that trigger a snapshot (default 150000).",
+            ),
+            click.option(
+                "--model-timeout",
+                type=click.FloatRange(min=0, min_open=True),
+                default=None,
+                help="Seconds per model request before it is retried "
+                "(default: $TETHER_MODEL_TIMEOUT, workflow, 120).",
             ),
             click.option(
                 "--max-parallel",
@@ -192,6 +216,12 @@ def _report(result: Any, json_mode: bool) -> None:
             f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
             f"--memory-dir {shlex.quote(str(root))}"
         )
+    if result.status == "failed":
+        what = "; ".join(
+            f"{k} ({v.get('agent', '?')}): {v.get('error', 'failed')}"[:300]
+            for k, v in sorted(result.failed.items())
+        )
+        lines.append(f"Failed:   {what}")
     lines.append(f"Resume:   {resume_command(result.task_id, root)}")
     click.echo("\n".join(lines))
 
@@ -201,6 +231,8 @@ def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
     with view:
         result = call(on_event)
     _report(result, json_mode)
+    if result.status == "failed":
+        click.get_current_context().exit(EXIT_FAILED)
     return result
 
 
@@ -228,6 +260,7 @@ def run_cmd(
     workflow: str | None,
     start_phase: str | None,
     model: str | None,
+    model_timeout: float | None,
     token_threshold: int | None,
     max_parallel: int | None,
     memory_dir: str | None,
@@ -250,6 +283,7 @@ def run_cmd(
             workdir=workdir,
             workflow=workflow,
             model=model,
+            model_timeout=model_timeout,
             token_threshold=token_threshold,
             max_parallel=max_parallel,
         )
@@ -278,6 +312,7 @@ def resume_cmd(
     from_checkpoint: str | None,
     from_snapshot: str | None,
     model: str | None,
+    model_timeout: float | None,
     token_threshold: int | None,
     max_parallel: int | None,
     memory_dir: str | None,
@@ -302,6 +337,7 @@ def resume_cmd(
             on_event,
             workdir=None,
             model=model,
+            model_timeout=model_timeout,
             token_threshold=token_threshold,
             max_parallel=max_parallel,
         )
@@ -358,6 +394,9 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
         f"Latest checkpoint: {info['latest_checkpoint'] or '-'}",
         f"Latest snapshot: {info['latest_snapshot'] or '-'}",
     ]
+    lines += [f"Failed: {k}: {e}" for k, e in (info.get("errors") or {}).items() if e]
+    if info.get("resume"):
+        lines.append(f"Resume: {info['resume']}")
     click.echo("\n".join(lines))
 
 

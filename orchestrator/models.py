@@ -34,6 +34,13 @@ if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
 
 ENV_MODEL = "TETHER_MODEL"
+ENV_TIMEOUT = "TETHER_MODEL_TIMEOUT"
+DEFAULT_TIMEOUT = 120.0
+"""Seconds one model request may take before it is abandoned and retried."""
+#: Providers whose LangChain class takes `timeout` and `max_retries`: tether sets the
+#: request timeout and turns the client's own retries off (tether's agents retry, with
+#: backoff that honours Retry-After, and count every attempt).
+_TIMEOUT_PROVIDERS = frozenset({"openai", "azure_openai", "anthropic", "groq", "mistralai"})
 ENV_ALLOW = "TETHER_ALLOW_MODEL_REQUESTS"
 OFFLINE_SPECS = frozenset({"offline", "tether:offline", "tether-offline"})
 OFFLINE_NAME = "tether:offline"
@@ -116,12 +123,44 @@ def choose_spec(spec: str | None = None, workflow_model: str | None = None) -> t
     return OFFLINE_NAME, "default"
 
 
-def resolve_model(spec: str | None = None, *, workflow_model: str | None = None) -> ResolvedModel:
+def model_timeout(timeout: float | None = None, workflow_timeout: float | None = None) -> float:
+    """Seconds per request: `--model-timeout`, `$TETHER_MODEL_TIMEOUT`, the workflow's
+    `model_timeout`, else `DEFAULT_TIMEOUT`.
+
+    Raises:
+        ModelConfigError: a value that is not a positive number.
+    """
+    for value, where in (
+        (timeout, "--model-timeout"),
+        (os.environ.get(ENV_TIMEOUT), ENV_TIMEOUT),
+        (workflow_timeout, "workflow model_timeout"),
+    ):
+        if value is None or str(value).strip() == "":
+            continue
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = -1.0
+        if seconds <= 0:
+            raise ModelConfigError(
+                f"{where} {value!r} is not a positive number of seconds; e.g. 60"
+            )
+        return seconds
+    return DEFAULT_TIMEOUT
+
+
+def resolve_model(
+    spec: str | None = None,
+    *,
+    workflow_model: str | None = None,
+    timeout: float | None = None,
+) -> ResolvedModel:
     """Build the chat model for a run.
 
     Args:
         spec: `provider:model` from `--model`, or `offline`; None to look further.
         workflow_model: the workflow file's `model` (used after `$TETHER_MODEL`).
+        timeout: seconds per request (default: `model_timeout()`).
 
     Raises:
         ModelConfigError: unknown provider, provider package not installed, model requests
@@ -130,7 +169,7 @@ def resolve_model(spec: str | None = None, *, workflow_model: str | None = None)
     chosen, source = choose_spec(spec, workflow_model)
     if chosen.lower() in OFFLINE_SPECS:
         return ResolvedModel(offline_model(), OFFLINE_NAME, True, source)
-    return ResolvedModel(_build(chosen), chosen, False, source)
+    return ResolvedModel(_build(chosen, timeout or model_timeout()), chosen, False, source)
 
 
 def install_hint(provider: str, module: str | None = None) -> str:
@@ -172,7 +211,7 @@ def _infer_provider(name: str) -> str | None:
     return _attempt_infer_model_provider(name)
 
 
-def _build(spec: str) -> BaseChatModel:
+def _build(spec: str, timeout: float = DEFAULT_TIMEOUT) -> BaseChatModel:
     provider, name = _split_spec(spec)
     if provider is None:
         provider = _infer_provider(name)
@@ -199,8 +238,9 @@ def _build(spec: str) -> BaseChatModel:
         )
     from langchain.chat_models import init_chat_model
 
+    extra = {"timeout": timeout, "max_retries": 0} if provider in _TIMEOUT_PROVIDERS else {}
     try:
-        return init_chat_model(name, model_provider=provider)
+        return init_chat_model(name, model_provider=provider, **extra)
     except ImportError as exc:
         raise ModelConfigError(
             f"provider for {spec!r} is not installed: {_first_line(exc)}"
@@ -211,6 +251,13 @@ def _build(spec: str) -> BaseChatModel:
         raise ModelConfigError(
             f"cannot initialise model {spec!r}: {type(exc).__name__}: {_first_line(exc)}"
         ) from None
+
+
+def context_window(model: Any) -> int | None:
+    """`max_input_tokens` of the model's LangChain profile, when it has one."""
+    profile = getattr(model, "profile", None) or {}
+    value = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def _first_line(exc: BaseException) -> str:

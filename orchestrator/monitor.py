@@ -60,10 +60,21 @@ def count_messages(messages: list[Any]) -> int:
 
 
 def lead_context_tokens(ctx: Any, state: dict[str, Any]) -> int:
-    """Estimated size of the lead's next context."""
+    """Size of the lead's context: the input tokens the provider reported for the lead's
+    last call (tool schemas included), or the estimate of its next context when that is
+    larger (findings merged since) or when no usage was reported."""
     from orchestrator.nodes.plan import lead_messages
 
-    return count_messages(lead_messages(ctx, state))
+    estimate = count_messages(lead_messages(ctx, state))
+    calls = state.get("lead_calls") or []
+    reported = int(calls[-1].get("tokens") or 0) if calls and calls[-1].get("reported") else 0
+    return max(reported, estimate)
+
+
+def lead_context_estimated(state: dict[str, Any]) -> bool:
+    """True when the lead's gauge has no provider-reported usage behind it (show `~`)."""
+    calls = state.get("lead_calls") or []
+    return not (calls and calls[-1].get("reported"))
 
 
 def conversation_summary(lead_log: list[dict[str, str]], limit: int = SUMMARY_CHARS) -> str:

@@ -59,7 +59,8 @@ def describe(event: Event) -> str | None:
         return f"warning: {event['message']}"
     if kind == "tokens" and event.get("zone"):
         return (
-            f"tokens: lead context ~{event['context']} / {event['threshold']} "
+            f"tokens: lead context {'~' if event.get('estimated', True) else ''}"
+            f"{event['context']} / {event['threshold']} "
             f"({event['zone']}), total {event.get('total', 0)}"
         )
     if kind == "done":
@@ -149,7 +150,7 @@ class LiveView:
             self.lead.update(
                 {
                     k: event[k]
-                    for k in ("context", "threshold", "warning_ratio", "total")
+                    for k in ("context", "threshold", "warning_ratio", "total", "estimated")
                     if k in event
                 }
             )
@@ -180,7 +181,8 @@ class LiveView:
             else:
                 bar.append("░", style="dim red" if i >= warn_col else "dim")
         label = "save" if used >= threshold else "warn" if used >= warn_at else "ok"
-        bar.append(f" {used:,}/{threshold:,} {label}", style="bold")
+        approx = "~" if self.lead.get("estimated") else ""
+        bar.append(f" {approx}{used:,}/{threshold:,} {label}", style="bold")
         return bar
 
     def _render(self) -> Any:

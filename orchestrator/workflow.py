@@ -15,6 +15,7 @@ thresholds:
   max_parallel: 4
   max_subtasks: 4
 model: openai:gpt-4o-mini   # optional; --model and $TETHER_MODEL win
+model_timeout: 60           # optional; seconds per model request (default 120)
 memory_dir: .temp/memory    # optional; relative to the workflow file
 ```
 
@@ -120,6 +121,8 @@ class Workflow(BaseModel):
     agents: dict[str, AgentSpec] = Field(default_factory=lambda: {DEFAULT_AGENT: AgentSpec()})
     thresholds: Thresholds = Field(default_factory=Thresholds)
     model: StrictStr | None = None
+    model_timeout: float | None = Field(default=None, gt=0)
+    """Seconds one model request may take (default 120; `--model-timeout` wins)."""
     memory_dir: StrictStr | None = None
     _source: Path | None = PrivateAttr(default=None)
 

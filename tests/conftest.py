@@ -25,6 +25,8 @@ def _isolated_env(tmp_path, monkeypatch):
         monkeypatch.delenv(key, raising=False)
     # Real model calls are refused in tests; the offline model is always allowed.
     monkeypatch.setenv("TETHER_ALLOW_MODEL_REQUESTS", "0")
+    # Model retries back off from 10 ms, not 1 s, so failing-provider tests stay fast.
+    monkeypatch.setenv("TETHER_RETRY_DELAY", "0.01")
     monkeypatch.chdir(tmp_path)
     yield
 

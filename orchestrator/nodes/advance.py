@@ -4,6 +4,10 @@ After the last phase it writes the final merged summary of every finding, a clos
 snapshot (so any fresh agent can pick the finished task up), records the episode in
 long-term memory (`memory.longterm.reflect`), and marks the task `done`.
 
+A phase with a failed subagent ends the task `failed` (checkpoint `phase_failed`, the plan
+names what failed): later phases are never planned without its finding; `resume` reruns
+the failed subagents only (`recovery.retry_failed`).
+
 Idempotent: the final summary is registered (`merged:final`), and a replayed transition
 only writes one more checkpoint, which is harmless.
 """
@@ -17,9 +21,45 @@ from orchestrator.recovery import fault
 from orchestrator.state import OrchestratorState, current_phase
 
 
+def phase_failures(state: OrchestratorState) -> dict[str, dict[str, Any]]:
+    """Failed subagents of the current phase (key -> `{agent, error}`)."""
+    phase = current_phase(state)
+    subtasks = state.get("subtasks") or {}
+    return {
+        k: v
+        for k, v in (state.get("failed") or {}).items()
+        if (subtasks.get(k) or {}).get("phase") == phase
+    }
+
+
+def failure_summary(failed: dict[str, dict[str, Any]]) -> str:
+    """`key (agent): error; ...` for the final line, the plan and the checkpoint."""
+    return "; ".join(
+        f"{k} ({v.get('agent', '?')}): {v.get('error', 'failed')}"[:300]
+        for k, v in sorted(failed.items())
+    )
+
+
+def _fail(ctx: Any, state: OrchestratorState, failed: dict[str, dict]) -> dict[str, Any]:
+    """Stop the task: a later phase must not be planned without a failed agent's finding."""
+    what = failure_summary(failed)
+    failed_state = {**state, "status": "failed"}
+    nxt = f"Resume to rerun the failed subagents: {what}"
+    write_plan_file(ctx, {**failed_state, "next_actions": [nxt]})
+    cp = write_checkpoint(ctx, failed_state, trigger="phase_failed", next_action=nxt[:500])
+    ctx.emit("failed", task_id=state["task_id"], failed=sorted(failed), error=what)
+    return {
+        "status": "failed",
+        "checkpoints": {cp.rsplit("/", 1)[-1].removesuffix(".json"): cp},
+    }
+
+
 def advance_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     ctx = runtime.context
     current_phase(state)
+    failed = phase_failures(state)
+    if failed:
+        return _fail(ctx, state, failed)
     last = state["phase_index"] + 1 >= len(state["phases"])
     nxt = "finish the task" if last else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
     fault("advance_before_checkpoint")
@@ -95,4 +135,4 @@ def _reflect(ctx: Any, state: OrchestratorState, records: list[dict]) -> None:
 
 
 def route_advance(state: OrchestratorState) -> str:
-    return "end" if state.get("status") == "done" else "plan"
+    return "end" if state.get("status") in ("done", "failed") else "plan"

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.monitor import SAVE, WARN, TokenGauge, lead_context_tokens, total_tokens
+from orchestrator.monitor import (
+    SAVE,
+    WARN,
+    TokenGauge,
+    lead_context_estimated,
+    lead_context_tokens,
+    total_tokens,
+)
 from orchestrator.recovery import fault
 from orchestrator.state import OrchestratorState
 
@@ -29,12 +36,14 @@ def monitor_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
         threshold=gauge.threshold,
         warning_ratio=gauge.warning_ratio,
         zone=zone,
+        estimated=lead_context_estimated(state),
     )
     if zone == WARN and not state.get("warned"):
         ctx.emit(
             "warning",
             message=(
-                f"lead context ~{lead} tokens is in the warning zone "
+                f"lead context {'~' if lead_context_estimated(state) else ''}{lead} tokens "
+                "is in the warning zone "
                 f"({gauge.warn_at}-{gauge.threshold}); a snapshot follows at {gauge.threshold}"
             ),
         )

@@ -1,7 +1,9 @@
 """plan: the lead agent plans the current phase and writes the research plan.
 
 The lead runs `agent_loop.run_agent` with the workdir tools, `recall_memory` and the
-`PhasePlan` final tool. Its context (`lead_messages`) is rebuilt for every call from
+`PhasePlan` final tool, and with `TetherMemoryMiddleware` (the same middleware users add
+to their own agents: its turns go to `working/{task}/messages.jsonl`). Its context
+(`lead_messages`) is rebuilt for every call from
 durable parts, in this order: system prompt, the memory index (first call of the task
 only), the skills index, the working-memory overview, the research plan file, the
 snapshot it was seeded from after a handoff, the lead's conversation since its last
@@ -230,9 +232,36 @@ def _plan_update(ctx: Any, state: OrchestratorState, result: Any, fresh: bool) -
         ],
         "lead_calls": [
             *(state.get("lead_calls") or []),
-            {"phase": phase, "tokens": max(result.context_tokens or [0]), "fresh": fresh},
+            {
+                "phase": phase,
+                "tokens": max(result.context_tokens or [0]),
+                "fresh": fresh,
+                "reported": not result.estimated,
+            },
         ],
     }
+
+
+def lead_middleware(ctx: Any, task_id: str) -> Any:
+    """The lead's `TetherMemoryMiddleware`: records its turns in working memory and gauges
+    each call; a planning turn that outgrows the threshold snapshots and goes on fresh.
+    (Recall is already part of the lead's context: `working_context`.)"""
+    from orchestrator.middleware import TetherMemoryMiddleware
+
+    def forward(event: dict[str, Any]) -> None:
+        if event["event"] in ("warning", "snapshot"):
+            fields = {k: v for k, v in event.items() if k not in ("event", "task_id")}
+            ctx.emit(event["event"], agent=LEAD, **fields)
+
+    return TetherMemoryMiddleware(
+        ctx.store,
+        task_id,
+        threshold=ctx.token_threshold,
+        warning_ratio=ctx.warning_ratio,
+        recall=False,
+        record_system=False,
+        on_event=forward,
+    )
 
 
 def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
@@ -253,7 +282,7 @@ def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
         messages=lead_messages(ctx, state),
         max_steps=int(getattr(spec, "max_steps", 0) or 6),
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        bind=ctx.bind,
+        middleware=[lead_middleware(ctx, state["task_id"])],
     )
     fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
     update = _plan_update(ctx, state, result, fresh)

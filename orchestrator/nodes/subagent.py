@@ -153,7 +153,6 @@ def _run(ctx: Any, payload: dict[str, Any], used: dict[str, int]) -> Any:
         messages=subagent_prompt(payload, ctx.skills_index, max_steps),
         max_steps=max_steps,
         max_context_tokens=budget,
-        bind=ctx.bind,
         on_step=on_step,
     )
 

@@ -39,7 +39,7 @@ def test_low_threshold_warns_snapshots_and_continues_with_a_fresh_lead(
     workflow = tmp_path / "long.yaml"
     workflow.write_text("phases: [p1, p2, p3, p4, p5, p6, p7, p8, p9]\n")
     events: list[dict] = []
-    threshold = 3000
+    threshold = 4000
     result = Orchestrator(
         workdir=fixture_repo, workflow=workflow, token_threshold=threshold, on_event=events.append
     ).run("Survey the shop service", task_id="tok")
@@ -57,8 +57,11 @@ def test_low_threshold_warns_snapshots_and_continues_with_a_fresh_lead(
     assert fresh[0]["tokens"] < 0.8 * saves[0]["tokens"]
     before = [c["tokens"] for c in result.lead_calls if not c["fresh"]]
     assert max(before) > fresh[0]["tokens"]
-    zones = [e["zone"] for e in _lead_zone_events(events)]
-    assert zones.index("warn") < zones.index("save")
+    # a warning comes before the first snapshot (the lead's reported context can jump past
+    # the warning zone in one phase; the warning then says so)
+    first_save = next(i for i, e in enumerate(events) if e.get("reason") == "token_limit")
+    assert any(e["event"] == "warning" for e in events[:first_save])
+    assert "save" in [e["zone"] for e in _lead_zone_events(events)]
 
 
 def test_default_threshold_comes_from_the_skill_and_the_flag_overrides_the_workflow(

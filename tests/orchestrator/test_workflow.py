@@ -111,7 +111,8 @@ class TestQueries:
         ("name: a\nname: b\n", "malformed YAML: duplicate key 'name' at line 2"),
         (
             "phasez: [a]\n",
-            "unknown key 'phasez'; allowed: name, phases, agents, thresholds, model, memory_dir",
+            "unknown key 'phasez'; allowed: name, phases, agents, thresholds, model, "
+            "model_timeout, memory_dir",
         ),
         (
             "thresholds:\n  tokens: 5\n",

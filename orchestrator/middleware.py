@@ -1,0 +1,260 @@
+"""tether's external memory as one LangChain `AgentMiddleware` for any `create_agent` agent.
+
+```python
+from langchain.agents import create_agent
+from orchestrator import TetherMemoryMiddleware
+
+agent = create_agent(model, tools, middleware=[TetherMemoryMiddleware(".temp/memory", "T1")])
+agent.invoke({"messages": [{"role": "user", "content": "Map the auth flow"}]})
+```
+
+What it does, per model call:
+
+* **records** every new message (user, assistant with its tool calls, tool results) in
+  `working/{task}/messages.jsonl` through `memory.working.WorkingMemory`;
+* **recalls**: the first call of a context gets the best matching snippets of the memory
+  directory (findings, facts, episodes, entries) added to its system message;
+* **gauges** the context: the input tokens the provider reported for the last call
+  (`usage_metadata`), or an estimate shown with `~` when it reports none; the threshold is
+  min(`threshold`, `context_ratio` x the model profile's `max_input_tokens`);
+* **warns** once per context in the warning zone (`warning_ratio` x threshold);
+* **hands off** at the threshold: writes `context_snapshots/snap_{ts}.md` and sends the
+  next calls a fresh context: the first user message, the snapshot, and the newest
+  exchange (so every tool call stays answered); the agent's state keeps everything.
+
+Messages carry their LangChain ids into the log, and an id already there is not written
+again (an agent replayed after a crash). Events go to `on_event` (dicts with `event`:
+`tokens`, `warning`, `snapshot`), never to stdout. Invariant: the middleware never drops a
+tool message whose call it sends, and never sends one whose call it dropped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from orchestrator.monitor import SAVE, WARN, TokenGauge
+
+RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
+
+
+class TetherMemoryMiddleware(AgentMiddleware):
+    """Record, recall, gauge, warn and hand off an agent's context (see the module doc).
+
+    Args:
+        memory: a memory directory path or a `memory.store.MemoryStore`.
+        task_id: the working-memory task the messages belong to.
+        threshold: lead-context tokens that trigger a snapshot (default 150,000).
+        warning_ratio: start of the warning zone, as a share of the threshold.
+        context_ratio: share of the model's context window used at most.
+        recall: add recalled snippets to the first call of each context.
+        record_system: also record system messages (the orchestrator's lead, whose system
+            prompt is rebuilt every phase, does not).
+        on_event: receives `tokens`, `warning` and `snapshot` events.
+    """
+
+    def __init__(
+        self,
+        memory: str | os.PathLike[str] | Any,
+        task_id: str,
+        *,
+        threshold: int = 150_000,
+        warning_ratio: float = 0.8,
+        context_ratio: float = 0.75,
+        recall: bool = True,
+        recall_limit: int = 3,
+        record_system: bool = True,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        super().__init__()
+        from memory.store import MemoryStore
+        from memory.working import WorkingMemory
+
+        self.store = memory if hasattr(memory, "layout") else MemoryStore(Path(memory))
+        self.task_id = task_id
+        self.working = WorkingMemory(self.store, task_id)
+        self.working.ensure()
+        self.threshold = threshold
+        self.warning_ratio = warning_ratio
+        self.context_ratio = context_ratio
+        self.recall = recall
+        self.recall_limit = recall_limit
+        self.kinds = ("human", "ai", "tool", "system") if record_system else ("human", "ai", "tool")
+        self.on_event = on_event
+        self.recorded = 0
+        """State messages already written to `messages.jsonl`."""
+        self.seen: set[str] | None = None
+        self.cut = 0
+        """Messages before this index are behind the last handoff (not sent)."""
+        self.seed: str | None = None
+        self.last_tokens = 0
+        self.estimated = True
+        self.warned = False
+        self.snapshots: list[Path] = []
+
+    # -- the gauge --------------------------------------------------------------------------
+    def gauge(self, model: Any = None) -> TokenGauge:
+        """The gauge for `model` (threshold capped by its context window)."""
+        from orchestrator.api import CONTEXT_RATIO, effective_threshold
+
+        threshold = self.threshold
+        if model is not None:
+            if self.context_ratio == CONTEXT_RATIO:
+                threshold = effective_threshold(threshold, model)
+            else:
+                from orchestrator.models import context_window
+
+                window = context_window(model)
+                if window:
+                    threshold = min(threshold, int(window * self.context_ratio))
+        return TokenGauge(threshold, self.warning_ratio)
+
+    def shown(self) -> str:
+        """The gauge as people see it: `~` marks an estimate."""
+        return f"{'~' if self.estimated else ''}{self.last_tokens}"
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.on_event is not None:
+            self.on_event({"event": event, "task_id": self.task_id, **fields})
+
+    # -- hooks --------------------------------------------------------------------------------
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        messages = list(request.messages)
+        self._record(messages)
+        gauge = self.gauge(request.model)
+        zone = gauge.zone(self.last_tokens)
+        if zone == SAVE:
+            self._handoff(messages, gauge)
+        elif zone == WARN and not self.warned:
+            self.warned = True
+            self._emit(
+                "warning",
+                message=f"context {self.shown()} tokens is in the warning zone "
+                f"({gauge.warn_at}-{gauge.threshold}); a snapshot follows at {gauge.threshold}",
+            )
+        sent = self._context(messages)
+        system = request.system_message
+        if self.recall and (len(sent) <= 2 or self.seed is not None and len(sent) <= 4):
+            system = self._with_recall(system, messages)
+        response = handler(request.override(messages=sent, system_message=system))
+        self._measure(sent, response.result[-1], gauge)
+        self._record([*messages, *response.result])
+        return response
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        self._record(list(state["messages"]))
+        return None
+
+    # -- parts ----------------------------------------------------------------------------------
+    def _record(self, messages: list[Any]) -> None:
+        if self.seen is None:  # ids already in the log: a replayed agent is not logged twice
+            self.seen = {str(m.record.get("id")) for m in self.working.messages()}
+        new = [
+            m
+            for m in messages[self.recorded :]
+            if m.type in self.kinds and not (m.id and m.id in self.seen)
+        ]
+        self.seen.update(m.id for m in new if m.id)
+        if new:
+            self.working.append_chat_messages(new)
+        self.recorded = max(self.recorded, len(messages))
+
+    def _measure(self, sent: list[Any], reply: Any, gauge: TokenGauge) -> None:
+        from orchestrator.agent_loop import count_tokens
+
+        usage = getattr(reply, "usage_metadata", None) or {}
+        reported = int(usage.get("input_tokens") or 0)
+        self.estimated = not reported
+        self.last_tokens = reported or count_tokens(sent)
+        self._emit(
+            "tokens",
+            context=self.last_tokens,
+            estimated=self.estimated,
+            shown=self.shown(),
+            threshold=gauge.threshold,
+            zone=gauge.zone(self.last_tokens),
+        )
+
+    def _context(self, messages: list[Any]) -> list[Any]:
+        """What to send: everything, or after a handoff the seed and what came since."""
+        if self.seed is None:
+            return messages
+        first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+        head = [m for m in (first,) if m is not None]
+        seed = HumanMessage(
+            f"You continue from this context snapshot (fresh context):\n{self.seed}"
+        )
+        return [*head, seed, *_answered(messages[self.cut :])]
+
+    def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
+        from orchestrator import artifacts
+        from orchestrator.monitor import conversation_summary
+
+        turns = [
+            {"role": m.type, "content": str(m.content)}
+            for m in messages[self.cut :]
+            if isinstance(m, (HumanMessage, AIMessage)) and str(m.content).strip()
+        ]
+        first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+        path = artifacts.write_snapshot(
+            self.store.layout,
+            task_id=self.task_id,
+            phase="agent",
+            reason="token_limit",
+            token_count=self.last_tokens,
+            conversation_summary=conversation_summary(turns),
+            important_context=f"Objective: {first.content if first else '-'}",
+            resume_instructions="Continue the work from this snapshot in a fresh context.",
+        )
+        self.snapshots.append(path)
+        self.seed = artifacts_text(path)
+        self.cut = _last_exchange_start(messages)
+        self.warned = False
+        self.last_tokens = 0
+        self._emit("snapshot", path=str(path), reason="token_limit", threshold=gauge.threshold)
+
+    def _with_recall(self, system: Any, messages: list[Any]) -> Any:
+        query = " ".join(
+            str(m.content) for m in messages if isinstance(m, HumanMessage) and m.content
+        )[:500]
+        if not query.strip():
+            return system
+        try:
+            hits = self.store.search(query, scope=RECALL_SCOPES, limit=self.recall_limit)
+        except Exception as exc:  # recall is best effort
+            self._emit("warning", message=f"recall failed: {type(exc).__name__}: {exc}")
+            return system
+        if not hits:
+            return system
+        lines = "\n".join(f"- [{h.citation}] {h.text}" for h in hits)
+        text = f"Recalled from memory (cite when you use it):\n{lines}"
+        base = system.text if system is not None else ""
+        return SystemMessage(f"{base}\n\n{text}".strip())
+
+
+def artifacts_text(path: Path) -> str:
+    """A snapshot's text without its machine-readable metadata comment."""
+    from orchestrator.nodes.plan import _text_of
+
+    return _text_of(path)
+
+
+def _last_exchange_start(messages: list[Any]) -> int:
+    """Index of the newest AI message with tool calls whose results end the list, else len."""
+    i = len(messages)
+    while i > 0 and isinstance(messages[i - 1], ToolMessage):
+        i -= 1
+    if i < len(messages) and i > 0 and isinstance(messages[i - 1], AIMessage):
+        return i - 1
+    return len(messages)
+
+
+def _answered(messages: list[Any]) -> list[Any]:
+    """Drop leading tool messages whose call is not in the list (never send orphans)."""
+    calls = {c.get("id") for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    return [m for m in messages if not isinstance(m, ToolMessage) or m.tool_call_id in calls]
