@@ -100,9 +100,7 @@ class AgentSpec(BaseModel):
     def _known_tools(cls, tools: list[str]) -> list[str]:
         unknown = [t for t in tools if t not in KNOWN_TOOLS]
         if unknown:
-            raise ValueError(
-                f"unknown tool {unknown[0]!r}; known tools: {', '.join(KNOWN_TOOLS)}"
-            )
+            raise ValueError(f"unknown tool {unknown[0]!r}; known tools: {', '.join(KNOWN_TOOLS)}")
         return tools
 
 
