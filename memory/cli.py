@@ -27,6 +27,7 @@ _VERB_MODULES = (
     "memory._cli_search",
     "memory._cli_working",
     "memory._cli_mcp",
+    "memory._cli_status",
 )
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from memory.durable import append_jsonl, read_jsonl
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
+from orchestrator.brief import brief_objective, brief_title, check_objective, store_brief
 from orchestrator.errors import (
     OrchestratorRuntimeError,
     OrchestratorUserError,
@@ -308,8 +309,7 @@ class Orchestrator:
         from memory.paths import check_name
         from orchestrator.workdir import check_workdir
 
-        if not objective or not objective.strip():
-            raise OrchestratorUserError("empty objective: say what the task should achieve")
+        check_objective(objective)
         phases = list(
             getattr(self.workflow, "phases", None)
             or ["exploration", "planning", "implementation", "review"]
@@ -365,15 +365,29 @@ class Orchestrator:
         return False
 
     def run(
-        self, objective: str, task_id: str | None = None, start_phase: str | None = None
+        self,
+        objective: str | None = None,
+        task_id: str | None = None,
+        start_phase: str | None = None,
+        *,
+        brief: str | None = None,
     ) -> RunResult:
         """Run a new task to the end of its last phase.
 
+        Args:
+            objective: what the task should achieve (at most `MAX_OBJECTIVE_CHARS`).
+            brief: a long brief instead (see `orchestrator.brief`): stored once as
+                `working/{task_id}/brief.md`; the objective becomes its title and a reference.
+
         Raises:
-            OrchestratorUserError: bad objective, task id, phase, workdir or model.
+            OrchestratorUserError: bad objective, brief, task id, phase, workdir or model.
             Interrupted: Ctrl-C (the task can be resumed).
         """
-        task_id, phases, workdir = self._check_new_task(objective, task_id, start_phase)
+        if brief is not None:
+            objective = objective or brief_title(brief)
+        task_id, phases, workdir = self._check_new_task(objective or "", task_id, start_phase)
+        if brief is not None:
+            objective = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
         with self._task_lock(task_id):
@@ -382,6 +396,8 @@ class Orchestrator:
                     f"task {task_id!r} already exists; continue it with "
                     f"`orchestrator resume --task {task_id}` or pick another --task"
                 )
+            if brief is not None:
+                store_brief(self.layout, task_id, brief)
             return self._start(objective, task_id, phases, workdir, start_phase, resolved)
 
     def _start(

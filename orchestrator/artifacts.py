@@ -393,14 +393,17 @@ _LABEL = re.compile(r"^\*\*(?P<label>[^*]+)\*\*: ?(?P<value>.*)$", re.MULTILINE)
 _STATE_ITEM = re.compile(r"^- (?P<key>Task|Objective|Phase|Agents|Plan): ?(?P<value>.*)$", re.M)
 
 
+#: How a person finds the files of a kind, for "not found" errors.
+_LISTING = {"snapshot": "`orchestrator snapshot list`"}
+
+
 def _read_text(path: Path, what: str, error: type[ArtifactError] = ArtifactError) -> str:
     path = Path(path)
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise error(
-            f"{what} {str(path)!r} not found; list them with `ls` in the memory directory"
-        ) from None
+        listing = _LISTING.get(what, "`ls` in the memory directory")
+        raise error(f"{what} {str(path)!r} not found; list them with {listing}") from None
     except IsADirectoryError:
         raise error(f"{what} {str(path)!r} is a directory, not a file") from None
     except UnicodeDecodeError:

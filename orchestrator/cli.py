@@ -22,6 +22,8 @@ from typing import Any
 
 import click
 
+from orchestrator.brief import read_brief
+
 EXIT_FAILED = 3
 """The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
 EXIT_INTERRUPTED = 130
@@ -237,7 +239,13 @@ def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
 
 
 @cli.command("run")
-@click.argument("objective")
+@click.argument("objective", required=False)
+@click.option(
+    "--objective-file",
+    type=click.Path(path_type=str),
+    default=None,
+    help="A long brief (markdown) instead of OBJECTIVE: stored once in memory and referenced.",
+)
 @task_option
 @click.option(
     "--workdir",
@@ -254,7 +262,8 @@ def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
 @click.option("--phase", "start_phase", default=None, help="Start at this workflow phase.")
 @run_options
 def run_cmd(
-    objective: str,
+    objective: str | None,
+    objective_file: str | None,
     task_id: str | None,
     workdir: str,
     workflow: str | None,
@@ -274,7 +283,13 @@ def run_cmd(
       orchestrator run "Map the auth flow" --workdir ../app --task auth-map
       orchestrator run "Review tests" --workflow workflow.yaml --max-parallel 2
       orchestrator run "Survey" --token-threshold 20000 --json
+      orchestrator run --objective-file brief.md --task migration
     """
+    if objective is not None and objective_file is not None:
+        raise click.UsageError("give OBJECTIVE or --objective-file, not both")
+    if objective is None and objective_file is None:
+        raise click.UsageError("missing OBJECTIVE (or --objective-file FILE for a long brief)")
+    brief = read_brief(objective_file) if objective_file is not None else None
 
     def call(on_event: Any) -> Any:
         orch = _orchestrator(
@@ -287,7 +302,7 @@ def run_cmd(
             token_threshold=token_threshold,
             max_parallel=max_parallel,
         )
-        return orch.run(objective, task_id=task_id, start_phase=start_phase)
+        return orch.run(objective, task_id=task_id, start_phase=start_phase, brief=brief)
 
     _drive(json_mode, call)
 

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 
 from memory.errors import PathEscapeError
 from memory.paths import confine
+from memory.status_file import BEGIN as STATUS_BEGIN
+from memory.status_file import FILE_NAME as STATUS_FILE
 from orchestrator.errors import WorkdirError
 
 if TYPE_CHECKING:
@@ -87,6 +89,15 @@ def is_binary(path: Path) -> bool:
             return b"\x00" in fh.read(_SNIFF_BYTES)
     except OSError:
         return True
+
+
+def _written_by_tether(path: Path) -> bool:
+    """True for a STATUS.md that carries tether's status block (`memory status-file`)."""
+    try:
+        with open(path, "rb") as fh:
+            return STATUS_BEGIN.split(" (")[0].encode() in fh.read(1 << 16)
+    except OSError:
+        return False
 
 
 def _skipped_dir(name: str) -> bool:
@@ -155,6 +166,8 @@ class WorkdirFiles:
                     if entry.name.startswith(".") or not entry.is_file():
                         continue
                     path = Path(entry.path)
+                    if entry.name == STATUS_FILE and _written_by_tether(path):
+                        continue  # tether's own memory pointer is not evidence about the project
                     if entry.is_symlink() and not self._inside(path):
                         continue
                     seen += 1

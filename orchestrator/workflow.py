@@ -62,6 +62,21 @@ DEFAULT_TOOLS = (
     "memory_fetch",
     "memory_read",
 )
+#: Every tool name an agent may list: the workdir tools, then the memory tools.
+#: A test checks this against the tools a run actually builds, so it cannot drift.
+KNOWN_TOOLS = (
+    "list_files",
+    "read_file",
+    "grep_files",
+    "recall_memory",
+    "memory_read",
+    "memory_write",
+    "memory_patch",
+    "memory_append",
+    "memory_list",
+    "memory_log",
+    "memory_fetch",
+)
 
 
 class AgentSpec(BaseModel):
@@ -80,6 +95,14 @@ class AgentSpec(BaseModel):
     """`provider:model` for this agent; None means the run's model."""
     max_steps: StrictInt = Field(default=8, gt=0)
     """Model calls the subagent may make before it must submit its findings."""
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: list[str]) -> list[str]:
+        unknown = [t for t in tools if t not in KNOWN_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tool {unknown[0]!r}; known tools: {', '.join(KNOWN_TOOLS)}")
+        return tools
 
 
 class Thresholds(BaseModel):

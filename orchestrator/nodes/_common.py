@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from memory.durable import append_jsonl, read_jsonl
+from memory.errors import MemoryStoreError
+from memory.status_file import write_status_file
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
 
 
@@ -255,4 +257,22 @@ def write_checkpoint(
         ctx.layout, checkpoints.Checkpoint(**payload), project_dir=ctx.project_dir
     )
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
+    if trigger in STATUS_TRIGGERS:
+        refresh_status_file(ctx, state)
     return ctx.layout.relative(Path(path))
+
+
+#: Checkpoints after which the workdir's STATUS.md is refreshed: a phase's end and the
+#: task's end (not every subagent, which would cost a scan of the memory per finding).
+STATUS_TRIGGERS = frozenset({"phase_transition", "phase_failed", "task_complete", "interrupted"})
+
+
+def refresh_status_file(ctx: Any, state: OrchestratorState) -> None:
+    """Rewrite tether's block in `<workdir>/STATUS.md`; a failure is a warning, not a crash."""
+    workdir = state.get("workdir")
+    if not workdir:
+        return
+    try:
+        write_status_file(ctx.store, workdir, task_id=state["task_id"])
+    except (OSError, MemoryStoreError) as exc:
+        ctx.emit("warning", message=f"STATUS.md not updated in {workdir}: {exc}")

@@ -320,7 +320,7 @@ class TestSnapshot:
     @pytest.mark.parametrize(
         ("content", "message"),
         [
-            (None, "snapshot {p!r} not found; list them with `ls` in the memory directory"),
+            (None, "snapshot {p!r} not found; list them with `orchestrator snapshot list`"),
             (b"\xff\xfe", "snapshot {p!r} is not UTF-8 text"),
             (
                 b"# Notes\nnothing here\n",

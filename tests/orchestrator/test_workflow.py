@@ -177,6 +177,12 @@ class TestQueries:
             "thresholds: 5\n",
             "'thresholds': Input should be a valid dictionary or instance of Thresholds (got 5)",
         ),
+        (
+            "agents:\n  researcher:\n    tools: [rm_rf, list_files]\n",
+            "'agents.researcher.tools': unknown tool 'rm_rf'; known tools: list_files, "
+            "read_file, grep_files, recall_memory, memory_read, memory_write, memory_patch, "
+            "memory_append, memory_list, memory_log, memory_fetch (got ['rm_rf', 'list_files'])",
+        ),
         ("- a\n- b\n", "must be a mapping of keys such as 'phases' and 'agents', got list"),
         ("", "is empty; give at least 'phases:' or drop --workflow"),
         ("# only a comment\n", "is empty; give at least 'phases:' or drop --workflow"),
@@ -218,3 +224,14 @@ def test_python_objects_in_yaml_are_refused(tmp_path):
 
 def test_default_phases_constant():
     assert workflow.DEFAULT_PHASES == ("exploration", "planning", "implementation", "review")
+
+
+def test_known_tools_are_the_tools_a_run_builds(tmp_path):
+    """`KNOWN_TOOLS` (what a workflow may name) matches the workdir and memory tools."""
+    from memory import MemoryStore
+    from memory.tools import memory_tools
+    from orchestrator.workdir import workdir_tools
+
+    built = [t.name for t in workdir_tools(tmp_path)]
+    built += [t.name for t in memory_tools(MemoryStore(tmp_path / "mem"), task_id="t")]
+    assert sorted(workflow.KNOWN_TOOLS) == sorted(built)

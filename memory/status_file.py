@@ -1,0 +1,193 @@
+"""STATUS.md: where a project's memory is, for a person or an agent opening the project.
+
+`write_status_file()` renders one marked block (task, phase and outcome, latest checkpoint,
+plan, snapshot, what is left, and the memory entries grouped by the directory they are
+linked to, each with its id) and puts it into a `STATUS.md`:
+
+* the file does not exist: it is created with the block alone;
+* it has the block: only the block is replaced, every line a person wrote above or below it
+  stays byte for byte;
+* it has no block: the block is appended after the person's text.
+
+Everything comes from the memory files themselves (checkpoint JSON, plans, snapshots) and the
+entry store, so the block is true of the memory at the moment it is written. Writing twice
+with nothing changed leaves the file identical (no clock in the block). The write is atomic
+and happens under a file lock, so two writers never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory.durable import atomic_write_text, file_lock
+from memory.errors import InvalidInputError
+
+BEGIN = "<!-- tether:status:begin (rewritten by `memory status-file`; edit outside this block) -->"
+END = "<!-- tether:status:end -->"
+FILE_NAME = "STATUS.md"
+ENTRIES_PER_DIRECTORY = 10
+_BLOCK = re.compile(re.escape(BEGIN.split(" (")[0]) + r".*?" + re.escape(END), re.DOTALL)
+_TS = re.compile(r"_(\d{8}T\d{6,12}Z)")
+
+__all__ = ["END", "BEGIN", "FILE_NAME", "StatusInfo", "gather_status", "render_block",
+           "write_status_file"]  # fmt: skip
+
+
+@dataclass
+class StatusInfo:
+    """What the block says."""
+
+    memory_root: Path
+    task_id: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_path: str | None = None
+    plan: str | None = None
+    snapshot: str | None = None
+    findings: int = 0
+    entries: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def _newest(paths: list[Path]) -> list[Path]:
+    """`paths` newest first, by the UTC timestamp in their names (then by name)."""
+
+    def key(p: Path) -> tuple[str, str]:
+        m = _TS.search(p.name)
+        return (m.group(1) if m else "", p.name)
+
+    return sorted(paths, key=key, reverse=True)
+
+
+def _read_checkpoint(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a torn or corrupt checkpoint is not a status
+    return data if isinstance(data, dict) and isinstance(data.get("task_id"), str) else None
+
+
+def gather_status(store: Any, task_id: str | None = None) -> StatusInfo:
+    """Read what STATUS.md should say about `task_id` (default: the latest checkpoint's task)."""
+    root = Path(store.root)
+    info = StatusInfo(memory_root=root)
+    for path in _newest(list((root / "checkpoints").glob("cp_*.json"))):
+        data = _read_checkpoint(path)
+        if data is not None and (task_id is None or data["task_id"] == task_id):
+            info.checkpoint, info.checkpoint_path = data, f"checkpoints/{path.name}"
+            break
+    info.task_id = task_id or (info.checkpoint or {}).get("task_id")
+    if info.task_id is None:
+        plans = sorted((root / "research_plans").glob("*.md"), key=os.path.getmtime)
+        info.task_id = plans[-1].stem if plans else None
+    if info.task_id and (root / "research_plans" / f"{info.task_id}.md").is_file():
+        info.plan = f"research_plans/{info.task_id}.md"
+    snaps = _newest(list((root / "context_snapshots").glob("snap_*.md")))
+    info.snapshot = f"context_snapshots/{snaps[0].name}" if snaps else None
+    info.findings = len(list((root / "findings").glob("*.md")))
+    groups: dict[str, list[Any]] = defaultdict(list)
+    for entry in store.list_entries(limit=None):
+        groups[entry.directory or "(no directory)"].append(entry)
+    info.entries = dict(sorted(groups.items()))
+    return info
+
+
+def _state_lines(cp: dict[str, Any]) -> list[str]:
+    state = cp.get("state") or {}
+    pending = list(state.get("pending_subtasks") or [])
+    blocked = list(state.get("blocked_agents") or [])
+    lines = [
+        f"- Completed subtasks: {len(state.get('completed_subtasks') or [])}, "
+        f"pending: {len(pending)}, failed or blocked: {len(blocked)}"
+    ]
+    lines += [f"- Pending: `{p}`" for p in pending[:20]]
+    lines += [f"- Blocked: `{b if isinstance(b, str) else json.dumps(b)}`" for b in blocked[:20]]
+    if cp.get("next_action"):
+        lines.append(f"- Next action: {' '.join(str(cp['next_action']).split())}")
+    return lines
+
+
+def render_block(info: StatusInfo) -> str:
+    """The marked block, markdown, deterministic for the same memory."""
+    out = [BEGIN, "## tether memory", "", f"- Memory directory: `{info.memory_root}`"]
+    if info.task_id is None:
+        out.append("- No task has run with this memory yet.")
+    else:
+        out.append(f"- Task: `{info.task_id}`")
+    cp = info.checkpoint
+    if cp is not None:
+        out.append(f"- Phase: {cp.get('phase')} (latest checkpoint {cp.get('timestamp')})")
+        report = f"orchestrator checkpoint report --task {info.task_id}"
+        out.append(
+            f"- Latest checkpoint: `{info.checkpoint_path}` "
+            f"(`{report} --memory-dir {info.memory_root}`)"
+        )
+    if info.plan:
+        out.append(f"- Research plan: `{info.plan}`")
+    if info.snapshot:
+        out.append(f"- Latest context snapshot: `{info.snapshot}`")
+    out.append(f"- Findings files (subagents and merged): {info.findings}")
+    if cp is not None:
+        out += ["", "### Where the task stands", "", *_state_lines(cp)]
+    out += ["", "### Memory entries by directory", ""]
+    if not info.entries:
+        out.append("No entries yet (store one with `memory log --file F --directory DIR`).")
+    for directory, entries in info.entries.items():
+        out.append(f"- `{directory}` ({len(entries)} entries)")
+        out += [f"  - `{e.reference}`" for e in entries[:ENTRIES_PER_DIRECTORY]]
+        if len(entries) > ENTRIES_PER_DIRECTORY:
+            more = len(entries) - ENTRIES_PER_DIRECTORY
+            out.append(f"  - ... {more} more: `memory list --directory {directory}`")
+    out += [
+        "",
+        "Use `memory fetch ID --summary-only` (or `--chunk N`) for an entry's content.",
+        END,
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _merge(existing: str, block: str) -> str:
+    if _BLOCK.search(existing):
+        return _BLOCK.sub(lambda _m: block.rstrip("\n"), existing, count=1)
+    if not existing:
+        return block
+    return existing + ("" if existing.endswith("\n") else "\n") + "\n" + block
+
+
+def write_status_file(
+    store: Any, path: str | os.PathLike[str] | None = None, *, task_id: str | None = None
+) -> Path:
+    """Write or refresh the status block in `path` (a file, or a folder for its STATUS.md).
+
+    Args:
+        store: the `MemoryStore` to describe.
+        path: where to write; default `./STATUS.md`.
+        task_id: the task to describe; default the task of the latest checkpoint.
+
+    Raises:
+        InvalidInputError: `path` is in a folder that does not exist, or the existing file
+            is not UTF-8 text (it is left as it was).
+    """
+    target = Path(path) if path is not None else Path(FILE_NAME)
+    if target.is_dir():
+        target = target / FILE_NAME
+    if not target.parent.is_dir():
+        raise InvalidInputError(
+            f"cannot write {str(target)!r}: folder {str(target.parent)!r} does not exist"
+        )
+    block = render_block(gather_status(store, task_id))
+    with file_lock(Path(store.root) / ".locks" / FILE_NAME):
+        try:
+            existing = target.read_text(encoding="utf-8") if target.exists() else ""
+        except UnicodeDecodeError:
+            raise InvalidInputError(
+                f"{str(target)!r} is not UTF-8 text; move it aside or name another file"
+            ) from None
+        merged = _merge(existing, block)
+        if merged != existing:
+            atomic_write_text(target, merged)
+    return target
