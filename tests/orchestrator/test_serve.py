@@ -163,7 +163,8 @@ def test_served_run_streams_progress_and_writes_the_cli_memory_files(server, tmp
         json.loads(line)
         for line in (served_memory / ".tether" / "tasks.jsonl").read_text().splitlines()
     ]
-    assert record[-1]["task_id"] == "shop-1" and record[-1]["workdir"] == str(repo)
+    merged = {k: v for rec in record if rec["task_id"] == "shop-1" for k, v in rec.items()}
+    assert merged["workdir"] == str(repo)  # later lines update fields (status, model)
 
     from orchestrator import Orchestrator
 
@@ -263,7 +264,8 @@ def test_a_worker_killed_mid_task_is_finished_by_rerunning_the_thread(tmp_path):
     assert sorted(p.name for p in findings.glob("researcher-exploration-*")) == first_phase
     assert len(list(findings.glob("researcher-review-*"))) == len(first_phase)
     tasks = (memory / ".tether" / "tasks.jsonl").read_text().splitlines()
-    assert [json.loads(line)["task_id"] for line in tasks] == ["shop-1"]  # recorded once
+    created = [json.loads(line) for line in tasks if "created" in json.loads(line)]
+    assert [rec["task_id"] for rec in created] == ["shop-1"]  # started once, not twice
 
 
 def test_the_assistant_publishes_its_input_and_context_schemas(server):
