@@ -23,7 +23,7 @@ from memory.errors import MemoryDirError
 BUSY_TIMEOUT_MS = 60_000
 
 #: Modules that own tables; each exposes `MIGRATIONS: list[tuple[str, str | Callable]]`.
-MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.archive")
+MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.archive", "memory.backends.files")
 
 CREATE_MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (
