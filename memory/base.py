@@ -204,6 +204,8 @@ def prepare_entry(
     text, data = _as_text(content)
     if isinstance(tags, str):
         tags = [tags]
+    if any("\x00" in t for t in tags):
+        raise InvalidInputError(f"tag with a NUL character in {list(tags)!r}; use plain text tags")
     tokens = estimate_tokens(text)
     pieces = split_chunks(text, CHUNK_MAX_CHARS) if tokens > FILE_MAX_TOKENS else [text]
     record = EntryRecord(
@@ -212,12 +214,22 @@ def prepare_entry(
         tokens=tokens,
         bytes=len(data),
         chunks=len(pieces),
-        summary=extractive_summary(text, SUMMARY_MAX_TOKENS),
+        summary=extractive_summary(text, SUMMARY_MAX_TOKENS).replace("\x00", ""),
         tags=tuple(sorted({t.strip() for t in tags if t and t.strip()})),
         directory=normalize_directory(directory) if directory is not None else None,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
     )
     return record, pieces
+
+
+def json_text(data: dict[str, Any]) -> str:
+    """`data` as canonical JSON; `InvalidInputError` if it holds something JSON cannot."""
+    import json
+
+    try:
+        return json.dumps(data, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"record data is not JSON ({exc}); store plain values") from None
 
 
 def check_chunk(entry_id: str, chunk: int | None, chunks: int) -> None:

@@ -41,6 +41,7 @@ from memory.base import (
     check_chunk,
     check_doc_path,
     check_id,
+    json_text,
 )
 from memory.errors import InvalidInputError
 from memory.store import MemoryStore
@@ -284,8 +285,8 @@ class FilesBackend(BaseBackend):
         check_id(task.task_id, "task id")
         now = time.time()
         with self._write() as conn:
-            conn.execute(UPSERT_TASK_SQL, (task.task_id, task.status, _dumps(task.data), now))
-        return TaskRecord(task.task_id, task.status, json.loads(_dumps(task.data)), now)
+            conn.execute(UPSERT_TASK_SQL, (task.task_id, task.status, json_text(task.data), now))
+        return TaskRecord(task.task_id, task.status, json.loads(json_text(task.data)), now)
 
     def get_task(self, task_id: str) -> TaskRecord | None:
         row = self._conn.execute(SELECT_TASK_SQL, (task_id,)).fetchone()
@@ -299,7 +300,7 @@ class FilesBackend(BaseBackend):
         check_id(record.task_id, "task id")
         check_id(record.agent_id, "agent id")
         now = time.time()
-        row = (record.task_id, record.agent_id, record.status, _dumps(record.data), now)
+        row = (record.task_id, record.agent_id, record.status, json_text(record.data), now)
         with self._write() as conn:
             conn.execute(UPSERT_AGENT_SQL, row)
         return SubagentRecord(*row[:3], json.loads(row[3]), now)
@@ -314,7 +315,7 @@ class FilesBackend(BaseBackend):
             merged = json.loads(row[1]) if row else {}
             merged.update(data or {})
             conn.execute(
-                UPSERT_AGENT_SQL, (task_id, agent_id, to_status, _dumps(merged), time.time())
+                UPSERT_AGENT_SQL, (task_id, agent_id, to_status, json_text(merged), time.time())
             )
         return True
 
@@ -350,13 +351,6 @@ def _check_version(path: str, have: int, expected: int | None) -> None:
         raise ConflictError(
             f"{path!r} is at version {have}, not {expected}; read it again and retry"
         )
-
-
-def _dumps(data: dict[str, Any]) -> str:
-    try:
-        return json.dumps(data, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"record data is not JSON ({exc}); store plain values") from None
 
 
 def _record(entry: Any) -> EntryRecord:

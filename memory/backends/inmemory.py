@@ -9,6 +9,7 @@ use it in tests and as the yardstick the other backends are compared with.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 import threading
@@ -31,6 +32,7 @@ from memory.base import (
     check_chunk,
     check_doc_path,
     check_id,
+    json_text,
     prepare_entry,
     unknown_entry,
 )
@@ -197,7 +199,7 @@ class InMemoryBackend(BaseBackend):
     # -- tasks and registry --------------------------------------------------------
     def put_task(self, task: TaskRecord) -> TaskRecord:
         check_id(task.task_id, "task id")
-        stored = replace(task, data=copy.deepcopy(task.data), updated_at=time.time())
+        stored = replace(task, data=json.loads(json_text(task.data)), updated_at=time.time())
         with self._lock:
             self._tasks[task.task_id] = stored
         return stored
@@ -215,7 +217,7 @@ class InMemoryBackend(BaseBackend):
     def put_subagent(self, record: SubagentRecord) -> SubagentRecord:
         check_id(record.task_id, "task id")
         check_id(record.agent_id, "agent id")
-        stored = replace(record, data=copy.deepcopy(record.data), updated_at=time.time())
+        stored = replace(record, data=json.loads(json_text(record.data)), updated_at=time.time())
         with self._lock:
             self._agents[(record.task_id, record.agent_id)] = stored
         return stored
@@ -228,7 +230,7 @@ class InMemoryBackend(BaseBackend):
             if (current.status if current else None) not in tuple(from_status):
                 return False
             merged: dict[str, Any] = dict(current.data) if current else {}
-            merged.update(copy.deepcopy(data or {}))
+            merged.update(json.loads(json_text(data or {})))
             self._agents[(task_id, agent_id)] = SubagentRecord(
                 task_id, agent_id, to_status, merged, time.time()
             )

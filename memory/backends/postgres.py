@@ -43,6 +43,7 @@ from memory.base import (
     check_chunk,
     check_doc_path,
     check_id,
+    json_text,
     prepare_entry,
     unknown_entry,
 )
@@ -60,7 +61,7 @@ CREATE TABLE IF NOT EXISTS tether_entries (
 );
 CREATE TABLE IF NOT EXISTS tether_entry_chunks (
     entry_id TEXT NOT NULL REFERENCES tether_entries(id) ON DELETE CASCADE, n INTEGER NOT NULL,
-    body TEXT NOT NULL, PRIMARY KEY (entry_id, n)
+    body BYTEA NOT NULL, PRIMARY KEY (entry_id, n)
 );
 CREATE TABLE IF NOT EXISTS tether_search (
     doc_id TEXT PRIMARY KEY, source TEXT NOT NULL, path TEXT NOT NULL, meta JSONB NOT NULL,
@@ -312,7 +313,7 @@ class PostgresBackend(BaseBackend):
         with self._tx() as conn:
             conn.execute(INSERT_ENTRY_SQL, (*row, list(rec.tags), rec.directory, rec.created_at))
             for n, piece in enumerate(pieces):
-                conn.execute(INSERT_CHUNK_SQL, (rec.id, n, piece))
+                conn.execute(INSERT_CHUNK_SQL, (rec.id, n, piece.encode()))
         return rec
 
     def get_entry(self, entry_id: str) -> EntryRecord:
@@ -327,8 +328,12 @@ class PostgresBackend(BaseBackend):
         check_chunk(entry_id, chunk, record.chunks)
         with self._tx() as conn:
             if chunk is not None:
-                return conn.execute(SELECT_CHUNK_SQL, (entry_id, chunk)).fetchone()[0]
-            return "".join(r[0] for r in conn.execute(SELECT_CHUNKS_SQL, (entry_id,)))
+                return bytes(
+                    conn.execute(SELECT_CHUNK_SQL, (entry_id, chunk)).fetchone()[0]
+                ).decode()
+            return b"".join(
+                bytes(r[0]) for r in conn.execute(SELECT_CHUNKS_SQL, (entry_id,))
+            ).decode()
 
     def list_entries(self, *, type=None, tag=None, directory=None, limit=20) -> list[EntryRecord]:
         from memory.entries import normalize_directory
@@ -377,7 +382,7 @@ class PostgresBackend(BaseBackend):
     # -- tasks and registry --------------------------------------------------------
     def put_task(self, task: TaskRecord) -> TaskRecord:
         check_id(task.task_id, "task id")
-        now, data = time.time(), _dumps(task.data)
+        now, data = time.time(), json_text(task.data)
         with self._tx() as conn:
             conn.execute(UPSERT_TASK_SQL, (task.task_id, task.status, data, now))
         return TaskRecord(task.task_id, task.status, json.loads(data), now)
@@ -394,7 +399,7 @@ class PostgresBackend(BaseBackend):
     def put_subagent(self, record: SubagentRecord) -> SubagentRecord:
         check_id(record.task_id, "task id")
         check_id(record.agent_id, "agent id")
-        now, data = time.time(), _dumps(record.data)
+        now, data = time.time(), json_text(record.data)
         row = (record.task_id, record.agent_id, record.status, data, now)
         with self._tx() as conn:
             conn.execute(XACT_LOCK_SQL, (f"agent:{record.task_id}:{record.agent_id}",))
@@ -412,7 +417,7 @@ class PostgresBackend(BaseBackend):
             merged = dict(row[1]) if row else {}
             merged.update(data or {})
             conn.execute(
-                UPSERT_AGENT_SQL, (task_id, agent_id, to_status, _dumps(merged), time.time())
+                UPSERT_AGENT_SQL, (task_id, agent_id, to_status, json_text(merged), time.time())
             )
         return True
 
@@ -450,13 +455,6 @@ def _check_version(path: str, have: int, expected: int | None) -> None:
         raise ConflictError(
             f"{path!r} is at version {have}, not {expected}; read it again and retry"
         )
-
-
-def _dumps(data: dict[str, Any]) -> str:
-    try:
-        return json.dumps(data, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"record data is not JSON ({exc}); store plain values") from None
 
 
 def _entry(row: Any) -> EntryRecord:
