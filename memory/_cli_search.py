@@ -10,7 +10,7 @@ import json
 
 import click
 
-from memory.cli import get_store
+from memory.cli import get_store, url_backend
 
 
 def register(cli: click.Group) -> None:
@@ -55,6 +55,21 @@ def memory_search(
     from memory.recall import format_results, search
 
     text = " ".join(query)
+    backend = url_backend(ctx)
+    if backend is not None:
+        sources = [x for s in scopes for x in s.split(",") if x and x != "all"] or None
+        hits = backend.index_query(text, sources=sources, limit=limit)
+        rows = [
+            {"source": h.source, "path": h.path, "score": h.score, "text": h.text} for h in hits
+        ]
+        if as_json:
+            click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        else:
+            for row in rows:
+                click.echo(f"[{row['path'] or row['source']}] {row['text'][:200]}")
+            if not rows:
+                click.echo(f"No results for {text!r}.")
+        return
     store = get_store(ctx)
     results = search(store, text, scope=list(scopes) or "all", limit=limit)
     if as_json:

@@ -201,7 +201,8 @@ class PostgresBackend(BaseBackend):
         try:
             psycopg.connect(url, **kwargs).close()  # the real reason, if any, comes from here
         except (psycopg.Error, ValueError) as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            reason = lines[0].removeprefix("connection failed: ") if lines else type(exc).__name__
             raise StorageError(
                 f"cannot connect to {redact(url)!r} ({reason}); check the server, the user "
                 "and the database name in --memory-url / TETHER_MEMORY_URL"
@@ -245,7 +246,7 @@ class PostgresBackend(BaseBackend):
         with self._tx() as conn:
             if not conn.execute(HAS_MIGRATIONS_SQL).fetchone()[0]:
                 raise StorageError(
-                    f"{self.url!r} has no tether tables; run `memory setup --memory-url URL` "
+                    f"{self.url!r} has no tether tables; run `memory --memory-url URL setup` "
                     "(or any writing command) first"
                 )
             done = {row[0] for row in conn.execute(APPLIED_SQL)}
@@ -258,7 +259,7 @@ class PostgresBackend(BaseBackend):
         if known - done:
             raise StorageError(
                 f"{self.url!r} has an older tether schema (missing "
-                f"{', '.join(sorted(known - done))}); run `memory setup --memory-url URL`"
+                f"{', '.join(sorted(known - done))}); run `memory --memory-url URL setup`"
             )
 
     # -- documents -----------------------------------------------------------------

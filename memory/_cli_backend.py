@@ -1,0 +1,103 @@
+"""`memory setup`, `memory export DIR` and `memory import DIR`: moving memory between backends.
+
+`export` writes every document of the backend (`--memory-url`, else the memory directory) as
+the `.temp/memory` tree people read (plans, findings, checkpoints, snapshots, working memory,
+facts), each file written atomically; `import` loads such a tree into the backend and indexes
+its text files for `memory search`. Export after import gives back the same bytes. Entries
+(`entries/`) and tether's own files (`memory.db`, dot-folders) are not documents and are not
+copied.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from memory import durable
+from memory.base import SearchDoc
+from memory.cli import url_backend
+from memory.errors import InvalidInputError
+
+#: Names in a tree that are tether's own storage, never documents.
+SKIP_TOP = ("memory.db", "memory.db-wal", "memory.db-shm", "entries")
+
+
+def register(cli: click.Group) -> None:
+    """Add `setup`, `export` and `import` to the `memory` group."""
+    for command in (memory_setup, memory_export, memory_import):
+        cli.add_command(command)
+
+
+@click.command("setup")
+@click.pass_context
+def memory_setup(ctx: click.Context) -> None:
+    """Create or migrate the backend's tables (idempotent).
+
+    \b
+    Examples:
+      memory --memory-url postgresql://tether@db.internal/tether setup
+    """
+    backend = url_backend(ctx, force=True)
+    click.echo(f"Ready: {backend.kind} backend")
+
+
+@click.command("export")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.pass_context
+def memory_export(ctx: click.Context, directory: Path) -> None:
+    """Write every document as files under DIRECTORY (the `.temp/memory` layout).
+
+    \b
+    Examples:
+      memory --memory-url postgresql://tether@db/tether export ./memory-copy
+    """
+    backend = url_backend(ctx, force=True)
+    count = 0
+    for path, data in backend.export_documents().items():
+        durable.atomic_write_bytes(directory / path, data)
+        count += 1
+    click.echo(f"Exported {count} document(s) to {str(directory)!r}")
+
+
+def tree_files(directory: Path) -> list[str]:
+    """The document paths of a memory tree (relative POSIX, sorted)."""
+    if not directory.is_dir():
+        raise InvalidInputError(f"no directory {str(directory)!r} to import; give a memory tree")
+    found = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        rel_dir = Path(dirpath).relative_to(directory).as_posix()
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and not (rel_dir == "." and d in SKIP_TOP)
+        )
+        for name in filenames:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if not name.startswith(".") and rel not in SKIP_TOP:
+                found.append(rel)
+    return sorted(found)
+
+
+@click.command("import")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.pass_context
+def memory_import(ctx: click.Context, directory: Path) -> None:
+    """Load the files of a memory tree DIRECTORY into the backend and index them.
+
+    \b
+    Examples:
+      memory --memory-url postgresql://tether@db/tether import .temp/memory
+    """
+    paths = tree_files(directory)  # before opening anything
+    backend = url_backend(ctx, force=True)
+    docs = []
+    for path in paths:
+        data = (directory / path).read_bytes()
+        backend.put_document(path, data)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        docs.append(SearchDoc(f"doc:{path}", path.split("/")[0], text, path))
+    backend.index_upsert(docs)
+    click.echo(f"Imported {len(paths)} document(s) from {str(directory)!r}")
