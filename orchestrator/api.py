@@ -120,6 +120,8 @@ class Orchestrator:
         on_event: called with one dict per progress event.
         project_dir: where a project's `templates/` and `skills/` are (default: cwd).
         max_subtasks: most subtasks the lead may plan per phase (default 4).
+        checkpointer: a LangGraph checkpointer for graph state (e.g. `PostgresSaver`); the
+            caller keeps and closes it. Default: `SqliteSaver` in `<memory>/.langgraph/`.
     """
 
     def __init__(
@@ -133,8 +135,10 @@ class Orchestrator:
         on_event: Callable[[Event], None] | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         max_subtasks: int | None = None,
+        checkpointer: Any = None,
     ):
         self.layout = Layout.at(memory_dir)
+        self.checkpointer = checkpointer
         self.workdir = workdir
         self.workflow_path = str(workflow) if workflow else None
         self.model_spec = model
@@ -413,7 +417,7 @@ class Orchestrator:
         from orchestrator.nodes._common import langgraph_db, write_checkpoint
         from orchestrator.recovery import fault
 
-        saver = open_saver(langgraph_db(self.layout))
+        saver = self.checkpointer or open_saver(langgraph_db(self.layout))
         fault("run_before_graph")
         try:
             graph = compile_graph(saver)
@@ -434,7 +438,8 @@ class Orchestrator:
                 raise Interrupted(task_id, cp, str(self.layout.root)) from None
             values = graph.get_state(config).values
         finally:
-            saver.conn.close()
+            if saver is not self.checkpointer:
+                saver.conn.close()
             store.close()
         result = self._result(values, ctx, source=source, warnings=warnings or [])
         self._emit(
@@ -576,15 +581,16 @@ class Orchestrator:
         from orchestrator.nodes._common import langgraph_db
 
         db = langgraph_db(self.layout)
-        if not db.exists():
+        if self.checkpointer is None and not db.exists():
             return None
-        saver = open_saver(db)
+        saver = self.checkpointer or open_saver(db)
         try:
             snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
         except Exception:  # a damaged database falls back to the JSON checkpoints
             return None
         finally:
-            saver.conn.close()
+            if saver is not self.checkpointer:
+                saver.conn.close()
         if not snapshot.values:
             return None
         return dict(snapshot.values), not snapshot.next

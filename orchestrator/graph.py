@@ -8,7 +8,9 @@
 `build_graph()` returns the uncompiled `StateGraph` so LangGraph Server (or a test) can
 compile it with its own checkpointer; `compile_graph()` compiles it with tether's
 `SqliteSaver` on `<memory root>/.langgraph/state.sqlite` (a hidden folder, ignored by the
-index). Runs use `durability="sync"`: each super-step is on disk before the next starts,
+index), unless the caller injects another checkpointer (`Orchestrator(checkpointer=...)`,
+e.g. `open_postgres_saver(url)` for LangGraph's `PostgresSaver`). Runs use
+`durability="sync"`: each super-step is on disk before the next starts,
 and the writes of subagents that finished inside an interrupted super-step are kept as
 pending writes, so they are not run again on resume.
 
@@ -68,6 +70,37 @@ def open_saver(db_path: Path) -> Any:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
     saver = SqliteSaver(conn)
+    saver.setup()
+    return saver
+
+
+def open_postgres_saver(url: str) -> Any:
+    """A set-up `PostgresSaver` on its own connection to `url` (close with `saver.conn`).
+
+    Raises:
+        memory.base.StorageError: the server cannot be reached (the message hides the password).
+    """
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from memory.backends.postgres import CONNECT_TIMEOUT_S, redact
+    from memory.base import StorageError
+
+    try:
+        conn = psycopg.connect(
+            url,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            connect_timeout=CONNECT_TIMEOUT_S,
+        )
+    except psycopg.Error as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        raise StorageError(
+            f"cannot connect to {redact(url)!r} ({lines[0] if lines else exc!r}); check the URL"
+        ) from None
+    saver = PostgresSaver(conn)
     saver.setup()
     return saver
 
