@@ -106,9 +106,18 @@ def get_store(ctx: click.Context):
                 f"no memory directory at {str(where)!r}; pass --memory-dir or set {ENV_VAR} "
                 "(nothing was created)"
             )
-        obj["store"] = MemoryStore(where)
+        store = MemoryStore(where)
+        root.call_on_close(store.close)
+        if store.read_only:
+            if ctx.command.name not in READ_ONLY_VERBS:
+                store.check_writable(f"run `memory {ctx.command.name}`")
+            click.echo(
+                f"Note: {str(where)!r} is read-only; the index was not refreshed, "
+                "results may be stale",
+                err=True,
+            )
+        obj["store"] = store
         root.obj = obj
-        root.call_on_close(obj["store"].close)
     return obj["store"]
 
 

@@ -28,6 +28,7 @@ import datetime as _dt
 import os
 import re
 import secrets
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -252,6 +253,12 @@ class Orchestrator:
                 tasks[rec["task_id"]]["_order"] = _line
         return tasks
 
+    def _check_writable(self, action: str) -> None:
+        """One-line `MemoryDirError` when the memory directory is read-only (before any write)."""
+        from memory.store import MemoryStore
+
+        MemoryStore(self.layout.root, create=False).check_writable(action)
+
     def _note_task(self, task_id: str, **fields: Any) -> None:
         append_jsonl(_tasks_file(self.layout), {"task_id": task_id, **fields})
 
@@ -336,6 +343,7 @@ class Orchestrator:
             OrchestratorUserError: bad objective, task id, phase, workdir or model.
             Interrupted: Ctrl-C (the task can be resumed).
         """
+        self._check_writable("run a task")
         task_id, phases, workdir = self._check_new_task(objective, task_id, start_phase)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
@@ -496,6 +504,7 @@ class Orchestrator:
             RecoveryError: nothing valid to resume from.
             Interrupted: Ctrl-C again (resume again).
         """
+        self._check_writable("resume a task")
 
         if from_checkpoint and from_snapshot:
             raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
@@ -583,7 +592,10 @@ class Orchestrator:
         db = langgraph_db(self.layout)
         if self.checkpointer is None and not db.exists():
             return None
-        saver = self.checkpointer or open_saver(db)
+        try:
+            saver = self.checkpointer or open_saver(db, read_only=not os.access(db.parent, os.W_OK))
+        except sqlite3.DatabaseError:
+            return None  # the JSON checkpoints are read instead
         try:
             snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
         except Exception:  # a damaged database falls back to the JSON checkpoints
@@ -706,6 +718,7 @@ class Orchestrator:
         from memory.store import MemoryStore
         from orchestrator.monitor import write_lead_snapshot
 
+        self._check_writable("write a handoff snapshot")
         state, _source = self.current_state(task_id)
         store = MemoryStore(self.layout.root)
         try:

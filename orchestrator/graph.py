@@ -57,10 +57,26 @@ def build_graph() -> Any:
     return graph
 
 
-def open_saver(db_path: Path) -> Any:
-    """A `SqliteSaver` on `db_path` (created with its folder if missing)."""
+def open_saver(db_path: Path, *, read_only: bool = False) -> Any:
+    """A `SqliteSaver` on `db_path` (created with its folder if missing).
+
+    `read_only` opens an existing file without writing anything (a read-only memory
+    directory): SQLite's `mode=ro`, else `immutable` when the WAL cannot be opened.
+    """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    if read_only:
+        for flags in ("mode=ro", "immutable=1"):
+            conn = sqlite3.connect(f"{db_path.as_uri()}?{flags}", uri=True, check_same_thread=False)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError:
+                conn.close()
+                continue
+            saver = SqliteSaver(conn)
+            saver.is_setup = True  # the tables exist; setup() would write
+            return saver
+        raise sqlite3.DatabaseError(f"cannot open {str(db_path)!r} read-only")
     db_path.parent.mkdir(parents=True, exist_ok=True)
     # keep sqlite3's default transaction handling: `SqliteSaver` writes a task's writes
     # with `executemany` and commits once, which is atomic only outside autocommit mode
