@@ -55,6 +55,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS backend_search USING fts5(
     doc_id UNINDEXED, source UNINDEXED, path UNINDEXED, meta UNINDEXED, body,
     tokenize = 'porter unicode61'
 );
+CREATE TABLE IF NOT EXISTS backend_search_ids (doc_id TEXT PRIMARY KEY, fts_rowid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS backend_tasks (
     task_id TEXT PRIMARY KEY, status TEXT NOT NULL, data TEXT NOT NULL, updated_at REAL NOT NULL
 );
@@ -75,7 +76,10 @@ INSERT INTO backend_documents(path, version, mtime, size, sha256) VALUES (?, ?, 
 ON CONFLICT(path) DO UPDATE SET version = excluded.version, mtime = excluded.mtime,
     size = excluded.size, sha256 = excluded.sha256
 """
-DELETE_SEARCH_SQL = "DELETE FROM backend_search WHERE doc_id = ?"
+SEARCH_ROWID_SQL = "SELECT fts_rowid FROM backend_search_ids WHERE doc_id = ?"
+DELETE_SEARCH_SQL = "DELETE FROM backend_search WHERE rowid = ?"
+DELETE_SEARCH_ID_SQL = "DELETE FROM backend_search_ids WHERE doc_id = ?"
+INSERT_SEARCH_ID_SQL = "INSERT INTO backend_search_ids(doc_id, fts_rowid) VALUES (?, ?)"
 INSERT_SEARCH_SQL = (
     "INSERT INTO backend_search(doc_id, source, path, meta, body) VALUES (?,?,?,?,?)"
 )
@@ -258,13 +262,15 @@ class FilesBackend(BaseBackend):
             check_id(doc.source, "source")
         with self._write() as conn:
             for doc in docs:
-                conn.execute(DELETE_SEARCH_SQL, (doc.doc_id,))
+                _delete_search(conn, doc.doc_id)
                 meta = json.dumps(doc.meta, sort_keys=True)
-                conn.execute(INSERT_SEARCH_SQL, (doc.doc_id, doc.source, doc.path, meta, doc.text))
+                row = (doc.doc_id, doc.source, doc.path, meta, doc.text)
+                rowid = conn.execute(INSERT_SEARCH_SQL, row).lastrowid
+                conn.execute(INSERT_SEARCH_ID_SQL, (doc.doc_id, rowid))
 
     def index_delete(self, doc_ids: Sequence[str]) -> int:
         with self._write() as conn:
-            return sum(conn.execute(DELETE_SEARCH_SQL, (d,)).rowcount > 0 for d in doc_ids)
+            return sum(_delete_search(conn, d) for d in doc_ids)
 
     def index_query(self, query, *, sources=None, limit=10) -> list[SearchHit]:
         terms = check_query(query, limit)
@@ -344,6 +350,16 @@ class FilesBackend(BaseBackend):
         if row is None or row[1] <= time.time():
             return None
         return LockInfo(task_id, row[0], row[1])
+
+
+def _delete_search(conn: sqlite3.Connection, doc_id: str) -> bool:
+    """Drop `doc_id` from the FTS table by rowid (FTS5 cannot look up an unindexed column)."""
+    row = conn.execute(SEARCH_ROWID_SQL, (doc_id,)).fetchone()
+    if row is None:
+        return False
+    conn.execute(DELETE_SEARCH_SQL, (row[0],))
+    conn.execute(DELETE_SEARCH_ID_SQL, (doc_id,))
+    return True
 
 
 def _check_version(path: str, have: int, expected: int | None) -> None:
