@@ -166,7 +166,7 @@ def _backend_log(ctx, data, tags, type_, directory, as_json, quiet) -> None:
 
     backend = url_backend(ctx)
     record = backend.log_entry(data, tags=tags, type=type_, directory=directory)
-    backend.index_upsert([SearchDoc(record.id, "entries", data.decode("utf-8"), record.id)])
+    backend.index_upsert([SearchDoc(record.id, "entries", data.decode("utf-8"))])
     if as_json:
         _echo_json(record.__dict__)
     else:

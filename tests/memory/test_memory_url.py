@@ -8,6 +8,7 @@ schema) give one `Error:` line naming the URL without its password, and exit 1.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -62,6 +63,16 @@ def pg_url():
         yield url
 
 
+def test_reimport_replaces_what_search_finds(pg_url, tmp_path):
+    tree = tmp_path / "tree"
+    _tree(tree)
+    assert memory("--memory-url", pg_url, "import", str(tree)).returncode == 0
+    (tree / "findings/t1/overview.md").write_text("Nothing left about that.\n")
+    assert memory("--memory-url", pg_url, "import", str(tree)).returncode == 0
+    found = memory("--memory-url", pg_url, "search", "jar", "--json")
+    assert json.loads(found.stdout) == []
+
+
 def test_postgres_import_then_export_is_byte_identical(pg_url, tmp_path):
     files = _tree(tmp_path / "tree")
     done = memory("--memory-url", pg_url, "import", str(tmp_path / "tree"))
@@ -90,7 +101,11 @@ def test_log_fetch_list_search_on_postgres_via_the_environment(pg_url, tmp_path)
     assert fetched.stdout == "the retry budget is 3"
     assert entry_id in memory("list", "--tag", "probe", env_url=pg_url).stdout
     found = memory("search", "cookies", env_url=pg_url)
-    assert found.returncode == 0 and "findings/t1/overview.md" in found.stdout
+    assert found.returncode == 0 and "Citation: findings/t1/overview.md#L1" in found.stdout
+    scoped = memory("search", "cookies", "--scope", "plans", "--json", env_url=pg_url)
+    assert [r["citation"] for r in json.loads(scoped.stdout)] == [
+        "research_plans/t1.md#L1"
+    ]  # heading + paragraph
     assert entry_id in memory("search", "retry", "--json", env_url=pg_url).stdout
 
 
