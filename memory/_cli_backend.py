@@ -16,10 +16,9 @@ from pathlib import Path
 import click
 
 from memory import durable
-from memory.base import SearchDoc
+from memory.backends.blocks import search_blocks
 from memory.cli import url_backend
 from memory.errors import InvalidInputError
-from memory.index import FLAT_FOLDERS, message_text, split_blocks
 
 #: Names in a tree that are tether's own storage, never documents.
 SKIP_TOP = ("memory.db", "memory.db-wal", "memory.db-shm", "entries")
@@ -99,38 +98,3 @@ def memory_import(ctx: click.Context, directory: Path) -> None:
             backend.index_delete([d.doc_id for d in search_blocks(path, old.data)])
         backend.index_upsert(search_blocks(path, data))
     click.echo(f"Imported {len(paths)} document(s) from {str(directory)!r}")
-
-
-def source_of(path: str) -> str:
-    """The search scope of a document path, as `memory search --scope` names it."""
-    parts = path.split("/")
-    if parts[0] == "working" and len(parts) >= 3:
-        if parts[2] == "detail":
-            return "detail"
-        return {"overview.md": "overview", "messages.jsonl": "messages"}.get(parts[2], "working")
-    return {folder: source for folder, source, _ in FLAT_FOLDERS}.get(parts[0], parts[0])
-
-
-def search_blocks(path: str, data: bytes) -> list[SearchDoc]:
-    """The index documents of one file: a block per paragraph, or a message per jsonl line.
-
-    Ids are citations (`findings/x.md#L12`, `working/T1/messages.jsonl#L45`), so a hit
-    points at the line, as `memory search` on a memory directory does.
-    """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return []
-    source = source_of(path)
-    if path.endswith(".jsonl"):
-        pieces = [
-            (n, message_text(line.encode()) or "")
-            for n, line in enumerate(text.split("\n"), start=1)
-        ]
-    else:
-        pieces = split_blocks(text)
-    return [
-        SearchDoc(f"{path}#L{line}", source, body, path, {"line": line})
-        for line, body in pieces
-        if body.strip()
-    ]
