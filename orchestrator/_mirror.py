@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +98,34 @@ class Mirror:
         return pushed
 
 
-class MirroringSaver(PostgresSaver):
-    """`PostgresSaver` that pushes the mirror before saving graph state."""
+TRY_TASK_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtext(%s))"
 
-    def __init__(self, conn: Any, mirror: Mirror):
+
+class MirroringSaver(PostgresSaver):
+    """`PostgresSaver` that pushes the mirror before saving graph state.
+
+    `task_lock(task_id)` is the cross-machine run lock: a PostgreSQL session advisory lock
+    on its own connection, so a machine that dies releases it with its connection.
+    """
+
+    def __init__(self, conn: Any, mirror: Mirror, url: str = ""):
         super().__init__(conn)
         self.mirror = mirror
+        self.url = url
+
+    @contextmanager
+    def task_lock(self, task_id: str) -> Iterator[None]:
+        import psycopg
+
+        from orchestrator.errors import OrchestratorUserError
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            if not conn.execute(TRY_TASK_LOCK_SQL, (f"tether-task:{task_id}",)).fetchone()[0]:
+                raise OrchestratorUserError(
+                    f"task {task_id!r} is running on another machine; wait for it to finish, "
+                    f"or stop it and run `orchestrator resume --task {task_id}`"
+                )
+            yield  # closing the connection releases the lock
 
     def put(self, *args: Any, **kwargs: Any) -> Any:
         self.mirror.push()
@@ -128,6 +152,6 @@ def attach(ctx: Any, url: str, root: Path) -> MirroringSaver:
     )  # fmt: skip
     ctx.call_on_close(conn.close)
     ctx.call_on_close(mirror.push)  # runs before the connections close (LIFO)
-    saver = MirroringSaver(conn, mirror)
+    saver = MirroringSaver(conn, mirror, url)
     saver.setup()
     return saver

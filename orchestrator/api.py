@@ -330,7 +330,9 @@ class Orchestrator:
                 f"finish, or stop it and run `orchestrator resume --task {task_id}`"
             ) from None
         try:
-            yield
+            machines = getattr(self.checkpointer, "task_lock", None)  # --memory-url
+            with machines(task_id) if machines else contextlib.nullcontext():
+                yield
         finally:
             lock.release()
 

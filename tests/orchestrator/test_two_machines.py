@@ -5,7 +5,8 @@ and local memory directory (a mirror, see `orchestrator._mirror`). Machine A run
 is SIGKILLed after its 2nd subagent's findings; machine B then sees the task in `orchestrator
 status`, finds A's findings with `memory search`, and `orchestrator resume`s it to the end.
 Nothing is lost (every planned subagent has its findings) and nothing runs twice (one
-findings document per subagent; the subagents A finished are not started again by B).
+findings document per subagent; the subagents A finished are not started again by B), and
+while another machine holds the task's run lock, `resume` refuses with one line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.pg import private_schema
@@ -50,6 +52,15 @@ def _findings(url: str) -> list[str]:
     return sorted(re.sub(r"^findings/researcher-|_\d{8}T\d+Z\.md$", "", r[0]) for r in rows)
 
 
+@contextmanager
+def _held(url: str, task_id: str):
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"tether-task:{task_id}",))
+        yield
+
+
 def test_a_task_started_on_one_machine_is_finished_on_another(tmp_path, fixture_repo):
     with private_schema() as url:
         a_home, a_env = _machine(tmp_path, "a", url)
@@ -67,6 +78,11 @@ def test_a_task_started_on_one_machine_is_finished_on_another(tmp_path, fixture_
 
         found = _cli("memory", ["search", "shop", "--json"], b_home, b_env)
         assert found.returncode == 0 and '"findings/researcher-' in found.stdout
+
+        with _held(url, task_id):  # as if a third machine were running it
+            refused = _cli("orchestrator", ["resume"], b_home, b_env)
+        assert refused.returncode == 1 and "running on another machine" in refused.stderr
+        assert _findings(url) == done_on_a
 
         resumed = _cli("orchestrator", ["resume"], b_home, b_env)
         assert resumed.returncode == 0, resumed.stderr
