@@ -134,15 +134,17 @@ def recall_rows(n: int) -> list[tuple[str, dict]]:
 def orchestration_rows(n: int) -> list[tuple[str, float]]:
     from bench.orchestration import OBJECTIVE, fake_model
     from orchestrator.api import Orchestrator
-    from orchestrator.graph import open_postgres_saver
 
     rows = []
-    for kind in ("sqlite", "postgres"):
-        with tempfile.TemporaryDirectory() as tmp, pg_schema() as url:
+    for kind in ("sqlite", "postgres", "mirror"):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            pg_schema() as url,
+            _saver(kind, url, tmp) as saver,
+        ):
             root = Path(tmp)
             workflow = root / "one.yaml"
             workflow.write_text("name: bench\nphases: [exploration]\n")
-            saver = open_postgres_saver(url) if kind == "postgres" else None
             orch = Orchestrator(
                 memory_dir=root / "memory",
                 workdir=root,
@@ -154,12 +156,33 @@ def orchestration_rows(n: int) -> list[tuple[str, float]]:
             )
             began = time.perf_counter()
             result = orch.run(OBJECTIVE, task_id="bench")
+            if kind == "mirror":
+                saver.mirror.push()  # what the CLI does when the command ends
             elapsed = time.perf_counter() - began
-            if saver is not None:
-                saver.conn.close()
             assert result.status == "done" and len(result.findings) == n, result.failed
-            rows.append((f"{kind} checkpointer", elapsed / n))
+            label = {"sqlite": "SqliteSaver (files)", "postgres": "PostgresSaver (files)"}
+            rows.append((label.get(kind, "--memory-url: PostgresSaver + mirror"), elapsed / n))
     return rows
+
+
+@contextmanager
+def _saver(kind: str, url: str, tmp: str):
+    """None (tether's SqliteSaver), a PostgresSaver, or the `--memory-url` MirroringSaver."""
+    from orchestrator.graph import open_postgres_saver
+
+    if kind == "sqlite":
+        yield None
+    elif kind == "postgres":
+        saver = open_postgres_saver(url)
+        yield saver
+        saver.conn.close()
+    else:
+        import click
+
+        from orchestrator._mirror import attach
+
+        with click.Context(click.Command("bench")) as ctx:
+            yield attach(ctx, url, Path(tmp) / "memory")
 
 
 def main(argv: list[str] | None = None) -> None:
