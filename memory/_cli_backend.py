@@ -3,25 +3,22 @@
 `export` writes every document of the backend (`--memory-url`, else the memory directory) as
 the `.temp/memory` tree people read (plans, findings, checkpoints, snapshots, working memory,
 facts), each file written atomically; `import` loads such a tree into the backend and indexes
-its text files for `memory search`. Export after import gives back the same bytes. Entries
-(`entries/`) and tether's own files (`memory.db`, dot-folders) are not documents and are not
-copied.
+its text files for `memory search`. Export after import gives back the same bytes. Documents
+include `.tether/` (the orchestrator's task list and registry, without `.tether/running/`);
+entries (`entries/`, `memory.db`) and the other hidden folders are not copied.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
 from memory import durable
 from memory.backends.blocks import search_blocks
+from memory.backends.files import walk_documents
 from memory.cli import url_backend
 from memory.errors import InvalidInputError
-
-#: Names in a tree that are tether's own storage, never documents.
-SKIP_TOP = ("memory.db", "memory.db-wal", "memory.db-shm", "entries")
 
 
 def register(cli: click.Group) -> None:
@@ -65,17 +62,7 @@ def tree_files(directory: Path) -> list[str]:
     """The document paths of a memory tree (relative POSIX, sorted)."""
     if not directory.is_dir():
         raise InvalidInputError(f"no directory {str(directory)!r} to import; give a memory tree")
-    found = []
-    for dirpath, dirnames, filenames in os.walk(directory):
-        rel_dir = Path(dirpath).relative_to(directory).as_posix()
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and not (rel_dir == "." and d in SKIP_TOP)
-        )
-        for name in filenames:
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if not name.startswith(".") and rel not in SKIP_TOP:
-                found.append(rel)
-    return sorted(found)
+    return [rel for rel, _ in walk_documents(directory)]
 
 
 @click.command("import")

@@ -13,9 +13,10 @@ working directory) and the backend is the shared truth:
   the backend before the graph state that says the node ran: another process resuming from
   that state never lacks a file, and the subagents it records are not run again.
 
-Not mirrored: `memory.db` and `entries/` (per-machine index and large outputs), `.locks/`,
-`.langgraph/` (graph state is in PostgreSQL) and `.tether/running/` (live-process markers
-mean nothing on another machine). Local deletions are not propagated.
+What is mirrored is what `memory.backends.files.is_document_path` calls a document: not
+`memory.db` and `entries/` (per-machine index and large outputs), `.locks/`, `.langgraph/`
+(graph state is in PostgreSQL) or `.tether/running/` (live-process markers mean nothing on
+another machine). Local deletions are not propagated.
 """
 
 from __future__ import annotations
@@ -31,9 +32,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 
 from memory import durable
 from memory.backends.blocks import search_blocks
-
-SKIP_DIRS = {".locks", ".langgraph", "entries", ".tether/running"}
-SKIP_FILES = {"memory.db", "memory.db-wal", "memory.db-shm"}
+from memory.backends.files import walk_documents
 
 
 class Mirror:
@@ -47,17 +46,11 @@ class Mirror:
 
     def _files(self) -> dict[str, os.stat_result]:
         found = {}
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
-            prefix = "" if rel_dir == "." else rel_dir + "/"
-            dirnames[:] = [d for d in dirnames if prefix + d not in SKIP_DIRS]
-            for name in filenames:
-                if name.startswith(".") or (not prefix and name in SKIP_FILES):
-                    continue  # atomic-write temp files and lock files start with a dot
-                try:
-                    found[prefix + name] = os.stat(os.path.join(dirpath, name))
-                except FileNotFoundError:
-                    continue
+        for rel, full in walk_documents(self.root):
+            try:
+                found[rel] = os.stat(full)
+            except FileNotFoundError:
+                continue
         return found
 
     def pull(self) -> int:

@@ -115,6 +115,34 @@ DELETE_LOCK_SQL = "DELETE FROM backend_locks WHERE task_id = ? AND owner = ?"
 
 #: Top-level names of the memory directory that are not documents.
 NOT_DOCUMENTS = ("memory.db", "memory.db-wal", "memory.db-shm", "entries")
+#: The one hidden folder that holds documents (the orchestrator's task list and registry),
+#: minus its live-process markers, which mean nothing elsewhere.
+DOCUMENT_DOT_DIR = ".tether"
+NOT_DOCUMENT_DIRS = (".tether/running",)
+
+
+def is_document_path(rel: str) -> bool:
+    """Whether a relative path of a memory tree is a document (not tether's own storage)."""
+    parts = rel.split("/")
+    if parts[0] in NOT_DOCUMENTS or any(rel.startswith(d + "/") for d in NOT_DOCUMENT_DIRS):
+        return False
+    hidden = [p for p in parts if p.startswith(".")]
+    return not hidden or (parts[0] == DOCUMENT_DOT_DIR and len(hidden) == 1)
+
+
+def walk_documents(root: Path) -> Iterator[tuple[str, str]]:
+    """`(relative path, absolute path)` of every document file under `root`, sorted."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if is_document_path(prefix + d + "/x"))
+        for name in filenames:
+            if is_document_path(prefix + name):
+                found.append((prefix + name, os.path.join(dirpath, name)))
+    return iter(sorted(found))
+
+
 READ_RETRIES = 50
 
 
@@ -165,7 +193,7 @@ class FilesBackend(BaseBackend):
     # -- documents -----------------------------------------------------------------
     def _file(self, path: str) -> Path:
         check_doc_path(path)
-        if path.split("/")[0] in NOT_DOCUMENTS or any(p.startswith(".") for p in path.split("/")):
+        if not is_document_path(path):
             raise InvalidInputError(
                 f"document path {path!r} names tether's own storage; use another path"
             )
@@ -225,20 +253,11 @@ class FilesBackend(BaseBackend):
     def list_documents(self, prefix: str = "") -> list[DocumentInfo]:
         rows = {r["path"]: r["version"] for r in self._conn.execute(SELECT_DOCS_SQL)}
         out = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
-            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
-            dirnames[:] = sorted(
-                d
-                for d in dirnames
-                if not d.startswith(".") and not (rel_dir == "." and d in NOT_DOCUMENTS)
-            )
-            for name in filenames:
-                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if name.startswith(".") or rel in NOT_DOCUMENTS or not rel.startswith(prefix):
-                    continue
-                st = os.stat(os.path.join(dirpath, name))
+        for rel, full in walk_documents(self.root):
+            if rel.startswith(prefix):
+                st = os.stat(full)
                 out.append(DocumentInfo(rel, rows.get(rel, 1), st.st_mtime, st.st_size))
-        return sorted(out, key=lambda d: d.path)
+        return out
 
     # -- entries -------------------------------------------------------------------
     def log_entry(self, content, *, type="output", tags=(), directory=None) -> EntryRecord:

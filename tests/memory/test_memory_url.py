@@ -139,3 +139,26 @@ def test_database_without_tables_or_with_an_older_schema_is_refused(pg_url):
 def test_verbs_that_need_a_directory_say_so_on_postgres(pg_url):
     line = _one_error_line(memory("--memory-url", pg_url, "stats"), "tether_test_")
     assert "memory stats" in line
+
+
+def test_an_orchestrator_memory_round_trips_through_postgres(pg_url, tmp_path, memory_dir):
+    work = tmp_path / "proj"
+    work.mkdir()
+    (work / "app.py").write_text("def handle():\n    return 1\n")
+    boot = "import sys; sys.argv[0] = 'orchestrator'; from orchestrator.cli import main; main()"
+    ran = subprocess.run(
+        [sys.executable, "-c", boot, "run", "Survey the app", "--workdir", str(work)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert memory("--memory-url", pg_url, "import", str(memory_dir)).returncode == 0
+    assert memory("--memory-url", pg_url, "export", str(tmp_path / "out")).returncode == 0
+    exported = _read_tree(tmp_path / "out")
+    assert ".tether/tasks.jsonl" in exported and any(p.startswith("findings/") for p in exported)
+    assert not any(
+        p.startswith((".locks", ".langgraph", "entries/", ".tether/running")) for p in exported
+    )
+    original = _read_tree(memory_dir)
+    assert {p: original[p] for p in exported} == exported
