@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from memory.cli import get_store
+from memory.cli import get_store, url_backend
 from memory.entries import ENTRY_TYPES, Entry, EntryStore, check_type
 from memory.errors import InvalidInputError
 
@@ -111,6 +111,9 @@ def memory_log(ctx, text, file, stdin, tags, type_, checkpoint, directory, as_js
     data = _read_source(text, file, stdin)
     source = "TEXT" if text is not None else (f"--file {file!r}" if file else "stdin")
     _check_text(data, source)
+    if url_backend(ctx) is not None:
+        _backend_log(ctx, data, tags, type_, directory, as_json, quiet)
+        return
     entry = _entries(ctx).log(  # bytes: the store keeps them exactly, no second copy here
         data, tags=tags, type=type_, checkpoint=checkpoint, directory=directory
     )
@@ -136,6 +139,12 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
       memory fetch mem-20260123-123456-abcd1234 --summary-only
       memory fetch mem-20260123-123456-abcd1234 --chunk 2 > part.txt
     """
+    backend = url_backend(ctx)
+    if backend is not None:
+        record = backend.get_entry(entry_id)
+        text = record.summary if summary_only else backend.fetch_entry(entry_id, chunk=chunk)
+        click.echo(text, nl=summary_only)
+        return
     entries = _entries(ctx)
     if summary_only:
         text = entries.fetch(entry_id, summary_only=True)
@@ -149,6 +158,19 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
     for piece in pieces:
         out.write(piece)
     out.flush()
+
+
+def _backend_log(ctx, data, tags, type_, directory, as_json, quiet) -> None:
+    """`memory log` on a `--memory-url` backend: store the entry and index its text."""
+    from memory.base import SearchDoc
+
+    backend = url_backend(ctx)
+    record = backend.log_entry(data, tags=tags, type=type_, directory=directory)
+    backend.index_upsert([SearchDoc(record.id, "entries", data.decode("utf-8"))])
+    if as_json:
+        _echo_json(record.__dict__)
+    else:
+        click.echo(record.id if quiet else f"Stored: {record.id} ({record.tokens} tokens)")
 
 
 def _table(entries: list[Entry]) -> str:
@@ -185,6 +207,14 @@ def memory_list(ctx, type_, directory, tag, checkpoint, limit, as_json):
     """
     if type_ is not None:
         check_type(type_)
+    backend = url_backend(ctx)
+    if backend is not None:
+        records = backend.list_entries(type=type_, directory=directory, tag=tag, limit=limit)
+        _echo_json([r.__dict__ for r in records]) if as_json else click.echo(
+            "\n".join(f"{r.id}  {r.type}  {r.tokens}  {','.join(r.tags) or '-'}" for r in records)
+            or "No entries."
+        )
+        return
     found = _entries(ctx).list(
         type=type_, directory=directory, tag=tag, checkpoint=checkpoint, limit=limit
     )

@@ -10,7 +10,7 @@ import json
 
 import click
 
-from memory.cli import get_store
+from memory.cli import get_store, url_backend
 
 
 def register(cli: click.Group) -> None:
@@ -55,12 +55,34 @@ def memory_search(
     from memory.recall import format_results, search
 
     text = " ".join(query)
-    store = get_store(ctx)
-    results = search(store, text, scope=list(scopes) or "all", limit=limit)
+    backend = url_backend(ctx)
+    if backend is not None:  # --memory-url: the backend's index (see `memory import`)
+        sources = [x for s in scopes for x in s.split(",") if x and x != "all"] or None
+        results = [hit_result(h) for h in backend.index_query(text, sources=sources, limit=limit)]
+    else:
+        results = search(get_store(ctx), text, scope=list(scopes) or "all", limit=limit)
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
     else:
         click.echo(format_results(text, results))
+
+
+def hit_result(hit):
+    """A contract `SearchHit` as the `SearchResult` that `memory search` prints."""
+    from memory.recall import SNIPPET_CHARS, SearchResult
+
+    _, _, line = hit.doc_id.partition("#L")
+    snippet = " ".join(hit.text.split())
+    if len(snippet) > SNIPPET_CHARS:
+        snippet = snippet[: SNIPPET_CHARS - 3] + "..."
+    return SearchResult(
+        source=hit.source,
+        path=hit.path or None,
+        line=int(line) if line.isdigit() else None,
+        citation=hit.doc_id,
+        text=snippet,
+        score=round(hit.score, 4),
+    )
 
 
 @click.command("reindex")

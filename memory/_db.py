@@ -23,7 +23,7 @@ from memory.errors import MemoryDirError
 BUSY_TIMEOUT_MS = 60_000
 
 #: Modules that own tables; each exposes `MIGRATIONS: list[tuple[str, str | Callable]]`.
-MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.archive")
+MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.archive", "memory.backends.files")
 
 CREATE_MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (
@@ -71,6 +71,32 @@ def connect(path: Path) -> sqlite3.Connection:
             raise _unusable(path, exc) from None
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open `memory.db` for reading only (a read-only directory, or another user's).
+
+    Nothing is written: no WAL switch, no migrations. When SQLite cannot open the WAL
+    database read-only (no writable `-shm`), it is opened `immutable`, which reads the main
+    file as it is: recent writes still in the WAL may be missing (callers say so).
+    """
+    if not path.exists():
+        raise MemoryDirError(
+            f"no memory.db in read-only {str(path.parent)!r}; nothing to read there yet"
+        )
+    last: Exception | None = None
+    for flags in ("mode=ro", "immutable=1"):
+        try:
+            conn = sqlite3.connect(
+                f"{path.as_uri()}?{flags}", uri=True, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            last = exc
+            continue
+        conn.row_factory = sqlite3.Row
+        return conn
+    raise _unusable(path, last or RuntimeError("unknown error"))
 
 
 def _configure(conn: sqlite3.Connection) -> None:

@@ -28,6 +28,7 @@ _VERB_MODULES = (
     "memory._cli_working",
     "memory._cli_mcp",
     "memory._cli_status",
+    "memory._cli_backend",
 )
 
 
@@ -58,8 +59,14 @@ class _Group(click.Group):
     envvar="TETHER_MEMORY_DIR",
     help="Memory directory (default: $TETHER_MEMORY_DIR, else ./.temp/memory).",
 )
+@click.option(
+    "--memory-url",
+    default=None,
+    envvar="TETHER_MEMORY_URL",
+    help="Storage backend URL, e.g. postgresql://user@host/db (default: the memory directory).",
+)
 @click.pass_context
-def cli(ctx: click.Context, memory_dir: str | None) -> None:
+def cli(ctx: click.Context, memory_dir: str | None, memory_url: str | None) -> None:
     """tether's external memory: store large outputs, search everything, keep context small.
 
     \b
@@ -68,7 +75,7 @@ def cli(ctx: click.Context, memory_dir: str | None) -> None:
       memory fetch mem-20260123-123456-abcd1234 --summary-only
       memory search "why did the auth tests fail" --limit 5
     """
-    ctx.obj = {"memory_dir": memory_dir}
+    ctx.obj = {"memory_dir": memory_dir, "memory_url": memory_url}
 
 
 #: Verbs that only read: they never create a memory directory where there is none.
@@ -88,6 +95,13 @@ def get_store(ctx: click.Context):
 
     root = ctx.find_root()
     obj = root.obj if isinstance(root.obj, dict) else {}
+    if _url_of(ctx):
+        from memory.backends.postgres import redact
+
+        raise MemoryDirError(
+            f"`memory {ctx.command.name}` works on a memory directory only; with "
+            f"{redact(_url_of(ctx))!r} use log, fetch, list, search, setup, export or import"
+        )
     if "store" not in obj:
         where = resolve_root(obj.get("memory_dir"))
         if ctx.command.name in READ_ONLY_VERBS and not where.exists():
@@ -95,10 +109,55 @@ def get_store(ctx: click.Context):
                 f"no memory directory at {str(where)!r}; pass --memory-dir or set {ENV_VAR} "
                 "(nothing was created)"
             )
-        obj["store"] = MemoryStore(where)
+        store = MemoryStore(where)
+        root.call_on_close(store.close)
+        if store.read_only:
+            if ctx.command.name not in READ_ONLY_VERBS:
+                store.check_writable(f"run `memory {ctx.command.name}`")
+            click.echo(
+                f"Note: {str(where)!r} is read-only; the index was not refreshed, "
+                "results may be stale",
+                err=True,
+            )
+        obj["store"] = store
         root.obj = obj
-        root.call_on_close(obj["store"].close)
     return obj["store"]
+
+
+#: Verbs that work on any backend (`--memory-url`); the rest need a memory directory.
+BACKEND_VERBS = frozenset({"log", "fetch", "list", "search", "setup", "export", "import"})
+
+
+def _url_of(ctx: click.Context) -> str | None:
+    """The `--memory-url` naming a backend other than a memory directory, if any."""
+    root = ctx.find_root()
+    url = (root.obj or {}).get("memory_url") if isinstance(root.obj, dict) else None
+    return url if url and "://" in url and not url.startswith("file://") else None
+
+
+def url_backend(ctx: click.Context, *, force: bool = False):
+    """The open backend `--memory-url` names, or `None` for the memory directory.
+
+    With `force`, a memory directory is opened as a `FilesBackend` too. Reading verbs open
+    a database without setting it up (a database without tether's tables is an error).
+    """
+    from memory.backends import open_backend
+
+    url = _url_of(ctx)
+    if url is None and not force:
+        return None
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if "backend" not in obj:
+        manager = open_backend(
+            url,
+            memory_dir=obj.get("memory_dir"),
+            setup=ctx.command.name not in READ_ONLY_VERBS | {"export"},
+        )
+        obj["backend"] = manager.__enter__()
+        root.obj = obj
+        root.call_on_close(lambda: manager.__exit__(None, None, None))
+    return obj["backend"]
 
 
 def _remember_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:

@@ -293,7 +293,7 @@ class EntryStore:
     @property
     def _conn(self) -> sqlite3.Connection:
         conn = self.store.connect()
-        if not self._journal_checked and not conn.in_transaction:
+        if not self._journal_checked and not conn.in_transaction and not self.store.read_only:
             with self._journal_lock:  # other threads wait for the restore, then go on
                 if not self._journal_checked:
                     self._journal_checked = True  # first: restore() uses this property too

@@ -162,6 +162,8 @@ class IndexReport:
     entries_removed: int = 0
     seconds: float = 0.0
     rows_total: int = 0
+    stale: bool = False
+    """True when the directory is read-only and the index could not be brought up to date."""
 
     @property
     def changed(self) -> bool:
@@ -322,6 +324,9 @@ class Index:
         """Bring the index up to date with the files and entries; cheap when nothing moved."""
         began = time.perf_counter()
         report = IndexReport()
+        if self.store.read_only:  # nothing can be written: search what is indexed
+            report.stale = True
+            return report
         seen = self._scan()
         report.files_seen = len(seen)
         known = {row["path"]: row for row in self.conn.execute("SELECT * FROM idx_files")}

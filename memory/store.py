@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory import _db
+from memory.errors import MemoryDirError
 from memory.paths import Layout
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ class MemoryStore:
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True):
         self.layout = Layout.at(root)
-        if create:
+        self.read_only = _read_only(self.layout.root)
+        if create and not self.read_only:
             self.layout.ensure()
         self._local = threading.local()
         self._all_conns: list[sqlite3.Connection] = []
@@ -56,10 +58,23 @@ class MemoryStore:
     def root(self) -> Path:
         return self.layout.root
 
+    def check_writable(self, action: str = "write") -> None:
+        """`MemoryDirError` (one line) when the memory directory is read-only."""
+        if self.read_only:
+            raise MemoryDirError(
+                f"memory directory {str(self.root)!r} is read-only; cannot {action} "
+                "(make it writable, or pass --memory-dir to a directory you can write)"
+            )
+
     # -- database ----------------------------------------------------------------------
     def connect(self) -> sqlite3.Connection:
         """This thread's connection to `memory.db`, migrated on first use."""
         conn = getattr(self._local, "conn", None)
+        if conn is None and self.read_only:
+            conn = _db.connect_read_only(self.layout.db)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._all_conns.append(conn)
         if conn is None:
             self.layout.ensure()
             conn = _db.connect(self.layout.db)
@@ -165,3 +180,11 @@ class MemoryStore:
     def reindex(self) -> IndexReport:
         """Drop the derived index and rebuild it from the files and entries."""
         return self.index.rebuild()
+
+
+def _read_only(root: Path) -> bool:
+    """True when the directory (or its `memory.db`) exists and this process cannot write it."""
+    db = root / "memory.db"
+    if root.is_dir() and not os.access(root, os.W_OK):
+        return True
+    return db.exists() and not os.access(db, os.W_OK)

@@ -28,6 +28,7 @@ import datetime as _dt
 import os
 import re
 import secrets
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -136,6 +137,8 @@ class Orchestrator:
         max_subtasks: most subtasks the lead may plan per phase (default 4).
         model_timeout: seconds per model request (default: `$TETHER_MODEL_TIMEOUT`, the
             workflow's `model_timeout`, else 120).
+        checkpointer: a LangGraph checkpointer for graph state (e.g. `PostgresSaver`); the
+            caller keeps and closes it. Default: `SqliteSaver` in `<memory>/.langgraph/`.
     """
 
     def __init__(
@@ -150,9 +153,11 @@ class Orchestrator:
         project_dir: str | os.PathLike[str] | None = None,
         max_subtasks: int | None = None,
         model_timeout: float | None = None,
+        checkpointer: Any = None,
     ):
         self.layout = Layout.at(memory_dir)
         self.model_timeout = model_timeout
+        self.checkpointer = checkpointer
         self.workdir = workdir
         self.workflow_path = str(workflow) if workflow else None
         self.model_spec = model
@@ -276,6 +281,12 @@ class Orchestrator:
                 tasks[rec["task_id"]]["_order"] = _line
         return tasks
 
+    def _check_writable(self, action: str) -> None:
+        """One-line `MemoryDirError` when the memory directory is read-only (before any write)."""
+        from memory.store import MemoryStore
+
+        MemoryStore(self.layout.root, create=False).check_writable(action)
+
     def _note_task(self, task_id: str, **fields: Any) -> None:
         append_jsonl(_tasks_file(self.layout), {"task_id": task_id, **fields})
 
@@ -346,7 +357,9 @@ class Orchestrator:
                 f"finish, or stop it and run `orchestrator resume --task {task_id}`"
             ) from None
         try:
-            yield
+            machines = getattr(self.checkpointer, "task_lock", None)  # --memory-url
+            with machines(task_id) if machines else contextlib.nullcontext():
+                yield
         finally:
             lock.release()
 
@@ -383,6 +396,7 @@ class Orchestrator:
             OrchestratorUserError: bad objective, brief, task id, phase, workdir or model.
             Interrupted: Ctrl-C (the task can be resumed).
         """
+        self._check_writable("run a task")
         if brief is not None:
             objective = objective or brief_title(brief)
         task_id, phases, workdir = self._check_new_task(objective or "", task_id, start_phase)
@@ -471,7 +485,7 @@ class Orchestrator:
         from orchestrator.nodes._common import langgraph_db, write_checkpoint
         from orchestrator.recovery import fault
 
-        saver = open_saver(langgraph_db(self.layout))
+        saver = self.checkpointer or open_saver(langgraph_db(self.layout))
         fault("run_before_graph")
         try:
             graph = compile_graph(saver)
@@ -495,7 +509,8 @@ class Orchestrator:
             else:
                 values = graph.get_state(config).values
         finally:
-            saver.conn.close()
+            if saver is not self.checkpointer:
+                saver.conn.close()
             store.close()
         result = self._result(values, ctx, source=source, warnings=warnings or [])
         if result.status != "failed":
@@ -583,6 +598,7 @@ class Orchestrator:
             RecoveryError: nothing valid to resume from.
             Interrupted: Ctrl-C again (resume again).
         """
+        self._check_writable("resume a task")
 
         if from_checkpoint and from_snapshot:
             raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
@@ -668,15 +684,19 @@ class Orchestrator:
         from orchestrator.nodes._common import langgraph_db
 
         db = langgraph_db(self.layout)
-        if not db.exists():
+        if self.checkpointer is None and not db.exists():
             return None
-        saver = open_saver(db)
+        try:
+            saver = self.checkpointer or open_saver(db, read_only=not os.access(db.parent, os.W_OK))
+        except sqlite3.DatabaseError:
+            return None  # the JSON checkpoints are read instead
         try:
             snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
         except Exception:  # a damaged database falls back to the JSON checkpoints
             return None
         finally:
-            saver.conn.close()
+            if saver is not self.checkpointer:
+                saver.conn.close()
         if not snapshot.values:
             return None
         return dict(snapshot.values), not snapshot.next
@@ -792,6 +812,7 @@ class Orchestrator:
         from memory.store import MemoryStore
         from orchestrator.monitor import write_lead_snapshot
 
+        self._check_writable("write a handoff snapshot")
         state, _source = self.current_state(task_id)
         store = MemoryStore(self.layout.root)
         try:

@@ -139,7 +139,13 @@ def run_options(func: Callable) -> Callable:
     default=None,
     help="Memory directory for the command that follows (it may also come after it).",
 )
-def cli(group_memory_dir: str | None) -> None:
+@click.option(
+    "--memory-url",
+    default=None,
+    envvar="TETHER_MEMORY_URL",
+    help="postgresql://... to share tasks between machines (the memory dir is a local mirror).",
+)
+def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
     """tether: phased multi-agent runs that survive context limits, crashes and handoffs.
 
     \b
@@ -156,11 +162,25 @@ def cli(group_memory_dir: str | None) -> None:
         import os
 
         os.environ["TETHER_MEMORY_DIR"] = str(Path(group_memory_dir).absolute())
+    if memory_url:
+        from memory.backends import is_postgres
+        from memory.paths import Layout
+        from orchestrator._mirror import attach
+
+        if not is_postgres(memory_url):
+            raise click.ClickException("--memory-url must be postgresql://... for the orchestrator")
+        root = Layout.at(None).ensure().root
+        _SHARED["checkpointer"] = attach(click.get_current_context(), memory_url, root)
+
+
+#: Set by `--memory-url`: the checkpointer every command's `Orchestrator` uses.
+_SHARED: dict[str, Any] = {}
 
 
 def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> Any:
     from orchestrator.api import Orchestrator
 
+    kwargs.setdefault("checkpointer", _SHARED.get("checkpointer"))
     return Orchestrator(memory_dir=memory_dir, on_event=view, **kwargs)
 
 

@@ -8,7 +8,9 @@
 `build_graph()` returns the uncompiled `StateGraph` so LangGraph Server (or a test) can
 compile it with its own checkpointer; `compile_graph()` compiles it with tether's
 `SqliteSaver` on `<memory root>/.langgraph/state.sqlite` (a hidden folder, ignored by the
-index). Runs use `durability="sync"`: each super-step is on disk before the next starts,
+index), unless the caller injects another checkpointer (`Orchestrator(checkpointer=...)`,
+e.g. `open_postgres_saver(url)` for LangGraph's `PostgresSaver`). Runs use
+`durability="sync"`: each super-step is on disk before the next starts,
 and the writes of subagents that finished inside an interrupted super-step are kept as
 pending writes, so they are not run again on resume.
 
@@ -55,10 +57,26 @@ def build_graph() -> Any:
     return graph
 
 
-def open_saver(db_path: Path) -> Any:
-    """A `SqliteSaver` on `db_path` (created with its folder if missing)."""
+def open_saver(db_path: Path, *, read_only: bool = False) -> Any:
+    """A `SqliteSaver` on `db_path` (created with its folder if missing).
+
+    `read_only` opens an existing file without writing anything (a read-only memory
+    directory): SQLite's `mode=ro`, else `immutable` when the WAL cannot be opened.
+    """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    if read_only:
+        for flags in ("mode=ro", "immutable=1"):
+            conn = sqlite3.connect(f"{db_path.as_uri()}?{flags}", uri=True, check_same_thread=False)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError:
+                conn.close()
+                continue
+            saver = SqliteSaver(conn)
+            saver.is_setup = True  # the tables exist; setup() would write
+            return saver
+        raise sqlite3.DatabaseError(f"cannot open {str(db_path)!r} read-only")
     db_path.parent.mkdir(parents=True, exist_ok=True)
     # keep sqlite3's default transaction handling: `SqliteSaver` writes a task's writes
     # with `executemany` and commits once, which is atomic only outside autocommit mode
@@ -68,6 +86,37 @@ def open_saver(db_path: Path) -> Any:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")
     saver = SqliteSaver(conn)
+    saver.setup()
+    return saver
+
+
+def open_postgres_saver(url: str) -> Any:
+    """A set-up `PostgresSaver` on its own connection to `url` (close with `saver.conn`).
+
+    Raises:
+        memory.base.StorageError: the server cannot be reached (the message hides the password).
+    """
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    from memory.backends.postgres import CONNECT_TIMEOUT_S, redact
+    from memory.base import StorageError
+
+    try:
+        conn = psycopg.connect(
+            url,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            connect_timeout=CONNECT_TIMEOUT_S,
+        )
+    except psycopg.Error as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        raise StorageError(
+            f"cannot connect to {redact(url)!r} ({lines[0] if lines else exc!r}); check the URL"
+        ) from None
+    saver = PostgresSaver(conn)
     saver.setup()
     return saver
 

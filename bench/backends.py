@@ -1,0 +1,210 @@
+"""Storage backends side by side: recall through the contract, and orchestration per backend.
+
+Run (PostgreSQL at `$TETHER_BENCH_PG_URL`, default `postgresql://postgres@127.0.0.1/test`; a
+private schema is created and dropped)::
+
+    python -m bench.backends                 # 10K messages, 40 subagents
+    python -m bench.backends --sizes 10k,100k --fanout 100
+
+1. **Recall** on `bench.recall`'s labelled corpus: every message becomes one `SearchDoc`
+   (id = its citation, `working/T0001/messages.jsonl#L12`), loaded with `index_upsert` in
+   batches of 1,000 into each backend (files+SQLite FTS5, PostgreSQL `tsvector` + GIN, and
+   the in-memory reference up to 20K), then every labelled question is asked with
+   `index_query(limit=10)`: build rate (messages/s), search p50/p95, recall@10. For scale,
+   the files backend's own recall (`MemoryStore.search`, the one `memory search` uses, with
+   its query planner and reranker) is measured on the same corpus.
+2. **Orchestration**: one phase of N subagents with the fast fake model of
+   `bench.orchestration`, graph state in `SqliteSaver` (default) or LangGraph's
+   `PostgresSaver` (`Orchestrator(checkpointer=...)`): wall time per subagent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.recall import _pct, _recall, _stage
+from bench.recall_data import ensure_corpus
+from memory.base import SearchDoc
+from memory.index import message_text
+
+PG_URL = os.environ.get("TETHER_BENCH_PG_URL", "postgresql://postgres@127.0.0.1/test")
+BATCH = 1000
+
+
+@contextmanager
+def pg_schema():
+    import psycopg
+
+    schema = f"tether_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        sep = "&" if "?" in PG_URL else "?"
+        yield f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def corpus_docs(corpus) -> list[SearchDoc]:
+    docs = []
+    for path in corpus.files:
+        rel = path.relative_to(corpus.root).as_posix()
+        with path.open("rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                text = message_text(raw)
+                if text:
+                    docs.append(SearchDoc(f"{rel}#L{n}", "messages", text, rel))
+    return docs
+
+
+def measure(backend, docs, questions, gold) -> dict:
+    began = time.perf_counter()
+    for i in range(0, len(docs), BATCH):
+        backend.index_upsert(docs[i : i + BATCH])
+    build = time.perf_counter() - began
+    backend.index_query(questions[0], limit=10)
+    lat, ranked = [], []
+    for q in questions:
+        t0 = time.perf_counter()
+        hits = backend.index_query(q, limit=10)
+        lat.append(time.perf_counter() - t0)
+        ranked.append([h.doc_id for h in hits])
+    return {
+        "build_rate": len(docs) / build,
+        "p50": _pct(lat, 0.5),
+        "p95": _pct(lat, 0.95),
+        "r10": _recall(ranked, gold, 10),
+    }
+
+
+def recall_rows(n: int) -> list[tuple[str, dict]]:
+    from memory.backends.files import FilesBackend
+    from memory.backends.inmemory import InMemoryBackend
+    from memory.backends.postgres import PostgresBackend
+    from memory.store import MemoryStore
+
+    corpus = ensure_corpus(n)
+    docs = corpus_docs(corpus)
+    questions = [q["question"] for q in corpus.queries]
+    gold = [q["citation"] for q in corpus.queries]
+    rows = []
+    tmp = _stage(corpus)
+    try:
+        store = MemoryStore(tmp / "memory")
+        t0 = time.perf_counter()
+        store.reindex()
+        build = time.perf_counter() - t0
+        lat, ranked = [], []
+        for q in questions:
+            t1 = time.perf_counter()
+            ranked.append([h.citation for h in store.search(q, limit=10)])
+            lat.append(time.perf_counter() - t1)
+        store.close()
+        reference = {"build_rate": corpus.messages / build, "p50": _pct(lat, 0.5)}
+        reference |= {"p95": _pct(lat, 0.95), "r10": _recall(ranked, gold, 10)}
+        rows.append(("files: memory search (tether recall)", reference))
+        with FilesBackend.open(tmp / "contract") as backend:
+            rows.append(("files: contract index (FTS5)", measure(backend, docs, questions, gold)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with pg_schema() as url, PostgresBackend.open(url) as backend:
+        rows.append(
+            ("postgres: contract index (tsvector)", measure(backend, docs, questions, gold))
+        )
+    if n <= 20_000:
+        rows.append(
+            ("memory: contract index (BM25)", measure(InMemoryBackend(), docs, questions, gold))
+        )
+    return rows
+
+
+def orchestration_rows(n: int) -> list[tuple[str, float]]:
+    from bench.orchestration import OBJECTIVE, fake_model
+    from orchestrator.api import Orchestrator
+
+    rows = []
+    for kind in ("sqlite", "postgres", "mirror"):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            pg_schema() as url,
+            _saver(kind, url, tmp) as saver,
+        ):
+            root = Path(tmp)
+            workflow = root / "one.yaml"
+            workflow.write_text("name: bench\nphases: [exploration]\n")
+            orch = Orchestrator(
+                memory_dir=root / "memory",
+                workdir=root,
+                workflow=workflow,
+                model=fake_model(),
+                max_parallel=4,
+                max_subtasks=n,
+                checkpointer=saver,
+            )
+            began = time.perf_counter()
+            result = orch.run(OBJECTIVE, task_id="bench")
+            if kind == "mirror":
+                saver.mirror.push()  # what the CLI does when the command ends
+            elapsed = time.perf_counter() - began
+            assert result.status == "done" and len(result.findings) == n, result.failed
+            label = {"sqlite": "SqliteSaver (files)", "postgres": "PostgresSaver (files)"}
+            rows.append((label.get(kind, "--memory-url: PostgresSaver + mirror"), elapsed / n))
+    return rows
+
+
+@contextmanager
+def _saver(kind: str, url: str, tmp: str):
+    """None (tether's SqliteSaver), a PostgresSaver, or the `--memory-url` MirroringSaver."""
+    from orchestrator.graph import open_postgres_saver
+
+    if kind == "sqlite":
+        yield None
+    elif kind == "postgres":
+        saver = open_postgres_saver(url)
+        yield saver
+        saver.conn.close()
+    else:
+        import click
+
+        from orchestrator._mirror import attach
+
+        with click.Context(click.Command("bench")) as ctx:
+            yield attach(ctx, url, Path(tmp) / "memory")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10k")
+    parser.add_argument("--fanout", type=int, default=40)
+    args = parser.parse_args(argv)
+    print("| corpus | backend | build (msg/s) | search p50 | search p95 | recall@10 |")
+    print("|---|---|---:|---:|---:|---:|")
+    for part in args.sizes.split(","):
+        n = int(float(part.lower().rstrip("km")) * (1000 if part.lower().endswith("k") else 1))
+        for name, row in recall_rows(n):
+            print(
+                f"| {n:,} | {name} | {row['build_rate']:,.0f} | {row['p50'] * 1000:.1f} ms "
+                f"| {row['p95'] * 1000:.1f} ms | {row['r10']:.2f} |"
+            )
+    print()
+    print(f"| orchestration ({args.fanout} subagents, 1 phase) | per subagent |")
+    print("|---|---:|")
+    for name, per in orchestration_rows(args.fanout):
+        print(f"| {name} | {per * 1000:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()

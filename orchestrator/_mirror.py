@@ -1,0 +1,150 @@
+"""The orchestrator on a shared backend: a local memory directory mirrored to PostgreSQL.
+
+Every module of the orchestrator reads and writes the files of a memory directory. With
+`--memory-url postgresql://...` each process keeps its own local directory (in its own
+working directory) and the backend is the shared truth:
+
+* `Mirror.pull()` (before a command) writes every document of the backend into the local
+  directory where its bytes differ;
+* `Mirror.push()` uploads every local file that changed since the last pull or push, and
+  indexes it for `memory search`;
+* `MirroringSaver`, LangGraph's `PostgresSaver` with one addition: it pushes before it saves
+  a checkpoint or a task's writes. So whatever a node wrote (a subagent's findings) is in
+  the backend before the graph state that says the node ran: another process resuming from
+  that state never lacks a file, and the subagents it records are not run again.
+
+What is mirrored is what `memory.backends.files.is_document_path` calls a document: not
+`memory.db` and `entries/` (per-machine index and large outputs), `.locks/`, `.langgraph/`
+(graph state is in PostgreSQL) or `.tether/running/` (live-process markers mean nothing on
+another machine). Local deletions are not propagated.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.postgres import PostgresSaver
+
+from memory import durable
+from memory.backends.blocks import search_blocks
+from memory.backends.files import walk_documents
+
+
+class Mirror:
+    """Keeps the local memory directory `root` and `backend` in step (see module docstring)."""
+
+    def __init__(self, backend: Any, root: Path):
+        self.backend = backend
+        self.root = Path(root)
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._lock = threading.Lock()
+
+    def _files(self) -> dict[str, os.stat_result]:
+        found = {}
+        for rel, full in walk_documents(self.root):
+            try:
+                found[rel] = os.stat(full)
+            except FileNotFoundError:
+                continue
+        return found
+
+    def pull(self) -> int:
+        """Write the backend's documents locally; returns how many files changed."""
+        changed = 0
+        with self._lock:
+            for info in self.backend.list_documents():
+                doc = self.backend.get_document(info.path)
+                target = self.root / info.path
+                if doc is None or (target.is_file() and target.read_bytes() == doc.data):
+                    continue
+                durable.atomic_write_bytes(target, doc.data)
+                st = target.stat()
+                self._seen[info.path] = (st.st_mtime_ns, st.st_size)
+                changed += 1
+        return changed
+
+    def push(self) -> int:
+        """Upload and index local files changed since the last pull/push; returns how many."""
+        pushed = 0
+        with self._lock:
+            for rel, st in sorted(self._files().items()):
+                state = (st.st_mtime_ns, st.st_size)
+                if self._seen.get(rel) == state:
+                    continue
+                try:
+                    data = (self.root / rel).read_bytes()
+                except FileNotFoundError:
+                    continue
+                old = self.backend.get_document(rel)
+                if old is None or old.data != data:
+                    self.backend.put_document(rel, data)
+                    if old is not None:
+                        self.backend.index_delete([d.doc_id for d in search_blocks(rel, old.data)])
+                    self.backend.index_upsert(search_blocks(rel, data))
+                    pushed += 1
+                self._seen[rel] = state
+        return pushed
+
+
+TRY_TASK_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtext(%s))"
+
+
+class MirroringSaver(PostgresSaver):
+    """`PostgresSaver` that pushes the mirror before saving graph state.
+
+    `task_lock(task_id)` is the cross-machine run lock: a PostgreSQL session advisory lock
+    on its own connection, so a machine that dies releases it with its connection.
+    """
+
+    def __init__(self, conn: Any, mirror: Mirror, url: str = ""):
+        super().__init__(conn)
+        self.mirror = mirror
+        self.url = url
+
+    @contextmanager
+    def task_lock(self, task_id: str) -> Iterator[None]:
+        import psycopg
+
+        from orchestrator.errors import OrchestratorUserError
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            if not conn.execute(TRY_TASK_LOCK_SQL, (f"tether-task:{task_id}",)).fetchone()[0]:
+                raise OrchestratorUserError(
+                    f"task {task_id!r} is running on another machine; wait for it to finish, "
+                    f"or stop it and run `orchestrator resume --task {task_id}`"
+                )
+            yield  # closing the connection releases the lock
+
+    def put(self, *args: Any, **kwargs: Any) -> Any:
+        self.mirror.push()
+        return super().put(*args, **kwargs)
+
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
+        self.mirror.push()
+        return super().put_writes(*args, **kwargs)
+
+
+def attach(ctx: Any, url: str, root: Path) -> MirroringSaver:
+    """Open the backend on `url`, pull into `root`, and push again when `ctx` closes."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from memory.backends.postgres import CONNECT_TIMEOUT_S, PostgresBackend
+
+    backend = ctx.with_resource(PostgresBackend.open(url))
+    mirror = Mirror(backend, root)
+    mirror.pull()
+    conn = psycopg.connect(
+        url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+        connect_timeout=CONNECT_TIMEOUT_S,
+    )  # fmt: skip
+    ctx.call_on_close(conn.close)
+    ctx.call_on_close(mirror.push)  # runs before the connections close (LIFO)
+    saver = MirroringSaver(conn, mirror, url)
+    saver.setup()
+    return saver

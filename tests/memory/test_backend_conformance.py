@@ -1,0 +1,334 @@
+"""The storage contract (`memory.base`) on every backend: files+SQLite, in-memory, PostgreSQL.
+
+Each test runs once per backend through the public contract only: documents with versions
+and compare-and-set, entries and chunks (byte-exact), the search index, task records, the
+subagent registry, the per-task lock, several processes writing one task, a writer killed
+mid-write (crash consistency) and bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from memory.backends import open_backend
+from memory.base import (
+    ConflictError,
+    LockHeldError,
+    SearchDoc,
+    SubagentRecord,
+    TaskRecord,
+)
+from memory.errors import (
+    ChunkOutOfRangeError,
+    InvalidInputError,
+    InvalidQueryError,
+    MemoryUserError,
+    UnknownEntryError,
+)
+from tests.pg import private_schema
+
+ALL = ["files", "memory", "postgres"]
+DURABLE = ["files", "postgres"]
+
+
+@pytest.fixture
+def url(request, tmp_path):
+    """A URL (or memory directory) naming a fresh, empty store of the backend under test."""
+    kind = request.param
+    if kind == "postgres":
+        with private_schema() as pg_url:
+            yield pg_url
+    elif kind == "memory":
+        yield "memory://"
+    else:
+        yield str(tmp_path / "memdir")
+
+
+@pytest.fixture
+def backend(url):
+    with open_backend(url) as opened:
+        yield opened
+
+
+def params(kinds):
+    return pytest.mark.parametrize("url", kinds, indirect=True)
+
+
+# -- documents ---------------------------------------------------------------------------
+@params(ALL)
+def test_documents_have_growing_versions_and_list_by_prefix(backend):
+    assert backend.get_document("findings/t1/a.md") is None
+    first = backend.put_document("findings/t1/a.md", b"one")
+    second = backend.put_document("findings/t1/a.md", b"two\r\n\x00\xff")
+    backend.put_document("findings/t2/b.md", b"b")
+    backend.put_document("plans/p.md", b"p")
+    assert (first.version, second.version) == (1, 2)
+    doc = backend.get_document("findings/t1/a.md")
+    assert (doc.data, doc.version, doc.size) == (b"two\r\n\x00\xff", 2, 7)
+    listed = backend.list_documents("findings/")
+    assert [(d.path, d.version) for d in listed] == [
+        ("findings/t1/a.md", 2),
+        ("findings/t2/b.md", 1),
+    ]
+    assert [d.path for d in backend.list_documents()] == [
+        "findings/t1/a.md",
+        "findings/t2/b.md",
+        "plans/p.md",
+    ]
+
+
+@params(ALL)
+def test_compare_and_set_refuses_a_stale_version_and_keeps_the_data(backend):
+    backend.put_document("w/doc.md", b"v1", expected_version=0)
+    with pytest.raises(ConflictError, match="w/doc.md"):
+        backend.put_document("w/doc.md", b"again", expected_version=0)
+    backend.put_document("w/doc.md", b"v2", expected_version=1)
+    with pytest.raises(ConflictError):
+        backend.put_document("w/doc.md", b"lost update", expected_version=1)
+    with pytest.raises(ConflictError):
+        backend.delete_document("w/doc.md", expected_version=1)
+    assert backend.get_document("w/doc.md").data == b"v2"
+
+
+@params(ALL)
+def test_delete_removes_and_versions_are_never_reused(backend):
+    backend.put_document("a.md", b"1")
+    backend.put_document("a.md", b"2")
+    assert backend.delete_document("a.md") is True
+    assert backend.delete_document("a.md") is False
+    assert backend.get_document("a.md") is None
+    assert backend.list_documents() == []
+    assert backend.put_document("a.md", b"3", expected_version=0).version == 3
+
+
+@params(ALL)
+@pytest.mark.parametrize("path", ["../escape.md", "/etc/passwd", "", "a//b.md", "a/./b", "x\\y"])
+def test_bad_document_paths_are_refused_naming_the_path(backend, path):
+    with pytest.raises(MemoryUserError) as err:
+        backend.put_document(path, b"x")
+    assert repr(path) in str(err.value)
+    assert backend.list_documents() == []
+
+
+@params(ALL)
+def test_update_document_loses_no_update_between_threads(backend):
+    import threading
+
+    def bump():
+        for _ in range(10):
+            backend.update_document("counter", lambda old: str(int(old or b"0") + 1).encode())
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert backend.get_document("counter").data == b"40"
+
+
+# -- entries -----------------------------------------------------------------------------
+@params(ALL)
+def test_entries_are_byte_exact_and_chunked_when_large(backend):
+    small = "ünïcode\r\nline two\x00 no trailing newline"
+    large = "".join(f"line {n}: {'word ' * 12}\n" for n in range(2000))
+    s = backend.log_entry(small, tags=["a", "b"], type="output")
+    big = backend.log_entry(large.encode(), type="transcript")
+    assert backend.fetch_entry(s.id) == small
+    assert backend.fetch_entry(big.id) == large
+    assert big.chunks > 1 and s.chunks == 1
+    pieces = [backend.fetch_entry(big.id, chunk=n) for n in range(big.chunks)]
+    assert "".join(pieces) == large
+    assert all(p.endswith("\n") for p in pieces)
+    assert backend.get_entry(s.id) == s
+    assert s.id.startswith("mem-") and s.tags == ("a", "b") and s.bytes == len(small.encode())
+    with pytest.raises(ChunkOutOfRangeError, match=big.id):
+        backend.fetch_entry(big.id, chunk=big.chunks)
+    with pytest.raises(UnknownEntryError, match="mem-nope"):
+        backend.fetch_entry("mem-nope")
+
+
+@params(ALL)
+def test_entries_list_filters_newest_first(backend, tmp_path):
+    a = backend.log_entry("alpha", tags=["x"], directory=str(tmp_path / "proj"))
+    b = backend.log_entry("beta", tags=["y"], type="summary")
+    c = backend.log_entry("gamma", tags=["x"], directory=str(tmp_path / "proj" / "sub"))
+    assert [e.id for e in backend.list_entries()] == [c.id, b.id, a.id]
+    assert [e.id for e in backend.list_entries(tag="x")] == [c.id, a.id]
+    assert [e.id for e in backend.list_entries(type="summary")] == [b.id]
+    assert [e.id for e in backend.list_entries(directory=str(tmp_path / "proj"))] == [c.id, a.id]
+    assert [e.id for e in backend.list_entries(limit=1)] == [c.id]
+
+
+@params(ALL)
+@pytest.mark.parametrize(
+    ("content", "kwargs", "needle"),
+    [
+        ("", {}, "empty"),
+        ("   \n", {}, "empty"),
+        (b"\xff\xfe bad", {}, "UTF-8"),
+        ("fine", {"type": "poem"}, "'poem'"),
+    ],
+)
+def test_bad_entries_are_refused_and_nothing_is_stored(backend, content, kwargs, needle):
+    with pytest.raises(InvalidInputError, match=needle):
+        backend.log_entry(content, **kwargs)
+    assert backend.list_entries() == []
+
+
+# -- search index ------------------------------------------------------------------------
+@params(ALL)
+def test_index_ranks_upserts_replace_and_deletes_remove(backend):
+    backend.index_upsert(
+        [
+            SearchDoc("d1", "findings", "Cookies are stored in the session cookie jar.", "f/1.md"),
+            SearchDoc("d2", "findings", "Redirects follow the Location header.", "f/2.md"),
+            SearchDoc("d3", "plans", "Check how cookies survive redirects.", "p/3.md"),
+        ]
+    )
+    hits = backend.index_query("cookie jar")
+    assert [h.doc_id for h in hits][:2] == ["d1", "d3"]
+    assert hits[0].path == "f/1.md" and hits[0].score > hits[1].score
+    assert [h.doc_id for h in backend.index_query("cookies", sources=["plans"])] == ["d3"]
+    backend.index_upsert([SearchDoc("d1", "findings", "Nothing about that any more.")])
+    assert [h.doc_id for h in backend.index_query("jar")] == []
+    assert backend.index_delete(["d2", "missing"]) == 1
+    assert backend.index_query("redirects location") == [
+        h for h in backend.index_query("redirects location") if h.doc_id == "d3"
+    ]
+    assert [h.doc_id for h in backend.index_query("redirects location")] == ["d3"]
+    assert len(backend.index_query("the", limit=1)) <= 1
+
+
+@params(ALL)
+@pytest.mark.parametrize("query", ["", "   "])
+def test_empty_queries_are_refused(backend, query):
+    with pytest.raises(InvalidQueryError, match="empty query"):
+        backend.index_query(query)
+
+
+# -- tasks, registry, lock ---------------------------------------------------------------
+@params(ALL)
+def test_task_records_round_trip_newest_first(backend):
+    backend.put_task(TaskRecord("t1", "running", {"phase": 1, "objective": "survey ü"}))
+    time.sleep(0.01)
+    backend.put_task(TaskRecord("t2", "pending"))
+    assert backend.get_task("t1").data == {"phase": 1, "objective": "survey ü"}
+    assert backend.get_task("nope") is None
+    assert [t.task_id for t in backend.list_tasks()] == ["t2", "t1"]
+    with pytest.raises(InvalidInputError, match="JSON"):
+        backend.put_task(TaskRecord("t3", "x", {"bad": object()}))
+    assert backend.get_task("t3") is None
+
+
+@params(ALL)
+def test_registry_claims_each_subagent_once(backend):
+    backend.put_subagent(SubagentRecord("t", "s2", "pending", {"subtask": "b"}))
+    assert backend.claim_subagent("t", "s1", "proc-a") is True  # unregistered counts as pending
+    assert backend.claim_subagent("t", "s1", "proc-b") is False
+    assert backend.claim_subagent("t", "s2", "proc-b") is True
+    done = backend.transition_subagent(
+        "t", "s2", from_status=["running"], to_status="done", data={"entry": "mem-1"}
+    )
+    assert done is True
+    agents = backend.list_subagents("t")
+    assert [(a.agent_id, a.status) for a in agents] == [("s1", "running"), ("s2", "done")]
+    assert agents[1].data == {"subtask": "b", "owner": "proc-b", "entry": "mem-1"}
+    assert backend.list_subagents("other") == []
+
+
+@params(ALL)
+def test_task_lock_is_exclusive_renewable_and_expires(backend):
+    assert backend.acquire_lock("t", "a", ttl=30) is True
+    assert backend.acquire_lock("t", "b", ttl=30) is False
+    assert backend.acquire_lock("t", "a", ttl=30) is True
+    assert backend.get_lock("t").owner == "a"
+    with pytest.raises(LockHeldError, match="'a'"), backend.task_lock("t", "b"):
+        pass
+    assert backend.release_lock("t", "b") is False
+    assert backend.release_lock("t", "a") is True
+    assert backend.get_lock("t") is None
+    assert backend.acquire_lock("t", "b", ttl=0.2) is True
+    time.sleep(0.3)
+    assert backend.get_lock("t") is None
+    with backend.task_lock("t", "c"):
+        assert backend.get_lock("t").owner == "c"
+    assert backend.get_lock("t") is None
+
+
+# -- several processes, crashes ----------------------------------------------------------
+def _worker(url: str, name: str, agents: int, queue) -> None:
+    with open_backend(url) as backend:
+        claimed = [f"s{n}" for n in range(agents) if backend.claim_subagent("task", f"s{n}", name)]
+        for n in range(10):
+            backend.update_document("task/counter", lambda old: str(int(old or b"0") + 1).encode())
+            backend.log_entry(f"{name} wrote {n}", tags=["worker"])
+    queue.put((name, claimed))
+
+
+@params(DURABLE)
+def test_several_processes_write_one_task_without_losing_or_doubling(url):
+    with open_backend(url):
+        pass  # set up once, as the first process of a task does
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(url, f"p{i}", 20, queue)) for i in range(4)]
+    for p in procs:
+        p.start()
+    results = dict(queue.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    claims = [agent for claimed in results.values() for agent in claimed]
+    assert sorted(claims) == sorted(f"s{n}" for n in range(20))  # each once, none twice
+    with open_backend(url) as backend:
+        assert backend.get_document("task/counter").data == b"40"
+        assert len(backend.list_entries(tag="worker", limit=None)) == 40
+        owners = {a.agent_id: a.data["owner"] for a in backend.list_subagents("task")}
+        assert all(agent in results[owners[agent]] for agent in owners)
+
+
+CRASH_WRITER = """
+import json, sys
+from memory.backends import open_backend
+with open_backend(sys.argv[1]) as b:
+    n = 0
+    while True:
+        n += 1
+        body = json.dumps({"n": n, "pad": "x" * 200_000}).encode()
+        b.put_document("task/state.json", body)
+        b.log_entry(f"step {n} " * 50, tags=["crash"])
+        if n == 3:
+            print("ready", flush=True)
+"""
+
+
+@params(DURABLE)
+def test_a_writer_killed_mid_write_leaves_whole_versions(url):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(CRASH_WRITER), url],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open_backend(url) as backend:
+        doc = backend.get_document("task/state.json")
+        state = json.loads(doc.data)  # never a torn file or row
+        assert state["n"] >= 3 and len(state["pad"]) == 200_000
+        entries = backend.list_entries(tag="crash", limit=None)
+        assert len(entries) >= 3
+        for entry in entries:
+            assert backend.fetch_entry(entry.id).startswith("step ")
+        after = backend.put_document("task/state.json", b"{}", expected_version=doc.version)
+        assert after.version > doc.version

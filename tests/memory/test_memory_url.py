@@ -1,0 +1,164 @@
+"""`--memory-url` / `TETHER_MEMORY_URL` on the `memory` CLI, and `memory export` / `import`.
+
+Through the console script: a memory tree imported into PostgreSQL (or a memory directory)
+and exported again is byte-identical; `log`, `fetch`, `list` and `search` work on Postgres;
+bad URLs (unreachable server, unknown user, a database without tether's tables, an older
+schema) give one `Error:` line naming the URL without its password, and exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pg import private_schema
+
+
+def memory(*args: str, env_url: str | None = None, cwd: Path | None = None):
+    env = dict(os.environ)
+    if env_url:
+        env["TETHER_MEMORY_URL"] = env_url
+    return subprocess.run(
+        [sys.executable, "-m", "memory", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    files = {
+        "research_plans/t1.md": b"# Plan\n\n- [ ] find where cookies are kept\n",
+        "findings/t1/overview.md": "Cookies live in the session jar ü\r\nno newline".encode(),
+        "checkpoints/t1/ckpt-1.json": b'{"phase": 1}',
+        "context_snapshots/t1-1.md": b"# Snapshot\n",
+        "working/t1/messages.jsonl": b'{"role": "user", "content": "hi"}\n',
+        "facts/facts.jsonl": b"",
+        "findings/t1/blob.bin": b"\x00\xff\xfe binary",
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return files
+
+
+def _read_tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def pg_url():
+    with private_schema() as url:
+        yield url
+
+
+def test_reimport_replaces_what_search_finds(pg_url, tmp_path):
+    tree = tmp_path / "tree"
+    _tree(tree)
+    assert memory("--memory-url", pg_url, "import", str(tree)).returncode == 0
+    (tree / "findings/t1/overview.md").write_text("Nothing left about that.\n")
+    assert memory("--memory-url", pg_url, "import", str(tree)).returncode == 0
+    found = memory("--memory-url", pg_url, "search", "jar", "--json")
+    assert json.loads(found.stdout) == []
+
+
+def test_postgres_import_then_export_is_byte_identical(pg_url, tmp_path):
+    files = _tree(tmp_path / "tree")
+    done = memory("--memory-url", pg_url, "import", str(tmp_path / "tree"))
+    assert done.returncode == 0, done.stderr
+    assert "Imported 7 document(s)" in done.stdout
+    out = memory("--memory-url", pg_url, "export", str(tmp_path / "out"))
+    assert out.returncode == 0, out.stderr
+    assert _read_tree(tmp_path / "out") == files
+
+
+def test_files_backend_round_trip_through_a_memory_directory(tmp_path):
+    files = _tree(tmp_path / "tree")
+    memdir = str(tmp_path / "memdir")
+    assert memory("--memory-dir", memdir, "import", str(tmp_path / "tree")).returncode == 0
+    assert memory("--memory-dir", memdir, "export", str(tmp_path / "out")).returncode == 0
+    assert _read_tree(tmp_path / "out") == files
+
+
+def test_log_fetch_list_search_on_postgres_via_the_environment(pg_url, tmp_path):
+    _tree(tmp_path / "tree")
+    assert memory("import", str(tmp_path / "tree"), env_url=pg_url).returncode == 0
+    logged = memory("log", "-q", "--tag", "probe", "the retry budget is 3", env_url=pg_url)
+    assert logged.returncode == 0, logged.stderr
+    entry_id = logged.stdout.strip()
+    fetched = memory("fetch", entry_id, env_url=pg_url)
+    assert fetched.stdout == "the retry budget is 3"
+    assert entry_id in memory("list", "--tag", "probe", env_url=pg_url).stdout
+    found = memory("search", "cookies", env_url=pg_url)
+    assert found.returncode == 0 and "Citation: findings/t1/overview.md#L1" in found.stdout
+    scoped = memory("search", "cookies", "--scope", "plans", "--json", env_url=pg_url)
+    assert [r["citation"] for r in json.loads(scoped.stdout)] == [
+        "research_plans/t1.md#L1"
+    ]  # heading + paragraph
+    assert entry_id in memory("search", "retry", "--json", env_url=pg_url).stdout
+
+
+def _one_error_line(result, url_shown: str) -> str:
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert url_shown in lines[0] and "s3cret" not in lines[0]
+    return lines[0]
+
+
+def test_unreachable_server_and_unknown_user_are_one_line(pg_url, tmp_path):
+    down = memory("--memory-url", "postgresql://postgres:s3cret@127.0.0.1:1/test", "list")
+    _one_error_line(down, "postgresql://postgres:***@127.0.0.1:1/test")
+    nobody = memory("--memory-url", "postgresql://nobody:s3cret@127.0.0.1:5432/test", "search", "x")
+    assert "nobody" in _one_error_line(nobody, "postgresql://nobody:***@127.0.0.1:5432/test")
+
+
+def test_database_without_tables_or_with_an_older_schema_is_refused(pg_url):
+    import psycopg
+
+    line = _one_error_line(memory("--memory-url", pg_url, "list"), "tether_test_")
+    assert "no tether tables" in line
+    assert memory("--memory-url", pg_url, "setup").returncode == 0
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM tether_migrations")
+    line = _one_error_line(memory("--memory-url", pg_url, "search", "x"), "tether_test_")
+    assert "older tether schema" in line
+
+
+def test_verbs_that_need_a_directory_say_so_on_postgres(pg_url):
+    line = _one_error_line(memory("--memory-url", pg_url, "stats"), "tether_test_")
+    assert "memory stats" in line
+
+
+def test_an_orchestrator_memory_round_trips_through_postgres(pg_url, tmp_path, memory_dir):
+    work = tmp_path / "proj"
+    work.mkdir()
+    (work / "app.py").write_text("def handle():\n    return 1\n")
+    boot = "import sys; sys.argv[0] = 'orchestrator'; from orchestrator.cli import main; main()"
+    ran = subprocess.run(
+        [sys.executable, "-c", boot, "run", "Survey the app", "--workdir", str(work)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert memory("--memory-url", pg_url, "import", str(memory_dir)).returncode == 0
+    assert memory("--memory-url", pg_url, "export", str(tmp_path / "out")).returncode == 0
+    exported = _read_tree(tmp_path / "out")
+    assert ".tether/tasks.jsonl" in exported and any(p.startswith("findings/") for p in exported)
+    assert not any(
+        p.startswith((".locks", ".langgraph", "entries/", ".tether/running")) for p in exported
+    )
+    original = _read_tree(memory_dir)
+    assert {p: original[p] for p in exported} == exported
