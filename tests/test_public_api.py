@@ -34,15 +34,42 @@ MEMORY_API = [
 ]
 
 
+ORCHESTRATOR_API = [
+    "CheckpointError",
+    "Interrupted",
+    "ModelCallError",
+    "ModelConfigError",
+    "Orchestrator",
+    "OrchestratorError",
+    "OrchestratorRuntimeError",
+    "OrchestratorState",
+    "OrchestratorUserError",
+    "PhasePlan",
+    "RecoveryError",
+    "RunResult",
+    "SkillError",
+    "SubmitFindings",
+    "Subtask",
+    "TemplateError",
+    "TetherMemoryMiddleware",
+    "TokenGauge",
+    "UnknownTaskError",
+    "WorkdirError",
+    "Workflow",
+    "WorkflowError",
+    "build_graph",
+    "load_workflow",
+]
+
+
 def test_memory_all_is_sorted_pinned_and_importable():
     assert memory.__all__ == sorted(memory.__all__) == MEMORY_API
     for name in memory.__all__:
         assert getattr(memory, name) is not None
 
 
-def test_orchestrator_all_is_sorted_and_importable():
-    assert orchestrator.__all__ == sorted(orchestrator.__all__)
-    assert {"Orchestrator", "Workflow", "build_graph", "load_workflow"} <= set(orchestrator.__all__)
+def test_orchestrator_all_is_sorted_pinned_and_importable():
+    assert orchestrator.__all__ == sorted(orchestrator.__all__) == ORCHESTRATOR_API
     for name in orchestrator.__all__:
         assert getattr(orchestrator, name) is not None
 
