@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from memory import durable
-from memory.errors import InvalidInputError, MemoryRuntimeError
+from memory.errors import InvalidInputError, SummarizerFailed
 from memory.summarize import Summarizer, extractive_summary
 from memory.templating import render
 from memory.working import Message, WorkingMemory, utc_now
@@ -61,10 +61,6 @@ _STOPWORDS = frozenset(
     "very what when where which while will with would your user assistant tool please because "
     "turn summary messages jsonl".split()
 )
-
-
-class SummarizerFailed(MemoryRuntimeError):
-    """The summariser raised or timed out; nothing was archived."""
 
 
 @dataclass(frozen=True)

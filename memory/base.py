@@ -39,10 +39,11 @@ from typing import Any
 
 from memory.errors import (
     ChunkOutOfRangeError,
+    ConflictError,
     InvalidInputError,
-    MemoryRuntimeError,
-    MemoryUserError,
+    LockHeldError,
     PathEscapeError,
+    StorageError,
 )
 
 __all__ = [
@@ -60,18 +61,6 @@ __all__ = [
     "TaskRecord",
     "check_doc_path",
 ]
-
-
-class ConflictError(MemoryUserError):
-    """A compare-and-set write named a version that is no longer the current one."""
-
-
-class LockHeldError(MemoryUserError):
-    """The task's lock is held by another live owner."""
-
-
-class StorageError(MemoryRuntimeError):
-    """The backend cannot be reached or used (server down, bad credentials, old schema)."""
 
 
 @dataclass(frozen=True)

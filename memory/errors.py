@@ -10,9 +10,16 @@ can catch what they can fix::
     │   ├── InvalidQueryError         empty query, unknown scope, bad limit
     │   ├── InvalidInputError         invalid UTF-8, empty content, bad option values
     │   ├── PathEscapeError           a path that leaves the memory directory
-    │   └── MemoryDirError            the memory directory is unusable (a file, unwritable)
+    │   ├── MemoryDirError            the memory directory is unusable (a file, unwritable)
+    │   ├── PatchNotFoundError        `memory_patch`'s old text is not in the file
+    │   ├── ConflictError             a compare-and-set write named an outdated version
+    │   ├── LockHeldError             the task's lock is held by another live owner
+    │   └── TemplateRenderError       a template is missing, malformed or lacks a variable
     └── MemoryRuntimeError            storage failed underneath a valid request
-        └── CorruptDataError          a stored file or row cannot be read back
+        ├── CorruptDataError          a stored file or row cannot be read back
+        ├── StorageError              the backend cannot be reached or used (server down,
+        │                             bad credentials, old schema)
+        └── SummarizerFailed          the summariser raised or timed out (nothing archived)
 
 Messages are one line, show the offending value with `!r` and say what to do next.
 """
@@ -61,3 +68,27 @@ class MemoryRuntimeError(MemoryStoreError, RuntimeError):
 
 class CorruptDataError(MemoryRuntimeError):
     """A stored file or database row cannot be read back."""
+
+
+class PatchNotFoundError(MemoryUserError):
+    """An old text given to `patch_memory` is not in the file (nothing was changed)."""
+
+
+class TemplateRenderError(MemoryUserError):
+    """A template is missing, malformed, or refers to a variable it was not given."""
+
+
+class SummarizerFailed(MemoryRuntimeError):
+    """The summariser raised or timed out; nothing was archived."""
+
+
+class ConflictError(MemoryUserError):
+    """A compare-and-set write named a version that is no longer the current one."""
+
+
+class LockHeldError(MemoryUserError):
+    """The task's lock is held by another live owner."""
+
+
+class StorageError(MemoryRuntimeError):
+    """The backend cannot be reached or used (server down, bad credentials, old schema)."""

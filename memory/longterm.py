@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memory import durable
-from memory.errors import InvalidInputError, MemoryUserError, PathEscapeError
+from memory.errors import InvalidInputError, PatchNotFoundError, PathEscapeError
 from memory.paths import confine
 from memory.templating import render
 
@@ -45,10 +45,6 @@ _ENTRY_HEADING = re.compile(r"^## (.+)$", re.M)
 _ENTRY_SUMMARY = re.compile(r"^- Summary:\s*(.+)$", re.M)
 _EPISODE_FILE = re.compile(r"^\d{4}-\d{2}\.md$")
 _SUMMARY_MAX_CHARS = 160
-
-
-class PatchNotFoundError(MemoryUserError):
-    """An old text given to `patch_memory` is not in the file (nothing was changed)."""
 
 
 @dataclass(frozen=True)

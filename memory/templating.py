@@ -17,11 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memory.errors import TemplateRenderError
 from memory.resources import shipped_dir
-
-
-class TemplateRenderError(ValueError):
-    """A template is missing, malformed, or refers to a variable it was not given."""
 
 
 @functools.lru_cache(maxsize=8)

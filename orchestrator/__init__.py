@@ -16,9 +16,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.api import Interrupted, Orchestrator, RunResult
+    from orchestrator.api import Orchestrator, RunResult
     from orchestrator.errors import (
         CheckpointError,
+        Interrupted,
         ModelCallError,
         ModelConfigError,
         OrchestratorError,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "CheckpointError": "orchestrator.errors",
-    "Interrupted": "orchestrator.api",
+    "Interrupted": "orchestrator.errors",
     "ModelCallError": "orchestrator.errors",
     "ModelConfigError": "orchestrator.errors",
     "Orchestrator": "orchestrator.api",

@@ -39,7 +39,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import ModelCallError
+from orchestrator.errors import (
+    AgentLoopError,
+    ModelCallError,
+)
 
 TRUNCATION_NOTE = "\n[... truncated to fit the context window; use a narrower query ...]"
 INVALID_ARGS_KEY = "__tether_invalid_arguments__"
@@ -50,10 +53,6 @@ DEFAULT_INITIAL_DELAY = 1.0
 ENV_RETRY_DELAY = "TETHER_RETRY_DELAY"
 """Seconds before the first retry (doubling each time); default 1."""
 MAX_DELAY = 60.0
-
-
-class AgentLoopError(ModelCallError):
-    """The agent did not produce a valid final answer within its step budget."""
 
 
 @dataclass

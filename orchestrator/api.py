@@ -39,7 +39,7 @@ from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from orchestrator.brief import brief_objective, brief_title, check_objective, store_brief
 from orchestrator.errors import (
-    OrchestratorRuntimeError,
+    Interrupted,
     OrchestratorUserError,
     RecoveryError,
     UnknownTaskError,
@@ -47,16 +47,6 @@ from orchestrator.errors import (
 )
 
 Event = dict[str, Any]
-
-
-class Interrupted(OrchestratorRuntimeError):
-    """The run was stopped by Ctrl-C; it can be resumed."""
-
-    def __init__(self, task_id: str, checkpoint: str | None, memory_dir: str | None = None):
-        self.task_id = task_id
-        self.checkpoint = checkpoint
-        self.memory_dir = memory_dir
-        super().__init__(f"Interrupted; resume with `{resume_command(task_id, memory_dir)}`")
 
 
 def resume_command(task_id: str, memory_dir: str | os.PathLike[str] | None = None) -> str:
@@ -503,7 +493,9 @@ class Orchestrator:
                         ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
                     )
                     cp = str(self.layout.root / rel)
-                raise Interrupted(task_id, cp, str(self.layout.root)) from None
+                raise Interrupted(
+                    task_id, cp, str(self.layout.root), resume_command(task_id, self.layout.root)
+                ) from None
             except Exception as exc:  # an agent the task cannot go on without failed
                 values = self._lead_failed(graph, config, ctx, task_id, exc)
             else:

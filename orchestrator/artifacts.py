@@ -31,7 +31,11 @@ from typing import Any
 
 from memory.durable import atomic_write_text, create_exclusive
 from memory.paths import Layout
-from orchestrator.errors import CheckpointError, TemplateError
+from orchestrator.errors import (
+    ArtifactError,
+    SnapshotError,
+    TemplateError,
+)
 from orchestrator.templates import (
     Pathish,
     parse_meta,
@@ -49,14 +53,6 @@ MAX_SLUG = 64
 MAX_NAME_TRIES = 20
 RESERVED_AGENT_SLUGS = frozenset({"merged"})
 SNAPSHOT_KEYS = ("task_id", "phase", "objective", "reason", "token_count", "timestamp", "plan_path")
-
-
-class ArtifactError(CheckpointError):
-    """A plan, findings or snapshot file that is missing, unreadable or not tether's."""
-
-
-class SnapshotError(ArtifactError):
-    """A snapshot file that is missing, unreadable or not a tether snapshot."""
 
 
 # -- names ----------------------------------------------------------------------------

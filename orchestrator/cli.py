@@ -52,7 +52,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except (OrchestratorError, MemoryStoreError) as exc:
-            from orchestrator.api import Interrupted
+            from orchestrator.errors import Interrupted
 
             if isinstance(exc, Interrupted):
                 click.echo(str(exc), err=True)

@@ -12,8 +12,12 @@
     │   └── WorkdirError                  a missing or unreadable --workdir
     └── OrchestratorRuntimeError (RuntimeError)
         ├── CheckpointError               a corrupt or unusable checkpoint
+        ├── ArtifactError                 a plan, findings or snapshot file that is unusable
+        │   └── SnapshotError             a snapshot that is missing or not tether's
         ├── RecoveryError                 nothing valid to resume from
-        └── ModelCallError                a model failed during a run
+        ├── ModelCallError                a model failed during a run
+        │   └── AgentLoopError            no valid final answer within the step budget
+        └── Interrupted                   Ctrl-C; the message carries the resume command
 
 Messages are one line, show the offending value with `!r` and say what to do next.
 """
@@ -70,3 +74,25 @@ class RecoveryError(OrchestratorRuntimeError):
 
 class ModelCallError(OrchestratorRuntimeError):
     """A model call failed during a run."""
+
+
+class ArtifactError(OrchestratorRuntimeError):
+    """A plan, findings or snapshot file that is missing, unreadable or not tether's."""
+
+
+class SnapshotError(ArtifactError):
+    """A snapshot file that is missing, unreadable or not a tether snapshot."""
+
+
+class AgentLoopError(ModelCallError):
+    """The agent did not produce a valid final answer within its step budget."""
+
+
+class Interrupted(OrchestratorRuntimeError):
+    """The run was stopped by Ctrl-C; it can be resumed with `resume` (a shell command)."""
+
+    def __init__(self, task_id: str, checkpoint: str | None, memory_dir: str | None, resume: str):
+        self.task_id = task_id
+        self.checkpoint = checkpoint
+        self.memory_dir = memory_dir
+        super().__init__(f"Interrupted; resume with `{resume}`")
