@@ -1,6 +1,6 @@
 """tether's external memory: files people can read, plus a derived SQLite index.
 
-Public API (kept small and pinned by `tests/memory/test_public_api.py`)::
+Public API (kept small and pinned by `tests/test_public_api.py`)::
 
     from memory import MemoryStore
     store = MemoryStore(".temp/memory")

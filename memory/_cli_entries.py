@@ -1,4 +1,4 @@
-"""`memory log|fetch|list|refs|stats|prune`: seed 003's entry verbs on the command line.
+"""`memory log|fetch|list|refs|stats|prune`: the entry verbs on the command line.
 
 Design: input is read and validated (UTF-8, not empty) *before* the store is opened, so a
 rejected `memory log` never creates or touches the memory directory. `fetch` writes the

@@ -1,6 +1,6 @@
 """`memory summary status|on|off|now`, `memory facts`, `memory episodes`.
 
-Seed 001's summary commands as CLI verbs over one task's archive, and seed 004's listings of
+The conversation-summary commands over one task's archive, and the listings of
 long-term memory. `--task` may be omitted when exactly one task has working memory.
 Only click and the memory core are imported here (never LangChain): `summary now` uses the
 extractive summariser.

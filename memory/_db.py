@@ -5,7 +5,7 @@ full-text index derived from the files. It runs in WAL mode with a busy timeout 
 parallel subagents (threads or processes) can write at once.
 
 Migrations are named, append-only functions or SQL strings owned by the module whose
-tables they create (`entries.MIGRATIONS`, `index.MIGRATIONS`, `archive.MIGRATIONS`). They
+tables they create (`entries.MIGRATIONS`, `index.MIGRATIONS`, the files backend's). They
 are applied in name order, each in its own transaction, and recorded in `_migrations`.
 Never edit one that has shipped: add a new one.
 """
@@ -23,7 +23,7 @@ from memory.errors import MemoryDirError
 BUSY_TIMEOUT_MS = 60_000
 
 #: Modules that own tables; each exposes `MIGRATIONS: list[tuple[str, str | Callable]]`.
-MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.archive", "memory.backends.files")
+MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.backends.files")
 
 CREATE_MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (
@@ -116,13 +116,8 @@ def _unusable(path: Path, exc: Exception) -> MemoryDirError:
 def all_migrations() -> list[Migration]:
     found: list[Migration] = []
     for module_name in MIGRATION_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # a module not written yet owns no tables
-            raise
-        found.extend(getattr(module, "MIGRATIONS", []))
+        # imported here, not at the top: these modules import this one for `connect`
+        found.extend(importlib.import_module(module_name).MIGRATIONS)
     return sorted(found, key=lambda m: m[0])
 
 

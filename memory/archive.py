@@ -1,4 +1,4 @@
-"""Never-delete archive and multi-level summary tree of a task's conversation (seed 001).
+"""Never-delete archive and multi-level summary tree of a task's conversation.
 
 Every N user turns (default 10, per task, `summary.json` beside the log) the active messages
 are summarised into a level-1 summary; when more than `fanout` (5) summaries of one level
@@ -41,9 +41,6 @@ from memory.errors import InvalidInputError, SummarizerFailed
 from memory.summarize import Summarizer, extractive_summary
 from memory.templating import render
 from memory.working import Message, WorkingMemory, utc_now
-
-#: No tables: the archive state is derived from the summary files (see module docstring).
-MIGRATIONS: list[tuple[str, Any]] = []
 
 DEFAULT_THRESHOLD = 10
 DEFAULT_FANOUT = 5

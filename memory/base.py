@@ -1,11 +1,11 @@
-"""The storage contract: what every tether memory backend provides (DESIGN §8).
+"""The storage contract: what every tether memory backend provides.
 
 A backend stores six kinds of thing, each as a typed record defined here:
 
 * **documents** by relative POSIX path (`findings/t1/overview.md`), with a version that grows
   by one on every write and the mtime of the last write; a write or delete may name the
   version it expects (compare-and-set), so two writers never lose each other's update;
-* **entries** (seed 003 large outputs) with their chunks: `log_entry` returns the record,
+* **entries** (large outputs) with their chunks: `log_entry` returns the record,
   `fetch_entry` gives back the exact text or one chunk of it;
 * a **search index** of small documents: `index_upsert`, `index_delete`, `index_query`
   (ranked, best first);

@@ -1,4 +1,4 @@
-"""The `memory` command line: seed 003's verbs plus index, summary and long-term views.
+"""The `memory` command line: large-output entries, recall, index, summary and long-term views.
 
 Start-up must stay fast (agents pipe tool output into `memory log` many times a minute),
 so this module imports only click and the memory core; LangChain and LangGraph are never

@@ -1,4 +1,4 @@
-"""Budgeted context assembly for each lead-agent call (seed 001, DESIGN.md §3).
+"""Budgeted context assembly for each lead-agent call .
 
 `ContextBuilder.build()` returns the messages for one call, in priority order:
 
@@ -8,21 +8,21 @@
 4. snippets recalled for the query        (budget `snippets`, 1,500 tokens), skipping what
    is already in context (recent lines, included summaries, the overview)
 5. recent turns, whole turns from the end (budget `recent`, 3,000 tokens; at most
-   `recent_turns` user turns, seed 001's "last 4 pairs")
+   `recent_turns` user turns, by default the last 4 pairs)
 
 Parts 1-4 form one system message (providers differ on several system messages); recent
 turns follow as they were logged (tool calls and their results kept together).
 
 Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
 `count_tokens()` counts them, never exceeds `budgets.total`. When the parts together are
-over the total, seed 001's order applies: drop snippets first (lowest ranked first), then
+over the total, this order applies: drop snippets first (lowest ranked first), then
 the oldest recent turns, then the oldest summaries (a summary is first cut to its opening
 line, then dropped). Every omission is named in `omitted` with a citation the agent can
 `recall_memory`/`memory_read` to get it back.
 
 Before assembling, the builder runs the task's summariser when it is due (every N user
 turns), so using the builder is enough to keep the archive going; at its first build for a
-task it also logs seed 004's "Available memory" message once (`memory_index=False` to skip).
+task it also logs the "Available memory" message once (`memory_index=False` to skip).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _TRUNCATED = "\n[... truncated: {n} more tokens; read {where}]"
 
 @dataclass
 class ContextBudgets:
-    """Token budgets (seed 001 defaults); every one is configurable."""
+    """Token budgets (defaults sized for an 8K context); every one is configurable."""
 
     total: int = 8000
     system: int = 1500
@@ -135,7 +135,7 @@ class ContextBuilder:
     Args:
         store: the `MemoryStore`.
         task_id: the task whose working memory is used.
-        budgets: token budgets (defaults: seed 001).
+        budgets: token budgets (defaults: `ContextBudgets()`).
         archive: an `Archive` to use (e.g. with a model summariser); default extractive.
         search: `(query, limit) -> list[SearchResult]`; default `store.search` over all views.
     """
@@ -167,7 +167,7 @@ class ContextBuilder:
         """
         warnings: list[str] = []
         summarized: list[str] = []
-        if self._index_pending:  # seed 004: the memory index, once per task, as a user message
+        if self._index_pending:  # the long-term memory index, once per task, as a user message
             ensure_memory_index(self.wm)
             self._index_pending = False
         result = self.archive.maybe_summarize()
@@ -318,7 +318,7 @@ class ContextBuilder:
 
     # -- the total ---------------------------------------------------------------------
     def _fit_total(self, parts: _Parts, omitted: list[str]) -> list[dict[str, Any]]:
-        """Trim in seed 001's order until the whole context is within `budgets.total`."""
+        """Trim in priority order until the whole context is within `budgets.total`."""
         total = self.budgets.total
         while True:
             messages = _assemble(parts)

@@ -1,4 +1,4 @@
-"""The entry store (seed 003): large outputs kept outside the token window.
+"""The entry store: large outputs kept outside the token window.
 
 An entry is stored in the tier its estimated size (`memory.tokens.estimate_tokens`) calls for:
 

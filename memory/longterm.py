@@ -1,10 +1,10 @@
-"""Long-term memory across tasks (seed 004): `facts/*.md` and `episodes/YYYY-MM.md`.
+"""Long-term memory across tasks : `facts/*.md` and `episodes/YYYY-MM.md`.
 
 Plain markdown a person can open, read and edit. Each file carries a file-level
 `> Summary:` line that is regenerated after every write, patch or append (facts: the keys
 of its `- Key: value` bullets; episodes: the titles of its entries, newest last), and each
 episode entry carries its own `- Summary:` line. `list_memory()` reads those lines, and at a
-task's first lead call `memory_index_message()` turns them into seed 004's "Available
+task's first lead call `memory_index_message()` turns them into the "Available
 memory" user message, so the agent decides what to `memory_read`.
 
 Invariants:
@@ -77,7 +77,7 @@ class ReflectionReport:
 
 
 def format_size(size: int) -> str:
-    """`320B`, `1.2KB`, `3.4MB` (seed 004's listing style)."""
+    """`320B`, `1.2KB`, `3.4MB` (the listing style of `memory facts`)."""
     if size < 1024:
         return f"{size}B"
     if size < 1024 * 1024:
@@ -236,7 +236,7 @@ def write_memory(store: Any, path: str, content: str) -> MemoryFile:
 
 
 def with_meta_block(text: str) -> str:
-    """A detail note given without seed 000's META block gets one under its title."""
+    """A detail note given without a META block gets one under its title."""
     from memory.archive import keywords
     from memory.working import utc_now
 
@@ -335,7 +335,7 @@ def episode_path(when: date) -> str:
 
 
 def episode_summary(objective: str, outcome: str) -> str:
-    """An ultra-concise entry summary (seed 004: under ~10 words): objective -> outcome."""
+    """An ultra-concise entry summary (under ~10 words): objective -> outcome."""
     obj = _words(objective, 6)
     out = _words(outcome, 4)
     return f"{obj} → {out}" if out else obj

@@ -17,7 +17,7 @@ error as an `Error: ...` string (an agent must keep going), this server raises
 `ToolError`, which the SDK sends as an MCP error result (`isError: true`) with the same
 one-line message; the server itself never stops on bad input.
 
-Task tools: DESIGN §1 says `orchestrator` uses `memory`, never the reverse. The status
+Task tools: `orchestrator` imports `memory`, never the reverse. The status
 and checkpoint report of a task are orchestrator logic (state rebuilt from LangGraph's
 database or JSON checkpoints, phase order, report format), so they live in
 `orchestrator.mcp_tools`, next to the code they wrap; copying that logic into `memory`

@@ -3,7 +3,7 @@
 The root is chosen once, in this order: an explicit argument (`--memory-dir`), the
 `TETHER_MEMORY_DIR` environment variable, then `./.temp/memory` under the current
 directory. Every other module asks `Layout` for a path instead of joining strings, so the
-layout documented in DESIGN.md §2 is written down exactly once, here.
+layout (research_plans, findings, checkpoints, ...) is written down exactly once, here.
 
 `confine()` is the path sandbox used by every tool that takes a path from an agent: the
 result is always inside the root (no `..`, no absolute paths, no symlink leading out, no
@@ -23,7 +23,7 @@ DEFAULT_RELATIVE = Path(".temp") / "memory"
 MAX_PATH_CHARS = 1024
 MAX_NAME_CHARS = 255
 
-#: The sub-directories of the memory root, by their role (DESIGN.md §2).
+#: The sub-directories of the memory root, by their role .
 SUBDIRS = (
     "research_plans",
     "findings",

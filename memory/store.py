@@ -7,7 +7,7 @@ that `reindex()` can rebuild from the files at any time.
 The store is a thin facade: each concern lives in its own module and is reached through
 a method here, so callers never import internals:
 
-* large outputs (seed 003): `log`, `fetch`, `get_entry`, `list_entries`, `refs`, `stats`,
+* large outputs: `log`, `fetch`, `get_entry`, `list_entries`, `refs`, `stats`,
   `prune` -> `memory.entries`
 * ranked recall over everything: `search`, `sync_index`, `reindex` -> `memory.index`,
   `memory.recall`
@@ -114,7 +114,7 @@ class MemoryStore:
             self._index = Index(self)
         return self._index
 
-    # -- entries (seed 003) ------------------------------------------------------------
+    # -- entries ------------------------------------------------------------------
     def log(
         self,
         content: str,

@@ -4,19 +4,13 @@ tether counts tokens from a model's reported usage when there is one; everywhere
 uses this estimator: one token per four characters, rounded up. It is the same rule as
 LangChain's `count_tokens_approximately` (4 characters per token) so that numbers agree
 between the `memory` CLI, which must not import LangChain, and the orchestrator.
-The estimator is a `Protocol` so a caller can plug in a real tokenizer.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Protocol
 
 CHARS_PER_TOKEN = 4
-
-
-class TokenEstimator(Protocol):
-    def __call__(self, text: str) -> int: ...
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,15 +1,15 @@
-"""Working memory of one task (seed 000): overview, detail notes and the raw message log.
+"""Working memory of one task : overview, detail notes and the raw message log.
 
 Layout (from `memory.paths.Layout`)::
 
-    working/{task_id}/overview.md       always in the lead's context (seed 000's sections)
+    working/{task_id}/overview.md       always in the lead's context (objective, state, context)
     working/{task_id}/detail/*.md       notes with a META block, and compaction summaries
     working/{task_id}/messages.jsonl    every message, append-only, never rewritten
 
 Invariant: `messages.jsonl` only grows. Each message is one JSON line appended through
 `memory.durable.append_jsonl`, whose returned 1-based line number is the message's
 permanent citation (`messages.jsonl#L45`). Nothing here rewrites or deletes a line;
-archiving (seed 001, `memory.archive`) is recorded in summary files that *name* lines.
+archiving (`memory.archive`) is recorded in summary files that *name* lines.
 
 `WorkingMemory` keeps an in-process cache of the log that it extends incrementally from
 the last byte it read, so the context builder can look at recent turns on every lead call
@@ -72,7 +72,7 @@ class Message:
 
     @property
     def is_user_turn(self) -> bool:
-        """A real user turn (seed 001 counts user turns; injected notes do not count)."""
+        """A real user turn (summaries count user turns; injected notes do not count)."""
         return self.role == "user" and not self.record.get("synthetic", False)
 
     @property
@@ -152,7 +152,7 @@ class WorkingMemory:
         keywords: list[str] | tuple[str, ...] = (),
         name: str | None = None,
     ) -> Path:
-        """Write `detail/{name or slug(title)}.md` with seed 000's META block; returns its path."""
+        """Write `detail/{name or slug(title)}.md` with a META block; returns its path."""
         if not title.strip():
             raise InvalidInputError("empty note title: give the note a topic")
         stem = slugify(name or title)
