@@ -5,7 +5,7 @@ memory, archive and `ContextBuilder`, and compares, at turns 10, 100, 1,000 and 
 the tokens of one lead call's context for:
 
 * tether: system prompt + overview + active summaries + recalled snippets + recent turns,
-  built by `memory.context.ContextBuilder` with seed 001's budgets (8,000 total);
+  built by `memory.context.ContextBuilder` with its default budgets (8,000 total);
 * full history: system prompt + every message so far;
 * rolling summary: system prompt + one summary re-made every 10 user turns from the previous
   summary and the new turns (extractive, capped at 2,000 tokens) + the last 4 turns.
@@ -219,7 +219,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     result = run(args.turns, min(args.facts, len(CODENAMES)), fsync=not args.no_fsync)
-    print(f"long session: {args.turns} user turns, seed 001 budgets (total 8000 tokens)")
+    print(f"long session: {args.turns} user turns, default budgets (total 8000 tokens)")
     print(f"{'turn':>7} {'tether':>8} {'full history':>13} {'rolling summary':>16} {'build ms':>9}")
     for turn, ours, full, rolling, ms in result["rows"]:
         print(f"{turn:>7} {ours:>8} {full:>13} {rolling:>16} {ms:>9.1f}")

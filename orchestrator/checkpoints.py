@@ -1,6 +1,6 @@
-"""JSON checkpoints: `checkpoints/cp_{phase}_{ts}.json`, seed 002's recovery points.
+"""JSON checkpoints: `checkpoints/cp_{phase}_{ts}.json`, the recovery points.
 
-A `Checkpoint` holds seed 002's fields (checkpoint_id, task_id, phase, timestamp, state,
+A `Checkpoint` holds the fields (checkpoint_id, task_id, phase, timestamp, state,
 context_summary, next_action, recovery_instructions) plus what tether needs to rebuild a
 run without the LangGraph database: the plan path, findings paths, memory entry ids, the
 LangGraph thread/checkpoint id, the objective, workdir, phases, the current phase's
@@ -255,7 +255,7 @@ def latest_valid_checkpoint(
     )
 
 
-# -- report (seed 003's `checkpoint report`) ------------------------------------------
+# -- report (`checkpoint report`) -------------------------------------------------------
 def _names(values: Iterable[str]) -> str:
     values = list(values)
     return f" ({', '.join(values)})" if values else ""

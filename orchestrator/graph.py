@@ -1,4 +1,4 @@
-"""The orchestrator graph: assembly and compilation (DESIGN §4).
+"""The orchestrator graph: assembly and compilation.
 
 ::
 

@@ -1,7 +1,7 @@
 """Read-only orchestrator tools for tether's MCP memory server (`memory mcp`).
 
 `memory.mcp_server` loads this module by name (`TOOL_PROVIDERS`) and calls `register`;
-memory never imports orchestrator, the direction DESIGN §1 requires (see the
+memory never imports orchestrator, the one direction imports go between the packages (see the
 `memory.mcp_server` docstring). The tools wrap the same functions as `orchestrator status`
 and `orchestrator checkpoint report`, and only read: they never run, resume or checkpoint
 a task.

@@ -9,7 +9,7 @@ The gauge that triggers a handoff is the size of the *lead's context* (what its 
 would send), not the cumulative spend: in the warning zone (`warning_ratio` x threshold)
 tether warns once per context; at the threshold it writes
 `context_snapshots/snap_{ts}.md` and continues the lead in a fresh context seeded from
-that snapshot, the overview, the plan and the skills index (DESIGN §4). The threshold
+that snapshot, the overview, the plan and the skills index. The threshold
 defaults to the external-memory skill's 150,000 tokens, overridable by the workflow file
 and `--token-threshold`.
 

@@ -169,7 +169,7 @@ def parse_skill(path: Path, source: str = "shipped") -> Skill:
 
 
 def normalize_triggers(raw: Any, path: Path) -> dict[str, Any]:
-    """`triggers` as a mapping; seed 002's list of one-key mappings is accepted too."""
+    """`triggers` as a mapping; a list of one-key mappings is accepted too."""
     if raw is None:
         return {}
     if isinstance(raw, dict):
@@ -300,7 +300,7 @@ def external_memory_triggers(project_dir: str | os.PathLike[str] | None = None) 
     """The monitor's triggers, read from the external-memory skill's front matter.
 
     A project's own `skills/external-memory/SKILL.md` takes precedence; without any
-    external-memory skill the seed 002 defaults apply.
+    external-memory skill the built-in defaults apply.
     """
     for skill in discover_skills(project_dir):
         if skill.name == EXTERNAL_MEMORY:

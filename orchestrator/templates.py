@@ -131,7 +131,7 @@ def _pairs(value: Any, first: str, second: str) -> Any:
 
 
 class PlanInput(_Input):
-    """Everything `research_plan.md.j2` shows (seed 002's research plan)."""
+    """Everything `research_plan.md.j2` shows."""
 
     task_id: str
     phase: str
@@ -152,7 +152,7 @@ class PlanInput(_Input):
 
 
 class FindingsInput(_Input):
-    """Everything `findings.md.j2` shows (seed 002's findings)."""
+    """Everything `findings.md.j2` shows."""
 
     agent: str
     task: str
@@ -207,7 +207,7 @@ class MergedInput(_Input):
 
 
 class SnapshotInput(_Input):
-    """Everything `snapshot.md.j2` shows (seed 002's context snapshot)."""
+    """Everything `snapshot.md.j2` shows."""
 
     task_id: str
     phase: str

@@ -1,4 +1,4 @@
-"""The never-delete archive and its summary tree (seed 001), through `memory.archive.Archive`.
+"""The never-delete archive and its summary tree, through `memory.archive.Archive`.
 
 Covers: the trigger every N user turns, level-1 summaries naming exact `messages.jsonl`
 lines, folding more than five active summaries into the next level, per-task settings that

@@ -1,6 +1,6 @@
 """`memory search` and `memory reindex` on the command line (CliRunner and subprocess).
 
-Output formats (seed 000's text, `--json`), scopes and limits, exact one-line errors with
+Output formats (text with citations, `--json`), scopes and limits, exact one-line errors with
 exit code 1 that leave the memory untouched, the help text, and a start-up that does not
 pull in LangChain.
 """

@@ -1,8 +1,8 @@
-"""Budgeted context assembly (seed 001) through `memory.context.ContextBuilder`.
+"""Budgeted context assembly through `memory.context.ContextBuilder`.
 
-Covers: seed 001's default budgets, the order of the parts (system prompt, overview,
+Covers: the default budgets, the order of the parts (system prompt, overview,
 summaries highest level first, recalled snippets, recent turns), per-part and total budgets
-holding for any input size, trimming in seed 001's order (snippets, then recent turns, then
+holding for any input size, trimming in priority order (snippets, then recent turns, then
 older summaries) with every omission reported, snippets already in context skipped, tool
 calls kept with their results, and the archive running when it is due.
 """

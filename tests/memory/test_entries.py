@@ -1,4 +1,4 @@
-"""The entry store's Python API (seed 003): tiers, byte-exact round trips, links, stats, prune.
+"""The entry store's Python API: tiers, byte-exact round trips, links, stats, prune.
 
 Everything goes through `MemoryStore` / `EntryStore` and the files on disk.
 """

@@ -1,6 +1,6 @@
-"""Long-term facts and episodes (seed 004) through `memory.longterm` and its tools.
+"""Long-term facts and episodes through `memory.longterm` and its tools.
 
-Covers seed 004's acceptance criteria 1-4 (a fact given in one process is used after a
+Covers the long-term memory's promises (a fact given in one process is used after a
 restart; "what did we do last time" finds the episode; files are readable markdown; a hand
 edit is what the next read returns), `> Summary:` lines regenerated on every write and
 append, superseded facts kept readable, the "Available memory" message, and the reflector

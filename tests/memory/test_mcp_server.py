@@ -258,7 +258,7 @@ def test_langchain_agent_uses_the_tools_through_langchain_mcp_adapters(finished_
 
 
 def test_memory_serves_alone_without_importing_orchestrator(tmp_path):
-    """DESIGN §1: `memory` never imports `orchestrator`; without its provider only the
+    """`memory` never imports `orchestrator`; without its provider only the
     memory tools are offered."""
     code = (
         "import sys, asyncio\n"

@@ -124,7 +124,7 @@ def test_write_read_list_roundtrip(tools):
     )
     assert out.startswith("Wrote working/t1/detail/auth.md")
     note = tools["memory_read"].invoke({"path": "working/t1/detail/auth.md"})
-    assert note.startswith("# Auth\n\n<!--\nMETA:\n- created: ")  # seed 000's note format
+    assert note.startswith("# Auth\n\n<!--\nMETA:\n- created: ")  # a detail note's META format
     assert note.endswith("-->\n\nJWT\n")
     assert tools["memory_read"].invoke({"path": "facts/missing.md"}) == (
         "Error: no memory file 'facts/missing.md': use memory_list to see what exists"

@@ -1,6 +1,6 @@
-"""Working memory of a task (seed 000) through `memory.working.WorkingMemory`.
+"""Working memory of a task through `memory.working.WorkingMemory`.
 
-Covers: overview.md created from the template with seed 000's sections and never
+Covers: overview.md created from the template with its sections and never
 overwritten, hand edits read back, section updates, detail notes with a META block, and the
 append-only `messages.jsonl` log whose line numbers are permanent citations.
 """

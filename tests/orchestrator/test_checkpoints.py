@@ -2,7 +2,7 @@
 
 Covers `orchestrator.checkpoints`: `cp_{phase}_{ts}.json` names, schema validation on
 write and on read, `latest_valid_checkpoint` skipping corrupt/truncated/invalid files with
-one warning each, task filtering, `RecoveryError`, and seed 003's `checkpoint report`.
+one warning each, task filtering, `RecoveryError`, and `checkpoint report`.
 """
 
 from __future__ import annotations
@@ -341,5 +341,5 @@ def test_model_and_schema_describe_the_same_fields():
         "context_summary",
         "next_action",
         "recovery_instructions",
-    ):  # seed 002's fields
+    ):  # the checkpoint's fields
         assert name in schema["required"]

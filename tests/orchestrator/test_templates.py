@@ -117,7 +117,7 @@ class TestMarkdown:
         assert back["key_discoveries"] == [text, "plain"]
         assert back["files"] == [{"path": text, "description": text}]
         body = path.read_text(encoding="utf-8")
-        # the seed 002 sections are all there, once, and no value added a section
+        # the plan's sections are all there, once, and no value added a section
         assert re.findall(r"^## .*$", body, re.M) == [
             "## Summary",
             "## Key Discoveries",
