@@ -38,6 +38,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.monitor import SAVE, WARN, TokenGauge
 
 RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
@@ -63,8 +64,8 @@ class TetherMemoryMiddleware(AgentMiddleware):
         memory: str | os.PathLike[str] | Any,
         task_id: str,
         *,
-        threshold: int = 150_000,
-        warning_ratio: float = 0.8,
+        threshold: int = TOKEN_THRESHOLD,
+        warning_ratio: float = WARNING_RATIO,
         context_ratio: float = 0.75,
         recall: bool = True,
         recall_limit: int = 3,

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+
 OK, WARN, SAVE = "ok", "warn", "save"
 SUMMARY_CHARS = 1200
 
@@ -31,8 +33,8 @@ SUMMARY_CHARS = 1200
 class TokenGauge:
     """Zones of a token count against a threshold."""
 
-    threshold: int = 150_000
-    warning_ratio: float = 0.8
+    threshold: int = TOKEN_THRESHOLD
+    warning_ratio: float = WARNING_RATIO
 
     @property
     def warn_at(self) -> int:

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from memory.resources import shipped_dir
+from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import SkillError
 
 SKILL_FILE = "SKILL.md"
@@ -39,9 +40,9 @@ _FRONT_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 class Triggers:
     """When the orchestrator saves memory (the external-memory skill's `triggers`)."""
 
-    token_threshold: int = 150_000
+    token_threshold: int = TOKEN_THRESHOLD
     """Tokens of lead context at which a snapshot is written and the lead starts fresh."""
-    warning_ratio: float = 0.8
+    warning_ratio: float = WARNING_RATIO
     """Fraction of `token_threshold` where the warning zone starts."""
     phase_transition: bool = True
     agent_completion: bool = True

@@ -48,10 +48,10 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import WorkflowError
 from orchestrator.skills import external_memory_triggers
 
-DEFAULT_PHASES = ("exploration", "planning", "implementation", "review")
 DEFAULT_AGENT = "researcher"
 PHASE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_TOOLS = (
@@ -110,9 +110,9 @@ class Thresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    token_threshold: StrictInt = Field(default=150_000, gt=0)
+    token_threshold: StrictInt = Field(default=TOKEN_THRESHOLD, gt=0)
     """Tokens of lead context at which a snapshot is written (save zone)."""
-    warning_ratio: float = Field(default=0.8, gt=0, le=1)
+    warning_ratio: float = Field(default=WARNING_RATIO, gt=0, le=1)
     """Fraction of `token_threshold` where the warning zone starts."""
     max_parallel: StrictInt = Field(default=4, gt=0)
     """Subagents running at once."""

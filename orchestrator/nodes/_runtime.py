@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+
 Event = dict[str, Any]
 
 
@@ -32,8 +34,8 @@ class RunContext:
     """The lead's chat model (a LangChain `BaseChatModel`)."""
     model_name: str = "offline"
     offline: bool = True
-    token_threshold: int = 150_000
-    warning_ratio: float = 0.8
+    token_threshold: int = TOKEN_THRESHOLD
+    warning_ratio: float = WARNING_RATIO
     max_parallel: int = 4
     max_subtasks: int | None = None
     """Upper bound on a phase's subtasks (None: the workflow's, else 4)."""
