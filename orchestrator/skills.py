@@ -113,11 +113,14 @@ def _split(text: str, path: Path) -> tuple[str, str]:
     return text[4 : end.start()], text[end.end() :].lstrip("\n")
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
+def yaml_problem(exc: yaml.YAMLError, lines_before: int = 0) -> str:
+    """One line saying what is wrong in a YAML text and where (1-based line numbers).
+
+    `lines_before` counts lines in the file above the parsed text (front matter: the `---`).
+    """
     mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    where = f" at line {mark.line + 2}" if mark is not None else ""  # +1 for '---', +1 1-based
-    return f"{problem}{where}"
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    return f"{problem} at line {mark.line + 1 + lines_before}" if mark is not None else problem
 
 
 def parse_skill(path: Path, source: str = "shipped") -> Skill:
@@ -132,9 +135,8 @@ def parse_skill(path: Path, source: str = "shipped") -> Skill:
     try:
         meta = yaml.safe_load(front)
     except yaml.YAMLError as exc:
-        raise SkillError(
-            f"skill file {str(path)!r}: invalid YAML front matter: {_yaml_problem(exc)}"
-        ) from None
+        problem = yaml_problem(exc, lines_before=1)  # the opening '---'
+        raise SkillError(f"skill file {str(path)!r}: invalid YAML front matter: {problem}") from None
     if not isinstance(meta, dict):
         raise SkillError(
             f"skill file {str(path)!r}: front matter must be a mapping with 'name' and "

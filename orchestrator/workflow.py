@@ -50,7 +50,7 @@ from pydantic import (
 
 from orchestrator.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import WorkflowError
-from orchestrator.skills import external_memory_triggers
+from orchestrator.skills import external_memory_triggers, yaml_problem
 
 DEFAULT_AGENT = "researcher"
 PHASE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -266,12 +266,6 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
-    return f"{problem} at line {mark.line + 1}" if mark is not None else problem
-
-
 def _validation_problem(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"])
@@ -323,7 +317,7 @@ def _read_yaml(path: Path) -> Any:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise WorkflowError(
-            f"workflow file {str(path)!r}: malformed YAML: {_yaml_problem(exc)}"
+            f"workflow file {str(path)!r}: malformed YAML: {yaml_problem(exc)}"
         ) from None
 
 
