@@ -136,7 +136,9 @@ def parse_skill(path: Path, source: str = "shipped") -> Skill:
         meta = yaml.safe_load(front)
     except yaml.YAMLError as exc:
         problem = yaml_problem(exc, lines_before=1)  # the opening '---'
-        raise SkillError(f"skill file {str(path)!r}: invalid YAML front matter: {problem}") from None
+        raise SkillError(
+            f"skill file {str(path)!r}: invalid YAML front matter: {problem}"
+        ) from None
     if not isinstance(meta, dict):
         raise SkillError(
             f"skill file {str(path)!r}: front matter must be a mapping with 'name' and "
