@@ -206,6 +206,36 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     return first, list(dict.fromkeys(defs))
 
 
+_QUESTION_WORDS = frozenset("which matter matters phase report should".split())
+
+
+def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
+    """The findings (their `path`, else their key) that address a plan's key question.
+
+    A finding addresses the question when it is not failed or partial-without-discoveries
+    and its summary, discoveries and file paths hold at least two thirds of the question's
+    content words (stemmed; generic question words such as "which" and "phase" left out).
+    A question with no content word is never answered this way.
+    """
+    wanted = {stem(w) for w in words(question)} - {stem(w) for w in _QUESTION_WORDS}
+    for w in re.findall(r"[\w./-]+/[\w./-]*", question):  # paths named in the question
+        wanted |= {stem(x) for x in _WORD_RE.findall(w.lower())}
+    if not wanted:
+        return []
+    out = []
+    for key, f in findings.items():
+        if not f.get("key_discoveries"):
+            continue
+        text = " ".join(
+            [str(f.get("summary", "")), *map(str, f["key_discoveries"])]
+            + [str(x.get("path", "")) for x in f.get("files") or [] if isinstance(x, dict)]
+        )
+        have = {stem(w) for w in _WORD_RE.findall(text.lower())}
+        if 3 * len(wanted & have) >= 2 * len(wanted):
+            out.append(str(f.get("path") or key))
+    return out
+
+
 # -- tests and TODO notes (subagent) -------------------------------------------------------
 
 
@@ -319,6 +349,27 @@ def real_todo(path: str, text: str, before: Sequence[str] | None) -> bool:
     return start is not None and bool(_TODO_START_RE.match(text.strip()[start:]))
 
 
+_GREP_TOTAL_RE = re.compile(r"^# (\d+) lines in (\d+) file\(s\) match ")
+
+
+def _grep_totals(
+    text: str, all_hits: Sequence[tuple[str, int, str]], hits: Sequence[tuple[str, int, str]]
+) -> tuple[int, int, bool]:
+    """`(lines, files, capped)` for the hits kept; `capped` means "at least".
+
+    When the tool showed every hit, the kept hits are counted. When it capped its output,
+    its own totals are used if no hit was dropped as out of scope; otherwise only the
+    kept hits are known, as a lower bound.
+    """
+    files = len({h[0] for h in hits})
+    m = next((m for ln in text.splitlines() if (m := _GREP_TOTAL_RE.match(ln))), None)
+    if m is None:
+        return len(hits), files, False
+    if len(hits) == len(all_hits):
+        return int(m.group(1)), int(m.group(2)), False
+    return len(hits), files, True
+
+
 @dataclass
 class Evidence:
     """What a subagent's tool calls returned, parsed (`workdir`: every file listed)."""
@@ -328,6 +379,8 @@ class Evidence:
     greps: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     workdir: dict[str, int] = field(default_factory=dict)
+    #: pattern -> (matching lines, files, capped): real totals when the tool said them
+    grep_totals: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
 
     @classmethod
     def from_history(cls, history: Sequence[Call], scope: Sequence[str]) -> Evidence:
@@ -342,8 +395,11 @@ class Evidence:
             elif call.name == "read_file" and call.result is not None:
                 ev.read[str(call.args.get("path", ""))] = parse_read(res)
             elif call.name == "grep_files" and call.result is not None:
-                hits = [h for h in parse_grep(res) if _in_scope(h[0], scope)]
-                ev.greps[str(call.args.get("pattern", ""))] = hits
+                all_hits = parse_grep(res)
+                hits = [h for h in all_hits if _in_scope(h[0], scope)]
+                pattern = str(call.args.get("pattern", ""))
+                ev.greps[pattern] = hits
+                ev.grep_totals[pattern] = _grep_totals(res, all_hits, hits)
         return ev
 
     def _quotes_before(self, path: str, line: int) -> list[str] | None:
@@ -371,6 +427,13 @@ class Evidence:
         return [
             h for h in self.todo_candidates() if real_todo(h[0], h[2], self._quotes_before(*h[:2]))
         ]
+
+    def count(self, pattern: str) -> str:
+        """`N line(s) in M file(s)` for a grep, or `at least N line(s) ...` when capped."""
+        lines, files, capped = self.grep_totals.get(pattern, (0, 0, False))
+        least = "at least " if capped else ""
+        cap = " (capped)" if capped else ""
+        return f"{least}{lines} line(s) in {least}{files} file(s){cap}"
 
     def code(self) -> list[str]:
         """Listed source files of the scope (tests excluded), in listing order."""
@@ -400,28 +463,26 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
     todo = ev.todos()
     word_hits = {k: v for k, v in ev.greps.items() if k not in (_TODO_GREP, _STRING_GREP)}
-    # greps ran on stems; speak of the word the task used
-    label = {stem(w): w for w in reversed(words(f"{brief.objective} {brief.title}"))}
     tests = related_tests(scope, list(ev.workdir))
     facts = _Facts(brief.phase, where, ev, todo, tests, list(scope))
     discoveries = facts.discoveries()
     questions = []
     for pattern, hits in word_hits.items():
-        word = label.get(pattern, pattern)
         if not hits:
-            questions.append(f"{word!r} does not appear in {where}: where is it handled?")
+            questions.append(f"No line of {where} matches {pattern!r}: where is it handled?")
         else:
-            discoveries.append(facts.word_line(word, hits))
-    questions += [f"Tool error: {e}" for e in ev.errors[:3]]
+            discoveries.append(facts.word_line(pattern, hits))
     if not ev.read:
         questions.append(f"No readable text file was found in {where}.")
     questions += facts.questions(objective)
-    counts = "".join(f"{len(v)} match(es) for {label.get(k, k)!r}, " for k, v in word_hits.items())
+    counts = "".join(f"{ev.count(k)} matching {k!r}, " for k in word_hits)
     summary = (
         f"Looked at {where} for {objective!r} ({brief.phase} phase): "
         f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
         f"{counts}{len(todo)} TODO/FIXME comment(s), {len(tests)} related test file(s)."
     )
+    if ev.errors:
+        summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
     firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
     if any(firsts.values()):
         main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2] if d)
@@ -617,14 +678,16 @@ class _Facts:
             )
         return lines
 
-    def word_line(self, word: str, hits: list[tuple[str, int, str]]) -> str:
+    def word_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
+        """What a grep for `pattern` (the term actually searched) found, with real totals."""
         p, n, t = hits[0]
         files = list(dict.fromkeys(h[0] for h in hits))
+        counted = f"{self.ev.count(pattern)} of {self.where} match {pattern!r}"
         if self.phase == "exploration":
-            return f"{word!r} occurs {len(hits)} time(s) in {self.where}, e.g. {p}:{n}: {t[:100]}"
+            return f"{counted}, e.g. {p}:{n}: {t[:100]}"
         if self.phase == "planning":
-            return f"{word!r} appears in {len(files)} file(s): {_short(files, 4)}."
-        return f"{word!r} at " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
+            return f"{counted}: {_short(files, 4)}."
+        return f"{counted}: " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
 
     def questions(self, objective: str) -> list[str]:
         if self.phase == "planning" and self.ev.read:
