@@ -24,6 +24,7 @@ real paths, lines and names that the tools returned, nothing known in advance.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -178,6 +179,44 @@ _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\"
 _MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
 
 
+def _is_words(text: str) -> bool:
+    """Mostly letters and at least one real word (not ASCII art such as `/__)  _  _`)."""
+    visible = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in visible)
+    return bool(re.search(r"[A-Za-z]{3}", text)) and letters * 2 >= len(visible)
+
+
+def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
+    """`(name, line, first docstring line)` of the definitions in the lines read.
+
+    Python read from its first line is parsed with `ast` (classes, functions and their
+    methods as `Class.method`); anything else, or Python that does not parse (a partial
+    read), falls back to a regex over the lines with an empty docstring.
+    """
+    if PurePosixPath(path).suffix in (".py", ".pyi"):
+        try:
+            tree = ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            out = []
+            for node in tree.body:
+                out += _ast_defs(node, "")
+            return out
+    return [(n, i, "") for n, i in _defs_with_lines(lines)]
+
+
+def _ast_defs(node: ast.AST, prefix: str) -> list[tuple[str, int, str]]:
+    if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    doc = (ast.get_docstring(node) or "").strip().split("\n")[0][:100]
+    out = [(prefix + node.name, node.lineno, doc)]
+    if isinstance(node, ast.ClassDef):
+        for child in node.body:
+            out += _ast_defs(child, f"{node.name}.")
+    return out
+
+
 def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     """The first prose line of a file and the names it defines.
 
@@ -198,12 +237,37 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             break
         s = _MARKER_RE.sub("", s).strip().rstrip("\"'").strip()
         s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
-        if len(s) >= 3:
+        if len(s) >= 3 and _is_words(s):
             first = s[:160]
             break
+        if len(s) >= 3:  # an ASCII-art banner or a rule: not a description
+            continue
         prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
     defs = [m.group(2) for ln in lines if (m := _DEF_RE.match(ln))]
     return first, list(dict.fromkeys(defs))
+
+
+_CALL_SUFFIX = r"\w*\s*\("
+_CALL_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
+
+
+def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str], list[str]]:
+    """Definitions and call sites among the hits of a `call_pattern` grep, as `file:line name`.
+
+    A hit is a definition when its line defines the name (`def`, `class`, ...), else a
+    call site; the name is the first called name on the line that the pattern matches.
+    """
+    regex = re.compile(pattern, re.IGNORECASE)
+    defs, calls = [], []
+    for p, n, t in hits:
+        m = _DEF_RE.match(t)
+        if m and regex.search(m.group(2) + "("):
+            defs.append(f"{p}:{n} {m.group(2)}")
+            continue
+        name = next((c for c in _CALL_NAME_RE.findall(t) if regex.search(c + "(")), "")
+        if name:
+            calls.append(f"{p}:{n} {name}")
+    return defs, calls
 
 
 _QUESTION_WORDS = frozenset("which matter matters phase report should".split())
@@ -212,22 +276,25 @@ _QUESTION_WORDS = frozenset("which matter matters phase report should".split())
 def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
     """The findings (their `path`, else their key) that address a plan's key question.
 
-    A finding addresses the question when it is not failed or partial-without-discoveries
-    and its summary, discoveries and file paths hold at least two thirds of the question's
-    content words (stemmed; generic question words such as "which" and "phase" left out).
-    A question with no content word is never answered this way.
+    A finding addresses the question when its discoveries and file paths (not its summary,
+    which quotes the objective) hold at least two thirds of the question's content words
+    (stemmed; generic words such as "which" left out) and, when the question names a
+    phase, the finding is of that phase. A question with no content word is never
+    answered this way.
     """
+    named = [p for p in _PHASES if re.search(rf"\b{p}\b", question.lower())]
     wanted = {stem(w) for w in words(question)} - {stem(w) for w in _QUESTION_WORDS}
+    wanted -= {stem(p) for p in _PHASES}
     for w in re.findall(r"[\w./-]+/[\w./-]*", question):  # paths named in the question
         wanted |= {stem(x) for x in _WORD_RE.findall(w.lower())}
     if not wanted:
         return []
     out = []
     for key, f in findings.items():
-        if not f.get("key_discoveries"):
+        if not f.get("key_discoveries") or (named and f.get("phase") not in named):
             continue
         text = " ".join(
-            [str(f.get("summary", "")), *map(str, f["key_discoveries"])]
+            [*map(str, f["key_discoveries"])]
             + [str(x.get("path", "")) for x in f.get("files") or [] if isinstance(x, dict)]
         )
         have = {stem(w) for w in _WORD_RE.findall(text.lower())}
@@ -462,11 +529,16 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     where = ", ".join(scope)
     objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
     todo = ev.todos()
-    word_hits = {k: v for k, v in ev.greps.items() if k not in (_TODO_GREP, _STRING_GREP)}
+    word_hits = {
+        k: v
+        for k, v in ev.greps.items()
+        if k not in (_TODO_GREP, _STRING_GREP) and not k.endswith(_CALL_SUFFIX)
+    }
     tests = related_tests(scope, list(ev.workdir))
     facts = _Facts(brief.phase, where, ev, todo, tests, list(scope))
     discoveries = facts.discoveries()
     questions = []
+    discoveries += [facts.chain_line(k, v) for k, v in ev.greps.items() if k.endswith(_CALL_SUFFIX)]
     for pattern, hits in word_hits.items():
         if not hits:
             questions.append(f"No line of {where} matches {pattern!r}: where is it handled?")
@@ -503,9 +575,12 @@ def _file_notes(ev: Evidence) -> list[dict]:
     """Notes for the files read (then listed ones, up to 10)."""
     notes = []
     for path, lines in ev.read.items():
-        first, defs = describe(lines, path)
-        note = (first or "no docstring or heading") + (
-            f" (defines {', '.join(defs[:6])})" if defs else ""
+        first = describe(lines, path)[0]
+        defs = outline(lines, path)
+        shown = [f"{n} (line {i}{': ' + d if d else ''})" for n, i, d in defs[:8]]
+        more = f" and {len(defs) - 8} more" if len(defs) > 8 else ""
+        note = (first or "no docstring or heading").rstrip(".") + (
+            f". {len(lines)} lines read; defines {'; '.join(shown)}{more}" if defs else ""
         )
         notes.append({"path": path, "description": note})
     for path, size in ev.listed.items():
@@ -677,6 +752,18 @@ class _Facts:
                 f"after them, biggest first: {_short(missing, 6)}."
             )
         return lines
+
+    def chain_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
+        """Where the functions named like the objective's word are defined and called."""
+        defs, calls = chain(pattern, hits)
+        if not defs and not calls:
+            return ""
+        key = pattern[3 : -len(_CALL_SUFFIX)].replace("\\", "")
+        shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key!r}"
+        return (
+            f"Call chain: {shown}. Defined at {_short(defs, 6) or 'no line shown'}; "
+            f"called at {_short(calls, 8) or 'no line shown'}."
+        )
 
     def word_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
         """What a grep for `pattern` (the term actually searched) found, with real totals."""

@@ -395,8 +395,8 @@ class TestResearchPolicySubagent:
         assert not any("test" in r.lower() for r in findings.recommendations)
         notes = {f.path: f.description for f in findings.files}
         assert notes == {
-            "weather/api.py": "no docstring or heading (defines fetch)",
-            "weather/cache.py": "A small forecast cache. (defines Cache)",
+            "weather/api.py": "no docstring or heading. 7 lines read; defines fetch (line 6)",
+            "weather/cache.py": "A small forecast cache. 8 lines read; defines Cache (line 7)",
         }
 
 
