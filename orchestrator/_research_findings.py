@@ -260,6 +260,8 @@ def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str]
     regex = re.compile(pattern, re.IGNORECASE)
     defs, calls = [], []
     for p, n, t in hits:
+        if PurePosixPath(p).suffix not in _CODE_SUFFIXES:
+            continue  # prose mentioning a name is neither a definition nor a call
         m = _DEF_RE.match(t)
         if m and regex.search(m.group(2) + "("):
             defs.append(f"{p}:{n} {m.group(2)}")
@@ -420,19 +422,23 @@ _GREP_TOTAL_RE = re.compile(r"^# (\d+) lines in (\d+) file\(s\) match ")
 
 
 def _grep_totals(
-    text: str, all_hits: Sequence[tuple[str, int, str]], hits: Sequence[tuple[str, int, str]]
+    text: str,
+    all_hits: Sequence[tuple[str, int, str]],
+    hits: Sequence[tuple[str, int, str]],
+    whole: bool,
 ) -> tuple[int, int, bool]:
     """`(lines, files, capped)` for the hits kept; `capped` means "at least".
 
     When the tool showed every hit, the kept hits are counted. When it capped its output,
-    its own totals are used if no hit was dropped as out of scope; otherwise only the
-    kept hits are known, as a lower bound.
+    its own totals are used if no hit was dropped as out of scope and the search ran
+    inside the scope (`whole`); otherwise only the kept hits
+    are known, as a lower bound.
     """
     files = len({h[0] for h in hits})
     m = next((m for ln in text.splitlines() if (m := _GREP_TOTAL_RE.match(ln))), None)
     if m is None:
         return len(hits), files, False
-    if len(hits) == len(all_hits):
+    if whole and len(hits) == len(all_hits):
         return int(m.group(1)), int(m.group(2)), False
     return len(hits), files, True
 
@@ -466,7 +472,8 @@ class Evidence:
                 hits = [h for h in all_hits if _in_scope(h[0], scope)]
                 pattern = str(call.args.get("pattern", ""))
                 ev.greps[pattern] = hits
-                ev.grep_totals[pattern] = _grep_totals(res, all_hits, hits)
+                whole = _in_scope(str(call.args.get("path", ".")), scope)
+                ev.grep_totals[pattern] = _grep_totals(res, all_hits, hits, whole)
         return ev
 
     def _quotes_before(self, path: str, line: int) -> list[str] | None:
@@ -548,10 +555,12 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
         questions.append(f"No readable text file was found in {where}.")
     questions += facts.questions(objective)
     counts = "".join(f"{ev.count(k)} matching {k!r}, " for k in word_hits)
+    searched = _TODO_GREP in ev.greps
+    todo_count = f"{len(todo)} TODO/FIXME comment(s), " if searched else "TODO/FIXME not searched, "
     summary = (
         f"Looked at {where} for {objective!r} ({brief.phase} phase): "
         f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
-        f"{counts}{len(todo)} TODO/FIXME comment(s), {len(tests)} related test file(s)."
+        f"{counts}{todo_count}{len(tests)} related test file(s)."
     )
     if ev.errors:
         summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
@@ -758,10 +767,10 @@ class _Facts:
         defs, calls = chain(pattern, hits)
         if not defs and not calls:
             return ""
-        key = pattern[3 : -len(_CALL_SUFFIX)].replace("\\", "")
+        key = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)].replace("\\", "")
         shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key!r}"
         return (
-            f"Call chain: {shown}. Defined at {_short(defs, 6) or 'no line shown'}; "
+            f"Call chain: {shown}. Defined at {_short(defs, 8) or 'no line shown'}; "
             f"called at {_short(calls, 8) or 'no line shown'}."
         )
 

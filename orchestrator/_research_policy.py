@@ -537,7 +537,7 @@ def asks_flow(brief: Brief) -> bool:
 
 def call_pattern(key: str) -> str:
     """A grep for definitions and call sites of names holding `key` (`resolve_key(`)."""
-    return rf"\w*{re.escape(key)}\w*\s*\("
+    return rf"\b\w*{re.escape(key)}\w*\s*\("  # \b: linear on long lines
 
 
 def extract(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
