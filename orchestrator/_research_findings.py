@@ -572,7 +572,7 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
         {
             "status": "completed" if ev.read else "partial",
             "summary": summary,
-            "key_discoveries": list(dict.fromkeys(discoveries))[:10],
+            "key_discoveries": [d for d in dict.fromkeys(discoveries) if d][:10],
             "files": _file_notes(ev),
             "open_questions": questions[:6],
             "recommendations": _recommendations(brief, scope, objective, ev, facts)[:6],
