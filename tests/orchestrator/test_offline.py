@@ -320,9 +320,7 @@ class TestResearchPolicySubagent:
         assert any("src/billing/invoice.py:9" in d for d in findings.key_discoveries)  # the TODO
         # the grep ran on the stem of the objective's word (`invoices` found `Invoice`); the
         # finding names the term actually searched and the real count of matching lines
-        assert any(
-            "match 'invoic'" in d and "line(s) in" in d for d in findings.key_discoveries
-        )
+        assert any("match 'invoic'" in d and "line(s) in" in d for d in findings.key_discoveries)
         assert "src/billing" in findings.summary
 
     @pytest.mark.parametrize(
