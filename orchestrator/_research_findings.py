@@ -706,10 +706,12 @@ class _Facts:
                 "Risk: the biggest modules are the hardest to change safely: "
                 f"{', '.join(self.biggest(2))}."
             )
-        code = self.ev.code()
+        # the same count as `coverage`: named modules only (`__init__`-like files excluded)
+        code = [p for p in self.ev.code() if _module_name(p)]
         if self.untested:
             out.append(
-                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) have no test "
+                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) of {self.where} "
+                "have no test "
                 f"file named after them ({len(self.tests)} related test files listed): "
                 f"{_short(self.untested)}."
             )
@@ -744,14 +746,16 @@ class _Facts:
             and _tested_name(p) != PurePosixPath(p).stem.lower()
         ]
         source = [
-            p for p in ev.workdir if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+            p
+            for p in ev.workdir
+            if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p) and _module_name(p)
         ]
         covered = [s for s in source if any(_names_module(t, _module_name(s)) for t in tests)]
         tops = Counter(s.split("/")[0] for s in covered if "/" in s)
         by = ", ".join(f"{k} {n}" for k, n in sorted(tops.items()))
         lines = [
             f"{len(tests)} test file(s) in {self.where} are named after {len(covered)} of "
-            f"{len(source)} source modules" + (f" (by folder: {by})." if by else ".")
+            f"{len(source)} source modules of the workdir" + (f" (by folder: {by})." if by else ".")
         ]
         missing = [s for s in source if s not in covered and _module_name(s)]
         missing.sort(key=lambda p: (-ev.workdir.get(p, 0), p))
