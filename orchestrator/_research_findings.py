@@ -356,7 +356,12 @@ def related_tests(scope: Sequence[str], workdir: Sequence[str]) -> list[str]:
 
 
 def untested_modules(code: Sequence[str], tests: Sequence[str]) -> list[str]:
-    """Source files (not `__init__`-like) that no test file is named after."""
+    """Source files (not `__init__`-like) that no test file is named after.
+
+    Only files named as tests (`test_x.py`, `x_test.py`, ...) count, as in `_Facts.coverage`:
+    a helper such as `tests/compat.py` is not a test named after `compat.py`.
+    """
+    tests = [t for t in tests if _tested_name(t) != PurePosixPath(t).stem.lower()]
     return [
         p
         for p in code
