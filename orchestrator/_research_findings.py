@@ -24,6 +24,7 @@ real paths, lines and names that the tools returned, nothing known in advance.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -178,6 +179,44 @@ _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\"
 _MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
 
 
+def _is_words(text: str) -> bool:
+    """Mostly letters and at least one real word (not ASCII art such as `/__)  _  _`)."""
+    visible = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in visible)
+    return bool(re.search(r"[A-Za-z]{3}", text)) and letters * 2 >= len(visible)
+
+
+def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
+    """`(name, line, first docstring line)` of the definitions in the lines read.
+
+    Python read from its first line is parsed with `ast` (classes, functions and their
+    methods as `Class.method`); anything else, or Python that does not parse (a partial
+    read), falls back to a regex over the lines with an empty docstring.
+    """
+    if PurePosixPath(path).suffix in (".py", ".pyi"):
+        try:
+            tree = ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            out = []
+            for node in tree.body:
+                out += _ast_defs(node, "")
+            return out
+    return [(n, i, "") for n, i in _defs_with_lines(lines)]
+
+
+def _ast_defs(node: ast.AST, prefix: str) -> list[tuple[str, int, str]]:
+    if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    doc = (ast.get_docstring(node) or "").strip().split("\n")[0][:100]
+    out = [(prefix + node.name, node.lineno, doc)]
+    if isinstance(node, ast.ClassDef):
+        for child in node.body:
+            out += _ast_defs(child, f"{node.name}.")
+    return out
+
+
 def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     """The first prose line of a file and the names it defines.
 
@@ -198,12 +237,72 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             break
         s = _MARKER_RE.sub("", s).strip().rstrip("\"'").strip()
         s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
-        if len(s) >= 3:
+        if len(s) >= 3 and _is_words(s):
             first = s[:160]
             break
+        if len(s) >= 3:  # an ASCII-art banner or a rule: not a description
+            continue
         prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
     defs = [m.group(2) for ln in lines if (m := _DEF_RE.match(ln))]
     return first, list(dict.fromkeys(defs))
+
+
+_CALL_SUFFIX = r"\w*\s*\("
+_CALL_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
+
+
+def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str], list[str]]:
+    """Definitions and call sites among the hits of a `call_pattern` grep, as `file:line name`.
+
+    A hit is a definition when its line defines the name (`def`, `class`, ...), else a
+    call site; the name is the first called name on the line that the pattern matches.
+    """
+    regex = re.compile(pattern, re.IGNORECASE)
+    defs, calls = [], []
+    for p, n, t in hits:
+        if PurePosixPath(p).suffix not in _CODE_SUFFIXES:
+            continue  # prose mentioning a name is neither a definition nor a call
+        m = _DEF_RE.match(t)
+        if m and regex.search(m.group(2) + "("):
+            defs.append(f"{p}:{n} {m.group(2)}")
+            continue
+        name = next((c for c in _CALL_NAME_RE.findall(t) if regex.search(c + "(")), "")
+        if name:
+            calls.append(f"{p}:{n} {name}")
+    return defs, calls
+
+
+_QUESTION_WORDS = frozenset("which matter matters phase report should".split())
+
+
+def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
+    """The findings (their `path`, else their key) that address a plan's key question.
+
+    A finding addresses the question when its discoveries and file paths (not its summary,
+    which quotes the objective) hold at least two thirds of the question's content words
+    (stemmed; generic words such as "which" left out) and, when the question names a
+    phase, the finding is of that phase. A question with no content word is never
+    answered this way.
+    """
+    named = [p for p in _PHASES if re.search(rf"\b{p}\b", question.lower())]
+    wanted = {stem(w) for w in words(question)} - {stem(w) for w in _QUESTION_WORDS}
+    wanted -= {stem(p) for p in _PHASES}
+    for w in re.findall(r"[\w./-]+/[\w./-]*", question):  # paths named in the question
+        wanted |= {stem(x) for x in _WORD_RE.findall(w.lower())}
+    if not wanted:
+        return []
+    out = []
+    for key, f in findings.items():
+        if not f.get("key_discoveries") or (named and f.get("phase") not in named):
+            continue
+        text = " ".join(
+            [*map(str, f["key_discoveries"])]
+            + [str(x.get("path", "")) for x in f.get("files") or [] if isinstance(x, dict)]
+        )
+        have = {stem(w) for w in _WORD_RE.findall(text.lower())}
+        if 3 * len(wanted & have) >= 2 * len(wanted):
+            out.append(str(f.get("path") or key))
+    return out
 
 
 # -- tests and TODO notes (subagent) -------------------------------------------------------
@@ -257,7 +356,12 @@ def related_tests(scope: Sequence[str], workdir: Sequence[str]) -> list[str]:
 
 
 def untested_modules(code: Sequence[str], tests: Sequence[str]) -> list[str]:
-    """Source files (not `__init__`-like) that no test file is named after."""
+    """Source files (not `__init__`-like) that no test file is named after.
+
+    Only files named as tests (`test_x.py`, `x_test.py`, ...) count, as in `_Facts.coverage`:
+    a helper such as `tests/compat.py` is not a test named after `compat.py`.
+    """
+    tests = [t for t in tests if _tested_name(t) != PurePosixPath(t).stem.lower()]
     return [
         p
         for p in code
@@ -319,6 +423,31 @@ def real_todo(path: str, text: str, before: Sequence[str] | None) -> bool:
     return start is not None and bool(_TODO_START_RE.match(text.strip()[start:]))
 
 
+_GREP_TOTAL_RE = re.compile(r"^# (\d+) lines in (\d+) file\(s\) match ")
+
+
+def _grep_totals(
+    text: str,
+    all_hits: Sequence[tuple[str, int, str]],
+    hits: Sequence[tuple[str, int, str]],
+    whole: bool,
+) -> tuple[int, int, bool]:
+    """`(lines, files, capped)` for the hits kept; `capped` means "at least".
+
+    When the tool showed every hit, the kept hits are counted. When it capped its output,
+    its own totals are used if no hit was dropped as out of scope and the search ran
+    inside the scope (`whole`); otherwise only the kept hits
+    are known, as a lower bound.
+    """
+    files = len({h[0] for h in hits})
+    m = next((m for ln in text.splitlines() if (m := _GREP_TOTAL_RE.match(ln))), None)
+    if m is None:
+        return len(hits), files, False
+    if whole and len(hits) == len(all_hits):
+        return int(m.group(1)), int(m.group(2)), False
+    return len(hits), files, True
+
+
 @dataclass
 class Evidence:
     """What a subagent's tool calls returned, parsed (`workdir`: every file listed)."""
@@ -328,6 +457,8 @@ class Evidence:
     greps: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     workdir: dict[str, int] = field(default_factory=dict)
+    #: pattern -> (matching lines, files, capped): real totals when the tool said them
+    grep_totals: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
 
     @classmethod
     def from_history(cls, history: Sequence[Call], scope: Sequence[str]) -> Evidence:
@@ -342,8 +473,12 @@ class Evidence:
             elif call.name == "read_file" and call.result is not None:
                 ev.read[str(call.args.get("path", ""))] = parse_read(res)
             elif call.name == "grep_files" and call.result is not None:
-                hits = [h for h in parse_grep(res) if _in_scope(h[0], scope)]
-                ev.greps[str(call.args.get("pattern", ""))] = hits
+                all_hits = parse_grep(res)
+                hits = [h for h in all_hits if _in_scope(h[0], scope)]
+                pattern = str(call.args.get("pattern", ""))
+                ev.greps[pattern] = hits
+                whole = _in_scope(str(call.args.get("path", ".")), scope)
+                ev.grep_totals[pattern] = _grep_totals(res, all_hits, hits, whole)
         return ev
 
     def _quotes_before(self, path: str, line: int) -> list[str] | None:
@@ -372,6 +507,13 @@ class Evidence:
             h for h in self.todo_candidates() if real_todo(h[0], h[2], self._quotes_before(*h[:2]))
         ]
 
+    def count(self, pattern: str) -> str:
+        """`N line(s) in M file(s)` for a grep, or `at least N line(s) ...` when capped."""
+        lines, files, capped = self.grep_totals.get(pattern, (0, 0, False))
+        least = "at least " if capped else ""
+        cap = " (capped)" if capped else ""
+        return f"{least}{lines} line(s) in {least}{files} file(s){cap}"
+
     def code(self) -> list[str]:
         """Listed source files of the scope (tests excluded), in listing order."""
         return [
@@ -399,29 +541,34 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     where = ", ".join(scope)
     objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
     todo = ev.todos()
-    word_hits = {k: v for k, v in ev.greps.items() if k not in (_TODO_GREP, _STRING_GREP)}
-    # greps ran on stems; speak of the word the task used
-    label = {stem(w): w for w in reversed(words(f"{brief.objective} {brief.title}"))}
+    word_hits = {
+        k: v
+        for k, v in ev.greps.items()
+        if k not in (_TODO_GREP, _STRING_GREP) and not k.endswith(_CALL_SUFFIX)
+    }
     tests = related_tests(scope, list(ev.workdir))
     facts = _Facts(brief.phase, where, ev, todo, tests, list(scope))
     discoveries = facts.discoveries()
     questions = []
+    discoveries += [facts.chain_line(k, v) for k, v in ev.greps.items() if k.endswith(_CALL_SUFFIX)]
     for pattern, hits in word_hits.items():
-        word = label.get(pattern, pattern)
         if not hits:
-            questions.append(f"{word!r} does not appear in {where}: where is it handled?")
+            questions.append(f"No line of {where} matches {pattern!r}: where is it handled?")
         else:
-            discoveries.append(facts.word_line(word, hits))
-    questions += [f"Tool error: {e}" for e in ev.errors[:3]]
+            discoveries.append(facts.word_line(pattern, hits))
     if not ev.read:
         questions.append(f"No readable text file was found in {where}.")
     questions += facts.questions(objective)
-    counts = "".join(f"{len(v)} match(es) for {label.get(k, k)!r}, " for k, v in word_hits.items())
+    counts = "".join(f"{ev.count(k)} matching {k!r}, " for k in word_hits)
+    searched = _TODO_GREP in ev.greps
+    todo_count = f"{len(todo)} TODO/FIXME comment(s), " if searched else "TODO/FIXME not searched, "
     summary = (
         f"Looked at {where} for {objective!r} ({brief.phase} phase): "
         f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
-        f"{counts}{len(todo)} TODO/FIXME comment(s), {len(tests)} related test file(s)."
+        f"{counts}{todo_count}{len(tests)} related test file(s)."
     )
+    if ev.errors:
+        summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
     firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
     if any(firsts.values()):
         main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2] if d)
@@ -430,7 +577,7 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
         {
             "status": "completed" if ev.read else "partial",
             "summary": summary,
-            "key_discoveries": list(dict.fromkeys(discoveries))[:10],
+            "key_discoveries": [d for d in dict.fromkeys(discoveries) if d][:10],
             "files": _file_notes(ev),
             "open_questions": questions[:6],
             "recommendations": _recommendations(brief, scope, objective, ev, facts)[:6],
@@ -442,9 +589,12 @@ def _file_notes(ev: Evidence) -> list[dict]:
     """Notes for the files read (then listed ones, up to 10)."""
     notes = []
     for path, lines in ev.read.items():
-        first, defs = describe(lines, path)
-        note = (first or "no docstring or heading") + (
-            f" (defines {', '.join(defs[:6])})" if defs else ""
+        first = describe(lines, path)[0]
+        defs = outline(lines, path)
+        shown = [f"{n} (line {i}{': ' + d if d else ''})" for n, i, d in defs[:8]]
+        more = f" and {len(defs) - 8} more" if len(defs) > 8 else ""
+        note = (first or "no docstring or heading").rstrip(".") + (
+            f". {len(lines)} lines read; defines {'; '.join(shown)}{more}" if defs else ""
         )
         notes.append({"path": path, "description": note})
     for path, size in ev.listed.items():
@@ -561,10 +711,12 @@ class _Facts:
                 "Risk: the biggest modules are the hardest to change safely: "
                 f"{', '.join(self.biggest(2))}."
             )
-        code = self.ev.code()
+        # the same count as `coverage`: named modules only (`__init__`-like files excluded)
+        code = [p for p in self.ev.code() if _module_name(p)]
         if self.untested:
             out.append(
-                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) have no test "
+                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) of {self.where} "
+                "have no test "
                 f"file named after them ({len(self.tests)} related test files listed): "
                 f"{_short(self.untested)}."
             )
@@ -599,14 +751,16 @@ class _Facts:
             and _tested_name(p) != PurePosixPath(p).stem.lower()
         ]
         source = [
-            p for p in ev.workdir if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p)
+            p
+            for p in ev.workdir
+            if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p) and _module_name(p)
         ]
         covered = [s for s in source if any(_names_module(t, _module_name(s)) for t in tests)]
         tops = Counter(s.split("/")[0] for s in covered if "/" in s)
         by = ", ".join(f"{k} {n}" for k, n in sorted(tops.items()))
         lines = [
             f"{len(tests)} test file(s) in {self.where} are named after {len(covered)} of "
-            f"{len(source)} source modules" + (f" (by folder: {by})." if by else ".")
+            f"{len(source)} source modules of the workdir" + (f" (by folder: {by})." if by else ".")
         ]
         missing = [s for s in source if s not in covered and _module_name(s)]
         missing.sort(key=lambda p: (-ev.workdir.get(p, 0), p))
@@ -617,14 +771,28 @@ class _Facts:
             )
         return lines
 
-    def word_line(self, word: str, hits: list[tuple[str, int, str]]) -> str:
+    def chain_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
+        """Where the functions named like the objective's word are defined and called."""
+        defs, calls = chain(pattern, hits)
+        if not defs and not calls:
+            return ""
+        key = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)].replace("\\", "")
+        shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key!r}"
+        return (
+            f"Call chain: {shown}. Defined at {_short(defs, 8) or 'no line shown'}; "
+            f"called at {_short(calls, 8) or 'no line shown'}."
+        )
+
+    def word_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
+        """What a grep for `pattern` (the term actually searched) found, with real totals."""
         p, n, t = hits[0]
         files = list(dict.fromkeys(h[0] for h in hits))
+        counted = f"{self.ev.count(pattern)} of {self.where} match {pattern!r}"
         if self.phase == "exploration":
-            return f"{word!r} occurs {len(hits)} time(s) in {self.where}, e.g. {p}:{n}: {t[:100]}"
+            return f"{counted}, e.g. {p}:{n}: {t[:100]}"
         if self.phase == "planning":
-            return f"{word!r} appears in {len(files)} file(s): {_short(files, 4)}."
-        return f"{word!r} at " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
+            return f"{counted}: {_short(files, 4)}."
+        return f"{counted}: " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
 
     def questions(self, objective: str) -> list[str]:
         if self.phase == "planning" and self.ev.read:

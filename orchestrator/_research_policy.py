@@ -55,6 +55,7 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -345,6 +346,7 @@ def _rank_files(
     phase: str = "exploration",
     sizes: dict[str, int] | None = None,
     untested: Sequence[str] = (),
+    central: dict[str, int] | None = None,
 ) -> list[str]:
     """Files in reading order for `phase`; near-empty files (< 40 bytes) always last.
 
@@ -353,7 +355,10 @@ def _rank_files(
     implementation goal-named code, then the biggest
     modules; review test files, then modules no test is named after (`untested`), then
     the biggest ones. So the phases read (and report) different files of one area.
+    Outside review, the files where the objective's word was found most (`central`, grep
+    hits per file) come first: they are the ones that answer it.
     """
+    central = central or {}
     goal_set = {stem(g) for g in goal}
     sizes = sizes or {}
     # planning reads on where exploration (3 reads by default) stopped
@@ -371,6 +376,8 @@ def _rank_files(
         rest = (int(suffix not in _TEXT_SUFFIXES), len(p.parts), path)
         code = int(suffix not in _CODE_SUFFIXES)
         big = -sizes.get(path, 0)
+        if central and phase != "review":
+            return (tiny, -central.get(path, 0), code, big, *rest)
         if phase == "planning":
             doc = int(suffix not in (".md", ".rst", ".txt"))
             return (tiny, hits, doc, int(path in explored), prio, *rest)
@@ -402,7 +409,7 @@ class ResearchPolicy:
 
     TODO_PATTERN = _TODO_GREP
 
-    def __init__(self, max_reads: int = 3, read_lines: int = 120, listing_entries: int = 400):
+    def __init__(self, max_reads: int = 3, read_lines: int = 800, listing_entries: int = 400):
         self.max_reads = max_reads
         self.read_lines = read_lines
         self.listing_entries = listing_entries
@@ -457,19 +464,32 @@ class ResearchPolicy:
                 if ("list_files", s) not in done and not any(_in_scope(p, [s]) for p in listed):
                     return _call("list_files", {"path": s, "max_entries": 200})
         ev = Evidence.from_history(history, scope)
+        where = scope[0] if len(scope) == 1 else "."
+        key = keywords(brief, scope, ev.listed)[:1]
+        if "grep_files" in names:
+            # the objective's word first: the files it occurs in are the ones to read
+            greps = [(k, 50) for k in key]
+            if key and brief.phase in ("exploration", "implementation") and asks_flow(brief):
+                greps.append((call_pattern(key[0]), 200))
+            for pattern, limit in greps:
+                if ("grep_files", pattern) not in done:
+                    args = {"pattern": pattern, "path": where, "max_matches": limit}
+                    return _call("grep_files", args)
         # not the description: the lead's description lists example files, which would
         # otherwise always win
         goal = words(f"{brief.title} {brief.objective}")
         if "read_file" in names:
             candidates = list(ev.listed) + [s for s in scope if _looks_like_file(s)]
             untested = untested_modules(ev.code(), related_tests(scope, list(ev.workdir)))
-            ranked = _rank_files(dict.fromkeys(candidates), goal, brief.phase, ev.listed, untested)
+            central = Counter(h[0] for hits in ev.greps.values() for h in hits)
+            ranked = _rank_files(
+                dict.fromkeys(candidates), goal, brief.phase, ev.listed, untested, central
+            )
             for path in ranked[: self.max_reads]:
                 if ("read_file", path) not in done:
                     return _call("read_file", {"path": path, "max_lines": self.read_lines})
         if "grep_files" in names:
-            where = scope[0] if len(scope) == 1 else "."
-            patterns = [*keywords(brief, scope, ev.listed)[:1], self.TODO_PATTERN]
+            patterns = [self.TODO_PATTERN]
             if ev.needs_string_check():
                 patterns.append(_STRING_GREP)
             for pattern in patterns:
@@ -505,6 +525,19 @@ def keywords(brief: Brief, scope: Sequence[str], paths: Sequence[str] = ()) -> l
             key[w] = (i >= len(own), w in seen, -len(w), i)
     # grep for the stem, so `invoices` also finds `invoice`
     return sorted(key, key=key.__getitem__)
+
+
+_FLOW_RE = re.compile(r"\b(how|where|flow|flows|handled?|called|calls|path|chain)\b")
+
+
+def asks_flow(brief: Brief) -> bool:
+    """Does the objective ask how something flows or where it is handled?"""
+    return bool(_FLOW_RE.search(brief.objective.lower()))
+
+
+def call_pattern(key: str) -> str:
+    """A grep for definitions and call sites of names holding `key` (`resolve_key(`)."""
+    return rf"\b\w*{re.escape(key)}\w*\s*\("  # \b: linear on long lines
 
 
 def extract(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:

@@ -9,7 +9,10 @@ Agents explore the project they work on through these three LangChain tools. The
   agent as a one-line string starting with `Error:` (the agent can correct itself); only
   `check_workdir` raises, because a missing workdir is the user's mistake, not the agent's.
 * **Noise is skipped.** VCS and tool folders (`.git`, `.temp`, `__pycache__`,
-  `node_modules`, `.venv`, any hidden folder), hidden files, binary files, and (for
+  `node_modules`, `.venv`, any hidden folder), build output (`build`, `dist`,
+  `*.egg-info`), virtualenvs (any folder holding `pyvenv.cfg`), what the workdir's
+  `.gitignore` ignores (simple glob lines; `!` negations are not honoured), hidden
+  files, binary files, and (for
   `grep_files`) files larger than `MAX_GREP_BYTES` never show up. Paths through a
   `SKIP_DIRS` folder and `.env*` files are refused even when named explicitly; other
   hidden files can be read when asked for by name (e.g. `.github/workflows/ci.yml`).
@@ -23,6 +26,7 @@ Invariant: for the same tree and arguments the output is the same, byte for byte
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Iterator
@@ -101,7 +105,27 @@ def _written_by_tether(path: Path) -> bool:
 
 
 def _skipped_dir(name: str) -> bool:
-    return name in SKIP_DIRS or name.startswith(".")
+    return name in SKIP_DIRS or name.startswith(".") or name.endswith(".egg-info")
+
+
+def _gitignore(root: Path) -> list[tuple[str, bool]]:
+    """`(glob, directories only)` pairs of the root `.gitignore` (none if unreadable)."""
+    try:
+        text = (root / ".gitignore").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        out.append(
+            (
+                line.rstrip("/").lstrip("/") if "/" in line.rstrip("/") else line.rstrip("/"),
+                line.endswith("/"),
+            )
+        )
+    return out
 
 
 def _clamp(value: object, default: int, high: int) -> int:
@@ -121,6 +145,7 @@ class WorkdirFiles:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = check_workdir(root)
+        self._ignored = _gitignore(self.root)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -139,6 +164,19 @@ class WorkdirFiles:
                 "VCS folder, or an .env file)"
             )
         return target
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        """Is `path` build output, a virtualenv or ignored by the root `.gitignore`?"""
+        if is_dir and (_skipped_dir(path.name) or (path / "pyvenv.cfg").is_file()):
+            return True
+        rel = self.rel(path)
+        for glob, dirs_only in self._ignored:
+            if dirs_only and not is_dir:
+                continue
+            target = rel if "/" in glob else path.name
+            if fnmatch.fnmatchcase(target, glob):
+                return True
+        return False
 
     def rel(self, path: Path) -> str:
         """`path` relative to the workdir, with forward slashes."""
@@ -159,13 +197,15 @@ class WorkdirFiles:
                 except OSError:
                     continue
                 for entry in entries:
+                    path = Path(entry.path)
                     if entry.is_dir(follow_symlinks=False):
-                        if not _skipped_dir(entry.name):
-                            next_level.append(Path(entry.path))
+                        if not self.ignored(path, True):
+                            next_level.append(path)
                         continue
                     if entry.name.startswith(".") or not entry.is_file():
                         continue
-                    path = Path(entry.path)
+                    if self._ignored and self.ignored(path, False):
+                        continue
                     if entry.name == STATUS_FILE and _written_by_tether(path):
                         continue  # tether's own memory pointer is not evidence about the project
                     if entry.is_symlink() and not self._inside(path):
@@ -255,6 +295,7 @@ class WorkdirFiles:
         except (PathEscapeError, FileNotFoundError) as exc:
             return f"Error: {exc}"
         hits: list[str] = []
+        files: set[str] = set()
         total = 0
         for file in self.iter_files(start):
             try:
@@ -267,13 +308,17 @@ class WorkdirFiles:
             for no, line in enumerate(text.splitlines(), start=1):
                 if regex.search(line):
                     total += 1
+                    files.add(rel)
                     if len(hits) < limit:
                         hits.append(f"{rel}:{no}: {line.strip()[:MAX_LINE_CHARS]}")
         where = self.rel(start)
         if not hits:
             return f"# no matches for {pattern!r} under {where!r}"
         if total > len(hits):
-            hits.append(f"# {total - len(hits)} more matches not shown: narrow the path or pattern")
+            hits.append(
+                f"# {total} lines in {len(files)} file(s) match {pattern!r}; "
+                f"{total - len(hits)} more matches not shown: narrow the path or pattern"
+            )
         return "\n".join(hits)
 
 

@@ -89,9 +89,15 @@ def iso_now() -> str:
 # -- plan ---------------------------------------------------------------------------------
 
 
+def _cited(question: str, by: list[str]) -> tuple[str, bool]:
+    """A key question, ticked and citing the findings that address it (if any)."""
+    return (f"{question} (see {', '.join(by[:3])})", True) if by else (question, False)
+
+
 def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
     """(Re)write `research_plans/{task_id}.md` from the state."""
     from orchestrator import artifacts
+    from orchestrator._research_findings import answered_by
 
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
@@ -108,7 +114,7 @@ def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
         for k, v in current.items()
         if k in failed and k not in findings
     ]
-    questions = [(q, bool(findings)) for q in state.get("key_questions") or []]
+    questions = [_cited(q, answered_by(q, findings)) for q in state.get("key_questions") or []]
     return artifacts.write_plan(
         ctx.layout,
         state["task_id"],
