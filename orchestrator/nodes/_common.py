@@ -97,7 +97,7 @@ def _cited(question: str, by: list[str]) -> tuple[str, bool]:
 def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
     """(Re)write `research_plans/{task_id}.md` from the state."""
     from orchestrator import artifacts
-    from orchestrator._research_findings import answered_by
+    from orchestrator.offline.evidence import answered_by
 
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}

@@ -66,7 +66,7 @@ def policy_responder(body: dict[str, Any]) -> dict[str, Any]:
     """Answer like tether's offline model would (ResearchPolicy over the same messages)."""
     from langchain_openai.chat_models.base import _convert_dict_to_message
 
-    from orchestrator._research_policy import ResearchPolicy
+    from orchestrator.offline import ResearchPolicy
 
     messages = [_convert_dict_to_message(m) for m in body.get("messages", [])]
     tools = list(body.get("tools") or [])

@@ -13,7 +13,7 @@ What it answers comes from, in order:
    bound tools as OpenAI tool dicts (`{"type": "function", "function": {"name", ...}}`),
    narrowed to the forced tool when `bind_tools(..., tool_choice=NAME)` names one
    (`"none"`: no tools);
-3. by default `ResearchPolicy` (in `orchestrator._research_policy`), which speaks
+3. by default `ResearchPolicy` (in `orchestrator.offline.policy`), which speaks
    tether's protocol (`PhasePlan` for the lead, `SubmitFindings` for subagents) and does
    real, extractive work with the workdir tools. Its input format is documented there.
 
@@ -42,8 +42,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
-from orchestrator._research_policy import ResearchPolicy
 from orchestrator.errors import ModelCallError
+from orchestrator.offline.policy import ResearchPolicy
 
 MODEL_NAME = "tether-offline"
 # One lock for every queue: the critical sections are tiny, and a module-level lock keeps

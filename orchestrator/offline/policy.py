@@ -47,7 +47,7 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
   `SubmitFindings` is offered (`tool_choice`), or when a human message arrives after the
   work started (an orchestrator's "finish now"). `real_todo`, `build_findings`, the
   `Evidence` they read and the vocabulary both sides share live in
-  `orchestrator._research_findings` (this module imports it, never the reverse).
+  `orchestrator.offline.evidence` (this module imports it, never the reverse).
 * neither (plain chat, e.g. a summary request): an extractive reply to the last human
   message.
 """
@@ -63,7 +63,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from orchestrator._research_findings import (
+from orchestrator.offline.evidence import (
     _CODE_SUFFIXES,
     _DEFAULT_PHASE,
     _PHASES,
@@ -76,7 +76,6 @@ from orchestrator._research_findings import (
     _in_scope,
     _is_test,
     _path_words,
-    build_findings,
     describe,
     parse_grep,
     parse_listing,
@@ -88,10 +87,11 @@ from orchestrator._research_findings import (
     untested_modules,
     words,
 )
+from orchestrator.offline.wording import build_findings
 from orchestrator.protocol import FINDINGS_TOOL, PLAN_TOOL, PhasePlan
 
 # The public names of this module before the findings half moved to
-# `orchestrator._research_findings`; they all stay importable from here.
+# `orchestrator.offline.evidence`; they all stay importable from here.
 __all__ = [
     "Area",
     "Brief",

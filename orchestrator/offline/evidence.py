@@ -1,7 +1,8 @@
-"""What a `ResearchPolicy` subagent found, and how it words it as `SubmitFindings`.
+"""What a `ResearchPolicy` subagent found: the tool results of one conversation, parsed.
 
-This is the evidence side of the offline research policy (`orchestrator._research_policy`
-decides which tool to call next; this module reads what the tools returned):
+This is the evidence side of the offline research policy (`orchestrator.offline.policy`
+decides which tool to call next; `orchestrator.offline.wording` words the findings; this
+module reads what the tools returned):
 
 * `Evidence.from_history` parses the results of one conversation's `list_files`,
   `read_file` and `grep_files` calls (`parse_listing`, `parse_read`, `parse_grep`),
@@ -9,13 +10,11 @@ decides which tool to call next; this module reads what the tools returned):
 * `describe` (first prose line and definitions of a file), `related_tests`,
   `untested_modules` and `real_todo` (a TODO/FIXME/XXX grep hit that really opens a
   comment, not a word inside a string or prose) read that evidence;
-* `build_findings` words it per phase (`_Facts`, `_recommendations`, `_file_notes`), so
-  consecutive phases report different sides of the same area.
 
 It also holds the small vocabulary both modules share: the `Brief` parsed from the
 prompt, the `Call` records of the tool history, content words and stems, path
-predicates and the phase table. The dependency runs one way: `_research_policy` imports
-from this module, never the reverse, so there is no import cycle.
+predicates and the phase table. Dependencies run one way: `policy` and `wording` import
+from this module, never the reverse.
 
 Invariant: everything here is a pure function of the brief and the tool results (no
 clock, no randomness, no file access), and every finding is taken from that evidence:
@@ -26,13 +25,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
-
-from orchestrator.protocol import SubmitFindings
 
 _LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
 _NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
@@ -305,6 +301,12 @@ def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
     return out
 
 
+def _defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:
+    return list(
+        dict.fromkeys((m.group(2), i) for i, ln in enumerate(lines, 1) if (m := _DEF_RE.match(ln)))
+    )
+
+
 # -- tests and TODO notes (subagent) -------------------------------------------------------
 
 
@@ -524,343 +526,3 @@ class Evidence:
         """Every code file of the scope is a test."""
         code = [p for p in self.listed if PurePosixPath(p).suffix in _CODE_SUFFIXES]
         return bool(code) and all(_is_test(p) for p in code)
-
-
-# -- findings (subagent) -----------------------------------------------------------------
-
-
-def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any) -> SubmitFindings:
-    """`SubmitFindings` built only from the evidence the tools returned.
-
-    Each phase reports a different side of the same area, so consecutive phases do not
-    repeat each other: exploration maps it (modules, what the files read define, where
-    its tests are), planning proposes steps and questions, implementation points at
-    change sites (definitions with line numbers, TODOs, modules without a named test),
-    review lists risks (TODOs, untested modules, the biggest files, test coverage).
-    """
-    where = ", ".join(scope)
-    objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
-    todo = ev.todos()
-    word_hits = {
-        k: v
-        for k, v in ev.greps.items()
-        if k not in (_TODO_GREP, _STRING_GREP) and not k.endswith(_CALL_SUFFIX)
-    }
-    tests = related_tests(scope, list(ev.workdir))
-    facts = _Facts(brief.phase, where, ev, todo, tests, list(scope))
-    discoveries = facts.discoveries()
-    questions = []
-    discoveries += [facts.chain_line(k, v) for k, v in ev.greps.items() if k.endswith(_CALL_SUFFIX)]
-    for pattern, hits in word_hits.items():
-        if not hits:
-            questions.append(f"No line of {where} matches {pattern!r}: where is it handled?")
-        else:
-            discoveries.append(facts.word_line(pattern, hits))
-    if not ev.read:
-        questions.append(f"No readable text file was found in {where}.")
-    questions += facts.questions(objective)
-    counts = "".join(f"{ev.count(k)} matching {k!r}, " for k in word_hits)
-    searched = _TODO_GREP in ev.greps
-    todo_count = f"{len(todo)} TODO/FIXME comment(s), " if searched else "TODO/FIXME not searched, "
-    summary = (
-        f"Looked at {where} for {objective!r} ({brief.phase} phase): "
-        f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
-        f"{counts}{todo_count}{len(tests)} related test file(s)."
-    )
-    if ev.errors:
-        summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
-    firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
-    if any(firsts.values()):
-        main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2] if d)
-        summary += f" Main files: {main}."
-    return SubmitFindings.model_validate(
-        {
-            "status": "completed" if ev.read else "partial",
-            "summary": summary,
-            "key_discoveries": [d for d in dict.fromkeys(discoveries) if d][:10],
-            "files": _file_notes(ev),
-            "open_questions": questions[:6],
-            "recommendations": _recommendations(brief, scope, objective, ev, facts)[:6],
-        }
-    )
-
-
-def _file_notes(ev: Evidence) -> list[dict]:
-    """Notes for the files read (then listed ones, up to 10)."""
-    notes = []
-    for path, lines in ev.read.items():
-        first = describe(lines, path)[0]
-        defs = outline(lines, path)
-        shown = [f"{n} (line {i}{': ' + d if d else ''})" for n, i, d in defs[:8]]
-        more = f" and {len(defs) - 8} more" if len(defs) > 8 else ""
-        note = (first or "no docstring or heading").rstrip(".") + (
-            f". {len(lines)} lines read; defines {'; '.join(shown)}{more}" if defs else ""
-        )
-        notes.append({"path": path, "description": note})
-    for path, size in ev.listed.items():
-        if len(notes) >= 10:
-            break
-        if path not in ev.read:
-            notes.append({"path": path, "description": f"listed, {size} bytes, not read"})
-    return notes
-
-
-def _short(paths: Sequence[str], n: int = 5) -> str:
-    more = f" (+{len(paths) - n} more)" if len(paths) > n else ""
-    return ", ".join(paths[:n]) + more
-
-
-def _defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:
-    return list(
-        dict.fromkeys((m.group(2), i) for i, ln in enumerate(lines, 1) if (m := _DEF_RE.match(ln)))
-    )
-
-
-@dataclass
-class _Facts:
-    """The evidence of one subagent, worded for its phase (one method per phase)."""
-
-    phase: str
-    where: str
-    ev: Evidence
-    todo: list[tuple[str, int, str]]
-    tests: list[str]
-    scope: list[str]
-
-    @property
-    def untested(self) -> list[str]:
-        """Source modules of the scope no related test file is named after, biggest first."""
-        found = untested_modules(self.ev.code(), self.tests)
-        return sorted(found, key=lambda p: (-self.ev.listed.get(p, 0), p))
-
-    def biggest(self, n: int = 3) -> list[str]:
-        code = sorted(self.ev.code(), key=lambda p: (-self.ev.listed.get(p, 0), p))
-        return [f"{p} ({self.ev.listed[p]} bytes)" for p in code[:n]]
-
-    def discoveries(self) -> list[str]:
-        phase = self.phase if self.phase in _PHASES else "exploration"
-        out = getattr(self, f"_{phase}")()
-        return [line for line in out if line]
-
-    def _exploration(self) -> list[str]:
-        """A map: what the area holds, what the files read define, where its tests are."""
-        ev, where, out = self.ev, self.where, []
-        if ev.listed:
-            kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
-            common = ", ".join(f"{k} ({n})" for k, n in kinds.most_common(4))
-            out.append(f"{where} holds {len(ev.listed)} text files; types: {common}.")
-        mods = [PurePosixPath(p).stem for p in ev.code() if _module_name(p)]
-        if mods:
-            out.append(f"Modules of {where}: {_short(list(dict.fromkeys(mods)), 12)}.")
-        for path, lines in ev.read.items():
-            first, defs = describe(lines, path)
-            said = f"{path}: {first[:100].rstrip('.') or 'no docstring or heading'}"
-            out.append(said + (f"; defines {', '.join(defs[:8])}." if defs else "."))
-        if self.todo:
-            spots = ", ".join(f"{p}:{n}" for p, n, _ in self.todo[:4])
-            out.append(f"{len(self.todo)} TODO/FIXME comment(s) in {where}: {spots}.")
-        out.append(self.test_line() if not ev.is_test_area() else self.coverage()[0])
-        return out
-
-    def _planning(self) -> list[str]:
-        """Inputs for a plan: the biggest modules and the size of each file's interface."""
-        out = []
-        if self.biggest():
-            out.append(f"Largest modules of {self.where}: {', '.join(self.biggest())}.")
-        for path, lines in self.ev.read.items():
-            defs = describe(lines, path)[1]
-            out.append(
-                f"{path} ({len(lines)} lines read) exposes {len(defs)} definition(s), "
-                f"starting with {', '.join(defs[:4])}."
-                if defs
-                else f"{path}: no definition in its first {len(lines)} lines (prose or data)."
-            )
-        return out
-
-    def _implementation(self) -> list[str]:
-        """Change sites: definitions with line numbers, TODOs, modules with no named test."""
-        out = []
-        for path, lines in self.ev.read.items():
-            defs = _defs_with_lines(lines)
-            if self.ev.is_test_area():
-                cases = [n for n, _ in defs if n.startswith(("test", "Test"))]
-                helpers = [n for n, _ in defs if not n.startswith(("test", "Test"))]
-                target = _tested_name(path)
-                out.append(
-                    f"{path} targets {target!r}: {len(cases)} test case(s) in the lines read"
-                    + (f"; helpers/fixtures: {', '.join(helpers[:4])}." if helpers else ".")
-                )
-            elif defs:
-                sites = ", ".join(f"{n} (line {i})" for n, i in defs[:6])
-                out.append(f"Change sites in {path}: {sites}.")
-        out += [f"TODO comment at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
-        if self.untested and not self.ev.is_test_area():
-            out.append(
-                f"Modules of {self.where} with no test file named after them: "
-                f"{_short(self.untested)}."
-            )
-        return out
-
-    def _review(self) -> list[str]:
-        """Risks: open notes, the biggest modules, and gaps in the test coverage."""
-        out = [f"Risk: unresolved note at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
-        if self.ev.is_test_area():
-            return out + self.coverage()[1:]
-        if self.biggest(2):
-            out.append(
-                "Risk: the biggest modules are the hardest to change safely: "
-                f"{', '.join(self.biggest(2))}."
-            )
-        # the same count as `coverage`: named modules only (`__init__`-like files excluded)
-        code = [p for p in self.ev.code() if _module_name(p)]
-        if self.untested:
-            out.append(
-                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) of {self.where} "
-                "have no test "
-                f"file named after them ({len(self.tests)} related test files listed): "
-                f"{_short(self.untested)}."
-            )
-        elif not self.tests and code:
-            out.append(self.test_line())
-        return out
-
-    def test_line(self) -> str:
-        """Where the scope's tests are, as an observation with its evidence."""
-        if self.tests:
-            inside = [t for t in self.tests if _in_scope(t, self.scope)]
-            named = [t for t in self.tests if _tested_name(t) != PurePosixPath(t).stem.lower()]
-            return (
-                f"Tests for {self.where}: {len(self.tests)} file(s) in the workdir listing "
-                f"({len(inside)} inside it), e.g. {_short(named or self.tests, 3)}."
-            )
-        if not self.ev.code():
-            return ""
-        return (
-            f"No test file among the {len(self.ev.workdir)} listed workdir files lies in "
-            f"{self.where}, in a folder named like it, or is named after one of its "
-            f"{len(self.ev.code())} module(s)."
-        )
-
-    def coverage(self) -> list[str]:
-        """For a test area: what its files are named after, then the modules none is."""
-        ev = self.ev
-        tests = [
-            p
-            for p in ev.listed
-            if PurePosixPath(p).suffix in _CODE_SUFFIXES
-            and _tested_name(p) != PurePosixPath(p).stem.lower()
-        ]
-        source = [
-            p
-            for p in ev.workdir
-            if PurePosixPath(p).suffix in _CODE_SUFFIXES and not _is_test(p) and _module_name(p)
-        ]
-        covered = [s for s in source if any(_names_module(t, _module_name(s)) for t in tests)]
-        tops = Counter(s.split("/")[0] for s in covered if "/" in s)
-        by = ", ".join(f"{k} {n}" for k, n in sorted(tops.items()))
-        lines = [
-            f"{len(tests)} test file(s) in {self.where} are named after {len(covered)} of "
-            f"{len(source)} source modules of the workdir" + (f" (by folder: {by})." if by else ".")
-        ]
-        missing = [s for s in source if s not in covered and _module_name(s)]
-        missing.sort(key=lambda p: (-ev.workdir.get(p, 0), p))
-        if missing:
-            lines.append(
-                f"Coverage gap: {len(missing)} source module(s) have no test file named "
-                f"after them, biggest first: {_short(missing, 6)}."
-            )
-        return lines
-
-    def chain_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
-        """Where the functions named like the objective's word are defined and called."""
-        defs, calls = chain(pattern, hits)
-        if not defs and not calls:
-            return ""
-        key = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)].replace("\\", "")
-        shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key!r}"
-        return (
-            f"Call chain: {shown}. Defined at {_short(defs, 8) or 'no line shown'}; "
-            f"called at {_short(calls, 8) or 'no line shown'}."
-        )
-
-    def word_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
-        """What a grep for `pattern` (the term actually searched) found, with real totals."""
-        p, n, t = hits[0]
-        files = list(dict.fromkeys(h[0] for h in hits))
-        counted = f"{self.ev.count(pattern)} of {self.where} match {pattern!r}"
-        if self.phase == "exploration":
-            return f"{counted}, e.g. {p}:{n}: {t[:100]}"
-        if self.phase == "planning":
-            return f"{counted}: {_short(files, 4)}."
-        return f"{counted}: " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
-
-    def questions(self, objective: str) -> list[str]:
-        if self.phase == "planning" and self.ev.read:
-            read = " or ".join(self.ev.read)
-            return [f"Which of {read} should a plan for {objective!r} start from, and why?"]
-        if self.phase == "exploration" and not self.tests and self.ev.code():
-            return [f"How is {self.where} tested? No related test file was listed."]
-        return []
-
-
-def _recommendations(
-    brief: Brief, scope: Sequence[str], objective: str, ev: Evidence, facts: _Facts
-) -> list[str]:
-    """Phase-specific next steps from the evidence; never "test the tests"."""
-    where = facts.where
-    scope_words = set().union(*(_path_words(s) for s in scope)) if scope else set()
-    goal = stems(f"{brief.objective} {brief.title}") - scope_words
-    # definitions named like the objective (in files read, or grep hits): places to act
-    found = [(p, n) for p, lines in ev.read.items() for n in describe(lines, p)[1]]
-    found += [
-        (p, m.group(2))
-        for k, hits in ev.greps.items()
-        if k not in (_TODO_GREP, _STRING_GREP)
-        for p, _, t in hits
-        if (m := _DEF_RE.match(t))
-    ]
-    matching = [
-        (p, n)
-        for p, n in dict.fromkeys(found)
-        if goal & {stem(w) for w in _WORD_RE.findall(n.lower().replace("_", " "))}
-    ]
-    top = list(ev.read)[:2]
-    recs: list[str] = []
-    if brief.phase == "planning" and top:
-        recs += [f"Step {i}: understand {p} before changing it." for i, p in enumerate(top, 1)]
-        recs += [
-            f"Step {len(top) + 1}: decide how {objective!r} changes {n} in {p}."
-            for p, n in matching[:1]
-        ]
-    elif brief.phase == "implementation":
-        recs += [f"Resolve the TODO at {p}:{n}: {t[:100]}" for p, n, t in facts.todo[:2]]
-        recs += [f"Likely change point: {n} in {p}." for p, n in matching[:3]]
-        if not ev.is_test_area() and facts.untested:
-            recs.append(
-                f"Before changing {facts.untested[0]}, find the tests that exercise it "
-                "(no test file is named after it)."
-            )
-    elif brief.phase == "review":
-        recs += [f"Decide on the note at {p}:{n} before release." for p, n, _ in facts.todo[:2]]
-        if ev.is_test_area():
-            gaps = [m for m in facts.coverage()[1:] if m.startswith("Coverage gap")]
-            recs += [
-                f"Check which tests exercise {g.split('biggest first: ')[-1].rstrip('.')}: "
-                "no test file is named after them."
-                for g in gaps
-            ]
-        else:
-            recs += [
-                f"Check that {n} in {p} is covered by a test."
-                for p, n in matching[:3]
-                if not _is_test(p)
-            ]
-            if facts.untested:
-                recs.append(
-                    f"Look for edge cases in {facts.untested[0]}: the biggest module of "
-                    f"{where} that no test file is named after."
-                )
-    if top:
-        verb = _PHASES.get(brief.phase, _DEFAULT_PHASE)[0].lower()
-        recs.append(f"To {verb} {where} for {objective!r}, start from {' and '.join(top)}.")
-    return recs
