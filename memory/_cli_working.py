@@ -15,7 +15,8 @@ import click
 from memory.archive import Archive, SummaryStatus
 from memory.cli import get_store
 from memory.errors import InvalidInputError
-from memory.longterm import episode_index, format_size, list_memory
+from memory.longterm import episode_index
+from memory.memfiles import format_size, list_memory
 from memory.working import WorkingMemory, list_tasks
 
 _task_option = click.option(

@@ -10,9 +10,9 @@ Tools (names and descriptions are written for the model that calls them):
   when the `orchestrator` package is installed (see "Task tools" below).
 
 Design: every tool is a thin wrapper over the library functions the LangChain tools in
-`memory.tools` wrap (`MemoryStore.search/log/fetch`, `memory.longterm`), so the sandbox is
+`memory.tools` wrap (`MemoryStore.search/log/fetch`, `memory.memfiles`), so the sandbox is
 the same one: every path goes through `memory.paths.confine`, and only the files
-`memory.longterm` lets an agent write are writable. Where the LangChain tools answer an
+`memory.memfiles` lets an agent write are writable. Where the LangChain tools answer an
 error as an `Error: ...` string (an agent must keep going), this server raises
 `ToolError`, which the SDK sends as an MCP error result (`isError: true`) with the same
 one-line message; the server itself never stops on bad input.
@@ -38,7 +38,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memory import longterm
+from memory import memfiles
 from memory.errors import MemoryStoreError
 
 SERVER_NAME = "tether-memory"
@@ -162,7 +162,7 @@ def _file_tools(server: Any, store: Any) -> None:
         return _read(store, path)
 
     def memory_list() -> str:
-        files = longterm.list_memory(store)
+        files = memfiles.list_memory(store)
         return "\n".join(f.line() for f in files) or "No long-term memory files yet."
 
     def memory_write(
@@ -171,23 +171,23 @@ def _file_tools(server: Any, store: Any) -> None:
         ],
         content: Annotated[str, Field(description="The whole new markdown content.")],
     ) -> str:
-        item = longterm.write_memory(store, path, content)
-        return f"Wrote {item.path} ({longterm.format_size(item.size)}). Summary: {item.summary}"
+        item = memfiles.write_memory(store, path, content)
+        return f"Wrote {item.path} ({memfiles.format_size(item.size)}). Summary: {item.summary}"
 
     def memory_patch(
         path: Annotated[str, Field(description=path_help)],
         patches: Annotated[list[Patch], Field(description="Exact replacements, all or none.")],
     ) -> str:
         pairs = [(p.old_text, p.new_text) for p in patches]
-        report = longterm.patch_memory(store, path, pairs)
+        report = memfiles.patch_memory(store, path, pairs)
         return f"Applied {report.applied} of {report.total} patches to {report.path}."
 
     def memory_append(
         path: Annotated[str, Field(description="Usually episodes/YYYY-MM.md (created).")],
         entry: Annotated[str, Field(description="A markdown block: `## Title`, details.")],
     ) -> str:
-        item = longterm.append_memory(store, path, entry)
-        return f"Appended to {item.path} ({longterm.format_size(item.size)})."
+        item = memfiles.append_memory(store, path, entry)
+        return f"Appended to {item.path} ({memfiles.format_size(item.size)})."
 
     _add(
         server,

@@ -4,11 +4,11 @@
 `memory_write`, `memory_patch`, `memory_append`, `memory_list`, `memory_log`,
 `memory_fetch`. `longterm_tools(store)` returns the five the reflector uses.
 
-Design: each tool is a thin wrapper over a library function (`memory.longterm`,
+Design: each tool is a thin wrapper over a library function (`memory.memfiles`,
 `MemoryStore.search/log/fetch`); the wrapper's only job is to turn errors into one line the
 agent can act on (`Error: path '../x' leaves the memory directory ...`) instead of an
 exception that would end the agent's run. Every path goes through `memory.paths.confine`
-inside `memory.longterm`, so nothing outside the memory directory is read or written.
+inside `memory.memfiles`, so nothing outside the memory directory is read or written.
 
 This module imports LangChain; the `memory` CLI never imports it.
 """
@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from memory import longterm
+from memory import memfiles
 from memory.errors import MemoryStoreError
 
 _ANCHOR = re.compile(r"^(?P<path>[^#]+)#L(?P<first>\d+)(?:-L?(?P<last>\d+))?$")
@@ -115,12 +115,12 @@ def _read(store: Any, path: str, task_id: str | None = None) -> str:
     path = _task_path(store, path, task_id)
     match = _ANCHOR.match(path)
     if not match:
-        return longterm.read_memory(store, path)
+        return memfiles.read_memory(store, path)
     first = int(match.group("first"))
     last = int(match.group("last") or first)
     if last < first or last - first >= MAX_READ_LINES:
         return f"Error: line range {path!r} is empty or over {MAX_READ_LINES} lines"
-    resolved, rel = longterm.resolve(store, match.group("path"))
+    resolved, rel = memfiles.resolve(store, match.group("path"))
     if not resolved.is_file():
         return f"Error: no memory file {rel!r}: use memory_list or recall_memory"
     out = []
@@ -143,8 +143,8 @@ def longterm_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     @_guarded
     def memory_write(path: str, content: str) -> str:
-        item = longterm.write_memory(store, path, content)
-        return f"Wrote {item.path} ({longterm.format_size(item.size)}). Summary: {item.summary}"
+        item = memfiles.write_memory(store, path, content)
+        return f"Wrote {item.path} ({memfiles.format_size(item.size)}). Summary: {item.summary}"
 
     @_guarded
     def memory_patch(path: str, patches: list[Any]) -> str:
@@ -152,19 +152,19 @@ def longterm_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
             (p.old_text, p.new_text) if isinstance(p, Patch) else (p["old_text"], p["new_text"])
             for p in patches
         ]
-        report = longterm.patch_memory(store, path, pairs)
+        report = memfiles.patch_memory(store, path, pairs)
         return f"Applied {report.applied} of {report.total} patches to {report.path}."
 
     @_guarded
     def memory_append(path: str, entry: str, summary: str | None = None) -> str:
-        item = longterm.append_memory(store, path, entry, summary)
+        item = memfiles.append_memory(store, path, entry, summary)
         return (
-            f"Appended to {item.path} ({longterm.format_size(item.size)}). Summary: {item.summary}"
+            f"Appended to {item.path} ({memfiles.format_size(item.size)}). Summary: {item.summary}"
         )
 
     @_guarded
     def memory_list() -> str:
-        files = longterm.list_memory(store)
+        files = memfiles.list_memory(store)
         if not files:
             return "No long-term memory files yet."
         return "\n".join(f.line() for f in files)

@@ -2,7 +2,7 @@
 
 After the last phase it writes the final merged summary of every finding, a closing
 snapshot (so any fresh agent can pick the finished task up), records the episode in
-long-term memory (`memory.longterm.reflect`), and marks the task `done`.
+long-term memory (`memory.reflect.reflect`), and marks the task `done`.
 
 A phase with a failed subagent ends the task `failed` (checkpoint `phase_failed`, the plan
 names what failed): later phases are never planned without its finding; `resume` reruns
@@ -114,7 +114,7 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
 
 def _reflect(ctx: Any, state: OrchestratorState, records: list[dict]) -> None:
     try:
-        from memory.longterm import reflect
+        from memory.reflect import reflect
     except ImportError:
         return
     files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})

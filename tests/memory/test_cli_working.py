@@ -15,7 +15,7 @@ from datetime import date
 import pytest
 from click.testing import CliRunner
 
-from memory import longterm
+from memory import longterm, memfiles
 from memory.cli import cli
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
@@ -108,7 +108,7 @@ def test_facts_and_episodes_listings():
     store = MemoryStore()
     assert run("facts").output == "no facts yet\n"
     assert run("episodes").output == "no episodes yet\n"
-    longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Role: dev\n")
+    memfiles.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Role: dev\n")
     longterm.record_episode(
         store,
         objective="Fix the logger leak",

@@ -21,7 +21,9 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from memory import longterm
+from memory import longterm, memfiles
+from memory.errors import PatchNotFoundError
+from memory.reflect import reflect
 from memory.store import MemoryStore
 from memory.tools import memory_tools
 
@@ -97,7 +99,7 @@ class TestAcceptance:
         _run(
             """
             from datetime import date
-            from memory.longterm import reflect
+            from memory.reflect import reflect
             from memory.store import MemoryStore
             reflect(MemoryStore(), task_id="t7", objective="Fix the logger stdout leak",
                     outcome="replaced the pino pipeline with a line transport",
@@ -115,7 +117,7 @@ class TestAcceptance:
                 "pipeline",
             )
         ]
-        text = longterm.read_memory(store, "episodes/2026-11.md")
+        text = memfiles.read_memory(store, "episodes/2026-11.md")
         assert "- Outcome: replaced the pino pipeline with a line transport" in text
         assert "- Files: src/log.ts" in text
         hits = store.search("logger leak fix", scope="episodes")
@@ -123,7 +125,7 @@ class TestAcceptance:
 
     def test_3_files_are_readable_markdown(self, memory_dir):
         store = MemoryStore()
-        longterm.write_memory(
+        memfiles.write_memory(
             store,
             "facts/user.md",
             "# User Facts\n\n- Name: Zhang San\n"
@@ -149,14 +151,14 @@ class TestAcceptance:
 
     def test_4_hand_edit_is_what_the_next_read_returns(self, memory_dir):
         store = MemoryStore()
-        longterm.write_memory(store, "facts/user.md", "# User Facts\n\n- Name: Zhang San\n")
+        memfiles.write_memory(store, "facts/user.md", "# User Facts\n\n- Name: Zhang San\n")
         edited = "# User Facts\n\n> Summary: name\n\n- Name: Li Si (edited by hand)\n"
         (memory_dir / "facts" / "user.md").write_text(edited)
         tools = {t.name: t for t in memory_tools(store)}
         assert tools["memory_read"].invoke({"path": "facts/user.md"}) == edited
         out = _run(
             """
-            from memory.longterm import read_memory
+            from memory.memfiles import read_memory
             from memory.store import MemoryStore
             print(read_memory(MemoryStore(), "facts/user.md"), end="")
         """,
@@ -168,27 +170,27 @@ class TestAcceptance:
 class TestSummaryLines:
     def test_write_regenerates_the_summary_line(self):
         store = MemoryStore()
-        longterm.write_memory(
+        memfiles.write_memory(
             store,
             "facts/project.md",
             "# Project\n\n> Summary: stale\n\n- Stack: Python\n- CI: GitHub\n",
         )
-        assert longterm.list_memory(store)[0].summary == "stack, ci"
-        longterm.write_memory(store, "facts/project.md", "# Project\n\n- Stack: Rust\n")
-        text = longterm.read_memory(store, "facts/project.md")
+        assert memfiles.list_memory(store)[0].summary == "stack, ci"
+        memfiles.write_memory(store, "facts/project.md", "# Project\n\n- Stack: Rust\n")
+        text = memfiles.read_memory(store, "facts/project.md")
         assert text.count("> Summary:") == 1 and "> Summary: stack\n" in text
 
     def test_append_regenerates_and_can_be_overridden(self):
         store = MemoryStore()
-        longterm.append_memory(store, "episodes/2026-11.md", "## Logger fix\n- Summary: a")
-        longterm.append_memory(store, "episodes/2026-11.md", "## Short ID\n- Summary: b")
-        assert longterm.list_memory(store)[0].summary == "Logger fix, Short ID"
-        longterm.append_memory(
+        memfiles.append_memory(store, "episodes/2026-11.md", "## Logger fix\n- Summary: a")
+        memfiles.append_memory(store, "episodes/2026-11.md", "## Short ID\n- Summary: b")
+        assert memfiles.list_memory(store)[0].summary == "Logger fix, Short ID"
+        memfiles.append_memory(
             store, "episodes/2026-11.md", "## Config\n- Summary: c", summary="logger, ids, config"
         )
-        assert longterm.list_memory(store)[0].summary == "logger, ids, config"
+        assert memfiles.list_memory(store)[0].summary == "logger, ids, config"
         assert (
-            longterm.list_memory(store)[0].size
+            memfiles.list_memory(store)[0].size
             == (store.root / "episodes" / "2026-11.md").stat().st_size
         )
 
@@ -196,21 +198,21 @@ class TestSummaryLines:
 class TestPatch:
     def test_superseded_fact_stays_readable_with_the_date(self):
         store = MemoryStore()
-        longterm.write_memory(
+        memfiles.write_memory(
             store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Role: Full-stack developer\n"
         )
-        report = longterm.patch_memory(
+        report = memfiles.patch_memory(
             store, "facts/user.md", [("- Role: Full-stack developer", "- Role: Manager")], today=DAY
         )
         assert (report.applied, report.total) == (1, 1)
-        longterm.patch_memory(
+        memfiles.patch_memory(
             store, "facts/user.md", [("- Role: Manager", "- Role: CTO")], today=date(2026, 12, 1)
         )
-        assert longterm.read_memory(store, "facts/user.md").endswith(
+        assert memfiles.read_memory(store, "facts/user.md").endswith(
             "- Role: CTO\n  - ~~Manager~~ (superseded 2026-12-01)\n"
             "  - ~~Full-stack developer~~ (superseded 2026-11-22)\n"
         )
-        assert longterm.list_memory(store)[0].summary == "name, role"
+        assert memfiles.list_memory(store)[0].summary == "name, role"
 
     @pytest.mark.parametrize(
         "patches, error",
@@ -225,17 +227,17 @@ class TestPatch:
     )
     def test_failed_patch_changes_nothing(self, patches, error):
         store = MemoryStore()
-        longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Age: 30\n")
-        before = longterm.read_memory(store, "facts/user.md")
-        with pytest.raises(longterm.PatchNotFoundError, match=error):
-            longterm.patch_memory(store, "facts/user.md", patches)
-        assert longterm.read_memory(store, "facts/user.md") == before
+        memfiles.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n- Age: 30\n")
+        before = memfiles.read_memory(store, "facts/user.md")
+        with pytest.raises(PatchNotFoundError, match=error):
+            memfiles.patch_memory(store, "facts/user.md", patches)
+        assert memfiles.read_memory(store, "facts/user.md") == before
 
 
 class TestReflector:
     def test_offline_records_the_episode(self):
         store = MemoryStore()
-        report = longterm.reflect(
+        report = reflect(
             store,
             task_id="t1",
             objective="Survey the repo",
@@ -244,13 +246,13 @@ class TestReflector:
             when=DAY,
         )
         assert report.episode == "episodes/2026-11.md#L5"
-        text = longterm.read_memory(store, "episodes/2026-11.md")
+        text = memfiles.read_memory(store, "episodes/2026-11.md")
         assert "- Task: t1\n- Objective: Survey the repo\n" in text
         assert "- Files: memory/, orchestrator/\n" in text
 
     def test_model_loop_writes_facts_and_is_preloaded(self):
         store = MemoryStore()
-        longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n")
+        memfiles.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n")
         longterm.record_episode(store, objective="Earlier task", outcome="ok", when=DAY)
         model = ScriptedModel()
         model.replies = [
@@ -288,7 +290,7 @@ class TestReflector:
             AIMessage("nothing else worth keeping"),
         ]
         model.seen = []
-        report = longterm.reflect(
+        report = reflect(
             store,
             task_id="t2",
             objective="Set up the editor",
@@ -300,8 +302,8 @@ class TestReflector:
         assert report.episode == "episodes/2026-11.md"
         system = model.seen[0][0].content
         assert "- Name: Zhang San" in system and "Earlier task" in system
-        assert "- Editor: vim" in longterm.read_memory(store, "facts/user.md")
-        episodes = longterm.read_memory(store, "episodes/2026-11.md")
+        assert "- Editor: vim" in memfiles.read_memory(store, "facts/user.md")
+        episodes = memfiles.read_memory(store, "episodes/2026-11.md")
         assert episodes.count("## ") == 2  # the model's episode, no duplicate fallback
 
     def test_bad_tool_calls_are_reported_to_the_model(self):
@@ -318,7 +320,7 @@ class TestReflector:
             AIMessage("done"),
         ]
         model.seen = []
-        report = longterm.reflect(
+        report = reflect(
             MemoryStore(), task_id="t", objective="Task", outcome="ok", model=model, when=DAY
         )
         results = [m.content for m in model.seen[1][-3:]]
@@ -332,7 +334,7 @@ class TestReflector:
             def _generate(self, *a, **k):
                 raise ConnectionError("offline")
 
-        report = longterm.reflect(
+        report = reflect(
             MemoryStore(),
             task_id="t3",
             objective="Do a thing",
@@ -355,7 +357,7 @@ def test_index_message_is_injected_once_per_task():
     wm = WorkingMemory(store, "t1").ensure()
     wm.append_message("user", "Survey the repo")
     assert longterm.ensure_memory_index(wm) is None  # no memory yet: nothing injected
-    longterm.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n")
+    memfiles.write_memory(store, "facts/user.md", "# User\n\n- Name: Zhang San\n")
     assert longterm.ensure_memory_index(wm) == 2
     assert longterm.ensure_memory_index(wm) is None
     injected = wm.messages()[1]
