@@ -199,6 +199,8 @@ def state_from_checkpoint(layout: Any, cp: Any) -> dict[str, Any]:
         snapshots=list(extra.get("snapshots") or []),
         plan_path=cp.plan or "",
     )
+    if extra.get("status") == "done":  # a finished task stays finished without LangGraph's db
+        state["status"] = "done"
     from orchestrator.nodes._common import LEAD_FIELDS
 
     for field in LEAD_FIELDS:

@@ -68,3 +68,14 @@ def test_printed_resume_hints_work_from_any_directory(fixture_repo, tiny_workflo
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith("Task t1: done")
+
+
+def test_a_finished_task_is_done_without_the_langgraph_database(
+    fixture_repo, tiny_workflow, memory_dir
+):
+    """Status read from the JSON checkpoints (LangGraph's db gone, or a served task) keeps
+    a finished task `done`, not `interrupted`."""
+    Orchestrator(workdir=fixture_repo, workflow=tiny_workflow).run("Survey", task_id="shop")
+    shutil.rmtree(memory_dir / ".langgraph")
+    status = Orchestrator().status("shop")
+    assert (status["status"], status["source"], status["resume"]) == ("done", "checkpoint", None)
