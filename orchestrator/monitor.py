@@ -148,5 +148,7 @@ def write_lead_snapshot(
             "phases": list(state["phases"]),
             "phase_index": state["phase_index"],
             "status": state.get("status", "running"),
+            # per agent, so a resume from this snapshot continues the task's totals
+            "tokens": dict(state.get("tokens") or {}),
         },
     )

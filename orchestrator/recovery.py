@@ -201,12 +201,30 @@ def state_from_checkpoint(layout: Any, cp: Any) -> dict[str, Any]:
     )
     if extra.get("status") == "done":  # a finished task stays finished without LangGraph's db
         state["status"] = "done"
+    state["tokens"] = with_findings_tokens(state["tokens"], subtasks, findings)
     from orchestrator.nodes._common import LEAD_FIELDS
 
     for field in LEAD_FIELDS:
         if field in extra:
             state[field] = extra[field]
     return state
+
+
+def with_findings_tokens(
+    tokens: dict[str, int], subtasks: dict[str, dict], findings: dict[str, dict]
+) -> dict[str, int]:
+    """`tokens` plus what each finished subagent spent, as its registry record says.
+
+    A checkpoint or snapshot is older than the findings written after it; without this a
+    fallback resume would forget those subagents' tokens and the task's total would shrink.
+    """
+    out = dict(tokens)
+    for key, record in findings.items():
+        agent = (subtasks.get(key) or {}).get("agent") or record.get("agent") or "agent"
+        spent = int(record.get("tokens") or 0)
+        if spent and out.get(f"{agent}:{key}", 0) < spent:
+            out[f"{agent}:{key}"] = spent
+    return out
 
 
 def state_from_snapshot(layout: Any, snap: dict[str, Any]) -> dict[str, Any]:
@@ -238,6 +256,9 @@ def state_from_snapshot(layout: Any, snap: dict[str, Any]) -> dict[str, Any]:
     keep = {k for k, v in reg_subtasks.items() if v.get("phase") in earlier}
     state["subtasks"] = {k: reg_subtasks[k] for k in keep}
     state["findings"] = {k: reg_findings[k] for k in keep}
+    state["tokens"] = with_findings_tokens(
+        dict(extra.get("tokens") or {}), state["subtasks"], state["findings"]
+    )
     path = Path(snap["path"])
     try:
         state["seed_snapshot"] = layout.relative(path.resolve())
