@@ -708,10 +708,15 @@ class Orchestrator:
                 "state": None,
             }
         if snap is not None:
+            missing = recovery.missing_findings(self.layout, snap)
             return {
                 "source": "snapshot",
                 "path": snap["path"],
-                "warnings": [],
+                "warnings": [
+                    f"findings {p!r} of subtask {k!r} named by the snapshot are not in "
+                    f"{str(self.layout.root)!r}; the subtask runs again to restore them"
+                    for k, p in missing.items()
+                ],
                 "state": recovery.state_from_snapshot(self.layout, snap),
             }
         if from_checkpoint:

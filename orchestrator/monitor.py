@@ -150,5 +150,11 @@ def write_lead_snapshot(
             "status": state.get("status", "running"),
             # per agent, so a resume from this snapshot continues the task's totals
             "tokens": dict(state.get("tokens") or {}),
+            # what was planned and found, so a resume into a memory directory that lacks
+            # some findings files can name them and run those subtasks again
+            "subtasks": dict(state.get("subtasks") or {}),
+            "completed_findings": {
+                k: v.get("path") for k, v in sorted((state.get("findings") or {}).items())
+            },
         },
     )

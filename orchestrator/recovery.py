@@ -227,6 +227,25 @@ def with_findings_tokens(
     return out
 
 
+def missing_findings(layout: Any, snap: dict[str, Any]) -> dict[str, str]:
+    """Findings the snapshot names that this memory directory lacks: `{key: path}`.
+
+    A snapshot carried to another memory directory (or one whose findings files were
+    removed) must not silently drop that work: the resume names the files and runs those
+    subtasks again.
+    """
+    extra = dict(snap.get("extra") or {})
+    named = dict(extra.get("completed_findings") or {})
+    if not named or not snap.get("task_id"):
+        return {}
+    _subtasks, present = registry_findings(layout, snap["task_id"])
+    return {
+        k: p
+        for k, p in sorted(named.items())
+        if k not in present and not (p and (layout.root / p).is_file())
+    }
+
+
 def state_from_snapshot(layout: Any, snap: dict[str, Any]) -> dict[str, Any]:
     """A state whose lead starts fresh from `snap` (a `read_snapshot` result)."""
     from orchestrator.errors import RecoveryError
@@ -244,6 +263,12 @@ def state_from_snapshot(layout: Any, snap: dict[str, Any]) -> dict[str, Any]:
     index = int(
         extra.get("phase_index", phases.index(snap["phase"]) if snap.get("phase") in phases else 0)
     )
+    planned = dict(extra.get("subtasks") or {})
+    missing = missing_findings(layout, snap)
+    redo = [phases.index(planned[k]["phase"]) for k in missing
+            if planned.get(k, {}).get("phase") in phases]  # fmt: skip
+    if redo:  # start again at the earliest phase with lost findings; spawn runs only those
+        index = min(index, *redo)
     state = initial_state(
         task_id=task_id,
         objective=objective,
@@ -256,6 +281,13 @@ def state_from_snapshot(layout: Any, snap: dict[str, Any]) -> dict[str, Any]:
     keep = {k for k, v in reg_subtasks.items() if v.get("phase") in earlier}
     state["subtasks"] = {k: reg_subtasks[k] for k in keep}
     state["findings"] = {k: reg_findings[k] for k in keep}
+    if redo:  # the rewound phase keeps its plan: its found subtasks are not run again
+        current = phases[state["phase_index"]]
+        for key, sub in planned.items():
+            if sub.get("phase") == current:
+                state["subtasks"][key] = sub
+                if key in reg_findings:
+                    state["findings"][key] = reg_findings[key]
     state["tokens"] = with_findings_tokens(
         dict(extra.get("tokens") or {}), state["subtasks"], state["findings"]
     )
