@@ -471,9 +471,9 @@ class Orchestrator:
         source: str,
         warnings: list[str] | None = None,
     ) -> RunResult:
+        from orchestrator.faults import fault
         from orchestrator.graph import DURABILITY, compile_graph, open_saver, run_config
         from orchestrator.nodes._common import langgraph_db, write_checkpoint
-        from orchestrator.recovery import fault
 
         saver = self.checkpointer or open_saver(langgraph_db(self.layout))
         fault("run_before_graph")

@@ -1,6 +1,6 @@
-"""Recovery: rebuild a run's state from durable files, and fault injection for tests.
+"""Recovery: rebuild a run's state from durable files.
 
-Recovery order (DESIGN §4), chosen by `orchestrator.api.Orchestrator.resume`:
+Recovery order , chosen by `orchestrator.api.Orchestrator.resume`:
 
 1. **LangGraph state** of the task's thread in `<memory root>/.langgraph/state.sqlite`:
    the graph continues with `graph.stream(None, config)`; subagents whose writes were
@@ -14,68 +14,13 @@ Recovery order (DESIGN §4), chosen by `orchestrator.api.Orchestrator.resume`:
    else is left): `state_from_snapshot` starts a fresh lead seeded with it; finished
    subtasks of earlier phases are carried over from the registry.
 
-Fault injection: set `TETHER_FAULT=<point>[:<n>]` and the process kills itself with
-SIGKILL the `n`-th time (default 1st) execution reaches `fault("<point>")`. Several
-points can be given, comma-separated. Points (see `POINTS`) sit on both sides of every
-durable write of the graph, so a test can crash the run anywhere a real power cut could
-and check that `orchestrator resume` finishes it. Tests only; unset, `fault()` costs one
-dict lookup.
+Crash tests kill a run at the points `orchestrator.faults` names.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from pathlib import Path
 from typing import Any
-
-ENV_VAR = "TETHER_FAULT"
-
-POINTS = (
-    "run_before_graph",  # task recorded, nothing else durable yet
-    "plan_after_write",  # plan written, PhasePlan not yet in the state
-    "spawn_after_checkpoint",  # before_spawning checkpoint written, no Send yet
-    "subagent_before_run",  # a subagent started, nothing written
-    "subagent_before_findings",  # agent finished, registry intent written, no file
-    "subagent_after_findings",  # findings file written, not yet in LangGraph's state
-    "merge_before_write",
-    "merge_after_write",  # merged file written, checkpoint not yet
-    "merge_after_checkpoint",
-    "monitor_after_snapshot",
-    "advance_before_checkpoint",
-    "advance_after_checkpoint",  # phase checkpoint written, phase index not yet moved
-    "finish_before_reflect",
-)
-
-_counts: dict[str, int] = {}
-_lock = threading.Lock()
-
-
-def _parse(spec: str) -> dict[str, int]:
-    wanted: dict[str, int] = {}
-    for item in filter(None, (s.strip() for s in spec.split(","))):
-        name, _, n = item.partition(":")
-        wanted[name] = int(n) if n else 1
-    return wanted
-
-
-def fault(point: str) -> None:
-    """Kill the process here if `$TETHER_FAULT` names this point (and occurrence)."""
-    spec = os.environ.get(ENV_VAR)
-    if not spec:
-        return
-    target = _parse(spec).get(point)
-    if target is None:
-        return
-    with _lock:
-        _counts[point] = _counts.get(point, 0) + 1
-        hit = _counts[point] == target
-    if hit:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-# -- rebuilding state ---------------------------------------------------------------------
 
 
 def _findings_record(

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.faults import fault
 from orchestrator.nodes._common import write_checkpoint, write_plan_file
-from orchestrator.recovery import fault
 from orchestrator.state import OrchestratorState, current_phase
 
 

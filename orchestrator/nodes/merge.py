@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.faults import fault
 from orchestrator.nodes._common import (
     find_written,
     registry_lookup,
@@ -22,7 +23,6 @@ from orchestrator.nodes._common import (
     write_plan_file,
 )
 from orchestrator.nodes.plan import log_lead
-from orchestrator.recovery import fault
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.faults import fault
 from orchestrator.monitor import (
     SAVE,
     WARN,
@@ -19,7 +20,6 @@ from orchestrator.monitor import (
     lead_context_tokens,
     total_tokens,
 )
-from orchestrator.recovery import fault
 from orchestrator.state import OrchestratorState
 
 

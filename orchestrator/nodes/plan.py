@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from orchestrator.faults import fault
 from orchestrator.nodes._common import write_plan_file
-from orchestrator.recovery import fault
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks, subtask_key
 
 LEAD = "lead"

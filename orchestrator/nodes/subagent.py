@@ -23,8 +23,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator.faults import fault
 from orchestrator.nodes._common import find_written, registry_lookup, registry_note
-from orchestrator.recovery import fault
 from orchestrator.state import DELETE
 
 SUBAGENT_SYSTEM = (
