@@ -24,9 +24,7 @@ findings files are enough to continue without LangGraph's database.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import os
-import re
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -45,6 +43,7 @@ from orchestrator.errors import (
     UnknownTaskError,
     WorkflowError,
 )
+from orchestrator.paths import new_suffix, utc, word_slug
 
 Event = dict[str, Any]
 
@@ -105,8 +104,8 @@ def _tasks_file(layout: Layout) -> Path:
 
 
 def new_task_id(objective: str) -> str:
-    words = re.findall(r"[a-z0-9]+", objective.lower())[:4]
-    return "-".join(words or ["task"])[:40] + "-" + secrets.token_hex(3)
+    """An id from the objective's first words plus a random suffix, e.g. `survey-the-3f9a1c`."""
+    return f"{word_slug(objective, 'task', words=4)}-{new_suffix()}"
 
 
 class Orchestrator:
@@ -430,7 +429,7 @@ class Orchestrator:
             max_subtasks=self.max_subtasks,
             thread_id=task_id,
             project_dir=self.project_dir,
-            created=_dt.datetime.now(_dt.UTC).isoformat(),
+            created=utc().isoformat(),
         )
         try:
             from memory.working import WorkingMemory

@@ -19,7 +19,7 @@ reported and skipped; nothing here deletes or rewrites an existing checkpoint.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from memory.errors import MemoryStoreError
 from memory.paths import Layout
-from orchestrator.artifacts import (
-    create_unique,
-    iso_timestamp,
-    name_timestamp,
-    slug,
-    timestamp,
-)
 from orchestrator.errors import CheckpointError, RecoveryError
+from orchestrator.paths import create_unique, iso_timestamp, slug, timestamp
+from orchestrator.readback import list_checkpoints, loads_strict
 from orchestrator.templates import (
     CHECKPOINT_TEMPLATE,
     Pathish,
     checkpoint_schema_problem,
-    loads_strict,
     render_checkpoint,
     validate_input,
 )
@@ -48,7 +42,7 @@ SUMMARY_CHARS = 80
 
 
 class CheckpointState(BaseModel):
-    """Seed 002's `state` block."""
+    """What the run was doing: subtasks by state, agents, findings so far."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -119,7 +113,7 @@ def write_checkpoint(
     Raises:
         TemplateError: the rendered JSON fails to parse or to validate against the schema.
     """
-    now = datetime.now().astimezone()
+    now = datetime.now(UTC)
     if isinstance(cp, Checkpoint):
         data = cp.model_copy(deep=True)
     else:
@@ -182,50 +176,6 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def _sort_key(path: Path) -> tuple[str, float, str]:
-    """Time in the name; for a hand-named file, its `timestamp`, else its mtime."""
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    ts = name_timestamp(path) or _content_timestamp(path)
-    if ts is None:
-        ts = timestamp(datetime.fromtimestamp(mtime).astimezone())
-    return (ts, mtime, path.name)
-
-
-def _content_timestamp(path: Path) -> str | None:
-    try:
-        obj = loads_strict(path.read_bytes().decode("utf-8"))
-        return timestamp(obj["timestamp"])
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-def list_checkpoints(layout: Layout, task_id: str | None = None) -> list[Path]:
-    """Checkpoint files, newest first (time in the name, else modification time).
-
-    With `task_id`, only files whose JSON names that task (unreadable files are left out;
-    `latest_valid_checkpoint` reports them).
-    """
-    folder = layout.checkpoints
-    if not folder.is_dir():
-        return []
-    paths = [p for p in folder.glob("*.json") if not p.name.startswith(".") and p.is_file()]
-    paths.sort(key=_sort_key, reverse=True)
-    if task_id is None:
-        return paths
-    return [p for p in paths if _task_of(p) == task_id]
-
-
-def _task_of(path: Path) -> str | None:
-    try:
-        obj = loads_strict(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return obj.get("task_id") if isinstance(obj, dict) else None
-
-
 def latest_valid_checkpoint(
     layout: Layout, task_id: str | None = None
 ) -> tuple[Checkpoint, Path, list[str]]:
@@ -282,7 +232,7 @@ def _linked_entries(cp: Checkpoint, store: Any) -> list[str]:
 
 
 def report(cp: Checkpoint, store: Any = None) -> str:
-    """Seed 003's `checkpoint report` text: phase, state counts, next action, memory refs.
+    """The `checkpoint report` text: phase, state counts, next action, memory refs.
 
     Args:
         store: a `memory.store.MemoryStore`; with it, each referenced entry shows its

@@ -40,6 +40,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.monitor import SAVE, WARN, TokenGauge
+from orchestrator.readback import body_text
 
 RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
 
@@ -213,7 +214,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
             resume_instructions="Continue the work from this snapshot in a fresh context.",
         )
         self.snapshots.append(path)
-        self.seed = artifacts_text(path)
+        self.seed = body_text(path)
         self.cut = _last_exchange_start(messages)
         self.warned = False
         self.last_tokens = 0
@@ -236,13 +237,6 @@ class TetherMemoryMiddleware(AgentMiddleware):
         text = f"Recalled from memory (cite when you use it):\n{lines}"
         base = system.text if system is not None else ""
         return SystemMessage(f"{base}\n\n{text}".strip())
-
-
-def artifacts_text(path: Path) -> str:
-    """A snapshot's text without its machine-readable metadata comment."""
-    from orchestrator.nodes.plan import _text_of
-
-    return _text_of(path)
 
 
 def _last_exchange_start(messages: list[Any]) -> int:

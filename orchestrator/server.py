@@ -32,7 +32,6 @@ Invariant: the outer state is `OrchestratorState` plus the input fields, all pla
 
 from __future__ import annotations
 
-import datetime as _dt
 from typing import Any, Required
 
 from langchain_core.runnables import RunnableConfig
@@ -40,6 +39,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
 from orchestrator.errors import OrchestratorUserError
+from orchestrator.paths import utc
 from orchestrator.state import OrchestratorState
 
 GRAPH_ID = "tether"
@@ -168,7 +168,7 @@ def start_node(
             thread_id=task_id,
             project_dir=orch.project_dir,
             served=True,
-            created=_dt.datetime.now(_dt.UTC).isoformat(),
+            created=utc().isoformat(),
         )
     from memory.store import MemoryStore
 

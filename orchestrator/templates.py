@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 
 from memory.templating import TemplateRenderError, render
 from orchestrator.errors import TemplateError
+from orchestrator.readback import loads_strict
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "checkpoint.schema.json"
 
@@ -44,7 +45,6 @@ MERGED_TEMPLATE = "merged_findings.md.j2"
 SNAPSHOT_TEMPLATE = "snapshot.md.j2"
 CHECKPOINT_TEMPLATE = "checkpoint.json.j2"
 
-_META_RE = r"^<!-- tether:{kind} (?P<json>\{{.*\}}) -->[ \t]*$"
 _HEADING_LIKE = re.compile(r"^(\s{0,3})(#{1,6}(?:\s|$)|[-=*_]{3,}\s*$|[=]+\s*$)")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
@@ -404,28 +404,7 @@ def render_snapshot(
     )
 
 
-def parse_meta(text: str, kind: str) -> dict[str, Any] | None:
-    """The values stored in the last `<!-- tether:KIND {...} -->` line of `text`, or None."""
-    matches = list(re.finditer(_META_RE.format(kind=re.escape(kind)), text, re.MULTILINE))
-    if not matches:
-        return None
-    try:
-        value = loads_strict(matches[-1].group("json"))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 # -- JSON and the checkpoint schema ---------------------------------------------------
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def loads_strict(text: str | bytes) -> Any:
-    """`json.loads` that refuses NaN and Infinity (Python accepts them; JSON does not)."""
-    return json.loads(text, parse_constant=_reject_constant)
-
-
 @functools.lru_cache(maxsize=1)
 def checkpoint_schema() -> dict[str, Any]:
     """The shipped checkpoint JSON Schema (draft 2020-12)."""

@@ -17,7 +17,6 @@ hidden, so recall and the index ignore it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from memory.durable import append_jsonl, read_jsonl
 from memory.errors import MemoryStoreError
 from memory.status_file import write_status_file
+from orchestrator.paths import iso_timestamp, utc
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
 
 
@@ -80,10 +80,6 @@ def find_written(folder: Path, iso_ts: str, reader: Any, **meta: Any) -> Path | 
         if all(values.get(k) == v for k, v in meta.items()):
             return path
     return None
-
-
-def iso_now() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # -- plan ---------------------------------------------------------------------------------
@@ -159,7 +155,7 @@ def update_overview(ctx: Any, state: OrchestratorState, operation: str) -> None:
     earlier = [
         ln for ln in sections.get("Recent Operations", "").splitlines() if ln.startswith("- ")
     ]
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M")
+    stamp = utc().strftime("%Y-%m-%d %H:%M")
     lines = [f"- {stamp} {operation}", *earlier][:RECENT_OPERATIONS]
     wm.update_overview_section("Recent Operations", "\n".join(lines))
 
@@ -205,7 +201,7 @@ def checkpoint_payload(
     return {
         "task_id": state["task_id"],
         "phase": phase,
-        "timestamp": iso_now(),
+        "timestamp": iso_timestamp(),
         "state": {
             "completed_subtasks": completed,
             "pending_subtasks": pending,

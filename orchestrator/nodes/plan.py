@@ -16,11 +16,11 @@ state rebuilt from a JSON checkpoint) is not planned again.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from orchestrator.faults import fault
 from orchestrator.nodes._common import write_plan_file
+from orchestrator.readback import body_text
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks, subtask_key
 
 LEAD = "lead"
@@ -32,17 +32,6 @@ LEAD_SYSTEM = (
     "Use the agent names listed. Your plan and the subagents' findings are saved as files; "
     "the skills below can be loaded when relevant."
 )
-
-
-_META = re.compile(r"^<!-- tether:\w+ .* -->[ \t]*\n?", re.MULTILINE)
-
-
-def _text_of(path: Any) -> str:
-    """A memory file's text without its machine-readable metadata comment."""
-    try:
-        return _META.sub("", path.read_text(encoding="utf-8")).strip()
-    except OSError:
-        return ""
 
 
 #: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
@@ -144,11 +133,11 @@ def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
     memory = working_context(ctx, state)
     if memory:
         system.append(memory)
-    plan_text = _text_of(ctx.layout.plan(state["task_id"]))
+    plan_text = body_text(ctx.layout.plan(state["task_id"]))
     if plan_text:
         system.append("Current research plan:\n" + plan_text)
     if state.get("seed_snapshot"):
-        snap = seed_text(_text_of(ctx.layout.root / state["seed_snapshot"]))
+        snap = seed_text(body_text(ctx.layout.root / state["seed_snapshot"]))
         system.append("You continue from this context snapshot (fresh context):\n" + snap)
     messages: list[Any] = [SystemMessage("\n\n".join(system))]
     for turn in state.get("lead_log") or []:

@@ -19,12 +19,12 @@ has no findings, so the next resume's spawn retries it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from orchestrator.faults import fault
 from orchestrator.nodes._common import find_written, registry_lookup, registry_note
+from orchestrator.paths import slug
 from orchestrator.state import DELETE
 
 SUBAGENT_SYSTEM = (
@@ -38,8 +38,7 @@ DEFAULT_CONTEXT_TOKENS = 12_000
 
 def agent_file_name(sub: dict[str, Any]) -> str:
     """`{agent}-{subtask id}`, reduced to characters safe in a file name."""
-    raw = f"{sub['agent']}-{sub['id']}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.")[:120] or "agent"
+    return slug(f"{sub['agent']}-{sub['id']}", "agent", max_len=120)
 
 
 def subagent_prompt(payload: dict[str, Any], skills_index: str, max_steps: int = 8) -> list[Any]:

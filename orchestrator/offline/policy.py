@@ -69,7 +69,6 @@ from orchestrator.offline.evidence import (
     _PHASES,
     _STRING_GREP,
     _TODO_GREP,
-    _WORD_RE,
     Brief,
     Call,
     Evidence,
@@ -88,6 +87,7 @@ from orchestrator.offline.evidence import (
     words,
 )
 from orchestrator.offline.wording import build_findings
+from orchestrator.paths import word_slug
 from orchestrator.protocol import FINDINGS_TOOL, PLAN_TOOL, PhasePlan
 
 # The public names of this module before the findings half moved to
@@ -202,10 +202,6 @@ def tool_history(messages: Sequence[BaseMessage]) -> list[Call]:
 
 def _call(name: str, args: dict[str, Any], note: str = "") -> AIMessage:
     return AIMessage(content=note, tool_calls=[{"name": name, "args": args, "id": None}])
-
-
-def _slug(text: str) -> str:
-    return "-".join(_WORD_RE.findall(text.lower()))[:40] or "root"
 
 
 def _looks_like_file(path: str) -> bool:
@@ -600,11 +596,11 @@ def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[
     """One subtask per area (or one over the whole workdir when nothing was listed)."""
     verb, action, report, _ = _PHASES.get(brief.phase, _DEFAULT_PHASE)
     agent = _pick_agent(brief)
-    phase = _slug(brief.phase)
+    phase = word_slug(brief.phase, "root")
     out: list[dict[str, Any]] = []
     ids: set[str] = set()
     for area in areas:
-        sid = f"{phase}-{_slug(area.name)}"
+        sid = f"{phase}-{word_slug(area.name, 'root')}"
         while sid in ids:
             sid += "-2"
         ids.add(sid)

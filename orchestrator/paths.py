@@ -1,0 +1,133 @@
+"""Names and paths of the orchestrator's files: UTC stamps, slugs, unique names, hidden files.
+
+* Artifact and checkpoint names embed a UTC time `YYYYMMDDTHHMMSSffffffZ` (`timestamp()`),
+  so they sort by time; `iso_timestamp()` writes the same instant as ISO 8601 inside files.
+* `slug()` makes an agent, phase or subtask name safe in a file name (the exact name stays
+  inside the file); `word_slug()` makes an id from prose (task ids, planned subtask ids).
+* `create_unique()` creates a new file and never overwrites one: a taken name gets a
+  `_{suffix}` (`new_suffix()`, 6 hex digits).
+* Hidden files, which recall and the memory index ignore: the task registry
+  (`.tether/tasks.jsonl`), the artifact registry (`.tether/registry/{task}.jsonl`), the run
+  locks (`.tether/running/{task}`) and LangGraph's database (`.langgraph/state.sqlite`).
+  The visible folders come from `memory.paths.Layout`.
+
+Importing this module is cheap (no pydantic, Jinja or LangGraph): `orchestrator status`
+reads files through it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memory.durable import create_exclusive
+from memory.paths import Layout, check_name
+
+TS_FORMAT = "%Y%m%dT%H%M%S%fZ"
+TS_PATTERN = r"\d{8}T\d{12}Z"
+ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+_NAME_TS = re.compile(rf"_(?P<ts>{TS_PATTERN})(?:_(?P<sfx>[0-9a-f]{{6}}))?$")
+_SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+_WORD = re.compile(r"[a-z0-9]+")
+MAX_SLUG = 64
+MAX_NAME_TRIES = 20
+
+
+# -- time -----------------------------------------------------------------------------
+def utc(now: datetime | str | None = None) -> datetime:
+    """`now` (default: the current time) as an aware UTC datetime.
+
+    Raises:
+        ValueError: a string that is not ISO 8601.
+    """
+    if now is None:
+        return datetime.now(UTC)
+    if isinstance(now, str):
+        try:
+            now = datetime.fromisoformat(now.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"timestamp {now!r} is not ISO 8601; pass e.g. '2025-01-04T12:00:00Z'"
+            ) from None
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return now.astimezone(UTC)
+
+
+def timestamp(now: datetime | str | None = None) -> str:
+    """UTC time as `YYYYMMDDTHHMMSSffffffZ` (sortable; used in every artifact name)."""
+    return utc(now).strftime(TS_FORMAT)
+
+
+def iso_timestamp(now: datetime | str | None = None) -> str:
+    """UTC time as ISO 8601 with microseconds, e.g. `2025-01-04T12:00:00.000000Z`."""
+    return utc(now).strftime(ISO_FORMAT)
+
+
+def name_timestamp(path: Path | str) -> str | None:
+    """The `YYYYMMDDTHHMMSSffffffZ` in an artifact's file name, or None."""
+    match = _NAME_TS.search(Path(path).stem)
+    return match.group("ts") if match else None
+
+
+# -- names ----------------------------------------------------------------------------
+def slug(name: str, fallback: str = "agent", max_len: int = MAX_SLUG) -> str:
+    """`name` as a safe file-name part: letters, digits, `.`, `_`, `-`; at most `max_len`."""
+    cleaned = _SLUG_BAD.sub("-", str(name)).strip("-._")[:max_len].strip("-._")
+    return cleaned or fallback
+
+
+def word_slug(text: str, fallback: str, *, words: int | None = None, max_len: int = 40) -> str:
+    """The lowercase words of `text` joined by `-` (the first `words` of them), cut to
+    `max_len`: an id made from prose, e.g. `survey-the-shop`."""
+    found = _WORD.findall(text.lower())[:words]
+    return "-".join(found)[:max_len] or fallback
+
+
+def new_suffix() -> str:
+    """A short random suffix (6 hex digits) that keeps names unique."""
+    return secrets.token_hex(3)
+
+
+def create_unique(folder: Path, stem: str, ext: str, text: str | Callable[[str], str]) -> Path:
+    """Create `folder/stem.ext`, or `stem_{suffix}.ext` if taken; never overwrites.
+
+    Args:
+        text: the content, or a function of the final stem that renders it (for files
+            that name themselves, like a checkpoint's `checkpoint_id`).
+
+    Raises:
+        FileExistsError: after `MAX_NAME_TRIES` taken names (practically impossible).
+    """
+    candidate = stem
+    for _ in range(MAX_NAME_TRIES):
+        content = text(candidate) if callable(text) else text
+        path = folder / f"{candidate}{ext}"
+        if create_exclusive(path, content.encode("utf-8")):
+            return path
+        candidate = f"{stem}_{new_suffix()}"
+    raise FileExistsError(f"could not find a free name for {stem!r} in {str(folder)!r}")
+
+
+# -- hidden files ---------------------------------------------------------------------
+def tasks_file(layout: Layout) -> Path:
+    """The task registry: one JSON line per task and per change of its record."""
+    return layout.root / ".tether" / "tasks.jsonl"
+
+
+def registry_path(layout: Layout, task_id: str) -> Path:
+    """The artifact registry of `task_id` (see `orchestrator.registry`)."""
+    return layout.root / ".tether" / "registry" / f"{check_name(task_id, 'task id')}.jsonl"
+
+
+def run_lock_path(layout: Layout, task_id: str) -> Path:
+    """The OS file lock a process holds while it runs `task_id`."""
+    return layout.root / ".tether" / "running" / task_id
+
+
+def langgraph_db(layout: Layout) -> Path:
+    """LangGraph's SQLite checkpointer file."""
+    return layout.root / ".langgraph" / "state.sqlite"
