@@ -23,19 +23,17 @@ findings files are enough to continue without LangGraph's database.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory.durable import append_jsonl, read_jsonl
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
-from orchestrator.brief import brief_objective, brief_title, check_objective, store_brief
+from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.errors import (
     Interrupted,
     OrchestratorUserError,
@@ -43,19 +41,17 @@ from orchestrator.errors import (
     UnknownTaskError,
     WorkflowError,
 )
-from orchestrator.paths import new_suffix, utc, word_slug
+from orchestrator.models import agent_models, effective_threshold, resolve_run_model
+from orchestrator.paths import utc
+from orchestrator.tasks import (
+    TaskRegistry,
+    check_new_task,
+    resume_command,
+    task_lock,
+    task_running,
+)
 
 Event = dict[str, Any]
-
-
-def resume_command(task_id: str, memory_dir: str | os.PathLike[str] | None = None) -> str:
-    """The shell command that resumes `task_id` from any directory."""
-    import shlex
-
-    command = f"orchestrator resume --task {shlex.quote(task_id)}"
-    if memory_dir is not None:
-        command += f" --memory-dir {shlex.quote(str(memory_dir))}"
-    return command
 
 
 @dataclass
@@ -84,28 +80,6 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-CONTEXT_RATIO = 0.75
-"""Share of the model's context window (its LangChain profile's `max_input_tokens`) at
-which the lead's context is snapshotted, when that is below the configured threshold."""
-
-
-def effective_threshold(configured: int, model: Any) -> int:
-    """min(configured, CONTEXT_RATIO x the model's `max_input_tokens`)."""
-    from orchestrator.models import context_window
-
-    window = context_window(model) if model is not None else None
-    return min(configured, int(window * CONTEXT_RATIO)) if window else configured
-
-
-def _tasks_file(layout: Layout) -> Path:
-    return layout.root / ".tether" / "tasks.jsonl"
-
-
-def new_task_id(objective: str) -> str:
-    """An id from the objective's first words plus a random suffix, e.g. `survey-the-3f9a1c`."""
-    return f"{word_slug(objective, 'task', words=4)}-{new_suffix()}"
 
 
 class Orchestrator:
@@ -145,6 +119,7 @@ class Orchestrator:
         checkpointer: Any = None,
     ):
         self.layout = Layout.at(memory_dir)
+        self._agent_model_cache: dict[int, dict[str, Any]] = {}
         self.model_timeout = model_timeout
         self.checkpointer = checkpointer
         self.workdir = workdir
@@ -167,6 +142,7 @@ class Orchestrator:
             chosen = self.workflow.resolved_memory_dir()
             if chosen is not None:
                 self.layout = Layout.at(chosen)
+        self.tasks = TaskRegistry(self.layout)
 
     # -- options ---------------------------------------------------------------------
     def _load_workflow(self, path: str | None) -> Any:
@@ -225,59 +201,27 @@ class Orchestrator:
 
     def _agent_models(self, workflow: Any) -> dict[str, Any]:
         """Chat models of workflow agents that name their own (resolved once per run)."""
-        from orchestrator.models import resolve_model
-
-        cache = self.__dict__.setdefault("_agent_model_cache", {})
-        if id(workflow) not in cache:
-            cache[id(workflow)] = {
-                name: resolve_model(spec.model).model
-                for name, spec in (getattr(workflow, "agents", None) or {}).items()
-                if getattr(spec, "model", None)
-            }
-        return cache[id(workflow)]
+        if id(workflow) not in self._agent_model_cache:
+            self._agent_model_cache[id(workflow)] = agent_models(workflow)
+        return self._agent_model_cache[id(workflow)]
 
     def _resolve_model(self, workflow: Any, record: dict | None = None) -> Any:
-        from orchestrator.models import ResolvedModel, resolve_model
-
-        if self.model_spec is not None and not isinstance(self.model_spec, str):
-            # a chat model object given by an API caller (e.g. a scripted offline model)
-            from orchestrator.offline import OfflineChatModel
-
-            offline = isinstance(self.model_spec, OfflineChatModel)
-            resolved = ResolvedModel(
-                self.model_spec, type(self.model_spec).__name__, offline, "api"
-            )
-            return resolved
-        from orchestrator.models import model_timeout
-
-        timeout = model_timeout(self.model_timeout, getattr(workflow, "model_timeout", None))
         recorded = (record or {}).get("model")
-        spec = self.model_spec or recorded
-        resolved = resolve_model(
-            spec, workflow_model=getattr(workflow, "model", None), timeout=timeout
+        resolved = resolve_run_model(
+            self.model_spec, workflow, timeout=self.model_timeout, recorded=recorded
         )
-        if record is not None and resolved.name != recorded:
-            # the task sticks to its model; an explicit --model switch is recorded
-            self._note_task(record["task_id"], model=resolved.name, model_before=recorded)
+        if record is not None and isinstance(self.model_spec, str | None):
+            if resolved.name != recorded:
+                # the task sticks to its model; an explicit --model switch is recorded
+                self.tasks.note(record["task_id"], model=resolved.name, model_before=recorded)
         return resolved
 
     # -- task records ----------------------------------------------------------------
-    def _tasks(self) -> dict[str, dict[str, Any]]:
-        tasks: dict[str, dict[str, Any]] = {}
-        for _line, rec in read_jsonl(_tasks_file(self.layout)).records:
-            if rec.get("task_id"):
-                tasks[rec["task_id"]] = {**tasks.get(rec["task_id"], {}), **rec}
-                tasks[rec["task_id"]]["_order"] = _line
-        return tasks
-
     def _check_writable(self, action: str) -> None:
         """One-line `MemoryDirError` when the memory directory is read-only (before any write)."""
         from memory.store import MemoryStore
 
         MemoryStore(self.layout.root, create=False).check_writable(action)
-
-    def _note_task(self, task_id: str, **fields: Any) -> None:
-        append_jsonl(_tasks_file(self.layout), {"task_id": task_id, **fields})
 
     def task_record(self, task_id: str | None = None) -> dict[str, Any]:
         """The recorded options of `task_id`, or of the most recent task.
@@ -285,87 +229,9 @@ class Orchestrator:
         Raises:
             UnknownTaskError: no such task (or no task at all) in the memory directory.
         """
-        tasks = self._tasks()
-        if task_id is None:
-            if not tasks:
-                raise UnknownTaskError(
-                    f"no task in memory directory {str(self.layout.root)!r}; "
-                    "start one with `orchestrator run OBJECTIVE`"
-                )
-            return max(tasks.values(), key=lambda r: r["_order"])
-        if task_id not in tasks:
-            known = sorted(tasks)[:5]
-            raise UnknownTaskError(
-                f"unknown task {task_id!r} in {str(self.layout.root)!r}; known: "
-                f"{', '.join(known) if known else 'none'} (see `orchestrator status`)"
-            )
-        return tasks[task_id]
+        return self.tasks.record(task_id)
 
     # -- running ---------------------------------------------------------------------
-    def _check_new_task(
-        self, objective: str, task_id: str | None, start_phase: str | None
-    ) -> tuple[str, list[str], str]:
-        """Validate a new task's inputs (nothing is written): `(task_id, phases, workdir)`."""
-        from memory.paths import check_name
-        from orchestrator.workdir import check_workdir
-
-        check_objective(objective)
-        phases = list(
-            getattr(self.workflow, "phases", None)
-            or ["exploration", "planning", "implementation", "review"]
-        )
-        if start_phase is not None and start_phase not in phases:
-            raise WorkflowError(
-                f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
-            )
-        try:
-            task_id = check_name(task_id, "task id") if task_id else new_task_id(objective)
-        except ValueError as exc:
-            raise OrchestratorUserError(str(exc)) from None
-        return task_id, phases, str(check_workdir(self.workdir or "."))
-
-    @contextlib.contextmanager
-    def _task_lock(self, task_id: str) -> Iterator[None]:
-        """Hold the task's run lock: one process at a time may run or resume a task.
-
-        The lock is an OS file lock, so a process killed with SIGKILL releases it.
-
-        Raises:
-            OrchestratorUserError: another process is running this task right now.
-        """
-        from filelock import Timeout
-
-        from memory.durable import file_lock
-
-        lock = file_lock(self.layout.root / ".tether" / "running" / task_id, timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise OrchestratorUserError(
-                f"task {task_id!r} is already running in another process; wait for it to "
-                f"finish, or stop it and run `orchestrator resume --task {task_id}`"
-            ) from None
-        try:
-            machines = getattr(self.checkpointer, "task_lock", None)  # --memory-url
-            with machines(task_id) if machines else contextlib.nullcontext():
-                yield
-        finally:
-            lock.release()
-
-    def _task_running(self, task_id: str) -> bool:
-        """True while a live process holds the task's run lock."""
-        from filelock import Timeout
-
-        from memory.durable import file_lock
-
-        lock = file_lock(self.layout.root / ".tether" / "running" / task_id, timeout=0)
-        try:
-            lock.acquire()
-        except Timeout:
-            return True
-        lock.release()
-        return False
-
     def run(
         self,
         objective: str | None = None,
@@ -388,13 +254,16 @@ class Orchestrator:
         self._check_writable("run a task")
         if brief is not None:
             objective = objective or brief_title(brief)
-        task_id, phases, workdir = self._check_new_task(objective or "", task_id, start_phase)
+        phases = list(self.workflow.phases)
+        task_id, workdir = check_new_task(
+            objective or "", task_id, start_phase, phases, self.workdir
+        )
         if brief is not None:
             objective = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
-        with self._task_lock(task_id):
-            if task_id in self._tasks():
+        with task_lock(self.layout, task_id, self.checkpointer):
+            if task_id in self.tasks:
                 raise OrchestratorUserError(
                     f"task {task_id!r} already exists; continue it with "
                     f"`orchestrator resume --task {task_id}` or pick another --task"
@@ -417,7 +286,7 @@ class Orchestrator:
 
         store = MemoryStore(self.layout.root)
         threshold, _ratio, parallel = self._thresholds(self.workflow)
-        self._note_task(
+        self.tasks.note(
             task_id,
             objective=objective,
             workdir=workdir,
@@ -505,7 +374,7 @@ class Orchestrator:
             store.close()
         result = self._result(values, ctx, source=source, warnings=warnings or [])
         if result.status != "failed":
-            self._note_task(task_id, status=result.status, error=None)
+            self.tasks.note(task_id, status=result.status, error=None)
         self._emit(
             "finish",
             **{
@@ -544,7 +413,7 @@ class Orchestrator:
             write_checkpoint(
                 ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
             )
-        self._note_task(task_id, status="failed", error=error[:500])
+        self.tasks.note(task_id, status="failed", error=error[:500])
         ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
         return values
 
@@ -610,7 +479,7 @@ class Orchestrator:
                 )
             task_id = cp_task
         record = self._known_or_snapshot(task_id, snap)
-        with self._task_lock(record["task_id"]):
+        with task_lock(self.layout, record["task_id"], self.checkpointer):
             return self._resume(record, snap, from_checkpoint)
 
     def _resume(self, record: dict, snap: dict | None, from_checkpoint: str | None) -> RunResult:
@@ -634,7 +503,7 @@ class Orchestrator:
         thread = record.get("thread_id") or task_id
         if plan["state"] is not None:
             thread = f"{task_id}~{secrets.token_hex(3)}"
-            self._note_task(task_id, thread_id=thread)
+            self.tasks.note(task_id, thread_id=thread)
         ctx = self._context(store, workflow, resolved, thread, record)
         self._emit("model", name=resolved.name, offline=resolved.offline)
         for warning in plan["warnings"]:
@@ -666,7 +535,7 @@ class Orchestrator:
                 "workdir": extra.get("workdir") or str(Path(self.workdir or ".")),
                 "thread_id": task_id,
             }
-            self._note_task(**record)
+            self.tasks.note(**record)
             return record
 
     def _langgraph_values(self, thread_id: str) -> tuple[dict, bool] | None:
@@ -771,10 +640,7 @@ class Orchestrator:
                 f"task {record['task_id']!r} has no LangGraph state, checkpoint or snapshot "
                 "to resume from; start it again with `orchestrator run`"
             )
-        phases = list(
-            getattr(workflow, "phases", None)
-            or ["exploration", "planning", "implementation", "review"]
-        )
+        phases = list(workflow.phases)
         state = initial_state(
             task_id=record["task_id"],
             objective=record["objective"],
@@ -857,7 +723,7 @@ class Orchestrator:
         if status == "running" and recorded.get("status") == "failed":
             status = "failed"
             failed = {**failed, "lead": {"error": recorded.get("error")}}
-        if status == "running" and not self._task_running(task):
+        if status == "running" and not task_running(self.layout, task):
             status = "interrupted"
         subtasks = {
             k: {

@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from orchestrator.brief import read_brief
+from orchestrator.tasks import TaskRegistry, resume_command
 
 EXIT_FAILED = 3
 """The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
@@ -231,8 +232,6 @@ def _report(result: Any, json_mode: bool) -> None:
     ]
     if result.merged.get("final"):
         lines.append(f"  summary:     {root / result.merged['final']}")
-    from orchestrator.api import resume_command
-
     if result.status == "done":
         lines.append(
             f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
@@ -456,9 +455,7 @@ def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | No
         return checkpoints.load_checkpoint(Path(path)), Path(path), []
     layout = Layout.at(memory_dir)
     if task_id is None:
-        from orchestrator.api import Orchestrator
-
-        task_id = Orchestrator(memory_dir=memory_dir).task_record(None)["task_id"]
+        task_id = TaskRegistry(layout).record(None)["task_id"]
     return checkpoints.latest_valid_checkpoint(layout, task_id)
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from memory.paths import Layout
 from orchestrator.errors import OrchestratorError
 
 _TASK = Annotated[
@@ -44,17 +45,18 @@ def register(server: Any, store: Any) -> None:
 
     from orchestrator.api import Orchestrator
     from orchestrator.checkpoints import latest_valid_checkpoint, report
+    from orchestrator.tasks import TaskRegistry
 
     root = store.root
+    layout = Layout.at(root)
 
     def task_status(task_id: _TASK = None) -> str:
         return json.dumps(Orchestrator(memory_dir=root).status(task_id), indent=1, default=str)
 
     def checkpoint_report(task_id: _TASK = None) -> str:
-        orch = Orchestrator(memory_dir=root)
-        task = orch.task_record(task_id)["task_id"]
-        cp, path, warnings = latest_valid_checkpoint(orch.layout, task)
-        head = [f"Checkpoint: {orch.layout.relative(path)}"]
+        task = TaskRegistry(layout).record(task_id)["task_id"]
+        cp, path, warnings = latest_valid_checkpoint(layout, task)
+        head = [f"Checkpoint: {layout.relative(path)}"]
         head += [f"Warning: {w}" for w in warnings]
         return "\n".join([*head, report(cp, store)])
 

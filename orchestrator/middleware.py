@@ -39,6 +39,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.models import CONTEXT_RATIO, effective_threshold
 from orchestrator.monitor import SAVE, WARN, TokenGauge
 from orchestrator.readback import body_text
 
@@ -67,7 +68,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
         *,
         threshold: int = TOKEN_THRESHOLD,
         warning_ratio: float = WARNING_RATIO,
-        context_ratio: float = 0.75,
+        context_ratio: float = CONTEXT_RATIO,
         recall: bool = True,
         recall_limit: int = 3,
         record_system: bool = True,
@@ -102,18 +103,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
     # -- the gauge --------------------------------------------------------------------------
     def gauge(self, model: Any = None) -> TokenGauge:
         """The gauge for `model` (threshold capped by its context window)."""
-        from orchestrator.api import CONTEXT_RATIO, effective_threshold
-
-        threshold = self.threshold
-        if model is not None:
-            if self.context_ratio == CONTEXT_RATIO:
-                threshold = effective_threshold(threshold, model)
-            else:
-                from orchestrator.models import context_window
-
-                window = context_window(model)
-                if window:
-                    threshold = min(threshold, int(window * self.context_ratio))
+        threshold = effective_threshold(self.threshold, model, self.context_ratio)
         return TokenGauge(threshold, self.warning_ratio)
 
     def shown(self) -> str:

@@ -33,6 +33,8 @@ from orchestrator.errors import ModelConfigError
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
 
+    from orchestrator.workflow import Workflow
+
 ENV_MODEL = "TETHER_MODEL"
 ENV_TIMEOUT = "TETHER_MODEL_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
@@ -70,6 +72,10 @@ _PROVIDER_MODULES = {
     "groq": "langchain_groq",
 }
 
+CONTEXT_RATIO = 0.75
+"""Share of the model's context window (its LangChain profile's `max_input_tokens`) at
+which a context is snapshotted, when that is below the configured threshold."""
+
 _allow_requests = True
 
 
@@ -103,7 +109,7 @@ def model_requests_allowed() -> bool:
 
 def offline_model(policy: Any = None) -> BaseChatModel:
     """tether's offline model (default policy: `ResearchPolicy`)."""
-    from orchestrator.offline import OfflineChatModel
+    from orchestrator.offline import OfflineChatModel  # LangChain: only when it is built
 
     return OfflineChatModel(policy=policy)
 
@@ -170,6 +176,51 @@ def resolve_model(
     if chosen.lower() in OFFLINE_SPECS:
         return ResolvedModel(offline_model(), OFFLINE_NAME, True, source)
     return ResolvedModel(_build(chosen, timeout or model_timeout()), chosen, False, source)
+
+
+def resolve_run_model(
+    spec: str | BaseChatModel | None,
+    workflow: Workflow,
+    *,
+    timeout: float | None = None,
+    recorded: str | None = None,
+) -> ResolvedModel:
+    """The lead's model for a run of `workflow`.
+
+    Args:
+        spec: `--model`, or a chat model object given by an API caller (used as is, e.g. a
+            scripted offline model); None to look further.
+        timeout: `--model-timeout` (then `$TETHER_MODEL_TIMEOUT`, the workflow's).
+        recorded: the model a resumed task was run with; it sticks unless `spec` is given.
+
+    Raises:
+        ModelConfigError: as `resolve_model`.
+    """
+    if spec is not None and not isinstance(spec, str):
+        from orchestrator.offline import OfflineChatModel  # LangChain: only for model objects
+
+        return ResolvedModel(spec, type(spec).__name__, isinstance(spec, OfflineChatModel), "api")
+    seconds = model_timeout(timeout, workflow.model_timeout)
+    return resolve_model(spec or recorded, workflow_model=workflow.model, timeout=seconds)
+
+
+def agent_models(workflow: Workflow) -> dict[str, BaseChatModel]:
+    """Chat models of the workflow agents that name their own model.
+
+    Raises:
+        ModelConfigError: as `resolve_model` (an uninstalled provider, before any write).
+    """
+    return {
+        name: resolve_model(spec.model).model
+        for name, spec in workflow.agents.items()
+        if spec.model
+    }
+
+
+def effective_threshold(configured: int, model: Any, ratio: float = CONTEXT_RATIO) -> int:
+    """min(configured, `ratio` x the model's `max_input_tokens`)."""
+    window = context_window(model) if model is not None else None
+    return min(configured, int(window * ratio)) if window else configured
 
 
 def install_hint(provider: str, module: str | None = None) -> str:

@@ -41,6 +41,7 @@ from typing_extensions import TypedDict  # pydantic (server schemas) needs it on
 from orchestrator.errors import OrchestratorUserError
 from orchestrator.paths import utc
 from orchestrator.state import OrchestratorState
+from orchestrator.tasks import check_new_task, task_lock
 
 GRAPH_ID = "tether"
 
@@ -146,17 +147,19 @@ def start_node(
         return {}
     options = run_options(state, runtime.context, config)
     orch = _orchestrator(options)
-    task_id, phases, workdir = orch._check_new_task(
-        state.get("objective") or "", state.get("task_id"), state.get("start_phase")
-    )
+    phases = list(orch.workflow.phases)
+    task_id, workdir = check_new_task(
+        state.get("objective") or "", state.get("task_id"), state.get("start_phase"), phases,
+        orch.workdir,
+    )  # fmt: skip
     orch._resolve_model(orch.workflow)  # a bad model fails here, before anything is written
-    with orch._task_lock(task_id):
-        if task_id in orch._tasks():
+    with task_lock(orch.layout, task_id):
+        if task_id in orch.tasks:
             raise OrchestratorUserError(
                 f"task {task_id!r} already exists in {str(orch.layout.root)!r}; pick another "
                 f"task_id, or continue it with `orchestrator resume --task {task_id}`"
             )
-        orch._note_task(
+        orch.tasks.note(
             task_id,
             objective=state["objective"],
             workdir=workdir,
@@ -200,7 +203,7 @@ def tether_node(
     record = orch.task_record(state["task_id"])
     resolved = orch._resolve_model(orch.workflow, record)
     inner_state = {k: v for k, v in state.items() if k in OrchestratorState.__annotations__}
-    with orch._task_lock(state["task_id"]), MemoryStore(orch.layout.root) as store:
+    with task_lock(orch.layout, state["task_id"]), MemoryStore(orch.layout.root) as store:
         ctx = orch._context(store, orch.workflow, resolved, state["task_id"], record)
         write({"event": "model", "name": resolved.name, "offline": resolved.offline})
         graph = compile_graph()  # no checkpointer: the subgraph uses the server's
