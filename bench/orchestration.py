@@ -207,7 +207,7 @@ def time_resume(n: int, root: Path) -> tuple[float, int, int, str, int]:
 
 def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
     from memory.store import MemoryStore
-    from orchestrator.nodes._common import write_checkpoint
+    from orchestrator.nodes._core import write_checkpoint
     from orchestrator.nodes._runtime import RunContext
     from orchestrator.state import initial_state
 

@@ -32,9 +32,9 @@ if TYPE_CHECKING:
         WorkdirError,
         WorkflowError,
     )
+    from orchestrator.gauge import TokenGauge
     from orchestrator.graph import build_graph
     from orchestrator.middleware import TetherMemoryMiddleware
-    from orchestrator.monitor import TokenGauge
     from orchestrator.protocol import PhasePlan, SubmitFindings, Subtask
     from orchestrator.state import OrchestratorState
     from orchestrator.workflow import Workflow, load_workflow
@@ -57,7 +57,7 @@ _EXPORTS = {
     "Subtask": "orchestrator.protocol",
     "TemplateError": "orchestrator.errors",
     "TetherMemoryMiddleware": "orchestrator.middleware",
-    "TokenGauge": "orchestrator.monitor",
+    "TokenGauge": "orchestrator.gauge",
     "UnknownTaskError": "orchestrator.errors",
     "WorkdirError": "orchestrator.errors",
     "Workflow": "orchestrator.workflow",

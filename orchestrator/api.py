@@ -341,7 +341,8 @@ class Orchestrator:
     ) -> RunResult:
         from orchestrator.faults import fault
         from orchestrator.graph import DURABILITY, compile_graph, open_saver, run_config
-        from orchestrator.nodes._common import langgraph_db, write_checkpoint
+        from orchestrator.nodes._core import write_checkpoint
+        from orchestrator.paths import langgraph_db
 
         saver = self.checkpointer or open_saver(langgraph_db(self.layout))
         fault("run_before_graph")
@@ -394,7 +395,7 @@ class Orchestrator:
         """The state of a run stopped by a failure outside the subagents (the lead's model
         failed after its retries): recorded as `failed` in a checkpoint and the task record."""
         from orchestrator.errors import ModelCallError
-        from orchestrator.nodes._common import write_checkpoint
+        from orchestrator.nodes._core import write_checkpoint
 
         if not isinstance(exc, ModelCallError):
             raise exc
@@ -541,7 +542,7 @@ class Orchestrator:
     def _langgraph_values(self, thread_id: str) -> tuple[dict, bool] | None:
         """`(values, finished)` of LangGraph's saved state for `thread_id`, if any."""
         from orchestrator.graph import compile_graph, open_saver
-        from orchestrator.nodes._common import langgraph_db
+        from orchestrator.paths import langgraph_db
 
         db = langgraph_db(self.layout)
         if self.checkpointer is None and not db.exists():
@@ -672,7 +673,7 @@ class Orchestrator:
     def handoff(self, task_id: str | None = None) -> Path:
         """Write a context snapshot of the task's current state; returns its path."""
         from memory.store import MemoryStore
-        from orchestrator.monitor import write_lead_snapshot
+        from orchestrator.nodes._snapshot import write_lead_snapshot
 
         self._check_writable("write a handoff snapshot")
         state, _source = self.current_state(task_id)
@@ -687,7 +688,7 @@ class Orchestrator:
     def checkpoint_now(self, task_id: str | None = None, notes: str = "") -> Path:
         """Write a manual checkpoint of the task's current state; returns its path."""
         from memory.store import MemoryStore
-        from orchestrator.nodes._common import write_checkpoint
+        from orchestrator.nodes._core import write_checkpoint
 
         state, _source = self.current_state(task_id)
         store = MemoryStore(self.layout.root)
@@ -712,7 +713,7 @@ class Orchestrator:
         """A JSON-able summary of the task: phase, subtasks, tokens, latest files."""
         from orchestrator.artifacts import list_snapshots
         from orchestrator.checkpoints import list_checkpoints
-        from orchestrator.monitor import total_tokens
+        from orchestrator.gauge import total_tokens
         from orchestrator.state import current_phase
 
         state, source = self.current_state(task_id)

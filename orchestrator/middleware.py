@@ -39,8 +39,8 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.gauge import SAVE, WARN, TokenGauge
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
-from orchestrator.monitor import SAVE, WARN, TokenGauge
 from orchestrator.readback import body_text
 
 RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
@@ -185,7 +185,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
 
     def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
         from orchestrator import artifacts
-        from orchestrator.monitor import conversation_summary
+        from orchestrator.nodes._snapshot import conversation_summary
 
         turns = [
             {"role": m.type, "content": str(m.content)}

@@ -62,7 +62,7 @@ def _findings_record(
 def registry_findings(layout: Any, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
     """`(subtasks, findings)` recorded in the artifact registry with an existing file."""
     from orchestrator import artifacts
-    from orchestrator.nodes._common import find_written, registry_records
+    from orchestrator.registry import find_written, registry_records
 
     subtasks: dict[str, dict] = {}
     findings: dict[str, dict] = {}
@@ -147,7 +147,7 @@ def state_from_checkpoint(layout: Any, cp: Any) -> dict[str, Any]:
     if extra.get("status") == "done":  # a finished task stays finished without LangGraph's db
         state["status"] = "done"
     state["tokens"] = with_findings_tokens(state["tokens"], subtasks, findings)
-    from orchestrator.nodes._common import LEAD_FIELDS
+    from orchestrator.state import LEAD_FIELDS
 
     for field in LEAD_FIELDS:
         if field in extra:

@@ -43,6 +43,20 @@ def subtask_key(phase: str, subtask_id: str) -> str:
     return f"{phase}/{subtask_id}"
 
 
+LEAD_FIELDS = (
+    "strategy",
+    "key_questions",
+    "constraints",
+    "next_actions",
+    "lead_log",
+    "lead_calls",
+    "seed_snapshot",
+    "first_call_done",
+    "warned",
+)
+"""State fields a checkpoint keeps in its `extra`, so a rebuilt lead continues where it was."""
+
+
 class OrchestratorState(TypedDict, total=False):
     """Everything the graph needs to continue a task from any super-step."""
 
@@ -139,3 +153,11 @@ def pending_subtasks(state: OrchestratorState) -> dict[str, dict]:
     """Subtasks of the current phase without findings (failed ones included: retried)."""
     done = state.get("findings") or {}
     return {k: v for k, v in phase_subtasks(state).items() if k not in done}
+
+
+def failure_summary(failed: dict[str, dict[str, Any]]) -> str:
+    """`key (agent): error; ...` for the final line, the plan and the checkpoint."""
+    return "; ".join(
+        f"{k} ({v.get('agent', '?')}): {v.get('error', 'failed')}"[:300]
+        for k, v in sorted(failed.items())
+    )

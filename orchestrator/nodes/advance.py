@@ -16,9 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory.reflect import reflect
 from orchestrator.faults import fault
-from orchestrator.nodes._common import write_checkpoint, write_plan_file
-from orchestrator.state import OrchestratorState, current_phase
+from orchestrator.nodes._core import (
+    checkpoint_update,
+    merge_findings,
+    merged_digest,
+    write_checkpoint,
+    write_plan_file,
+)
+from orchestrator.nodes._snapshot import write_lead_snapshot
+from orchestrator.state import OrchestratorState, current_phase, failure_summary
 
 
 def phase_failures(state: OrchestratorState) -> dict[str, dict[str, Any]]:
@@ -32,14 +40,6 @@ def phase_failures(state: OrchestratorState) -> dict[str, dict[str, Any]]:
     }
 
 
-def failure_summary(failed: dict[str, dict[str, Any]]) -> str:
-    """`key (agent): error; ...` for the final line, the plan and the checkpoint."""
-    return "; ".join(
-        f"{k} ({v.get('agent', '?')}): {v.get('error', 'failed')}"[:300]
-        for k, v in sorted(failed.items())
-    )
-
-
 def _fail(ctx: Any, state: OrchestratorState, failed: dict[str, dict]) -> dict[str, Any]:
     """Stop the task: a later phase must not be planned without a failed agent's finding."""
     what = failure_summary(failed)
@@ -50,7 +50,7 @@ def _fail(ctx: Any, state: OrchestratorState, failed: dict[str, dict]) -> dict[s
     ctx.emit("failed", task_id=state["task_id"], failed=sorted(failed), error=what)
     return {
         "status": "failed",
-        "checkpoints": {cp.rsplit("/", 1)[-1].removesuffix(".json"): cp},
+        **checkpoint_update(cp),
     }
 
 
@@ -65,7 +65,7 @@ def advance_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     fault("advance_before_checkpoint")
     cp = write_checkpoint(ctx, state, trigger="phase_transition", next_action=nxt)
     fault("advance_after_checkpoint")
-    update: dict[str, Any] = {"checkpoints": {cp.rsplit("/", 1)[-1].removesuffix(".json"): cp}}
+    update: dict[str, Any] = checkpoint_update(cp)
     if not last:
         update["phase_index"] = state["phase_index"] + 1
         update["warned"] = state.get("warned", False)
@@ -74,12 +74,9 @@ def advance_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
 
 
 def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
-    from orchestrator.monitor import write_lead_snapshot
-    from orchestrator.nodes.merge import _write_merged, merged_digest
-
     records = [{"key": k, **v} for k, v in sorted((state.get("findings") or {}).items())]
     final_state = {**state, "status": "done"}
-    merged = _write_merged(ctx, final_state, "final", records)
+    merged = merge_findings(ctx, final_state, "final", records)
     write_plan_file(  # the plan of a finished task says so, and where the summary is
         ctx,
         {**final_state, "next_actions": [f"None: the task is done; read `{merged}`."]},
@@ -108,15 +105,11 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
         "merged": {"final": merged},
         "final_summary": summary,
         "snapshots": [*(state.get("snapshots") or []), relative],
-        "checkpoints": {cp.rsplit("/", 1)[-1].removesuffix(".json"): cp},
+        **checkpoint_update(cp),
     }
 
 
 def _reflect(ctx: Any, state: OrchestratorState, records: list[dict]) -> None:
-    try:
-        from memory.reflect import reflect
-    except ImportError:
-        return
     files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})
     outcome = (
         f"{len(records)} findings, {len(state.get('failed') or {})} failed, "

@@ -1,4 +1,4 @@
-"""monitor: the token gauge between merge and advance (see `orchestrator.monitor`).
+"""monitor: the token gauge between merge and advance (see `orchestrator.gauge`).
 
 Measures the lead's next context; in the warning zone emits a warning (once per
 context); at the threshold writes a context snapshot and starts the lead afresh: its
@@ -12,14 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.faults import fault
-from orchestrator.monitor import (
-    SAVE,
-    WARN,
-    TokenGauge,
-    lead_context_estimated,
-    lead_context_tokens,
-    total_tokens,
-)
+from orchestrator.gauge import SAVE, WARN, TokenGauge, total_tokens
+from orchestrator.nodes._lead import lead_context_estimated, lead_context_tokens
+from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.state import OrchestratorState
 
 
@@ -53,8 +48,6 @@ def monitor_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     if state["phase_index"] + 1 >= len(state["phases"]):
         # no lead call follows the last phase; `advance` writes the closing snapshot
         return {}
-    from orchestrator.monitor import write_lead_snapshot
-
     if not state.get("warned"):
         ctx.emit("warning", message=f"lead context ~{lead} tokens passed the warning zone")
     path = write_lead_snapshot(ctx, state, reason="token_limit", token_count=lead)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.types import Send
+
 from orchestrator.faults import fault
-from orchestrator.nodes._common import write_checkpoint
+from orchestrator.nodes._core import checkpoint_update, write_checkpoint
 from orchestrator.state import OrchestratorState, current_phase, pending_subtasks
 
 
@@ -33,12 +35,10 @@ def spawn_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
         next_action=f"Run {len(pending)} subagent(s) of phase {current_phase(state)}",
     )
     fault("spawn_after_checkpoint")
-    return {"checkpoints": {path.rsplit("/", 1)[-1].removesuffix(".json"): path}}
+    return checkpoint_update(path)
 
 
 def route_spawn(state: OrchestratorState) -> Any:
-    from langgraph.types import Send
-
     pending = pending_subtasks(state)
     if not pending:
         return "merge"

@@ -5,7 +5,7 @@ index in its prompt, and its own bounded context (`subagent_context_tokens`). It
 calling `SubmitFindings`.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
-registry of `orchestrator.nodes._common`:
+registry (`orchestrator.registry`):
 1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first;
 2. the findings file is written with that timestamp (so its name is fixed);
 3. `done` is recorded with the path.
@@ -22,9 +22,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from orchestrator.agent_loop import run_agent
+from orchestrator.artifacts import iso_timestamp, read_findings, write_findings
 from orchestrator.faults import fault
-from orchestrator.nodes._common import find_written, registry_lookup, registry_note
 from orchestrator.paths import slug
+from orchestrator.protocol import SubmitFindings
+from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.state import DELETE
 
 SUBAGENT_SYSTEM = (
@@ -42,8 +47,6 @@ def agent_file_name(sub: dict[str, Any]) -> str:
 
 
 def subagent_prompt(payload: dict[str, Any], skills_index: str, max_steps: int = 8) -> list[Any]:
-    from langchain_core.messages import HumanMessage, SystemMessage
-
     sub = payload["subtask"]
     system = SUBAGENT_SYSTEM
     if skills_index:
@@ -74,10 +77,8 @@ def _record(path: Path, layout: Any, sub: dict, findings: dict, tokens: int) -> 
 
 
 def _write_findings(ctx: Any, payload: dict, findings: dict, ts: str) -> Path:
-    from orchestrator import artifacts
-
     sub = payload["subtask"]
-    return artifacts.write_findings(
+    return write_findings(
         ctx.layout,
         agent_file_name(sub),
         task=f"[{payload['key']}] {sub['title']}",
@@ -97,15 +98,13 @@ def _write_findings(ctx: Any, payload: dict, findings: dict, ts: str) -> Path:
 
 def _reuse(ctx: Any, payload: dict, rec: dict) -> dict[str, Any]:
     """A subagent that already produced findings: rewrite the file if needed, never rerun."""
-    from orchestrator import artifacts
-
     sub, key = payload["subtask"], payload["key"]
     path = ctx.layout.root / rec["path"] if rec.get("path") else None
     if path is None or not path.exists():
         path = find_written(
             ctx.layout.findings,
             rec["ts"],
-            artifacts.read_findings,
+            read_findings,
             task_id=payload["task_id"],
             subtask_id=key,
         )
@@ -132,9 +131,6 @@ def _reuse(ctx: Any, payload: dict, rec: dict) -> dict[str, Any]:
 
 def _run(ctx: Any, payload: dict[str, Any], used: dict[str, int]) -> Any:
     """Run the subagent's tool loop; `used["tokens"]` follows its spend as it goes."""
-    from orchestrator.agent_loop import run_agent
-    from orchestrator.protocol import SubmitFindings
-
     sub, key = payload["subtask"], payload["key"]
     spec = ctx.agent_spec(sub["agent"])
     max_steps = int(getattr(spec, "max_steps", 0) or 8)
@@ -158,8 +154,6 @@ def _run(ctx: Any, payload: dict[str, Any], used: dict[str, int]) -> Any:
 
 def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
-    from orchestrator import artifacts
-
     ctx = runtime.context
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
     rec = registry_lookup(ctx.layout, task_id, f"findings:{key}")
@@ -180,7 +174,7 @@ def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
             "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
         }
     findings = result.final.model_dump()
-    ts = artifacts.iso_timestamp()
+    ts = iso_timestamp()
     registry_note(
         ctx.layout,
         task_id,

@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage
 
 from orchestrator.agent_loop import usage_tokens
 from orchestrator.api import Orchestrator
-from orchestrator.monitor import SAVE, WARN, TokenGauge
+from orchestrator.gauge import SAVE, WARN, TokenGauge
 
 
 @pytest.mark.parametrize(

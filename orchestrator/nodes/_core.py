@@ -1,18 +1,15 @@
-"""Helpers shared by the nodes: hidden paths, the artifact registry, plan and checkpoints.
+"""What several nodes write: checkpoints, the research plan, the overview, merged findings.
 
-The **artifact registry** makes file-writing steps idempotent across crashes. Before a
-step writes a named artifact (a subagent's findings, a batch's merged findings) it looks
-the artifact's key up in `<memory root>/.tether/registry/{task_id}.jsonl`:
+* `write_checkpoint` writes `checkpoints/cp_{phase}_{ts}.json` from the state
+  (`checkpoint_payload`), reports it, and after a phase's or the task's end refreshes the
+  workdir's `STATUS.md`; `checkpoint_update` is the state update that records it.
+* `write_plan_file` rewrites `research_plans/{task_id}.md` from the state (a person's edits
+  are kept, see `orchestrator.artifacts.keep_hand_edits`).
+* `update_overview` keeps `working/{task}/overview.md` current.
+* `merge_findings` writes a batch's `findings/merged_{ts}.md` once, through the artifact
+  registry (`orchestrator.registry`), so a replayed step never writes a second file.
 
-* a `done` record whose file exists -> the step is skipped and the recorded result reused;
-* an `intent` record (killed between choosing a name and finishing) -> the step writes
-  again with the *same* timestamp, hence the same file name, so a crash can never leave
-  two findings files for one subtask;
-* nothing -> the step records its intent (with the timestamp and the payload needed to
-  write the file without rerunning the agent), writes, then records `done`.
-
-Records are whole fsynced jsonl lines (`memory.durable.append_jsonl`); the folder is
-hidden, so recall and the index ignore it.
+Every node imports from here and from `_lead`/`_snapshot`, never from another node.
 """
 
 from __future__ import annotations
@@ -21,68 +18,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memory.durable import append_jsonl, read_jsonl
 from memory.errors import MemoryStoreError
 from memory.status_file import write_status_file
-from orchestrator.paths import iso_timestamp, utc
-from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
+from memory.working import WorkingMemory
+from orchestrator.artifacts import iso_timestamp, read_merged, write_merged, write_plan
+from orchestrator.checkpoints import Checkpoint
+from orchestrator.checkpoints import write_checkpoint as write_checkpoint_file
+from orchestrator.faults import fault
+from orchestrator.offline.evidence import answered_by
+from orchestrator.paths import utc
+from orchestrator.readback import sections
+from orchestrator.registry import find_written, registry_lookup, registry_note
+from orchestrator.state import LEAD_FIELDS, OrchestratorState, current_phase, phase_subtasks
 
-
-def registry_path(layout: Any, task_id: str) -> Path:
-    from memory.paths import check_name
-
-    return layout.root / ".tether" / "registry" / f"{check_name(task_id, 'task id')}.jsonl"
-
-
-def langgraph_db(layout: Any) -> Path:
-    """LangGraph's SQLite checkpointer file (hidden from the index)."""
-    return layout.root / ".langgraph" / "state.sqlite"
-
-
-def registry_lookup(layout: Any, task_id: str, key: str) -> dict[str, Any] | None:
-    """The latest record for `key` merged over its intent: {ts, payload, path?}."""
-    found: dict[str, Any] | None = None
-    for _line, rec in read_jsonl(registry_path(layout, task_id)).records:
-        if rec.get("key") != key:
-            continue
-        found = {**(found or {}), **rec}
-    return found
-
-
-def registry_records(layout: Any, task_id: str) -> dict[str, dict[str, Any]]:
-    """Every key's merged record (used to rebuild state without LangGraph's database)."""
-    out: dict[str, dict[str, Any]] = {}
-    for _line, rec in read_jsonl(registry_path(layout, task_id)).records:
-        key = rec.get("key")
-        if key:
-            out[key] = {**out.get(key, {}), **rec}
-    return out
-
-
-def registry_note(layout: Any, task_id: str, key: str, **fields: Any) -> None:
-    append_jsonl(registry_path(layout, task_id), {"key": key, **fields})
-
-
-def find_written(folder: Path, iso_ts: str, reader: Any, **meta: Any) -> Path | None:
-    """An artifact written at `iso_ts` whose metadata matches `meta` (crash leftovers).
-
-    Artifact names embed the timestamp, so a step that recorded its timestamp before a
-    crash finds the file it may already have written instead of writing a second one.
-    """
-    from orchestrator import artifacts
-
-    stamp = artifacts.timestamp(iso_ts)
-    for path in sorted(folder.glob(f"*_{stamp}*.md")):
-        try:
-            values = reader(path)
-        except (artifacts.ArtifactError, OSError):  # unreadable file: not ours to reuse
-            continue
-        if all(values.get(k) == v for k, v in meta.items()):
-            return path
-    return None
-
-
-# -- plan ---------------------------------------------------------------------------------
+# -- plan and overview ----------------------------------------------------------------------
 
 
 def _cited(question: str, by: list[str]) -> tuple[str, bool]:
@@ -92,9 +41,6 @@ def _cited(question: str, by: list[str]) -> tuple[str, bool]:
 
 def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
     """(Re)write `research_plans/{task_id}.md` from the state."""
-    from orchestrator import artifacts
-    from orchestrator.offline.evidence import answered_by
-
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
     subtasks = state.get("subtasks") or {}
@@ -111,7 +57,7 @@ def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
         if k in failed and k not in findings
     ]
     questions = [_cited(q, answered_by(q, findings)) for q in state.get("key_questions") or []]
-    return artifacts.write_plan(
+    return write_plan(
         ctx.layout,
         state["task_id"],
         objective=state["objective"],
@@ -136,9 +82,6 @@ def update_overview(ctx: Any, state: OrchestratorState, operation: str) -> None:
     Only `Current Task`, `Known Context` (when still empty) and `Recent Operations` are
     written; the other sections belong to the agents and to people editing the file.
     """
-    from memory.working import WorkingMemory
-    from orchestrator import artifacts
-
     wm = WorkingMemory(ctx.store, state["task_id"]).ensure(objective=state["objective"])
     k, n = state["phase_index"] + 1, len(state["phases"])
     plan = ctx.layout.relative(ctx.layout.plan(state["task_id"]))
@@ -147,35 +90,20 @@ def update_overview(ctx: Any, state: OrchestratorState, operation: str) -> None:
         f"{state['objective']}\n\nPhase: {current_phase(state)} ({k}/{n}: "
         f"{', '.join(state['phases'])}). Plan: `{plan}`.",
     )
-    sections = artifacts.sections(wm.overview_text())
-    if not re.sub(r"<!--.*?-->", "", sections.get("Known Context", ""), flags=re.S).strip():
+    parts = sections(wm.overview_text())
+    if not re.sub(r"<!--.*?-->", "", parts.get("Known Context", ""), flags=re.S).strip():
         wm.update_overview_section(
             "Known Context", f"Workdir (read-only for the agents): `{state['workdir']}`"
         )
-    earlier = [
-        ln for ln in sections.get("Recent Operations", "").splitlines() if ln.startswith("- ")
-    ]
+    earlier = [ln for ln in parts.get("Recent Operations", "").splitlines() if ln.startswith("- ")]
     stamp = utc().strftime("%Y-%m-%d %H:%M")
     lines = [f"- {stamp} {operation}", *earlier][:RECENT_OPERATIONS]
     wm.update_overview_section("Recent Operations", "\n".join(lines))
 
 
 # -- checkpoints --------------------------------------------------------------------------
-
-
-#: State fields kept in a checkpoint's `extra` so a rebuilt lead continues where it was.
 CHECKPOINT_LEAD_TURNS = 40
-LEAD_FIELDS = (
-    "strategy",
-    "key_questions",
-    "constraints",
-    "next_actions",
-    "lead_log",
-    "lead_calls",
-    "seed_snapshot",
-    "first_call_done",
-    "warned",
-)
+"""The lead's newest turns kept in a checkpoint (enough to continue, small and fast)."""
 
 
 def checkpoint_payload(
@@ -252,12 +180,8 @@ def write_checkpoint(
     ctx: Any, state: OrchestratorState, *, trigger: str, next_action: str, **kwargs: Any
 ) -> str:
     """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root."""
-    from orchestrator import checkpoints
-
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
-    path = checkpoints.write_checkpoint(
-        ctx.layout, checkpoints.Checkpoint(**payload), project_dir=ctx.project_dir
-    )
+    path = write_checkpoint_file(ctx.layout, Checkpoint(**payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
     if trigger in STATUS_TRIGGERS:
         refresh_status_file(ctx, state)
@@ -278,3 +202,85 @@ def refresh_status_file(ctx: Any, state: OrchestratorState) -> None:
         write_status_file(ctx.store, workdir, task_id=state["task_id"])
     except (OSError, MemoryStoreError) as exc:
         ctx.emit("warning", message=f"STATUS.md not updated in {workdir}: {exc}")
+
+
+def checkpoint_update(path: str) -> dict[str, Any]:
+    """The state update recording checkpoint `path` (relative to the memory root)."""
+    return {"checkpoints": {path.rsplit("/", 1)[-1].removesuffix(".json"): path}}
+
+
+# -- merged findings ----------------------------------------------------------------------
+def phase_findings(state: OrchestratorState, phase: str) -> list[dict[str, Any]]:
+    """Findings records of `phase`, in subtask-key order (stable across runs)."""
+    findings = state.get("findings") or {}
+    keys = sorted(k for k in phase_subtasks(state, phase) if k in findings)
+    return [{"key": k, **findings[k]} for k in keys]
+
+
+def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, Any]) -> str:
+    """A compact text of the batch for the lead's conversation."""
+    lines = [f"Findings of phase {phase} ({len(records)} subagent(s)):"]
+    for r in records:
+        lines.append(f"- {r['key']} [{r.get('status', 'completed')}]: {r.get('summary', '')}")
+        lines += [f"  * {d}" for d in (r.get("key_discoveries") or [])[:5]]
+    for key, info in sorted(failed.items()):
+        lines.append(f"- {key} FAILED: {info.get('error', '')}")
+    return "\n".join(lines)
+
+
+MERGED_FIELDS = (
+    "agent",
+    "summary",
+    "status",
+    "key_discoveries",
+    "files",
+    "open_questions",
+    "recommendations",
+    "path",
+    "phase",
+)
+
+
+def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A findings record of the state in the shape `artifacts.write_merged` takes."""
+    out = {k: record[k] for k in MERGED_FIELDS if record.get(k) is not None}
+    return {
+        **out,
+        "task": record.get("title", ""),
+        "subtask_id": record.get("key"),
+        "task_id": task_id,
+    }
+
+
+def merge_findings(ctx: Any, state: OrchestratorState, phase: str, records: list[dict]) -> str:
+    """Write (once) the merged findings of `records` as `phase`'s batch; returns its path.
+
+    The batch is registered under `merged:{phase}:{number of findings}`, so a replay after
+    a crash reuses the file it wrote instead of adding a second one.
+    """
+    key = f"merged:{phase}:{len(records)}"
+    task_id = state["task_id"]
+    rec = registry_lookup(ctx.layout, task_id, key) or {}
+    if rec.get("path") and (ctx.layout.root / rec["path"]).exists():
+        return rec["path"]
+    ts = rec.get("ts")
+    found = ts and find_written(ctx.layout.findings, ts, read_merged, task_id=task_id, phase=phase)
+    if found:
+        registry_note(ctx.layout, task_id, key, path=ctx.layout.relative(found))
+        return ctx.layout.relative(found)
+    if not ts:
+        ts = iso_timestamp()
+        registry_note(ctx.layout, task_id, key, ts=ts)
+    fault("merge_before_write")
+    path = write_merged(
+        ctx.layout,
+        task_id,
+        phase,
+        [merged_input(task_id, r) for r in records],
+        timestamp=ts,
+        project_dir=ctx.project_dir,
+    )
+    relative = ctx.layout.relative(path)
+    registry_note(ctx.layout, state["task_id"], key, path=relative)
+    fault("merge_after_write")
+    return relative

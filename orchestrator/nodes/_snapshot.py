@@ -1,82 +1,22 @@
-"""Token monitor: per-agent and total usage, the warning zone and the save threshold.
+"""The lead's context snapshot: the handoff document a fresh lead (or agent) continues from.
 
-Counting: each model call counts its `usage_metadata["total_tokens"]` when the model
-reports usage, else LangChain's `count_tokens_approximately` of what was sent and
-received (`orchestrator.agent_loop.usage_tokens`). Per-agent totals live in the state
-(`tokens`, keyed `lead` and `{agent}:{subtask}`).
-
-The gauge that triggers a handoff is the size of the *lead's context* (what its next call
-would send), not the cumulative spend: in the warning zone (`warning_ratio` x threshold)
-tether warns once per context; at the threshold it writes
-`context_snapshots/snap_{ts}.md` and continues the lead in a fresh context seeded from
-that snapshot, the overview, the plan and the skills index. The threshold
-defaults to the external-memory skill's 150,000 tokens, overridable by the workflow file
-and `--token-threshold`.
-
-Invariant: after a handoff the lead's conversation log is empty, so its next context is
-the fixed seed only, far below the threshold for any sensible threshold.
+`write_lead_snapshot` writes `context_snapshots/snap_{ts}.md` from the run's state: an
+extractive summary of the lead's conversation, what is in play (findings and merged files,
+pending subtasks), how to resume, and in its metadata block what a resume needs (objective,
+phases, planned subtasks, their findings, per-agent tokens). `monitor` writes one at the
+token threshold, `advance` at the end of the task, `Orchestrator.handoff` on request.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.artifacts import write_snapshot
+from orchestrator.nodes._lead import lead_context_tokens
+from orchestrator.state import current_phase, phase_subtasks
 
-OK, WARN, SAVE = "ok", "warn", "save"
 SUMMARY_CHARS = 1200
-
-
-@dataclass(frozen=True)
-class TokenGauge:
-    """Zones of a token count against a threshold."""
-
-    threshold: int = TOKEN_THRESHOLD
-    warning_ratio: float = WARNING_RATIO
-
-    @property
-    def warn_at(self) -> int:
-        return int(self.threshold * self.warning_ratio)
-
-    def zone(self, tokens: int) -> str:
-        if tokens >= self.threshold:
-            return SAVE
-        if tokens >= self.warn_at:
-            return WARN
-        return OK
-
-    def fraction(self, tokens: int) -> float:
-        return min(1.0, tokens / self.threshold) if self.threshold else 1.0
-
-
-def total_tokens(tokens: dict[str, int] | None) -> int:
-    return sum(int(v) for v in (tokens or {}).values())
-
-
-def count_messages(messages: list[Any]) -> int:
-    from langchain_core.messages.utils import count_tokens_approximately
-
-    return int(count_tokens_approximately(messages))
-
-
-def lead_context_tokens(ctx: Any, state: dict[str, Any]) -> int:
-    """Size of the lead's context: the input tokens the provider reported for the lead's
-    last call (tool schemas included), or the estimate of its next context when that is
-    larger (findings merged since) or when no usage was reported."""
-    from orchestrator.nodes.plan import lead_messages
-
-    estimate = count_messages(lead_messages(ctx, state))
-    calls = state.get("lead_calls") or []
-    reported = int(calls[-1].get("tokens") or 0) if calls and calls[-1].get("reported") else 0
-    return max(reported, estimate)
-
-
-def lead_context_estimated(state: dict[str, Any]) -> bool:
-    """True when the lead's gauge has no provider-reported usage behind it (show `~`)."""
-    calls = state.get("lead_calls") or []
-    return not (calls and calls[-1].get("reported"))
 
 
 def conversation_summary(lead_log: list[dict[str, str]], limit: int = SUMMARY_CHARS) -> str:
@@ -98,9 +38,6 @@ def write_lead_snapshot(
     ctx: Any, state: dict[str, Any], *, reason: str, token_count: int | None = None
 ) -> Path:
     """Write `context_snapshots/snap_{ts}.md` for the lead's current context."""
-    from orchestrator import artifacts
-    from orchestrator.state import current_phase, phase_subtasks
-
     layout = ctx.layout
     phase = current_phase(state)
     findings = state.get("findings") or {}
@@ -117,7 +54,7 @@ def write_lead_snapshot(
     pending = [f"{k}: {v['title']}" for k, v in sorted(current.items()) if k not in findings]
     if token_count is None:
         token_count = lead_context_tokens(ctx, state)
-    return artifacts.write_snapshot(
+    return write_snapshot(
         layout,
         task_id=state["task_id"],
         phase=phase,

@@ -1,0 +1,53 @@
+"""The token gauge: per-agent and total usage, the warning zone and the save threshold.
+
+Counting: each model call counts its `usage_metadata["total_tokens"]` when the model
+reports usage, else LangChain's `count_tokens_approximately` of what was sent and
+received (`orchestrator.agent_loop.usage_tokens`). Per-agent totals live in the state
+(`tokens`, keyed `lead` and `{agent}:{subtask}`).
+
+The gauge that triggers a handoff is the size of the *lead's context* (what its next call
+would send), not the cumulative spend: in the warning zone (`warning_ratio` x threshold)
+tether warns once per context; at the threshold the `monitor` node writes
+`context_snapshots/snap_{ts}.md` and continues the lead in a fresh context seeded from
+that snapshot, the overview, the plan and the skills index. The threshold defaults to the
+external-memory skill's 150,000 tokens, overridable by the workflow file and
+`--token-threshold`.
+
+Invariant: after a handoff the lead's conversation log is empty, so its next context is
+the fixed seed only, far below the threshold for any sensible threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+
+OK, WARN, SAVE = "ok", "warn", "save"
+
+
+@dataclass(frozen=True)
+class TokenGauge:
+    """Zones of a token count against a threshold."""
+
+    threshold: int = TOKEN_THRESHOLD
+    warning_ratio: float = WARNING_RATIO
+
+    @property
+    def warn_at(self) -> int:
+        return int(self.threshold * self.warning_ratio)
+
+    def zone(self, tokens: int) -> str:
+        if tokens >= self.threshold:
+            return SAVE
+        if tokens >= self.warn_at:
+            return WARN
+        return OK
+
+    def fraction(self, tokens: int) -> float:
+        return min(1.0, tokens / self.threshold) if self.threshold else 1.0
+
+
+def total_tokens(tokens: dict[str, int] | None) -> int:
+    """The task's spend: the sum of its per-agent totals."""
+    return sum(int(v) for v in (tokens or {}).values())

@@ -1,0 +1,160 @@
+"""The lead's context: what its next call is sent, and how big that is.
+
+The lead's context is rebuilt for every call from durable parts, in this order: system
+prompt, the memory index (first call of the task only), the skills index, the
+working-memory overview with recalled snippets (`working_context`), the research plan
+file, the snapshot it was seeded from after a handoff, the lead's conversation since its
+last fresh start (`lead_log`), then the instruction for this phase in the line format the
+offline model parses (`Objective:`, `Phase:`, `Max subtasks:`, `Agents:`).
+
+`plan` sends it; `monitor` measures it (`lead_context_tokens`) to decide on a handoff; the
+lead's turns are logged to working memory (`log_lead`) by `plan` and `merge`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from memory.context import ContextBudgets, ContextBuilder
+from memory.longterm import memory_index_message
+from memory.working import WorkingMemory
+from orchestrator.agent_loop import count_tokens
+from orchestrator.readback import body_text, sections
+from orchestrator.state import OrchestratorState, current_phase
+
+LEAD = "lead"
+
+
+DEFAULT_MAX_SUBTASKS = 4
+
+
+LEAD_SYSTEM = (
+    "You are the lead agent of a tether run: a long, phased, multi-agent task. For the "
+    "current phase, look at the project with the tools if needed, then call PhasePlan "
+    "once with a short strategy and independent subtasks for parallel subagents. "
+    "Use the agent names listed. Your plan and the subagents' findings are saved as files; "
+    "the skills below can be loaded when relevant."
+)
+
+
+#: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
+#: rest, and the lead can read them with its tools).
+SEED_SECTIONS = (
+    "Conversation Summary",
+    "Important Context",
+    "Pending Decisions",
+    "Resume Instructions",
+)
+
+
+def seed_text(snapshot: str) -> str:
+    """The parts of a snapshot that seed a fresh lead context."""
+    parts = sections(snapshot)
+    kept = [f"## {title}\n{parts[title]}" for title in SEED_SECTIONS if parts.get(title)]
+    return "\n\n".join(kept) if kept else snapshot
+
+
+#: Views recalled into the lead's context: what agents found and what was learnt before
+#: (checkpoints and snapshots repeat the plan and would crowd them out).
+RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
+
+
+RECALL_BUDGET = 800
+
+
+def working_context(ctx: Any, state: OrchestratorState) -> str:
+    """Overview, active summaries and recalled snippets, from `memory.context.ContextBuilder`.
+
+    The builder's own recent-turns part is switched off: the lead's turns since its last
+    fresh start come from `lead_log`, so that a handoff really starts a fresh context.
+    Recall is best effort (the builder reports a failing search as a warning), and the
+    builder also runs the never-delete archive when enough turns have accumulated.
+    """
+    store = ctx.store
+    budgets = ContextBudgets(
+        total=max(ctx.token_threshold, 8000), recent=0, recent_turns=0, snippets=RECALL_BUDGET
+    )
+    query = f"{state['objective']} {current_phase(state)}"
+    built = ContextBuilder(
+        store,
+        state["task_id"],
+        budgets,
+        search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n),
+        memory_index=False,  # the lead injects the memory index itself, once
+    ).build("", query=query)
+    for warning in built.warnings:
+        ctx.emit("warning", message=f"lead context: {warning}")
+    return "\n\n".join(
+        str(m.get("content", "")) for m in built.messages if m.get("role") == "system"
+    ).strip()
+
+
+def log_lead(ctx: Any, task_id: str, role: str, content: str, **fields: Any) -> None:
+    """Append a lead message to the task's durable message log (working memory)."""
+    WorkingMemory(ctx.store, task_id).append_message(role, content, **fields)
+
+
+def phase_instruction(ctx: Any, state: OrchestratorState) -> str:
+    phase = current_phase(state)
+    agents = sorted((getattr(ctx.workflow, "agents", None) or {}).keys()) or ["researcher"]
+    k, n = state["phase_index"] + 1, len(state["phases"])
+    return "\n".join(
+        [
+            f"Objective: {state['objective']}",
+            f"Phase: {phase}",
+            f"Phase number: {k} of {n} ({', '.join(state['phases'])})",
+            f"Max subtasks: {max_subtasks(ctx)}",
+            f"Agents: {', '.join(agents)}",
+            "Plan this phase now and call PhasePlan.",
+        ]
+    )
+
+
+def max_subtasks(ctx: Any) -> int:
+    """Subtasks per phase: the API's `max_subtasks`, the workflow's, else 4."""
+    thresholds = getattr(ctx.workflow, "thresholds", None)
+    return int(ctx.max_subtasks or getattr(thresholds, "max_subtasks", 0) or DEFAULT_MAX_SUBTASKS)
+
+
+def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
+    """The lead's context for its next call (see the module docstring)."""
+    system = [LEAD_SYSTEM]
+    if not state.get("first_call_done"):
+        index = memory_index_message(ctx.store)
+        if index:
+            system.append(index)
+    if ctx.skills_index:
+        system.append("Skills (name: description):\n" + ctx.skills_index)
+    memory = working_context(ctx, state)
+    if memory:
+        system.append(memory)
+    plan_text = body_text(ctx.layout.plan(state["task_id"]))
+    if plan_text:
+        system.append("Current research plan:\n" + plan_text)
+    if state.get("seed_snapshot"):
+        snap = seed_text(body_text(ctx.layout.root / state["seed_snapshot"]))
+        system.append("You continue from this context snapshot (fresh context):\n" + snap)
+    messages: list[Any] = [SystemMessage("\n\n".join(system))]
+    for turn in state.get("lead_log") or []:
+        cls = AIMessage if turn["role"] == "assistant" else HumanMessage
+        messages.append(cls(turn["content"]))
+    messages.append(HumanMessage(phase_instruction(ctx, state)))
+    return messages
+
+
+def lead_context_tokens(ctx: Any, state: dict[str, Any]) -> int:
+    """Size of the lead's context: the input tokens the provider reported for the lead's
+    last call (tool schemas included), or the estimate of its next context when that is
+    larger (findings merged since) or when no usage was reported."""
+    estimate = count_tokens(lead_messages(ctx, state))
+    calls = state.get("lead_calls") or []
+    reported = int(calls[-1].get("tokens") or 0) if calls and calls[-1].get("reported") else 0
+    return max(reported, estimate)
+
+
+def lead_context_estimated(state: dict[str, Any]) -> bool:
+    """True when the lead's gauge has no provider-reported usage behind it (show `~`)."""
+    calls = state.get("lead_calls") or []
+    return not (calls and calls[-1].get("reported"))
