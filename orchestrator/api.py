@@ -10,10 +10,11 @@
     snap = orch.handoff(result.task_id)  # a snapshot a fresh agent can continue from
 
 Design: options are validated before anything is written (workflow file, workdir, model,
-phase), so a bad call leaves the memory directory untouched. Each task is recorded in
-`<memory root>/.tether/tasks.jsonl` (options and the current LangGraph thread), which is
-how `resume`, `status` and `handoff` find "the most recent task" and rebuild the same
-run context. Progress is reported as event dicts to `on_event` (see
+phase), so a bad call leaves the memory directory untouched. `Orchestrator` is the driver:
+it records the task (`orchestrator.tasks`), resolves the model (`orchestrator.models`),
+builds the run context and streams the graph (`orchestrator.graph`); a resume continues
+from the source `orchestrator.recovery` chooses; `status` reads tether's own files
+(`orchestrator.status`). Progress is reported as event dicts to `on_event` (see
 `orchestrator.view`); library code never prints.
 
 Invariant: `run` and `resume` either finish the task or leave it resumable: every
@@ -24,32 +25,42 @@ findings files are enough to continue without LangGraph's database.
 from __future__ import annotations
 
 import os
-import secrets
-import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
+from memory.store import MemoryStore
+from memory.working import WorkingMemory
 from orchestrator.brief import brief_objective, brief_title, store_brief
+from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
 from orchestrator.errors import (
     Interrupted,
+    ModelCallError,
     OrchestratorUserError,
-    RecoveryError,
     UnknownTaskError,
     WorkflowError,
 )
-from orchestrator.models import agent_models, effective_threshold, resolve_run_model
-from orchestrator.paths import utc
-from orchestrator.tasks import (
-    TaskRegistry,
-    check_new_task,
-    resume_command,
-    task_lock,
-    task_running,
-)
+from orchestrator.faults import fault
+from orchestrator.graph import DURABILITY, compile_graph, open_saver, run_config, saved_state
+from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
+from orchestrator.nodes._core import write_checkpoint
+from orchestrator.nodes._runtime import RunContext
+from orchestrator.nodes._snapshot import write_lead_snapshot
+from orchestrator.paths import langgraph_db, new_suffix, utc
+from orchestrator.readback import read_snapshot
+from orchestrator.rebuild import normalise, state_from_checkpoint
+from orchestrator.recovery import choose_recovery
+from orchestrator.skills import discover_skills, skills_index
+from orchestrator.state import OrchestratorState, current_phase, initial_state
+from orchestrator.status import task_status
+from orchestrator.tasks import TaskRecord, TaskRegistry, check_new_task, resume_command, task_lock
+from orchestrator.workdir import check_workdir
+from orchestrator.workflow import Workflow, load_workflow
 
 Event = dict[str, Any]
 
@@ -75,11 +86,40 @@ class RunResult:
     model: str
     offline: bool
     source: str = "run"
-    """`run`, `langgraph`, `checkpoint` or `snapshot`: where the state came from."""
+    """`run`, `langgraph`, `checkpoint`, `snapshot` or `restart`: where the state came from."""
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_state(
+        cls, values: dict[str, Any], ctx: RunContext, *, source: str, warnings: list[str]
+    ) -> RunResult:
+        """The result of a run that ended in the graph state `values`."""
+        layout = ctx.layout
+        task_id = values["task_id"]
+        plan = layout.plan(task_id)
+        return cls(
+            task_id=task_id,
+            status=values.get("status", "running"),
+            memory_dir=str(layout.root),
+            phases=list(values["phases"]),
+            phase=current_phase(values),
+            plan=layout.relative(plan) if plan.exists() else None,
+            findings=sorted(v["path"] for v in (values.get("findings") or {}).values()),
+            merged=dict(values.get("merged") or {}),
+            checkpoints=[layout.relative(p) for p in list_checkpoints(layout, task_id)],
+            snapshots=list(values.get("snapshots") or []),
+            failed=dict(values.get("failed") or {}),
+            tokens=dict(values.get("tokens") or {}),
+            lead_calls=list(values.get("lead_calls") or []),
+            final_summary=values.get("final_summary"),
+            model=ctx.model_name,
+            offline=ctx.offline,
+            source=source,
+            warnings=warnings,
+        )
 
 
 class Orchestrator:
@@ -116,10 +156,9 @@ class Orchestrator:
         project_dir: str | os.PathLike[str] | None = None,
         max_subtasks: int | None = None,
         model_timeout: float | None = None,
-        checkpointer: Any = None,
+        checkpointer: BaseCheckpointSaver | None = None,
     ):
         self.layout = Layout.at(memory_dir)
-        self._agent_model_cache: dict[int, dict[str, Any]] = {}
         self.model_timeout = model_timeout
         self.checkpointer = checkpointer
         self.workdir = workdir
@@ -143,11 +182,10 @@ class Orchestrator:
             if chosen is not None:
                 self.layout = Layout.at(chosen)
         self.tasks = TaskRegistry(self.layout)
+        self._agent_model_cache: dict[int, dict[str, Any]] = {}
 
     # -- options ---------------------------------------------------------------------
-    def _load_workflow(self, path: str | None) -> Any:
-        from orchestrator.workflow import load_workflow
-
+    def _load_workflow(self, path: str | None) -> Workflow:
         if path is not None and not Path(path).is_file():
             raise WorkflowError(f"workflow file {path!r} not found; pass an existing YAML file")
         return load_workflow(path, self.project_dir)
@@ -156,71 +194,61 @@ class Orchestrator:
         if self.on_event is not None:
             self.on_event({"event": event, **fields})
 
-    def _thresholds(self, workflow: Any, record: dict | None = None) -> tuple[int, float, int]:
-        th = getattr(workflow, "thresholds", None)
-        threshold = (
-            self.token_threshold
-            or (record or {}).get("token_threshold")
-            or getattr(th, "token_threshold", None)
-            or 150_000
-        )
-        ratio = float(getattr(th, "warning_ratio", None) or 0.8)
-        parallel = (
-            self.max_parallel
-            or (record or {}).get("max_parallel")
-            or getattr(th, "max_parallel", None)
-            or 4
-        )
-        return int(threshold), ratio, int(parallel)
+    def _limits(self, workflow: Workflow, record: TaskRecord | None) -> tuple[int, float, int]:
+        """`(token threshold, warning ratio, max parallel)`: option, record, workflow."""
+        record = record or {}
+        limits = workflow.thresholds
+        threshold = self.token_threshold or record.get("token_threshold") or limits.token_threshold
+        parallel = self.max_parallel or record.get("max_parallel") or limits.max_parallel
+        return int(threshold), float(limits.warning_ratio), int(parallel)
 
     def _context(
-        self, store: Any, workflow: Any, resolved: Any, thread_id: str, record: dict | None = None
-    ) -> Any:
-        from orchestrator.nodes._runtime import RunContext
-        from orchestrator.skills import discover_skills, skills_index
-
-        threshold, ratio, parallel = self._thresholds(workflow, record)
-        threshold = effective_threshold(threshold, resolved.model if resolved else None)
-        agent_models = self._agent_models(workflow) if resolved is not None else {}
+        self,
+        store: MemoryStore,
+        workflow: Workflow,
+        resolved: ResolvedModel | None,
+        thread_id: str,
+        record: TaskRecord | None = None,
+    ) -> RunContext:
+        """The run context of the graph (`resolved` None: files only, no model calls)."""
+        threshold, ratio, parallel = self._limits(workflow, record)
+        model = resolved.model if resolved else None
         return RunContext(
             store=store,
             workflow=workflow,
-            model=resolved.model if resolved else None,
+            model=model,
             model_name=resolved.name if resolved else "",
             offline=bool(resolved and resolved.offline),
-            token_threshold=threshold,
+            token_threshold=effective_threshold(threshold, model),
             warning_ratio=ratio,
             max_parallel=parallel,
             skills_index=skills_index(discover_skills(self.project_dir)),
             thread_id=thread_id,
             project_dir=self.project_dir,
             on_event=self.on_event,
-            agent_models=agent_models,
+            agent_models=self._agent_models(workflow) if resolved is not None else {},
             max_subtasks=self.max_subtasks or (record or {}).get("max_subtasks"),
         )
 
-    def _agent_models(self, workflow: Any) -> dict[str, Any]:
+    def _agent_models(self, workflow: Workflow) -> dict[str, Any]:
         """Chat models of workflow agents that name their own (resolved once per run)."""
         if id(workflow) not in self._agent_model_cache:
             self._agent_model_cache[id(workflow)] = agent_models(workflow)
         return self._agent_model_cache[id(workflow)]
 
-    def _resolve_model(self, workflow: Any, record: dict | None = None) -> Any:
+    def _resolve_model(self, workflow: Workflow, record: TaskRecord | None = None) -> ResolvedModel:
         recorded = (record or {}).get("model")
         resolved = resolve_run_model(
             self.model_spec, workflow, timeout=self.model_timeout, recorded=recorded
         )
-        if record is not None and isinstance(self.model_spec, str | None):
-            if resolved.name != recorded:
-                # the task sticks to its model; an explicit --model switch is recorded
-                self.tasks.note(record["task_id"], model=resolved.name, model_before=recorded)
+        by_name = isinstance(self.model_spec, str | None)
+        if record is not None and by_name and resolved.name != recorded:
+            # the task sticks to its model; an explicit --model switch is recorded
+            self.tasks.note(record["task_id"], model=resolved.name, model_before=recorded)
         return resolved
 
-    # -- task records ----------------------------------------------------------------
     def _check_writable(self, action: str) -> None:
         """One-line `MemoryDirError` when the memory directory is read-only (before any write)."""
-        from memory.store import MemoryStore
-
         MemoryStore(self.layout.root, create=False).check_writable(action)
 
     def task_record(self, task_id: str | None = None) -> dict[str, Any]:
@@ -270,26 +298,25 @@ class Orchestrator:
                 )
             if brief is not None:
                 store_brief(self.layout, task_id, brief)
-            return self._start(objective, task_id, phases, workdir, start_phase, resolved)
+            state = initial_state(
+                task_id=task_id,
+                objective=objective or "",
+                workdir=workdir,
+                phases=phases,
+                phase_index=phases.index(start_phase) if start_phase else 0,
+            )
+            return self._start(state, resolved)
 
-    def _start(
-        self,
-        objective: str,
-        task_id: str,
-        phases: list[str],
-        workdir: str,
-        start_phase: str | None,
-        resolved: Any,
-    ) -> RunResult:
-        from memory.store import MemoryStore
-        from orchestrator.state import initial_state
-
+    def _start(self, state: OrchestratorState, resolved: ResolvedModel) -> RunResult:
+        task_id, objective = state["task_id"], state["objective"]
+        threshold, _ratio, parallel = self._limits(self.workflow, None)
         store = MemoryStore(self.layout.root)
-        threshold, _ratio, parallel = self._thresholds(self.workflow)
         self.tasks.note(
             task_id,
             objective=objective,
-            workdir=workdir,
+            workdir=state["workdir"],
+            phases=state["phases"],
+            start_phase=current_phase(state),
             workflow=self.workflow_path,
             model=resolved.name if isinstance(self.model_spec, str | None) else None,
             model_source=resolved.source,
@@ -300,50 +327,34 @@ class Orchestrator:
             project_dir=self.project_dir,
             created=utc().isoformat(),
         )
-        try:
-            from memory.working import WorkingMemory
-
-            WorkingMemory(store, task_id).ensure(objective=objective)
-        except ImportError:
-            pass
-        state = initial_state(
-            task_id=task_id,
-            objective=objective,
-            workdir=workdir,
-            phases=phases,
-            phase_index=phases.index(start_phase) if start_phase else 0,
-        )
+        WorkingMemory(store, task_id).ensure(objective=objective)
         ctx = self._context(store, self.workflow, resolved, task_id)
         self._emit("model", name=resolved.name, offline=resolved.offline)
         self._emit(
             "start",
             task_id=task_id,
             objective=objective,
-            phases=phases,
+            phases=state["phases"],
             memory_dir=str(self.layout.root),
-            workdir=workdir,
+            workdir=state["workdir"],
             model=resolved.name,
             offline=resolved.offline,
             token_threshold=threshold,
             max_parallel=parallel,
         )
-        return self._drive(store, ctx, state, task_id, source="run")
+        return self._drive(ctx, state, task_id, source="run")
 
     def _drive(
         self,
-        store: Any,
-        ctx: Any,
-        state: Any,
+        ctx: RunContext,
+        state: OrchestratorState | None,
         task_id: str,
         *,
         source: str,
         warnings: list[str] | None = None,
     ) -> RunResult:
-        from orchestrator.faults import fault
-        from orchestrator.graph import DURABILITY, compile_graph, open_saver, run_config
-        from orchestrator.nodes._core import write_checkpoint
-        from orchestrator.paths import langgraph_db
-
+        """Stream the graph from `state` (None: continue the thread's saved state) to its
+        end; closes the context's store."""
         saver = self.checkpointer or open_saver(langgraph_db(self.layout))
         fault("run_before_graph")
         try:
@@ -355,52 +366,48 @@ class Orchestrator:
                 ):
                     pass
             except KeyboardInterrupt:
-                cp = None
-                values = graph.get_state(config).values
-                if values.get("task_id"):
-                    rel = write_checkpoint(
-                        ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
-                    )
-                    cp = str(self.layout.root / rel)
-                raise Interrupted(
-                    task_id, cp, str(self.layout.root), resume_command(task_id, self.layout.root)
-                ) from None
-            except Exception as exc:  # an agent the task cannot go on without failed
-                values = self._lead_failed(graph, config, ctx, task_id, exc)
+                raise self._interrupted(graph.get_state(config).values, ctx, task_id) from None
+            except ModelCallError as exc:  # the lead's model failed after its retries
+                values = self._lead_failed(graph.get_state(config).values, ctx, task_id, exc)
             else:
                 values = graph.get_state(config).values
         finally:
             if saver is not self.checkpointer:
                 saver.conn.close()
-            store.close()
-        result = self._result(values, ctx, source=source, warnings=warnings or [])
+            ctx.store.close()
+        result = RunResult.from_state(values, ctx, source=source, warnings=warnings or [])
         if result.status != "failed":
             self.tasks.note(task_id, status=result.status, error=None)
         self._emit(
             "finish",
-            **{
-                k: v
-                for k, v in result.to_dict().items()
-                if k in ("task_id", "status", "plan", "memory_dir")
-            },
+            task_id=result.task_id,
+            status=result.status,
+            plan=result.plan,
+            memory_dir=result.memory_dir,
             findings=len(result.findings),
             snapshots=result.snapshots,
             checkpoints=len(result.checkpoints),
         )
         return result
 
+    def _interrupted(self, values: dict[str, Any], ctx: RunContext, task_id: str) -> Interrupted:
+        """Ctrl-C: checkpoint what LangGraph saved, and say how to resume."""
+        cp = None
+        if values.get("task_id"):
+            rel = write_checkpoint(
+                ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
+            )
+            cp = str(self.layout.root / rel)
+        root = str(self.layout.root)
+        return Interrupted(task_id, cp, root, resume_command(task_id, self.layout.root))
+
     def _lead_failed(
-        self, graph: Any, config: dict, ctx: Any, task_id: str, exc: Exception
-    ) -> dict:
+        self, saved: dict[str, Any], ctx: RunContext, task_id: str, exc: ModelCallError
+    ) -> dict[str, Any]:
         """The state of a run stopped by a failure outside the subagents (the lead's model
         failed after its retries): recorded as `failed` in a checkpoint and the task record."""
-        from orchestrator.errors import ModelCallError
-        from orchestrator.nodes._core import write_checkpoint
-
-        if not isinstance(exc, ModelCallError):
-            raise exc
         error = str(exc)
-        values = dict(graph.get_state(config).values)
+        values = dict(saved)
         tokens = dict(values.get("tokens") or {})
         spent = int(getattr(exc, "tokens", 0) or 0)
         if spent:
@@ -418,33 +425,6 @@ class Orchestrator:
         ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
         return values
 
-    def _result(self, values: dict, ctx: Any, *, source: str, warnings: list[str]) -> RunResult:
-        from orchestrator.checkpoints import list_checkpoints
-
-        task_id = values["task_id"]
-        findings = values.get("findings") or {}
-        plan = self.layout.plan(task_id)
-        return RunResult(
-            task_id=task_id,
-            status=values.get("status", "running"),
-            memory_dir=str(self.layout.root),
-            phases=list(values["phases"]),
-            phase=values["phases"][values["phase_index"]],
-            plan=self.layout.relative(plan) if plan.exists() else None,
-            findings=sorted(v["path"] for v in findings.values()),
-            merged=dict(values.get("merged") or {}),
-            checkpoints=[self.layout.relative(p) for p in list_checkpoints(self.layout, task_id)],
-            snapshots=list(values.get("snapshots") or []),
-            failed=dict(values.get("failed") or {}),
-            tokens=dict(values.get("tokens") or {}),
-            lead_calls=list(values.get("lead_calls") or []),
-            final_summary=values.get("final_summary"),
-            model=ctx.model_name,
-            offline=ctx.offline,
-            source=source,
-            warnings=warnings,
-        )
-
     # -- resuming --------------------------------------------------------------------
     def resume(
         self,
@@ -460,18 +440,13 @@ class Orchestrator:
             Interrupted: Ctrl-C again (resume again).
         """
         self._check_writable("resume a task")
-
         if from_checkpoint and from_snapshot:
             raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
         snap = None
         if from_snapshot:
-            from orchestrator.artifacts import read_snapshot
-
             snap = read_snapshot(Path(from_snapshot))
             task_id = task_id or snap.get("task_id")
         if from_checkpoint:
-            from orchestrator.checkpoints import load_checkpoint
-
             cp_task = load_checkpoint(Path(from_checkpoint)).task_id
             if task_id and task_id != cp_task:
                 raise OrchestratorUserError(
@@ -483,10 +458,9 @@ class Orchestrator:
         with task_lock(self.layout, record["task_id"], self.checkpointer):
             return self._resume(record, snap, from_checkpoint)
 
-    def _resume(self, record: dict, snap: dict | None, from_checkpoint: str | None) -> RunResult:
-        from memory.store import MemoryStore
-        from orchestrator import recovery
-
+    def _resume(
+        self, record: TaskRecord, snap: dict[str, Any] | None, from_checkpoint: str | None
+    ) -> RunResult:
         task_id = record["task_id"]
         workflow = (
             self._load_workflow(record["workflow"])
@@ -494,283 +468,97 @@ class Orchestrator:
             else self.workflow
         )
         if record.get("workdir"):
-            from orchestrator.workdir import check_workdir
-
             check_workdir(record["workdir"])  # moved or deleted since the run started?
         resolved = self._resolve_model(workflow, record)
         self._agent_models(workflow)
-        plan = self._recovery_plan(record, snap, from_checkpoint, workflow)
-        store = MemoryStore(self.layout.root)
         thread = record.get("thread_id") or task_id
-        if plan["state"] is not None:
-            thread = f"{task_id}~{secrets.token_hex(3)}"
+        plan = choose_recovery(
+            self.layout,
+            record,
+            phases=list(workflow.phases),
+            saved=saved_state(self.layout, thread, self.checkpointer),
+            snapshot=snap,
+            from_checkpoint=from_checkpoint,
+        )
+        if plan.state is not None:  # a rebuilt state runs on a thread of its own
+            thread = f"{task_id}~{new_suffix()}"
             self.tasks.note(task_id, thread_id=thread)
-        ctx = self._context(store, workflow, resolved, thread, record)
+        ctx = self._context(MemoryStore(self.layout.root), workflow, resolved, thread, record)
         self._emit("model", name=resolved.name, offline=resolved.offline)
-        for warning in plan["warnings"]:
+        for warning in plan.warnings:
             self._emit("warning", message=warning)
         self._emit(
             "resume",
             task_id=task_id,
-            source=plan["source"],
-            path=plan.get("path"),
+            source=plan.source,
+            path=plan.path,
             memory_dir=str(self.layout.root),
             model=resolved.name,
             offline=resolved.offline,
         )
-        state = recovery.normalise(plan["state"]) if plan["state"] is not None else None
-        return self._drive(
-            store, ctx, state, task_id, source=plan["source"], warnings=plan["warnings"]
-        )
+        state = normalise(plan.state) if plan.state is not None else None
+        return self._drive(ctx, state, task_id, source=plan.source, warnings=plan.warnings)
 
-    def _known_or_snapshot(self, task_id: str | None, snap: dict | None) -> dict[str, Any]:
+    def _known_or_snapshot(self, task_id: str | None, snap: dict[str, Any] | None) -> TaskRecord:
+        """The task's record; a snapshot of a task unknown here records the task first."""
         if snap is None:
             return self.task_record(task_id)
         try:
             return self.task_record(task_id)
-        except UnknownTaskError:  # a snapshot from elsewhere starts the task here
+        except UnknownTaskError:
             extra = snap.get("extra") or {}
             record = {
                 "task_id": task_id,
                 "objective": extra.get("objective"),
                 "workdir": extra.get("workdir") or str(Path(self.workdir or ".")),
+                "phases": extra.get("phases"),
                 "thread_id": task_id,
             }
             self.tasks.note(**record)
             return record
 
-    def _langgraph_values(self, thread_id: str) -> tuple[dict, bool] | None:
-        """`(values, finished)` of LangGraph's saved state for `thread_id`, if any."""
-        from orchestrator.graph import compile_graph, open_saver
-        from orchestrator.paths import langgraph_db
-
-        db = langgraph_db(self.layout)
-        if self.checkpointer is None and not db.exists():
-            return None
-        try:
-            saver = self.checkpointer or open_saver(db, read_only=not os.access(db.parent, os.W_OK))
-        except sqlite3.DatabaseError:
-            return None  # the JSON checkpoints are read instead
-        try:
-            snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
-        except Exception:  # a damaged database falls back to the JSON checkpoints
-            return None
-        finally:
-            if saver is not self.checkpointer:
-                saver.conn.close()
-        if not snapshot.values:
-            return None
-        return dict(snapshot.values), not snapshot.next
-
-    def _recovery_plan(
-        self, record: dict, snap: dict | None, from_checkpoint: str | None, workflow: Any
-    ) -> dict[str, Any]:
-        from orchestrator import checkpoints, recovery
-
-        task_id = record["task_id"]
-        saved = self._langgraph_values(record.get("thread_id") or task_id)
-        if snap is not None and saved is not None and saved[1] and not saved[0].get("failed"):
-            return {  # a finished task: a snapshot would only plan its last phase again
-                "source": "langgraph",
-                "path": None,
-                "warnings": [f"task {task_id!r} is already done; nothing to resume"],
-                "state": None,
-            }
-        if snap is not None:
-            missing = recovery.missing_findings(self.layout, snap)
-            return {
-                "source": "snapshot",
-                "path": snap["path"],
-                "warnings": [
-                    f"findings {p!r} of subtask {k!r} named by the snapshot are not in "
-                    f"{str(self.layout.root)!r}; the subtask runs again to restore them"
-                    for k, p in missing.items()
-                ],
-                "state": recovery.state_from_snapshot(self.layout, snap),
-            }
-        if from_checkpoint:
-            cp = checkpoints.load_checkpoint(Path(from_checkpoint))
-            return {
-                "source": "checkpoint",
-                "path": str(from_checkpoint),
-                "warnings": [],
-                "state": recovery.state_from_checkpoint(self.layout, cp),
-            }
-        if saved is not None:
-            values, finished = saved
-            if finished and values.get("failed"):
-                return {
-                    "source": "langgraph",
-                    "path": None,
-                    "warnings": [],
-                    "retry": True,
-                    "state": recovery.retry_failed(values),
-                }
-            return {"source": "langgraph", "path": None, "warnings": [], "state": None}
-        try:
-            cp, path, warnings = checkpoints.latest_valid_checkpoint(self.layout, task_id)
-        except RecoveryError as exc:
-            snaps = recovery.task_snapshots(self.layout, task_id)
-            if not snaps:
-                plan = self._restart_plan(record, workflow)
-                if checkpoints.list_checkpoints(self.layout):
-                    plan["warnings"].insert(0, str(exc).split(";")[0])
-                return plan
-            from orchestrator.artifacts import read_snapshot
-
-            snap = read_snapshot(snaps[0])
-            return {
-                "source": "snapshot",
-                "path": str(snaps[0]),
-                "warnings": [],
-                "state": recovery.state_from_snapshot(self.layout, snap),
-            }
-        return {
-            "source": "checkpoint",
-            "path": str(path),
-            "warnings": warnings,
-            "state": recovery.state_from_checkpoint(self.layout, cp),
-        }
-
-    def _restart_plan(self, record: dict, workflow: Any) -> dict[str, Any]:
-        """Killed before anything durable: start the recorded task again from the top."""
-        from orchestrator.state import initial_state
-
-        if not record.get("objective"):
-            raise RecoveryError(
-                f"task {record['task_id']!r} has no LangGraph state, checkpoint or snapshot "
-                "to resume from; start it again with `orchestrator run`"
-            )
-        phases = list(workflow.phases)
-        state = initial_state(
-            task_id=record["task_id"],
-            objective=record["objective"],
-            workdir=record.get("workdir") or ".",
-            phases=phases,
-        )
-        return {
-            "source": "restart",
-            "path": None,
-            "state": state,
-            "warnings": [
-                "no usable LangGraph state, checkpoint or snapshot; the task starts again "
-                "from its first phase, and subtasks whose findings files exist are not rerun"
-            ],
-        }
-
     # -- handoff and status ----------------------------------------------------------
     def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:
         """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
-        from orchestrator import checkpoints, recovery
-
         record = self.task_record(task_id)
-        saved = self._langgraph_values(record.get("thread_id") or record["task_id"])
+        saved = saved_state(
+            self.layout, record.get("thread_id") or record["task_id"], self.checkpointer
+        )
         if saved is not None:
-            return saved[0], "langgraph"
-        cp, _path, _warnings = checkpoints.latest_valid_checkpoint(self.layout, record["task_id"])
-        return recovery.state_from_checkpoint(self.layout, cp), "checkpoint"
+            return saved.values, "langgraph"
+        cp, _path, _warnings = latest_valid_checkpoint(self.layout, record["task_id"])
+        return state_from_checkpoint(self.layout, cp.model_dump(mode="json")), "checkpoint"
 
     def handoff(self, task_id: str | None = None) -> Path:
         """Write a context snapshot of the task's current state; returns its path."""
-        from memory.store import MemoryStore
-        from orchestrator.nodes._snapshot import write_lead_snapshot
-
         self._check_writable("write a handoff snapshot")
         state, _source = self.current_state(task_id)
-        store = MemoryStore(self.layout.root)
-        try:
+        with MemoryStore(self.layout.root) as store:
             record = self.task_record(state["task_id"])
             ctx = self._context(store, self.workflow, None, "", record)
             return write_lead_snapshot(ctx, state, reason="manual")
-        finally:
-            store.close()
 
     def checkpoint_now(self, task_id: str | None = None, notes: str = "") -> Path:
         """Write a manual checkpoint of the task's current state; returns its path."""
-        from memory.store import MemoryStore
-        from orchestrator.nodes._core import write_checkpoint
-
         state, _source = self.current_state(task_id)
-        store = MemoryStore(self.layout.root)
-        try:
-            ctx = self._context(store, self.workflow, None, "", self.task_record(state["task_id"]))
+        task = state["task_id"]
+        with MemoryStore(self.layout.root) as store:
+            ctx = self._context(store, self.workflow, None, "", self.task_record(task))
+            done = state.get("status") == "done"
             rel = write_checkpoint(
                 ctx,
                 state,
                 trigger="manual",
                 next_action=(
                     "Task complete; nothing to do"
-                    if state.get("status") == "done"
-                    else f"Resume with `{resume_command(state['task_id'], self.layout.root)}`"
+                    if done
+                    else f"Resume with `{resume_command(task, self.layout.root)}`"
                 ),
                 extra={"notes": notes},
             )
             return self.layout.root / rel
-        finally:
-            store.close()
 
     def status(self, task_id: str | None = None) -> dict[str, Any]:
-        """A JSON-able summary of the task: phase, subtasks, tokens, latest files."""
-        from orchestrator.artifacts import list_snapshots
-        from orchestrator.checkpoints import list_checkpoints
-        from orchestrator.gauge import total_tokens
-        from orchestrator.state import current_phase
-
-        state, source = self.current_state(task_id)
-        task = state["task_id"]
-        findings, failed = state.get("findings") or {}, state.get("failed") or {}
-        recorded = self.task_record(task)
-        status = state.get("status", "running")
-        if status == "running" and recorded.get("status") == "failed":
-            status = "failed"
-            failed = {**failed, "lead": {"error": recorded.get("error")}}
-        if status == "running" and not task_running(self.layout, task):
-            status = "interrupted"
-        subtasks = {
-            k: {
-                "agent": v.get("agent"),
-                "title": v.get("title"),
-                "phase": v.get("phase"),
-                "state": "done" if k in findings else "failed" if k in failed else "pending",
-            }
-            for k, v in sorted(
-                (state.get("subtasks") or {}).items(), key=lambda kv: _phase_order(state, kv)
-            )
-        }
-        cps = list_checkpoints(self.layout, task)
-        snaps = [
-            p
-            for p in list_snapshots(self.layout)
-            if self.layout.relative(p) in set(state.get("snapshots") or [])
-        ]
-        plan = self.layout.plan(task)
-        return {
-            "task_id": task,
-            "objective": state["objective"],
-            "status": status,
-            "source": source,
-            "errors": {k: v.get("error") for k, v in sorted(failed.items())},
-            "resume": None if status == "done" else resume_command(task, self.layout.root),
-            "phase": current_phase(state),
-            "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
-            "phases": list(state["phases"]),
-            "subtasks": subtasks,
-            "findings": len(findings),
-            "failed": sorted(failed),
-            "tokens": {
-                "total": total_tokens(state.get("tokens")),
-                **dict(state.get("tokens") or {}),
-            },
-            "plan": str(plan) if plan.exists() else None,
-            "latest_checkpoint": str(cps[0]) if cps else None,
-            "latest_snapshot": str(snaps[0]) if snaps else None,
-            "memory_dir": str(self.layout.root),
-        }
-
-
-def _phase_order(state: dict, item: tuple[str, dict]) -> tuple[int, str]:
-    """Sort key of a subtask: its phase's position in the workflow, then its key."""
-    key, subtask = item
-    phases = list(state.get("phases") or [])
-    phase = subtask.get("phase") or key.split("/", 1)[0]
-    return (phases.index(phase) if phase in phases else len(phases), key)
+        """A JSON-able summary of the task: phase, subtasks, tokens, latest files
+        (see `orchestrator.status.task_status`)."""
+        return task_status(self.layout, task_id, checkpointer=self.checkpointer)

@@ -22,7 +22,9 @@ from typing import Any
 
 import click
 
+from memory.paths import Layout
 from orchestrator.brief import read_brief
+from orchestrator.status import task_status
 from orchestrator.tasks import TaskRegistry, resume_command
 
 EXIT_FAILED = 3
@@ -409,7 +411,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
       orchestrator status
       orchestrator status --task auth-map --json
     """
-    info = _orchestrator(memory_dir).status(task_id)
+    info = task_status(Layout.at(memory_dir), task_id, checkpointer=_SHARED.get("checkpointer"))
     if json_mode:
         click.echo(json.dumps(info, default=str))
         return

@@ -20,26 +20,40 @@ from a JSON checkpoint can enter at `plan` and only do what is left.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+from memory.base import StorageError
+from memory.paths import Layout
+from orchestrator.nodes._runtime import RunContext
+from orchestrator.nodes.advance import advance_node, route_advance
+from orchestrator.nodes.merge import merge_node
+from orchestrator.nodes.monitor import monitor_node
+from orchestrator.nodes.plan import plan_node
+from orchestrator.nodes.spawn import route_spawn, spawn_node
+from orchestrator.nodes.subagent import subagent_node
+from orchestrator.paths import langgraph_db
+from orchestrator.state import OrchestratorState
 
 DURABILITY = "sync"
 
 
-def build_graph() -> Any:
+class SavedState(NamedTuple):
+    """LangGraph's saved state of a thread."""
+
+    values: dict[str, Any]
+    finished: bool
+    """True when no node is left to run (the task ended `done` or `failed`)."""
+
+
+def build_graph() -> StateGraph:
     """The uncompiled `StateGraph` of a tether run."""
-    from langgraph.graph import END, START, StateGraph
-
-    from orchestrator.nodes._runtime import RunContext
-    from orchestrator.nodes.advance import advance_node, route_advance
-    from orchestrator.nodes.merge import merge_node
-    from orchestrator.nodes.monitor import monitor_node
-    from orchestrator.nodes.plan import plan_node
-    from orchestrator.nodes.spawn import route_spawn, spawn_node
-    from orchestrator.nodes.subagent import subagent_node
-    from orchestrator.state import OrchestratorState
-
     graph = StateGraph(OrchestratorState, context_schema=RunContext)
     graph.add_node("plan", plan_node)
     graph.add_node("spawn", spawn_node)
@@ -57,14 +71,12 @@ def build_graph() -> Any:
     return graph
 
 
-def open_saver(db_path: Path, *, read_only: bool = False) -> Any:
+def open_saver(db_path: Path, *, read_only: bool = False) -> SqliteSaver:
     """A `SqliteSaver` on `db_path` (created with its folder if missing).
 
     `read_only` opens an existing file without writing anything (a read-only memory
     directory): SQLite's `mode=ro`, else `immutable` when the WAL cannot be opened.
     """
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     if read_only:
         for flags in ("mode=ro", "immutable=1"):
             conn = sqlite3.connect(f"{db_path.as_uri()}?{flags}", uri=True, check_same_thread=False)
@@ -90,18 +102,18 @@ def open_saver(db_path: Path, *, read_only: bool = False) -> Any:
     return saver
 
 
-def open_postgres_saver(url: str) -> Any:
+def open_postgres_saver(url: str) -> BaseCheckpointSaver:
     """A set-up `PostgresSaver` on its own connection to `url` (close with `saver.conn`).
 
     Raises:
         memory.base.StorageError: the server cannot be reached (the message hides the password).
     """
+    # the optional `postgres` extra: imported only by a caller that asked for PostgreSQL
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
     from memory.backends.postgres import CONNECT_TIMEOUT_S, redact
-    from memory.base import StorageError
 
     try:
         conn = psycopg.connect(
@@ -121,9 +133,34 @@ def open_postgres_saver(url: str) -> Any:
     return saver
 
 
-def compile_graph(checkpointer: Any = None) -> Any:
+def compile_graph(checkpointer: BaseCheckpointSaver | None = None) -> Any:
     """`build_graph()` compiled with `checkpointer` (None: no persistence)."""
     return build_graph().compile(checkpointer=checkpointer)
+
+
+def saved_state(
+    layout: Layout, thread_id: str, checkpointer: BaseCheckpointSaver | None = None
+) -> SavedState | None:
+    """LangGraph's saved state of `thread_id` (in `checkpointer`, else tether's SQLite
+    database), or None when there is none or it cannot be read (a damaged database: the
+    JSON checkpoints are read instead)."""
+    db = langgraph_db(layout)
+    if checkpointer is None and not db.exists():
+        return None
+    try:
+        saver = checkpointer or open_saver(db, read_only=not os.access(db.parent, os.W_OK))
+    except sqlite3.DatabaseError:
+        return None
+    try:
+        snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
+    except Exception:  # any failure to read the database means: use the JSON checkpoints
+        return None
+    finally:
+        if saver is not checkpointer:
+            saver.conn.close()
+    if not snapshot.values:
+        return None
+    return SavedState(dict(snapshot.values), not snapshot.next)
 
 
 def run_config(thread_id: str, max_parallel: int) -> dict[str, Any]:

@@ -43,15 +43,15 @@ def register(server: Any, store: Any) -> None:
     """Add `task_status` and `checkpoint_report` over the memory directory of `store`."""
     from mcp.types import ToolAnnotations
 
-    from orchestrator.api import Orchestrator
     from orchestrator.checkpoints import latest_valid_checkpoint, report
+    from orchestrator.status import task_status as status_of
     from orchestrator.tasks import TaskRegistry
 
     root = store.root
     layout = Layout.at(root)
 
     def task_status(task_id: _TASK = None) -> str:
-        return json.dumps(Orchestrator(memory_dir=root).status(task_id), indent=1, default=str)
+        return json.dumps(status_of(layout, task_id), indent=1, default=str)
 
     def checkpoint_report(task_id: _TASK = None) -> str:
         task = TaskRegistry(layout).record(task_id)["task_id"]

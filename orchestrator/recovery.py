@@ -1,307 +1,144 @@
-"""Recovery: rebuild a run's state from durable files.
+"""Recovery: where a resumed run continues from, as a typed `RecoveryPlan`.
 
-Recovery order , chosen by `orchestrator.api.Orchestrator.resume`:
+`choose_recovery` picks the first source that is there, in this order:
 
-1. **LangGraph state** of the task's thread in `<memory root>/.langgraph/state.sqlite`:
-   the graph continues with `graph.stream(None, config)`; subagents whose writes were
-   saved are not run again.
-2. **The latest valid JSON checkpoint** (`checkpoints.latest_valid_checkpoint`, corrupt
-   or truncated files are skipped with a warning each): `state_from_checkpoint` rebuilds
-   the state from it plus the findings files and the artifact registry (findings written
-   after the checkpoint), and the run continues on a new thread. Every node is
-   idempotent, so entering at `plan` only does what is left.
-3. **A snapshot** (`--from-snapshot FILE`, or the task's latest snapshot when nothing
-   else is left): `state_from_snapshot` starts a fresh lead seeded with it; finished
+1. **LangGraph state** of the task's thread (`<memory root>/.langgraph/state.sqlite`, or the
+   injected checkpointer): the graph continues with its saved state; subagents whose
+   writes were saved are not run again. A finished thread with failed subagents is
+   reopened at the earliest failed phase (`rebuild.retry_failed`).
+2. **The latest valid JSON checkpoint** (`checkpoints.latest_valid_checkpoint`: corrupt or
+   truncated files are skipped with a warning each): the state is rebuilt from it plus
+   the findings files and the artifact registry (`rebuild.state_from_checkpoint`), and the
+   run continues on a new thread. Every node is idempotent, so entering at `plan` only
+   does what is left.
+3. **A snapshot** (`--from-snapshot FILE`, or the task's latest snapshot when nothing else
+   is left): a fresh lead starts from it (`rebuild.state_from_snapshot`); finished
    subtasks of earlier phases are carried over from the registry.
+4. **A restart** of the recorded task from its first phase, when it was killed before
+   anything durable; subtasks whose findings exist are not rerun.
 
-Crash tests kill a run at the points `orchestrator.faults` names.
+An explicit `--from-checkpoint` or `--from-snapshot` wins over LangGraph's state, except
+that a finished task is never planned again from a snapshot. Crash tests kill a run at the
+points `orchestrator.faults` names.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from memory.paths import Layout
+from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
+from orchestrator.errors import RecoveryError
+from orchestrator.readback import read_snapshot
+from orchestrator.rebuild import (
+    missing_findings,
+    retry_failed,
+    state_from_checkpoint,
+    state_from_snapshot,
+    task_snapshots,
+)
+from orchestrator.state import OrchestratorState, initial_state
+
+if TYPE_CHECKING:
+    from orchestrator.graph import SavedState
 
 
-def _findings_record(
-    layout: Any, key: str, sub: dict[str, Any], path: str, payload: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """A state findings record from the registry payload, else the findings file."""
-    from orchestrator import artifacts
+@dataclass(frozen=True)
+class RecoveryPlan:
+    """Where a resume continues from."""
 
-    full = layout.root / path
-    if not full.exists():
-        return None
-    if payload is None:
-        try:
-            meta = artifacts.read_findings(full)
-        except (artifacts.ArtifactError, OSError):
-            return None
-        payload = {
-            k: meta.get(k)
-            for k in (
-                "status",
-                "summary",
-                "key_discoveries",
-                "files",
-                "open_questions",
-                "recommendations",
-            )
-        }
-    return {
-        "path": path,
-        "agent": sub.get("agent", "researcher"),
-        "title": sub.get("title", key),
-        "phase": sub.get("phase") or key.split("/", 1)[0],
-        "id": sub.get("id") or key,
-        "tokens": 0,
-        **payload,
-    }
+    source: str
+    """`langgraph`, `checkpoint`, `snapshot` or `restart`."""
+    state: OrchestratorState | None
+    """The state to run from; None: LangGraph's saved state continues as it is."""
+    path: str | None = None
+    """The checkpoint or snapshot file the state was rebuilt from."""
+    warnings: list[str] = field(default_factory=list)
+    """What the user should know (skipped corrupt checkpoints, findings to redo)."""
 
 
-def registry_findings(layout: Any, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
-    """`(subtasks, findings)` recorded in the artifact registry with an existing file."""
-    from orchestrator import artifacts
-    from orchestrator.registry import find_written, registry_records
+def choose_recovery(
+    layout: Layout,
+    record: dict[str, Any],
+    *,
+    phases: list[str],
+    saved: SavedState | None,
+    snapshot: dict[str, Any] | None = None,
+    from_checkpoint: str | None = None,
+) -> RecoveryPlan:
+    """The recovery plan of the task `record` (see the module docstring).
 
-    subtasks: dict[str, dict] = {}
-    findings: dict[str, dict] = {}
-    for rkey, rec in registry_records(layout, task_id).items():
-        if not rkey.startswith("findings:") or rec.get("findings") is None:
-            continue
-        key = rkey.removeprefix("findings:")
-        sub = dict(rec.get("subtask") or {})
-        path = rec.get("path")
-        if not path:
-            found = find_written(
-                layout.findings, rec["ts"], artifacts.read_findings, task_id=task_id, subtask_id=key
-            )
-            path = layout.relative(found) if found else None
-        record = path and _findings_record(layout, key, sub, path, rec["findings"])
-        if record:
-            record["tokens"] = rec.get("tokens", 0)
-            findings[key] = record
-            if sub:
-                subtasks[key] = sub
-    return subtasks, findings
+    Args:
+        phases: the workflow's phases, for a restart from the top.
+        saved: LangGraph's saved state of the task's thread (`graph.saved_state`).
+        snapshot: a `read_snapshot` result given with `--from-snapshot`.
+        from_checkpoint: a checkpoint file given with `--from-checkpoint`.
 
-
-def scan_findings(layout: Any, task_id: str) -> dict[str, str]:
-    """`subtask key -> findings path` from the metadata of the findings files of a task."""
-    from orchestrator import artifacts
-
-    found: dict[str, str] = {}
-    for path in sorted(artifacts.list_findings(layout, merged=False)):
-        try:
-            meta = artifacts.read_findings(path)
-        except (artifacts.ArtifactError, OSError):  # unreadable file: not ours to reuse
-            continue
-        if meta.get("task_id") == task_id and meta.get("subtask_id"):
-            found.setdefault(meta["subtask_id"], layout.relative(path))
-    return found
-
-
-def state_from_checkpoint(layout: Any, cp: Any) -> dict[str, Any]:
-    """Rebuild the graph state from a JSON checkpoint plus findings and the registry."""
-    from orchestrator.state import initial_state
-
-    state = initial_state(
-        task_id=cp.task_id,
-        objective=cp.objective,
-        workdir=cp.workdir or ".",
-        phases=list(cp.phases),
-        phase_index=cp.phase_index,
-    )
-    subtasks = {}
-    for sub in cp.subtasks:
-        sub = dict(sub)
-        key = str(sub.pop("key", None) or f"{sub.get('phase', cp.phase)}/{sub['id']}")
-        subtasks[key] = sub
-    findings: dict[str, dict] = {}
-    for key, path in cp.completed_findings.items():
-        record = _findings_record(layout, key, subtasks.get(key, {}), path, None)
-        if record:
-            findings[key] = record
-    reg_subtasks, reg_findings = registry_findings(layout, cp.task_id)
-    for key, record in reg_findings.items():
-        if key in subtasks:  # findings written after the checkpoint, for a known subtask
-            findings[key] = record
-    missing = [k for k in subtasks if k not in findings]
-    if missing:  # the registry may be gone too: findings files name their subtask
-        on_disk = scan_findings(layout, cp.task_id)
-        for key in missing:
-            if key in on_disk:
-                record = _findings_record(layout, key, subtasks[key], on_disk[key], None)
-                if record:
-                    findings[key] = record
-    extra = dict(cp.extra or {})
-    merged = {ph: p for ph, p in (extra.get("merged") or {}).items() if (layout.root / p).exists()}
-    state.update(
-        subtasks=subtasks,
-        findings=findings,
-        merged=merged,
-        tokens=dict(extra.get("tokens") or {}),
-        snapshots=list(extra.get("snapshots") or []),
-        plan_path=cp.plan or "",
-    )
-    if extra.get("status") == "done":  # a finished task stays finished without LangGraph's db
-        state["status"] = "done"
-    state["tokens"] = with_findings_tokens(state["tokens"], subtasks, findings)
-    from orchestrator.state import LEAD_FIELDS
-
-    for field in LEAD_FIELDS:
-        if field in extra:
-            state[field] = extra[field]
-    return state
-
-
-def with_findings_tokens(
-    tokens: dict[str, int], subtasks: dict[str, dict], findings: dict[str, dict]
-) -> dict[str, int]:
-    """`tokens` plus what each finished subagent spent, as its registry record says.
-
-    A checkpoint or snapshot is older than the findings written after it; without this a
-    fallback resume would forget those subagents' tokens and the task's total would shrink.
+    Raises:
+        RecoveryError: nothing to resume from (and no objective to start again with).
+        CheckpointError: `from_checkpoint` is not a valid checkpoint.
     """
-    out = dict(tokens)
-    for key, record in findings.items():
-        agent = (subtasks.get(key) or {}).get("agent") or record.get("agent") or "agent"
-        spent = int(record.get("tokens") or 0)
-        if spent and out.get(f"{agent}:{key}", 0) < spent:
-            out[f"{agent}:{key}"] = spent
-    return out
-
-
-def missing_findings(layout: Any, snap: dict[str, Any]) -> dict[str, str]:
-    """Findings the snapshot names that this memory directory lacks: `{key: path}`.
-
-    A snapshot carried to another memory directory (or one whose findings files were
-    removed) must not silently drop that work: the resume names the files and runs those
-    subtasks again.
-    """
-    extra = dict(snap.get("extra") or {})
-    named = dict(extra.get("completed_findings") or {})
-    if not named or not snap.get("task_id"):
-        return {}
-    _subtasks, present = registry_findings(layout, snap["task_id"])
-    return {
-        k: p
-        for k, p in sorted(named.items())
-        if k not in present and not (p and (layout.root / p).is_file())
-    }
-
-
-def state_from_snapshot(layout: Any, snap: dict[str, Any]) -> dict[str, Any]:
-    """A state whose lead starts fresh from `snap` (a `read_snapshot` result)."""
-    from orchestrator.errors import RecoveryError
-    from orchestrator.state import initial_state
-
-    extra = dict(snap.get("extra") or {})
-    task_id = snap.get("task_id")
-    objective = extra.get("objective") or snap.get("objective")
-    phases = list(extra.get("phases") or ([snap["phase"]] if snap.get("phase") else []))
-    if not task_id or not objective or not phases:
-        raise RecoveryError(
-            f"snapshot {snap.get('path')!r} lacks the task id, objective or phase; "
-            "write one with `orchestrator handoff`"
-        )
-    index = int(
-        extra.get("phase_index", phases.index(snap["phase"]) if snap.get("phase") in phases else 0)
-    )
-    planned = dict(extra.get("subtasks") or {})
-    missing = missing_findings(layout, snap)
-    redo = [phases.index(planned[k]["phase"]) for k in missing
-            if planned.get(k, {}).get("phase") in phases]  # fmt: skip
-    if redo:  # start again at the earliest phase with lost findings; spawn runs only those
-        index = min(index, *redo)
-    state = initial_state(
-        task_id=task_id,
-        objective=objective,
-        workdir=extra.get("workdir") or ".",
-        phases=phases,
-        phase_index=min(index, len(phases) - 1),
-    )
-    reg_subtasks, reg_findings = registry_findings(layout, task_id)
-    earlier = set(phases[: state["phase_index"]])
-    keep = {k for k, v in reg_subtasks.items() if v.get("phase") in earlier}
-    state["subtasks"] = {k: reg_subtasks[k] for k in keep}
-    state["findings"] = {k: reg_findings[k] for k in keep}
-    if redo:  # the rewound phase keeps its plan: its found subtasks are not run again
-        current = phases[state["phase_index"]]
-        for key, sub in planned.items():
-            if sub.get("phase") == current:
-                state["subtasks"][key] = sub
-                if key in reg_findings:
-                    state["findings"][key] = reg_findings[key]
-    state["tokens"] = with_findings_tokens(
-        dict(extra.get("tokens") or {}), state["subtasks"], state["findings"]
-    )
-    path = Path(snap["path"])
+    task_id = record["task_id"]
+    if snapshot is not None and saved is not None and saved.finished:
+        if not saved.values.get("failed"):  # a snapshot would only plan its last phase again
+            return RecoveryPlan(
+                "langgraph", None, warnings=[f"task {task_id!r} is already done; nothing to resume"]
+            )
+    if snapshot is not None:
+        return _from_snapshot(layout, snapshot, snapshot["path"])
+    if from_checkpoint:
+        data = load_checkpoint(Path(from_checkpoint)).model_dump(mode="json")
+        return RecoveryPlan("checkpoint", state_from_checkpoint(layout, data), str(from_checkpoint))
+    if saved is not None:
+        retry = saved.finished and saved.values.get("failed")
+        return RecoveryPlan("langgraph", retry_failed(saved.values) if retry else None)
     try:
-        state["seed_snapshot"] = layout.relative(path.resolve())
-    except ValueError:
-        state["seed_snapshot"] = None
-    if state["seed_snapshot"] is None or state["seed_snapshot"].startswith(".."):
-        state["seed_snapshot"] = None
-        state["lead_log"] = [
-            {
-                "role": "user",
-                "content": "Context snapshot you continue from:\n" + snap.get("text", ""),
-            }
-        ]
-    state["first_call_done"] = True
-    return state
+        cp, path, warnings = latest_valid_checkpoint(layout, task_id)
+    except RecoveryError as exc:
+        snaps = task_snapshots(layout, task_id)
+        if snaps:
+            return _from_snapshot(layout, read_snapshot(snaps[0]), str(snaps[0]), warn=False)
+        plan = _restart(record, phases)
+        if list_checkpoints(layout):
+            plan.warnings.insert(0, str(exc).split(";")[0])
+        return plan
+    data = cp.model_dump(mode="json")
+    return RecoveryPlan("checkpoint", state_from_checkpoint(layout, data), str(path), warnings)
 
 
-def normalise(state: dict[str, Any]) -> dict[str, Any]:
-    """Fill in any state field a rebuilt state lacks with its initial value."""
-    from orchestrator.state import initial_state
+def _from_snapshot(
+    layout: Layout, snapshot: dict[str, Any], path: str, *, warn: bool = True
+) -> RecoveryPlan:
+    """A fresh lead from `snapshot`; with `warn`, name the findings this memory lacks."""
+    missing = missing_findings(layout, snapshot) if warn else {}
+    warnings = [
+        f"findings {p!r} of subtask {k!r} named by the snapshot are not in "
+        f"{str(layout.root)!r}; the subtask runs again to restore them"
+        for k, p in missing.items()
+    ]
+    return RecoveryPlan("snapshot", state_from_snapshot(layout, snapshot), path, warnings)
 
-    base = initial_state(
-        task_id=state["task_id"],
-        objective=state["objective"],
-        workdir=state.get("workdir") or ".",
-        phases=state["phases"],
-        phase_index=state.get("phase_index", 0),
+
+def _restart(record: dict[str, Any], phases: list[str]) -> RecoveryPlan:
+    """Killed before anything durable: start the recorded task again from the top."""
+    if not record.get("objective"):
+        raise RecoveryError(
+            f"task {record['task_id']!r} has no LangGraph state, checkpoint or snapshot "
+            "to resume from; start it again with `orchestrator run`"
+        )
+    state = initial_state(
+        task_id=record["task_id"],
+        objective=record["objective"],
+        workdir=record.get("workdir") or ".",
+        phases=phases,
     )
-    return {**base, **{k: v for k, v in state.items() if v is not None or k in base}}
-
-
-def task_snapshots(layout: Any, task_id: str) -> list[Path]:
-    """Snapshots written for `task_id`, newest first."""
-    from orchestrator import artifacts
-
-    out = []
-    for path in artifacts.list_snapshots(layout):
-        try:
-            if artifacts.read_snapshot(path).get("task_id") == task_id:
-                out.append(path)
-        except (artifacts.ArtifactError, OSError):  # unreadable file: not ours to reuse
-            continue
-    return out
-
-
-def retry_failed(values: dict[str, Any]) -> dict[str, Any]:
-    """A finished state with failed subagents, reopened at the earliest failed phase.
-
-    Finished subagents keep their findings (the registry returns them without running);
-    the failed ones have none, so `spawn` runs them again, and each later phase is merged
-    again (a merged file is keyed by its phase and finding count, so only changed
-    batches get a new file).
-    """
-    phases = list(values["phases"])
-    failed_phases = {
-        values["subtasks"][k]["phase"]
-        for k in values.get("failed") or {}
-        if k in (values.get("subtasks") or {})
-    }
-    index = min((phases.index(p) for p in failed_phases if p in phases), default=0)
-    redo = set(phases[index:]) | {"final"}
-    state = dict(values)
-    state.update(
-        status="running",
-        phase_index=index,
-        final_summary=None,
-        merged={p: v for p, v in (values.get("merged") or {}).items() if p not in redo},
+    return RecoveryPlan(
+        "restart",
+        state,
+        warnings=[
+            "no usable LangGraph state, checkpoint or snapshot; the task starts again "
+            "from its first phase, and subtasks whose findings files exist are not rerun"
+        ],
     )
-    return state

@@ -170,6 +170,8 @@ def start_node(
             max_subtasks=options.get("max_subtasks"),
             thread_id=task_id,
             project_dir=orch.project_dir,
+            phases=phases,
+            start_phase=state.get("start_phase") or phases[0],
             served=True,
             created=utc().isoformat(),
         )

@@ -6,7 +6,7 @@ long-term memory (`memory.reflect.reflect`), and marks the task `done`.
 
 A phase with a failed subagent ends the task `failed` (checkpoint `phase_failed`, the plan
 names what failed): later phases are never planned without its finding; `resume` reruns
-the failed subagents only (`recovery.retry_failed`).
+the failed subagents only (`orchestrator.rebuild.retry_failed`).
 
 Idempotent: the final summary is registered (`merged:final`), and a replayed transition
 only writes one more checkpoint, which is harmless.
@@ -88,9 +88,10 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
     fault("finish_before_reflect")
     _reflect(ctx, state, records)
     summary = merged_digest("final", records, state.get("failed") or {})
-    cp = write_checkpoint(
+    snapshots = [*(state.get("snapshots") or []), relative]
+    cp = write_checkpoint(  # the task's final state, closing snapshot included
         ctx,
-        {**final_state, "merged": merged_all},
+        {**final_state, "merged": merged_all, "snapshots": snapshots},
         trigger="task_complete",
         next_action="Task complete; nothing to do",
     )
@@ -104,7 +105,7 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
         "status": "done",
         "merged": {"final": merged},
         "final_summary": summary,
-        "snapshots": [*(state.get("snapshots") or []), relative],
+        "snapshots": snapshots,
         **checkpoint_update(cp),
     }
 

@@ -1,0 +1,301 @@
+"""Rebuilding a run's state from tether's own files, without LangGraph's database.
+
+The JSON checkpoints, the artifact registry (`orchestrator.registry`) and the findings
+files hold everything a run needs to continue:
+
+* `state_from_checkpoint` rebuilds the state from a checkpoint (its JSON data) plus the
+  findings written after it (registry records, else the findings files' metadata);
+* `state_from_snapshot` starts a fresh lead from a context snapshot, carrying over the
+  finished subtasks of earlier phases (and rewinding to a phase whose findings files this
+  memory directory lacks, `missing_findings`);
+* `retry_failed` reopens a finished state at the earliest phase with a failed subagent;
+* `normalise` fills in what a rebuilt state lacks.
+
+Which of them a resume uses is `orchestrator.recovery.choose_recovery`'s decision;
+`orchestrator status` reads a task through `state_from_checkpoint` too. Importing this
+module is cheap (no pydantic, Jinja or LangGraph).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memory.paths import Layout
+from orchestrator.errors import ArtifactError, RecoveryError
+from orchestrator.readback import list_findings, list_snapshots, read_findings, read_snapshot
+from orchestrator.registry import find_written, registry_records
+from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
+
+
+def _findings_record(
+    layout: Layout, key: str, sub: dict[str, Any], path: str, payload: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """A state findings record from the registry payload, else the findings file."""
+    full = layout.root / path
+    if not full.exists():
+        return None
+    if payload is None:
+        try:
+            meta = read_findings(full)
+        except (ArtifactError, OSError):
+            return None
+        payload = {
+            k: meta.get(k)
+            for k in (
+                "status",
+                "summary",
+                "key_discoveries",
+                "files",
+                "open_questions",
+                "recommendations",
+            )
+        }
+    return {
+        "path": path,
+        "agent": sub.get("agent", "researcher"),
+        "title": sub.get("title", key),
+        "phase": sub.get("phase") or key.split("/", 1)[0],
+        "id": sub.get("id") or key,
+        "tokens": 0,
+        **payload,
+    }
+
+
+def registry_findings(layout: Layout, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    """`(subtasks, findings)` recorded in the artifact registry with an existing file."""
+    subtasks: dict[str, dict] = {}
+    findings: dict[str, dict] = {}
+    for rkey, rec in registry_records(layout, task_id).items():
+        if not rkey.startswith("findings:") or rec.get("findings") is None:
+            continue
+        key = rkey.removeprefix("findings:")
+        sub = dict(rec.get("subtask") or {})
+        path = rec.get("path")
+        if not path:
+            found = find_written(
+                layout.findings, rec["ts"], read_findings, task_id=task_id, subtask_id=key
+            )
+            path = layout.relative(found) if found else None
+        record = path and _findings_record(layout, key, sub, path, rec["findings"])
+        if record:
+            record["tokens"] = rec.get("tokens", 0)
+            findings[key] = record
+            if sub:
+                subtasks[key] = sub
+    return subtasks, findings
+
+
+def scan_findings(layout: Layout, task_id: str) -> dict[str, str]:
+    """`subtask key -> findings path` from the metadata of the findings files of a task."""
+    found: dict[str, str] = {}
+    for path in sorted(list_findings(layout, merged=False)):
+        try:
+            meta = read_findings(path)
+        except (ArtifactError, OSError):  # unreadable file: not ours to reuse
+            continue
+        if meta.get("task_id") == task_id and meta.get("subtask_id"):
+            found.setdefault(meta["subtask_id"], layout.relative(path))
+    return found
+
+
+def state_from_checkpoint(layout: Layout, cp: Mapping[str, Any]) -> OrchestratorState:
+    """Rebuild the graph state from a checkpoint's data plus findings and the registry.
+
+    Args:
+        cp: the checkpoint as JSON data (`Checkpoint.model_dump(mode="json")`, or a file's
+            parsed JSON); fields it lacks take the checkpoint schema's defaults.
+    """
+    task_id = cp["task_id"]
+    state = initial_state(
+        task_id=task_id,
+        objective=cp.get("objective") or "",
+        workdir=cp.get("workdir") or ".",
+        phases=list(cp.get("phases") or [cp["phase"]]),
+        phase_index=cp.get("phase_index") or 0,
+    )
+    subtasks = {}
+    for sub in cp.get("subtasks") or []:
+        sub = dict(sub)
+        key = str(sub.pop("key", None) or f"{sub.get('phase', cp['phase'])}/{sub['id']}")
+        subtasks[key] = sub
+    # the registry knows every finished subtask, also those finished after the checkpoint;
+    # findings files are read only for what it lacks
+    _subtasks, registered = registry_findings(layout, task_id)
+    findings = {k: record for k, record in registered.items() if k in subtasks}
+    for key, path in (cp.get("completed_findings") or {}).items():
+        if key not in findings:
+            record = _findings_record(layout, key, subtasks.get(key, {}), path, None)
+            if record:
+                findings[key] = record
+    missing = [k for k in subtasks if k not in findings]
+    if missing:  # the registry may be gone too: findings files name their subtask
+        on_disk = scan_findings(layout, task_id)
+        for key in missing:
+            if key in on_disk:
+                record = _findings_record(layout, key, subtasks[key], on_disk[key], None)
+                if record:
+                    findings[key] = record
+    extra = dict(cp.get("extra") or {})
+    merged = {ph: p for ph, p in (extra.get("merged") or {}).items() if (layout.root / p).exists()}
+    state.update(
+        subtasks=subtasks,
+        findings=findings,
+        merged=merged,
+        tokens=dict(extra.get("tokens") or {}),
+        snapshots=list(extra.get("snapshots") or []),
+        plan_path=cp.get("plan") or "",
+    )
+    if extra.get("status") == "done":  # a finished task stays finished without LangGraph's db
+        state["status"] = "done"
+    state["tokens"] = with_findings_tokens(state["tokens"], subtasks, findings)
+    for field in LEAD_FIELDS:
+        if field in extra:
+            state[field] = extra[field]
+    return state
+
+
+def with_findings_tokens(
+    tokens: dict[str, int], subtasks: dict[str, dict], findings: dict[str, dict]
+) -> dict[str, int]:
+    """`tokens` plus what each finished subagent spent, as its registry record says.
+
+    A checkpoint or snapshot is older than the findings written after it; without this a
+    fallback resume would forget those subagents' tokens and the task's total would shrink.
+    """
+    out = dict(tokens)
+    for key, record in findings.items():
+        agent = (subtasks.get(key) or {}).get("agent") or record.get("agent") or "agent"
+        spent = int(record.get("tokens") or 0)
+        if spent and out.get(f"{agent}:{key}", 0) < spent:
+            out[f"{agent}:{key}"] = spent
+    return out
+
+
+def missing_findings(layout: Layout, snap: dict[str, Any]) -> dict[str, str]:
+    """Findings the snapshot names that this memory directory lacks: `{key: path}`.
+
+    A snapshot carried to another memory directory (or one whose findings files were
+    removed) must not silently drop that work: the resume names the files and runs those
+    subtasks again.
+    """
+    extra = dict(snap.get("extra") or {})
+    named = dict(extra.get("completed_findings") or {})
+    if not named or not snap.get("task_id"):
+        return {}
+    _subtasks, present = registry_findings(layout, snap["task_id"])
+    return {
+        k: p
+        for k, p in sorted(named.items())
+        if k not in present and not (p and (layout.root / p).is_file())
+    }
+
+
+def state_from_snapshot(layout: Layout, snap: dict[str, Any]) -> dict[str, Any]:
+    """A state whose lead starts fresh from `snap` (a `read_snapshot` result)."""
+    extra = dict(snap.get("extra") or {})
+    task_id = snap.get("task_id")
+    objective = extra.get("objective") or snap.get("objective")
+    phases = list(extra.get("phases") or ([snap["phase"]] if snap.get("phase") else []))
+    if not task_id or not objective or not phases:
+        raise RecoveryError(
+            f"snapshot {snap.get('path')!r} lacks the task id, objective or phase; "
+            "write one with `orchestrator handoff`"
+        )
+    index = int(
+        extra.get("phase_index", phases.index(snap["phase"]) if snap.get("phase") in phases else 0)
+    )
+    planned = dict(extra.get("subtasks") or {})
+    missing = missing_findings(layout, snap)
+    redo = [phases.index(planned[k]["phase"]) for k in missing
+            if planned.get(k, {}).get("phase") in phases]  # fmt: skip
+    if redo:  # start again at the earliest phase with lost findings; spawn runs only those
+        index = min(index, *redo)
+    state = initial_state(
+        task_id=task_id,
+        objective=objective,
+        workdir=extra.get("workdir") or ".",
+        phases=phases,
+        phase_index=min(index, len(phases) - 1),
+    )
+    reg_subtasks, reg_findings = registry_findings(layout, task_id)
+    earlier = set(phases[: state["phase_index"]])
+    keep = {k for k, v in reg_subtasks.items() if v.get("phase") in earlier}
+    state["subtasks"] = {k: reg_subtasks[k] for k in keep}
+    state["findings"] = {k: reg_findings[k] for k in keep}
+    if redo:  # the rewound phase keeps its plan: its found subtasks are not run again
+        current = phases[state["phase_index"]]
+        for key, sub in planned.items():
+            if sub.get("phase") == current:
+                state["subtasks"][key] = sub
+                if key in reg_findings:
+                    state["findings"][key] = reg_findings[key]
+    state["tokens"] = with_findings_tokens(
+        dict(extra.get("tokens") or {}), state["subtasks"], state["findings"]
+    )
+    path = Path(snap["path"])
+    try:
+        state["seed_snapshot"] = layout.relative(path.resolve())
+    except ValueError:
+        state["seed_snapshot"] = None
+    if state["seed_snapshot"] is None or state["seed_snapshot"].startswith(".."):
+        state["seed_snapshot"] = None
+        state["lead_log"] = [
+            {
+                "role": "user",
+                "content": "Context snapshot you continue from:\n" + snap.get("text", ""),
+            }
+        ]
+    state["first_call_done"] = True
+    return state
+
+
+def normalise(state: dict[str, Any]) -> dict[str, Any]:
+    """Fill in any state field a rebuilt state lacks with its initial value."""
+    base = initial_state(
+        task_id=state["task_id"],
+        objective=state["objective"],
+        workdir=state.get("workdir") or ".",
+        phases=state["phases"],
+        phase_index=state.get("phase_index", 0),
+    )
+    return {**base, **{k: v for k, v in state.items() if v is not None or k in base}}
+
+
+def task_snapshots(layout: Layout, task_id: str) -> list[Path]:
+    """Snapshots written for `task_id`, newest first."""
+    out = []
+    for path in list_snapshots(layout):
+        try:
+            if read_snapshot(path).get("task_id") == task_id:
+                out.append(path)
+        except (ArtifactError, OSError):  # unreadable file: not ours to reuse
+            continue
+    return out
+
+
+def retry_failed(values: dict[str, Any]) -> dict[str, Any]:
+    """A finished state with failed subagents, reopened at the earliest failed phase.
+
+    Finished subagents keep their findings (the registry returns them without running);
+    the failed ones have none, so `spawn` runs them again, and each later phase is merged
+    again (a merged file is keyed by its phase and finding count, so only changed
+    batches get a new file).
+    """
+    phases = list(values["phases"])
+    failed_phases = {
+        values["subtasks"][k]["phase"]
+        for k in values.get("failed") or {}
+        if k in (values.get("subtasks") or {})
+    }
+    index = min((phases.index(p) for p in failed_phases if p in phases), default=0)
+    redo = set(phases[index:]) | {"final"}
+    state = dict(values)
+    state.update(
+        status="running",
+        phase_index=index,
+        final_summary=None,
+        merged={p: v for p, v in (values.get("merged") or {}).items() if p not in redo},
+    )
+    return state

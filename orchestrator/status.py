@@ -1,0 +1,236 @@
+"""Where a task stands, read from tether's own files (`orchestrator status`).
+
+Status never imports LangGraph or LangChain and never opens the graph, so it answers in a
+fraction of a second. It reads:
+
+* the task registry (`.tether/tasks.jsonl`): the task, its objective, a recorded failure
+  of the lead's model;
+* the task's newest JSON checkpoint that parses, rebuilt into a state together with the
+  findings written since (`orchestrator.rebuild.state_from_checkpoint`, which reads the
+  artifact registry and the findings files); before the task's first checkpoint, the
+  phases recorded with the task;
+* whether LangGraph's database holds the task's thread (one SQLite query), which is what
+  `resume` continues from first: `source` is `langgraph`, else `checkpoint`;
+* whether a live process holds the task's run lock: an unfinished task nobody runs is
+  `interrupted`, with the command that resumes it.
+
+Checkpoints are written at every step that changes what status shows (before spawning,
+after merging, at each phase's end, at the task's end or failure), so the answer is the
+state LangGraph holds, give or take the lead's planning call in progress.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from memory.paths import Layout
+from orchestrator.errors import ArtifactError, RecoveryError
+from orchestrator.gauge import total_tokens
+from orchestrator.paths import langgraph_db
+from orchestrator.readback import list_checkpoints, list_snapshots, loads_strict, read_snapshot
+from orchestrator.rebuild import state_from_checkpoint
+from orchestrator.state import OrchestratorState, current_phase, initial_state
+from orchestrator.tasks import TaskRecord, TaskRegistry, resume_command, task_running
+
+
+def task_status(
+    layout: Layout, task_id: str | None = None, *, checkpointer: Any = None
+) -> dict[str, Any]:
+    """A JSON-able summary of the task: phase, subtasks, tokens, latest files.
+
+    Args:
+        task_id: the task (default: the most recent one).
+        checkpointer: the LangGraph checkpointer runs use instead of tether's SQLite
+            database (asked only whether it holds the task's thread).
+
+    Raises:
+        UnknownTaskError: no such task.
+        RecoveryError: the task has no checkpoint yet and no recorded phases.
+    """
+    record = TaskRegistry(layout).record(task_id)
+    task = record["task_id"]
+    newest, data = _latest_checkpoint(layout, task)
+    state = _state(layout, record, data)
+    extra = dict((data or {}).get("extra") or {})
+    failed = _failed(data)
+    status = state.get("status", "running")
+    if status == "running" and extra.get("status") == "failed" and extra.get("trigger") != "failed":
+        status = "failed"  # a phase ended with failed subagents
+    if status == "running" and record.get("status") == "failed":
+        status = "failed"  # the lead's model failed (recorded with the task)
+        failed = {**failed, "lead": {"error": record.get("error")}}
+    if status == "running" and not task_running(layout, task):
+        status = "interrupted"
+    findings = state.get("findings") or {}
+    thread = record.get("thread_id") or task
+    source = "langgraph" if _langgraph_holds(layout, thread, checkpointer) else "checkpoint"
+    return {
+        "task_id": task,
+        "objective": state["objective"],
+        "status": status,
+        "source": source,
+        "errors": {k: v.get("error") for k, v in sorted(failed.items())},
+        "resume": None if status == "done" else resume_command(task, layout.root),
+        "phase": current_phase(state),
+        "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
+        "phases": list(state["phases"]),
+        "subtasks": _subtasks(state, findings, failed),
+        "findings": len(findings),
+        "failed": sorted(failed),
+        "tokens": {"total": total_tokens(state.get("tokens")), **dict(state.get("tokens") or {})},
+        "plan": _existing(layout.plan(task)),
+        "latest_checkpoint": str(newest) if newest else None,
+        "latest_snapshot": _latest_snapshot(layout, state),
+        "memory_dir": str(layout.root),
+    }
+
+
+def _latest_checkpoint(layout: Layout, task_id: str) -> tuple[Path | None, dict | None]:
+    """`(newest checkpoint file of the task, newest usable checkpoint data)`.
+
+    Files are read newest first and only until a usable one of the task is found.
+    """
+    newest: Path | None = None
+    for path in list_checkpoints(layout):
+        try:
+            data = loads_strict(path.read_bytes().decode("utf-8"))
+        except (OSError, ValueError):
+            continue  # torn or corrupt: an older checkpoint is read instead
+        if not isinstance(data, dict) or data.get("task_id") != task_id:
+            continue
+        newest = newest or path
+        if _usable(data):
+            return newest, data
+    return newest, None
+
+
+def _usable(data: dict[str, Any]) -> bool:
+    """Whether checkpoint data has, well-typed, every field the rebuilt state reads."""
+    phases = data.get("phases") or [data.get("phase")]
+    index = data.get("phase_index", 0)
+    subtasks = data.get("subtasks", [])
+    return (
+        all(isinstance(p, str) for p in phases)
+        and isinstance(index, int)
+        and 0 <= index < len(phases)
+        and isinstance(subtasks, list)
+        and all(isinstance(s, dict) and "id" in s for s in subtasks)
+        and isinstance(data.get("completed_findings", {}), dict)
+        and isinstance(data.get("extra", {}), dict)
+    )
+
+
+def _state(layout: Layout, record: TaskRecord, data: dict[str, Any] | None) -> OrchestratorState:
+    """The task's state from its checkpoint; before the first one, from its record."""
+    if data is not None:
+        state = state_from_checkpoint(layout, data)
+        last = state["phase_index"] + 1 >= len(state["phases"])
+        extra = data.get("extra") or {}
+        if extra.get("trigger") == "phase_transition" and not last:
+            state["phase_index"] += 1  # the phase is over: the run has moved on to the next
+        return state
+    phases = record.get("phases")
+    if not phases:
+        raise RecoveryError(
+            f"no valid checkpoint for task {record['task_id']!r} in "
+            f"{str(layout.checkpoints)!r}; resume from a snapshot with --from-snapshot or "
+            "start again with `orchestrator run`"
+        )
+    start = record.get("start_phase")
+    return initial_state(
+        task_id=record["task_id"],
+        objective=record.get("objective") or "",
+        workdir=record.get("workdir") or ".",
+        phases=phases,
+        phase_index=phases.index(start) if start in phases else 0,
+    )
+
+
+def _failed(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Failed subagents (`key -> {agent, error}`) the checkpoint names."""
+    if data is None:
+        return {}
+    extra = data.get("extra") or {}
+    if isinstance(extra.get("failed"), dict):
+        return dict(extra["failed"])
+    blocked = (data.get("state") or {}).get("blocked_agents") or []
+    pairs = (str(item).partition(":") for item in blocked)
+    return {key: {"agent": agent, "error": None} for agent, _, key in pairs}
+
+
+def _subtasks(
+    state: OrchestratorState, findings: dict[str, Any], failed: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Each planned subtask's agent, title, phase and state, in the workflow's phase order."""
+    return {
+        key: {
+            "agent": sub.get("agent"),
+            "title": sub.get("title"),
+            "phase": sub.get("phase"),
+            "state": "done" if key in findings else "failed" if key in failed else "pending",
+        }
+        for key, sub in sorted(
+            (state.get("subtasks") or {}).items(), key=lambda item: _phase_order(state, item)
+        )
+    }
+
+
+def _phase_order(state: OrchestratorState, item: tuple[str, dict]) -> tuple[int, str]:
+    """Sort key of a subtask: its phase's position in the workflow, then its key."""
+    key, subtask = item
+    phases = list(state.get("phases") or [])
+    phase = subtask.get("phase") or key.split("/", 1)[0]
+    return (phases.index(phase) if phase in phases else len(phases), key)
+
+
+def _latest_snapshot(layout: Layout, state: OrchestratorState) -> str | None:
+    """The newest snapshot the run wrote (not a handoff on request, not another task's)."""
+    written = set(state.get("snapshots") or [])
+    done = state.get("status") == "done"
+    for path in list_snapshots(layout):
+        if layout.relative(path) in written or (done and _closing(path, state["task_id"])):
+            return str(path)
+    return None
+
+
+def _closing(path: Path, task_id: str) -> bool:
+    """Whether `path` is the task's closing snapshot (checkpoints written before the final
+    checkpoint listed it did not name it)."""
+    try:
+        snap = read_snapshot(path)
+    except (ArtifactError, OSError):
+        return False
+    return snap.get("task_id") == task_id and snap.get("reason") == "phase_end"
+
+
+def _existing(path: Path) -> str | None:
+    return str(path) if path.exists() else None
+
+
+def _langgraph_holds(layout: Layout, thread_id: str, checkpointer: Any) -> bool:
+    """Whether LangGraph has saved state for `thread_id`, asked without loading LangGraph:
+    one query on tether's SQLite database (read-only), or the injected checkpointer."""
+    if checkpointer is not None:
+        try:
+            return checkpointer.get_tuple({"configurable": {"thread_id": thread_id}}) is not None
+        except Exception:  # an unreachable backend: resume would fall back to the files
+            return False
+    db = langgraph_db(layout)
+    if not db.exists():
+        return False
+    for flags in ("mode=ro", "immutable=1"):  # `immutable`: a read-only dir with a WAL file
+        try:
+            conn = sqlite3.connect(f"{db.as_uri()}?{flags}", uri=True)
+            try:
+                row = conn.execute(HAS_THREAD_SQL, (thread_id,)).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+        return row is not None
+    return False
+
+
+HAS_THREAD_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1"
