@@ -28,11 +28,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg.rows import dict_row
 
 from memory import durable
 from memory.backends.blocks import search_blocks
 from memory.backends.files import walk_documents
+from memory.backends.postgres import CONNECT_TIMEOUT_S, PostgresBackend
+from orchestrator.errors import OrchestratorUserError
 
 
 class Mirror:
@@ -108,10 +112,6 @@ class MirroringSaver(PostgresSaver):
 
     @contextmanager
     def task_lock(self, task_id: str) -> Iterator[None]:
-        import psycopg
-
-        from orchestrator.errors import OrchestratorUserError
-
         with psycopg.connect(self.url, autocommit=True) as conn:
             if not conn.execute(TRY_TASK_LOCK_SQL, (f"tether-task:{task_id}",)).fetchone()[0]:
                 raise OrchestratorUserError(
@@ -131,11 +131,6 @@ class MirroringSaver(PostgresSaver):
 
 def attach(ctx: Any, url: str, root: Path) -> MirroringSaver:
     """Open the backend on `url`, pull into `root`, and push again when `ctx` closes."""
-    import psycopg
-    from psycopg.rows import dict_row
-
-    from memory.backends.postgres import CONNECT_TIMEOUT_S, PostgresBackend
-
     backend = ctx.with_resource(PostgresBackend.open(url))
     mirror = Mirror(backend, root)
     mirror.pull()

@@ -37,6 +37,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ModelResponse, hook_config
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.tools import StructuredTool
+from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import (
@@ -72,8 +78,7 @@ class AgentResult:
 
 
 def count_tokens(messages: Sequence[Any]) -> int:
-    from langchain_core.messages.utils import count_tokens_approximately
-
+    """LangChain's estimate of the tokens of `messages`."""
     return int(count_tokens_approximately(list(messages)))
 
 
@@ -96,8 +101,6 @@ def _truncate(message: Any, max_tokens: int) -> Any:
 def fit_context(messages: list[Any], max_tokens: int) -> list[Any]:
     """Cut `messages` to about `max_tokens`: keep the head (system + first user message)
     and the newest exchanges, dropping whole tool exchanges from the oldest end."""
-    from langchain_core.messages import AIMessage, ToolMessage
-
     head = messages[:2]
     body = [
         _truncate(m, max_tokens // 3) if isinstance(m, ToolMessage) else m for m in messages[2:]
@@ -138,13 +141,8 @@ def is_retryable(exc: BaseException) -> bool:
     """Retry everything except request errors (4xx other than 408/429) and interrupts."""
     if not isinstance(exc, Exception) or isinstance(exc, AgentLoopError):
         return False
-    try:
-        from langgraph.errors import GraphBubbleUp
-
-        if isinstance(exc, GraphBubbleUp):
-            return False
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(exc, GraphBubbleUp):  # LangGraph's own control flow, e.g. an interrupt
+        return False
     return _status(exc) not in NO_RETRY_STATUS
 
 
@@ -196,9 +194,7 @@ def json_answer(text: str, final_tool: type[BaseModel]) -> dict[str, Any] | None
     return None
 
 
-def _final_tool_object(final_tool: type[BaseModel]) -> Any:
-    from langchain_core.tools import StructuredTool
-
+def _final_tool_object(final_tool: type[BaseModel]) -> StructuredTool:
     return StructuredTool.from_function(
         func=lambda **_: "accepted",
         name=final_tool.__name__,
@@ -215,178 +211,173 @@ def _validation_text(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _middleware_class() -> type:
-    """`ProtocolMiddleware`, defined lazily so importing this module stays cheap."""
-    from langchain.agents.middleware import AgentMiddleware, ModelResponse, hook_config
-    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+class ProtocolMiddleware(AgentMiddleware):
+    """tether's protocol on top of `create_agent` (see the module docstring).
 
-    class ProtocolMiddleware(AgentMiddleware):
-        """tether's protocol on top of `create_agent` (see the module docstring)."""
+    One instance serves one agent run: it counts the run's calls and keeps its result.
+    """
 
-        def __init__(
-            self,
-            final_tool: type[BaseModel],
-            *,
-            max_steps: int,
-            max_context_tokens: int,
-            on_step: Callable[[int, int], None] | None,
-            retries: int = DEFAULT_RETRIES,
-            initial_delay: float = DEFAULT_INITIAL_DELAY,
-            sleep: Callable[[float], None] = time.sleep,
-        ) -> None:
-            super().__init__()
-            self.final_tool = final_tool
-            self.final_name = final_tool.__name__
-            self.max_steps = max_steps
-            self.max_context_tokens = max_context_tokens
-            self.on_step = on_step
-            self.retries = retries
-            self.initial_delay = initial_delay
-            self.sleep = sleep
-            self.calls = 0
-            self.final: BaseModel | None = None
-            self.result = AgentResult(final=None)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        final_tool: type[BaseModel],
+        *,
+        max_steps: int,
+        max_context_tokens: int,
+        on_step: Callable[[int, int], None] | None,
+        retries: int = DEFAULT_RETRIES,
+        initial_delay: float = DEFAULT_INITIAL_DELAY,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__()
+        self.final_tool = final_tool
+        self.final_name = final_tool.__name__
+        self.max_steps = max_steps
+        self.max_context_tokens = max_context_tokens
+        self.on_step = on_step
+        self.retries = retries
+        self.initial_delay = initial_delay
+        self.sleep = sleep
+        self.calls = 0
+        self.final: BaseModel | None = None
+        self.result = AgentResult(final=None)  # type: ignore[arg-type]
 
-        # -- end the run once a valid final answer was accepted ---------------------------
-        @hook_config(can_jump_to=["end"])
-        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-            if self.final is not None:
-                return {"jump_to": "end"}
-            if self.calls > self.max_steps:
-                raise AgentLoopError(
-                    f"agent did not call {self.final_name!r} validly within "
-                    f"{self.max_steps} steps; raise the agent's max_steps in the workflow file"
-                )
-            return None
-
-        # -- model calls --------------------------------------------------------------------
-        def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-            window = fit_context(list(request.messages), self.max_context_tokens)
-            if self.calls >= self.max_steps:
-                request = request.override(tool_choice=self.final_name)
-            response = self._call(request.override(messages=window), handler)
-            message = self._normalise(response.result[-1])
-            if not message.tool_calls and self.final is None:
-                answer = json_answer(str(message.text), self.final_tool)
-                if answer is not None:
-                    call = {
-                        "name": self.final_name,
-                        "args": answer,
-                        "id": _call_id(),
-                        "type": "tool_call",
-                    }
-                    message = message.model_copy(update={"tool_calls": [call]})
-                elif self.calls <= self.max_steps:
-                    # prose: ask once more, with the final tool forced
-                    nudge = HumanMessage(
-                        f"Answer by calling the {self.final_name} tool with the required "
-                        "fields now."
-                    )
-                    forced = request.override(
-                        messages=[*window, message, nudge], tool_choice=self.final_name
-                    )
-                    message = self._normalise(self._call(forced, handler).result[-1])
-            return ModelResponse(
-                result=[*response.result[:-1], message],
-                structured_response=getattr(response, "structured_response", None),
+    # -- end the run once a valid final answer was accepted ---------------------------
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        if self.final is not None:
+            return {"jump_to": "end"}
+        if self.calls > self.max_steps:
+            raise AgentLoopError(
+                f"agent did not call {self.final_name!r} validly within "
+                f"{self.max_steps} steps; raise the agent's max_steps in the workflow file"
             )
+        return None
 
-        def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-            """One model call with retries, overflow handling and token accounting."""
-            attempt, shrunk = 0, False
-            while True:
-                try:
-                    response = handler(request)
-                    break
-                except Exception as exc:
-                    if is_context_overflow(exc) and not shrunk:
-                        shrunk = True
-                        half = max(1000, count_tokens(request.messages) // 2)
-                        request = request.override(messages=fit_context(request.messages, half))
-                        continue
-                    if not is_retryable(exc) or attempt >= self.retries:
-                        raise ModelCallError(
-                            f"model call failed after {attempt + 1} attempt(s): {describe(exc)}"
-                        ) from exc
-                    delay = min(MAX_DELAY, self.initial_delay * (2**attempt))
-                    self.sleep(max(delay, min(MAX_DELAY, retry_after(exc) or 0.0)))
-                    attempt += 1
-            self._account(request.messages, response.result[-1])
-            return response
-
-        def _account(self, sent: list[Any], reply: Any) -> None:
-            self.calls += 1
-            usage = getattr(reply, "usage_metadata", None) or {}
-            context = int(usage.get("input_tokens") or 0)
-            if not context:
-                context = count_tokens(sent)
-                self.result.estimated = True
-            self.result.context_tokens.append(context)
-            self.result.tokens += usage_tokens(reply, context)
-            if self.on_step:
-                self.on_step(self.result.tokens, context)
-
-        def _normalise(self, message: Any) -> Any:
-            """Invalid tool calls (arguments that are not JSON) become calls the tool
-            node answers with an error, so no call is ever left unanswered."""
-            invalid = list(getattr(message, "invalid_tool_calls", None) or [])
-            if not isinstance(message, AIMessage) or not invalid:
-                return message
-            fixed = [
-                {
-                    "name": c.get("name") or self.final_name,
-                    "args": {INVALID_ARGS_KEY: str(c.get("args") or "")[:2000]},
-                    "id": c.get("id") or _call_id(),
+    # -- model calls --------------------------------------------------------------------
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        window = fit_context(list(request.messages), self.max_context_tokens)
+        if self.calls >= self.max_steps:
+            request = request.override(tool_choice=self.final_name)
+        response = self._call(request.override(messages=window), handler)
+        message = self._normalise(response.result[-1])
+        if not message.tool_calls and self.final is None:
+            answer = json_answer(str(message.text), self.final_tool)
+            if answer is not None:
+                call = {
+                    "name": self.final_name,
+                    "args": answer,
+                    "id": _call_id(),
                     "type": "tool_call",
                 }
-                for c in invalid
-            ]
-            return message.model_copy(
-                update={"tool_calls": [*message.tool_calls, *fixed], "invalid_tool_calls": []}
+                message = message.model_copy(update={"tool_calls": [call]})
+            elif self.calls <= self.max_steps:
+                # prose: ask once more, with the final tool forced
+                nudge = HumanMessage(
+                    f"Answer by calling the {self.final_name} tool with the required fields now."
+                )
+                forced = request.override(
+                    messages=[*window, message, nudge], tool_choice=self.final_name
+                )
+                message = self._normalise(self._call(forced, handler).result[-1])
+        return ModelResponse(
+            result=[*response.result[:-1], message],
+            structured_response=getattr(response, "structured_response", None),
+        )
+
+    def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """One model call with retries, overflow handling and token accounting."""
+        attempt, shrunk = 0, False
+        while True:
+            try:
+                response = handler(request)
+                break
+            except Exception as exc:
+                if is_context_overflow(exc) and not shrunk:
+                    shrunk = True
+                    half = max(1000, count_tokens(request.messages) // 2)
+                    request = request.override(messages=fit_context(request.messages, half))
+                    continue
+                if not is_retryable(exc) or attempt >= self.retries:
+                    raise ModelCallError(
+                        f"model call failed after {attempt + 1} attempt(s): {describe(exc)}"
+                    ) from exc
+                delay = min(MAX_DELAY, self.initial_delay * (2**attempt))
+                self.sleep(max(delay, min(MAX_DELAY, retry_after(exc) or 0.0)))
+                attempt += 1
+        self._account(request.messages, response.result[-1])
+        return response
+
+    def _account(self, sent: list[Any], reply: Any) -> None:
+        self.calls += 1
+        usage = getattr(reply, "usage_metadata", None) or {}
+        context = int(usage.get("input_tokens") or 0)
+        if not context:
+            context = count_tokens(sent)
+            self.result.estimated = True
+        self.result.context_tokens.append(context)
+        self.result.tokens += usage_tokens(reply, context)
+        if self.on_step:
+            self.on_step(self.result.tokens, context)
+
+    def _normalise(self, message: Any) -> Any:
+        """Invalid tool calls (arguments that are not JSON) become calls the tool
+        node answers with an error, so no call is ever left unanswered."""
+        invalid = list(getattr(message, "invalid_tool_calls", None) or [])
+        if not isinstance(message, AIMessage) or not invalid:
+            return message
+        fixed = [
+            {
+                "name": c.get("name") or self.final_name,
+                "args": {INVALID_ARGS_KEY: str(c.get("args") or "")[:2000]},
+                "id": c.get("id") or _call_id(),
+                "type": "tool_call",
+            }
+            for c in invalid
+        ]
+        return message.model_copy(
+            update={"tool_calls": [*message.tool_calls, *fixed], "invalid_tool_calls": []}
+        )
+
+    # -- tool calls ---------------------------------------------------------------------
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        call = request.tool_call
+        name, args, call_id = call["name"], call.get("args") or {}, call.get("id") or ""
+        if INVALID_ARGS_KEY in args:
+            return ToolMessage(
+                content=f"Error: the arguments of your {name} call were not valid JSON "
+                f"(truncated?): {args[INVALID_ARGS_KEY][:200]!r}; call {name} again "
+                "with complete JSON arguments.",
+                tool_call_id=call_id,
+                name=name,
+                status="error",
+            )
+        if name == self.final_name:
+            return self._accept(name, args, call_id)
+        self.result.tool_calls.append({"name": name, "args": args})
+        try:
+            return handler(request)
+        except Exception as exc:  # a failing tool is information for the model
+            return ToolMessage(
+                content=f"Error: {type(exc).__name__}: {exc}",
+                tool_call_id=call_id,
+                name=name,
+                status="error",
             )
 
-        # -- tool calls ---------------------------------------------------------------------
-        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-            call = request.tool_call
-            name, args, call_id = call["name"], call.get("args") or {}, call.get("id") or ""
-            if INVALID_ARGS_KEY in args:
-                return ToolMessage(
-                    content=f"Error: the arguments of your {name} call were not valid JSON "
-                    f"(truncated?): {args[INVALID_ARGS_KEY][:200]!r}; call {name} again "
-                    "with complete JSON arguments.",
-                    tool_call_id=call_id,
-                    name=name,
-                    status="error",
-                )
-            if name == self.final_name:
-                return self._accept(name, args, call_id)
-            self.result.tool_calls.append({"name": name, "args": args})
-            try:
-                return handler(request)
-            except Exception as exc:  # a failing tool is information for the model
-                return ToolMessage(
-                    content=f"Error: {type(exc).__name__}: {exc}",
-                    tool_call_id=call_id,
-                    name=name,
-                    status="error",
-                )
-
-        def _accept(self, name: str, args: dict[str, Any], call_id: str) -> Any:
-            if self.final is not None:
-                return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
-            try:
-                self.final = self.final_tool.model_validate(args)
-            except ValidationError as exc:
-                return ToolMessage(
-                    content=f"Error: your {name} call was invalid ({_validation_text(exc)}); "
-                    f"call {name} again with every required field.",
-                    tool_call_id=call_id,
-                    name=name,
-                    status="error",
-                )
+    def _accept(self, name: str, args: dict[str, Any], call_id: str) -> Any:
+        if self.final is not None:
             return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
-
-    return ProtocolMiddleware
+        try:
+            self.final = self.final_tool.model_validate(args)
+        except ValidationError as exc:
+            return ToolMessage(
+                content=f"Error: your {name} call was invalid ({_validation_text(exc)}); "
+                f"call {name} again with every required field.",
+                tool_call_id=call_id,
+                name=name,
+                status="error",
+            )
+        return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
 
 
 def _transcript_tokens(transcript: list[Any]) -> int:
@@ -418,11 +409,6 @@ def _call_id() -> str:
     return "call_" + uuid.uuid4().hex[:20]
 
 
-def protocol_middleware(final_tool: type[BaseModel], **kwargs: Any) -> Any:
-    """A `ProtocolMiddleware` for `final_tool` (arguments as in `run_agent`)."""
-    return _middleware_class()(final_tool, **kwargs)
-
-
 def run_agent(
     model: Any,
     *,
@@ -435,7 +421,6 @@ def run_agent(
     middleware: Sequence[Any] = (),
     retries: int = DEFAULT_RETRIES,
     initial_delay: float | None = None,
-    bind: Any = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -451,17 +436,14 @@ def run_agent(
         retries: retries of one failed model call (exponential backoff, `Retry-After`).
         initial_delay: the first retry's delay in seconds (default `$TETHER_RETRY_DELAY`,
             else 1).
-        bind: ignored (kept for callers of the hand-written loop).
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
         ModelCallError: the model failed after its retries.
     """
-    from langchain.agents import create_agent
-
     if initial_delay is None:
         initial_delay = float(os.environ.get(ENV_RETRY_DELAY) or DEFAULT_INITIAL_DELAY)
-    protocol = protocol_middleware(
+    protocol = ProtocolMiddleware(
         final_tool,
         max_steps=max_steps,
         max_context_tokens=max_context_tokens,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -22,10 +23,17 @@ from typing import Any
 
 import click
 
+from memory.backends import is_postgres
+from memory.errors import MemoryStoreError
 from memory.paths import Layout
+from memory.store import MemoryStore
 from orchestrator.brief import read_brief
+from orchestrator.errors import Interrupted, OrchestratorError
+from orchestrator.models import OFFLINE_BANNER
+from orchestrator.readback import list_checkpoints, list_snapshots
 from orchestrator.status import task_status
 from orchestrator.tasks import TaskRegistry, resume_command
+from orchestrator.view import LiveView, make_view
 
 EXIT_FAILED = 3
 """The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
@@ -35,8 +43,6 @@ EXIT_INTERRUPTED = 130
 def _exit_now(code: int) -> None:
     """Exit at once: worker threads may sit in a hung model request, and waiting for them
     at interpreter shutdown would ignore the first Ctrl-C (everything durable is written)."""
-    import os
-
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -49,14 +55,9 @@ class _Group(click.Group):
     """Turns tether's errors into one-line `Error:` messages with exit code 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from memory.errors import MemoryStoreError
-        from orchestrator.errors import OrchestratorError
-
         try:
             return super().invoke(ctx)
         except (OrchestratorError, MemoryStoreError) as exc:
-            from orchestrator.errors import Interrupted
-
             if isinstance(exc, Interrupted):
                 click.echo(str(exc), err=True)
                 if exc.checkpoint:
@@ -162,12 +163,9 @@ def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
     if group_memory_dir:
         # Every command resolves its memory directory through $TETHER_MEMORY_DIR when
         # it was not given one of its own, so `orchestrator --memory-dir D status` works.
-        import os
-
         os.environ["TETHER_MEMORY_DIR"] = str(Path(group_memory_dir).absolute())
     if memory_url:
-        from memory.backends import is_postgres
-        from memory.paths import Layout
+        # the optional `postgres` extra and LangGraph's PostgresSaver: only with a URL
         from orchestrator._mirror import attach
 
         if not is_postgres(memory_url):
@@ -181,6 +179,7 @@ _SHARED: dict[str, Any] = {}
 
 
 def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> Any:
+    # LangGraph and LangChain load here, for the commands that run or read a graph
     from orchestrator.api import Orchestrator
 
     kwargs.setdefault("checkpointer", _SHARED.get("checkpointer"))
@@ -193,9 +192,6 @@ def _with_view(json_mode: bool) -> Any:
     The offline banner and warnings go to stderr as their own lines (above a live
     panel, through its console) so they stay in the scrollback and in logs.
     """
-    from orchestrator.models import OFFLINE_BANNER
-    from orchestrator.view import LiveView, make_view
-
     view = make_view(json_mode=json_mode)
 
     def say(text: str) -> None:
@@ -450,15 +446,15 @@ def checkpoint_group() -> None:
 
 
 def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | None) -> Any:
-    from memory.paths import Layout
-    from orchestrator import checkpoints
+    # validating a checkpoint loads pydantic, Jinja and jsonschema: not on every command
+    from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
 
     if path:
-        return checkpoints.load_checkpoint(Path(path)), Path(path), []
+        return load_checkpoint(Path(path)), Path(path), []
     layout = Layout.at(memory_dir)
     if task_id is None:
         task_id = TaskRegistry(layout).record(None)["task_id"]
-    return checkpoints.latest_valid_checkpoint(layout, task_id)
+    return latest_valid_checkpoint(layout, task_id)
 
 
 @checkpoint_group.command("now")
@@ -490,7 +486,7 @@ def checkpoint_load(
       orchestrator checkpoint load
       orchestrator checkpoint load .temp/memory/checkpoints/cp_review_X.json --json
     """
-    from orchestrator.checkpoints import checkpoint_summary
+    from orchestrator.checkpoints import checkpoint_summary  # see `_checkpoint_file`
 
     cp, path, warnings = _checkpoint_file(memory_dir, task_id, file)
     for warning in warnings:
@@ -514,8 +510,7 @@ def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | N
       orchestrator checkpoint report
       orchestrator checkpoint report .temp/memory/checkpoints/cp_review_X.json
     """
-    from memory.store import MemoryStore
-    from orchestrator.checkpoints import report
+    from orchestrator.checkpoints import report  # see `_checkpoint_file`
 
     cp, _path, warnings = _checkpoint_file(memory_dir, task_id, file)
     for warning in warnings:
@@ -536,9 +531,6 @@ def checkpoint_list(task_id: str | None, memory_dir: str | None, json_mode: bool
       orchestrator checkpoint list
       orchestrator checkpoint list --task auth-map --json
     """
-    from memory.paths import Layout
-    from orchestrator.checkpoints import list_checkpoints
-
     paths = list_checkpoints(Layout.at(memory_dir), task_id)
     if json_mode:
         click.echo(json.dumps([str(p) for p in paths]))
@@ -581,9 +573,6 @@ def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
     Examples:
       orchestrator snapshot list
     """
-    from memory.paths import Layout
-    from orchestrator.artifacts import list_snapshots
-
     paths = list_snapshots(Layout.at(memory_dir))
     if json_mode:
         click.echo(json.dumps([str(p) for p in paths]))

@@ -9,13 +9,19 @@ a task.
 
 # No `from __future__ import annotations`: FastMCP evaluates the tools' annotations.
 
+import functools
 import json
 from typing import Annotated, Any
 
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memory.paths import Layout
+from orchestrator.checkpoints import latest_valid_checkpoint, report
 from orchestrator.errors import OrchestratorError
+from orchestrator.status import task_status as status_of
+from orchestrator.tasks import TaskRegistry
 
 _TASK = Annotated[
     str | None,
@@ -25,9 +31,6 @@ _TASK = Annotated[
 
 def _guarded(fn: Any) -> Any:
     """Orchestrator errors (unknown task, no checkpoint) become one-line MCP errors."""
-    import functools
-
-    from mcp.server.fastmcp.exceptions import ToolError
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> str:
@@ -41,12 +44,6 @@ def _guarded(fn: Any) -> Any:
 
 def register(server: Any, store: Any) -> None:
     """Add `task_status` and `checkpoint_report` over the memory directory of `store`."""
-    from mcp.types import ToolAnnotations
-
-    from orchestrator.checkpoints import latest_valid_checkpoint, report
-    from orchestrator.status import task_status as status_of
-    from orchestrator.tasks import TaskRegistry
-
     root = store.root
     layout = Layout.at(root)
 

@@ -38,9 +38,14 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+from memory.store import MemoryStore
+from memory.working import WorkingMemory
+from orchestrator.agent_loop import count_tokens
+from orchestrator.artifacts import write_snapshot
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.gauge import SAVE, WARN, TokenGauge
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
+from orchestrator.nodes._snapshot import conversation_summary
 from orchestrator.readback import body_text
 
 RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
@@ -75,9 +80,6 @@ class TetherMemoryMiddleware(AgentMiddleware):
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         super().__init__()
-        from memory.store import MemoryStore
-        from memory.working import WorkingMemory
-
         self.store = memory if hasattr(memory, "layout") else MemoryStore(Path(memory))
         self.task_id = task_id
         self.working = WorkingMemory(self.store, task_id)
@@ -157,8 +159,6 @@ class TetherMemoryMiddleware(AgentMiddleware):
         self.recorded = max(self.recorded, len(messages))
 
     def _measure(self, sent: list[Any], reply: Any, gauge: TokenGauge) -> None:
-        from orchestrator.agent_loop import count_tokens
-
         usage = getattr(reply, "usage_metadata", None) or {}
         reported = int(usage.get("input_tokens") or 0)
         self.estimated = not reported
@@ -184,16 +184,13 @@ class TetherMemoryMiddleware(AgentMiddleware):
         return [*head, seed, *_answered(messages[self.cut :])]
 
     def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
-        from orchestrator import artifacts
-        from orchestrator.nodes._snapshot import conversation_summary
-
         turns = [
             {"role": m.type, "content": str(m.content)}
             for m in messages[self.cut :]
             if isinstance(m, (HumanMessage, AIMessage)) and str(m.content).strip()
         ]
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
-        path = artifacts.write_snapshot(
+        path = write_snapshot(
             self.store.layout,
             task_id=self.task_id,
             phase="agent",

@@ -234,6 +234,7 @@ def install_hint(provider: str, module: str | None = None) -> str:
 
 
 def _registry() -> dict[str, tuple]:
+    # here and below, LangChain loads only when a real model is built (module docstring)
     try:
         from langchain.chat_models.base import _BUILTIN_PROVIDERS  # private, but stable in 1.x
     except ImportError:  # pragma: no cover - a future LangChain without the registry

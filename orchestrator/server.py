@@ -35,12 +35,18 @@ from __future__ import annotations
 from typing import Any, Required
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
+from memory.store import MemoryStore
+from memory.working import WorkingMemory
+from orchestrator.api import Orchestrator
 from orchestrator.errors import OrchestratorUserError
+from orchestrator.graph import DURABILITY, compile_graph
 from orchestrator.paths import utc
-from orchestrator.state import OrchestratorState
+from orchestrator.state import OrchestratorState, initial_state
 from orchestrator.tasks import check_new_task, task_lock
 
 GRAPH_ID = "tether"
@@ -106,9 +112,7 @@ def run_options(state: dict[str, Any], context: Any, config: dict[str, Any]) -> 
     return options
 
 
-def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Any:
-    from orchestrator.api import Orchestrator
-
+def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Orchestrator:
     return Orchestrator(
         memory_dir=options.get("memory_dir"),
         workdir=options.get("workdir") or ".",
@@ -124,8 +128,6 @@ def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Any:
 
 def _writer() -> Any:
     """The run's `custom` stream writer (a no-op outside a streamed run)."""
-    from langgraph.config import get_stream_writer
-
     try:
         return get_stream_writer()
     except RuntimeError:
@@ -140,9 +142,6 @@ def start_node(
     A retried run (the server re-executes the graph after a worker died) finds the task
     already started in this thread's state and changes nothing.
     """
-    from memory.working import WorkingMemory
-    from orchestrator.state import initial_state
-
     if state.get("phases"):
         return {}
     options = run_options(state, runtime.context, config)
@@ -175,8 +174,6 @@ def start_node(
             served=True,
             created=utc().isoformat(),
         )
-    from memory.store import MemoryStore
-
     with MemoryStore(orch.layout.root) as store:
         WorkingMemory(store, task_id).ensure(objective=state["objective"])
     start = state.get("start_phase")
@@ -196,9 +193,6 @@ def tether_node(
     state: ServeState, runtime: Runtime[ServeOptions], config: RunnableConfig
 ) -> dict[str, Any]:
     """Run tether's graph for the task in `state`; returns its final state."""
-    from memory.store import MemoryStore
-    from orchestrator.graph import DURABILITY, compile_graph
-
     options = run_options(state, runtime.context, config)
     write = _writer()
     orch = _orchestrator(options, on_event=write)
@@ -229,8 +223,6 @@ def tether_node(
 
 def build_serve_graph() -> Any:
     """The uncompiled outer graph (see the module docstring)."""
-    from langgraph.graph import END, START, StateGraph
-
     graph = StateGraph(
         ServeState,
         context_schema=ServeOptions,

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from memory.templating import TemplateRenderError, render
@@ -412,9 +413,7 @@ def checkpoint_schema() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _validator() -> Any:
-    from jsonschema import Draft202012Validator
-
+def _validator() -> Draft202012Validator:
     schema = checkpoint_schema()
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)

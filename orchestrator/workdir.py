@@ -328,6 +328,7 @@ def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
     Raises:
         WorkdirError: `workdir` is missing, not a directory or unreadable.
     """
+    # LangChain only for the tools: `check_workdir` serves `orchestrator status` without it
     from langchain_core.tools import StructuredTool
 
     files = WorkdirFiles(workdir)

@@ -25,6 +25,7 @@ from orchestrator.artifacts import iso_timestamp, read_merged, write_merged, wri
 from orchestrator.checkpoints import Checkpoint
 from orchestrator.checkpoints import write_checkpoint as write_checkpoint_file
 from orchestrator.faults import fault
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.offline.evidence import answered_by
 from orchestrator.paths import utc
 from orchestrator.readback import sections
@@ -39,7 +40,7 @@ def _cited(question: str, by: list[str]) -> tuple[str, bool]:
     return (f"{question} (see {', '.join(by[:3])})", True) if by else (question, False)
 
 
-def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
+def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
     """(Re)write `research_plans/{task_id}.md` from the state."""
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
@@ -76,7 +77,7 @@ def write_plan_file(ctx: Any, state: OrchestratorState) -> Path:
 RECENT_OPERATIONS = 10
 
 
-def update_overview(ctx: Any, state: OrchestratorState, operation: str) -> None:
+def update_overview(ctx: RunContext, state: OrchestratorState, operation: str) -> None:
     """Keep `working/{task}/overview.md` current: the task, where it runs, what just happened.
 
     Only `Current Task`, `Known Context` (when still empty) and `Recent Operations` are
@@ -107,7 +108,7 @@ CHECKPOINT_LEAD_TURNS = 40
 
 
 def checkpoint_payload(
-    ctx: Any,
+    ctx: RunContext,
     state: OrchestratorState,
     *,
     trigger: str,
@@ -180,7 +181,7 @@ def _context_summary(state: OrchestratorState, phase: str) -> str:
 
 
 def write_checkpoint(
-    ctx: Any, state: OrchestratorState, *, trigger: str, next_action: str, **kwargs: Any
+    ctx: RunContext, state: OrchestratorState, *, trigger: str, next_action: str, **kwargs: Any
 ) -> str:
     """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root."""
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
@@ -196,7 +197,7 @@ def write_checkpoint(
 STATUS_TRIGGERS = frozenset({"phase_transition", "phase_failed", "task_complete", "interrupted"})
 
 
-def refresh_status_file(ctx: Any, state: OrchestratorState) -> None:
+def refresh_status_file(ctx: RunContext, state: OrchestratorState) -> None:
     """Rewrite tether's block in `<workdir>/STATUS.md`; a failure is a warning, not a crash."""
     workdir = state.get("workdir")
     if not workdir:
@@ -255,7 +256,9 @@ def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def merge_findings(ctx: Any, state: OrchestratorState, phase: str, records: list[dict]) -> str:
+def merge_findings(
+    ctx: RunContext, state: OrchestratorState, phase: str, records: list[dict]
+) -> str:
     """Write (once) the merged findings of `records` as `phase`'s batch; returns its path.
 
     The batch is registered under `merged:{phase}:{number of findings}`, so a replay after

@@ -21,13 +21,11 @@ from memory.context import ContextBudgets, ContextBuilder
 from memory.longterm import memory_index_message
 from memory.working import WorkingMemory
 from orchestrator.agent_loop import count_tokens
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.readback import body_text, sections
 from orchestrator.state import OrchestratorState, current_phase
 
 LEAD = "lead"
-
-
-DEFAULT_MAX_SUBTASKS = 4
 
 
 LEAD_SYSTEM = (
@@ -64,7 +62,7 @@ RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
 RECALL_BUDGET = 800
 
 
-def working_context(ctx: Any, state: OrchestratorState) -> str:
+def working_context(ctx: RunContext, state: OrchestratorState) -> str:
     """Overview, active summaries and recalled snippets, from `memory.context.ContextBuilder`.
 
     The builder's own recent-turns part is switched off: the lead's turns since its last
@@ -91,14 +89,14 @@ def working_context(ctx: Any, state: OrchestratorState) -> str:
     ).strip()
 
 
-def log_lead(ctx: Any, task_id: str, role: str, content: str, **fields: Any) -> None:
+def log_lead(ctx: RunContext, task_id: str, role: str, content: str, **fields: Any) -> None:
     """Append a lead message to the task's durable message log (working memory)."""
     WorkingMemory(ctx.store, task_id).append_message(role, content, **fields)
 
 
-def phase_instruction(ctx: Any, state: OrchestratorState) -> str:
+def phase_instruction(ctx: RunContext, state: OrchestratorState) -> str:
     phase = current_phase(state)
-    agents = sorted((getattr(ctx.workflow, "agents", None) or {}).keys()) or ["researcher"]
+    agents = sorted(ctx.workflow.agents)
     k, n = state["phase_index"] + 1, len(state["phases"])
     return "\n".join(
         [
@@ -112,13 +110,12 @@ def phase_instruction(ctx: Any, state: OrchestratorState) -> str:
     )
 
 
-def max_subtasks(ctx: Any) -> int:
-    """Subtasks per phase: the API's `max_subtasks`, the workflow's, else 4."""
-    thresholds = getattr(ctx.workflow, "thresholds", None)
-    return int(ctx.max_subtasks or getattr(thresholds, "max_subtasks", 0) or DEFAULT_MAX_SUBTASKS)
+def max_subtasks(ctx: RunContext) -> int:
+    """Subtasks per phase: the API's `max_subtasks`, else the workflow's."""
+    return int(ctx.max_subtasks or ctx.workflow.thresholds.max_subtasks)
 
 
-def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
+def lead_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
     """The lead's context for its next call (see the module docstring)."""
     system = [LEAD_SYSTEM]
     if not state.get("first_call_done"):
@@ -144,7 +141,7 @@ def lead_messages(ctx: Any, state: OrchestratorState) -> list[Any]:
     return messages
 
 
-def lead_context_tokens(ctx: Any, state: dict[str, Any]) -> int:
+def lead_context_tokens(ctx: RunContext, state: dict[str, Any]) -> int:
     """Size of the lead's context: the input tokens the provider reported for the lead's
     last call (tool schemas included), or the estimate of its next context when that is
     larger (findings merged since) or when no usage was reported."""

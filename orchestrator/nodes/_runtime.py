@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.tools import BaseTool
+
+from memory.paths import Layout
+from memory.store import MemoryStore
+from memory.tools import memory_tools
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.workdir import workdir_tools
+from orchestrator.workflow import AgentSpec, Workflow
 
 Event = dict[str, Any]
 
@@ -26,12 +34,13 @@ Event = dict[str, Any]
 class RunContext:
     """The non-serialisable side of a run."""
 
-    store: Any
-    """`memory.store.MemoryStore` of the memory directory."""
-    workflow: Any
-    """`orchestrator.workflow.Workflow`."""
-    model: Any
-    """The lead's chat model (a LangChain `BaseChatModel`)."""
+    store: MemoryStore
+    """The memory directory's store."""
+    workflow: Workflow
+    """Phases, agents and thresholds of the run."""
+    model: BaseChatModel | None
+    """The lead's chat model; None for a context that only writes files (handoff,
+    manual checkpoint)."""
     model_name: str = "offline"
     offline: bool = True
     token_threshold: int = TOKEN_THRESHOLD
@@ -43,13 +52,13 @@ class RunContext:
     thread_id: str = ""
     project_dir: str = "."
     on_event: Callable[[Event], None] | None = None
-    agent_models: dict[str, Any] = field(default_factory=dict)
+    agent_models: dict[str, BaseChatModel] = field(default_factory=dict)
     """Chat models for workflow agents that name their own model."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
-    def layout(self):
+    def layout(self) -> Layout:
         return self.store.layout
 
     def emit(self, event: str, **fields: Any) -> None:
@@ -62,12 +71,13 @@ class RunContext:
             except Exception:  # a broken view must not break the run
                 pass
 
-    def model_for(self, agent: str) -> Any:
+    def model_for(self, agent: str) -> BaseChatModel | None:
+        """The agent's own model (named in the workflow), else the run's."""
         return self.agent_models.get(agent, self.model)
 
-    def agent_spec(self, agent: str) -> Any:
-        agents = getattr(self.workflow, "agents", None) or {}
-        return agents.get(agent)
+    def agent_spec(self, agent: str) -> AgentSpec | None:
+        """The workflow's spec of `agent` (None for the lead, unless the workflow has one)."""
+        return self.workflow.agents.get(agent)
 
     def _cached(self, key: Any, make: Callable[[], Any]) -> Any:
         """Tools and tool-bound models are stateless: build each once per run."""
@@ -76,29 +86,18 @@ class RunContext:
                 self._cache[key] = make()
             return self._cache[key]
 
-    def workdir_tools(self, workdir: str) -> list[Any]:
-        from orchestrator.workdir import workdir_tools
-
+    def workdir_tools(self, workdir: str) -> list[BaseTool]:
         return list(self._cached(("workdir", workdir), lambda: list(workdir_tools(Path(workdir)))))
 
-    def bind(self, model: Any, tools: list[Any], final_tool: Any) -> Any:
-        """`model.bind_tools(tools + [final_tool])`, cached per model and tool set."""
-        key = ("bound", id(model), tuple(t.name for t in tools), final_tool.__name__)
-        return self._cached(key, lambda: model.bind_tools([*tools, final_tool]))
-
-    def memory_tools(self, task_id: str) -> list[Any]:
-        """recall_memory + memory_* tools (C's `memory.tools`), or none while absent."""
-        try:
-            from memory.tools import memory_tools
-        except ImportError:
-            return []
+    def memory_tools(self, task_id: str) -> list[BaseTool]:
+        """`recall_memory` and the `memory_*` tools of `memory.tools`."""
         return list(
             self._cached(
                 ("memory", task_id), lambda: list(memory_tools(self.store, task_id=task_id))
             )
         )
 
-    def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[Any]:
+    def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[BaseTool]:
         """The agent's tools: workdir tools + memory tools, filtered by the workflow.
 
         The lead gets the workdir tools and `recall_memory`; subagents get all memory
@@ -108,7 +107,7 @@ class RunContext:
         memory = self.memory_tools(task_id)
         tools += [t for t in memory if not lead or t.name == "recall_memory"]
         spec = self.agent_spec(agent)
-        wanted = list(getattr(spec, "tools", None) or [])
+        wanted = spec.tools if spec is not None else []
         if wanted:
             tools = [t for t in tools if t.name in wanted]
         return tools

@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.artifacts import write_snapshot
 from orchestrator.nodes._lead import lead_context_tokens
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.state import current_phase, phase_subtasks
 
 SUMMARY_CHARS = 1200
@@ -35,7 +36,7 @@ def conversation_summary(lead_log: list[dict[str, str]], limit: int = SUMMARY_CH
 
 
 def write_lead_snapshot(
-    ctx: Any, state: dict[str, Any], *, reason: str, token_count: int | None = None
+    ctx: RunContext, state: dict[str, Any], *, reason: str, token_count: int | None = None
 ) -> Path:
     """Write `context_snapshots/snap_{ts}.md` for the lead's current context."""
     layout = ctx.layout

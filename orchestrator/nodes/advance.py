@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from memory.reflect import reflect
 from orchestrator.faults import fault
 from orchestrator.nodes._core import (
@@ -25,6 +27,7 @@ from orchestrator.nodes._core import (
     write_checkpoint,
     write_plan_file,
 )
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.state import OrchestratorState, current_phase, failure_summary
 
@@ -40,7 +43,7 @@ def phase_failures(state: OrchestratorState) -> dict[str, dict[str, Any]]:
     }
 
 
-def _fail(ctx: Any, state: OrchestratorState, failed: dict[str, dict]) -> dict[str, Any]:
+def _fail(ctx: RunContext, state: OrchestratorState, failed: dict[str, dict]) -> dict[str, Any]:
     """Stop the task: a later phase must not be planned without a failed agent's finding."""
     what = failure_summary(failed)
     failed_state = {**state, "status": "failed"}
@@ -54,7 +57,7 @@ def _fail(ctx: Any, state: OrchestratorState, failed: dict[str, dict]) -> dict[s
     }
 
 
-def advance_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     current_phase(state)
     failed = phase_failures(state)
@@ -73,7 +76,7 @@ def advance_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
     return {**update, **_finish(ctx, state)}
 
 
-def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
+def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
     records = [{"key": k, **v} for k, v in sorted((state.get("findings") or {}).items())]
     final_state = {**state, "status": "done"}
     merged = merge_findings(ctx, final_state, "final", records)
@@ -110,7 +113,7 @@ def _finish(ctx: Any, state: OrchestratorState) -> dict[str, Any]:
     }
 
 
-def _reflect(ctx: Any, state: OrchestratorState, records: list[dict]) -> None:
+def _reflect(ctx: RunContext, state: OrchestratorState, records: list[dict]) -> None:
     files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})
     outcome = (
         f"{len(records)} findings, {len(state.get('failed') or {})} failed, "

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from orchestrator.faults import fault
 from orchestrator.nodes._core import (
     checkpoint_update,
@@ -24,10 +26,11 @@ from orchestrator.nodes._core import (
     write_plan_file,
 )
 from orchestrator.nodes._lead import log_lead
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
 
 
-def merge_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+def merge_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     phase = current_phase(state)
     if phase in (state.get("merged") or {}):

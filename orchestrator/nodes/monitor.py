@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from orchestrator.faults import fault
 from orchestrator.gauge import SAVE, WARN, TokenGauge, total_tokens
 from orchestrator.nodes._lead import lead_context_estimated, lead_context_tokens
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.state import OrchestratorState
 
 
-def monitor_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     gauge = TokenGauge(ctx.token_threshold, ctx.warning_ratio)
     lead = lead_context_tokens(ctx, state)

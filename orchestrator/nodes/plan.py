@@ -14,20 +14,25 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
 from orchestrator.faults import fault
 from orchestrator.middleware import TetherMemoryMiddleware
 from orchestrator.nodes._core import write_plan_file
 from orchestrator.nodes._lead import LEAD, lead_messages, log_lead, max_subtasks
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.protocol import PhasePlan
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks, subtask_key
 
+LEAD_MAX_STEPS = 6
+"""Model calls of one planning turn, unless the workflow defines a `lead` agent."""
 
-def _subtask_records(ctx: Any, state: OrchestratorState, plan: Any) -> dict[str, dict]:
+
+def _subtask_records(ctx: RunContext, state: OrchestratorState, plan: Any) -> dict[str, dict]:
     phase = current_phase(state)
-    known = set(getattr(ctx.workflow, "agents", None) or {})
-    default_agent = sorted(known)[0] if known else "researcher"
+    known = set(ctx.workflow.agents)  # a workflow has at least one agent
+    default_agent = sorted(known)[0]
     records: dict[str, dict] = {}
     for sub in plan.subtasks[: max_subtasks(ctx)]:
         key = subtask_key(phase, sub.id)
@@ -35,7 +40,7 @@ def _subtask_records(ctx: Any, state: OrchestratorState, plan: Any) -> dict[str,
         while key in records:
             key = subtask_key(phase, f"{sub.id}-{n}")
             n += 1
-        agent = sub.agent if (not known or sub.agent in known) else default_agent
+        agent = sub.agent if sub.agent in known else default_agent
         records[key] = {
             "id": key.split("/", 1)[1],
             "title": sub.title,
@@ -70,7 +75,7 @@ def _tool_turn(call: dict, message: Any) -> dict[str, str]:
     return {"role": "user", "content": f"[{call['name']}({call.get('args') or {}})]\n{text}"}
 
 
-def _plan_update(ctx: Any, state: OrchestratorState, result: Any, fresh: bool) -> dict:
+def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: bool) -> dict:
     """The state update of one planning turn (the lead's log grows by what it saw)."""
     phase = current_phase(state)
     plan = result.final
@@ -106,7 +111,7 @@ def _plan_update(ctx: Any, state: OrchestratorState, result: Any, fresh: bool) -
     }
 
 
-def lead_middleware(ctx: Any, task_id: str) -> Any:
+def lead_middleware(ctx: RunContext, task_id: str) -> Any:
     """The lead's `TetherMemoryMiddleware`: records its turns in working memory and gauges
     each call; a planning turn that outgrows the threshold snapshots and goes on fresh.
     (Recall is already part of the lead's context: `working_context`.)"""
@@ -127,7 +132,7 @@ def lead_middleware(ctx: Any, task_id: str) -> Any:
     )
 
 
-def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Plan the current phase (once) and write the research plan."""
     ctx = runtime.context
     phase = current_phase(state)
@@ -140,7 +145,7 @@ def plan_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
         tools=ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True),
         final_tool=PhasePlan,
         messages=lead_messages(ctx, state),
-        max_steps=int(getattr(spec, "max_steps", 0) or 6),
+        max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
         middleware=[lead_middleware(ctx, state["task_id"])],
     )

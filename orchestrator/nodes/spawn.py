@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from orchestrator.faults import fault
 from orchestrator.nodes._core import checkpoint_update, write_checkpoint
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.state import OrchestratorState, current_phase, pending_subtasks
 
 
-def spawn_node(state: OrchestratorState, runtime: Any) -> dict[str, Any]:
+def spawn_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx = runtime.context
     pending = pending_subtasks(state)
     if not pending:

@@ -23,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
 from orchestrator.artifacts import iso_timestamp, read_findings, write_findings
 from orchestrator.faults import fault
+from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import slug
 from orchestrator.protocol import SubmitFindings
 from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.state import DELETE
+from orchestrator.workflow import AgentSpec
 
 SUBAGENT_SYSTEM = (
     "You are a subagent of a tether run. Work only on your subtask: explore the files in "
@@ -38,7 +41,6 @@ SUBAGENT_SYSTEM = (
     "earlier agents found), then call SubmitFindings once with a short summary, concrete "
     "discoveries (paths, names, line numbers) and the files you examined."
 )
-DEFAULT_CONTEXT_TOKENS = 12_000
 
 
 def agent_file_name(sub: dict[str, Any]) -> str:
@@ -76,7 +78,7 @@ def _record(path: Path, layout: Any, sub: dict, findings: dict, tokens: int) -> 
     }
 
 
-def _write_findings(ctx: Any, payload: dict, findings: dict, ts: str) -> Path:
+def _write_findings(ctx: RunContext, payload: dict, findings: dict, ts: str) -> Path:
     sub = payload["subtask"]
     return write_findings(
         ctx.layout,
@@ -96,7 +98,7 @@ def _write_findings(ctx: Any, payload: dict, findings: dict, ts: str) -> Path:
     )
 
 
-def _reuse(ctx: Any, payload: dict, rec: dict) -> dict[str, Any]:
+def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
     """A subagent that already produced findings: rewrite the file if needed, never rerun."""
     sub, key = payload["subtask"], payload["key"]
     path = ctx.layout.root / rec["path"] if rec.get("path") else None
@@ -129,13 +131,12 @@ def _reuse(ctx: Any, payload: dict, rec: dict) -> dict[str, Any]:
     }
 
 
-def _run(ctx: Any, payload: dict[str, Any], used: dict[str, int]) -> Any:
+def _run(ctx: RunContext, payload: dict[str, Any], used: dict[str, int]) -> Any:
     """Run the subagent's tool loop; `used["tokens"]` follows its spend as it goes."""
     sub, key = payload["subtask"], payload["key"]
     spec = ctx.agent_spec(sub["agent"])
-    max_steps = int(getattr(spec, "max_steps", 0) or 8)
-    thresholds = getattr(ctx.workflow, "thresholds", None)
-    budget = int(getattr(thresholds, "subagent_context_tokens", 0) or DEFAULT_CONTEXT_TOKENS)
+    max_steps = spec.max_steps if spec is not None else AgentSpec().max_steps
+    budget = ctx.workflow.thresholds.subagent_context_tokens
 
     def on_step(tokens: int, context: int) -> None:
         used["tokens"] = tokens
@@ -152,7 +153,7 @@ def _run(ctx: Any, payload: dict[str, Any], used: dict[str, int]) -> Any:
     )
 
 
-def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
+def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     ctx = runtime.context
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
