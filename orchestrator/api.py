@@ -39,14 +39,12 @@ from memory.working import WorkingMemory
 from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
 from orchestrator.errors import (
-    Interrupted,
-    ModelCallError,
     OrchestratorUserError,
     UnknownTaskError,
     WorkflowError,
 )
 from orchestrator.faults import fault
-from orchestrator.graph import DURABILITY, compile_graph, open_saver, run_config, saved_state
+from orchestrator.graph import open_saver, run_graph, saved_state
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
@@ -358,19 +356,7 @@ class Orchestrator:
         saver = self.checkpointer or open_saver(langgraph_db(self.layout))
         fault("run_before_graph")
         try:
-            graph = compile_graph(saver)
-            config = run_config(ctx.thread_id, ctx.max_parallel)
-            try:
-                for _ in graph.stream(
-                    state, config, context=ctx, durability=DURABILITY, stream_mode="updates"
-                ):
-                    pass
-            except KeyboardInterrupt:
-                raise self._interrupted(graph.get_state(config).values, ctx, task_id) from None
-            except ModelCallError as exc:  # the lead's model failed after its retries
-                values = self._lead_failed(graph.get_state(config).values, ctx, task_id, exc)
-            else:
-                values = graph.get_state(config).values
+            values = run_graph(ctx, state, task_id, saver)
         finally:
             if saver is not self.checkpointer:
                 saver.conn.close()
@@ -389,41 +375,6 @@ class Orchestrator:
             checkpoints=len(result.checkpoints),
         )
         return result
-
-    def _interrupted(self, values: dict[str, Any], ctx: RunContext, task_id: str) -> Interrupted:
-        """Ctrl-C: checkpoint what LangGraph saved, and say how to resume."""
-        cp = None
-        if values.get("task_id"):
-            rel = write_checkpoint(
-                ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
-            )
-            cp = str(self.layout.root / rel)
-        root = str(self.layout.root)
-        return Interrupted(task_id, cp, root, resume_command(task_id, self.layout.root))
-
-    def _lead_failed(
-        self, saved: dict[str, Any], ctx: RunContext, task_id: str, exc: ModelCallError
-    ) -> dict[str, Any]:
-        """The state of a run stopped by a failure outside the subagents (the lead's model
-        failed after its retries): recorded as `failed` in a checkpoint and the task record."""
-        error = str(exc)
-        values = dict(saved)
-        tokens = dict(values.get("tokens") or {})
-        spent = int(getattr(exc, "tokens", 0) or 0)
-        if spent:
-            tokens["lead"] = tokens.get("lead", 0) + spent
-        values.update(
-            status="failed",
-            failed={**(values.get("failed") or {}), "lead": {"agent": "lead", "error": error}},
-            tokens=tokens,
-        )
-        if values.get("task_id"):
-            write_checkpoint(
-                ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
-            )
-        self.tasks.note(task_id, status="failed", error=error[:500])
-        ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
-        return values
 
     # -- resuming --------------------------------------------------------------------
     def resume(

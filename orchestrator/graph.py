@@ -1,4 +1,4 @@
-"""The orchestrator graph: assembly and compilation.
+"""The orchestrator graph: assembly, compilation and running.
 
 ::
 
@@ -31,6 +31,8 @@ from langgraph.graph import END, START, StateGraph
 
 from memory.base import StorageError
 from memory.paths import Layout
+from orchestrator.errors import Interrupted, ModelCallError
+from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.advance import advance_node, route_advance
 from orchestrator.nodes.merge import merge_node
@@ -40,6 +42,7 @@ from orchestrator.nodes.spawn import route_spawn, spawn_node
 from orchestrator.nodes.subagent import subagent_node
 from orchestrator.paths import langgraph_db
 from orchestrator.state import OrchestratorState
+from orchestrator.tasks import TaskRegistry, resume_command
 
 DURABILITY = "sync"
 
@@ -161,6 +164,69 @@ def saved_state(
     if not snapshot.values:
         return None
     return SavedState(dict(snapshot.values), not snapshot.next)
+
+
+def run_graph(
+    ctx: RunContext, state: OrchestratorState | None, task_id: str, saver: BaseCheckpointSaver
+) -> dict[str, Any]:
+    """Stream the graph on `ctx.thread_id` from `state` (None: continue the thread's saved
+    state) until it ends; returns the final state.
+
+    A failure of the lead's model after its retries ends the task `failed` (in its state,
+    a checkpoint and the task's record); a failed subagent already does so in `advance`.
+
+    Raises:
+        Interrupted: Ctrl-C, after a checkpoint of what LangGraph saved.
+    """
+    graph = compile_graph(saver)
+    config = run_config(ctx.thread_id, ctx.max_parallel)
+    try:
+        for _ in graph.stream(
+            state, config, context=ctx, durability=DURABILITY, stream_mode="updates"
+        ):
+            pass
+    except KeyboardInterrupt:
+        raise _interrupted(graph.get_state(config).values, ctx, task_id) from None
+    except ModelCallError as exc:
+        return _lead_failed(graph.get_state(config).values, ctx, task_id, exc)
+    return graph.get_state(config).values
+
+
+def _interrupted(values: dict[str, Any], ctx: RunContext, task_id: str) -> Interrupted:
+    """Ctrl-C: checkpoint what LangGraph saved, and say how to resume."""
+    root = ctx.layout.root
+    cp = None
+    if values.get("task_id"):
+        rel = write_checkpoint(
+            ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
+        )
+        cp = str(root / rel)
+    return Interrupted(task_id, cp, str(root), resume_command(task_id, root))
+
+
+def _lead_failed(
+    saved: dict[str, Any], ctx: RunContext, task_id: str, exc: ModelCallError
+) -> dict[str, Any]:
+    """The state of a run stopped by a failure outside the subagents (the lead's model
+    failed after its retries): recorded as `failed` in a checkpoint and the task record."""
+    error = str(exc)
+    values = dict(saved)
+    tokens = dict(values.get("tokens") or {})
+    spent = int(getattr(exc, "tokens", 0) or 0)
+    if spent:
+        tokens["lead"] = tokens.get("lead", 0) + spent
+    values.update(
+        status="failed",
+        failed={**(values.get("failed") or {}), "lead": {"agent": "lead", "error": error}},
+        tokens=tokens,
+    )
+    if values.get("task_id"):
+        write_checkpoint(
+            ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
+        )
+    TaskRegistry(ctx.layout).note(task_id, status="failed", error=error[:500])
+    ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
+    return values
 
 
 def run_config(thread_id: str, max_parallel: int) -> dict[str, Any]:
