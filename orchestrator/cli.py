@@ -28,9 +28,11 @@ from memory.errors import MemoryStoreError
 from memory.paths import Layout
 from memory.store import MemoryStore
 from orchestrator.brief import read_brief
+from orchestrator.defaults import TOKEN_THRESHOLD
 from orchestrator.errors import Interrupted, OrchestratorError
 from orchestrator.models import OFFLINE_BANNER
 from orchestrator.readback import list_checkpoints, list_snapshots
+from orchestrator.state import failure_summary
 from orchestrator.status import task_status
 from orchestrator.tasks import TaskRegistry, resume_command
 from orchestrator.view import LiveView, make_view
@@ -90,6 +92,11 @@ def task_option(func: Callable) -> Callable:
     )(func)
 
 
+def path_option(flag: str, help: str, default: str | None = None) -> Callable:
+    """A `FLAG PATH` option; the command checks the path and reports it in one line."""
+    return click.option(flag, type=click.Path(path_type=str), default=default, help=help)
+
+
 def json_option(func: Callable) -> Callable:
     return click.option(
         "--json",
@@ -100,7 +107,8 @@ def json_option(func: Callable) -> Callable:
 
 
 def run_options(func: Callable) -> Callable:
-    """Options shared by `run` and `resume`."""
+    """Options shared by `run` and `resume`: the model and the limits reach the command as
+    keyword arguments it passes on to `Orchestrator` (`**settings`)."""
     for decorator in reversed(
         [
             click.option(
@@ -112,7 +120,7 @@ def run_options(func: Callable) -> Callable:
                 "--token-threshold",
                 type=click.IntRange(min=1),
                 default=None,
-                help="Lead-context tokens that trigger a snapshot (default 150000).",
+                help=f"Lead-context tokens that trigger a snapshot (default {TOKEN_THRESHOLD}).",
             ),
             click.option(
                 "--model-timeout",
@@ -236,19 +244,18 @@ def _report(result: Any, json_mode: bool) -> None:
             f"--memory-dir {shlex.quote(str(root))}"
         )
     if result.status == "failed":
-        what = "; ".join(
-            f"{k} ({v.get('agent', '?')}): {v.get('error', 'failed')}"[:300]
-            for k, v in sorted(result.failed.items())
-        )
-        lines.append(f"Failed:   {what}")
+        lines.append(f"Failed:   {failure_summary(result.failed)}")
     lines.append(f"Resume:   {resume_command(result.task_id, root)}")
     click.echo("\n".join(lines))
 
 
-def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
+def _drive(
+    json_mode: bool, memory_dir: str | None, start: Callable[[Any], Any], **options: Any
+) -> Any:
+    """Run or resume a task (`start` gets the `Orchestrator`) under a view; report it."""
     view, on_event = _with_view(json_mode)
     with view:
-        result = call(on_event)
+        result = start(_orchestrator(memory_dir, on_event, **options))
     _report(result, json_mode)
     if result.status == "failed":
         click.get_current_context().exit(EXIT_FAILED)
@@ -257,25 +264,15 @@ def _drive(json_mode: bool, call: Callable[[Any], Any]) -> Any:
 
 @cli.command("run")
 @click.argument("objective", required=False)
-@click.option(
+@path_option(
     "--objective-file",
-    type=click.Path(path_type=str),
-    default=None,
-    help="A long brief (markdown) instead of OBJECTIVE: stored once in memory and referenced.",
+    "A long brief (markdown) instead of OBJECTIVE: stored once in memory and referenced.",
 )
 @task_option
-@click.option(
-    "--workdir",
-    type=click.Path(path_type=str),
-    default=".",
-    help="Project the agents read (read-only). Default: current directory.",
+@path_option(
+    "--workdir", "Project the agents read (read-only). Default: current directory.", default="."
 )
-@click.option(
-    "--workflow",
-    type=click.Path(path_type=str),
-    default=None,
-    help="Workflow YAML: phases, agents, tools, thresholds.",
-)
+@path_option("--workflow", "Workflow YAML: phases, agents, tools, thresholds.")
 @click.option("--phase", "start_phase", default=None, help="Start at this workflow phase.")
 @run_options
 def run_cmd(
@@ -285,12 +282,9 @@ def run_cmd(
     workdir: str,
     workflow: str | None,
     start_phase: str | None,
-    model: str | None,
-    model_timeout: float | None,
-    token_threshold: int | None,
-    max_parallel: int | None,
     memory_dir: str | None,
     json_mode: bool,
+    **settings: Any,
 ) -> None:
     """Run OBJECTIVE as a new phased multi-agent task.
 
@@ -307,48 +301,28 @@ def run_cmd(
     if objective is None and objective_file is None:
         raise click.UsageError("missing OBJECTIVE (or --objective-file FILE for a long brief)")
     brief = read_brief(objective_file) if objective_file is not None else None
-
-    def call(on_event: Any) -> Any:
-        orch = _orchestrator(
-            memory_dir,
-            on_event,
-            workdir=workdir,
-            workflow=workflow,
-            model=model,
-            model_timeout=model_timeout,
-            token_threshold=token_threshold,
-            max_parallel=max_parallel,
-        )
-        return orch.run(objective, task_id=task_id, start_phase=start_phase, brief=brief)
-
-    _drive(json_mode, call)
+    _drive(
+        json_mode,
+        memory_dir,
+        lambda orch: orch.run(objective, task_id=task_id, start_phase=start_phase, brief=brief),
+        workdir=workdir,
+        workflow=workflow,
+        **settings,
+    )
 
 
 @cli.command("resume")
 @task_option
-@click.option(
-    "--from-checkpoint",
-    type=click.Path(path_type=str),
-    default=None,
-    help="Rebuild the run from this checkpoint JSON file.",
-)
-@click.option(
-    "--from-snapshot",
-    type=click.Path(path_type=str),
-    default=None,
-    help="Start a fresh lead from this context snapshot.",
-)
+@path_option("--from-checkpoint", "Rebuild the run from this checkpoint JSON file.")
+@path_option("--from-snapshot", "Start a fresh lead from this context snapshot.")
 @run_options
 def resume_cmd(
     task_id: str | None,
     from_checkpoint: str | None,
     from_snapshot: str | None,
-    model: str | None,
-    model_timeout: float | None,
-    token_threshold: int | None,
-    max_parallel: int | None,
     memory_dir: str | None,
     json_mode: bool,
+    **settings: Any,
 ) -> None:
     """Continue a task after a crash, Ctrl-C or handoff.
 
@@ -362,20 +336,15 @@ def resume_cmd(
       orchestrator resume --from-checkpoint .temp/memory/checkpoints/cp_review_X.json
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
-
-    def call(on_event: Any) -> Any:
-        orch = _orchestrator(
-            memory_dir,
-            on_event,
-            workdir=None,
-            model=model,
-            model_timeout=model_timeout,
-            token_threshold=token_threshold,
-            max_parallel=max_parallel,
-        )
-        return orch.resume(task_id, from_checkpoint=from_checkpoint, from_snapshot=from_snapshot)
-
-    _drive(json_mode, call)
+    _drive(
+        json_mode,
+        memory_dir,
+        lambda orch: orch.resume(
+            task_id, from_checkpoint=from_checkpoint, from_snapshot=from_snapshot
+        ),
+        workdir=None,
+        **settings,
+    )
 
 
 @cli.command("handoff")

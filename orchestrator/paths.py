@@ -112,6 +112,33 @@ def create_unique(folder: Path, stem: str, ext: str, text: str | Callable[[str],
     raise FileExistsError(f"could not find a free name for {stem!r} in {str(folder)!r}")
 
 
+def read_text(
+    path: Path | str,
+    what: str,
+    error: type[Exception],
+    *,
+    missing: str = "check the path",
+    encoding: str = "utf-8",
+) -> str:
+    """The text of a file a person named, or one `error` line saying what is wrong with it.
+
+    Args:
+        what: the kind of file, as the messages name it (`workflow file`, `snapshot`).
+        missing: what to do when the file does not exist.
+    """
+    where = str(path)
+    try:
+        return Path(path).read_text(encoding=encoding)
+    except FileNotFoundError:
+        raise error(f"{what} {where!r} not found; {missing}") from None
+    except IsADirectoryError:
+        raise error(f"{what} {where!r} is a directory, not a file") from None
+    except UnicodeDecodeError:
+        raise error(f"{what} {where!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {where!r}: {exc.strerror}") from None
+
+
 # -- hidden files ---------------------------------------------------------------------
 def tasks_file(layout: Layout) -> Path:
     """The task registry: one JSON line per task and per change of its record."""

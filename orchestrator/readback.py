@@ -22,7 +22,7 @@ from typing import Any
 
 from memory.paths import Layout
 from orchestrator.errors import ArtifactError, SnapshotError
-from orchestrator.paths import name_timestamp, timestamp
+from orchestrator.paths import name_timestamp, read_text, timestamp
 
 _META_RE = r"^<!-- tether:{kind} (?P<json>\{{.*\}}) -->[ \t]*$"
 _ANY_META = re.compile(r"^<!-- tether:\w+ .* -->[ \t]*$\n?", re.MULTILINE)
@@ -73,18 +73,8 @@ _LISTING = {"snapshot": "`orchestrator snapshot list`"}
 
 
 def _read_text(path: Path, what: str, error: type[ArtifactError] = ArtifactError) -> str:
-    path = Path(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        listing = _LISTING.get(what, "`ls` in the memory directory")
-        raise error(f"{what} {str(path)!r} not found; list them with {listing}") from None
-    except IsADirectoryError:
-        raise error(f"{what} {str(path)!r} is a directory, not a file") from None
-    except UnicodeDecodeError:
-        raise error(f"{what} {str(path)!r} is not UTF-8 text") from None
-    except OSError as exc:
-        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
+    listing = _LISTING.get(what, "`ls` in the memory directory")
+    return read_text(path, what, error, missing=f"list them with {listing}")
 
 
 def sections(text: str) -> dict[str, str]:

@@ -50,6 +50,7 @@ from pydantic import (
 
 from orchestrator.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import WorkflowError
+from orchestrator.paths import read_text
 from orchestrator.skills import external_memory_triggers, yaml_problem
 
 DEFAULT_AGENT = "researcher"
@@ -303,16 +304,7 @@ def _skill_thresholds(project_dir: str | os.PathLike[str] | None) -> Thresholds:
 
 
 def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise WorkflowError(f"workflow file {str(path)!r} not found; check the path") from None
-    except IsADirectoryError:
-        raise WorkflowError(f"workflow file {str(path)!r} is a directory, not a file") from None
-    except UnicodeDecodeError:
-        raise WorkflowError(f"workflow file {str(path)!r} is not UTF-8 text") from None
-    except OSError as exc:
-        raise WorkflowError(f"cannot read workflow file {str(path)!r}: {exc.strerror}") from None
+    text = read_text(path, "workflow file", WorkflowError, encoding="utf-8-sig")
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
