@@ -42,13 +42,11 @@ from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.agent_loop import count_tokens
 from orchestrator.artifacts import write_snapshot
-from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.gauge import SAVE, WARN, TokenGauge
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
 from orchestrator.nodes._snapshot import conversation_summary
 from orchestrator.readback import body_text
-
-RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
 
 
 class TetherMemoryMiddleware(AgentMiddleware):

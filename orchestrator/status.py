@@ -196,8 +196,8 @@ def _latest_snapshot(layout: Layout, state: OrchestratorState) -> str | None:
 
 
 def _closing(path: Path, task_id: str) -> bool:
-    """Whether `path` is the task's closing snapshot (checkpoints written before the final
-    checkpoint listed it did not name it)."""
+    """Whether `path` is the task's closing snapshot, which the final checkpoint of a task
+    finished by an earlier tether version does not list."""
     try:
         snap = read_snapshot(path)
     except (ArtifactError, OSError):

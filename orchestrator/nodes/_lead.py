@@ -21,13 +21,12 @@ from memory.context import ContextBudgets, ContextBuilder
 from memory.longterm import memory_index_message
 from memory.working import WorkingMemory
 from orchestrator.agent_loop import count_tokens
+from orchestrator.defaults import RECALL_SCOPES
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.readback import body_text, sections
 from orchestrator.state import OrchestratorState, current_phase
 
 LEAD = "lead"
-
-
 LEAD_SYSTEM = (
     "You are the lead agent of a tether run: a long, phased, multi-agent task. For the "
     "current phase, look at the project with the tools if needed, then call PhasePlan "
@@ -54,12 +53,8 @@ def seed_text(snapshot: str) -> str:
     return "\n\n".join(kept) if kept else snapshot
 
 
-#: Views recalled into the lead's context: what agents found and what was learnt before
-#: (checkpoints and snapshots repeat the plan and would crowd them out).
-RECALL_SCOPES = ["findings", "detail", "facts", "episodes", "entries"]
-
-
 RECALL_BUDGET = 800
+"""Tokens of recalled snippets in the lead's context."""
 
 
 def working_context(ctx: RunContext, state: OrchestratorState) -> str:

@@ -6,7 +6,8 @@ here is checkpointed: on resume the API builds a new `RunContext` from the same 
 and the state carries everything that must survive.
 
 Thread safety: subagents run in parallel threads; the memory store hands out one SQLite
-connection per thread, tool lists are built per call, and `emit` is serialised by a lock.
+connection per thread, tool lists are built once per run under a lock (tools are
+stateless), and `emit` is serialised by the same lock.
 """
 
 from __future__ import annotations
