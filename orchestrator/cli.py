@@ -23,7 +23,6 @@ from typing import Any
 
 import click
 
-from memory.backends import is_postgres
 from memory.errors import MemoryStoreError
 from memory.paths import Layout
 from memory.store import MemoryStore
@@ -173,7 +172,9 @@ def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
         # it was not given one of its own, so `orchestrator --memory-dir D status` works.
         os.environ["TETHER_MEMORY_DIR"] = str(Path(group_memory_dir).absolute())
     if memory_url:
-        # the optional `postgres` extra and LangGraph's PostgresSaver: only with a URL
+        # the optional `postgres` extra, LangGraph's PostgresSaver and the backends (30 ms
+        # of start-up): only with a URL
+        from memory.backends import is_postgres
         from orchestrator._mirror import attach
 
         if not is_postgres(memory_url):

@@ -37,9 +37,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def loads_strict(text: str | bytes) -> Any:
     """`json.loads` that refuses NaN and Infinity (Python accepts them; JSON does not)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    return _STRICT.decode(text.decode("utf-8") if isinstance(text, bytes) else text)
 
 
 def parse_meta(text: str, kind: str) -> dict[str, Any] | None:
