@@ -1,6 +1,6 @@
 """tether's orchestrator: a LangGraph graph that runs a lead agent and subagents in phases.
 
-Public API (pinned by `tests/orchestrator/test_run.py::test_public_api`)::
+Public API (`__all__`, pinned by `tests/test_public_api.py`)::
 
     from orchestrator import Orchestrator
     result = Orchestrator(workdir=".").run("Survey this repository")

@@ -256,6 +256,25 @@ def test_importing_the_cli_does_not_import_langgraph(cli_env):
     assert done.stdout.strip() == "False"
 
 
+@pytest.mark.parametrize("args", [["status"], ["status", "--json"], ["--help"]])
+def test_status_and_help_load_neither_langgraph_nor_langchain(finished, cli_env, args):
+    """`status` reads tether's own files; loading LangGraph would cost it a second."""
+    code = (
+        "import sys\n"
+        "from orchestrator.cli import main\n"
+        f"sys.argv = ['orchestrator', *{args!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules})\n"
+        "print([m for m in loaded if m.startswith(('langgraph', 'langchain'))])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    *output, loaded = done.stdout.strip().splitlines()
+    assert loaded == "[]"
+    if args[0] == "status":
+        assert "done" in output[0] and "langgraph" in output[0]  # `(langgraph)` / `"source"`
+
+
 def test_live_view_fits_a_60_column_terminal():
     from rich.console import Console
 
