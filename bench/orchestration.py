@@ -210,9 +210,10 @@ def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
     from orchestrator.nodes._core import write_checkpoint
     from orchestrator.nodes._runtime import RunContext
     from orchestrator.state import initial_state
+    from orchestrator.workflow import Workflow
 
     store = MemoryStore(root / "cp-memory")
-    ctx = RunContext(store=store, workflow=None, model=None, project_dir=str(root))
+    ctx = RunContext(store=store, workflow=Workflow(), model=None, project_dir=str(root))
     state = initial_state(
         task_id="cp", objective=OBJECTIVE, workdir=str(root), phases=["exploration", "review"]
     )
