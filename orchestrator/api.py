@@ -38,11 +38,7 @@ from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
-from orchestrator.errors import (
-    OrchestratorUserError,
-    UnknownTaskError,
-    WorkflowError,
-)
+from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
 from orchestrator.faults import fault
 from orchestrator.graph import open_saver, run_graph, saved_state
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
@@ -405,7 +401,12 @@ class Orchestrator:
                     f"not {task_id!r}; drop --task or pass that task's checkpoint"
                 )
             task_id = cp_task
-        record = self._known_or_snapshot(task_id, snap)
+        try:
+            record = self.task_record(task_id)
+        except UnknownTaskError:
+            if snap is None:
+                raise
+            record = self.tasks.adopt(task_id, snap, workdir=str(Path(self.workdir or ".")))
         with task_lock(self.layout, record["task_id"], self.checkpointer):
             return self._resume(record, snap, from_checkpoint)
 
@@ -449,24 +450,6 @@ class Orchestrator:
         )
         state = normalise(plan.state) if plan.state is not None else None
         return self._drive(ctx, state, task_id, source=plan.source, warnings=plan.warnings)
-
-    def _known_or_snapshot(self, task_id: str | None, snap: dict[str, Any] | None) -> TaskRecord:
-        """The task's record; a snapshot of a task unknown here records the task first."""
-        if snap is None:
-            return self.task_record(task_id)
-        try:
-            return self.task_record(task_id)
-        except UnknownTaskError:
-            extra = snap.get("extra") or {}
-            record = {
-                "task_id": task_id,
-                "objective": extra.get("objective"),
-                "workdir": extra.get("workdir") or str(Path(self.workdir or ".")),
-                "phases": extra.get("phases"),
-                "thread_id": task_id,
-            }
-            self.tasks.note(**record)
-            return record
 
     # -- handoff and status ----------------------------------------------------------
     def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:

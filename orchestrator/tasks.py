@@ -115,6 +115,25 @@ class TaskRegistry:
             )
         return tasks[task_id]
 
+    def adopt(self, task_id: str | None, snapshot: dict[str, Any], *, workdir: str) -> TaskRecord:
+        """Record a task known here only from its snapshot (written in another memory
+        directory): a resume from the snapshot starts it in this one.
+
+        Args:
+            snapshot: a `read_snapshot` result; its metadata gives objective and phases.
+            workdir: where the task's agents read, when the snapshot does not say.
+        """
+        extra = snapshot.get("extra") or {}
+        record = {
+            "task_id": task_id,
+            "objective": extra.get("objective"),
+            "workdir": extra.get("workdir") or workdir,
+            "phases": extra.get("phases"),
+            "thread_id": task_id,
+        }
+        self.note(**record)
+        return record
+
     def note(self, task_id: str, **fields: Any) -> None:
         """Record a new task, or a change of an existing one (one durable line)."""
         append_jsonl(self.path, {"task_id": task_id, **fields})

@@ -160,9 +160,7 @@ def checkpoint_payload(
             "merged": dict(state.get("merged") or {}),
             "tokens": dict(state.get("tokens") or {}),
             "snapshots": list(state.get("snapshots") or []),
-            # failed subagents with their errors, for `orchestrator status` (resume reruns
-            # whatever has no findings, so a rebuilt state does not need them)
-            "failed": dict(state.get("failed") or {}),
+            "failed": dict(state.get("failed") or {}),  # errors, for `orchestrator status`
             **{f: state.get(f) for f in LEAD_FIELDS if f in state},
             # the newest turns are enough to continue; keeps checkpoints small and fast
             "lead_log": list(state.get("lead_log") or [])[-CHECKPOINT_LEAD_TURNS:],
