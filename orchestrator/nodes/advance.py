@@ -51,15 +51,12 @@ def _fail(ctx: RunContext, state: OrchestratorState, failed: dict[str, dict]) ->
     write_plan_file(ctx, {**failed_state, "next_actions": [nxt]})
     cp = write_checkpoint(ctx, failed_state, trigger="phase_failed", next_action=nxt[:500])
     ctx.emit("failed", task_id=state["task_id"], failed=sorted(failed), error=what)
-    return {
-        "status": "failed",
-        **checkpoint_update(cp),
-    }
+    return {"status": "failed", **checkpoint_update(cp)}
 
 
 def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Checkpoint the phase's end, then move to the next phase, or finish (or fail) the task."""
     ctx = runtime.context
-    current_phase(state)
     failed = phase_failures(state)
     if failed:
         return _fail(ctx, state, failed)

@@ -31,6 +31,7 @@ from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
 
 
 def merge_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Merge the phase's findings once, update plan and overview, checkpoint."""
     ctx = runtime.context
     phase = current_phase(state)
     if phase in (state.get("merged") or {}):

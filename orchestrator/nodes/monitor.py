@@ -22,6 +22,7 @@ from orchestrator.state import OrchestratorState
 
 
 def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Gauge the lead's next context: warn once in the warning zone, hand off at the threshold."""
     ctx = runtime.context
     gauge = TokenGauge(ctx.token_threshold, ctx.warning_ratio)
     lead = lead_context_tokens(ctx, state)

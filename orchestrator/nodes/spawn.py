@@ -22,6 +22,7 @@ from orchestrator.state import OrchestratorState, current_phase, pending_subtask
 
 
 def spawn_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Checkpoint `before_spawning` when subtasks are pending (`route_spawn` sends them)."""
     ctx = runtime.context
     pending = pending_subtasks(state)
     if not pending:
