@@ -7,7 +7,9 @@ panel on a terminal, plain lines otherwise); results go to stdout, as text or, w
 `Error: ...` (exit 1); Ctrl-C exits 130 after a checkpoint, with the resume command.
 Exit codes: 0 done, 1 bad input or error, 3 the task stopped `failed` (an agent failed;
 the last line names it and the resume command), 130 interrupted.
-LangGraph and LangChain are imported only by the commands that run a graph.
+Start-up: LangGraph and LangChain are imported only by the commands that run a graph, and
+each command imports what only it needs inside its function (the task registry, status,
+the live view, checkpoint validation), so `--help` and `status` load no more than they use.
 """
 
 from __future__ import annotations
@@ -29,12 +31,7 @@ from memory.store import MemoryStore
 from orchestrator.brief import read_brief
 from orchestrator.defaults import TOKEN_THRESHOLD
 from orchestrator.errors import Interrupted, OrchestratorError
-from orchestrator.models import OFFLINE_BANNER
 from orchestrator.readback import list_checkpoints, list_snapshots
-from orchestrator.state import failure_summary
-from orchestrator.status import task_status
-from orchestrator.tasks import TaskRegistry, resume_command
-from orchestrator.view import LiveView, make_view
 
 EXIT_FAILED = 3
 """The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
@@ -201,6 +198,10 @@ def _with_view(json_mode: bool) -> Any:
     The offline banner and warnings go to stderr as their own lines (above a live
     panel, through its console) so they stay in the scrollback and in logs.
     """
+    # run and resume only (start-up: see the module docstring)
+    from orchestrator.models import OFFLINE_BANNER
+    from orchestrator.view import LiveView, make_view
+
     view = make_view(json_mode=json_mode)
 
     def say(text: str) -> None:
@@ -223,6 +224,10 @@ def _with_view(json_mode: bool) -> Any:
 
 
 def _report(result: Any, json_mode: bool) -> None:
+    # run and resume only (start-up: see the module docstring)
+    from orchestrator.state import failure_summary
+    from orchestrator.tasks import resume_command
+
     if json_mode:
         click.echo(json.dumps({"event": "result", **result.to_dict()}, default=str))
         return
@@ -377,6 +382,8 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
       orchestrator status
       orchestrator status --task auth-map --json
     """
+    from orchestrator.status import task_status  # start-up: see the module docstring
+
     info = task_status(Layout.at(memory_dir), task_id, checkpointer=_SHARED.get("checkpointer"))
     if json_mode:
         click.echo(json.dumps(info, default=str))
@@ -418,6 +425,7 @@ def checkpoint_group() -> None:
 def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | None) -> Any:
     # validating a checkpoint loads pydantic, Jinja and jsonschema: not on every command
     from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
+    from orchestrator.tasks import TaskRegistry
 
     if path:
         return load_checkpoint(Path(path)), Path(path), []
