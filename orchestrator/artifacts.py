@@ -318,6 +318,8 @@ def write_snapshot(
     reason: str = "manual",
     token_count: int = 0,
     conversation_summary: str = "",
+    what_was_found: str = "",
+    what_is_left: str = "",
     active_agents: Iterable[str] = (),
     important_context: str = "",
     files_in_play: Iterable[Any] = (),
@@ -334,6 +336,8 @@ def write_snapshot(
     Args:
         reason: `token_limit`, `manual`, `phase_end`, ...
         token_count: the lead's context size when the snapshot was taken.
+        what_was_found, what_is_left: digests of the findings and of the remaining work
+            (markdown; `orchestrator.snapshot_content` assembles them).
         files_in_play: `(path, status)` pairs or dicts.
         plan_path: the research plan, relative to the memory directory.
         extra: any JSON-able values a resumer needs (kept in the metadata block).
@@ -352,6 +356,8 @@ def write_snapshot(
             "timestamp": iso_timestamp(when),
             "objective": objective,
             "conversation_summary": conversation_summary,
+            "what_was_found": what_was_found,
+            "what_is_left": what_is_left,
             "active_agents": list(active_agents),
             "important_context": important_context,
             "files_in_play": list(files_in_play),

@@ -194,13 +194,10 @@ class TetherMemoryMiddleware(AgentMiddleware):
 
     def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
         from orchestrator import artifacts
-        from orchestrator.monitor import conversation_summary
+        from orchestrator.snapshot_content import agent_content
 
-        turns = [
-            {"role": m.type, "content": str(m.content)}
-            for m in messages[self.cut :]
-            if isinstance(m, (HumanMessage, AIMessage)) and str(m.content).strip()
-        ]
+        # the log already holds `messages`: `wrap_model_call` records them first
+        content = agent_content(self.store, self.task_id, gauge.threshold)
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
         path = artifacts.write_snapshot(
             self.store.layout,
@@ -208,7 +205,9 @@ class TetherMemoryMiddleware(AgentMiddleware):
             phase="agent",
             reason="token_limit",
             token_count=self.last_tokens,
-            conversation_summary=conversation_summary(turns),
+            conversation_summary=content.conversation_summary,
+            what_was_found=content.what_was_found,
+            what_is_left=content.what_is_left,
             important_context=f"Objective: {first.content if first else '-'}",
             resume_instructions="Continue the work from this snapshot in a fresh context.",
         )

@@ -26,7 +26,6 @@ from typing import Any
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 
 OK, WARN, SAVE = "ok", "warn", "save"
-SUMMARY_CHARS = 1200
 
 
 @dataclass(frozen=True)
@@ -79,26 +78,12 @@ def lead_context_estimated(state: dict[str, Any]) -> bool:
     return not (calls and calls[-1].get("reported"))
 
 
-def conversation_summary(lead_log: list[dict[str, str]], limit: int = SUMMARY_CHARS) -> str:
-    """An extractive summary of the lead's conversation: the newest turns first fit."""
-    parts: list[str] = []
-    used = 0
-    for turn in reversed(lead_log):
-        text = " ".join(turn["content"].split())
-        text = text[:400] + (" ..." if len(text) > 400 else "")
-        line = f"- {turn['role']}: {text}"
-        if used + len(line) > limit:
-            break
-        parts.append(line)
-        used += len(line)
-    return "\n".join(reversed(parts)) or "No conversation yet."
-
-
 def write_lead_snapshot(
     ctx: Any, state: dict[str, Any], *, reason: str, token_count: int | None = None
 ) -> Path:
     """Write `context_snapshots/snap_{ts}.md` for the lead's current context."""
     from orchestrator import artifacts
+    from orchestrator.snapshot_content import lead_content
     from orchestrator.state import current_phase, phase_subtasks
 
     layout = ctx.layout
@@ -117,13 +102,16 @@ def write_lead_snapshot(
     pending = [f"{k}: {v['title']}" for k, v in sorted(current.items()) if k not in findings]
     if token_count is None:
         token_count = lead_context_tokens(ctx, state)
+    content = lead_content(ctx, state)
     return artifacts.write_snapshot(
         layout,
         task_id=state["task_id"],
         phase=phase,
         reason=reason,
         token_count=token_count,
-        conversation_summary=conversation_summary(state.get("lead_log") or []),
+        conversation_summary=content.conversation_summary,
+        what_was_found=content.what_was_found,
+        what_is_left=content.what_is_left,
         active_agents=sorted({v["agent"] for v in current.values()}),
         important_context=(
             f"Objective: {state['objective']}\n"

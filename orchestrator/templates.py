@@ -216,6 +216,8 @@ class SnapshotInput(_Input):
     timestamp: str
     objective: str | None = None
     conversation_summary: str = ""
+    what_was_found: str = ""
+    what_is_left: str = ""
     active_agents: list[str] = Field(default_factory=list)
     important_context: str = ""
     files_in_play: list[FileNoteInput] = Field(default_factory=list)
@@ -390,6 +392,8 @@ def render_snapshot(
         token_count=inp.token_count,
         reason=md_inline(inp.reason),
         conversation_summary=md_block(inp.conversation_summary),
+        what_was_found=md_block(inp.what_was_found),
+        what_is_left=md_block(inp.what_is_left),
         task_id=md_inline(inp.task_id),
         objective=md_block(inp.objective or ""),
         phase=md_inline(inp.phase),

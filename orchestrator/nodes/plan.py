@@ -48,6 +48,8 @@ def _text_of(path: Any) -> str:
 #: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
 #: rest, and the lead can read them with its tools).
 SEED_SECTIONS = (
+    "What Was Found",
+    "What Is Left",
     "Conversation Summary",
     "Important Context",
     "Pending Decisions",
