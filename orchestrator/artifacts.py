@@ -243,6 +243,7 @@ def write_findings(
     status: str = "completed",
     key_discoveries: Iterable[str] = (),
     files: Iterable[Any] = (),
+    files_written: Iterable[Any] = (),
     open_questions: Iterable[str] = (),
     recommendations: Iterable[str] = (),
     timestamp: datetime | str | None = None,
@@ -255,7 +256,10 @@ def write_findings(
 
     Args:
         agent: the subagent's name (slugged for the file name, shown as given).
-        files: `(path, description)` pairs, `{"path", "description"}` dicts or `FileNote`s.
+        files: the files examined: `(path, description)` pairs, `{"path", "description"}`
+            dicts or `FileNote`s (`## Files Examined`).
+        files_written: the files the agent wrote, in the same forms
+            (`## Files Modified/Created`, only when there are some).
         timestamp: when the work finished (datetime or ISO string; default now).
         task_id, subtask_id, phase: recorded in the file's metadata for recovery.
     """
@@ -268,6 +272,7 @@ def write_findings(
             "summary": summary,
             "key_discoveries": list(key_discoveries),
             "files": list(files),
+            "files_written": list(files_written),
             "open_questions": list(open_questions),
             "recommendations": list(recommendations),
             "timestamp": iso_timestamp(when),
@@ -293,7 +298,7 @@ def write_merged(
 
     Args:
         findings: one dict per subagent with `agent` and any of `summary`, `status`,
-            `task`, `subtask_id`, `key_discoveries`, `files`, `open_questions`,
+            `task`, `subtask_id`, `key_discoveries`, `files`, `files_written`, `open_questions`,
             `recommendations`, `path` (its findings file), `timestamp`, `task_id`, `phase`.
     """
     when = _utc(timestamp)
@@ -442,8 +447,13 @@ def read_plan(path: Path) -> dict[str, Any]:
 
 
 def read_findings(path: Path) -> dict[str, Any]:
-    """The values a findings file was written with, plus `sections`, `text` and `path`."""
-    return _read_kind(path, "findings", "findings file")
+    """The values a findings file was written with, plus `sections`, `text` and `path`.
+
+    Files written before "Files Examined" existed list every file under "Files
+    Modified/Created"; they read back the same way (their `files`, and `files_written`
+    empty), with that heading in `sections`.
+    """
+    return {"files_written": [], **_read_kind(path, "findings", "findings file")}
 
 
 def read_merged(path: Path) -> dict[str, Any]:

@@ -160,6 +160,9 @@ class FindingsInput(_Input):
     summary: str
     key_discoveries: list[str] = Field(default_factory=list)
     files: list[FileNoteInput] = Field(default_factory=list)
+    """Files the agent examined (`## Files Examined`)."""
+    files_written: list[FileNoteInput] = Field(default_factory=list)
+    """Files the agent wrote (`## Files Modified/Created`, shown only when there are some)."""
     open_questions: list[str] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
     timestamp: str
@@ -167,7 +170,7 @@ class FindingsInput(_Input):
     subtask_id: str | None = None
     phase: str | None = None
 
-    @field_validator("files", mode="before")
+    @field_validator("files", "files_written", mode="before")
     @classmethod
     def _files(cls, value: Any) -> Any:
         return _pairs(value, "path", "description")
@@ -183,6 +186,7 @@ class MergedFindingInput(_Input):
     subtask_id: str | None = None
     key_discoveries: list[str] = Field(default_factory=list)
     files: list[FileNoteInput] = Field(default_factory=list)
+    files_written: list[FileNoteInput] = Field(default_factory=list)
     open_questions: list[str] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
     path: str | None = None
@@ -191,7 +195,7 @@ class MergedFindingInput(_Input):
     task_id: str | None = None
     phase: str | None = None
 
-    @field_validator("files", mode="before")
+    @field_validator("files", "files_written", mode="before")
     @classmethod
     def _files(cls, value: Any) -> Any:
         return _pairs(value, "path", "description")
@@ -309,6 +313,7 @@ def render_findings(
         summary=md_block(inp.summary),
         key_discoveries=_blocks(inp.key_discoveries),
         files=_file_views(inp.files),
+        files_written=_file_views(inp.files_written),
         open_questions=_blocks(inp.open_questions),
         recommendations=_blocks(inp.recommendations),
         meta=inp.model_dump(mode="json"),
@@ -321,11 +326,14 @@ def _label(f: MergedFindingInput, batch: Sequence[MergedFindingInput]) -> str:
     return md_inline(f.subtask_id if repeated and f.subtask_id else f.agent)
 
 
-def _merged_files(findings: Sequence[MergedFindingInput]) -> list[dict[str, Any]]:
-    """Files across the batch, first description wins, with the agents that named them."""
+def _merged_files(
+    findings: Sequence[MergedFindingInput], kind: str = "files"
+) -> list[dict[str, Any]]:
+    """Files (`kind`: `files` or `files_written`) across the batch, first description wins,
+    with the agents that named them."""
     by_path: dict[str, dict[str, Any]] = {}
     for f in findings:
-        for note in f.files:
+        for note in getattr(f, kind):
             row = by_path.setdefault(
                 note.path,
                 {
@@ -373,6 +381,7 @@ def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | 
         findings=views,
         sources=f"{len(views)} finding{'' if len(views) == 1 else 's'}",
         files=_merged_files(inp.findings),
+        files_written=_merged_files(inp.findings, "files_written"),
         discoveries_count=sum(len(f.key_discoveries) for f in inp.findings),
         questions_count=sum(len(f.open_questions) for f in inp.findings),
         recommendations_count=sum(len(f.recommendations) for f in inp.findings),

@@ -50,6 +50,7 @@ MERGED_FIELDS = (
     "status",
     "key_discoveries",
     "files",
+    "files_written",
     "open_questions",
     "recommendations",
     "path",

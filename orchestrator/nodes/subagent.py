@@ -34,6 +34,8 @@ SUBAGENT_SYSTEM = (
     "discoveries (paths, names, line numbers) and the files you examined."
 )
 DEFAULT_CONTEXT_TOKENS = 12_000
+#: Tools that write files (memory files: every workdir tool is read-only).
+WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
 
 
 def agent_file_name(sub: dict[str, Any]) -> str:
@@ -74,6 +76,43 @@ def _record(path: Path, layout: Any, sub: dict, findings: dict, tokens: int) -> 
     }
 
 
+def files_written(transcript: list[Any]) -> list[dict[str, str]]:
+    """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing)."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    calls: dict[str, dict] = {}
+    written: dict[str, str] = {}
+    for message in transcript:
+        if isinstance(message, AIMessage):
+            calls.update({c.get("id"): c for c in message.tool_calls if c["name"] in WRITING_TOOLS})
+        elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
+            call, answer = calls[message.tool_call_id], str(message.content).strip()
+            path = (call.get("args") or {}).get("path")
+            if path and not answer.startswith("Error"):
+                written[str(path)] = f"{call['name']}: {answer.splitlines()[0][:200]}"
+    return [{"path": p, "description": d} for p, d in written.items()]
+
+
+def with_files_written(findings: dict[str, Any], transcript: list[Any]) -> dict[str, Any]:
+    """`findings` with the files the agent wrote apart from those it examined.
+
+    A file the agent both listed and wrote moves to `files_written`, keeping its note.
+    """
+    written = files_written(transcript)
+    if not written:
+        return findings
+    paths = {w["path"] for w in written}
+    notes = {f["path"]: f["description"] for f in findings.get("files") or []}
+    return {
+        **findings,
+        "files": [f for f in findings.get("files") or [] if f["path"] not in paths],
+        "files_written": [
+            {"path": w["path"], "description": notes.get(w["path"]) or w["description"]}
+            for w in written
+        ],
+    }
+
+
 def _write_findings(ctx: Any, payload: dict, findings: dict, ts: str) -> Path:
     from orchestrator import artifacts
 
@@ -86,6 +125,7 @@ def _write_findings(ctx: Any, payload: dict, findings: dict, ts: str) -> Path:
         summary=findings.get("summary") or "",
         key_discoveries=list(findings.get("key_discoveries") or []),
         files=[(f["path"], f["description"]) for f in findings.get("files") or []],
+        files_written=[(f["path"], f["description"]) for f in findings.get("files_written") or []],
         open_questions=list(findings.get("open_questions") or []),
         recommendations=list(findings.get("recommendations") or []),
         timestamp=ts,
@@ -180,7 +220,7 @@ def subagent_node(payload: dict[str, Any], runtime: Any) -> dict[str, Any]:
             "failed": {key: {"agent": sub["agent"], "error": error[:500]}},
             "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
         }
-    findings = result.final.model_dump()
+    findings = with_files_written(result.final.model_dump(), result.transcript)
     ts = artifacts.iso_timestamp()
     registry_note(
         ctx.layout,
