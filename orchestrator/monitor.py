@@ -19,7 +19,7 @@ the fixed seed only, far below the threshold for any sensible threshold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,16 +102,13 @@ def write_lead_snapshot(
     pending = [f"{k}: {v['title']}" for k, v in sorted(current.items()) if k not in findings]
     if token_count is None:
         token_count = lead_context_tokens(ctx, state)
-    content = lead_content(ctx, state)
     return artifacts.write_snapshot(
         layout,
         task_id=state["task_id"],
         phase=phase,
         reason=reason,
         token_count=token_count,
-        conversation_summary=content.conversation_summary,
-        what_was_found=content.what_was_found,
-        what_is_left=content.what_is_left,
+        **asdict(lead_content(ctx, state)),  # what was found, what is left, what was said
         active_agents=sorted({v["agent"] for v in current.values()}),
         important_context=(
             f"Objective: {state['objective']}\n"

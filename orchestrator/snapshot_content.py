@@ -3,10 +3,11 @@
 A snapshot (`context_snapshots/snap_{ts}.md`) must let an agent with an empty context act
 at once. This module assembles its three digests from what is on disk and in the state:
 
-* **What was found**: per finished subagent, the first sentence of its summary and up
-  to two of its key discoveries, verbatim, with the `file:line` citations the finding
-  carries and the path of its findings file; the current phase first when space is short,
-  the rest pointed to by the phase's merged findings file.
+* **What was found**: per finished subagent, the first sentence of its summary and one
+  of its key discoveries (one that cites a line when there is one), verbatim, with the
+  `file:line` citations the finding carries and the path of its findings file; the
+  current phase first when space is short, the rest pointed to by the phase's merged
+  findings file.
 * **What is left**: the pending subtasks of the current phase, the failed subagents with
   their errors, the phases not planned yet and the open questions of the findings, or
   "Nothing" for a finished task.
@@ -19,15 +20,16 @@ Every digest is bounded (`FOUND_CHARS`, `LEFT_CHARS`, `SUMMARY_CHARS`), because 
 a fresh lead context that must stay far below the token threshold.
 
 Invariant: every sentence is copied from a finding, the state or the message log (cut
-with ` ...` at a word boundary when long), so every figure in a digest is a figure of its
-source; the only words added are the connecting labels and counts of what was read here.
+with ` ...` at a word boundary when long, a quoted copy of the objective shortened to
+"the objective"), so every figure in a digest is a figure of its source; the only words
+added are the connecting labels and counts of what was read here.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -192,11 +194,7 @@ def what_was_found(
     order = list(dict.fromkeys([*phases, *sorted({_phase(r) for r in records})]))
     rank = {p: i for i, p in enumerate(order)}
     ordered = sorted(records, key=lambda r: (rank[_phase(r)], str(r.get("key"))))
-    statuses: dict[str, int] = {}
-    for r in records:
-        statuses[r.get("status") or "completed"] = (
-            statuses.get(r.get("status") or "completed", 0) + 1
-        )
+    statuses = Counter(r.get("status") or "completed" for r in records)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
     head = f"{len(records)} finding(s) ({counts}) in {len({_phase(r) for r in records})} phase(s)."
     if merged.get("final"):
@@ -208,7 +206,7 @@ def what_was_found(
     )
     chosen: set[tuple[int, int]] = set()
     room = budget - len(head) - 200  # what is left out is pointed to in a line per phase
-    for i, j in [(i, 0) for i in urgent] + [(i, j) for i in urgent for j in (1, 2)]:
+    for i, j in [(i, 0) for i in urgent] + [(i, 1) for i in urgent]:
         if j < len(blocks[i]) and (j == 0 or (i, 0) in chosen) and len(blocks[i][j]) < room:
             chosen.add((i, j))
             room -= len(blocks[i][j]) + 1
@@ -216,10 +214,7 @@ def what_was_found(
     lines += [
         line for i, block in enumerate(blocks) for j, line in enumerate(block) if (i, j) in chosen
     ]
-    left_out: dict[str, int] = {}
-    for i, r in enumerate(ordered):
-        if (i, 0) not in chosen:
-            left_out[_phase(r)] = left_out.get(_phase(r), 0) + 1
+    left_out = Counter(_phase(r) for i, r in enumerate(ordered) if (i, 0) not in chosen)
     for phase, n in left_out.items():
         where = f" in {md_code(merged[phase])}" if merged.get(phase) else ""
         lines.append(f"- {n} more finding(s) of phase {phase}{where}.")
