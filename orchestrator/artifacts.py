@@ -211,6 +211,7 @@ def write_findings(
     status: str = "completed",
     key_discoveries: Iterable[str] = (),
     files: Iterable[Any] = (),
+    files_written: Iterable[Any] = (),
     open_questions: Iterable[str] = (),
     recommendations: Iterable[str] = (),
     timestamp: datetime | str | None = None,
@@ -223,7 +224,10 @@ def write_findings(
 
     Args:
         agent: the subagent's name (slugged for the file name, shown as given).
-        files: `(path, description)` pairs, `{"path", "description"}` dicts or `FileNote`s.
+        files: the files examined: `(path, description)` pairs, `{"path", "description"}`
+            dicts or `FileNote`s (`## Files Examined`).
+        files_written: the files the agent wrote, in the same forms
+            (`## Files Modified/Created`, only when there are some).
         timestamp: when the work finished (datetime or ISO string; default now).
         task_id, subtask_id, phase: recorded in the file's metadata for recovery.
     """
@@ -236,6 +240,7 @@ def write_findings(
             "summary": summary,
             "key_discoveries": list(key_discoveries),
             "files": list(files),
+            "files_written": list(files_written),
             "open_questions": list(open_questions),
             "recommendations": list(recommendations),
             "timestamp": iso_timestamp(when),
@@ -261,7 +266,7 @@ def write_merged(
 
     Args:
         findings: one dict per subagent with `agent` and any of `summary`, `status`,
-            `task`, `subtask_id`, `key_discoveries`, `files`, `open_questions`,
+            `task`, `subtask_id`, `key_discoveries`, `files`, `files_written`, `open_questions`,
             `recommendations`, `path` (its findings file), `timestamp`, `task_id`, `phase`.
     """
     when = utc(timestamp)
@@ -286,6 +291,8 @@ def write_snapshot(
     reason: str = "manual",
     token_count: int = 0,
     conversation_summary: str = "",
+    what_was_found: str = "",
+    what_is_left: str = "",
     active_agents: Iterable[str] = (),
     important_context: str = "",
     files_in_play: Iterable[Any] = (),
@@ -302,6 +309,8 @@ def write_snapshot(
     Args:
         reason: `token_limit`, `manual`, `phase_end`, ...
         token_count: the lead's context size when the snapshot was taken.
+        what_was_found, what_is_left: digests of the findings and of the remaining work
+            (markdown; `orchestrator.snapshot_content` assembles them).
         files_in_play: `(path, status)` pairs or dicts.
         plan_path: the research plan, relative to the memory directory.
         extra: any JSON-able values a resumer needs (kept in the metadata block).
@@ -320,6 +329,8 @@ def write_snapshot(
             "timestamp": iso_timestamp(when),
             "objective": objective,
             "conversation_summary": conversation_summary,
+            "what_was_found": what_was_found,
+            "what_is_left": what_is_left,
             "active_agents": list(active_agents),
             "important_context": important_context,
             "files_in_play": list(files_in_play),

@@ -45,8 +45,8 @@ from orchestrator.artifacts import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.gauge import SAVE, WARN, TokenGauge
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
-from orchestrator.nodes._snapshot import conversation_summary
 from orchestrator.readback import body_text
+from orchestrator.snapshot_content import agent_content
 
 
 class TetherMemoryMiddleware(AgentMiddleware):
@@ -182,11 +182,8 @@ class TetherMemoryMiddleware(AgentMiddleware):
         return [*head, seed, *_answered(messages[self.cut :])]
 
     def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
-        turns = [
-            {"role": m.type, "content": str(m.content)}
-            for m in messages[self.cut :]
-            if isinstance(m, (HumanMessage, AIMessage)) and str(m.content).strip()
-        ]
+        # the log already holds `messages`: `wrap_model_call` records them first
+        content = agent_content(self.store, self.task_id, gauge.threshold)
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
         path = write_snapshot(
             self.store.layout,
@@ -194,7 +191,9 @@ class TetherMemoryMiddleware(AgentMiddleware):
             phase="agent",
             reason="token_limit",
             token_count=self.last_tokens,
-            conversation_summary=conversation_summary(turns),
+            conversation_summary=content.conversation_summary,
+            what_was_found=content.what_was_found,
+            what_is_left=content.what_is_left,
             important_context=f"Objective: {first.content if first else '-'}",
             resume_instructions="Continue the work from this snapshot in a fresh context.",
         )

@@ -58,7 +58,9 @@ class SubmitFindings(BaseModel):
     summary: str = Field(description="2-3 sentence summary of what was found.")
     key_discoveries: list[str] = Field(default_factory=list)
     files: list[FileNote] = Field(
-        default_factory=list, description="Files examined, modified or created, with a note."
+        default_factory=list,
+        description="Files examined, with a note (files written with memory tools are "
+        "recorded from the tool calls).",
     )
     open_questions: list[str] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)

@@ -108,8 +108,13 @@ def read_plan(path: Path) -> dict[str, Any]:
 
 
 def read_findings(path: Path) -> dict[str, Any]:
-    """The values a findings file was written with, plus `sections`, `text` and `path`."""
-    return _read_kind(path, "findings", "findings file")
+    """The values a findings file was written with, plus `sections`, `text` and `path`.
+
+    Files written before "Files Examined" existed list every file under "Files
+    Modified/Created"; they read back the same way (their `files`, and `files_written`
+    empty), with that heading in `sections`.
+    """
+    return {"files_written": [], **_read_kind(path, "findings", "findings file")}
 
 
 def read_merged(path: Path) -> dict[str, Any]:

@@ -48,6 +48,7 @@ def _findings_record(
                 "summary",
                 "key_discoveries",
                 "files",
+                "files_written",
                 "open_questions",
                 "recommendations",
             )

@@ -12,7 +12,7 @@ project's `templates/` overrides tether's). This module adds three guarantees on
   fence neutralised; list items indent continuation lines in the template. The exact values
   also travel as JSON in a trailing HTML comment (`<!-- tether:KIND {...} -->`, written with
   `tojson`, which escapes `<` and `>` so no value can close the comment), which
-  `parse_meta` reads back.
+  `orchestrator.readback.parse_meta` reads back.
 * **JSON is valid and checked**: the checkpoint template passes every value through
   `tojson`; its output must `json.loads` (no NaN/Infinity) and validate against
   `orchestrator/schemas/checkpoint.schema.json`, else `TemplateError`.
@@ -161,6 +161,9 @@ class FindingsInput(_Input):
     summary: str
     key_discoveries: list[str] = Field(default_factory=list)
     files: list[FileNoteInput] = Field(default_factory=list)
+    """Files the agent examined (`## Files Examined`)."""
+    files_written: list[FileNoteInput] = Field(default_factory=list)
+    """Files the agent wrote (`## Files Modified/Created`, shown only when there are some)."""
     open_questions: list[str] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
     timestamp: str
@@ -168,7 +171,7 @@ class FindingsInput(_Input):
     subtask_id: str | None = None
     phase: str | None = None
 
-    @field_validator("files", mode="before")
+    @field_validator("files", "files_written", mode="before")
     @classmethod
     def _files(cls, value: Any) -> Any:
         return _pairs(value, "path", "description")
@@ -184,6 +187,7 @@ class MergedFindingInput(_Input):
     subtask_id: str | None = None
     key_discoveries: list[str] = Field(default_factory=list)
     files: list[FileNoteInput] = Field(default_factory=list)
+    files_written: list[FileNoteInput] = Field(default_factory=list)
     open_questions: list[str] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
     path: str | None = None
@@ -192,7 +196,7 @@ class MergedFindingInput(_Input):
     task_id: str | None = None
     phase: str | None = None
 
-    @field_validator("files", mode="before")
+    @field_validator("files", "files_written", mode="before")
     @classmethod
     def _files(cls, value: Any) -> Any:
         return _pairs(value, "path", "description")
@@ -217,6 +221,8 @@ class SnapshotInput(_Input):
     timestamp: str
     objective: str | None = None
     conversation_summary: str = ""
+    what_was_found: str = ""
+    what_is_left: str = ""
     active_agents: list[str] = Field(default_factory=list)
     important_context: str = ""
     files_in_play: list[FileNoteInput] = Field(default_factory=list)
@@ -308,6 +314,7 @@ def render_findings(
         summary=md_block(inp.summary),
         key_discoveries=_blocks(inp.key_discoveries),
         files=_file_views(inp.files),
+        files_written=_file_views(inp.files_written),
         open_questions=_blocks(inp.open_questions),
         recommendations=_blocks(inp.recommendations),
         meta=inp.model_dump(mode="json"),
@@ -320,11 +327,14 @@ def _label(f: MergedFindingInput, batch: Sequence[MergedFindingInput]) -> str:
     return md_inline(f.subtask_id if repeated and f.subtask_id else f.agent)
 
 
-def _merged_files(findings: Sequence[MergedFindingInput]) -> list[dict[str, Any]]:
-    """Files across the batch, first description wins, with the agents that named them."""
+def _merged_files(
+    findings: Sequence[MergedFindingInput], kind: str = "files"
+) -> list[dict[str, Any]]:
+    """Files (`kind`: `files` or `files_written`) across the batch, first description wins,
+    with the agents that named them."""
     by_path: dict[str, dict[str, Any]] = {}
     for f in findings:
-        for note in f.files:
+        for note in getattr(f, kind):
             row = by_path.setdefault(
                 note.path,
                 {
@@ -372,6 +382,7 @@ def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | 
         findings=views,
         sources=f"{len(views)} finding{'' if len(views) == 1 else 's'}",
         files=_merged_files(inp.findings),
+        files_written=_merged_files(inp.findings, "files_written"),
         discoveries_count=sum(len(f.key_discoveries) for f in inp.findings),
         questions_count=sum(len(f.open_questions) for f in inp.findings),
         recommendations_count=sum(len(f.recommendations) for f in inp.findings),
@@ -391,6 +402,8 @@ def render_snapshot(
         token_count=inp.token_count,
         reason=md_inline(inp.reason),
         conversation_summary=md_block(inp.conversation_summary),
+        what_was_found=md_block(inp.what_was_found),
+        what_is_left=md_block(inp.what_is_left),
         task_id=md_inline(inp.task_id),
         objective=md_block(inp.objective or ""),
         phase=md_inline(inp.phase),

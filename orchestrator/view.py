@@ -3,11 +3,15 @@
 The orchestrator reports progress as event dicts (`{"event": "phase", ...}`, see
 `orchestrator.api`); a view turns them into output:
 
-* `LiveView` (stderr is a TTY): a `rich.live.Live` panel with the phase (k/n), one row
-  per subagent (pending / running / done / failed, tokens) and the lead's token gauge
-  with its warn and save zones, plus the last few notable lines (checkpoints, snapshots,
-  warnings). Rows are cut with an ellipsis, never wrapped, so a 60-column terminal
-  stays readable.
+* `LiveView` (stderr is a TTY): a `rich.live.Live` panel that always fits the terminal.
+  Its head always shows: the phase (k/n) and the elapsed time, the done/total count of
+  agents, and the lead's token gauge with its warn and save zones. Below, one row per
+  subagent (running, failed, pending, then the newest done) and the last notable lines
+  (checkpoints, snapshots, warnings) take the rows left; agents that do not fit are
+  counted on one line (`+12 pending, +30 done`). Rows are cut with an ellipsis, never
+  wrapped, so a 60-column terminal stays readable. When the run ends (or Ctrl-C stops
+  it) the live panel is erased and a short closing panel (head and failed agents) is
+  printed once, above the command's report.
 * `PlainView` (not a TTY): one short line per state change, no ANSI codes, so a pipe or
   a log file stays clean; per-step token updates are not printed.
 * `JsonView` (`--json`): one JSON object per line per event on stdout.
@@ -20,10 +24,15 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 Event = dict[str, Any]
 STATE_MARK = {"pending": "·", "running": "▶", "done": "✓", "failed": "✗"}
+#: The order agents are listed (and counted) in: what needs an eye first.
+STATE_ORDER = ("running", "failed", "pending", "done")
 
 
 def describe(event: Event) -> str | None:
@@ -105,38 +114,65 @@ class JsonView:
 
 
 class LiveView:
-    """A `rich.live.Live` panel: phase, subagents and the lead's token gauge."""
+    """A `rich.live.Live` panel that always fits the terminal (see the module docstring).
+
+    Args:
+        stream: where the panel goes (default stderr).
+        clock: seconds as a float, for the elapsed time (tests pass their own).
+    """
 
     LOG_LINES = 4
+    FAILED_LINES = 5
+    """Failed agents named in the closing summary (the rest counted)."""
 
-    def __init__(self, stream: TextIO | None = None):
+    def __init__(self, stream: TextIO | None = None, *, clock: Callable[[], float] | None = None):
         from rich.console import Console
 
         self.console = Console(file=stream or sys.stderr)
+        self.clock = clock or time.monotonic
+        self.started = self.clock()
         self.phase = "-"
         self.index = (0, 0)
         self.agents: dict[str, dict[str, Any]] = {}
+        self.finished: list[str] = []
+        """Agent keys in the order they finished (newest last)."""
         self.lead = {"context": 0, "threshold": 150_000, "warning_ratio": 0.8, "total": 0}
         self.log: list[str] = []
         self.title = "tether"
-        self._live = None
+        self._lock = threading.Lock()
+        self._live: Any = None
 
+    # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> LiveView:
         from rich.live import Live
 
+        self.started = self.clock()
+        # transient: the live panel is erased at the end and `summary()` printed once, so
+        # nothing is drawn twice and the closing report does not push a tall panel away
         self._live = Live(
-            self._render(), console=self.console, refresh_per_second=8, transient=False
+            get_renderable=self.render,
+            console=self.console,
+            refresh_per_second=4,  # the elapsed time moves between events too
+            transient=True,
+            vertical_overflow="crop",
         )
         self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
-            self._live.update(self._render())
-            self._live.__exit__(None, None, None)
-            self._live = None
+            live, self._live = self._live, None
+            live.__exit__(None, None, None)
+            self.console.print(self.summary())
 
+    # -- events ------------------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
+        with self._lock:
+            self._apply(event)
+        if self._live is not None:
+            self._live.refresh()
+
+    def _apply(self, event: Event) -> None:
         kind = event.get("event")
         if kind == "start":
             self.title = f"tether · {event['task_id']}"
@@ -146,23 +182,54 @@ class LiveView:
             row = self.agents.setdefault(event["key"], {"agent": event["agent"], "tokens": 0})
             row["state"] = event["state"]
             row["tokens"] = event.get("tokens", row["tokens"]) or row["tokens"]
+            row["error"] = event.get("error") or ""
+            if event["state"] in ("done", "failed"):
+                self.finished = [k for k in self.finished if k != event["key"]] + [event["key"]]
         elif kind == "tokens" and event.get("agent") == "lead":
-            self.lead.update(
-                {
-                    k: event[k]
-                    for k in ("context", "threshold", "warning_ratio", "total", "estimated")
-                    if k in event
-                }
-            )
-        line = (
-            describe(event)
-            if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume"}
-            else None
-        )
-        if line:
-            self.log = (self.log + [line])[-self.LOG_LINES :]
-        if self._live is not None:
-            self._live.update(self._render())
+            keys = ("context", "threshold", "warning_ratio", "total", "estimated")
+            self.lead.update({k: event[k] for k in keys if k in event})
+        if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume"}:
+            line = describe(event)
+            if line:
+                self.log = (self.log + [line])[-self.LOG_LINES :]
+
+    # -- rendering -----------------------------------------------------------------------------
+    def elapsed(self) -> str:
+        """Time since the view started, as `M:SS` (or `H:MM:SS`)."""
+        seconds = max(0, int(self.clock() - self.started))
+        hours, rest = divmod(seconds, 3600)
+        minutes, secs = divmod(rest, 60)
+        return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+    def counts(self) -> dict[str, int]:
+        """Agents per state (`pending`, `running`, `done`, `failed`)."""
+        tally = dict.fromkeys(STATE_MARK, 0)
+        for row in self.agents.values():
+            state = row.get("state", "pending")
+            tally[state] = tally.get(state, 0) + 1
+        return tally
+
+    def _head(self) -> list[Any]:
+        """Phase and elapsed time, the done/total line and the lead's gauge."""
+        from rich.table import Table
+        from rich.text import Text
+
+        k, n = self.index
+        phase = Table.grid(expand=True)
+        phase.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
+        phase.add_column(justify="right", no_wrap=True)
+        phase.add_row(Text(f"phase {self.phase} ({k}/{n})", style="bold"), f" {self.elapsed()}")
+        tally = self.counts()
+        parts = [f"{tally['done']}/{len(self.agents)} agents done"]
+        parts += [f"{tally[s]} {s}" for s in ("running", "failed", "pending") if tally[s]]
+        line = Text(" · ".join(parts), overflow="ellipsis", no_wrap=True)
+        if tally["failed"]:
+            line.stylize("red")
+        gauge = Table.grid(padding=(0, 1))
+        gauge.add_column(no_wrap=True)
+        gauge.add_column(no_wrap=True, overflow="ellipsis")
+        gauge.add_row("lead", self._gauge())
+        return [phase, line, gauge]
 
     def _gauge(self) -> Any:
         from rich.text import Text
@@ -185,34 +252,92 @@ class LiveView:
         bar.append(f" {approx}{used:,}/{threshold:,} {label}", style="bold")
         return bar
 
-    def _render(self) -> Any:
-        from rich.console import Group
-        from rich.panel import Panel
+    def _ordered(self) -> list[str]:
+        """Agent keys, most telling first: running, failed, pending, then newest done."""
+        by_state: dict[str, list[str]] = {s: [] for s in STATE_MARK}
+        for key, row in self.agents.items():
+            by_state.setdefault(row.get("state", "pending"), []).append(key)
+        done = [k for k in reversed(self.finished) if self.agents[k].get("state") == "done"]
+        done += [k for k in by_state["done"] if k not in done]
+        return by_state["running"] + by_state["failed"] + by_state["pending"] + done
+
+    def _agent_table(self, keys: list[str], rest: list[str]) -> Any:
         from rich.table import Table
         from rich.text import Text
 
-        k, n = self.index
-        head = Text(
-            f"phase {self.phase} ({k}/{n})", style="bold", overflow="ellipsis", no_wrap=True
-        )
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column(width=1)
         table.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         table.add_column(justify="right", no_wrap=True)
-        for key, row in list(self.agents.items())[-12:]:
+        roles = len({row["agent"] for row in self.agents.values()}) > 1
+        for key in keys:
+            row = self.agents[key]
             state = row.get("state", "pending")
             style = {"done": "green", "failed": "red", "running": "cyan"}.get(state, "dim")
+            error = f": {row['error']}" if state == "failed" and row.get("error") else ""
+            # the phase is in the head and a single role says nothing: the row keeps the
+            # words that tell agents apart in a narrow terminal
+            name = key.removeprefix(f"{self.phase}/") + (f" [{row['agent']}]" if roles else "")
             table.add_row(
                 Text(STATE_MARK.get(state, "?"), style=style),
-                Text(f"{key} [{row['agent']}] {state}", style=style),
+                Text(f"{name} {state}{error}", style=style),
                 Text(f"{row['tokens']:,} tok", style="dim"),
             )
-        gauge = Table.grid(padding=(0, 1))
-        gauge.add_column(no_wrap=True)
-        gauge.add_column(no_wrap=True, overflow="ellipsis")
-        gauge.add_row("lead", self._gauge())
-        logs = [Text(line, overflow="ellipsis", no_wrap=True, style="dim") for line in self.log]
-        return Panel(Group(head, table, gauge, *logs), title=self.title, title_align="left")
+        if rest:
+            tally: dict[str, int] = {}
+            for key in rest:
+                state = self.agents[key].get("state", "pending")
+                tally[state] = tally.get(state, 0) + 1
+            more = ", ".join(f"+{tally[s]} {s}" for s in STATE_ORDER if s in tally)
+            table.add_row(Text("…", style="dim"), Text(more, style="dim"), Text(""))
+        return table
+
+    def render(self, height: int | None = None) -> Any:
+        """The live panel, at most `height` lines (default: the terminal's height less one).
+
+        The head (phase, elapsed, done/total, gauge) always shows; agents fill the rest,
+        most telling first, the others counted on one `+N done` line; the newest log line
+        keeps one row when there is room, older ones take what is left.
+        """
+        from rich.text import Text
+
+        with self._lock:
+            room = (height or self.console.size.height - 1) - 2  # the panel's border
+            head = self._head()
+            if room < len(head):  # a tiny terminal: the gauge and the count first
+                head = head[::-1][: max(room, 1)][::-1]
+            room -= len(head)
+            logs = [Text(line, overflow="ellipsis", no_wrap=True, style="dim") for line in self.log]
+            keep_log = 1 if logs and room > 4 else 0
+            keys = self._ordered()
+            fit = keys if len(keys) <= room - keep_log else keys[: max(room - keep_log - 1, 0)]
+            rest = keys[len(fit) :] if room > 0 else []
+            parts = list(head)
+            if fit or rest:
+                parts.append(self._agent_table(fit, rest))
+            used = len(fit) + (1 if rest else 0)
+            parts += logs[len(logs) - max(0, min(len(logs), room - used)) :]
+        return self._panel(parts)
+
+    def _panel(self, parts: list[Any]) -> Any:
+        from rich.console import Group
+        from rich.panel import Panel
+
+        # two columns stay free: the terminal echoes Ctrl-C as `^C` after the last line,
+        # and a full-width line would wrap, scroll, and leave a stale copy of the top border
+        width = max(20, self.console.size.width - 2)
+        return Panel(Group(*parts), title=self.title, title_align="left", width=width)
+
+    def summary(self) -> Any:
+        """The closing panel: head and failed agents, printed once when the view ends."""
+
+        with self._lock:
+            failed = [k for k in self._ordered() if self.agents[k].get("state") == "failed"]
+            shown = failed[: self.FAILED_LINES]
+            parts = self._head()
+            if failed:
+                parts.append(self._agent_table(shown, failed[len(shown) :]))
+        return self._panel(parts)
 
 
 def make_view(

@@ -236,6 +236,7 @@ MERGED_FIELDS = (
     "status",
     "key_discoveries",
     "files",
+    "files_written",
     "open_questions",
     "recommendations",
     "path",

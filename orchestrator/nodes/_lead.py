@@ -39,6 +39,8 @@ LEAD_SYSTEM = (
 #: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
 #: rest, and the lead can read them with its tools).
 SEED_SECTIONS = (
+    "What Was Found",
+    "What Is Left",
     "Conversation Summary",
     "Important Context",
     "Pending Decisions",

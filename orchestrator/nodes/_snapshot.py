@@ -1,38 +1,24 @@
 """The lead's context snapshot: the handoff document a fresh lead (or agent) continues from.
 
-`write_lead_snapshot` writes `context_snapshots/snap_{ts}.md` from the run's state: an
-extractive summary of the lead's conversation, what is in play (findings and merged files,
-pending subtasks), how to resume, and in its metadata block what a resume needs (objective,
-phases, planned subtasks, their findings, per-agent tokens). `monitor` writes one at the
-token threshold, `advance` at the end of the task, `Orchestrator.handoff` on request.
+`write_lead_snapshot` writes `context_snapshots/snap_{ts}.md` from the run's state: what
+was found, what is left and what was said (`orchestrator.snapshot_content`), what is in
+play (findings and merged files, pending subtasks), how to resume, and in its metadata
+block what a resume needs (objective, phases, planned subtasks, their findings, per-agent
+tokens). `monitor` writes one at the token threshold, `advance` at the end of the task,
+`Orchestrator.handoff` on request.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts import write_snapshot
 from orchestrator.nodes._lead import lead_context_tokens
 from orchestrator.nodes._runtime import RunContext
+from orchestrator.snapshot_content import lead_content
 from orchestrator.state import current_phase, phase_subtasks
-
-SUMMARY_CHARS = 1200
-
-
-def conversation_summary(lead_log: list[dict[str, str]], limit: int = SUMMARY_CHARS) -> str:
-    """An extractive summary of the lead's conversation: the newest turns first fit."""
-    parts: list[str] = []
-    used = 0
-    for turn in reversed(lead_log):
-        text = " ".join(turn["content"].split())
-        text = text[:400] + (" ..." if len(text) > 400 else "")
-        line = f"- {turn['role']}: {text}"
-        if used + len(line) > limit:
-            break
-        parts.append(line)
-        used += len(line)
-    return "\n".join(reversed(parts)) or "No conversation yet."
 
 
 def write_lead_snapshot(
@@ -61,7 +47,7 @@ def write_lead_snapshot(
         phase=phase,
         reason=reason,
         token_count=token_count,
-        conversation_summary=conversation_summary(state.get("lead_log") or []),
+        **asdict(lead_content(ctx, state)),  # what was found, what is left, what was said
         active_agents=sorted({v["agent"] for v in current.values()}),
         important_context=(
             f"Objective: {state['objective']}\n"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
@@ -41,6 +41,8 @@ SUBAGENT_SYSTEM = (
     "earlier agents found), then call SubmitFindings once with a short summary, concrete "
     "discoveries (paths, names, line numbers) and the files you examined."
 )
+#: Tools that write files (memory files: every workdir tool is read-only).
+WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
 
 
 def agent_file_name(sub: dict[str, Any]) -> str:
@@ -78,6 +80,41 @@ def _record(path: Path, layout: Any, sub: dict, findings: dict, tokens: int) -> 
     }
 
 
+def files_written(transcript: list[Any]) -> list[dict[str, str]]:
+    """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing)."""
+    calls: dict[str, dict] = {}
+    written: dict[str, str] = {}
+    for message in transcript:
+        if isinstance(message, AIMessage):
+            calls.update({c.get("id"): c for c in message.tool_calls if c["name"] in WRITING_TOOLS})
+        elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
+            call, answer = calls[message.tool_call_id], str(message.content).strip()
+            path = (call.get("args") or {}).get("path")
+            if path and not answer.startswith("Error"):
+                written[str(path)] = f"{call['name']}: {answer.splitlines()[0][:200]}"
+    return [{"path": p, "description": d} for p, d in written.items()]
+
+
+def with_files_written(findings: dict[str, Any], transcript: list[Any]) -> dict[str, Any]:
+    """`findings` with the files the agent wrote apart from those it examined.
+
+    A file the agent both listed and wrote moves to `files_written`, keeping its note.
+    """
+    written = files_written(transcript)
+    if not written:
+        return findings
+    paths = {w["path"] for w in written}
+    notes = {f["path"]: f["description"] for f in findings.get("files") or []}
+    return {
+        **findings,
+        "files": [f for f in findings.get("files") or [] if f["path"] not in paths],
+        "files_written": [
+            {"path": w["path"], "description": notes.get(w["path"]) or w["description"]}
+            for w in written
+        ],
+    }
+
+
 def _write_findings(ctx: RunContext, payload: dict, findings: dict, ts: str) -> Path:
     sub = payload["subtask"]
     return write_findings(
@@ -88,6 +125,7 @@ def _write_findings(ctx: RunContext, payload: dict, findings: dict, ts: str) -> 
         summary=findings.get("summary") or "",
         key_discoveries=list(findings.get("key_discoveries") or []),
         files=[(f["path"], f["description"]) for f in findings.get("files") or []],
+        files_written=[(f["path"], f["description"]) for f in findings.get("files_written") or []],
         open_questions=list(findings.get("open_questions") or []),
         recommendations=list(findings.get("recommendations") or []),
         timestamp=ts,
@@ -174,7 +212,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
             "failed": {key: {"agent": sub["agent"], "error": error[:500]}},
             "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
         }
-    findings = result.final.model_dump()
+    findings = with_files_written(result.final.model_dump(), result.transcript)
     ts = iso_timestamp()
     registry_note(
         ctx.layout,

@@ -121,7 +121,7 @@ class TestMarkdown:
         assert re.findall(r"^## .*$", body, re.M) == [
             "## Summary",
             "## Key Discoveries",
-            "## Files Modified/Created",
+            "## Files Examined",
             "## Open Questions",
             "## Recommendations",
         ]
@@ -267,7 +267,7 @@ class TestFuzz:
             assert headings[1:] == [
                 "## Summary",
                 "## Key Discoveries",
-                "## Files Modified/Created",
+                "## Files Examined",
                 "## Open Questions",
                 "## Recommendations",
             ]

@@ -1,0 +1,510 @@
+"""What a context snapshot tells a fresh agent: what was found, what is left, what was said.
+
+A snapshot (`context_snapshots/snap_{ts}.md`) must let an agent with an empty context act
+at once. This module assembles its three digests from what is on disk and in the state:
+
+* **What was found**: per finished subagent, the first sentence of its summary and one
+  of its key discoveries (one that cites a line when there is one), verbatim, with the
+  `file:line` citations the finding carries and the path of its findings file; the
+  current phase first when space is short, the rest pointed to by the phase's merged
+  findings file.
+* **What is left**: the pending subtasks of the current phase, the failed subagents with
+  their errors, the phases not planned yet and the open questions of the findings, or
+  "Nothing" for a finished task.
+* **Conversation summary**: extractive, over the *whole* conversation
+  (`working/{task}/messages.jsonl`, never only its last turns): the first request, the
+  last two turns and turns spread evenly in between, one line each; what is left out is
+  cited by line range, and the active summaries in `detail/` are named.
+
+Every digest is bounded (`FOUND_CHARS`, `LEFT_CHARS`, `SUMMARY_CHARS`), because it seeds
+a fresh lead context that must stay far below the token threshold.
+
+Invariant: every sentence is copied from a finding, the state or the message log (cut
+with ` ...` at a word boundary when long, a quoted copy of the objective shortened to
+"the objective"), so every figure in a digest is a figure of its source; the only words
+added are the connecting labels and counts of what was read here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memory.archive import Archive
+from memory.tokens import CHARS_PER_TOKEN
+from memory.working import WorkingMemory
+from orchestrator.errors import ArtifactError
+from orchestrator.readback import list_findings, read_findings
+from orchestrator.templates import md_code
+
+FOUND_CHARS = 3000
+LEFT_CHARS = 1600
+SUMMARY_CHARS = 1600
+SEED_SHARE = 0.06
+"""Largest share of the token threshold the three digests take together."""
+ITEM_CHARS = 180
+"""Longest quoted sentence, turn or question."""
+TURN_CHARS = 130
+"""Longest quoted turn of the conversation summary."""
+MAX_CITES = 3
+MAX_QUESTIONS = 8
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\[(])")
+#: File extensions a citation's path may end with when it has no `/` (a bare `Class.method`
+#: name must not pass for a file).
+_EXTENSIONS = (
+    "py pyi md rst txt toml json yaml yml cfg ini j2 html css js jsx ts tsx go rs java kt c h "
+    "cc cpp hpp cs rb php sh sql xml swift scala ex exs lua pl vue proto tf ipynb"
+)
+_PATH = (
+    r"(?:(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}"
+    rf"|[\w.-]*\w\.(?:{'|'.join(_EXTENSIONS.split())}))"
+)
+_FILE_LINE = re.compile(rf"(?<![\w/.-])({_PATH}):(\d+)\b")
+_PATH_OR_LINE = re.compile(rf"(?<![\w/.-])(?P<path>{_PATH})(?![\w/-])|\(line (?P<line>\d+)\b")
+_TOOL_REPLAY = re.compile(r"^\[\w+\(.*?\)\]\s")
+
+
+@dataclass(frozen=True)
+class SnapshotContent:
+    """The three digests of a snapshot (markdown blocks)."""
+
+    what_was_found: str
+    what_is_left: str
+    conversation_summary: str
+
+
+# -- text helpers ------------------------------------------------------------------------
+def clip(text: str, limit: int = ITEM_CHARS) -> str:
+    """`text` on one line, cut at a word boundary with ` ...` when longer than `limit`."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit - 4)
+    return flat[: cut if cut > limit // 2 else limit - 4] + " ..."
+
+
+def first_sentence(text: str, limit: int = ITEM_CHARS) -> str:
+    """The first sentence of `text` (clipped)."""
+    flat = " ".join(str(text).split())
+    return clip(_SENTENCE_END.split(flat, maxsplit=1)[0], limit)
+
+
+def citations(text: str, path: str | None = None) -> list[str]:
+    """The `file:line` citations `text` carries, in order, without repeats.
+
+    Explicit `path:12` citations count, and so does `(line 12` after a path named earlier
+    in the same text (or after `path`, the file a note is about), as findings write
+    `Change sites in a.py: f (line 12)` and `defines f (line 12)`.
+    """
+    found: list[str] = [f"{p}:{n}" for p, n in _FILE_LINE.findall(text)]
+    current = path
+    for match in _PATH_OR_LINE.finditer(text):
+        if match.group("path"):
+            current = match.group("path")
+        elif current:
+            found.append(f"{current}:{match.group('line')}")
+    return list(dict.fromkeys(found))
+
+
+def _finding_cites(record: Mapping[str, Any]) -> list[str]:
+    cites: list[str] = []
+    for d in record.get("key_discoveries") or []:
+        cites += citations(str(d))
+    for note in record.get("files") or []:
+        if isinstance(note, Mapping):
+            cites += citations(str(note.get("description", "")), str(note.get("path", "")))
+    return list(dict.fromkeys(cites))
+
+
+def _fit(lines: Sequence[str], order: Iterable[int], budget: int) -> set[int]:
+    """Indices of `lines` chosen in `order` while their total length fits `budget`."""
+    chosen: set[int] = set()
+    used = 0
+    for i in order:
+        cost = len(lines[i]) + 1
+        if i not in chosen and used + cost <= budget:
+            chosen.add(i)
+            used += cost
+    return chosen
+
+
+def _spread(indices: Sequence[int]) -> list[int]:
+    """`indices` in an order whose every prefix is spread evenly over them (bisection)."""
+    out: list[int] = []
+    queue = deque([(0, len(indices) - 1)])
+    while queue:
+        lo, hi = queue.popleft()
+        if lo > hi:
+            continue
+        mid = (lo + hi) // 2
+        out.append(indices[mid])
+        queue.extend([(lo, mid - 1), (mid + 1, hi)])
+    return out
+
+
+# -- what was found ----------------------------------------------------------------------
+def _finding_block(record: Mapping[str, Any], objective: str | None) -> list[str]:
+    """A finding as a digest item: its first sentence and cited discoveries."""
+    key = record.get("key") or record.get("subtask_id") or record.get("agent") or "?"
+    where = f" {md_code(record['path'])}" if record.get("path") else ""
+    head = f"- {key} ({record.get('status') or 'completed'}){where}: "
+    head += first_sentence(_short(record.get("summary") or "", objective)) or "_no summary_"
+    cites = _finding_cites(record)
+    if cites:
+        shown = ", ".join(md_code(c) for c in cites[:MAX_CITES])
+        more = f" (+{len(cites) - MAX_CITES} more)" if len(cites) > MAX_CITES else ""
+        head += f" Cites {shown}{more}."
+    discoveries = [str(d) for d in record.get("key_discoveries") or []]
+    cited = [d for d in discoveries if citations(d)] or discoveries
+    return [head, *(f"  - {clip(_short(d, objective))}" for d in cited[:1])]
+
+
+def _short(text: str, objective: str | None) -> str:
+    """`text` with a quoted copy of the objective (stated once in the snapshot) shortened."""
+    if not objective:
+        return text
+    for quoted in (repr(objective), f'"{objective}"', f"'{objective}'"):
+        text = text.replace(quoted, "the objective")
+    return text
+
+
+def _phase(record: Mapping[str, Any]) -> str:
+    return str(record.get("phase"))
+
+
+def what_was_found(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    phases: Sequence[str] = (),
+    current: str | None = None,
+    merged: Mapping[str, str] | None = None,
+    objective: str | None = None,
+    budget: int = FOUND_CHARS,
+) -> str:
+    """The digest of `records` (findings as the state holds them, with `key` and `phase`).
+
+    Shown in phase order; when the budget is short, the findings of `current` go in
+    first, then those of newer phases, then one key discovery each, and a phase with
+    findings left out points to its merged findings file.
+    """
+    if not records:
+        return "No findings yet."
+    merged = dict(merged or {})
+    order = list(dict.fromkeys([*phases, *sorted({_phase(r) for r in records})]))
+    rank = {p: i for i, p in enumerate(order)}
+    ordered = sorted(records, key=lambda r: (rank[_phase(r)], str(r.get("key"))))
+    statuses = Counter(r.get("status") or "completed" for r in records)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    head = f"{len(records)} finding(s) ({counts}) in {len({_phase(r) for r in records})} phase(s)."
+    if merged.get("final"):
+        head += f" Final summary: {md_code(merged['final'])}."
+    blocks = [_finding_block(r, objective) for r in ordered]
+    urgent = sorted(
+        range(len(ordered)),
+        key=lambda i: (_phase(ordered[i]) != current, -rank[_phase(ordered[i])], i),
+    )
+    chosen: set[tuple[int, int]] = set()
+    room = budget - len(head) - 200  # what is left out is pointed to in a line per phase
+    for i, j in [(i, 0) for i in urgent] + [(i, 1) for i in urgent]:
+        if j < len(blocks[i]) and (j == 0 or (i, 0) in chosen) and len(blocks[i][j]) < room:
+            chosen.add((i, j))
+            room -= len(blocks[i][j]) + 1
+    lines = [head]
+    lines += [
+        line for i, block in enumerate(blocks) for j, line in enumerate(block) if (i, j) in chosen
+    ]
+    left_out = Counter(_phase(r) for i, r in enumerate(ordered) if (i, 0) not in chosen)
+    for phase, n in left_out.items():
+        where = f" in {md_code(merged[phase])}" if merged.get(phase) else ""
+        lines.append(f"- {n} more finding(s) of phase {phase}{where}.")
+    return "\n".join(lines)
+
+
+# -- what is left ------------------------------------------------------------------------
+def _bounded(lines: list[str], budget: int) -> str:
+    """`lines` joined, cut at a line boundary to fit `budget` (saying how many were cut)."""
+    out: list[str] = []
+    used = 0
+    for i, line in enumerate(lines):
+        if used + len(line) + 1 > budget - 60:
+            out.append(f"- ... {len(lines) - i} more line(s) cut to keep this snapshot short.")
+            break
+        out.append(line)
+        used += len(line) + 1
+    return "\n".join(out)
+
+
+def open_questions(records: Sequence[Mapping[str, Any]], objective: str | None = None) -> list[str]:
+    """The open questions of `records` as digest lines (`[key] question`), capped."""
+    found = [
+        f"  - [{r.get('key') or r.get('agent')}] {clip(_short(q, objective))}"
+        for r in records
+        for q in r.get("open_questions") or []
+    ]
+    if len(found) > MAX_QUESTIONS:
+        found = [*found[:MAX_QUESTIONS], f"  - +{len(found) - MAX_QUESTIONS} more in the findings."]
+    return found
+
+
+def what_is_left(state: Mapping[str, Any], budget: int = LEFT_CHARS) -> str:
+    """Pending subtasks, failures, unplanned phases and open questions of a task's state."""
+    phases = list(state.get("phases") or [])
+    index = int(state.get("phase_index") or 0)
+    findings = state.get("findings") or {}
+    failed = state.get("failed") or {}
+    records = [{"key": k, **v} for k, v in sorted(findings.items())]
+    lines: list[str] = []
+    if state.get("status") == "done":
+        lines.append("Nothing: the task is done; no subtask is pending.")
+    elif phases:
+        phase, where = phases[index], f"({index + 1}/{len(phases)})"
+        planned = {
+            k: v for k, v in (state.get("subtasks") or {}).items() if v.get("phase") == phase
+        }
+        pending = [k for k in sorted(planned) if k not in findings and k not in failed]
+        if not planned:
+            lines.append(f"- Phase {phase} {where} is not planned yet: the lead plans it next.")
+        elif pending:
+            lines.append(f"- Phase {phase} {where}: {len(pending)} subtask(s) pending:")
+            lines += [
+                f"  - {k} [{planned[k].get('agent', '?')}]: {clip(planned[k].get('title', ''))}"
+                for k in pending
+            ]
+        else:
+            done = sum(1 for k in planned if k in findings)
+            failing = sum(1 for k in planned if k in failed)
+            tally = f"{done} of {len(planned)} with findings" + (
+                f", {failing} failed (below)" if failing else ""
+            )
+            lines.append(f"- Phase {phase} {where}: no subtask pending ({tally}).")
+        if phases[index + 1 :]:
+            lines.append(f"- Phases not planned yet: {', '.join(phases[index + 1 :])}.")
+    if failed:
+        lines.append(f"- {len(failed)} failed subagent(s), run again by `orchestrator resume`:")
+        lines += [
+            f"  - {k} [{v.get('agent', '?')}]: {clip(v.get('error') or 'failed')}"
+            for k, v in sorted(failed.items())
+        ]
+    questions = open_questions(records, state.get("objective"))
+    if questions:
+        total = sum(len(r.get("open_questions") or []) for r in records)
+        lines.append(f"- {total} open question(s) in the findings:")
+        lines += questions
+    return _bounded(lines, budget)
+
+
+# -- the conversation --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Turn:
+    """One message of a conversation as the summary sees it."""
+
+    line: int | None
+    """Line in `messages.jsonl`, or None for a conversation held only in memory."""
+    role: str
+    text: str
+    prose: bool
+    """Said in words (a request, a plan, a report), not a tool call or its result."""
+    said: str = ""
+    """Everything the message says (role, content, calls): equal for a replayed turn."""
+
+
+def _args(args: Any) -> str:
+    return clip(json.dumps(args, ensure_ascii=False, default=str), 60) if args else ""
+
+
+def turn_of(line: int | None, record: Mapping[str, Any]) -> Turn | None:
+    """The `Turn` of a `messages.jsonl` record (or a `{role, content}` dict); None for system."""
+    role = str(record.get("role", ""))
+    if role in ("system", ""):
+        return None
+    content = record.get("content", "")
+    raw = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    text = " ".join(raw.split())
+    calls = [c for c in record.get("tool_calls") or [] if isinstance(c, Mapping)]
+    said = json.dumps([role, raw, [[c.get("name"), c.get("args")] for c in calls]], default=str)
+    if role == "tool":  # its size only: the bulk a handoff leaves behind (cited by line)
+        name = record.get("name") or "tool"
+        return Turn(line, role, f"{name} returned {len(raw.strip())} chars", False, said)
+    if calls:
+        called = ", ".join(f"{c.get('name', '?')}({_args(c.get('args'))})" for c in calls)
+        text = f"{text} (calls {called})" if text else f"calls {called}"
+        return Turn(line, role, text, prose=bool(raw.strip()), said=said)
+    # a tool result replayed into the lead's conversation reads `[tool(args)] result`
+    return Turn(line, role, text, bool(text) and not _TOOL_REPLAY.match(raw), said)
+
+
+def summarize_conversation(
+    turns: Sequence[Turn],
+    *,
+    source: str | None = None,
+    archived: Sequence[tuple[str, str]] = (),
+    budget: int = SUMMARY_CHARS,
+) -> str:
+    """An extractive summary of the whole conversation, about `budget` characters long.
+
+    The first request and the last turn are always quoted (so the text may pass a tiny
+    budget by those two lines); then the last but one, then prose turns spread evenly over
+    the conversation, then (if every prose turn fits) tool calls. Left-out stretches are
+    cited by line range.
+
+    Args:
+        turns: the conversation, oldest first.
+        source: where its lines are (`working/{task}/messages.jsonl`), for citations.
+        archived: `(summary file, span)` of the active summaries of the archive.
+    """
+    if not turns:
+        return "No conversation yet."
+    distinct: list[Turn] = []
+    seen: set[str] = set()
+    for turn in turns:  # a turn replayed into a later context is quoted once
+        said = turn.said or f"{turn.role}: {turn.text}"
+        if said not in seen:
+            seen.add(said)
+            distinct.append(turn)
+    lines = [
+        f"- {f'L{t.line} ' if t.line else ''}{t.role}: {clip(t.text or '(empty)', TURN_CHARS)}"
+        for t in distinct
+    ]
+    last = len(distinct) - 1
+    first = next((i for i, t in enumerate(distinct) if t.role == "user"), 0)
+    prose = [i for i, t in enumerate(distinct) if t.prose]
+    repeats = len(turns) - len(distinct)  # turns replayed into a later context
+    head = f"{len(turns)} message(s) in {md_code(source) if source else 'the conversation'}"
+    head += f" ({repeats} repeating earlier ones)" if repeats else ""
+    tail = []
+    if archived:
+        names = "; ".join(f"{md_code(p)} ({span})" for p, span in archived[-3:])
+        more = f" and {len(archived) - 3} earlier" if len(archived) > 3 else ""
+        tail.append(f"Archived summaries of the log: {names}{more}.")
+    room = budget - len(head) - sum(len(t) + 1 for t in tail) - 40
+    padded = [line + " " * 24 for line in lines]  # a line may open a `- ... L4-L9` gap
+    chosen = _fit(padded, [first, last, max(last - 1, 0), *_spread(prose)], room)
+    if set(prose) <= chosen:  # tool calls only when every prose turn is in
+        other = [i for i, t in enumerate(distinct) if not t.prose]
+        chosen = _fit(padded, [*sorted(chosen), *_spread(other)], room)
+    shown = sorted(chosen | {first, last})
+    out = [f"{head}; all {len(distinct)} distinct quoted:"]
+    if len(shown) < len(distinct):
+        out = [f"{head}; {len(shown)} of the {len(distinct)} distinct quoted, the rest cited:"]
+    previous = -1
+    for i in [*shown, len(distinct)]:
+        gap = distinct[previous + 1 : i]
+        if gap:
+            lo, hi = gap[0].line, gap[-1].line
+            span = (f"L{lo} " if lo == hi else f"L{lo}-L{hi} ") if lo and hi else ""
+            out.append(f"- ... {span}({len(gap)} more)")
+        if i < len(distinct):
+            out.append(lines[i])
+        previous = i
+    return "\n".join(out + tail)
+
+
+def task_conversation(
+    store: Any,
+    task_id: str,
+    fallback: Iterable[Mapping[str, Any]] = (),
+    budget: int = SUMMARY_CHARS,
+) -> str:
+    """The summary of task `task_id`'s logged conversation (else of `fallback` turns)."""
+    layout = store.layout
+    wm = WorkingMemory(store, task_id)
+    logged = [t for m in wm.messages() if (t := turn_of(m.line, m.record))]
+    if not logged:
+        turns = [t for r in fallback if (t := turn_of(None, r))]
+        return summarize_conversation(turns, budget=budget)
+    try:
+        active = Archive(wm).state().active()
+    except OSError:  # the archive is a help here, never a reason to lose the snapshot
+        active = []
+    archived = [(layout.relative(s.path), s.span) for s in active]
+    source = layout.relative(wm.messages_path)
+    return summarize_conversation(logged, source=source, archived=archived, budget=budget)
+
+
+# -- the two kinds of snapshot -------------------------------------------------------------
+def budgets(threshold: int | None) -> tuple[int, int, int]:
+    """Character budgets of (found, left, summary): the defaults, or less for a threshold
+    so low that the defaults would fill a fresh context (`SEED_SHARE` of it at most)."""
+    full = FOUND_CHARS + LEFT_CHARS + SUMMARY_CHARS
+    scale = min(1.0, threshold * CHARS_PER_TOKEN * SEED_SHARE / full) if threshold else 1.0
+    return int(FOUND_CHARS * scale), int(LEFT_CHARS * scale), int(SUMMARY_CHARS * scale)
+
+
+def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
+    """The digests of an orchestrator task (its state, findings and lead conversation)."""
+    phases = list(state.get("phases") or [])
+    index = int(state.get("phase_index") or 0)
+    records = [{"key": k, **v} for k, v in sorted((state.get("findings") or {}).items())]
+    found, left, said = budgets(ctx.token_threshold)
+    return SnapshotContent(
+        what_was_found=what_was_found(
+            records,
+            phases=phases,
+            current=phases[index] if phases else None,
+            merged=state.get("merged"),
+            objective=state.get("objective"),
+            budget=found,
+        ),
+        what_is_left=what_is_left(state, left),
+        conversation_summary=task_conversation(
+            ctx.store, state["task_id"], state.get("lead_log") or [], said
+        ),
+    )
+
+
+MAX_FINDINGS_READ = 200
+
+
+def task_findings(layout: Any, task_id: str) -> list[dict[str, Any]]:
+    """Findings records of `task_id` from the newest findings files of the memory directory."""
+    records = []
+    for path in list_findings(layout, merged=False)[:MAX_FINDINGS_READ]:
+        try:
+            meta = read_findings(path)
+        except (ArtifactError, OSError):
+            continue
+        if meta.get("task_id") == task_id:
+            key = meta.get("subtask_id") or meta.get("agent")
+            records.append({**meta, "key": key, "path": layout.relative(path)})
+    return records
+
+
+def agent_content(store: Any, task_id: str, threshold: int | None = None) -> SnapshotContent:
+    """The digests of any agent's task handed off mid-turn (`TetherMemoryMiddleware`)."""
+    found_chars, left_chars, said = budgets(threshold)
+    records = task_findings(store.layout, task_id)
+    found = (
+        what_was_found(records, budget=found_chars)
+        if records
+        else f"No findings file of task {task_id} yet; what the agent learnt so far is "
+        "in its conversation (summary below)."
+    )
+    wm = WorkingMemory(store, task_id)
+    turns = [t for m in wm.messages() if (t := turn_of(m.line, m.record))]
+    source = store.layout.relative(wm.messages_path)
+    lines = []
+    request = next((t for t in turns if t.role == "user"), None)
+    if request is not None:
+        cite = md_code(f"{source}#L{request.line}")
+        lines.append(
+            "- The request is not finished (handed off at the token threshold): "
+            f"{clip(request.text)} ({cite})"
+        )
+    step = next((t for t in reversed(turns) if t.role == "assistant"), None)
+    if step is not None:
+        cite = md_code(f"{source}#L{step.line}")
+        lines.append(f"- Last step before the handoff: {clip(step.text)} ({cite})")
+    questions = open_questions(records)
+    if questions:
+        lines.append("- Open questions in the findings:")
+        lines += questions
+    return SnapshotContent(
+        what_was_found=found,
+        what_is_left=_bounded(lines, left_chars),
+        conversation_summary=task_conversation(store, task_id, budget=said),
+    )

@@ -1,0 +1,108 @@
+"""The live view fits the terminal: the gauge and the done/total line never scroll away.
+
+The panel is rendered through rich into consoles of fixed sizes (as tmux panes of 60x15,
+80x24 and 120x40 would show it) with 30 agents in every state.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from orchestrator.view import LiveView
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _view(width: int, height: int, clock: _Clock | None = None) -> tuple[LiveView, io.StringIO]:
+    buffer = io.StringIO()
+    view = LiveView(buffer, clock=clock)
+    view.console = Console(
+        file=buffer, width=width, height=height, force_terminal=True, color_system=None
+    )
+    return view, buffer
+
+
+def _feed(view: LiveView, agents: int = 30) -> None:
+    view({"event": "start", "task_id": "t1", "objective": "o", "phases": ["e"], "model": "m"})
+    view({"event": "phase", "phase": "exploration", "index": 1, "total": 2})
+    states = ["done"] * 18 + ["pending"] * 10 + ["running", "failed"]
+    for i, state in enumerate(states[:agents]):
+        key = f"exploration/exploration-pkg{i:02d}"
+        view({"event": "agent", "key": key, "agent": "researcher", "state": "pending"})
+        extra = {"error": "RuntimeError: provider timed out"} if state == "failed" else {}
+        view({"event": "agent", "key": key, "agent": "researcher", "state": state, **extra})
+    view({"event": "tokens", "agent": "lead", "context": 1968, "threshold": 150_000,
+          "warning_ratio": 0.8, "total": 5})  # fmt: skip
+    view({"event": "checkpoint", "trigger": "before_spawning", "path": "/m/cp.json"})
+
+
+def _lines(view: LiveView) -> list[str]:
+    with view.console.capture() as captured:
+        view.console.print(view.render())
+    return captured.get().rstrip("\n").splitlines()
+
+
+@pytest.mark.parametrize(("width", "height"), [(60, 15), (80, 24), (120, 40)])
+def test_the_head_always_shows_and_the_panel_fits(width, height):
+    view, _ = _view(width, height)
+    _feed(view)
+    lines = _lines(view)
+    assert len(lines) <= height - 1  # the panel never scrolls its own top off
+    assert all(len(line) <= width - 2 for line in lines)  # room for the `^C` echo
+    text = "\n".join(lines)
+    assert lines[0].startswith("╭─ tether · t1 ")
+    assert "phase exploration (1/2)" in lines[1]
+    assert "18/30 agents done · 1 running · 1 failed · 10 pending" in lines[2]
+    assert re.search(r"lead [█░]{24} 1,968/150,000 ok", lines[3])
+    # the running and the failed agent come first, with the failure's error
+    assert "▶ exploration-pkg28 running" in lines[4]
+    assert "✗ exploration-pkg29 failed: Runtime" in lines[5]
+    if height == 15:
+        assert "│ … +5 pending, +18 done " in text
+    if height == 40:  # every agent has its row
+        assert sum(1 for line in lines if "exploration-pkg" in line) == 30
+        assert " done, +" not in text and "+18 done" not in text
+
+
+def test_a_tiny_terminal_keeps_the_count_and_the_gauge():
+    view, _ = _view(60, 5)
+    _feed(view)
+    lines = _lines(view)
+    assert len(lines) == 4
+    assert "18/30 agents done" in lines[1] and "lead " in lines[2]
+
+
+def test_the_elapsed_time_moves_with_the_clock():
+    clock = _Clock()
+    view, _ = _view(60, 15, clock)
+    _feed(view, agents=2)
+    clock.now += 65
+    assert "1:05" in _lines(view)[1]
+    clock.now += 3600
+    assert "1:01:05" in _lines(view)[1]
+
+
+def test_the_closing_panel_is_printed_once_after_the_live_one():
+    clock = _Clock()
+    view, buffer = _view(60, 15, clock)
+    with pytest.raises(KeyboardInterrupt), view:  # Ctrl-C inside the run
+        _feed(view)
+        clock.now += 12
+        raise KeyboardInterrupt
+    tail = buffer.getvalue().rsplit("\x1b", 1)[-1]  # after the live panel's last redraw
+    closing = tail[tail.index("╭") :].splitlines()
+    assert closing[0].startswith("╭─ tether · t1 ") and closing[-1].startswith("╰")
+    assert "0:12" in closing[1] and "18/30 agents done" in closing[2]
+    assert "✗ exploration-pkg29 failed" in closing[4]
+    assert "exploration-pkg28" not in "\n".join(closing)  # only failures are listed again
+    assert tail.count("╭─ tether") == 1
