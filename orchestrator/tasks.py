@@ -30,7 +30,6 @@ from memory.paths import Layout, check_name
 from orchestrator.brief import check_objective
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
 from orchestrator.paths import new_suffix, run_lock_path, tasks_file, word_slug
-from orchestrator.workdir import check_workdir
 
 TaskRecord = dict[str, Any]
 """A task's merged record: `task_id`, `objective`, `workdir`, `thread_id`, ... (see above)."""
@@ -63,6 +62,9 @@ def check_new_task(
             missing workdir.
         WorkflowError: `start_phase` is not one of `phases`.
     """
+    # the workdir tools' module (9 ms): `orchestrator status` imports this one, not that
+    from orchestrator.workdir import check_workdir
+
     check_objective(objective)
     if start_phase is not None and start_phase not in phases:
         raise WorkflowError(
