@@ -27,20 +27,20 @@ deleting it loses no archive state.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memory import durable
+from memory._clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
-from memory.summarize import Summarizer, extractive_summary
+from memory.summarize import Summarizer, call_with_timeout, extractive_summary
 from memory.templating import render
-from memory.working import Message, WorkingMemory, utc_now
+from memory.words import keywords
+from memory.working import Message, WorkingMemory
 
 DEFAULT_THRESHOLD = 10
 DEFAULT_FANOUT = 5
@@ -50,14 +50,6 @@ CONFIG_NAME = "summary.json"
 _FILE_RE = re.compile(r"^summary-L(\d+)-(\d{6,})\.md$")
 _RANGE_RE = re.compile(r"^messages\.jsonl#L(\d+)-L(\d+)$")
 _MESSAGE_CHARS = 400
-_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{3,}")
-_STOPWORDS = frozenset(
-    "about above after again also been before being both could does doing down during each "
-    "from further have having here into just more most once only other over same should "
-    "some such than that their them then there these they this those through under until "
-    "very what when where which while will with would your user assistant tool please because "
-    "turn summary messages jsonl".split()
-)
 
 
 @dataclass(frozen=True)
@@ -429,7 +421,7 @@ class Archive:
             if self.timeout_s is None:
                 summary = self.summarizer(text, self.summary_tokens)
             else:
-                summary = _call_with_timeout(
+                summary = call_with_timeout(
                     self.summarizer, text, self.summary_tokens, self.timeout_s
                 )
         except Exception as exc:  # noqa: BLE001 - any summariser failure leaves messages active
@@ -455,7 +447,7 @@ class Archive:
         seq = state.next_seq(level)
         name = f"summary-L{level}-{seq:06d}.md"
         span = f"messages.jsonl#L{first}-L{last}"
-        created = utc_now()
+        created = now_iso()
         text = render(
             "summary.md.j2",
             level=level,
@@ -497,16 +489,6 @@ class Archive:
         return summary
 
 
-def keywords(text: str, count: int = 6) -> list[str]:
-    """The most frequent significant words of `text` (for the summary's META block)."""
-    tally: dict[str, int] = {}
-    for word in _WORD_RE.findall(text):
-        word = word.lower().strip("./-")
-        if len(word) > 3 and word not in _STOPWORDS and not word.startswith("summary-"):
-            tally[word] = tally.get(word, 0) + 1
-    return [w for w, _ in sorted(tally.items(), key=lambda kv: -kv[1])[:count]]
-
-
 def _strip_gaps(text: str) -> str:
     """Drop the extractive summariser's `...` gap lines before summarising again."""
     return "\n".join(line for line in text.splitlines() if line.strip() != "...")
@@ -531,47 +513,3 @@ def _message_line(message: Message) -> str:
         names = [c.get("name", "?") for c in calls if isinstance(c, dict)]
         content = f"(calls {', '.join(names)})"
     return f"[L{message.line}] {message.role}: {content}"
-
-
-def _call_with_timeout(fn: Callable[..., str], text: str, max_tokens: int, timeout: float) -> str:
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        return pool.submit(fn, text, max_tokens).result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        raise TimeoutError(f"no answer within {timeout:g}s") from None
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-class ChatModelSummarizer:
-    """A `Summarizer` backed by a LangChain chat model (imported lazily).
-
-    Args:
-        model: any `BaseChatModel`.
-        timeout_s: a call that takes longer counts as a failure (messages stay active).
-    """
-
-    name = "chat-model"
-
-    def __init__(self, model: Any, *, timeout_s: float = 120.0):
-        self.model = model
-        self.timeout_s = timeout_s
-
-    def _invoke(self, text: str, max_tokens: int) -> str:
-        from langchain_core.messages import HumanMessage, SystemMessage
-
-        reply = self.model.invoke(
-            [
-                SystemMessage(
-                    "Summarise this conversation excerpt for an agent's long-term context. "
-                    f"At most {max_tokens * 3} words. Keep decisions, facts, names, numbers, "
-                    "file paths and open questions; keep the [L123] line references you rely on."
-                ),
-                HumanMessage(text),
-            ]
-        )
-        content = reply.content
-        return content if isinstance(content, str) else str(content)
-
-    def __call__(self, text: str, max_tokens: int = 200) -> str:
-        return _call_with_timeout(self._invoke, text, max_tokens, self.timeout_s)

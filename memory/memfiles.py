@@ -21,14 +21,16 @@ Invariants:
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from memory import durable
+from memory._clock import now_iso, today_utc
 from memory.errors import InvalidInputError, PatchNotFoundError, PathEscapeError
 from memory.paths import confine
 from memory.templating import render
+from memory.words import keywords
 
 LONGTERM_FOLDERS = ("facts", "episodes")
 MAX_FILE_BYTES = 1_000_000
@@ -66,10 +68,6 @@ def format_size(size: int) -> str:
     if size < 1024 * 1024:
         return f"{size / 1024:.1f}KB"
     return f"{size / (1024 * 1024):.1f}MB"
-
-
-def today_utc() -> date:
-    return datetime.now(UTC).date()
 
 
 # -- paths -------------------------------------------------------------------------------
@@ -220,10 +218,7 @@ def write_memory(store: Any, path: str, content: str) -> MemoryFile:
 
 def with_meta_block(text: str) -> str:
     """A detail note given without a META block gets one under its title."""
-    from memory.archive import keywords
-    from memory.working import utc_now
-
-    meta = f"<!--\nMETA:\n- created: {utc_now()}\n- keywords: {json.dumps(keywords(text))}\n-->"
+    meta = f"<!--\nMETA:\n- created: {now_iso()}\n- keywords: {json.dumps(keywords(text))}\n-->"
     lines = text.splitlines()
     if lines and lines[0].startswith("# "):
         return "\n".join([lines[0], "", meta, *lines[1:]]).rstrip("\n") + "\n"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from memory._clock import today_utc
 from memory.longterm import episode_index, episode_path, facts_text, record_episode
-from memory.memfiles import today_utc
 from memory.tools import longterm_tools
 
 

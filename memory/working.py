@@ -22,12 +22,13 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memory import durable
+from memory._clock import now_iso
 from memory.errors import InvalidInputError
+from memory.names import slugify
 from memory.paths import check_name
 from memory.templating import render
 
@@ -39,18 +40,6 @@ OVERVIEW_SECTIONS = (
     "Recent Operations",
 )
 ROLES = ("system", "user", "assistant", "tool")
-_SLUG_RE = re.compile(r"[^a-z0-9]+")
-
-
-def utc_now() -> str:
-    """Current UTC time as `2026-11-22T10:30:00.123456Z`."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def slugify(text: str, max_len: int = 60) -> str:
-    """A file-name-safe slug of `text` (`"Auth design!"` -> `"auth-design"`)."""
-    slug = _SLUG_RE.sub("-", text.lower()).strip("-")[:max_len].strip("-")
-    return slug or "note"
 
 
 @dataclass(frozen=True)
@@ -109,7 +98,7 @@ class WorkingMemory:
                 "overview.md.j2",
                 task_id=self.task_id,
                 objective=objective,
-                created=utc_now(),
+                created=now_iso(),
                 sections=list(OVERVIEW_SECTIONS),
             )
             durable.create_exclusive(self.overview_path, text.encode("utf-8"))
@@ -162,7 +151,7 @@ class WorkingMemory:
         text = render(
             "detail_note.md.j2",
             title=title.strip(),
-            created=utc_now(),
+            created=now_iso(),
             keywords=list(keywords),
             content=content.rstrip("\n"),
         )
@@ -211,7 +200,7 @@ class WorkingMemory:
             raise InvalidInputError(f"unknown message role {role!r}: use one of {', '.join(ROLES)}")
         record = {
             "id": message.get("id") or f"msg-{secrets.token_hex(6)}",
-            "ts": message.get("ts") or utc_now(),
+            "ts": message.get("ts") or now_iso(),
         }
         record.update({k: v for k, v in message.items() if v is not None})
         try:

@@ -22,8 +22,9 @@ import time
 import pytest
 
 from memory import durable
-from memory.archive import Archive, ChatModelSummarizer, parse_meta
+from memory.archive import Archive, parse_meta
 from memory.store import MemoryStore
+from memory.summarize import ChatModelSummarizer
 from memory.working import WorkingMemory
 
 

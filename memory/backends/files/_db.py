@@ -5,14 +5,13 @@ full-text index derived from the files. It runs in WAL mode with a busy timeout 
 parallel subagents (threads or processes) can write at once.
 
 Migrations are named, append-only functions or SQL strings owned by the module whose
-tables they create (`entries.MIGRATIONS`, `index.MIGRATIONS`, the files backend's). They
-are applied in name order, each in its own transaction, and recorded in `_migrations`.
-Never edit one that has shipped: add a new one.
+tables they create (`_entry_sql`, `_index`, `_records`); the backend hands them all to
+`migrate`. They are applied in name order, each in its own transaction, and recorded in
+`_migrations`. Never edit one that has shipped: add a new one.
 """
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -21,9 +20,6 @@ from pathlib import Path
 from memory.errors import MemoryDirError
 
 BUSY_TIMEOUT_MS = 60_000
-
-#: Modules that own tables; each exposes `MIGRATIONS: list[tuple[str, str | Callable]]`.
-MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.backends.files")
 
 CREATE_MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (
@@ -113,20 +109,12 @@ def _unusable(path: Path, exc: Exception) -> MemoryDirError:
     )
 
 
-def all_migrations() -> list[Migration]:
-    found: list[Migration] = []
-    for module_name in MIGRATION_MODULES:
-        # imported here, not at the top: these modules import this one for `connect`
-        found.extend(importlib.import_module(module_name).MIGRATIONS)
-    return sorted(found, key=lambda m: m[0])
-
-
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply pending migrations (idempotent, safe under concurrent openers)."""
+def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
+    """Apply the pending ones of `migrations` (idempotent, safe under concurrent openers)."""
     conn.execute(CREATE_MIGRATIONS_TABLE)
     done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
     applied = []
-    for name, step in all_migrations():
+    for name, step in sorted(migrations, key=lambda m: m[0]):
         if name in done:
             continue
         conn.execute("BEGIN IMMEDIATE")
