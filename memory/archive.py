@@ -4,7 +4,8 @@ Every N user turns (default 10, per task, `summary.json` beside the log) the act
 are summarised into a level-1 summary; when more than `fanout` (5) summaries of one level
 are active, the oldest `fanout` are folded into one summary of the next level, recursively.
 
-The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`).
+The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`,
+documents of the store's backend).
 Each names what it covers in its META block: an L1 names a line range of `messages.jsonl`
 (`messages.jsonl#L41-L60`), an L2+ names the summary files it folds. From these files:
 
@@ -18,7 +19,7 @@ write of a summarisation, so it is the commit point. A kill before the rename le
 messages (or child summaries) active and the next trigger retries; a kill after it leaves a
 complete summary naming exactly what it covers. No message is ever archived without a
 summary naming it, and no summary names lines it does not cover. All summarisations of a
-task run under one file lock, so two writers never cover the same lines twice.
+task run under one lock (`backend.mutex`), so two writers never cover the same lines twice.
 
 A summariser failure (exception or timeout) writes nothing: the messages stay active, the
 turn counter is not reset, and the next trigger retries. `memory.db` holds nothing here, so
@@ -28,13 +29,11 @@ deleting it loses no archive state.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory import durable
 from memory._clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
 from memory.summarize import Summarizer, call_with_timeout, extractive_summary
@@ -204,9 +203,10 @@ class Archive:
         self.fanout = fanout
         self.summary_tokens = summary_tokens
         self.timeout_s = timeout_s
-        self.config_path = wm.task_dir / CONFIG_NAME
+        self.backend = wm.backend
+        self.config_doc = f"{wm.task_doc}/{CONFIG_NAME}"
         self._state = ArchiveState()
-        self._dir_stamp: tuple[int, int] | None = None
+        self._listing: str | None = None
         self._skipped: set[str] = set()
         self.last_error: str | None = None
 
@@ -214,10 +214,10 @@ class Archive:
     def config(self) -> SummaryConfig:
         """The task's settings; a missing or garbled `summary.json` means the defaults."""
         try:
-            data = json.loads(self.config_path.read_text(encoding="utf-8"))
+            data = json.loads(self.backend.read_text(self.config_doc) or "")
             threshold = int(data.get("threshold", DEFAULT_THRESHOLD))
             enabled = data.get("enabled", True)
-        except (OSError, ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError):
             return SummaryConfig()
         return SummaryConfig(
             enabled=enabled is not False, threshold=min(max(threshold, 1), MAX_THRESHOLD)
@@ -231,40 +231,39 @@ class Archive:
             raise InvalidInputError(
                 f"threshold {threshold!r} out of range: give 1 to {MAX_THRESHOLD} user turns"
             )
-        with durable.file_lock(self.config_path):
+        result: list[SummaryConfig] = []
+
+        def edit(_old: bytes | None) -> bytes:
             cfg = self.config()
             if enabled is not None:
                 cfg.enabled = enabled
             if threshold is not None:
                 cfg.threshold = threshold
-            self.wm.task_dir.mkdir(parents=True, exist_ok=True)
-            durable.atomic_write_json(
-                self.config_path, {"enabled": cfg.enabled, "threshold": cfg.threshold}
-            )
+            result[:] = [cfg]
+            data = {"enabled": cfg.enabled, "threshold": cfg.threshold}
+            return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+        self.backend.update_document(self.config_doc, edit)
+        cfg = result[0]
         return cfg
 
     # -- state -------------------------------------------------------------------------
     def state(self) -> ArchiveState:
-        """The tree as the files say now (re-reads only new summary files)."""
-        directory = self.wm.detail_dir
-        try:
-            st = directory.stat()
-        except FileNotFoundError:
-            return self._state
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp != self._dir_stamp:
-            self._scan(directory)
-            self._dir_stamp = stamp
+        """The tree as the summary files say now (re-reads only new summary files)."""
+        listing, self._listing = self.backend.list_changes(self.wm.detail_doc + "/", self._listing)
+        if listing is not None:
+            self._scan([info.path for info in listing])
         return self._state
 
-    def _scan(self, directory: Path) -> None:
+    def _scan(self, docs: list[str]) -> None:
         state = self._state
         new = False
-        for name in sorted(os.listdir(directory)):
+        for doc in docs:
+            name = doc.rsplit("/", 1)[1]
             match = _FILE_RE.match(name)
             if not match or name in state.summaries or name in self._skipped:
                 continue
-            summary = self._parse(directory / name, int(match.group(1)), int(match.group(2)))
+            summary = self._parse(doc, int(match.group(1)), int(match.group(2)))
             if summary is None:
                 self._skipped.add(name)
             else:
@@ -273,10 +272,11 @@ class Archive:
         if new:
             self._link(state)
 
-    def _parse(self, path: Path, level: int, seq: int) -> Summary | None:
+    def _parse(self, doc: str, level: int, seq: int) -> Summary | None:
+        path = self.wm.store.path_of(doc)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = self.backend.read_text(doc) or ""
+        except UnicodeDecodeError as exc:
             self._state.warnings.append(f"skipped unreadable summary {path.name!r}: {exc}")
             return None
         meta = parse_meta(text)
@@ -363,8 +363,8 @@ class Archive:
     def summarize_now(self) -> SummarizeResult:
         """Summarise all active messages now (then fold); failures are returned, not raised."""
         result = SummarizeResult()
-        with durable.file_lock(self.wm.detail_dir / "summaries"):
-            self._dir_stamp = None  # another process may have written under the lock
+        with self.backend.mutex(f"{self.wm.task_doc}/summaries"):
+            self._listing = None  # another process may have written under the lock
             try:
                 level1 = self._write_level1()
                 if level1 is None:
@@ -462,8 +462,9 @@ class Archive:
             or getattr(self.summarizer, "__name__", type(self.summarizer).__name__),
             content=content,
         )
-        path = self.wm.detail_dir / name
-        durable.atomic_write_text(path, text)
+        doc = f"{self.wm.detail_doc}/{name}"
+        self.backend.write_text(doc, text)
+        path = self.wm.store.path_of(doc)
         summary = Summary(
             id=f"L{level}-{seq:06d}",
             level=level,
@@ -484,8 +485,6 @@ class Archive:
             for child in covers:
                 state.parent[child] = name
                 state.active_names.discard(child)
-        st = self.wm.detail_dir.stat()
-        self._dir_stamp = (st.st_mtime_ns, st.st_size)
         return summary
 
 

@@ -101,6 +101,11 @@ class MemoryStore:
             return self.backend.root / doc
         return Path(doc)
 
+    def make_folder(self, doc: str) -> None:
+        """Create the folder `doc` names on a memory directory (people see it); else nothing."""
+        if isinstance(self.backend, FilesBackend):
+            (self.backend.root / doc).mkdir(parents=True, exist_ok=True)
+
     # -- files backend internals (tests and tools) -------------------------------------
     def connect(self) -> sqlite3.Connection:
         """The files backend's connection to `memory.db` for this thread."""

@@ -7,8 +7,9 @@
 Design: each tool is a thin wrapper over a library function (`memory.memfiles`,
 `MemoryStore.search/log/fetch`); the wrapper's only job is to turn errors into one line the
 agent can act on (`Error: path '../x' leaves the memory directory ...`) instead of an
-exception that would end the agent's run. Every path goes through `memory.paths.confine`
-inside `memory.memfiles`, so nothing outside the memory directory is read or written.
+exception that would end the agent's run. Every path goes through `memory.memfiles.resolve`
+(and, on a memory directory, `memory.paths.confine`), so nothing outside the memory is read or
+written.
 
 This module imports LangChain; the `memory` CLI never imports it.
 """
@@ -106,7 +107,7 @@ def _task_path(store: Any, path: str, task_id: str | None) -> str:
     """Summaries cite `messages.jsonl#L1-L20` relative to their task: map it for the agent."""
     if task_id and path.startswith(_TASK_RELATIVE):
         plain = path.split("#", 1)[0]
-        if not (store.root / plain).exists():
+        if store.backend.stat_document(plain) is None:
             return f"working/{task_id}/{path}"
     return path
 
@@ -120,16 +121,14 @@ def _read(store: Any, path: str, task_id: str | None = None) -> str:
     last = int(match.group("last") or first)
     if last < first or last - first >= MAX_READ_LINES:
         return f"Error: line range {path!r} is empty or over {MAX_READ_LINES} lines"
-    resolved, rel = memfiles.resolve(store, match.group("path"))
-    if not resolved.is_file():
+    rel = memfiles.resolve(store, match.group("path"))
+    doc = store.backend.get_document(rel)
+    if doc is None:
         return f"Error: no memory file {rel!r}: use memory_list or recall_memory"
-    out = []
-    with open(resolved, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if number > last:
-                break
-            if number >= first:
-                out.append(f"{number}: {line.rstrip(chr(10))}")
+    lines = doc.data.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line of its own
+    out = [f"{n}: {lines[n - 1]}" for n in range(first, min(last, len(lines)) + 1)]
     return "\n".join(out) or f"Error: {rel!r} has no line {first}"
 
 

@@ -195,18 +195,18 @@ class TestFailures:
         for k in range(5):
             _turns(wm, 10, start=1 + 10 * k)
             archive.maybe_summarize()
-        real_write = durable.atomic_write_text
+        real_write = durable.atomic_write_bytes
 
-        def crash_on_level2(path, text):
+        def crash_on_level2(path, data):
             if path.name.startswith("summary-L2"):
                 raise KeyboardInterrupt("killed")
-            return real_write(path, text)
+            return real_write(path, data)
 
-        monkeypatch.setattr(durable, "atomic_write_text", crash_on_level2)
+        monkeypatch.setattr(durable, "atomic_write_bytes", crash_on_level2)
         _turns(wm, 10, start=51)
         with pytest.raises(KeyboardInterrupt):
             archive.maybe_summarize()
-        monkeypatch.setattr(durable, "atomic_write_text", real_write)
+        monkeypatch.setattr(durable, "atomic_write_bytes", real_write)
         fresh = check_consistent(wm)
         assert fresh.status().active_per_level == {1: 6}  # L1 committed, fold pending
         _turns(wm, 10, start=61)
