@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from memory._clock import now_iso
@@ -157,7 +157,7 @@ class SummaryStatus:
 
 
 def parse_meta(text: str) -> dict[str, str]:
-    """The `- key: value` lines of a seed-000 `<!-- META: ... -->` block."""
+    """The `- key: value` lines of a note's `<!-- META: ... -->` block."""
     start = text.find("META:")
     if start < 0:
         return {}
@@ -494,8 +494,6 @@ def _strip_gaps(text: str) -> str:
 
 
 def _with_span(summary: Summary, children: list[Summary]) -> Summary:
-    from dataclasses import replace
-
     return replace(
         summary,
         first_line=min(c.first_line for c in children),

@@ -24,7 +24,12 @@ import sys
 
 import click
 
-from memory import _cli_backend, _cli_entries, _cli_mcp, _cli_search, _cli_status, _cli_working
+import memory._cli_backend as _cli_backend
+import memory._cli_entries as _cli_entries
+import memory._cli_mcp as _cli_mcp
+import memory._cli_search as _cli_search
+import memory._cli_status as _cli_status
+import memory._cli_working as _cli_working
 from memory.errors import MemoryStoreError
 
 _VERB_MODULES = (_cli_entries, _cli_search, _cli_working, _cli_mcp, _cli_status, _cli_backend)

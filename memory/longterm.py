@@ -117,7 +117,7 @@ def facts_text(store: Any) -> str:
 
 
 def memory_index_message(store: Any) -> str | None:
-    """Seed 004's "Available memory" user message, or None when there is no memory yet."""
+    """The "Available memory" user message, or None when there is no memory yet."""
     files = list_memory(store)
     if not files:
         return None

@@ -24,8 +24,9 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from memory import memfiles
+import memory.memfiles as memfiles
 from memory.errors import MemoryStoreError
+from memory.recall import format_results
 
 _ANCHOR = re.compile(r"^(?P<path>[^#]+)#L(?P<first>\d+)(?:-L?(?P<last>\d+))?$")
 MAX_READ_LINES = 400
@@ -112,7 +113,8 @@ def _task_path(store: Any, path: str, task_id: str | None) -> str:
     return path
 
 
-def _read(store: Any, path: str, task_id: str | None = None) -> str:
+def read_memory_lines(store: Any, path: str, task_id: str | None = None) -> str:
+    """A memory file, or the lines a citation names (`x.md#L3-L9`), for a model to read."""
     path = _task_path(store, path, task_id)
     match = _ANCHOR.match(path)
     if not match:
@@ -138,7 +140,7 @@ def longterm_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     @_guarded
     def memory_read(path: str) -> str:
-        return _read(store, path, task_id)
+        return read_memory_lines(store, path, task_id)
 
     @_guarded
     def memory_write(path: str, content: str) -> str:
@@ -196,8 +198,6 @@ def memory_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     @_guarded
     def recall_memory(query: str, scope: str = "all", limit: int = 5) -> str:
-        from memory.recall import format_results
-
         return format_results(query, store.search(query, scope=scope, limit=limit))
 
     @_guarded

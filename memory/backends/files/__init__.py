@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memory import durable
-from memory.backends.files import _db
+import memory.backends.files._db as _db
+import memory.durable as durable
 from memory.backends.files._documents import DocumentFiles, is_document_path, walk_documents
 from memory.backends.files._entries import EntryStore
 from memory.backends.files._entry_sql import MIGRATIONS as ENTRY_MIGRATIONS

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from memory import durable
+import memory.durable as durable
 from memory.base import (
     Document,
     DocumentInfo,

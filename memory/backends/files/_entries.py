@@ -31,10 +31,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memory import durable
+import memory.durable as durable
 from memory._clock import iso
 from memory.backends.files._entry_sql import (
     DATES_SQL,
@@ -56,6 +57,7 @@ from memory.backends.files._entry_sql import (
     TAG_COUNT_SQL,
     TOMBSTONES_SINCE_SQL,
 )
+from memory.backends.files._host import FilesHost
 from memory.backends.files._journal import EntryJournal, chunk_name
 from memory.base import check_chunk, check_limit, unknown_entry
 from memory.entries import (
@@ -73,9 +75,6 @@ from memory.entries import (
 from memory.errors import CorruptDataError, MemoryRuntimeError
 from memory.summarize import Summarizer
 
-if TYPE_CHECKING:
-    from memory.backends.files import FilesBackend
-
 __all__ = ["EntryStore", "MIGRATIONS"]
 
 GZIP_LEVEL = 6
@@ -92,7 +91,7 @@ class EntryStore:
         backend: the files backend whose connection, layout, clock and summariser are used.
     """
 
-    def __init__(self, backend: FilesBackend):
+    def __init__(self, backend: FilesHost):
         self.backend = backend
         self._journal = EntryJournal(backend.layout)
         self._journal_checked = False
@@ -228,8 +227,6 @@ class EntryStore:
         if len(parts) <= PARALLEL_CHUNKS_FROM:
             sizes = [write_chunk(n) for n in range(len(parts))]
         else:  # zlib and fsync release the GIL: overlap them for huge inputs
-            from concurrent.futures import ThreadPoolExecutor  # only huge inputs pay for it
-
             with ThreadPoolExecutor(max_workers=CHUNK_WRITERS) as pool:
                 sizes = list(pool.map(write_chunk, range(len(parts))))
         entry.tier, entry.path, entry.chunks = "chunked", self._rel(folder), len(parts)

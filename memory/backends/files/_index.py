@@ -38,7 +38,6 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from memory.backends.blocks import (
     BLOCK_MAX_LINES,
@@ -48,11 +47,9 @@ from memory.backends.blocks import (
     message_text,
     split_blocks,
 )
+from memory.backends.files._host import FilesHost
 from memory.base import IndexReport, SearchDoc
 from memory.errors import MemoryStoreError
-
-if TYPE_CHECKING:
-    from memory.backends.files import FilesBackend
 
 TOKENIZER = "porter unicode61"
 
@@ -205,7 +202,7 @@ def _state_of(row: sqlite3.Row | None) -> tuple | None:
 class Index:
     """The derived full-text index of one memory directory (see the module docstring)."""
 
-    def __init__(self, backend: FilesBackend):
+    def __init__(self, backend: FilesHost):
         self.backend = backend
         self.layout = backend.layout
 

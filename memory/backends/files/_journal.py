@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from memory import durable
+import memory.durable as durable
 from memory._clock import now_iso
 from memory.backends.files._entry_sql import (
     ANY_ENTRY_SQL,

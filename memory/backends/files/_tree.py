@@ -13,7 +13,7 @@ import gzip
 from dataclasses import replace
 from pathlib import Path
 
-from memory import durable
+import memory.durable as durable
 from memory.backends.files import FilesBackend
 from memory.backends.files._documents import walk_documents
 from memory.backends.files._journal import (
