@@ -425,7 +425,11 @@ def test_put_entry_keeps_id_metadata_and_chunks(backend):
     assert backend.put_entry(logged, text.encode()) is False
     got = backend.get_entry(logged.id)
     assert (got.tags, got.checkpoint, got.created_at, got.chunks, got.tier) == (
-        ["imported"], "cp-9", logged.created_at, logged.chunks, "chunked"
+        ["imported"],
+        "cp-9",
+        logged.created_at,
+        logged.chunks,
+        "chunked",
     )
     assert backend.fetch_entry(logged.id) == text
     assert backend.fetch_entry(logged.id, chunk=1) == source.fetch_entry(logged.id, chunk=1)
