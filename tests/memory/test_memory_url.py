@@ -191,3 +191,36 @@ def test_an_orchestrator_memory_round_trips_through_postgres(pg_url, tmp_path, m
     )
     original = _read_tree(memory_dir)
     assert {p: original[p] for p in exported} == exported
+
+
+def test_files_to_postgres_to_a_tree_keeps_documents_and_entries(pg_url, tmp_path):
+    memdir = tmp_path / "memdir"
+    files = _tree(memdir)
+    contents = [
+        "small note ü\r\nno newline".encode(),
+        "".join(f"build step {n}: ok\n" for n in range(600)).encode(),  # one gzip file
+        "".join(f"row {n}: {'données ' * 9}\n" for n in range(2500)).encode(),  # chunks
+    ]
+    ids = []
+    for n, data in enumerate(contents):
+        (tmp_path / f"c{n}").write_bytes(data)
+        args = ["--memory-dir", str(memdir), "log", "-q", "--checkpoint", "cp-1"]
+        ids.append(memory(*args, "--file", str(tmp_path / f"c{n}")).stdout.strip())
+    imported = memory("--memory-url", pg_url, "import", str(memdir))
+    assert imported.returncode == 0, imported.stderr
+    assert "and 3 entries" in imported.stdout
+    out = tmp_path / "out"
+    exported = memory("--memory-url", pg_url, "export", str(out))
+    assert exported.returncode == 0 and "and 3 entries" in exported.stdout, exported.stderr
+    tree = _read_tree(out)
+    assert {p: d for p, d in tree.items() if not p.startswith("entries/")} == files
+    assert "entries/journal.jsonl" in tree and "memory.db" not in tree
+    for entry_id, data in zip(ids, contents, strict=True):
+        fetched = subprocess.run(
+            [sys.executable, "-m", "memory", "--memory-dir", str(out), "fetch", entry_id],
+            capture_output=True,
+            timeout=60,
+        )
+        assert fetched.stdout == data
+    refs = memory("--memory-dir", str(out), "refs", "--checkpoint", "cp-1").stdout
+    assert [line.split(":")[0] for line in refs.splitlines()] == ids
