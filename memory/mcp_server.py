@@ -7,7 +7,8 @@ Tools (names and descriptions are written for the model that calls them):
 * `memory_read` / `memory_list` / `memory_write` / `memory_patch` / `memory_append`:
   the memory files (facts, episodes, a task's overview and detail notes);
 * `task_status` / `checkpoint_report`: read-only views of an orchestrator task, offered
-  when the `orchestrator` package is installed (see "Task tools" below).
+  when the `orchestrator` package is installed and the memory is a memory directory (see
+  "Task tools" below).
 
 Design: every tool is a thin wrapper over the library functions the LangChain tools in
 `memory.tools` wrap (`MemoryStore.search/log/fetch`, `memory.memfiles`), so the sandbox is
@@ -43,7 +44,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 import memory.memfiles as memfiles
-from memory.errors import MemoryStoreError
+from memory.errors import MemoryDirError, MemoryStoreError
 from memory.recall import format_results
 from memory.tools import Patch, read_memory_lines
 
@@ -243,7 +244,10 @@ def build_server(store: Any, providers: Iterable[str] = TOOL_PROVIDERS) -> Any:
     _search_tools(server, store)
     _file_tools(server, store)
     for register in load_providers(providers):
-        register(server, store)
+        try:
+            register(server, store)
+        except MemoryDirError:
+            continue  # a provider over a memory directory, and this memory has none
     return server
 
 

@@ -224,3 +224,25 @@ def test_files_to_postgres_to_a_tree_keeps_documents_and_entries(pg_url, tmp_pat
         assert fetched.stdout == data
     refs = memory("--memory-dir", str(out), "refs", "--checkpoint", "cp-1").stdout
     assert [line.split(":")[0] for line in refs.splitlines()] == ids
+
+
+def test_mcp_server_serves_a_postgres_memory(pg_url):
+    import anyio
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from memory.mcp_server import build_server
+    from memory.store import MemoryStore
+
+    with MemoryStore.from_url(pg_url) as store:
+        store.backend.write_text("facts/user.md", "# User Facts\n\n- Editor: vim\n")
+        server = build_server(store)
+
+        async def run() -> tuple[list[str], str]:
+            async with create_connected_server_and_client_session(server._mcp_server) as s:
+                names = sorted(t.name for t in (await s.list_tools()).tools)
+                found = await s.call_tool("recall", {"query": "editor vim"})
+                return names, found.content[0].text
+
+        names, found = anyio.run(run)
+    assert "recall" in names and "memory_read" in names and "task_status" not in names
+    assert "Citation: facts/user.md#L3" in found
