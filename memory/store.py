@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory.backends import backend_for
 from memory.backends.files import FilesBackend
@@ -27,9 +27,6 @@ from memory.entries import Entry, check_type
 from memory.errors import MemoryDirError
 from memory.paths import Layout
 from memory.recall import SearchResult, search
-
-if TYPE_CHECKING:
-    import sqlite3
 
 
 class MemoryStore:
@@ -107,7 +104,7 @@ class MemoryStore:
             (self.backend.root / doc).mkdir(parents=True, exist_ok=True)
 
     # -- files backend internals (tests and tools) -------------------------------------
-    def connect(self) -> sqlite3.Connection:
+    def connect(self) -> Any:
         """The files backend's connection to `memory.db` for this thread."""
         return self._files.connect()
 
