@@ -207,6 +207,7 @@ class Archive:
         self.config_doc = f"{wm.task_doc}/{CONFIG_NAME}"
         self._state = ArchiveState()
         self._listing: str | None = None
+        self._holding = False  # summarising under the mutex: no one else writes summaries
         self._skipped: set[str] = set()
         self.last_error: str | None = None
 
@@ -250,6 +251,8 @@ class Archive:
     # -- state -------------------------------------------------------------------------
     def state(self) -> ArchiveState:
         """The tree as the summary files say now (re-reads only new summary files)."""
+        if self._holding and self._listing is not None:
+            return self._state
         listing, self._listing = self.backend.list_changes(self.wm.detail_doc + "/", self._listing)
         if listing is not None:
             self._scan([info.path for info in listing])
@@ -364,7 +367,9 @@ class Archive:
         """Summarise all active messages now (then fold); failures are returned, not raised."""
         result = SummarizeResult()
         with self.backend.mutex(f"{self.wm.task_doc}/summaries"):
-            self._listing = None  # another process may have written under the lock
+            self._listing = None  # another process may have written before we got the lock
+            self.state()
+            self._holding = True
             try:
                 level1 = self._write_level1()
                 if level1 is None:
@@ -374,6 +379,8 @@ class Archive:
                     result.written.extend(self._fold())
             except SummarizerFailed as exc:
                 result.error = str(exc)
+            finally:
+                self._holding = False
         self.last_error = result.error
         return result
 

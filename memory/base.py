@@ -48,6 +48,7 @@ from memory.errors import (
     ChunkOutOfRangeError,
     ConflictError,
     InvalidInputError,
+    InvalidQueryError,
     LockHeldError,
     PathEscapeError,
     StorageError,
@@ -246,6 +247,14 @@ def check_chunk(entry_id: str, chunk: int | None, chunks: int) -> None:
 def unknown_entry(entry_id: str, where: str = "") -> UnknownEntryError:
     place = f" in {where!r}" if where else ""
     return UnknownEntryError(f"no entry {entry_id!r}{place}: see `memory list` for ids")
+
+
+def check_query(query: str, limit: int) -> None:
+    """What `index_query` accepts: words to search for and a positive limit."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidQueryError("empty query: give words to search for")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidQueryError(f"invalid limit {limit!r}: use a positive number")
 
 
 def check_limit(limit: int | None) -> None:

@@ -204,7 +204,7 @@ def confine(
         PathEscapeError: with the offending path and what is allowed.
     """
     raw = os.fspath(user_path)
-    candidate = Path(check_relative(raw, label=label))
+    candidate = Path(check_relative(raw, label=label) if raw != "." else ".")
     real_root = root.resolve()
     resolved = (real_root / candidate).resolve()
     if resolved != real_root and real_root not in resolved.parents:

@@ -271,12 +271,10 @@ class WorkingMemory:
 
     def _refresh(self) -> None:
         info = self.backend.stat_document(self.messages_doc)
-        if info is None:
+        if info is None or info.size == self._cache_offset:
             return
         if info.size < self._cache_offset:  # replaced behind our back: start over
             self._cache, self._cache_offset, self._cache_next_line = [], 0, 1
-        if info.size == self._cache_offset:
-            return
         doc = self.backend.get_document(self.messages_doc, offset=self._cache_offset)
         if doc is None:
             return

@@ -34,6 +34,7 @@ from memory.base import (
     check_doc_path,
     check_id,
     check_limit,
+    check_query,
     check_version,
     encode_lines,
     json_text,
@@ -41,7 +42,6 @@ from memory.base import (
     unknown_entry,
 )
 from memory.entries import Entry, pieces, prepare_entry, under_directory
-from memory.errors import InvalidQueryError
 
 WORD = re.compile(r"\w+")
 BM25_K1 = 1.2
@@ -56,14 +56,6 @@ def words(text: str) -> list[str]:
             word = word[:-1]
         out.append(word)
     return out
-
-
-def check_query(query: str, limit: int) -> list[str]:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidQueryError("empty query: give words to search for")
-    if not isinstance(limit, int) or limit < 1:
-        raise InvalidQueryError(f"invalid limit {limit!r}: use a positive number")
-    return words(query)
 
 
 class InMemoryBackend(BaseBackend):
@@ -251,7 +243,8 @@ class InMemoryBackend(BaseBackend):
             return sum(self._index.pop(d, None) is not None for d in doc_ids)
 
     def index_query(self, query, *, sources=None, limit=10) -> list[SearchHit]:
-        terms = set(check_query(query, limit))
+        check_query(query, limit)
+        terms = set(words(query))
         with self._lock:
             docs = [d for d in self._index.values() if sources is None or d.source in sources]
         tokenised = [(d, words(d.text)) for d in docs]

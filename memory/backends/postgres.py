@@ -74,7 +74,6 @@ from memory.backends._postgres_sql import (
     XACT_LOCK_SQL,
 )
 from memory.backends.blocks import document_docs, entry_docs, message_docs
-from memory.backends.inmemory import check_query
 from memory.base import (
     BaseBackend,
     Document,
@@ -91,6 +90,7 @@ from memory.base import (
     check_doc_path,
     check_id,
     check_limit,
+    check_query,
     check_version,
     encode_lines,
     json_text,

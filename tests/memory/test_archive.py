@@ -264,7 +264,10 @@ def test_sigkill_during_summarisation_leaves_a_consistent_archive(memory_dir):
     digests = []
     for _ in range(4):
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(memory_dir)], env=env)
-        time.sleep(0.8 + rng.random() * 0.6)
+        deadline = time.monotonic() + 30
+        while not wm.messages_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # start-up time varies with the machine's load; kill while it works
+        time.sleep(0.4 + rng.random() * 0.6)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         archive = check_consistent(wm)

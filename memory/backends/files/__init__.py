@@ -46,21 +46,15 @@ from memory.base import (
     SearchHit,
     check_id,
     check_limit,
+    check_query,
 )
-from memory.errors import InvalidQueryError, MemoryDirError
+from memory.errors import MemoryDirError
 from memory.paths import Layout
 
 __all__ = ["FilesBackend", "MIGRATIONS", "is_document_path", "walk_documents"]
 
 MIGRATIONS = [*ENTRY_MIGRATIONS, *INDEX_MIGRATIONS, *RECORD_MIGRATIONS]
 LANGGRAPH_DB = Path(".langgraph") / "state.sqlite"
-
-
-def check_query(query: str, limit: int) -> None:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidQueryError("empty query: give words to search for")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidQueryError(f"invalid limit {limit!r}: use a positive number")
 
 
 class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
@@ -75,6 +69,8 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True):
         self.layout = Layout.at(root)
+        self._real_dirs = {}
+        self._versions = {}
         self.read_only = _read_only(self.layout.root)
         if create and not self.read_only:
             self.layout.ensure()
@@ -198,7 +194,7 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         return self.entries.delete(entry_ids)
 
     def count_pruned(self) -> int:
-        return self.entries.stats()["pruned"]
+        return self.entries.count_pruned()
 
     def entry_stats(self) -> dict[str, Any]:
         return self.entries.stats()

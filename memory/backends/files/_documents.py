@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -52,8 +53,9 @@ NOT_DOCUMENTS = ("memory.db", "memory.db-wal", "memory.db-shm", "entries")
 #: minus its live-process markers, which mean nothing elsewhere.
 DOCUMENT_DOT_DIR = ".tether"
 NOT_DOCUMENT_DIRS = (".tether/running",)
-#: A folder changed this recently may change again within its mtime's granularity.
-FRESH_S = 0.05
+#: A folder changed this recently may change again within its mtime's granularity (the
+#: kernel stamps files with a coarse clock: one tick is 1 to 4 ms on common kernels).
+FRESH_S = 0.01
 
 
 def is_document_path(rel: str) -> bool:
@@ -102,40 +104,81 @@ class DocumentFiles:
     _write: Callable[..., AbstractContextManager[sqlite3.Connection]]
     check_writable: Callable[..., None]
 
+    _real_dirs: dict[str, str]
+    #: `path -> (stamp, version)` last seen here: a file whose stamp is unchanged is at the
+    #: same version (every recorded write replaces the file, so changes its stamp), which
+    #: spares reads a query.
+    _versions: dict[str, tuple[str, int]]
+
     def _file(self, path: str) -> Path:
+        """The file of a document, refusing paths that leave the root through a symlink.
+
+        The real path of each existing parent folder is resolved once per backend; the file
+        itself is checked each time (one `lstat`), so a symlink put in place of a document
+        is resolved and refused if it leads out.
+        """
         check_doc_path(path)
         if not is_document_path(path):
             raise InvalidInputError(
                 f"document path {path!r} names tether's own storage; use another path"
             )
-        return confine(self.layout.root, path)
+        parent, _, name = path.rpartition("/")
+        real = self._real_dirs.get(parent)
+        if real is None:
+            real = str(confine(self.layout.root, parent or "."))
+            if os.path.isdir(real):
+                self._real_dirs[parent] = real
+        file = Path(real, name)
+        if os.path.islink(file):
+            return confine(self.layout.root, path)
+        return file
+
+    def _known(self, path: str, st: os.stat_result) -> int | None:
+        """The version remembered for this exact file (stamp), if any."""
+        known = self._versions.get(path)
+        return known[1] if known is not None and known[0] == stamp_of(st) else None
 
     def get_document(self, path: str, *, offset: int = 0) -> Document | None:
         file = self._file(path)
-        row = self.connect().execute(SELECT_DOC_SQL, (path,)).fetchone()  # row first
-        try:
-            with open(file, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                fh.seek(offset)
-                data = fh.read()
-                whole: Callable[[], bytes] = (
-                    (lambda: data) if offset == 0 else (lambda: file.read_bytes())
-                )
+        for attempt in (0, 1):
+            row = None
+            if attempt:  # the row first, then the file: a writer between its rename and its
+                row = self.connect().execute(SELECT_DOC_SQL, (path,)).fetchone()  # commit
+            try:
+                with open(file, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    version = self._known(path, st)
+                    if version is None and not attempt:
+                        continue  # not seen in this state yet: read the row
+                    fh.seek(offset)
+                    data = fh.read()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                return None
+            if version is None:
+                whole = (lambda data=data: data) if offset == 0 else file.read_bytes
                 version = _version(row, st, whole)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
-        return Document(path, version, st.st_mtime, st.st_size, data)
+                self._versions[path] = (stamp_of(st), version)
+            return Document(path, version, st.st_mtime, st.st_size, data)
+        return None  # unreachable: the second attempt always returns
 
     def stat_document(self, path: str) -> DocumentInfo | None:
         file = self._file(path)
-        row = self.connect().execute(SELECT_DOC_SQL, (path,)).fetchone()
         try:
             st = os.stat(file)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        if not os.path.isfile(file):
+        if not stat.S_ISREG(st.st_mode):
             return None
-        return DocumentInfo(path, _version(row, st, file.read_bytes), st.st_mtime, st.st_size)
+        version = self._known(path, st)
+        if version is None:
+            row = self.connect().execute(SELECT_DOC_SQL, (path,)).fetchone()
+            try:
+                st = os.stat(file)  # again, after the row (see `get_document`)
+            except FileNotFoundError:
+                return None
+            version = _version(row, st, file.read_bytes)
+            self._versions[path] = (stamp_of(st), version)
+        return DocumentInfo(path, version, st.st_mtime, st.st_size)
 
     def _current(self, conn: sqlite3.Connection, path: str, file: Path) -> tuple[int, int]:
         """(version readers see now, highest version ever given) for `path`."""
@@ -164,6 +207,7 @@ class DocumentFiles:
                 durable.atomic_write_bytes(file, data)
             st = os.stat(file)
             conn.execute(UPSERT_DOC_SQL, (path, last + 1, time.time(), len(data), stamp_of(st)))
+        self._versions[path] = (stamp_of(st), last + 1)
         return DocumentInfo(path, last + 1, st.st_mtime, len(data))
 
     def append_lines(self, path: str, lines: Sequence[bytes | str]) -> int:
@@ -212,17 +256,30 @@ class DocumentFiles:
     def list_changes(
         self, prefix: str, token: str | None = None
     ) -> tuple[list[DocumentInfo] | None, str]:
-        """As the base, but a folder's own stat says whether anything directly in it moved."""
-        folder = self.layout.root / prefix
+        """As the base, but the folder's own stat says whether anything directly in it moved.
+
+        A folder changed within `FRESH_S` may change again within the same mtime tick, so
+        then its names are compared too (a `listdir`, not a full listing).
+        """
         if not prefix.endswith("/"):
             return super().list_changes(prefix, token)  # type: ignore[misc]
+        folder = self.layout.root / prefix
         try:
             st = os.stat(folder)
         except (FileNotFoundError, NotADirectoryError):
             return [], "absent"
         stamp = f"{st.st_ino}:{st.st_mtime_ns}"
-        if time.time() - st.st_mtime < FRESH_S:
-            stamp += ":fresh"  # may change again unseen: never matches next time
-        elif stamp == token:
+        fresh = time.time() - st.st_mtime < FRESH_S
+        if token == stamp and not fresh:
             return None, stamp
-        return self.list_documents(prefix), stamp
+        if token is not None and token.startswith(stamp + ":"):
+            names = f"{stamp}:{_names_digest(folder)}"
+            if names == token:
+                return None, names if fresh else stamp
+        new = f"{stamp}:{_names_digest(folder)}" if fresh else stamp
+        return self.list_documents(prefix), new
+
+
+def _names_digest(folder: Path) -> str:
+    names = "\x00".join(sorted(os.listdir(folder)))
+    return hashlib.blake2b(names.encode(), digest_size=12).hexdigest()

@@ -454,6 +454,9 @@ class EntryStore:
             "pruned": conn.execute(PRUNED_COUNT_SQL).fetchone()[0],
         }
 
+    def count_pruned(self) -> int:
+        return self._conn.execute(PRUNED_COUNT_SQL).fetchone()[0]
+
     def delete(self, entry_ids: Iterable[str]) -> list[Entry]:
         """Remove entries (rows, tags, then their `entries/{id}/` folders); returns them.
 

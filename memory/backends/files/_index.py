@@ -8,6 +8,8 @@ how big a view grows: `idx_msg` (messages, up to millions of rows), `idx_ent` (e
 chunks) and `idx_doc` (every other file). Splitting them keeps document frequencies and
 candidate sets per view, so a scoped search never walks another view's postings.
 `idx_docs` holds each row's metadata (source, file, line, citation) under the same rowid;
+rows given through the storage contract (`index_upsert`) carry their own `doc_id` there and
+live beside the synced ones (one index, one planner: `_planner`);
 `idx_files` remembers, per indexed file, the `(mtime_ns, size)` it was indexed at and, for
 jsonl files, how many complete lines/bytes were consumed plus a hash of the last one.
 
