@@ -8,11 +8,11 @@ private schema is created and dropped)::
 
 1. **Recall** on `bench.recall`'s labelled corpus: every message becomes one `SearchDoc`
    (id = its citation, `working/T0001/messages.jsonl#L12`), loaded with `index_upsert` in
-   batches of 1,000 into each backend (files+SQLite FTS5, PostgreSQL `tsvector` + GIN, and
-   the in-memory reference up to 20K), then every labelled question is asked with
-   `index_query(limit=10)`: build rate (messages/s), search p50/p95, recall@10. For scale,
-   the files backend's own recall (`MemoryStore.search`, the one `memory search` uses, with
-   its query planner and reranker) is measured on the same corpus.
+   batches of 1,000 into each backend (files+SQLite: the FTS5 index and query planner behind
+   `memory search`; PostgreSQL `tsvector` + GIN; the in-memory reference up to 20K), then
+   every labelled question is asked with `index_query(limit=10)`: build rate (messages/s),
+   search p50/p95, recall@10. The first row is `memory search` itself on a memory directory
+   holding the corpus as files (`MemoryStore.reindex()`, then `MemoryStore.search`).
 2. **Orchestration**: one phase of N subagents with the fast fake model of
    `bench.orchestration`, graph state in `SqliteSaver` (default) or LangGraph's
    `PostgresSaver` (`Orchestrator(checkpointer=...)`): wall time per subagent.
@@ -36,8 +36,8 @@ if __package__ in (None, ""):
 
 from bench.recall import _pct, _recall, _stage
 from bench.recall_data import ensure_corpus
+from memory.backends.blocks import message_text
 from memory.base import SearchDoc
-from memory.index import message_text
 
 PG_URL = os.environ.get("TETHER_BENCH_PG_URL", "postgresql://postgres@127.0.0.1/test")
 BATCH = 1000
@@ -117,7 +117,8 @@ def recall_rows(n: int) -> list[tuple[str, dict]]:
         reference |= {"p95": _pct(lat, 0.95), "r10": _recall(ranked, gold, 10)}
         rows.append(("files: memory search (tether recall)", reference))
         with FilesBackend.open(tmp / "contract") as backend:
-            rows.append(("files: contract index (FTS5)", measure(backend, docs, questions, gold)))
+            label = "files: contract index (FTS5 + planner)"
+            rows.append((label, measure(backend, docs, questions, gold)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     with pg_schema() as url, PostgresBackend.open(url) as backend:

@@ -45,9 +45,9 @@ if __package__ in (None, ""):  # `python bench/recall.py`
 
 from bench.recall_data import DATA_DIR, Corpus, _Noise, ensure_corpus, fact_pair
 from memory import durable
-from memory.index import message_text
-from memory.recall import STOPWORDS
+from memory.backends.blocks import message_text
 from memory.store import MemoryStore
+from memory.words import STOPWORDS
 
 _WORD = re.compile(r"[^\W_]+")
 _STOP = set(STOPWORDS)

@@ -1,9 +1,10 @@
-"""tether's external memory: files people can read, plus a derived SQLite index.
+"""tether's external memory: files people can read (or rows of a shared database), searchable.
 
 Public API (kept small and pinned by `tests/test_public_api.py`)::
 
     from memory import MemoryStore
-    store = MemoryStore(".temp/memory")
+    store = MemoryStore(".temp/memory")                     # files + SQLite, the default
+    store = MemoryStore.from_url("postgresql://host/db")    # or any storage backend
     entry = store.log(big_text, tags=["pytest"])
     hits = store.search("why did the auth tests fail?", scope="all", limit=5)
     tools = memory_tools(store, task_id="T1")   # LangChain tools for any LangGraph agent
@@ -13,6 +14,7 @@ Heavy modules (LangChain tools) are imported lazily so `memory` CLI start-up sta
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from memory.errors import (
@@ -80,6 +82,4 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'memory' has no attribute {name!r}")
-    import importlib
-
     return getattr(importlib.import_module(module), name)

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import click
 
-from memory.cli import get_store, url_backend
-from memory.entries import ENTRY_TYPES, Entry, EntryStore, check_type
+from memory._cli_common import get_store
+from memory.backends.files import FilesBackend
+from memory.entries import ENTRY_TYPES, Entry, check_type
 from memory.errors import InvalidInputError
 
 SUMMARY_COLUMN_CHARS = 60
@@ -26,10 +27,6 @@ def register(cli: click.Group) -> None:
     """Add the entry verbs to the `memory` group."""
     for command in (memory_log, memory_fetch, memory_list, memory_refs, memory_stats, memory_prune):
         cli.add_command(command)
-
-
-def _entries(ctx: click.Context) -> EntryStore:
-    return get_store(ctx).entries
 
 
 def _echo_json(obj: object) -> None:
@@ -111,10 +108,7 @@ def memory_log(ctx, text, file, stdin, tags, type_, checkpoint, directory, as_js
     data = _read_source(text, file, stdin)
     source = "TEXT" if text is not None else (f"--file {file!r}" if file else "stdin")
     _check_text(data, source)
-    if url_backend(ctx) is not None:
-        _backend_log(ctx, data, tags, type_, directory, as_json, quiet)
-        return
-    entry = _entries(ctx).log(  # bytes: the store keeps them exactly, no second copy here
+    entry = get_store(ctx).log(  # bytes: the store keeps them exactly, no second copy here
         data, tags=tags, type=type_, checkpoint=checkpoint, directory=directory
     )
     if as_json:
@@ -139,38 +133,23 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
       memory fetch mem-20260123-123456-abcd1234 --summary-only
       memory fetch mem-20260123-123456-abcd1234 --chunk 2 > part.txt
     """
-    backend = url_backend(ctx)
-    if backend is not None:
-        record = backend.get_entry(entry_id)
-        text = record.summary if summary_only else backend.fetch_entry(entry_id, chunk=chunk)
-        click.echo(text, nl=summary_only)
-        return
-    entries = _entries(ctx)
+    store = get_store(ctx)
     if summary_only:
-        text = entries.fetch(entry_id, summary_only=True)
-        click.echo(text)
+        click.echo(store.fetch(entry_id, summary_only=True))
         return
-    if chunk is None:
-        pieces = entries.iter_bytes(entry_id)  # streams: a huge entry is never all in memory
-    else:
-        pieces = iter([entries.fetch(entry_id, chunk=chunk).encode("utf-8")])
+    if chunk is not None:
+        pieces = iter([store.fetch(entry_id, chunk=chunk).encode("utf-8")])
+    elif isinstance(store.backend, FilesBackend):
+        pieces = store.entries.iter_bytes(entry_id)  # the stored bytes, straight from disk
+    else:  # one chunk at a time: a huge entry is never all in memory
+        entry = store.get_entry(entry_id)
+        pieces = (
+            store.fetch(entry_id, chunk=n).encode("utf-8") for n in range(entry.pieces)
+        ) if entry.chunks else iter([store.fetch(entry_id).encode("utf-8")])  # fmt: skip
     out = sys.stdout.buffer
     for piece in pieces:
         out.write(piece)
     out.flush()
-
-
-def _backend_log(ctx, data, tags, type_, directory, as_json, quiet) -> None:
-    """`memory log` on a `--memory-url` backend: store the entry and index its text."""
-    from memory.base import SearchDoc
-
-    backend = url_backend(ctx)
-    record = backend.log_entry(data, tags=tags, type=type_, directory=directory)
-    backend.index_upsert([SearchDoc(record.id, "entries", data.decode("utf-8"))])
-    if as_json:
-        _echo_json(record.__dict__)
-    else:
-        click.echo(record.id if quiet else f"Stored: {record.id} ({record.tokens} tokens)")
 
 
 def _table(entries: list[Entry]) -> str:
@@ -207,15 +186,7 @@ def memory_list(ctx, type_, directory, tag, checkpoint, limit, as_json):
     """
     if type_ is not None:
         check_type(type_)
-    backend = url_backend(ctx)
-    if backend is not None:
-        records = backend.list_entries(type=type_, directory=directory, tag=tag, limit=limit)
-        _echo_json([r.__dict__ for r in records]) if as_json else click.echo(
-            "\n".join(f"{r.id}  {r.type}  {r.tokens}  {','.join(r.tags) or '-'}" for r in records)
-            or "No entries."
-        )
-        return
-    found = _entries(ctx).list(
+    found = get_store(ctx).list_entries(
         type=type_, directory=directory, tag=tag, checkpoint=checkpoint, limit=limit
     )
     if as_json:
@@ -243,7 +214,7 @@ def memory_refs(ctx, checkpoint, directory, as_json):
     """
     if checkpoint is None and directory is None:
         raise click.ClickException("give --checkpoint ID or --directory DIR")
-    found = _entries(ctx).refs(checkpoint=checkpoint, directory=directory)
+    found = get_store(ctx).refs(checkpoint=checkpoint, directory=directory)
     if as_json:
         _echo_json([e.to_dict() for e in found])
         return
@@ -300,7 +271,7 @@ def memory_stats(ctx, as_json):
       memory stats
       memory stats --json
     """
-    stats = _entries(ctx).stats()
+    stats = get_store(ctx).stats()
     if as_json:
         _echo_json(stats)
     else:
@@ -325,9 +296,11 @@ def memory_prune(ctx, keep_days, keep_entries, dry_run, as_json):
       memory prune --keep-days 7 --keep-entries 500
       memory prune --keep-days 30 --dry-run
     """
-    entries = _entries(ctx)
-    removed = entries.prune(keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run)
-    orphans = entries.sweep_orphans(dry_run=dry_run)
+    store = get_store(ctx)
+    removed = store.prune(keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run)
+    orphans = []  # folders left by an interrupted log exist on the files backend only
+    if isinstance(store.backend, FilesBackend):
+        orphans = store.entries.sweep_orphans(dry_run=dry_run)
     if as_json:
         _echo_json({"entries": [e.to_dict() for e in removed], "orphans": orphans})
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from memory.cli import get_store
+from memory._cli_common import get_store
 
 
 def register(cli: click.Group) -> None:

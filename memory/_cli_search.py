@@ -1,7 +1,8 @@
 """`memory search` and `memory reindex`: ranked recall and index rebuilds from the shell.
 
-Both verbs go through `memory.recall` / `memory.index` via the store; errors from them are
-`MemoryStoreError`s that the group turns into one `Error: ...` line and exit 1.
+Both verbs go through the store (`memory.recall` and the backend's index) on every backend;
+errors from them are `MemoryStoreError`s that the group turns into one `Error: ...` line and
+exit 1.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import json
 
 import click
 
-from memory.cli import get_store, url_backend
+from memory._cli_common import get_store
+from memory.recall import format_results
 
 
 def register(cli: click.Group) -> None:
@@ -52,37 +54,12 @@ def memory_search(
       memory search flaky test timeout --scope messages --limit 10
       memory search "retry policy" --scope detail,facts --json
     """
-    from memory.recall import format_results, search
-
     text = " ".join(query)
-    backend = url_backend(ctx)
-    if backend is not None:  # --memory-url: the backend's index (see `memory import`)
-        sources = [x for s in scopes for x in s.split(",") if x and x != "all"] or None
-        results = [hit_result(h) for h in backend.index_query(text, sources=sources, limit=limit)]
-    else:
-        results = search(get_store(ctx), text, scope=list(scopes) or "all", limit=limit)
+    results = get_store(ctx).search(text, scope=list(scopes) or "all", limit=limit)
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
     else:
         click.echo(format_results(text, results))
-
-
-def hit_result(hit):
-    """A contract `SearchHit` as the `SearchResult` that `memory search` prints."""
-    from memory.recall import SNIPPET_CHARS, SearchResult
-
-    _, _, line = hit.doc_id.partition("#L")
-    snippet = " ".join(hit.text.split())
-    if len(snippet) > SNIPPET_CHARS:
-        snippet = snippet[: SNIPPET_CHARS - 3] + "..."
-    return SearchResult(
-        source=hit.source,
-        path=hit.path or None,
-        line=int(line) if line.isdigit() else None,
-        citation=hit.doc_id,
-        text=snippet,
-        score=round(hit.score, 4),
-    )
 
 
 @click.command("reindex")
@@ -90,9 +67,9 @@ def hit_result(hit):
 def memory_reindex(ctx: click.Context) -> None:
     """Drop the full-text index and rebuild it from the files and entries.
 
-    Files are the truth; the index in memory.db is derived and can always be rebuilt.
-    Searches keep it current on their own, so this is only needed after deleting
-    memory.db or to compact the index.
+    Files (or a database's documents) are the truth; the index is derived and can always
+    be rebuilt. Searches keep it current on their own, so this is only needed after
+    deleting memory.db or to compact the index.
 
     \b
     Examples:

@@ -4,7 +4,8 @@ Every N user turns (default 10, per task, `summary.json` beside the log) the act
 are summarised into a level-1 summary; when more than `fanout` (5) summaries of one level
 are active, the oldest `fanout` are folded into one summary of the next level, recursively.
 
-The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`).
+The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`,
+documents of the store's backend).
 Each names what it covers in its META block: an L1 names a line range of `messages.jsonl`
 (`messages.jsonl#L41-L60`), an L2+ names the summary files it folds. From these files:
 
@@ -18,7 +19,7 @@ write of a summarisation, so it is the commit point. A kill before the rename le
 messages (or child summaries) active and the next trigger retries; a kill after it leaves a
 complete summary naming exactly what it covers. No message is ever archived without a
 summary naming it, and no summary names lines it does not cover. All summarisations of a
-task run under one file lock, so two writers never cover the same lines twice.
+task run under one lock (`backend.mutex`), so two writers never cover the same lines twice.
 
 A summariser failure (exception or timeout) writes nothing: the messages stay active, the
 turn counter is not reset, and the next trigger retries. `memory.db` holds nothing here, so
@@ -27,20 +28,18 @@ deleting it loses no archive state.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from memory import durable
+from memory._clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
-from memory.summarize import Summarizer, extractive_summary
+from memory.summarize import Summarizer, call_with_timeout, extractive_summary
 from memory.templating import render
-from memory.working import Message, WorkingMemory, utc_now
+from memory.words import keywords
+from memory.working import Message, WorkingMemory
 
 DEFAULT_THRESHOLD = 10
 DEFAULT_FANOUT = 5
@@ -50,14 +49,6 @@ CONFIG_NAME = "summary.json"
 _FILE_RE = re.compile(r"^summary-L(\d+)-(\d{6,})\.md$")
 _RANGE_RE = re.compile(r"^messages\.jsonl#L(\d+)-L(\d+)$")
 _MESSAGE_CHARS = 400
-_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{3,}")
-_STOPWORDS = frozenset(
-    "about above after again also been before being both could does doing down during each "
-    "from further have having here into just more most once only other over same should "
-    "some such than that their them then there these they this those through under until "
-    "very what when where which while will with would your user assistant tool please because "
-    "turn summary messages jsonl".split()
-)
 
 
 @dataclass(frozen=True)
@@ -166,7 +157,7 @@ class SummaryStatus:
 
 
 def parse_meta(text: str) -> dict[str, str]:
-    """The `- key: value` lines of a seed-000 `<!-- META: ... -->` block."""
+    """The `- key: value` lines of a note's `<!-- META: ... -->` block."""
     start = text.find("META:")
     if start < 0:
         return {}
@@ -212,9 +203,11 @@ class Archive:
         self.fanout = fanout
         self.summary_tokens = summary_tokens
         self.timeout_s = timeout_s
-        self.config_path = wm.task_dir / CONFIG_NAME
+        self.backend = wm.backend
+        self.config_doc = f"{wm.task_doc}/{CONFIG_NAME}"
         self._state = ArchiveState()
-        self._dir_stamp: tuple[int, int] | None = None
+        self._listing: str | None = None
+        self._holding = False  # summarising under the mutex: no one else writes summaries
         self._skipped: set[str] = set()
         self.last_error: str | None = None
 
@@ -222,10 +215,10 @@ class Archive:
     def config(self) -> SummaryConfig:
         """The task's settings; a missing or garbled `summary.json` means the defaults."""
         try:
-            data = json.loads(self.config_path.read_text(encoding="utf-8"))
+            data = json.loads(self.backend.read_text(self.config_doc) or "")
             threshold = int(data.get("threshold", DEFAULT_THRESHOLD))
             enabled = data.get("enabled", True)
-        except (OSError, ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError, AttributeError):
             return SummaryConfig()
         return SummaryConfig(
             enabled=enabled is not False, threshold=min(max(threshold, 1), MAX_THRESHOLD)
@@ -239,40 +232,41 @@ class Archive:
             raise InvalidInputError(
                 f"threshold {threshold!r} out of range: give 1 to {MAX_THRESHOLD} user turns"
             )
-        with durable.file_lock(self.config_path):
+        result: list[SummaryConfig] = []
+
+        def edit(_old: bytes | None) -> bytes:
             cfg = self.config()
             if enabled is not None:
                 cfg.enabled = enabled
             if threshold is not None:
                 cfg.threshold = threshold
-            self.wm.task_dir.mkdir(parents=True, exist_ok=True)
-            durable.atomic_write_json(
-                self.config_path, {"enabled": cfg.enabled, "threshold": cfg.threshold}
-            )
+            result[:] = [cfg]
+            data = {"enabled": cfg.enabled, "threshold": cfg.threshold}
+            return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+        self.backend.update_document(self.config_doc, edit)
+        cfg = result[0]
         return cfg
 
     # -- state -------------------------------------------------------------------------
     def state(self) -> ArchiveState:
-        """The tree as the files say now (re-reads only new summary files)."""
-        directory = self.wm.detail_dir
-        try:
-            st = directory.stat()
-        except FileNotFoundError:
+        """The tree as the summary files say now (re-reads only new summary files)."""
+        if self._holding and self._listing is not None:
             return self._state
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp != self._dir_stamp:
-            self._scan(directory)
-            self._dir_stamp = stamp
+        listing, self._listing = self.backend.list_changes(self.wm.detail_doc + "/", self._listing)
+        if listing is not None:
+            self._scan([info.path for info in listing])
         return self._state
 
-    def _scan(self, directory: Path) -> None:
+    def _scan(self, docs: list[str]) -> None:
         state = self._state
         new = False
-        for name in sorted(os.listdir(directory)):
+        for doc in docs:
+            name = doc.rsplit("/", 1)[1]
             match = _FILE_RE.match(name)
             if not match or name in state.summaries or name in self._skipped:
                 continue
-            summary = self._parse(directory / name, int(match.group(1)), int(match.group(2)))
+            summary = self._parse(doc, int(match.group(1)), int(match.group(2)))
             if summary is None:
                 self._skipped.add(name)
             else:
@@ -281,10 +275,11 @@ class Archive:
         if new:
             self._link(state)
 
-    def _parse(self, path: Path, level: int, seq: int) -> Summary | None:
+    def _parse(self, doc: str, level: int, seq: int) -> Summary | None:
+        path = self.wm.store.path_of(doc)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = self.backend.read_text(doc) or ""
+        except UnicodeDecodeError as exc:
             self._state.warnings.append(f"skipped unreadable summary {path.name!r}: {exc}")
             return None
         meta = parse_meta(text)
@@ -371,8 +366,10 @@ class Archive:
     def summarize_now(self) -> SummarizeResult:
         """Summarise all active messages now (then fold); failures are returned, not raised."""
         result = SummarizeResult()
-        with durable.file_lock(self.wm.detail_dir / "summaries"):
-            self._dir_stamp = None  # another process may have written under the lock
+        with self.backend.mutex(f"{self.wm.task_doc}/summaries"):
+            self._listing = None  # another process may have written before we got the lock
+            self.state()
+            self._holding = True
             try:
                 level1 = self._write_level1()
                 if level1 is None:
@@ -382,6 +379,8 @@ class Archive:
                     result.written.extend(self._fold())
             except SummarizerFailed as exc:
                 result.error = str(exc)
+            finally:
+                self._holding = False
         self.last_error = result.error
         return result
 
@@ -429,7 +428,7 @@ class Archive:
             if self.timeout_s is None:
                 summary = self.summarizer(text, self.summary_tokens)
             else:
-                summary = _call_with_timeout(
+                summary = call_with_timeout(
                     self.summarizer, text, self.summary_tokens, self.timeout_s
                 )
         except Exception as exc:  # noqa: BLE001 - any summariser failure leaves messages active
@@ -455,7 +454,7 @@ class Archive:
         seq = state.next_seq(level)
         name = f"summary-L{level}-{seq:06d}.md"
         span = f"messages.jsonl#L{first}-L{last}"
-        created = utc_now()
+        created = now_iso()
         text = render(
             "summary.md.j2",
             level=level,
@@ -470,8 +469,9 @@ class Archive:
             or getattr(self.summarizer, "__name__", type(self.summarizer).__name__),
             content=content,
         )
-        path = self.wm.detail_dir / name
-        durable.atomic_write_text(path, text)
+        doc = f"{self.wm.detail_doc}/{name}"
+        self.backend.write_text(doc, text)
+        path = self.wm.store.path_of(doc)
         summary = Summary(
             id=f"L{level}-{seq:06d}",
             level=level,
@@ -492,19 +492,7 @@ class Archive:
             for child in covers:
                 state.parent[child] = name
                 state.active_names.discard(child)
-        st = self.wm.detail_dir.stat()
-        self._dir_stamp = (st.st_mtime_ns, st.st_size)
         return summary
-
-
-def keywords(text: str, count: int = 6) -> list[str]:
-    """The most frequent significant words of `text` (for the summary's META block)."""
-    tally: dict[str, int] = {}
-    for word in _WORD_RE.findall(text):
-        word = word.lower().strip("./-")
-        if len(word) > 3 and word not in _STOPWORDS and not word.startswith("summary-"):
-            tally[word] = tally.get(word, 0) + 1
-    return [w for w, _ in sorted(tally.items(), key=lambda kv: -kv[1])[:count]]
 
 
 def _strip_gaps(text: str) -> str:
@@ -513,8 +501,6 @@ def _strip_gaps(text: str) -> str:
 
 
 def _with_span(summary: Summary, children: list[Summary]) -> Summary:
-    from dataclasses import replace
-
     return replace(
         summary,
         first_line=min(c.first_line for c in children),
@@ -531,47 +517,3 @@ def _message_line(message: Message) -> str:
         names = [c.get("name", "?") for c in calls if isinstance(c, dict)]
         content = f"(calls {', '.join(names)})"
     return f"[L{message.line}] {message.role}: {content}"
-
-
-def _call_with_timeout(fn: Callable[..., str], text: str, max_tokens: int, timeout: float) -> str:
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        return pool.submit(fn, text, max_tokens).result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        raise TimeoutError(f"no answer within {timeout:g}s") from None
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-class ChatModelSummarizer:
-    """A `Summarizer` backed by a LangChain chat model (imported lazily).
-
-    Args:
-        model: any `BaseChatModel`.
-        timeout_s: a call that takes longer counts as a failure (messages stay active).
-    """
-
-    name = "chat-model"
-
-    def __init__(self, model: Any, *, timeout_s: float = 120.0):
-        self.model = model
-        self.timeout_s = timeout_s
-
-    def _invoke(self, text: str, max_tokens: int) -> str:
-        from langchain_core.messages import HumanMessage, SystemMessage
-
-        reply = self.model.invoke(
-            [
-                SystemMessage(
-                    "Summarise this conversation excerpt for an agent's long-term context. "
-                    f"At most {max_tokens * 3} words. Keep decisions, facts, names, numbers, "
-                    "file paths and open questions; keep the [L123] line references you rely on."
-                ),
-                HumanMessage(text),
-            ]
-        )
-        content = reply.content
-        return content if isinstance(content, str) else str(content)
-
-    def __call__(self, text: str, max_tokens: int = 200) -> str:
-        return _call_with_timeout(self._invoke, text, max_tokens, self.timeout_s)

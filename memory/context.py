@@ -27,7 +27,6 @@ task it also logs the "Available memory" message once (`memory_index=False` to s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,11 +34,9 @@ from typing import Any
 from memory.archive import Archive, Summary
 from memory.errors import MemoryStoreError
 from memory.longterm import ensure_memory_index
-from memory.tokens import estimate_tokens
+from memory.tokens import count_tokens, estimate_tokens
 from memory.working import Message, WorkingMemory
 
-#: Per-message overhead, as in LangChain's `count_tokens_approximately` (role, separators).
-TOKENS_PER_MESSAGE = 3
 _TRUNCATED = "\n[... truncated: {n} more tokens; read {where}]"
 
 
@@ -80,22 +77,6 @@ class BuiltContext:
         from langchain_core.messages import convert_to_messages
 
         return convert_to_messages(self.messages)
-
-
-def message_tokens(message: dict[str, Any]) -> int:
-    """Estimated tokens of one chat message (content, tool calls, overhead)."""
-    content = message.get("content", "")
-    if not isinstance(content, str):
-        content = json.dumps(content, ensure_ascii=False)
-    tokens = estimate_tokens(content) + TOKENS_PER_MESSAGE
-    if message.get("tool_calls"):
-        tokens += estimate_tokens(json.dumps(message["tool_calls"], ensure_ascii=False))
-    return tokens
-
-
-def count_tokens(messages: list[dict[str, Any]]) -> int:
-    """Estimated tokens of a message list (what `BuiltContext.tokens` reports)."""
-    return sum(message_tokens(m) for m in messages)
 
 
 def truncate_to(text: str, max_tokens: int, where: str) -> tuple[str, bool]:
@@ -179,13 +160,10 @@ class ContextBuilder:
         system, cut = truncate_to(system_prompt, b.system, "the agent's configuration")
         if cut:
             omitted.append(f"system prompt cut to {b.system} tokens")
-        overview, cut = truncate_to(
-            self.wm.overview_text(), b.overview, self._rel(self.wm.overview_path)
-        )
+        overview, cut = truncate_to(self.wm.overview_text(), b.overview, self.wm.overview_doc)
         if cut:
             omitted.append(
-                f"overview cut to {b.overview} tokens: memory_read "
-                f"{self._rel(self.wm.overview_path)}"
+                f"overview cut to {b.overview} tokens: memory_read {self.wm.overview_doc}"
             )
         turns, turn_lines = self._recent(omitted)
         summaries = self._summaries(omitted)
@@ -204,9 +182,6 @@ class ContextBuilder:
         )
 
     # -- parts -------------------------------------------------------------------------
-    def _rel(self, path: Any) -> str:
-        return self.store.layout.relative(path)
-
     def _last_user_text(self) -> str:
         for message in reversed(self.wm.tail(50)):
             if message.is_user_turn:
@@ -293,8 +268,8 @@ class ContextBuilder:
             warnings.append(f"recall skipped ({type(exc).__name__}: {exc})")
             return []
         in_context = {f"detail/{s.name}" for s, _ in summaries}
-        messages_rel = self._rel(self.wm.messages_path)
-        overview_rel = self._rel(self.wm.overview_path)
+        messages_rel = self.wm.messages_doc
+        overview_rel = self.wm.overview_doc
         budget, out = self.budgets.snippets, []
         for r in results:
             path = str(getattr(r, "path", "") or "")
@@ -306,7 +281,7 @@ class ContextBuilder:
             text = " ".join(str(r.text).split())
             if len(text) > self.budgets.snippet_chars:
                 text = text[: self.budgets.snippet_chars - 3] + "..."
-            citation = _full_citation(r, path, self._rel(self.wm.task_dir))
+            citation = _full_citation(r, path, self.wm.task_doc)
             block = f"- [{citation}] {text}"
             cost = estimate_tokens(block) + 1
             if cost > budget:
@@ -346,7 +321,7 @@ class ContextBuilder:
             parts.turns[0] = _shrink_turn(turn, None, budget)
             omitted.append("latest turn cut further (total budget)")
         for attr, where in (
-            ("overview", self._rel(self.wm.overview_path)),
+            ("overview", self.wm.overview_doc),
             ("system", "the agent's configuration"),
         ):
             over = count_tokens(_assemble(parts)) - total

@@ -136,7 +136,8 @@ def create_exclusive(path: Path, data: bytes) -> bool:
             os.unlink(tmp)
 
 
-def _encode_line(record: Any) -> bytes:
+def encode_line(record: Any) -> bytes:
+    """One JSON record as a whole jsonl line (UTF-8, ending in a newline)."""
     line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     if "\n" in line:  # json.dumps escapes newlines; this guards custom encoders
         raise ValueError("a jsonl record must serialise to a single line")
@@ -149,9 +150,17 @@ def append_jsonl(path: Path, records: Any | Iterable[Any], *, many: bool = False
     The line number is 1-based and counts every physical line, good or bad, so that
     citations such as `messages.jsonl#L45` stay valid forever (the file is append-only).
     """
-    path = Path(path)
     batch = list(records) if many else [records]
-    payload = b"".join(_encode_line(r) for r in batch)
+    return append_lines(path, b"".join(encode_line(r) for r in batch))
+
+
+def append_lines(path: Path, payload: bytes) -> int:
+    """Append `payload` (whole lines, each ending in a newline) under the file's lock.
+
+    One `write()`, then fsync; a torn last line left by a crash is closed first. Returns
+    the first new line's 1-based number (counting every physical line).
+    """
+    path = Path(path)
     try:
         with file_lock(path):
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)

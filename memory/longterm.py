@@ -11,15 +11,16 @@ logs it once per task). The files themselves are read and written through
 from datetime import date
 from typing import Any
 
+from memory._clock import today_utc
 from memory.errors import InvalidInputError
 from memory.memfiles import (
     _ENTRY_SUMMARY,
     append_memory,
     list_memory,
     read_memory,
-    today_utc,
 )
 from memory.templating import render
+from memory.words import STOPWORDS
 
 
 # -- episodes and the index message ------------------------------------------------------
@@ -34,12 +35,9 @@ def episode_summary(objective: str, outcome: str) -> str:
     return f"{obj} → {out}" if out else obj
 
 
-_STOP_TAIL = {"a", "an", "the", "in", "of", "to", "for", "with", "and", "or", "on", "at", "by"}
-
-
 def _words(text: str, n: int) -> str:
     words = text.split()[:n]
-    while len(words) > 1 and words[-1].lower().strip(".,;:") in _STOP_TAIL:
+    while len(words) > 1 and words[-1].lower().strip(".,;:") in STOPWORDS:
         words.pop()
     return " ".join(words).rstrip(".,;:")
 
@@ -119,7 +117,7 @@ def facts_text(store: Any) -> str:
 
 
 def memory_index_message(store: Any) -> str | None:
-    """Seed 004's "Available memory" user message, or None when there is no memory yet."""
+    """The "Available memory" user message, or None when there is no memory yet."""
     files = list_memory(store)
     if not files:
         return None

@@ -7,7 +7,8 @@ Tools (names and descriptions are written for the model that calls them):
 * `memory_read` / `memory_list` / `memory_write` / `memory_patch` / `memory_append`:
   the memory files (facts, episodes, a task's overview and detail notes);
 * `task_status` / `checkpoint_report`: read-only views of an orchestrator task, offered
-  when the `orchestrator` package is installed (see "Task tools" below).
+  when the `orchestrator` package is installed and the memory is a memory directory (see
+  "Task tools" below).
 
 Design: every tool is a thin wrapper over the library functions the LangChain tools in
 `memory.tools` wrap (`MemoryStore.search/log/fetch`, `memory.memfiles`), so the sandbox is
@@ -32,14 +33,20 @@ Invariant: stdout carries only MCP messages (nothing here prints); logs go to st
 # No `from __future__ import annotations`: FastMCP evaluates the tools' annotations,
 # which name local values (descriptions, `Patch`).
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from memory import memfiles
-from memory.errors import MemoryStoreError
+import memory.memfiles as memfiles
+from memory.errors import MemoryDirError, MemoryStoreError
+from memory.recall import format_results
+from memory.tools import Patch, read_memory_lines
 
 SERVER_NAME = "tether-memory"
 
@@ -62,8 +69,6 @@ _SCOPES = (
 
 def tool_error(exc: Exception) -> Exception:
     """The `ToolError` an MCP client sees for a library error (one line)."""
-    from mcp.server.fastmcp.exceptions import ToolError
-
     if isinstance(exc, MemoryStoreError):
         return ToolError(str(exc))
     return ToolError(f"{type(exc).__name__}: {exc}")
@@ -71,7 +76,6 @@ def tool_error(exc: Exception) -> Exception:
 
 def guarded(fn: Callable[..., str]) -> Callable[..., str]:
     """Run a tool body; memory, OS and value errors become one-line MCP errors."""
-    import functools
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> str:
@@ -80,8 +84,6 @@ def guarded(fn: Callable[..., str]) -> Callable[..., str]:
         except (MemoryStoreError, OSError, ValueError, KeyError) as exc:
             raise tool_error(exc) from None
         if text.startswith("Error: "):  # the shared readers answer some errors as text
-            from mcp.server.fastmcp.exceptions import ToolError
-
             raise ToolError(text.removeprefix("Error: "))
         return text
 
@@ -89,8 +91,6 @@ def guarded(fn: Callable[..., str]) -> Callable[..., str]:
 
 
 def _add(server: Any, fn: Callable[..., str], description: str, *, read_only: bool) -> None:
-    from mcp.types import ToolAnnotations
-
     server.add_tool(
         guarded(fn),
         name=fn.__name__,
@@ -105,8 +105,6 @@ def _search_tools(server: Any, store: Any) -> None:
         scope: Annotated[str, Field(description=_SCOPES)] = "all",
         limit: Annotated[int, Field(ge=1, le=50, description="Most results to return.")] = 5,
     ) -> str:
-        from memory.recall import format_results
-
         return format_results(query, store.search(query, scope=scope, limit=limit))
 
     def memory_log(
@@ -152,14 +150,12 @@ def _search_tools(server: Any, store: Any) -> None:
 
 
 def _file_tools(server: Any, store: Any) -> None:
-    from memory.tools import Patch, _read  # the LangChain tools' reader and patch shape
-
     path_help = "Relative to the memory directory, e.g. facts/user.md or episodes/2026-11.md."
 
     def memory_read(
         path: Annotated[str, Field(description=path_help + " A citation reads lines.")],
     ) -> str:
-        return _read(store, path)
+        return read_memory_lines(store, path)
 
     def memory_list() -> str:
         files = memfiles.list_memory(store)
@@ -244,13 +240,14 @@ def load_providers(names: Iterable[str]) -> list[Callable[[Any, Any], None]]:
 
 def build_server(store: Any, providers: Iterable[str] = TOOL_PROVIDERS) -> Any:
     """A `FastMCP` server with the memory tools over `store` (+ installed providers')."""
-    from mcp.server.fastmcp import FastMCP
-
     server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     _search_tools(server, store)
     _file_tools(server, store)
     for register in load_providers(providers):
-        register(server, store)
+        try:
+            register(server, store)
+        except MemoryDirError:
+            continue  # a provider over a memory directory, and this memory has none
     return server
 
 

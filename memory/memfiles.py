@@ -8,27 +8,30 @@ lines; `read_memory`, `write_memory`, `patch_memory` and `append_memory` are wha
 LangChain tools (`memory.tools`) and the MCP server (`memory.mcp_server`) call.
 
 Invariants:
-* Every path an agent gives goes through `memory.paths.confine` (no `..`, absolute paths,
-  symlinks out, NUL bytes, over-long names) and, for writes, `_check_writable`: only
+* Every path an agent gives goes through `memory.paths.check_relative` (no `..`, absolute
+  paths, NUL bytes, over-long names; the files backend also refuses symlinks out) and, for
+  writes, `_check_writable`: only
   `facts/*.md`, `episodes/*.md` and a task's `overview.md` / `detail/*.md` notes; never
   `messages.jsonl`, archive summaries, plans, checkpoints or `memory.db`.
 * Nothing is read from a cache: a hand edit is what the next read returns.
 * A patch that replaces a fact keeps the old value readable below it, struck through with
   the date (`  - ~~old value~~ (superseded 2026-11-22)`), because users audit memory.
-* Writes are atomic (`memory.durable`), read-modify-writes run under the file's lock.
+* Writes go through the store's backend (atomic); read-modify-writes are compare-and-set
+  (`update_document`), so two writers never lose each other's change.
 """
 
 import json
+import posixpath
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from pathlib import Path
+from datetime import date
 from typing import Any
 
-from memory import durable
+from memory._clock import now_iso, today_utc
 from memory.errors import InvalidInputError, PatchNotFoundError, PathEscapeError
-from memory.paths import confine
+from memory.paths import check_relative
 from memory.templating import render
+from memory.words import keywords
 
 LONGTERM_FOLDERS = ("facts", "episodes")
 MAX_FILE_BYTES = 1_000_000
@@ -68,20 +71,23 @@ def format_size(size: int) -> str:
     return f"{size / (1024 * 1024):.1f}MB"
 
 
-def today_utc() -> date:
-    return datetime.now(UTC).date()
-
-
 # -- paths -------------------------------------------------------------------------------
-def resolve(store: Any, path: str) -> tuple[Path, str]:
-    """Confine an agent-given path: (absolute path, root-relative posix path)."""
-    resolved = confine(store.root, path)
-    rel = store.layout.relative(resolved)
-    if any(part.startswith(".") for part in rel.split("/")) or rel.startswith("memory.db"):
+def resolve(store: Any, path: str) -> str:
+    """Check an agent-given path; the document path it names (relative POSIX).
+
+    The backend refuses what this cannot see (on a memory directory, a symlink out).
+    """
+    rel = posixpath.normpath(check_relative(path))
+    if (
+        rel in ("", ".")
+        or any(part.startswith(".") for part in rel.split("/"))
+        or rel.startswith(("memory.db", "entries/"))
+        or rel == "entries"
+    ):
         raise PathEscapeError(
             f"path {path!r} is internal to tether; use memory_list to see memory files"
         )
-    return resolved, rel
+    return rel
 
 
 def _check_writable(rel: str) -> None:
@@ -104,16 +110,17 @@ def _check_writable(rel: str) -> None:
         )
 
 
-def _read_text(path: Path, rel: str) -> str:
-    if not path.is_file():
+def _read_text(store: Any, rel: str) -> str:
+    doc = store.backend.get_document(rel)
+    if doc is None:
         raise InvalidInputError(f"no memory file {rel!r}: use memory_list to see what exists")
-    if path.stat().st_size > MAX_FILE_BYTES:
+    if doc.size > MAX_FILE_BYTES:
         raise InvalidInputError(
-            f"{rel!r} is {format_size(path.stat().st_size)}; too big to read whole, "
+            f"{rel!r} is {format_size(doc.size)}; too big to read whole, "
             "use recall_memory to find the part you need"
         )
     try:
-        return path.read_text(encoding="utf-8")
+        return doc.data.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInputError(
             f"{rel!r} is not a UTF-8 text file; use memory_fetch for stored entries"
@@ -184,46 +191,39 @@ def list_memory(store: Any) -> list[MemoryFile]:
     """Every `facts/*.md` and `episodes/*.md` with its summary line and size."""
     found = []
     for folder in LONGTERM_FOLDERS:
-        directory = store.root / folder
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.glob("*.md")):
-            if path.name.startswith(".") or not path.is_file():
+        for info in store.backend.list_documents(f"{folder}/"):
+            name = info.path[len(folder) + 1 :]
+            if "/" in name or name.startswith(".") or not name.endswith(".md"):
                 continue
             try:
-                summary = summary_line_of(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError):
+                summary = summary_line_of(store.backend.read_text(info.path) or "")
+            except UnicodeDecodeError:
                 summary = "(unreadable)"
-            found.append(MemoryFile(f"{folder}/{path.name}", summary, path.stat().st_size))
+            found.append(MemoryFile(info.path, summary, info.size))
     return found
 
 
 def read_memory(store: Any, path: str) -> str:
-    """The file's content exactly as on disk."""
-    resolved, rel = resolve(store, path)
-    return _read_text(resolved, rel)
+    """The file's content exactly as stored."""
+    return _read_text(store, resolve(store, path))
 
 
 def write_memory(store: Any, path: str, content: str) -> MemoryFile:
     """Create or overwrite a memory file; its `> Summary:` line is regenerated."""
-    resolved, rel = resolve(store, path)
+    rel = resolve(store, path)
     _check_writable(rel)
     if not content.strip():
         raise InvalidInputError(f"empty content for {rel!r}: nothing to write")
     text = _finish(rel, content if content.endswith("\n") else content + "\n")
     if rel.split("/")[2:3] == ["detail"] and "META:" not in text:
         text = with_meta_block(text)
-    with durable.file_lock(resolved):
-        durable.atomic_write_text(resolved, text)
+    store.backend.write_text(rel, text)
     return MemoryFile(rel, summary_line_of(text), len(text.encode("utf-8")))
 
 
 def with_meta_block(text: str) -> str:
     """A detail note given without a META block gets one under its title."""
-    from memory.archive import keywords
-    from memory.working import utc_now
-
-    meta = f"<!--\nMETA:\n- created: {utc_now()}\n- keywords: {json.dumps(keywords(text))}\n-->"
+    meta = f"<!--\nMETA:\n- created: {now_iso()}\n- keywords: {json.dumps(keywords(text))}\n-->"
     lines = text.splitlines()
     if lines and lines[0].startswith("# "):
         return "\n".join([lines[0], "", meta, *lines[1:]]).rstrip("\n") + "\n"
@@ -241,13 +241,14 @@ def patch_memory(
     Raises:
         PatchNotFoundError: an old text is absent or ambiguous; the file is unchanged.
     """
-    resolved, rel = resolve(store, path)
+    rel = resolve(store, path)
     _check_writable(rel)
     if not patches:
         raise InvalidInputError("no patches given: pass [{old_text, new_text}, ...]")
     stamp = (today or today_utc()).isoformat()
-    with durable.file_lock(resolved):
-        text = _read_text(resolved, rel)
+
+    def edit(_old: bytes | None) -> bytes:
+        text = _read_text(store, rel)
         for number, (old, new) in enumerate(patches, start=1):
             count = text.count(old) if old else 0
             if count != 1:
@@ -257,7 +258,9 @@ def patch_memory(
                     f"{rel!r}; nothing was changed, memory_read the file and retry"
                 )
             text = _replace_keeping_history(text, old, new, stamp, rel.startswith("facts/"))
-        durable.atomic_write_text(resolved, _finish(rel, text))
+        return _finish(rel, text).encode("utf-8")
+
+    store.backend.update_document(rel, edit)
     return PatchReport(rel, len(patches), len(patches))
 
 
@@ -291,17 +294,23 @@ def append_memory(store: Any, path: str, entry: str, summary: str | None = None)
         entry: markdown, usually `## Title` + `- Summary: ...` + details.
         summary: overrides the regenerated file-level summary.
     """
-    resolved, rel = resolve(store, path)
+    rel = resolve(store, path)
     _check_writable(rel)
     if not entry.strip():
         raise InvalidInputError(f"empty entry for {rel!r}: nothing to append")
-    with durable.file_lock(resolved):
-        if resolved.exists():
-            text = _read_text(resolved, rel).rstrip("\n") + "\n\n"
+
+    written: list[str] = []
+
+    def edit(old: bytes | None) -> bytes:
+        if old is not None:
+            text = _read_text(store, rel).rstrip("\n") + "\n\n"
         else:
             text = render("longterm_file.md.j2", title=_title_for(rel)).rstrip("\n") + "\n\n"
-        text = _finish(rel, text + entry.strip("\n") + "\n", summary)
-        durable.atomic_write_text(resolved, text)
+        written[:] = [_finish(rel, text + entry.strip("\n") + "\n", summary)]
+        return written[0].encode("utf-8")
+
+    store.backend.update_document(rel, edit)
+    text = written[0]
     return MemoryFile(rel, summary_line_of(text), len(text.encode("utf-8")))
 
 

@@ -160,18 +160,13 @@ def check_name(name: str, what: str = "name") -> str:
     return name
 
 
-def confine(
-    root: Path, user_path: str | os.PathLike[str], *, label: str = "the memory directory"
-) -> Path:
-    """Resolve `user_path` (relative to `root`) and refuse anything that leaves `root`.
+def check_relative(
+    user_path: str | os.PathLike[str], *, label: str = "the memory directory"
+) -> str:
+    """`user_path` as a normalised relative POSIX path, refusing anything that leaves the root.
 
     Refused: empty paths, NUL bytes, absolute paths, `..` components, over-long paths or
-    names, and paths that resolve outside `root` through a symlink.
-
-    Args:
-        root: the sandbox folder.
-        user_path: the path as the agent or user gave it.
-        label: how error messages name the sandbox (e.g. "the workdir").
+    names. (`confine` also refuses paths that leave through a symlink.)
 
     Raises:
         PathEscapeError: with the offending path and what is allowed.
@@ -188,6 +183,28 @@ def confine(
         raise PathEscapeError(f"path {raw!r} is absolute: give a path relative to {label}")
     if any(part == ".." for part in candidate.parts):
         raise PathEscapeError(f"path {raw!r} leaves {label} ('..' is not allowed)")
+    rel = candidate.as_posix()
+    return "" if rel == "." else rel
+
+
+def confine(
+    root: Path, user_path: str | os.PathLike[str], *, label: str = "the memory directory"
+) -> Path:
+    """Resolve `user_path` (relative to `root`) and refuse anything that leaves `root`.
+
+    Refused: what `check_relative` refuses, and paths that resolve outside `root` through a
+    symlink.
+
+    Args:
+        root: the sandbox folder.
+        user_path: the path as the agent or user gave it.
+        label: how error messages name the sandbox (e.g. "the workdir").
+
+    Raises:
+        PathEscapeError: with the offending path and what is allowed.
+    """
+    raw = os.fspath(user_path)
+    candidate = Path(check_relative(raw, label=label) if raw != "." else ".")
     real_root = root.resolve()
     resolved = (real_root / candidate).resolve()
     if resolved != real_root and real_root not in resolved.parents:

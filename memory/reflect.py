@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+from memory._clock import today_utc
 from memory.longterm import episode_index, episode_path, facts_text, record_episode
-from memory.memfiles import today_utc
 from memory.tools import longterm_tools
 
 
@@ -100,8 +102,6 @@ def _reflect_with_model(
     max_steps: int,
     when: date,
 ) -> None:
-    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
-
     tools = {t.name: t for t in longterm_tools(store)}
     episodes = "\n".join(f"- {c}: {s}" for c, s in episode_index(store)) or "(no episodes yet)"
     messages: list[Any] = [

@@ -9,10 +9,11 @@ linked to, each with its id) and puts it into a `STATUS.md`:
   stays byte for byte;
 * it has no block: the block is appended after the person's text.
 
-Everything comes from the memory files themselves (checkpoint JSON, plans, snapshots) and the
-entry store, so the block is true of the memory at the moment it is written. Writing twice
+Everything comes from the memory's documents (checkpoint JSON, plans, snapshots) and its
+entries, on whatever backend the store has, so the block is true of the memory at the moment
+it is written. Writing twice
 with nothing changed leaves the file identical (no clock in the block). The write is atomic
-and happens under a file lock, so two writers never interleave.
+and happens under the backend's mutex, so two writers never interleave.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory.durable import atomic_write_text, file_lock
+from memory.base import DocumentInfo
+from memory.durable import atomic_write_text
 from memory.errors import InvalidInputError
 
 BEGIN = "<!-- tether:status:begin (rewritten by `memory status-file`; edit outside this block) -->"
@@ -43,7 +45,8 @@ __all__ = ["END", "BEGIN", "FILE_NAME", "StatusInfo", "gather_status", "render_b
 class StatusInfo:
     """What the block says."""
 
-    memory_root: Path
+    memory_root: str
+    """The memory directory, or the backend's URL (without its password)."""
     task_id: str | None = None
     checkpoint: dict[str, Any] | None = None
     checkpoint_path: str | None = None
@@ -51,48 +54,63 @@ class StatusInfo:
     snapshot: str | None = None
     findings: int = 0
     entries: dict[str, list[Any]] = field(default_factory=dict)
+    url: bool = False
+    """True when the memory is a backend URL rather than a directory."""
 
 
-def _newest(paths: list[Path]) -> list[Path]:
-    """`paths` newest first, by the UTC timestamp in their names (then by name)."""
+def _newest(docs: list[str]) -> list[str]:
+    """Document paths newest first, by the UTC timestamp in their names (then by name)."""
 
-    def key(p: Path) -> tuple[str, str]:
-        m = _TS.search(p.name)
-        return (m.group(1) if m else "", p.name)
+    def key(doc: str) -> tuple[str, str]:
+        name = doc.rsplit("/", 1)[-1]
+        m = _TS.search(name)
+        return (m.group(1) if m else "", name)
 
-    return sorted(paths, key=key, reverse=True)
+    return sorted(docs, key=key, reverse=True)
 
 
-def _read_checkpoint(path: Path) -> dict[str, Any] | None:
+def _read_checkpoint(backend: Any, doc: str) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(backend.read_text(doc) or "")
+    except (UnicodeDecodeError, ValueError):
         return None  # a torn or corrupt checkpoint is not a status
     return data if isinstance(data, dict) and isinstance(data.get("task_id"), str) else None
 
 
+def _names(backend: Any, folder: str, prefix: str, suffix: str) -> list[DocumentInfo]:
+    """Documents directly in `folder` named `prefix*suffix`."""
+    return [
+        info
+        for info in backend.list_documents(folder + "/")
+        if "/" not in info.path[len(folder) + 1 :]
+        and info.path.rsplit("/", 1)[1].startswith(prefix)
+        and info.path.endswith(suffix)
+    ]
+
+
 def gather_status(store: Any, task_id: str | None = None) -> StatusInfo:
     """Read what STATUS.md should say about `task_id` (default: the latest checkpoint's task)."""
-    root = Path(store.root)
-    info = StatusInfo(memory_root=root)
-    for path in _newest(list((root / "checkpoints").glob("cp_*.json"))):
-        data = _read_checkpoint(path)
+    backend = store.backend
+    info = StatusInfo(memory_root=store.location)
+    for doc in _newest([i.path for i in _names(backend, "checkpoints", "cp_", ".json")]):
+        data = _read_checkpoint(backend, doc)
         if data is not None and (task_id is None or data["task_id"] == task_id):
-            info.checkpoint, info.checkpoint_path = data, f"checkpoints/{path.name}"
+            info.checkpoint, info.checkpoint_path = data, doc
             break
     info.task_id = task_id or (info.checkpoint or {}).get("task_id")
-    if info.task_id is None:
-        plans = sorted((root / "research_plans").glob("*.md"), key=os.path.getmtime)
-        info.task_id = plans[-1].stem if plans else None
-    if info.task_id and (root / "research_plans" / f"{info.task_id}.md").is_file():
+    plans = _names(backend, "research_plans", "", ".md")
+    if info.task_id is None and plans:
+        info.task_id = max(plans, key=lambda i: i.mtime).path.rsplit("/", 1)[1][:-3]
+    if info.task_id and any(p.path == f"research_plans/{info.task_id}.md" for p in plans):
         info.plan = f"research_plans/{info.task_id}.md"
-    snaps = _newest(list((root / "context_snapshots").glob("snap_*.md")))
-    info.snapshot = f"context_snapshots/{snaps[0].name}" if snaps else None
-    info.findings = len(list((root / "findings").glob("*.md")))
+    snaps = _newest([i.path for i in _names(backend, "context_snapshots", "snap_", ".md")])
+    info.snapshot = snaps[0] if snaps else None
+    info.findings = len(_names(backend, "findings", "", ".md"))
     groups: dict[str, list[Any]] = defaultdict(list)
     for entry in store.list_entries(limit=None):
         groups[entry.directory or "(no directory)"].append(entry)
     info.entries = dict(sorted(groups.items()))
+    info.url = not store.location.startswith("/")
     return info
 
 
@@ -113,7 +131,8 @@ def _state_lines(cp: dict[str, Any]) -> list[str]:
 
 def render_block(info: StatusInfo) -> str:
     """The marked block, markdown, deterministic for the same memory."""
-    out = [BEGIN, "## tether memory", "", f"- Memory directory: `{info.memory_root}`"]
+    where = "Memory backend" if info.url else "Memory directory"
+    out = [BEGIN, "## tether memory", "", f"- {where}: `{info.memory_root}`"]
     if info.task_id is None:
         out.append("- No task has run with this memory yet.")
     else:
@@ -124,7 +143,7 @@ def render_block(info: StatusInfo) -> str:
         report = f"orchestrator checkpoint report --task {info.task_id}"
         out.append(
             f"- Latest checkpoint: `{info.checkpoint_path}` "
-            f"(`{report} --memory-dir {info.memory_root}`)"
+            f"(`{report} --memory-{'url' if info.url else 'dir'} {info.memory_root}`)"
         )
     if info.plan:
         out.append(f"- Research plan: `{info.plan}`")
@@ -180,7 +199,7 @@ def write_status_file(
             f"cannot write {str(target)!r}: folder {str(target.parent)!r} does not exist"
         )
     block = render_block(gather_status(store, task_id))
-    with file_lock(Path(store.root) / ".locks" / FILE_NAME):
+    with store.backend.mutex(FILE_NAME):
         try:
             existing = target.read_text(encoding="utf-8") if target.exists() else ""
         except UnicodeDecodeError:

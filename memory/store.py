@@ -1,95 +1,126 @@
-"""`MemoryStore`: the one object through which code reads and writes a memory directory.
+"""`MemoryStore`: the one object through which code reads and writes tether's memory.
 
-A store is a root folder (see `memory.paths`) plus `memory.db` beside the files. Files are
-the truth; the database holds entry metadata, small entries and a derived full-text index
-that `reindex()` can rebuild from the files at any time.
+A store holds a storage backend (`store.backend`, see `memory.base`): by default the files
+backend on a memory directory (`MemoryStore(root)`), or any other one
+(`MemoryStore(backend=...)`, `MemoryStore.from_url("postgresql://...")`). Its methods are the
+same on every backend:
 
-The store is a thin facade: each concern lives in its own module and is reached through
-a method here, so callers never import internals:
+* large outputs: `log`, `fetch`, `get_entry`, `list_entries`, `refs`, `stats`, `prune`;
+* ranked recall over everything: `search`, `sync_index`, `reindex` (`memory.recall`).
 
-* large outputs: `log`, `fetch`, `get_entry`, `list_entries`, `refs`, `stats`,
-  `prune` -> `memory.entries`
-* ranked recall over everything: `search`, `sync_index`, `reindex` -> `memory.index`,
-  `memory.recall`
-
-Thread safety: one SQLite connection per thread (WAL + busy timeout); processes coordinate
-through SQLite locking and the file locks of `memory.durable`.
+Components (working memory, archive, long-term memory, context builder, tools) take a store
+and reach the backend through it, so they run unchanged on every backend. On the files
+backend, `store.layout` still names the folders of the memory directory.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
-import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memory import _db
+from memory.backends import backend_for
+from memory.backends.files import FilesBackend
+from memory.base import BaseBackend, IndexReport
+from memory.entries import Entry, check_type
 from memory.errors import MemoryDirError
 from memory.paths import Layout
-
-if TYPE_CHECKING:
-    from memory.entries import Entry, EntryStore
-    from memory.index import Index, IndexReport
-    from memory.recall import SearchResult
+from memory.recall import SearchResult, search
 
 
 class MemoryStore:
-    """A memory directory and its database.
+    """tether's memory over one backend.
 
     Args:
-        root: the memory directory; `None` means `$TETHER_MEMORY_DIR` or `./.temp/memory`.
+        root: the memory directory of the files backend; `None` means `$TETHER_MEMORY_DIR`
+            or `./.temp/memory`.
         create: create the folders if missing (a root that is a file raises `MemoryDirError`).
+        backend: use this backend instead (the store closes it on `close()`).
     """
 
-    def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True):
-        self.layout = Layout.at(root)
-        self.read_only = _read_only(self.layout.root)
-        if create and not self.read_only:
-            self.layout.ensure()
-        self._local = threading.local()
-        self._all_conns: list[sqlite3.Connection] = []
-        self._conns_lock = threading.Lock()
-        self._entries: EntryStore | None = None
-        self._index: Index | None = None
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        backend: BaseBackend | None = None,
+    ):
+        self.backend: BaseBackend = (
+            backend if backend is not None else FilesBackend(root, create=create)
+        )
+
+    @classmethod
+    def from_url(
+        cls, url: str | None = None, *, memory_dir: str | os.PathLike[str] | None = None,
+        setup: bool = True,
+    ) -> MemoryStore:  # fmt: skip
+        """A store on the backend `url` names (`memory.backends.backend_for`)."""
+        return cls(backend=backend_for(url, memory_dir=memory_dir, setup=setup))
+
+    # -- where ---------------------------------------------------------------------------
+    @property
+    def _files(self) -> FilesBackend:
+        if not isinstance(self.backend, FilesBackend):
+            raise MemoryDirError(
+                f"the memory at {self.backend.location!r} has no memory directory; "
+                "this needs the files backend (--memory-dir)"
+            )
+        return self.backend
+
+    @property
+    def layout(self) -> Layout:
+        """The folders of the memory directory (files backend only)."""
+        return self._files.layout
 
     @property
     def root(self) -> Path:
-        return self.layout.root
+        """The memory directory (files backend only)."""
+        return self._files.root
+
+    @property
+    def location(self) -> str:
+        """Where the memory is, for people: a directory, or a URL without its password."""
+        return self.backend.location
+
+    @property
+    def read_only(self) -> bool:
+        return self.backend.read_only
 
     def check_writable(self, action: str = "write") -> None:
-        """`MemoryDirError` (one line) when the memory directory is read-only."""
-        if self.read_only:
-            raise MemoryDirError(
-                f"memory directory {str(self.root)!r} is read-only; cannot {action} "
-                "(make it writable, or pass --memory-dir to a directory you can write)"
-            )
+        """`MemoryDirError` (one line) when the memory is read-only."""
+        if isinstance(self.backend, FilesBackend):
+            self.backend.check_writable(action)
 
-    # -- database ----------------------------------------------------------------------
-    def connect(self) -> sqlite3.Connection:
-        """This thread's connection to `memory.db`, migrated on first use."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None and self.read_only:
-            conn = _db.connect_read_only(self.layout.db)
-            self._local.conn = conn
-            with self._conns_lock:
-                self._all_conns.append(conn)
-        if conn is None:
-            self.layout.ensure()
-            conn = _db.connect(self.layout.db)
-            _db.migrate(conn)
-            self._local.conn = conn
-            with self._conns_lock:
-                self._all_conns.append(conn)
-        return conn
+    def path_of(self, doc: str) -> Path:
+        """A document's path: the file on the files backend, else the document path itself."""
+        if isinstance(self.backend, FilesBackend):
+            return self.backend.root / doc
+        return Path(doc)
 
+    def make_folder(self, doc: str) -> None:
+        """Create the folder `doc` names on a memory directory (people see it); else nothing."""
+        if isinstance(self.backend, FilesBackend):
+            (self.backend.root / doc).mkdir(parents=True, exist_ok=True)
+
+    # -- files backend internals (tests and tools) -------------------------------------
+    def connect(self) -> Any:
+        """The files backend's connection to `memory.db` for this thread."""
+        return self._files.connect()
+
+    @property
+    def entries(self) -> Any:
+        """The files backend's entry store (tiers, journal, orphans)."""
+        return self._files.entries
+
+    @property
+    def index(self) -> Any:
+        """The files backend's full-text index (sync by mtime/size, rebuild)."""
+        return self._files.index
+
+    # -- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:
-        with self._conns_lock:
-            for conn in self._all_conns:
-                conn.close()
-            self._all_conns.clear()
-        self._local = threading.local()
+        self.backend.close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -97,27 +128,10 @@ class MemoryStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- components --------------------------------------------------------------------
-    @property
-    def entries(self) -> EntryStore:
-        if self._entries is None:
-            from memory.entries import EntryStore
-
-            self._entries = EntryStore(self)
-        return self._entries
-
-    @property
-    def index(self) -> Index:
-        if self._index is None:
-            from memory.index import Index
-
-            self._index = Index(self)
-        return self._index
-
     # -- entries ------------------------------------------------------------------
     def log(
         self,
-        content: str,
+        content: str | bytes,
         *,
         tags: Iterable[str] = (),
         type: str = "output",
@@ -125,16 +139,18 @@ class MemoryStore:
         directory: str | None = None,
     ) -> Entry:
         """Store `content` in the tier its size calls for; returns the new entry."""
-        return self.entries.log(
+        return self.backend.log_entry(
             content, tags=tags, type=type, checkpoint=checkpoint, directory=directory
         )
 
     def fetch(self, entry_id: str, *, chunk: int | None = None, summary_only: bool = False) -> str:
         """The entry's exact content, one chunk of it, or its summary."""
-        return self.entries.fetch(entry_id, chunk=chunk, summary_only=summary_only)
+        if summary_only:
+            return self.backend.get_entry(entry_id).summary
+        return self.backend.fetch_entry(entry_id, chunk=chunk)
 
     def get_entry(self, entry_id: str) -> Entry:
-        return self.entries.get(entry_id)
+        return self.backend.get_entry(entry_id)
 
     def list_entries(
         self,
@@ -145,15 +161,17 @@ class MemoryStore:
         checkpoint: str | None = None,
         limit: int | None = 20,
     ) -> list[Entry]:
-        return self.entries.list(
+        if type is not None:
+            check_type(type)
+        return self.backend.list_entries(
             type=type, directory=directory, tag=tag, checkpoint=checkpoint, limit=limit
         )
 
     def refs(self, *, checkpoint: str | None = None, directory: str | None = None) -> list[Entry]:
-        return self.entries.refs(checkpoint=checkpoint, directory=directory)
+        return self.backend.refs(checkpoint=checkpoint, directory=directory)
 
     def stats(self) -> dict[str, Any]:
-        return self.entries.stats()
+        return self.backend.entry_stats()
 
     def prune(
         self,
@@ -162,29 +180,21 @@ class MemoryStore:
         keep_entries: int | None = None,
         dry_run: bool = False,
     ) -> list[Entry]:
-        return self.entries.prune(keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run)
+        return self.backend.prune_entries(
+            keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run
+        )
 
     # -- recall ------------------------------------------------------------------------
     def search(
         self, query: str, *, scope: str | Sequence[str] = "all", limit: int = 5
     ) -> list[SearchResult]:
-        """Ranked full-text recall over every view of the memory directory."""
-        from memory.recall import search
-
-        return search(self, query, scope=scope, limit=limit)
+        """Ranked full-text recall over every view of the memory."""
+        return search(self.backend, query, scope=scope, limit=limit)
 
     def sync_index(self) -> IndexReport:
-        """Bring the index up to date with the files (cheap when nothing changed)."""
-        return self.index.sync()
+        """Bring the index up to date with the documents (cheap when nothing changed)."""
+        return self.backend.sync_index()
 
     def reindex(self) -> IndexReport:
-        """Drop the derived index and rebuild it from the files and entries."""
-        return self.index.rebuild()
-
-
-def _read_only(root: Path) -> bool:
-    """True when the directory (or its `memory.db`) exists and this process cannot write it."""
-    db = root / "memory.db"
-    if root.is_dir() and not os.access(root, os.W_OK):
-        return True
-    return db.exists() and not os.access(db, os.W_OK)
+        """Drop the derived index and rebuild it from the documents and entries."""
+        return self.backend.reindex()

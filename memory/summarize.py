@@ -21,12 +21,21 @@ Pluggable summarizers (e.g. model-backed) follow the `Summarizer` protocol.
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from memory.tokens import CHARS_PER_TOKEN, estimate_tokens
 
-__all__ = ["ExtractiveSummarizer", "Summarizer", "extractive_summary", "headline"]
+__all__ = [
+    "ChatModelSummarizer",
+    "ExtractiveSummarizer",
+    "Summarizer",
+    "call_with_timeout",
+    "extractive_summary",
+    "headline",
+]
 
 #: Longest line kept verbatim; longer lines are cut with an ellipsis.
 MAX_LINE_CHARS = 240
@@ -215,3 +224,49 @@ def _fit(summary: str, max_tokens: int) -> str:
         return summary
     cut = summary.rfind("\n", 0, limit)
     return summary[:cut] if cut > 0 else summary[:limit]
+
+
+def call_with_timeout(fn: Callable[..., str], text: str, max_tokens: int, timeout: float) -> str:
+    """`fn(text, max_tokens)`, abandoned (`TimeoutError`) after `timeout` seconds."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(fn, text, max_tokens).result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"no answer within {timeout:g}s") from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ChatModelSummarizer:
+    """A `Summarizer` backed by a LangChain chat model (imported lazily).
+
+    Args:
+        model: any `BaseChatModel`.
+        timeout_s: a call that takes longer counts as a failure (messages stay active).
+    """
+
+    name = "chat-model"
+
+    def __init__(self, model: Any, *, timeout_s: float = 120.0):
+        self.model = model
+        self.timeout_s = timeout_s
+
+    def _invoke(self, text: str, max_tokens: int) -> str:
+        # LangChain is imported only when a model summarises (the CLI never imports it)
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        reply = self.model.invoke(
+            [
+                SystemMessage(
+                    "Summarise this conversation excerpt for an agent's long-term context. "
+                    f"At most {max_tokens * 3} words. Keep decisions, facts, names, numbers, "
+                    "file paths and open questions; keep the [L123] line references you rely on."
+                ),
+                HumanMessage(text),
+            ]
+        )
+        content = reply.content
+        return content if isinstance(content, str) else str(content)
+
+    def __call__(self, text: str, max_tokens: int = 200) -> str:
+        return call_with_timeout(self._invoke, text, max_tokens, self.timeout_s)

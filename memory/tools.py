@@ -7,8 +7,9 @@
 Design: each tool is a thin wrapper over a library function (`memory.memfiles`,
 `MemoryStore.search/log/fetch`); the wrapper's only job is to turn errors into one line the
 agent can act on (`Error: path '../x' leaves the memory directory ...`) instead of an
-exception that would end the agent's run. Every path goes through `memory.paths.confine`
-inside `memory.memfiles`, so nothing outside the memory directory is read or written.
+exception that would end the agent's run. Every path goes through `memory.memfiles.resolve`
+(and, on a memory directory, `memory.paths.confine`), so nothing outside the memory is read or
+written.
 
 This module imports LangChain; the `memory` CLI never imports it.
 """
@@ -23,8 +24,9 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from memory import memfiles
+import memory.memfiles as memfiles
 from memory.errors import MemoryStoreError
+from memory.recall import format_results
 
 _ANCHOR = re.compile(r"^(?P<path>[^#]+)#L(?P<first>\d+)(?:-L?(?P<last>\d+))?$")
 MAX_READ_LINES = 400
@@ -106,12 +108,13 @@ def _task_path(store: Any, path: str, task_id: str | None) -> str:
     """Summaries cite `messages.jsonl#L1-L20` relative to their task: map it for the agent."""
     if task_id and path.startswith(_TASK_RELATIVE):
         plain = path.split("#", 1)[0]
-        if not (store.root / plain).exists():
+        if store.backend.stat_document(plain) is None:
             return f"working/{task_id}/{path}"
     return path
 
 
-def _read(store: Any, path: str, task_id: str | None = None) -> str:
+def read_memory_lines(store: Any, path: str, task_id: str | None = None) -> str:
+    """A memory file, or the lines a citation names (`x.md#L3-L9`), for a model to read."""
     path = _task_path(store, path, task_id)
     match = _ANCHOR.match(path)
     if not match:
@@ -120,16 +123,14 @@ def _read(store: Any, path: str, task_id: str | None = None) -> str:
     last = int(match.group("last") or first)
     if last < first or last - first >= MAX_READ_LINES:
         return f"Error: line range {path!r} is empty or over {MAX_READ_LINES} lines"
-    resolved, rel = memfiles.resolve(store, match.group("path"))
-    if not resolved.is_file():
+    rel = memfiles.resolve(store, match.group("path"))
+    doc = store.backend.get_document(rel)
+    if doc is None:
         return f"Error: no memory file {rel!r}: use memory_list or recall_memory"
-    out = []
-    with open(resolved, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if number > last:
-                break
-            if number >= first:
-                out.append(f"{number}: {line.rstrip(chr(10))}")
+    lines = doc.data.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line of its own
+    out = [f"{n}: {lines[n - 1]}" for n in range(first, min(last, len(lines)) + 1)]
     return "\n".join(out) or f"Error: {rel!r} has no line {first}"
 
 
@@ -139,7 +140,7 @@ def longterm_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     @_guarded
     def memory_read(path: str) -> str:
-        return _read(store, path, task_id)
+        return read_memory_lines(store, path, task_id)
 
     @_guarded
     def memory_write(path: str, content: str) -> str:
@@ -197,8 +198,6 @@ def memory_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     @_guarded
     def recall_memory(query: str, scope: str = "all", limit: int = 5) -> str:
-        from memory.recall import format_results
-
         return format_results(query, store.search(query, scope=scope, limit=limit))
 
     @_guarded

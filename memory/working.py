@@ -1,19 +1,19 @@
 """Working memory of one task : overview, detail notes and the raw message log.
 
-Layout (from `memory.paths.Layout`)::
+Documents of the store's backend (files of the memory directory by default)::
 
     working/{task_id}/overview.md       always in the lead's context (objective, state, context)
     working/{task_id}/detail/*.md       notes with a META block, and compaction summaries
     working/{task_id}/messages.jsonl    every message, append-only, never rewritten
 
-Invariant: `messages.jsonl` only grows. Each message is one JSON line appended through
-`memory.durable.append_jsonl`, whose returned 1-based line number is the message's
-permanent citation (`messages.jsonl#L45`). Nothing here rewrites or deletes a line;
-archiving (`memory.archive`) is recorded in summary files that *name* lines.
+Invariant: `messages.jsonl` only grows. Each message is one JSON line appended with the
+backend's `append_lines` (whole lines, durable, never interleaved), whose returned 1-based
+line number is the message's permanent citation (`messages.jsonl#L45`). Nothing here rewrites
+or deletes a line; archiving (`memory.archive`) is recorded in summary files that *name* lines.
 
-`WorkingMemory` keeps an in-process cache of the log that it extends incrementally from
-the last byte it read, so the context builder can look at recent turns on every lead call
-without re-reading a file that grows to millions of lines.
+`WorkingMemory` keeps an in-process cache of the log that it extends incrementally from the
+last byte it read (`get_document(offset=...)`), so the context builder can look at recent
+turns on every lead call without re-reading a log that grows to millions of lines.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memory import durable
+from memory._clock import now_iso
 from memory.errors import InvalidInputError
+from memory.names import slugify
 from memory.paths import check_name
 from memory.templating import render
 
@@ -39,18 +39,6 @@ OVERVIEW_SECTIONS = (
     "Recent Operations",
 )
 ROLES = ("system", "user", "assistant", "tool")
-_SLUG_RE = re.compile(r"[^a-z0-9]+")
-
-
-def utc_now() -> str:
-    """Current UTC time as `2026-11-22T10:30:00.123456Z`."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def slugify(text: str, max_len: int = 60) -> str:
-    """A file-name-safe slug of `text` (`"Auth design!"` -> `"auth-design"`)."""
-    slug = _SLUG_RE.sub("-", text.lower()).strip("-")[:max_len].strip("-")
-    return slug or "note"
 
 
 @dataclass(frozen=True)
@@ -81,67 +69,88 @@ class Message:
 
 
 class WorkingMemory:
-    """The working memory folder of one task.
+    """The working memory of one task, as documents of the store's backend.
 
     Args:
-        store: a `memory.store.MemoryStore` (only its `layout` is used here).
+        store: a `memory.store.MemoryStore` (its backend holds the documents).
         task_id: the task's id (a single safe path component).
     """
 
     def __init__(self, store: Any, task_id: str):
         self.store = store
+        self.backend = store.backend
         self.task_id = check_name(task_id, "task id")
-        layout = store.layout
-        self.task_dir: Path = layout.task_dir(task_id)
-        self.overview_path: Path = layout.overview(task_id)
-        self.detail_dir: Path = layout.detail_dir(task_id)
-        self.messages_path: Path = layout.messages(task_id)
+        self.task_doc = f"working/{task_id}"
+        self.overview_doc = f"{self.task_doc}/overview.md"
+        self.detail_doc = f"{self.task_doc}/detail"
+        self.messages_doc = f"{self.task_doc}/messages.jsonl"
         self._cache: list[Message] = []
         self._cache_offset = 0
         self._cache_next_line = 1
 
+    # -- paths on a memory directory -------------------------------------------------
+    @property
+    def task_dir(self) -> Path:
+        return self.store.path_of(self.task_doc)
+
+    @property
+    def overview_path(self) -> Path:
+        return self.store.path_of(self.overview_doc)
+
+    @property
+    def detail_dir(self) -> Path:
+        return self.store.path_of(self.detail_doc)
+
+    @property
+    def messages_path(self) -> Path:
+        return self.store.path_of(self.messages_doc)
+
     # -- overview ----------------------------------------------------------------------
     def ensure(self, *, objective: str = "") -> WorkingMemory:
-        """Create the task folder, `detail/` and `overview.md` (from the template) if missing."""
-        self.detail_dir.mkdir(parents=True, exist_ok=True)
-        if not self.overview_path.exists():
+        """Create `overview.md` (from the template) and `detail/` if missing; never overwrites."""
+        self.store.make_folder(self.detail_doc)
+        if self.backend.stat_document(self.overview_doc) is None:
             text = render(
                 "overview.md.j2",
                 task_id=self.task_id,
                 objective=objective,
-                created=utc_now(),
+                created=now_iso(),
                 sections=list(OVERVIEW_SECTIONS),
             )
-            durable.create_exclusive(self.overview_path, text.encode("utf-8"))
+            self.backend.create_document(self.overview_doc, text.encode("utf-8"))
         return self
 
     def exists(self) -> bool:
-        return self.task_dir.is_dir()
+        return bool(self.backend.list_documents(self.task_doc + "/"))
 
     def overview_text(self) -> str:
-        """The overview as it is on disk (a hand edit is what the next call returns)."""
-        if not self.overview_path.exists():
-            self.ensure()
-        return self.overview_path.read_text(encoding="utf-8")
+        """The overview as it is stored (a hand edit is what the next call returns)."""
+        doc = self.backend.get_document(self.overview_doc)
+        if doc is None:
+            doc = self.ensure().backend.get_document(self.overview_doc)
+        return doc.text if doc is not None else ""
 
     def write_overview(self, text: str) -> Path:
         """Replace the whole overview (atomic)."""
-        self.ensure()
-        return durable.atomic_write_text(self.overview_path, text)
+        self.backend.write_text(self.overview_doc, text)
+        return self.overview_path
 
     def update_overview_section(self, section: str, body: str) -> Path:
         """Replace the body of `## {section}` (appended as a new section if absent)."""
-        with durable.file_lock(self.overview_path):
-            text = self.overview_text()
-            pattern = re.compile(
-                rf"(^## {re.escape(section)}[ \t]*\n)(.*?)(?=^## |\Z)", re.M | re.S
-            )
-            replacement = body.rstrip("\n") + "\n\n"
+        self.ensure()
+        pattern = re.compile(rf"(^## {re.escape(section)}[ \t]*\n)(.*?)(?=^## |\Z)", re.M | re.S)
+        replacement = body.rstrip("\n") + "\n\n"
+
+        def edit(old: bytes | None) -> bytes:
+            text = (old or b"").decode("utf-8")
             if pattern.search(text):
                 text = pattern.sub(lambda m: m.group(1) + replacement, text, count=1)
             else:
                 text = text.rstrip("\n") + f"\n\n## {section}\n{replacement}"
-            return durable.atomic_write_text(self.overview_path, text)
+            return text.encode("utf-8")
+
+        self.backend.update_document(self.overview_doc, edit)
+        return self.overview_path
 
     # -- detail notes ------------------------------------------------------------------
     def write_note(
@@ -158,24 +167,27 @@ class WorkingMemory:
         stem = slugify(name or title)
         if stem.startswith("summary-"):
             stem = "note-" + stem  # summary-* names belong to the archive
-        path = self.detail_dir / f"{stem}.md"
+        doc = f"{self.detail_doc}/{stem}.md"
         text = render(
             "detail_note.md.j2",
             title=title.strip(),
-            created=utc_now(),
+            created=now_iso(),
             keywords=list(keywords),
             content=content.rstrip("\n"),
         )
         self.ensure()
-        return durable.atomic_write_text(path, text)
+        self.backend.write_text(doc, text)
+        return self.store.path_of(doc)
 
     def notes(self) -> list[Path]:
         """Detail notes written by agents (not the archive's summary files), by name."""
-        if not self.detail_dir.is_dir():
-            return []
-        return sorted(
-            p for p in self.detail_dir.glob("*.md") if not p.name.startswith((".", "summary-"))
-        )
+        return [
+            self.store.path_of(info.path)
+            for info in self.backend.list_documents(self.detail_doc + "/")
+            if "/" not in info.path[len(self.detail_doc) + 1 :]
+            and info.path.endswith(".md")
+            and not info.path.rsplit("/", 1)[1].startswith((".", "summary-"))
+        ]
 
     # -- messages ----------------------------------------------------------------------
     def append_message(self, role: str, content: Any, **fields: Any) -> int:
@@ -194,8 +206,7 @@ class WorkingMemory:
         if not messages:
             raise InvalidInputError("no messages to append")
         records = [self._record(m) for m in messages]
-        self.task_dir.mkdir(parents=True, exist_ok=True)
-        return durable.append_jsonl(self.messages_path, records, many=True)
+        return self.backend.append_jsonl(self.messages_doc, records)
 
     def append_chat_messages(self, messages: list[Any]) -> int:
         """Append LangChain messages (duck-typed: `.type`, `.content`, `.tool_calls`, ...).
@@ -211,7 +222,7 @@ class WorkingMemory:
             raise InvalidInputError(f"unknown message role {role!r}: use one of {', '.join(ROLES)}")
         record = {
             "id": message.get("id") or f"msg-{secrets.token_hex(6)}",
-            "ts": message.get("ts") or utc_now(),
+            "ts": message.get("ts") or now_iso(),
         }
         record.update({k: v for k, v in message.items() if v is not None})
         try:
@@ -259,26 +270,26 @@ class WorkingMemory:
         return self._cache_next_line - 1
 
     def _refresh(self) -> None:
-        path = self.messages_path
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
+        info = self.backend.stat_document(self.messages_doc)
+        if info is None or info.size == self._cache_offset:
             return
-        if size < self._cache_offset:  # replaced behind our back: start over
+        if info.size < self._cache_offset:  # replaced behind our back: start over
             self._cache, self._cache_offset, self._cache_next_line = [], 0, 1
-        if size == self._cache_offset:
+        doc = self.backend.get_document(self.messages_doc, offset=self._cache_offset)
+        if doc is None:
             return
-        for line_no, offset, raw in durable.iter_jsonl_lines(
-            path, self._cache_offset, self._cache_next_line
-        ):
-            self._cache_offset = offset + len(raw) + 1
-            self._cache_next_line = line_no + 1
+        # only complete lines: a last line without its newline may still be being written
+        complete = doc.data[: doc.data.rfind(b"\n") + 1]
+        pos, line_no = self._cache_offset, self._cache_next_line
+        for raw in complete.split(b"\n")[:-1]:
+            number, pos, line_no = line_no, pos + len(raw) + 1, line_no + 1
+            self._cache_offset, self._cache_next_line = pos, line_no
             try:
                 record = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError):
                 continue  # a torn line closed by a later append stays a numbered bad line
             if isinstance(record, dict):
-                self._cache.append(Message(line_no, record))
+                self._cache.append(Message(number, record))
 
 
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
@@ -308,8 +319,6 @@ def chat_record(message: Any) -> dict[str, Any]:
 
 
 def list_tasks(store: Any) -> list[str]:
-    """Task ids that have a working-memory folder, sorted."""
-    working = store.layout.working
-    if not working.is_dir():
-        return []
-    return sorted(p.name for p in working.iterdir() if p.is_dir() and not p.name.startswith("."))
+    """Task ids that have working memory, sorted."""
+    tasks = {info.path.split("/")[1] for info in store.backend.list_documents("working/")}
+    return sorted(t for t in tasks if not t.startswith("."))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -82,3 +83,21 @@ def test_importing_memory_does_not_import_langchain_or_langgraph():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_memory_log_and_search_import_no_langchain_langgraph_or_psycopg(tmp_path):
+    code = (
+        "import sys\n"
+        "from memory.cli import cli\n"
+        "for args in (['log', 'the flaky test timed out'], ['search', 'flaky timeout']):\n"
+        "    cli(args, standalone_mode=False)\n"
+        "heavy = ('langchain', 'langgraph', 'psycopg', 'mcp', 'jinja2')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(heavy)}))\n"
+    )
+    env = {**os.environ, "TETHER_MEMORY_DIR": str(tmp_path / "memory")}
+    env.pop("TETHER_MEMORY_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert "Citation: mem-" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -1,11 +1,12 @@
 """Storage backends and how a URL chooses one.
 
-* no URL, or a path: `FilesBackend` on that memory directory (today's default);
+* no URL, or a path: `FilesBackend` on that memory directory (the default);
 * `memory://`: `InMemoryBackend` (nothing persists; for tests);
 * `postgresql://...` (or `postgres://`): `PostgresBackend`.
 
-`open_backend(url)` is the one entry point the CLIs use; `TETHER_MEMORY_URL` supplies the URL
-when none is given. Errors name the URL without its password.
+`backend_for(url)` opens one (the caller closes it), `open_backend(url)` does the same as a
+context manager; `TETHER_MEMORY_URL` supplies the URL when none is given. Errors name the URL
+without its password.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from memory.backends.files import FilesBackend
+from memory.backends.inmemory import InMemoryBackend
+from memory.backends.postgres import PostgresBackend, redact
 from memory.base import BaseBackend
 from memory.errors import InvalidInputError
 
@@ -30,30 +34,41 @@ def is_postgres(url: str | None) -> bool:
     return bool(url) and url.startswith(POSTGRES_SCHEMES)
 
 
+def is_directory(url: str | None) -> bool:
+    """Whether `url` names a memory directory (no URL, a path, or `file://`)."""
+    return url is None or url.startswith("file://") or "://" not in url
+
+
+def backend_for(
+    url: str | None = None, *, memory_dir: str | os.PathLike[str] | None = None, setup: bool = True
+) -> BaseBackend:
+    """The backend `url` names (see the module docstring), open; close it when done.
+
+    `setup=False` (read-only callers) refuses a database without tether's tables instead of
+    creating them.
+    """
+    url = resolve_url(url)
+    if is_directory(url):
+        backend = FilesBackend(url.removeprefix("file://") if url else memory_dir)
+        if setup:
+            backend.setup()
+        return backend
+    if url == "memory://":
+        return InMemoryBackend()
+    if is_postgres(url):
+        return PostgresBackend.from_url(url, setup=setup)
+    raise InvalidInputError(
+        f"unknown memory URL {redact(url)!r}: use a directory, memory:// or postgresql://..."
+    )
+
+
 @contextmanager
 def open_backend(
     url: str | None = None, *, memory_dir: str | None = None, setup: bool = True
 ) -> Iterator[BaseBackend]:
-    """The backend `url` names (see the module docstring), set up and closed after use."""
-    url = resolve_url(url)
-    if url is None or url.startswith("file://") or "://" not in url:
-        from memory.backends.files import FilesBackend
-
-        root = url.removeprefix("file://") if url else memory_dir
-        with FilesBackend.open(root) as backend:
-            yield backend
-    elif url == "memory://":
-        from memory.backends.inmemory import InMemoryBackend
-
-        yield InMemoryBackend()
-    elif is_postgres(url):
-        from memory.backends.postgres import PostgresBackend
-
-        with PostgresBackend.open(url, setup=setup) as backend:
-            yield backend
-    else:
-        from memory.backends.postgres import redact
-
-        raise InvalidInputError(
-            f"unknown memory URL {redact(url)!r}: use a directory, memory:// or postgresql://..."
-        )
+    """`backend_for(url)`, set up and closed after use."""
+    backend = backend_for(url, memory_dir=memory_dir, setup=setup)
+    try:
+        yield backend
+    finally:
+        backend.close()

@@ -18,25 +18,30 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from memory.backends.blocks import document_docs, entry_docs, message_docs
 from memory.base import (
     BaseBackend,
-    ConflictError,
     Document,
     DocumentInfo,
-    EntryRecord,
+    IndexReport,
     LockInfo,
     SearchDoc,
     SearchHit,
     SubagentRecord,
     TaskRecord,
     check_chunk,
+    check_data,
     check_doc_path,
     check_id,
+    check_limit,
+    check_query,
+    check_version,
+    encode_lines,
     json_text,
-    prepare_entry,
+    lines_before,
     unknown_entry,
 )
-from memory.errors import InvalidInputError, InvalidQueryError
+from memory.entries import Entry, pieces, prepare_entry, under_directory
 
 WORD = re.compile(r"\w+")
 BM25_K1 = 1.2
@@ -53,16 +58,11 @@ def words(text: str) -> list[str]:
     return out
 
 
-def check_query(query: str, limit: int) -> list[str]:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidQueryError("empty query: give words to search for")
-    if not isinstance(limit, int) or limit < 1:
-        raise InvalidQueryError(f"invalid limit {limit!r}: use a positive number")
-    return words(query)
-
-
 class InMemoryBackend(BaseBackend):
-    """Everything in dicts; `InMemoryBackend()` is ready to use (`setup()` does nothing)."""
+    """Everything in dicts; `InMemoryBackend()` is ready to use (`setup()` does nothing).
+
+    Documents and entries are indexed as they are written (blocks of `memory.backends.blocks`).
+    """
 
     kind = "memory"
 
@@ -70,48 +70,78 @@ class InMemoryBackend(BaseBackend):
         self._lock = threading.RLock()
         self._docs: dict[str, Document] = {}
         self._last_version: dict[str, int] = {}
-        self._entries: dict[str, tuple[int, EntryRecord, list[str]]] = {}
+        self._entries: dict[str, tuple[Entry, list[str]]] = {}
+        self._dead: set[str] = set()
         self._seq = 0
         self._index: dict[str, SearchDoc] = {}
         self._tasks: dict[str, TaskRecord] = {}
         self._agents: dict[tuple[str, str], SubagentRecord] = {}
         self._locks: dict[str, LockInfo] = {}
+        self._saver: Any = None
+
+    @property
+    def location(self) -> str:
+        return "memory://"
 
     # -- documents -----------------------------------------------------------------
-    def get_document(self, path: str) -> Document | None:
+    def get_document(self, path: str, *, offset: int = 0) -> Document | None:
         check_doc_path(path)
         with self._lock:
-            return self._docs.get(path)
+            doc = self._docs.get(path)
+        return doc if doc is None or not offset else replace(doc, data=doc.data[offset:])
+
+    def stat_document(self, path: str) -> DocumentInfo | None:
+        doc = self.get_document(path)
+        return None if doc is None else DocumentInfo(doc.path, doc.version, doc.mtime, doc.size)
+
+    def _store(self, path: str, data: bytes) -> DocumentInfo:
+        version = self._last_version.get(path, 0) + 1
+        doc = Document(path, version, time.time(), len(data), data)
+        self._docs[path] = doc
+        self._last_version[path] = version
+        return DocumentInfo(path, version, doc.mtime, doc.size)
 
     def put_document(
         self, path: str, data: bytes, *, expected_version: int | None = None
     ) -> DocumentInfo:
         check_doc_path(path)
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidInputError(f"document data must be bytes, not {type(data).__name__!r}")
+        data = check_data(data)
         with self._lock:
             current = self._docs.get(path)
-            self._check_version(path, current, expected_version)
-            version = self._last_version.get(path, 0) + 1
-            doc = Document(path, version, time.time(), len(data), bytes(data))
-            self._docs[path] = doc
-            self._last_version[path] = version
-            return DocumentInfo(path, version, doc.mtime, doc.size)
+            check_version(path, current.version if current else 0, expected_version)
+            self._reindex_document(path, data)
+            return self._store(path, data)
+
+    def append_lines(self, path: str, lines: Sequence[bytes | str]) -> int:
+        check_doc_path(path)
+        payload = encode_lines(lines)
+        with self._lock:
+            current = self._docs.get(path)
+            old = current.data if current else b""
+            first = lines_before(old) + 1
+            if old and not old.endswith(b"\n"):
+                payload = b"\n" + payload  # close a torn line: it keeps its number
+            self._store(path, old + payload)
+            if path.endswith(".jsonl"):
+                new = payload.lstrip(b"\n").split(b"\n")[:-1]
+                self._upsert(message_docs(path, list(enumerate(new, start=first))))
+            else:
+                self._reindex_document(path, old + payload)
+            return first
 
     def delete_document(self, path: str, *, expected_version: int | None = None) -> bool:
         check_doc_path(path)
         with self._lock:
             current = self._docs.get(path)
-            self._check_version(path, current, expected_version)
+            check_version(path, current.version if current else 0, expected_version)
+            self._reindex_document(path, None)
             return self._docs.pop(path, None) is not None
 
-    @staticmethod
-    def _check_version(path: str, current: Document | None, expected: int | None) -> None:
-        have = current.version if current else 0
-        if expected is not None and expected != have:
-            raise ConflictError(
-                f"{path!r} is at version {have}, not {expected}; read it again and retry"
-            )
+    def _reindex_document(self, path: str, data: bytes | None) -> None:
+        for doc_id in [d for d, doc in self._index.items() if doc.path == path]:
+            del self._index[doc_id]
+        if data is not None:
+            self._upsert(document_docs(path, data))
 
     def list_documents(self, prefix: str = "") -> list[DocumentInfo]:
         with self._lock:
@@ -122,42 +152,79 @@ class InMemoryBackend(BaseBackend):
             ]
 
     # -- entries -------------------------------------------------------------------
-    def log_entry(self, content, *, type="output", tags=(), directory=None) -> EntryRecord:
-        record, pieces = prepare_entry(content, type=type, tags=tags, directory=directory)
+    def log_entry(
+        self, content, *, type="output", tags=(), directory=None, checkpoint=None
+    ) -> Entry:
+        entry, text, data = prepare_entry(
+            content, type=type, tags=tags, directory=directory, checkpoint=checkpoint,
+            moment=self.clock(), summarizer=self.summarizer,
+        )  # fmt: skip
         with self._lock:
-            self._seq += 1
-            self._entries[record.id] = (self._seq, record, pieces)
-        return record
+            self._add_entry(entry, text, len(data))
+        return copy.deepcopy(entry)
 
-    def get_entry(self, entry_id: str) -> EntryRecord:
+    def _add_entry(self, entry: Entry, text: str, size: int) -> None:
+        self._seq += 1
+        entry.seq, entry.stored_bytes, entry.path = self._seq, size, None
+        parts = pieces(entry, text)
+        self._entries[entry.id] = (entry, parts)
+        self._upsert(entry_docs(entry, parts))
+
+    def put_entry(self, entry: Entry, content: bytes) -> bool:
+        text = content.decode("utf-8")
+        with self._lock:
+            if entry.id in self._entries or entry.id in self._dead:
+                return False
+            self._add_entry(copy.deepcopy(entry), text, len(content))
+        return True
+
+    def get_entry(self, entry_id: str) -> Entry:
         with self._lock:
             found = self._entries.get(entry_id)
         if found is None:
             raise unknown_entry(entry_id)
-        return found[1]
+        return copy.deepcopy(found[0])
 
     def fetch_entry(self, entry_id: str, *, chunk: int | None = None) -> str:
         with self._lock:
             found = self._entries.get(entry_id)
         if found is None:
             raise unknown_entry(entry_id)
-        _, record, pieces = found
-        check_chunk(entry_id, chunk, record.chunks)
-        return "".join(pieces) if chunk is None else pieces[chunk]
+        entry, parts = found
+        check_chunk(entry_id, chunk, entry.chunks)
+        return "".join(parts) if chunk is None else parts[chunk]
 
-    def list_entries(self, *, type=None, tag=None, directory=None, limit=20) -> list[EntryRecord]:
-        if limit is not None and limit < 0:
-            raise InvalidInputError(f"invalid limit {limit!r}: use 0 or a positive number")
+    def list_entries(
+        self, *, type=None, tag=None, directory=None, checkpoint=None, limit=20
+    ) -> list[Entry]:
+        check_limit(limit)
         with self._lock:
-            rows = sorted(self._entries.values(), key=lambda r: -r[0])
+            rows = sorted((e for e, _ in self._entries.values()), key=lambda e: -e.seq)
         out = [
-            rec
-            for _, rec, _ in rows
-            if (type is None or rec.type == type)
-            and (tag is None or tag in rec.tags)
-            and (directory is None or _under(rec.directory, directory))
+            copy.deepcopy(e)
+            for e in rows
+            if (type is None or e.type == type)
+            and (tag is None or tag in e.tags)
+            and (checkpoint is None or e.checkpoint == checkpoint)
+            and (directory is None or under_directory(e.directory, directory))
         ]
         return out if limit is None else out[:limit]
+
+    def delete_entries(self, entry_ids: Sequence[str]) -> list[Entry]:
+        removed = []
+        with self._lock:
+            for entry_id in dict.fromkeys(entry_ids):
+                found = self._entries.pop(entry_id, None)
+                if found is not None:
+                    self._dead.add(entry_id)
+                    for doc in entry_docs(*found):
+                        self._index.pop(doc.doc_id, None)
+                    removed.append(found[0])
+        return sorted(removed, key=lambda e: e.seq)
+
+    def count_pruned(self) -> int:
+        with self._lock:
+            return len(self._dead)
 
     # -- search index --------------------------------------------------------------
     def index_upsert(self, docs: Sequence[SearchDoc]) -> None:
@@ -165,15 +232,19 @@ class InMemoryBackend(BaseBackend):
             check_id(doc.doc_id, "document id")
             check_id(doc.source, "source")
         with self._lock:
-            for doc in docs:
-                self._index[doc.doc_id] = copy.deepcopy(doc)
+            self._upsert(docs)
+
+    def _upsert(self, docs: Sequence[SearchDoc]) -> None:
+        for doc in docs:
+            self._index[doc.doc_id] = copy.deepcopy(doc)
 
     def index_delete(self, doc_ids: Sequence[str]) -> int:
         with self._lock:
             return sum(self._index.pop(d, None) is not None for d in doc_ids)
 
     def index_query(self, query, *, sources=None, limit=10) -> list[SearchHit]:
-        terms = set(check_query(query, limit))
+        check_query(query, limit)
+        terms = set(words(query))
         with self._lock:
             docs = [d for d in self._index.values() if sources is None or d.source in sources]
         tokenised = [(d, words(d.text)) for d in docs]
@@ -195,6 +266,28 @@ class InMemoryBackend(BaseBackend):
                 hits.append(SearchHit(doc.doc_id, doc.source, doc.path, score, doc.text))
         hits.sort(key=lambda h: (-h.score, h.doc_id))
         return hits[:limit]
+
+    def reindex(self) -> IndexReport:
+        with self._lock:
+            self._index.clear()
+            for path, doc in self._docs.items():
+                self._upsert(document_docs(path, doc.data))
+            for entry, parts in self._entries.values():
+                self._upsert(entry_docs(entry, parts))
+            return IndexReport(
+                files_indexed=len(self._docs),
+                entries_added=len(self._entries),
+                rows_added=len(self._index),
+                rows_total=len(self._index),
+            )
+
+    def checkpointer(self) -> Any:
+        """LangGraph's `InMemorySaver` (graph state lives as long as this backend)."""
+        if self._saver is None:
+            from langgraph.checkpoint.memory import InMemorySaver  # only graph users pay for it
+
+            self._saver = InMemorySaver()
+        return self._saver
 
     # -- tasks and registry --------------------------------------------------------
     def put_task(self, task: TaskRecord) -> TaskRecord:
@@ -265,12 +358,3 @@ class InMemoryBackend(BaseBackend):
         with self._lock:
             held = self._locks.get(task_id)
         return held if held and held.expires_at > time.time() else None
-
-
-def _under(directory: str | None, wanted: str) -> bool:
-    from memory.entries import normalize_directory
-
-    if directory is None:
-        return False
-    norm = normalize_directory(wanted)
-    return directory == norm or directory.startswith(norm.rstrip("/") + "/")

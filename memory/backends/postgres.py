@@ -28,13 +28,57 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from memory.backends.inmemory import check_query
+from memory.backends._postgres_sql import (
+    APPEND_DOC_SQL,
+    APPLIED_SQL,
+    CLEAR_SEARCH_SQL,
+    COUNT_PRUNED_SQL,
+    COUNT_SEARCH_SQL,
+    CREATE_MIGRATIONS_SQL,
+    DELETE_ENTRY_SEARCH_SQL,
+    DELETE_ENTRY_SQL,
+    DELETE_LOCK_SQL,
+    DELETE_PATH_SEARCH_SQL,
+    DELETE_SEARCH_SQL,
+    ENTRY_COLUMNS,
+    ENTRY_KNOWN_SQL,
+    HAS_MIGRATIONS_SQL,
+    INSERT_CHUNK_SQL,
+    INSERT_ENTRY_SQL,
+    INSERT_TOMBSTONE_SQL,
+    LIST_AGENTS_SQL,
+    LIST_DOC_DATA_SQL,
+    LIST_DOCS_SQL,
+    LIST_ENTRIES_SQL,
+    LIST_TASKS_SQL,
+    MIGRATIONS,
+    QUERY_SEARCH_SQL,
+    RECORD_MIGRATION_SQL,
+    SELECT_AGENT_SQL,
+    SELECT_CHUNK_SQL,
+    SELECT_CHUNKS_SQL,
+    SELECT_DOC_SQL,
+    SELECT_ENTRY_SQL,
+    SELECT_LOCK_SQL,
+    SELECT_LOG_SQL,
+    SELECT_TASK_SQL,
+    SELECT_VERSION_SQL,
+    STAT_DOC_SQL,
+    TERM_SCORE_SQL,
+    TERM_STATS_SQL,
+    UPSERT_AGENT_SQL,
+    UPSERT_DOC_SQL,
+    UPSERT_LOCK_SQL,
+    UPSERT_SEARCH_SQL,
+    UPSERT_TASK_SQL,
+    XACT_LOCK_SQL,
+)
+from memory.backends.blocks import document_docs, entry_docs, message_docs
 from memory.base import (
     BaseBackend,
-    ConflictError,
     Document,
     DocumentInfo,
-    EntryRecord,
+    IndexReport,
     LockInfo,
     SearchDoc,
     SearchHit,
@@ -42,141 +86,18 @@ from memory.base import (
     SubagentRecord,
     TaskRecord,
     check_chunk,
+    check_data,
     check_doc_path,
     check_id,
+    check_limit,
+    check_query,
+    check_version,
+    encode_lines,
     json_text,
-    prepare_entry,
+    lines_before,
     unknown_entry,
 )
-from memory.errors import InvalidInputError
-
-M001_TABLES = """
-CREATE TABLE IF NOT EXISTS tether_documents (
-    path TEXT PRIMARY KEY, data BYTEA, version INTEGER NOT NULL,
-    mtime DOUBLE PRECISION NOT NULL, deleted BOOLEAN NOT NULL DEFAULT FALSE
-);
-CREATE TABLE IF NOT EXISTS tether_entries (
-    id TEXT PRIMARY KEY, seq BIGSERIAL UNIQUE, type TEXT NOT NULL, tokens INTEGER NOT NULL,
-    bytes INTEGER NOT NULL, chunks INTEGER NOT NULL, summary TEXT NOT NULL,
-    tags TEXT[] NOT NULL, directory TEXT, created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tether_entry_chunks (
-    entry_id TEXT NOT NULL REFERENCES tether_entries(id) ON DELETE CASCADE, n INTEGER NOT NULL,
-    body BYTEA NOT NULL, PRIMARY KEY (entry_id, n)
-);
-CREATE TABLE IF NOT EXISTS tether_search (
-    doc_id TEXT PRIMARY KEY, source TEXT NOT NULL, path TEXT NOT NULL, meta JSONB NOT NULL,
-    body TEXT NOT NULL,
-    tsv TSVECTOR GENERATED ALWAYS AS (
-        to_tsvector('english', regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))) STORED
-);
-CREATE INDEX IF NOT EXISTS tether_search_tsv ON tether_search USING GIN (tsv);
-CREATE TABLE IF NOT EXISTS tether_tasks (
-    task_id TEXT PRIMARY KEY, status TEXT NOT NULL, data JSONB NOT NULL,
-    updated_at DOUBLE PRECISION NOT NULL
-);
-CREATE TABLE IF NOT EXISTS tether_subagents (
-    task_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL, data JSONB NOT NULL,
-    updated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (task_id, agent_id)
-);
-CREATE TABLE IF NOT EXISTS tether_locks (
-    task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL
-)
-"""
-#: Named, append-only; never edit one that has shipped.
-MIGRATIONS = [("m001_tables", M001_TABLES)]
-
-CREATE_MIGRATIONS_SQL = """
-CREATE TABLE IF NOT EXISTS tether_migrations (
-    name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-)
-"""
-HAS_MIGRATIONS_SQL = "SELECT to_regclass('tether_migrations') IS NOT NULL"
-APPLIED_SQL = "SELECT name FROM tether_migrations"
-RECORD_MIGRATION_SQL = "INSERT INTO tether_migrations(name) VALUES (%s)"
-XACT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(%s))"
-
-SELECT_DOC_SQL = "SELECT data, version, mtime, deleted FROM tether_documents WHERE path = %s"
-UPSERT_DOC_SQL = """
-INSERT INTO tether_documents(path, data, version, mtime, deleted) VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (path) DO UPDATE SET data = excluded.data, version = excluded.version,
-    mtime = excluded.mtime, deleted = excluded.deleted
-"""
-LIST_DOCS_SQL = """
-SELECT path, version, mtime, octet_length(data) FROM tether_documents
-WHERE NOT deleted AND starts_with(path, %s) ORDER BY path COLLATE "C"
-"""
-INSERT_ENTRY_SQL = """
-INSERT INTO tether_entries(id, type, tokens, bytes, chunks, summary, tags, directory, created_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-"""
-INSERT_CHUNK_SQL = "INSERT INTO tether_entry_chunks(entry_id, n, body) VALUES (%s, %s, %s)"
-ENTRY_COLUMNS = "id, type, tokens, bytes, chunks, summary, tags, directory, created_at"
-SELECT_ENTRY_SQL = f"SELECT {ENTRY_COLUMNS} FROM tether_entries WHERE id = %s"
-SELECT_CHUNKS_SQL = "SELECT body FROM tether_entry_chunks WHERE entry_id = %s ORDER BY n"
-SELECT_CHUNK_SQL = "SELECT body FROM tether_entry_chunks WHERE entry_id = %s AND n = %s"
-LIST_ENTRIES_SQL = f"""
-SELECT {ENTRY_COLUMNS} FROM tether_entries
-WHERE (%(type)s::text IS NULL OR type = %(type)s)
-  AND (%(tag)s::text IS NULL OR %(tag)s = ANY(tags))
-  AND (%(dir)s::text IS NULL OR directory = %(dir)s OR starts_with(directory, %(prefix)s))
-ORDER BY seq DESC LIMIT %(limit)s
-"""
-UPSERT_SEARCH_SQL = """
-INSERT INTO tether_search(doc_id, source, path, meta, body) VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (doc_id) DO UPDATE SET source = excluded.source, path = excluded.path,
-    meta = excluded.meta, body = excluded.body
-"""
-DELETE_SEARCH_SQL = "DELETE FROM tether_search WHERE doc_id = ANY(%s)"
-TERM_STATS_SQL = """
-SELECT (SELECT string_agg(lexeme, ' ') FROM unnest(to_tsvector('english', t))),
-       (SELECT count(*) FROM tether_search
-           WHERE tsv @@ to_tsquery('english', t)
-             AND (%(sources)s::text[] IS NULL OR source = ANY(%(sources)s)))
-FROM unnest(%(terms)s::text[]) AS t WHERE numnode(to_tsquery('english', t)) > 0
-"""
-COUNT_SEARCH_SQL = """
-SELECT count(*) FROM tether_search
-WHERE %(sources)s::text[] IS NULL OR source = ANY(%(sources)s)
-"""
-#: Ranked by the sum over query words of idf(word) x ts_rank(doc, word, normalised by length):
-#: BM25's idea (rare words weigh more; idf from per-word counts through the GIN index) on top
-#: of PostgreSQL's per-word frequency ranking. (Full BM25 with tf from the tsvector's positions
-#: ranked no better on `bench/backends.py` and was 4x slower.)
-QUERY_SEARCH_SQL = """
-SELECT doc_id, source, path, body, {score} AS score
-FROM tether_search
-WHERE tsv @@ to_tsquery('english', %(any)s)
-  AND (%(sources)s::text[] IS NULL OR source = ANY(%(sources)s))
-ORDER BY score DESC, doc_id LIMIT %(limit)s
-"""
-TERM_SCORE_SQL = "%(w{i})s * ts_rank(tsv, to_tsquery('english', %(t{i})s), 1)"
-UPSERT_TASK_SQL = """
-INSERT INTO tether_tasks(task_id, status, data, updated_at) VALUES (%s, %s, %s, %s)
-ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, data = excluded.data,
-    updated_at = excluded.updated_at
-"""
-SELECT_TASK_SQL = "SELECT task_id, status, data, updated_at FROM tether_tasks WHERE task_id = %s"
-LIST_TASKS_SQL = (
-    "SELECT task_id, status, data, updated_at FROM tether_tasks ORDER BY updated_at DESC, task_id"
-)
-UPSERT_AGENT_SQL = """
-INSERT INTO tether_subagents(task_id, agent_id, status, data, updated_at)
-VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (task_id, agent_id) DO UPDATE SET status = excluded.status, data = excluded.data,
-    updated_at = excluded.updated_at
-"""
-SELECT_AGENT_SQL = "SELECT status, data FROM tether_subagents WHERE task_id = %s AND agent_id = %s"
-LIST_AGENTS_SQL = """
-SELECT task_id, agent_id, status, data, updated_at FROM tether_subagents
-WHERE task_id = %s ORDER BY agent_id COLLATE "C"
-"""
-SELECT_LOCK_SQL = "SELECT owner, expires_at FROM tether_locks WHERE task_id = %s"
-UPSERT_LOCK_SQL = """
-INSERT INTO tether_locks(task_id, owner, expires_at) VALUES (%s, %s, %s)
-ON CONFLICT (task_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-"""
-DELETE_LOCK_SQL = "DELETE FROM tether_locks WHERE task_id = %s AND owner = %s"
+from memory.entries import Entry, normalize_directory, pieces, prepare_entry, tier_of
 
 CONNECT_TIMEOUT_S = 5
 #: Words as the index splits them: runs of letters and digits (`auth_service` is two words).
@@ -202,17 +123,27 @@ class PostgresBackend(BaseBackend):
     def __init__(self, conn: Any, *, url: str = "postgresql"):
         self._conn = conn
         self.url = redact(url)
+        self._conninfo = url
         self._mutex = threading.RLock()
         self._pool = hasattr(conn, "connection") and not hasattr(conn, "cursor")
+        self._owned: Any = None
+        self._saver: Any = None
         if not self._pool and not conn.autocommit:
             conn.autocommit = True
 
+    @property
+    def location(self) -> str:
+        return self.url
+
     @classmethod
-    @contextmanager
-    def open(
+    def from_url(
         cls, url: str, *, setup: bool = True, schema: str | None = None
-    ) -> Iterator[PostgresBackend]:
-        """A pool on `url`; `setup=False` checks tether's tables instead of creating them."""
+    ) -> PostgresBackend:
+        """A backend owning a pool on `url` (closed by `close()`).
+
+        `setup=False` checks tether's tables instead of creating them.
+        """
+        # psycopg is imported only when a PostgreSQL URL is used (the CLI starts without it)
         import psycopg
         from psycopg_pool import ConnectionPool
 
@@ -229,12 +160,54 @@ class PostgresBackend(BaseBackend):
                 "and the database name in --memory-url / TETHER_MEMORY_URL"
             ) from None
         pool = ConnectionPool(url, kwargs=kwargs, min_size=1, max_size=POOL_MAX, open=True)
+        backend = cls(pool, url=url)
+        backend._owned = pool
         try:
-            backend = cls(pool, url=url)
             backend.setup() if setup else backend.check_schema()
+        except BaseException:
+            pool.close()
+            raise
+        return backend
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls, url: str, *, setup: bool = True, schema: str | None = None
+    ) -> Iterator[PostgresBackend]:
+        """`from_url(url)` as a context manager."""
+        backend = cls.from_url(url, setup=setup, schema=schema)
+        try:
             yield backend
         finally:
-            pool.close()
+            backend.close()
+
+    def close(self) -> None:
+        if self._saver is not None:
+            self._saver.conn.close()
+            self._saver = None
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = None
+
+    def checkpointer(self) -> Any:
+        """LangGraph's `PostgresSaver` on its own connection (set up; closed by `close()`)."""
+        if self._saver is None:
+            # LangGraph is imported only by callers that run a graph
+            import psycopg
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg.rows import dict_row
+
+            try:
+                conn = psycopg.connect(
+                    self._conninfo, autocommit=True, prepare_threshold=0,
+                    row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S,
+                )  # fmt: skip
+            except psycopg.Error as exc:
+                raise StorageError(f"cannot connect to {self.url!r} ({exc}); retry") from None
+            saver = PostgresSaver(conn)
+            saver.setup()
+            self._saver = saver
+        return self._saver
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
@@ -284,43 +257,94 @@ class PostgresBackend(BaseBackend):
             )
 
     # -- documents -----------------------------------------------------------------
-    def get_document(self, path: str) -> Document | None:
+    def get_document(self, path: str, *, offset: int = 0) -> Document | None:
         check_doc_path(path)
         with self._tx() as conn:
-            row = conn.execute(SELECT_DOC_SQL, (path,)).fetchone()
+            row = conn.execute(SELECT_DOC_SQL, (offset + 1, path)).fetchone()
         if row is None or row[3]:
             return None
-        data = bytes(row[0])
-        return Document(path, row[1], row[2], len(data), data)
+        return Document(path, row[1], row[2], row[4] or 0, bytes(row[0] or b""))
+
+    def stat_document(self, path: str) -> DocumentInfo | None:
+        check_doc_path(path)
+        with self._tx() as conn:
+            row = conn.execute(STAT_DOC_SQL, (path,)).fetchone()
+        if row is None or row[2]:
+            return None
+        return DocumentInfo(path, row[0], row[1], row[3] or 0)
 
     def _locked_version(self, conn: Any, path: str) -> tuple[int, int]:
         conn.execute(XACT_LOCK_SQL, ("doc:" + path,))
-        row = conn.execute(SELECT_DOC_SQL, (path,)).fetchone()
+        row = conn.execute(SELECT_VERSION_SQL, (path,)).fetchone()
         if row is None:
             return 0, 0
-        return (0 if row[3] else row[1]), row[1]
+        return (0 if row[1] else row[0]), row[0]
+
+    def _reindex_document(self, conn: Any, path: str, data: bytes | None) -> None:
+        conn.execute(DELETE_PATH_SEARCH_SQL, (path,))
+        if data is not None:
+            self._insert_search(conn, document_docs(path, data))
+
+    @staticmethod
+    def _insert_search(conn: Any, docs: Sequence[SearchDoc]) -> None:
+        rows = [
+            (d.doc_id, d.source, d.path, json.dumps(d.meta, sort_keys=True),
+             d.text.replace("\x00", ""))
+            for d in docs
+        ]  # fmt: skip
+        if rows:
+            with conn.cursor() as cur:
+                cur.executemany(UPSERT_SEARCH_SQL, rows)
 
     def put_document(
         self, path: str, data: bytes, *, expected_version: int | None = None
     ) -> DocumentInfo:
         check_doc_path(path)
-        if not isinstance(data, bytes | bytearray):
-            raise InvalidInputError(f"document data must be bytes, not {type(data).__name__!r}")
+        data = check_data(data)
         with self._tx() as conn:
             have, last = self._locked_version(conn, path)
-            _check_version(path, have, expected_version)
+            check_version(path, have, expected_version)
             info = DocumentInfo(path, last + 1, time.time(), len(data))
-            conn.execute(UPSERT_DOC_SQL, (path, bytes(data), info.version, info.mtime, False))
+            row = (path, data, info.version, info.mtime, False, lines_before(data))
+            conn.execute(UPSERT_DOC_SQL, row)
+            self._reindex_document(conn, path, data)
         return info
+
+    def append_lines(self, path: str, lines: Sequence[bytes | str]) -> int:
+        check_doc_path(path)
+        payload = encode_lines(lines)
+        with self._tx() as conn:
+            conn.execute(XACT_LOCK_SQL, ("doc:" + path,))
+            row = conn.execute(SELECT_LOG_SQL, (path,)).fetchone()
+            if row is None or row[1]:  # a new (or deleted) document starts at line 1
+                last = row[0] if row else 0
+                conn.execute(UPSERT_DOC_SQL, (path, payload, last + 1, time.time(), False,
+                                              lines_before(payload)))  # fmt: skip
+                first = 1
+            else:
+                count = row[2] if row[2] is not None else lines_before(bytes(row[5] or b""))
+                first = count + 1
+                if row[4]:
+                    payload = b"\n" + payload  # close a torn line: it keeps its number
+                new_count = count + payload.count(b"\n") - (1 if row[4] else 0)
+                conn.execute(APPEND_DOC_SQL, (payload, time.time(), new_count, path))
+            if path.endswith(".jsonl"):
+                new = payload.lstrip(b"\n").split(b"\n")[:-1]
+                self._insert_search(conn, message_docs(path, list(enumerate(new, start=first))))
+            else:
+                data = conn.execute(SELECT_DOC_SQL, (1, path)).fetchone()[0]
+                self._reindex_document(conn, path, bytes(data))
+        return first
 
     def delete_document(self, path: str, *, expected_version: int | None = None) -> bool:
         check_doc_path(path)
         with self._tx() as conn:
             have, last = self._locked_version(conn, path)
-            _check_version(path, have, expected_version)
+            check_version(path, have, expected_version)
             if not have:
                 return False
-            conn.execute(UPSERT_DOC_SQL, (path, None, last, time.time(), True))
+            conn.execute(UPSERT_DOC_SQL, (path, None, last, time.time(), True, 0))
+            self._reindex_document(conn, path, None)
         return True
 
     def list_documents(self, prefix: str = "") -> list[DocumentInfo]:
@@ -329,16 +353,40 @@ class PostgresBackend(BaseBackend):
         return [DocumentInfo(r[0], r[1], r[2], r[3] or 0) for r in rows]
 
     # -- entries -------------------------------------------------------------------
-    def log_entry(self, content, *, type="output", tags=(), directory=None) -> EntryRecord:
-        rec, pieces = prepare_entry(content, type=type, tags=tags, directory=directory)
-        row = (rec.id, rec.type, rec.tokens, rec.bytes, rec.chunks, rec.summary)
+    def log_entry(
+        self, content, *, type="output", tags=(), directory=None, checkpoint=None
+    ) -> Entry:
+        entry, text, data = prepare_entry(
+            content, type=type, tags=tags, directory=directory, checkpoint=checkpoint,
+            moment=self.clock(), summarizer=self.summarizer,
+        )  # fmt: skip
         with self._tx() as conn:
-            conn.execute(INSERT_ENTRY_SQL, (*row, list(rec.tags), rec.directory, rec.created_at))
-            for n, piece in enumerate(pieces):
-                conn.execute(INSERT_CHUNK_SQL, (rec.id, n, piece.encode()))
-        return rec
+            self._insert_entry(conn, entry, text, len(data))
+        return entry
 
-    def get_entry(self, entry_id: str) -> EntryRecord:
+    def _insert_entry(self, conn: Any, entry: Entry, text: str, size: int) -> None:
+        parts = pieces(entry, text)
+        row = (entry.id, entry.type, entry.tokens, entry.bytes, len(parts), entry.summary,
+               list(entry.tags), entry.directory, entry.created_at, entry.checkpoint)  # fmt: skip
+        entry.seq = conn.execute(INSERT_ENTRY_SQL, row).fetchone()[0]
+        entry.stored_bytes, entry.path = size, None
+        with conn.cursor() as cur:
+            cur.executemany(
+                INSERT_CHUNK_SQL, [(entry.id, n, p.encode()) for n, p in enumerate(parts)]
+            )
+        self._insert_search(conn, entry_docs(entry, parts))
+
+    def put_entry(self, entry: Entry, content: bytes) -> bool:
+        text = content.decode("utf-8")
+        entry = Entry(**{**entry.__dict__, "tags": list(entry.tags)})
+        with self._tx() as conn:
+            conn.execute(XACT_LOCK_SQL, ("entry:" + entry.id,))
+            if conn.execute(ENTRY_KNOWN_SQL, {"id": entry.id}).fetchone():
+                return False
+            self._insert_entry(conn, entry, text, len(content))
+        return True
+
+    def get_entry(self, entry_id: str) -> Entry:
         with self._tx() as conn:
             row = conn.execute(SELECT_ENTRY_SQL, (entry_id,)).fetchone()
         if row is None:
@@ -357,21 +405,39 @@ class PostgresBackend(BaseBackend):
                 bytes(r[0]) for r in conn.execute(SELECT_CHUNKS_SQL, (entry_id,))
             ).decode()
 
-    def list_entries(self, *, type=None, tag=None, directory=None, limit=20) -> list[EntryRecord]:
-        from memory.entries import normalize_directory
-
-        if limit is not None and limit < 0:
-            raise InvalidInputError(f"invalid limit {limit!r}: use 0 or a positive number")
+    def list_entries(
+        self, *, type=None, tag=None, directory=None, checkpoint=None, limit=20
+    ) -> list[Entry]:
+        check_limit(limit)
         norm = normalize_directory(directory) if directory is not None else None
         params = {
             "type": type,
             "tag": tag,
             "dir": norm,
             "prefix": (norm.rstrip("/") + "/") if norm else None,
+            "checkpoint": checkpoint,
             "limit": limit,
         }
         with self._tx() as conn:
             return [_entry(r) for r in conn.execute(LIST_ENTRIES_SQL, params)]
+
+    def delete_entries(self, entry_ids: Sequence[str]) -> list[Entry]:
+        removed = []
+        now = self.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self._tx() as conn:
+            for entry_id in dict.fromkeys(entry_ids):
+                row = conn.execute(SELECT_ENTRY_SQL, (entry_id,)).fetchone()
+                if row is None:
+                    continue
+                conn.execute(DELETE_ENTRY_SQL, (entry_id,))
+                conn.execute(INSERT_TOMBSTONE_SQL, (entry_id, now))
+                conn.execute(DELETE_ENTRY_SEARCH_SQL, (entry_id,))
+                removed.append(_entry(row))
+        return sorted(removed, key=lambda e: e.seq)
+
+    def count_pruned(self) -> int:
+        with self._tx() as conn:
+            return conn.execute(COUNT_PRUNED_SQL).fetchone()[0]
 
     # -- search index --------------------------------------------------------------
     def index_upsert(self, docs: Sequence[SearchDoc]) -> None:
@@ -379,10 +445,7 @@ class PostgresBackend(BaseBackend):
             check_id(doc.doc_id, "document id")
             check_id(doc.source, "source")
         with self._tx() as conn:
-            for doc in docs:
-                meta = json.dumps(doc.meta, sort_keys=True)
-                row = (doc.doc_id, doc.source, doc.path, meta, doc.text.replace("\x00", ""))
-                conn.execute(UPSERT_SEARCH_SQL, row)
+            self._insert_search(conn, docs)
 
     def index_delete(self, doc_ids: Sequence[str]) -> int:
         with self._tx() as conn:
@@ -410,6 +473,27 @@ class PostgresBackend(BaseBackend):
             sql = QUERY_SEARCH_SQL.format(score=" + ".join(parts))
             rows = conn.execute(sql, params).fetchall()
         return [SearchHit(r[0], r[1], r[2], float(r[4]), r[3]) for r in rows]
+
+    def reindex(self) -> IndexReport:
+        """Rebuild the search index from the documents and entries (one transaction)."""
+        report = IndexReport()
+        with self._tx() as conn:
+            conn.execute(XACT_LOCK_SQL, ("tether_reindex",))
+            conn.execute(CLEAR_SEARCH_SQL)
+            for path, data in conn.execute(LIST_DOC_DATA_SQL).fetchall():
+                docs = document_docs(path, bytes(data or b""))
+                self._insert_search(conn, docs)
+                report.files_indexed += 1 if docs else 0
+                report.rows_added += len(docs)
+            for row in conn.execute(f"SELECT {ENTRY_COLUMNS} FROM tether_entries").fetchall():
+                entry = _entry(row)
+                chunks = conn.execute(SELECT_CHUNKS_SQL, (entry.id,)).fetchall()
+                docs = entry_docs(entry, [bytes(c[0]).decode() for c in chunks])
+                self._insert_search(conn, docs)
+                report.entries_added += 1
+                report.rows_added += len(docs)
+        report.rows_total = report.rows_added
+        return report
 
     # -- tasks and registry --------------------------------------------------------
     def put_task(self, task: TaskRecord) -> TaskRecord:
@@ -482,22 +566,20 @@ class PostgresBackend(BaseBackend):
         return LockInfo(task_id, row[0], row[1])
 
 
-def _check_version(path: str, have: int, expected: int | None) -> None:
-    if expected is not None and expected != have:
-        raise ConflictError(
-            f"{path!r} is at version {have}, not {expected}; read it again and retry"
-        )
-
-
-def _entry(row: Any) -> EntryRecord:
-    return EntryRecord(
+def _entry(row: Any) -> Entry:
+    tier = tier_of(row[2])
+    return Entry(
         id=row[0],
         type=row[1],
+        tier=tier,
         tokens=row[2],
         bytes=row[3],
-        chunks=row[4],
+        chunks=row[4] if tier == "chunked" else 0,
         summary=row[5],
-        tags=tuple(row[6]),
+        tags=list(row[6]),
         directory=row[7],
         created_at=row[8],
+        checkpoint=row[9],
+        seq=row[10],
+        stored_bytes=row[3],
     )

@@ -22,8 +22,9 @@ import time
 import pytest
 
 from memory import durable
-from memory.archive import Archive, ChatModelSummarizer, parse_meta
+from memory.archive import Archive, parse_meta
 from memory.store import MemoryStore
+from memory.summarize import ChatModelSummarizer
 from memory.working import WorkingMemory
 
 
@@ -194,18 +195,18 @@ class TestFailures:
         for k in range(5):
             _turns(wm, 10, start=1 + 10 * k)
             archive.maybe_summarize()
-        real_write = durable.atomic_write_text
+        real_write = durable.atomic_write_bytes
 
-        def crash_on_level2(path, text):
+        def crash_on_level2(path, data):
             if path.name.startswith("summary-L2"):
                 raise KeyboardInterrupt("killed")
-            return real_write(path, text)
+            return real_write(path, data)
 
-        monkeypatch.setattr(durable, "atomic_write_text", crash_on_level2)
+        monkeypatch.setattr(durable, "atomic_write_bytes", crash_on_level2)
         _turns(wm, 10, start=51)
         with pytest.raises(KeyboardInterrupt):
             archive.maybe_summarize()
-        monkeypatch.setattr(durable, "atomic_write_text", real_write)
+        monkeypatch.setattr(durable, "atomic_write_bytes", real_write)
         fresh = check_consistent(wm)
         assert fresh.status().active_per_level == {1: 6}  # L1 committed, fold pending
         _turns(wm, 10, start=61)
@@ -263,7 +264,10 @@ def test_sigkill_during_summarisation_leaves_a_consistent_archive(memory_dir):
     digests = []
     for _ in range(4):
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(memory_dir)], env=env)
-        time.sleep(0.8 + rng.random() * 0.6)
+        deadline = time.monotonic() + 30
+        while not wm.messages_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # start-up time varies with the machine's load; kill while it works
+        time.sleep(0.4 + rng.random() * 0.6)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         archive = check_consistent(wm)

@@ -144,12 +144,12 @@ def test_entries_are_byte_exact_and_chunked_when_large(backend):
     big = backend.log_entry(large.encode(), type="transcript")
     assert backend.fetch_entry(s.id) == small
     assert backend.fetch_entry(big.id) == large
-    assert big.chunks > 1 and s.chunks == 1
+    assert big.chunks > 1 and s.chunks == 0 and (s.tier, big.tier) == ("inline", "chunked")
     pieces = [backend.fetch_entry(big.id, chunk=n) for n in range(big.chunks)]
     assert "".join(pieces) == large
     assert all(p.endswith("\n") for p in pieces)
     assert backend.get_entry(s.id) == s
-    assert s.id.startswith("mem-") and s.tags == ("a", "b") and s.bytes == len(small.encode())
+    assert s.id.startswith("mem-") and s.tags == ["a", "b"] and s.bytes == len(small.encode())
     with pytest.raises(ChunkOutOfRangeError, match=big.id):
         backend.fetch_entry(big.id, chunk=big.chunks)
     with pytest.raises(UnknownEntryError, match="mem-nope"):
@@ -332,3 +332,142 @@ def test_a_writer_killed_mid_write_leaves_whole_versions(url):
             assert backend.fetch_entry(entry.id).startswith("step ")
         after = backend.put_document("task/state.json", b"{}", expected_version=doc.version)
         assert after.version > doc.version
+
+
+# -- documents: reads from an offset, appends, exclusive create, cheap listings ------------
+@params(ALL)
+def test_append_lines_numbers_lines_for_good_and_closes_a_torn_line(backend):
+    assert backend.append_lines("working/t/messages.jsonl", [b'{"n": 1}', b'{"n": 2}']) == 1
+    assert backend.append_jsonl("working/t/messages.jsonl", [{"n": 3}]) == 3
+    info = backend.stat_document("working/t/messages.jsonl")
+    doc = backend.get_document("working/t/messages.jsonl", offset=9)
+    assert doc.data == b'{"n": 2}\n{"n":3}\n' and doc.size == info.size == 26
+    backend.put_document("log.jsonl", b'{"a": 1}\n{"torn')
+    assert backend.append_lines("log.jsonl", ['{"b": 2}']) == 3  # the torn line keeps line 2
+    assert backend.get_document("log.jsonl").data == b'{"a": 1}\n{"torn\n{"b": 2}\n'
+    with pytest.raises(InvalidInputError, match="newline"):
+        backend.append_lines("log.jsonl", [b"two\nlines"])
+    assert backend.get_document("log.jsonl").data.count(b"\n") == 3
+    assert backend.stat_document("nothing.md") is None
+
+
+@params(ALL)
+def test_create_document_never_overwrites(backend):
+    assert backend.create_document("working/t/overview.md", b"first") is True
+    assert backend.create_document("working/t/overview.md", b"second") is False
+    assert backend.read_text("working/t/overview.md") == "first"
+
+
+@params(ALL)
+def test_list_changes_says_when_nothing_moved(backend):
+    backend.put_document("working/t/detail/a.md", b"a")
+    listing, token = backend.list_changes("working/t/detail/")
+    assert [i.path for i in listing] == ["working/t/detail/a.md"]
+    time.sleep(0.06)  # past the files backend's mtime granularity guard
+    listing, token = backend.list_changes("working/t/detail/", token)
+    listing, token = backend.list_changes("working/t/detail/", token)
+    assert listing is None
+    backend.put_document("working/t/detail/b.md", b"b")
+    listing, _ = backend.list_changes("working/t/detail/", token)
+    assert [i.path for i in listing] == ["working/t/detail/a.md", "working/t/detail/b.md"]
+
+
+@params(ALL)
+def test_mutex_excludes_other_holders(backend):
+    import threading
+
+    inside, overlaps = [], []
+
+    def work():
+        for _ in range(5):
+            with backend.mutex("working/t/summaries"):
+                inside.append(1)
+                overlaps.append(len(inside))
+                time.sleep(0.002)
+                inside.pop()
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == [1] * 15
+
+
+# -- entries: links, imports, pruning, stats -----------------------------------------------
+@params(ALL)
+def test_entries_link_to_checkpoints_and_prune_for_good(backend):
+    a = backend.log_entry("alpha output", checkpoint="cp-1", tags=["t"])
+    b = backend.log_entry("beta output", checkpoint="cp-1")
+    c = backend.log_entry("gamma output")
+    assert [e.id for e in backend.refs(checkpoint="cp-1")] == [a.id, b.id]
+    assert [e.id for e in backend.list_entries(checkpoint="cp-1")] == [b.id, a.id]
+    assert [e.id for e in backend.prune_entries(keep_entries=1, dry_run=True)] == [a.id, b.id]
+    assert len(backend.list_entries(limit=None)) == 3
+    assert [e.id for e in backend.prune_entries(keep_entries=1)] == [a.id, b.id]
+    assert [e.id for e in backend.list_entries(limit=None)] == [c.id]
+    assert backend.delete_entries([a.id, "mem-nope"]) == []
+    stats = backend.entry_stats()
+    assert (stats["entries"], stats["pruned"], stats["by_tier"]["inline"]["entries"]) == (1, 2, 1)
+    assert backend.put_entry(a, b"alpha output") is False  # pruned ids never come back
+    with pytest.raises(UnknownEntryError):
+        backend.fetch_entry(a.id)
+
+
+@params(ALL)
+def test_put_entry_keeps_id_metadata_and_chunks(backend):
+    from memory.backends.inmemory import InMemoryBackend
+
+    source = InMemoryBackend()
+    text = "".join(f"row {n}: {'value ' * 10}\n" for n in range(1500))
+    logged = source.log_entry(text, tags=["imported"], checkpoint="cp-9", type="transcript")
+    assert backend.put_entry(logged, text.encode()) is True
+    assert backend.put_entry(logged, text.encode()) is False
+    got = backend.get_entry(logged.id)
+    assert (got.tags, got.checkpoint, got.created_at, got.chunks, got.tier) == (
+        ["imported"],
+        "cp-9",
+        logged.created_at,
+        logged.chunks,
+        "chunked",
+    )
+    assert backend.fetch_entry(logged.id) == text
+    assert backend.fetch_entry(logged.id, chunk=1) == source.fetch_entry(logged.id, chunk=1)
+
+
+# -- the index holds the backend's own documents and entries -------------------------------
+@params(ALL)
+def test_documents_and_entries_are_searchable_with_citations(backend):
+    from memory.recall import search
+
+    backend.put_document("findings/scout_1.md", b"# Scout\n\nThe walrus cache lives in redis.\n")
+    backend.append_jsonl("working/t/messages.jsonl", [{"role": "user", "content": "hello"}])
+    backend.append_jsonl("working/t/messages.jsonl", [{"role": "user", "content": "walrus?"}])
+    entry = backend.log_entry("walrus build log line\n" * 400)
+    backend.put_document(".tether/tasks.jsonl", b'{"walrus": 1}\n')  # not searched
+    cites = {r.citation for r in search(backend, "walrus", limit=10)}
+    assert "findings/scout_1.md#L3" in cites
+    assert "working/t/messages.jsonl#L2" in cites
+    assert any(c.startswith(entry.id) for c in cites)
+    assert not any(".tether" in c for c in cites)
+    backend.put_document("findings/scout_1.md", b"Nothing about that.\n")
+    backend.delete_entries([entry.id])
+    assert {r.citation for r in search(backend, "walrus", limit=10)} == {
+        "working/t/messages.jsonl#L2"
+    }
+    report = backend.reindex()
+    assert report.rows_total >= 2
+    assert [r.citation for r in search(backend, "walrus", limit=10)] == [
+        "working/t/messages.jsonl#L2"
+    ]
+
+
+@params(ALL)
+def test_checkpointer_keeps_graph_state_beside_the_memory(backend):
+    saver = backend.checkpointer()
+    assert saver is backend.checkpointer()
+    config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saved = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    assert saver.get_tuple(saved).checkpoint["id"] == saved["configurable"]["checkpoint_id"]

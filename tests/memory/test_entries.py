@@ -324,7 +324,7 @@ class TestBadInput:
             store.fetch(entry.id)
 
     def test_crash_before_the_row_leaves_no_dangling_row(self, store, memory_dir, monkeypatch):
-        import memory.entries as entries_module
+        import memory.backends.files._entries as entries_module
 
         def fail(*args, **kwargs):
             raise sqlite3.OperationalError("simulated crash before commit")

@@ -13,8 +13,8 @@ import multiprocessing
 import pytest
 
 from memory import MemoryStore, durable
-from memory import index as index_module
-from memory.index import split_blocks
+from memory.backends.blocks import split_blocks
+from memory.backends.files import _index as index_module
 
 
 @pytest.fixture

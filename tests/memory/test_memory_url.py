@@ -104,8 +104,8 @@ def test_log_fetch_list_search_on_postgres_via_the_environment(pg_url, tmp_path)
     assert found.returncode == 0 and "Citation: findings/t1/overview.md#L1" in found.stdout
     scoped = memory("search", "cookies", "--scope", "plans", "--json", env_url=pg_url)
     assert [r["citation"] for r in json.loads(scoped.stdout)] == [
-        "research_plans/t1.md#L1"
-    ]  # heading + paragraph
+        "research_plans/t1.md#L3"
+    ]  # the line that holds the word, inside the heading's block (as on a memory directory)
     assert entry_id in memory("search", "retry", "--json", env_url=pg_url).stdout
 
 
@@ -136,9 +136,38 @@ def test_database_without_tables_or_with_an_older_schema_is_refused(pg_url):
     assert "older tether schema" in line
 
 
-def test_verbs_that_need_a_directory_say_so_on_postgres(pg_url):
-    line = _one_error_line(memory("--memory-url", pg_url, "stats"), "tether_test_")
-    assert "memory stats" in line
+def test_every_verb_works_on_postgres(pg_url, tmp_path):
+    tree = tmp_path / "tree"
+    _tree(tree)
+    messages = "".join(
+        json.dumps({"role": "user", "content": f"turn {n} about the walrus"}) + "\n"
+        for n in range(12)
+    )
+    (tree / "working/t1/messages.jsonl").write_text(messages)
+    (tree / "facts").mkdir(exist_ok=True)
+    (tree / "facts/user.md").write_text("# User Facts\n\n> Summary: editor\n\n- Editor: vim\n")
+    assert memory("--memory-url", pg_url, "import", str(tree)).returncode == 0
+    logged = memory("--memory-url", pg_url, "log", "-q", "--checkpoint", "cp-1", "x y z")
+    entry_id = logged.stdout.strip()
+
+    def ok(*args: str) -> str:
+        done = memory("--memory-url", pg_url, *args)
+        assert done.returncode == 0, (args, done.stderr)
+        return done.stdout
+
+    assert entry_id in ok("refs", "--checkpoint", "cp-1")
+    assert json.loads(ok("stats", "--json"))["entries"] == 1
+    assert "facts/user.md" in ok("facts")
+    assert "turns since last summary: 12" in ok("summary", "status", "--task", "t1")
+    assert "wrote detail/summary-L1-000001.md" in ok("summary", "now", "--task", "t1")
+    assert "Citation: working/t1/detail/summary-L1-000001.md#L" in ok(
+        "search", "walrus", "--scope", "detail"
+    )
+    assert "Reindexed" in ok("reindex")
+    assert "Removed 1 entry." in ok("prune", "--keep-entries", "0")
+    status = tmp_path / "STATUS.md"
+    ok("status-file", str(status))
+    assert "tether_test_" in status.read_text() and "s3cret" not in status.read_text()
 
 
 def test_an_orchestrator_memory_round_trips_through_postgres(pg_url, tmp_path, memory_dir):
@@ -162,3 +191,58 @@ def test_an_orchestrator_memory_round_trips_through_postgres(pg_url, tmp_path, m
     )
     original = _read_tree(memory_dir)
     assert {p: original[p] for p in exported} == exported
+
+
+def test_files_to_postgres_to_a_tree_keeps_documents_and_entries(pg_url, tmp_path):
+    memdir = tmp_path / "memdir"
+    files = _tree(memdir)
+    contents = [
+        "small note ü\r\nno newline".encode(),
+        "".join(f"build step {n}: ok\n" for n in range(600)).encode(),  # one gzip file
+        "".join(f"row {n}: {'données ' * 9}\n" for n in range(2500)).encode(),  # chunks
+    ]
+    ids = []
+    for n, data in enumerate(contents):
+        (tmp_path / f"c{n}").write_bytes(data)
+        args = ["--memory-dir", str(memdir), "log", "-q", "--checkpoint", "cp-1"]
+        ids.append(memory(*args, "--file", str(tmp_path / f"c{n}")).stdout.strip())
+    imported = memory("--memory-url", pg_url, "import", str(memdir))
+    assert imported.returncode == 0, imported.stderr
+    assert "and 3 entries" in imported.stdout
+    out = tmp_path / "out"
+    exported = memory("--memory-url", pg_url, "export", str(out))
+    assert exported.returncode == 0 and "and 3 entries" in exported.stdout, exported.stderr
+    tree = _read_tree(out)
+    assert {p: d for p, d in tree.items() if not p.startswith("entries/")} == files
+    assert "entries/journal.jsonl" in tree and "memory.db" not in tree
+    for entry_id, data in zip(ids, contents, strict=True):
+        fetched = subprocess.run(
+            [sys.executable, "-m", "memory", "--memory-dir", str(out), "fetch", entry_id],
+            capture_output=True,
+            timeout=60,
+        )
+        assert fetched.stdout == data
+    refs = memory("--memory-dir", str(out), "refs", "--checkpoint", "cp-1").stdout
+    assert [line.split(":")[0] for line in refs.splitlines()] == ids
+
+
+def test_mcp_server_serves_a_postgres_memory(pg_url):
+    import anyio
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from memory.mcp_server import build_server
+    from memory.store import MemoryStore
+
+    with MemoryStore.from_url(pg_url) as store:
+        store.backend.write_text("facts/user.md", "# User Facts\n\n- Editor: vim\n")
+        server = build_server(store)
+
+        async def run() -> tuple[list[str], str]:
+            async with create_connected_server_and_client_session(server._mcp_server) as s:
+                names = sorted(t.name for t in (await s.list_tools()).tools)
+                found = await s.call_tool("recall", {"query": "editor vim"})
+                return names, found.content[0].text
+
+        names, found = anyio.run(run)
+    assert "recall" in names and "memory_read" in names and "task_status" not in names
+    assert "Citation: facts/user.md#L3" in found

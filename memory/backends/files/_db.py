@@ -5,14 +5,13 @@ full-text index derived from the files. It runs in WAL mode with a busy timeout 
 parallel subagents (threads or processes) can write at once.
 
 Migrations are named, append-only functions or SQL strings owned by the module whose
-tables they create (`entries.MIGRATIONS`, `index.MIGRATIONS`, the files backend's). They
-are applied in name order, each in its own transaction, and recorded in `_migrations`.
-Never edit one that has shipped: add a new one.
+tables they create (`_entry_sql`, `_index`, `_records`); the backend hands them all to
+`migrate`. They are applied in name order, in one transaction, and recorded in
+`_migrations`. Never edit one that has shipped: add a new one.
 """
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -22,15 +21,15 @@ from memory.errors import MemoryDirError
 
 BUSY_TIMEOUT_MS = 60_000
 
-#: Modules that own tables; each exposes `MIGRATIONS: list[tuple[str, str | Callable]]`.
-MIGRATION_MODULES = ("memory.entries", "memory.index", "memory.backends.files")
-
 CREATE_MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (
     name TEXT PRIMARY KEY,
     applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 )
 """
+
+APPLIED_SQL = "SELECT name FROM _migrations"
+RECORD_SQL = "INSERT INTO _migrations(name) VALUES (?)"
 
 Migration = tuple[str, "str | Callable[[sqlite3.Connection], None]"]
 
@@ -113,39 +112,35 @@ def _unusable(path: Path, exc: Exception) -> MemoryDirError:
     )
 
 
-def all_migrations() -> list[Migration]:
-    found: list[Migration] = []
-    for module_name in MIGRATION_MODULES:
-        # imported here, not at the top: these modules import this one for `connect`
-        found.extend(importlib.import_module(module_name).MIGRATIONS)
-    return sorted(found, key=lambda m: m[0])
+def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
+    """Apply the pending ones of `migrations` (idempotent, safe under concurrent openers).
 
-
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply pending migrations (idempotent, safe under concurrent openers)."""
+    All pending migrations run in one write transaction (one commit for a new memory
+    directory), each recorded in `_migrations` by name.
+    """
     conn.execute(CREATE_MIGRATIONS_TABLE)
-    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    done = {row[0] for row in conn.execute(APPLIED_SQL)}
+    if all(name in done for name, _ in migrations):
+        return []
     applied = []
-    for name, step in all_migrations():
-        if name in done:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Another process may have applied it while we waited for the write lock.
-            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
-                conn.execute("COMMIT")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have applied some while we waited for the write lock.
+        done = {row[0] for row in conn.execute(APPLIED_SQL)}
+        for name, step in sorted(migrations, key=lambda m: m[0]):
+            if name in done:
                 continue
             if callable(step):
                 step(conn)
             else:
                 for statement in _split_sql(step):
                     conn.execute(statement)
-            conn.execute("INSERT INTO _migrations(name) VALUES (?)", (name,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        applied.append(name)
+            conn.execute(RECORD_SQL, (name,))
+            applied.append(name)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return applied
 
 

@@ -8,6 +8,8 @@ how big a view grows: `idx_msg` (messages, up to millions of rows), `idx_ent` (e
 chunks) and `idx_doc` (every other file). Splitting them keeps document frequencies and
 candidate sets per view, so a scoped search never walks another view's postings.
 `idx_docs` holds each row's metadata (source, file, line, citation) under the same rowid;
+rows given through the storage contract (`index_upsert`) carry their own `doc_id` there and
+live beside the synced ones (one index, one planner: `_planner`);
 `idx_files` remembers, per indexed file, the `(mtime_ns, size)` it was indexed at and, for
 jsonl files, how many complete lines/bytes were consumed plus a hash of the last one.
 
@@ -33,17 +35,23 @@ Hidden files and folders (names starting with '.') and `memory.db*` are never in
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from memory.store import MemoryStore
+from memory.backends.blocks import (
+    BLOCK_MAX_LINES,
+    FLAT_FOLDERS,
+    JSON_BLOCK_MAX_LINES,
+    WORDY,
+    message_text,
+    split_blocks,
+)
+from memory.backends.files._host import FilesHost
+from memory.base import IndexReport, SearchDoc
+from memory.errors import MemoryStoreError
 
 TOKENIZER = "porter unicode61"
 
@@ -52,44 +60,9 @@ TABLE_OF_SOURCE = {"messages": "idx_msg", "entries": "idx_ent"}
 FILE_TABLE = "idx_doc"
 TABLES = ("idx_msg", "idx_ent", "idx_doc")
 
-#: `(folder attribute of Layout, source name, file suffixes)` for the flat folders.
-FLAT_FOLDERS = (
-    ("research_plans", "plans", (".md",)),
-    ("findings", "findings", (".md",)),
-    ("checkpoints", "checkpoints", (".json",)),
-    ("context_snapshots", "snapshots", (".md", ".json")),
-    ("facts", "facts", (".md",)),
-    ("episodes", "episodes", (".md",)),
-)
-
-BLOCK_MAX_CHARS = 1500
-BLOCK_MAX_LINES = 40
-JSON_BLOCK_MAX_LINES = 20
 #: Rows applied per write transaction during a large sync (bounds memory and lock time).
 BATCH_ROWS = 20_000
 READ_CHUNK = 1 << 20
-
-# Keys of a message record that carry bookkeeping, not content worth searching.
-_SKIP_KEYS = frozenset(
-    {
-        "id",
-        "ts",
-        "timestamp",
-        "time",
-        "created_at",
-        "tool_call_id",
-        "seq",
-        "line",
-        "usage",
-        "usage_metadata",
-        "response_metadata",
-        "tokens",
-        "index",
-    }
-)
-METADATA_PREFIX = "<!-- tether:"
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
-_WORDY = re.compile(r"[^\W_]", re.UNICODE)
 
 
 def table_for(source: str) -> str:
@@ -123,6 +96,19 @@ CREATE TABLE IF NOT EXISTS idx_docs (
 CREATE_DOCS_FILE_INDEX = "CREATE INDEX IF NOT EXISTS idx_docs_file ON idx_docs(file_id)"
 CREATE_DOCS_ENTRY_INDEX = "CREATE INDEX IF NOT EXISTS idx_docs_entry ON idx_docs(entry_id)"
 CREATE_STATE = "CREATE TABLE IF NOT EXISTS idx_state (key TEXT PRIMARY KEY, value INTEGER)"
+ADD_DOC_ID_SQL = "ALTER TABLE idx_docs ADD COLUMN doc_id TEXT"
+CREATE_DOC_ID_INDEX = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS idx_docs_doc_id ON idx_docs(doc_id) WHERE doc_id IS NOT NULL"
+)
+SELECT_UPSERTED_SQL = """
+SELECT d.doc_id, d.source, d.path, d.line, t.body FROM idx_docs d
+JOIN (SELECT rowid AS id, body FROM idx_msg UNION ALL SELECT rowid, body FROM idx_ent
+      UNION ALL SELECT rowid, body FROM idx_doc) t ON t.id = d.id
+WHERE d.doc_id IS NOT NULL ORDER BY d.id
+"""
+INSERT_UPSERTED_SQL = (
+    "INSERT INTO idx_docs(id, source, line, cite, path, doc_id) VALUES (?, ?, ?, ?, ?, ?)"
+)
 CREATE_FTS = "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(body, tokenize = '{tok}')"
 
 
@@ -145,107 +131,14 @@ def drop_index_tables(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-MIGRATIONS = [("m101_index_tables", create_index_tables)]
+def add_doc_ids(conn: sqlite3.Connection) -> None:
+    """Rows added through the contract's `index_upsert` carry their own id (`doc_id`)."""
+    conn.execute(ADD_DOC_ID_SQL)
+    conn.execute(CREATE_DOC_ID_INDEX)
 
 
-# -- report ----------------------------------------------------------------------------
-@dataclass
-class IndexReport:
-    """What one `sync()` or `rebuild()` did."""
-
-    files_seen: int = 0
-    files_indexed: int = 0
-    files_removed: int = 0
-    rows_added: int = 0
-    rows_removed: int = 0
-    entries_added: int = 0
-    entries_removed: int = 0
-    seconds: float = 0.0
-    rows_total: int = 0
-    stale: bool = False
-    """True when the directory is read-only and the index could not be brought up to date."""
-
-    @property
-    def changed(self) -> bool:
-        return bool(
-            self.files_indexed or self.files_removed or self.entries_added or self.entries_removed
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-# -- extraction ------------------------------------------------------------------------
-def split_blocks(text: str, max_lines: int = BLOCK_MAX_LINES) -> list[tuple[int, str]]:
-    """Split a markdown/JSON text into `(first_line, block)` pieces worth indexing.
-
-    A blank line ends a block, a heading starts one (and stays with the paragraph under
-    it), and long runs are cut every `max_lines` lines or `BLOCK_MAX_CHARS` characters.
-    Blocks without a single letter or digit are dropped.
-    """
-    blocks: list[tuple[int, str]] = []
-    cur: list[str] = []
-    start = 1
-    only_headings = False
-
-    def flush() -> None:
-        body = "\n".join(cur).strip("\n")
-        if body and _WORDY.search(body):
-            blocks.append((start, body))
-        cur.clear()
-
-    for number, line in enumerate(text.split("\n"), start=1):
-        # `<!-- tether:KIND {json} -->` repeats a file's readable sections for machines;
-        # indexing it too would only crowd search results with JSON.
-        if not line.strip() or line.startswith(METADATA_PREFIX):
-            if cur and not only_headings:
-                flush()
-            elif cur:
-                cur.append("")  # keep line numbers exact inside a heading's block
-            continue
-        heading = bool(_HEADING.match(line))
-        too_big = len(cur) >= max_lines or sum(len(x) + 1 for x in cur) >= BLOCK_MAX_CHARS
-        if cur and ((heading and not only_headings) or too_big):
-            flush()
-        if not cur:
-            start, only_headings = number, heading
-        else:
-            only_headings = only_headings and heading
-        cur.append(line)
-    if cur:
-        flush()
-    return blocks
-
-
-def message_text(raw: bytes) -> str | None:
-    """The searchable text of one jsonl line: role then every content string, no JSON."""
-    try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(obj, dict):
-        return None
-    parts: list[str] = []
-    role = obj.get("role")
-    if isinstance(role, str) and role:
-        parts.append(f"{role}:")
-    for key, value in obj.items():
-        if key != "role" and key not in _SKIP_KEYS:
-            _collect_strings(value, parts)
-    text = " ".join(p for p in parts if p)
-    return text if _WORDY.search(text) else None
-
-
-def _collect_strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            if key not in _SKIP_KEYS:
-                _collect_strings(inner, out)
-    elif isinstance(value, list):
-        for inner in value:
-            _collect_strings(inner, out)
+#: Named and append-only; `rebuild()` replays them after dropping the tables.
+MIGRATIONS = [("m101_index_tables", create_index_tables), ("m102_index_doc_ids", add_doc_ids)]
 
 
 def read_complete_lines(
@@ -309,29 +202,29 @@ def _state_of(row: sqlite3.Row | None) -> tuple | None:
 
 
 class Index:
-    """The derived full-text index of one `MemoryStore` (see the module docstring)."""
+    """The derived full-text index of one memory directory (see the module docstring)."""
 
-    def __init__(self, store: MemoryStore):
-        self.store = store
-        self.layout = store.layout
+    def __init__(self, backend: FilesHost):
+        self.backend = backend
+        self.layout = backend.layout
 
     @property
     def conn(self) -> sqlite3.Connection:
-        return self.store.connect()
+        return self.backend.connect()
 
     # -- public -----------------------------------------------------------------------
     def sync(self) -> IndexReport:
         """Bring the index up to date with the files and entries; cheap when nothing moved."""
         began = time.perf_counter()
         report = IndexReport()
-        if self.store.read_only:  # nothing can be written: search what is indexed
+        if self.backend.read_only:  # nothing can be written: search what is indexed
             report.stale = True
             return report
         seen = self._scan()
         report.files_seen = len(seen)
         known = {row["path"]: row for row in self.conn.execute("SELECT * FROM idx_files")}
         self._sync_files(seen, known, report)
-        self.store.entries.ready()  # restores entries lost with a deleted memory.db first
+        self.backend.entries.ready()  # restores entries lost with a deleted memory.db first
         self._sync_entries(report)
         report.seconds = time.perf_counter() - began
         return report
@@ -339,29 +232,61 @@ class Index:
     def rebuild(self) -> IndexReport:
         """Drop every index table and index all files and entries again."""
         began = time.perf_counter()
-        self.store.entries.restore()  # rows lost with a deleted memory.db, from the journal
+        self.backend.entries.restore()  # rows lost with a deleted memory.db, from the journal
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            kept = [SearchDoc(r[0], r[1], r[4], r[2] or "", {"line": r[3]})
+                    for r in conn.execute(SELECT_UPSERTED_SQL)]  # fmt: skip
             drop_index_tables(conn)
-            create_index_tables(conn)
+            for _, step in MIGRATIONS:
+                step(conn)
+            self._upsert(conn, kept)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         report = self.sync()
-        self.optimize()
+        self._optimize()
         report.rows_total = self.row_count()
         report.seconds = time.perf_counter() - began
         return report
 
-    def optimize(self) -> None:
+    def _optimize(self) -> None:
         """Merge each FTS table's segments into one (faster queries after a bulk load)."""
         for table in TABLES:
             self._write(lambda c, t=table: c.execute(f"INSERT INTO {t}({t}) VALUES('optimize')"))
 
     def row_count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM idx_docs").fetchone()[0]
+
+    # -- documents given through the contract -------------------------------------------
+    def upsert(self, docs: list[SearchDoc]) -> None:
+        """Add or replace documents by `doc_id`, beside the rows the sync keeps (all or none)."""
+        self._write(lambda c: self._upsert(c, docs))
+
+    @staticmethod
+    def _upsert(conn: sqlite3.Connection, docs: list[SearchDoc]) -> None:
+        next_id = _next_doc_id(conn)
+        for doc in docs:
+            _delete_docs(conn, "doc_id = ?", (doc.doc_id,))
+            line = doc.meta.get("line") if isinstance(doc.meta.get("line"), int) else None
+            row = (next_id, doc.source, line, doc.doc_id, doc.path or None, doc.doc_id)
+            conn.execute(INSERT_UPSERTED_SQL, row)
+            table = table_for(doc.source)
+            conn.execute(f"INSERT INTO {table}(rowid, body) VALUES (?, ?)", (next_id, doc.text))
+            next_id += 1
+
+    def delete(self, doc_ids: list[str]) -> int:
+        """Remove documents given through `upsert`; how many existed."""
+        removed = [0]
+
+        def run(conn: sqlite3.Connection) -> None:
+            for doc_id in dict.fromkeys(doc_ids):
+                removed[0] += _delete_docs(conn, "doc_id = ?", (doc_id,))
+
+        self._write(run)
+        return removed[0]
 
     # -- scanning ---------------------------------------------------------------------
     def _scan(self) -> dict[str, _Seen]:
@@ -370,7 +295,7 @@ class Index:
         for attr, source, suffixes in FLAT_FOLDERS:
             folder = getattr(self.layout, attr)
             self._scan_dir(
-                str(folder), self.layout.relative(folder), source, suffixes, seen, recursive=False
+                str(folder), self.layout.relative(folder), source, suffixes, seen, recursive=True
             )
         working = str(self.layout.working)
         for task in _scandir(working):
@@ -610,18 +535,16 @@ class Index:
         )
 
     def _entry_rows(self, entry_id: str) -> tuple[str | None, list[tuple[str, str]]]:
-        from memory.errors import MemoryStoreError
-
         try:
-            texts = self.store.entries.texts(entry_id)
+            texts = self.backend.entries.texts(entry_id)
         except (MemoryStoreError, UnicodeDecodeError, OSError):
             return None, []  # pruned meanwhile (its tombstone follows), binary or unreadable
         path = None
         try:
-            path = self.store.entries.get(entry_id).path
+            path = self.backend.entries.get(entry_id).path
         except (MemoryStoreError, AttributeError):
             pass
-        return path, [(cite, text) for cite, text in texts if text and _WORDY.search(text)]
+        return path, [(cite, text) for cite, text in texts if text and WORDY.search(text)]
 
     def _apply_entries(
         self,

@@ -7,8 +7,8 @@ pruned id, all appended with `durable.append_jsonl`. `EntryJournal.restore` rebu
 `memory.db` loses nothing; `EntryStore` calls `check` on first use (restore an emptied table,
 or journal the rows of a store made before the journal existed).
 
-This module knows nothing of `memory.entries` at run time (no import cycle): `EntryStore`
-builds an `EntryJournal` and hands it the schema pieces it needs as a `JournalSchema`.
+The same file is how `memory export` writes entries of any backend (with the gzip files
+beside it) and how `memory import` reads them back (`read_tree_entries`).
 
 Invariants:
 
@@ -25,59 +25,48 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
+import gzip
 import sqlite3
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memory import durable
+import memory.durable as durable
+from memory._clock import now_iso
+from memory.backends.files._entry_sql import (
+    ANY_ENTRY_SQL,
+    ANY_TOMBSTONE_SQL,
+    HANDED_OUT_SQL,
+    INSERT_TAG_SQL,
+    INSERT_TOMBSTONE_SQL,
+    MAX_SEQ_SQL,
+    RESTORE_ENTRY_SQL,
+    SELECT_ALL_WITH_CONTENT_SQL,
+    SELECT_IDS_SQL,
+    SELECT_TOMBSTONED_IDS_SQL,
+)
+from memory.entries import ENTRY_ID_RE, TIERS, Entry, check_type
 from memory.errors import InvalidInputError
-
-if TYPE_CHECKING:
-    from memory.entries import Entry
-    from memory.store import MemoryStore
+from memory.paths import Layout
 
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_VERSION = 1
-RESTORE_ENTRY_SQL = """
-INSERT INTO entries (seq, id, type, tier, tokens, bytes, stored_bytes, chunks, summary, content,
-                     path, checkpoint, directory, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
 
 
-@dataclass(frozen=True)
-class JournalSchema:
-    """What the journal needs from `memory.entries` (passed in, so no import cycle)."""
-
-    entry_id_re: re.Pattern[str]
-    tiers: tuple[str, ...]
-    check_type: Callable[[str], str]
-    chunk_name: Callable[[int], str]
-    entry_columns: str
-    insert_tag_sql: str
-    insert_tombstone_sql: str
-    now_iso: Callable[[], str]
+def chunk_name(n: int) -> str:
+    return f"chunk-{n:04d}.gz"
 
 
 class EntryJournal:
-    """The journal of one `EntryStore`.
+    """The journal of the entries of one memory directory (`layout`)."""
 
-    Args:
-        store: the memory store whose layout (`entries/`) is used.
-        schema: the entry table's pieces (`memory.entries` passes them).
-    """
-
-    def __init__(self, store: MemoryStore, schema: JournalSchema):
-        self.store = store
-        self.schema = schema
+    def __init__(self, layout: Layout):
+        self.layout = layout
 
     @property
     def path(self) -> Path:
         """`entries/journal.jsonl`."""
-        return self.store.layout.entries / JOURNAL_NAME
+        return self.layout.entries / JOURNAL_NAME
 
     # -- writing -----------------------------------------------------------------------
     def append_log(self, entry: Entry, inline_blob: bytes | None) -> None:
@@ -96,8 +85,8 @@ class EntryJournal:
         self, conn: sqlite3.Connection, with_tags: Callable[[list[sqlite3.Row]], list[Entry]]
     ) -> None:
         """First use: restore an emptied table from the journal, or start a missing journal."""
-        if conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is None:
-            tombstoned = conn.execute("SELECT 1 FROM entry_tombstones LIMIT 1").fetchone()
+        if conn.execute(ANY_ENTRY_SQL).fetchone() is None:
+            tombstoned = conn.execute(ANY_TOMBSTONE_SQL).fetchone()
             if tombstoned is None and _nonempty(self.path):
                 self.restore(conn)
         elif not self.path.exists():
@@ -110,8 +99,7 @@ class EntryJournal:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if not self.path.exists():
-                columns = self.schema.entry_columns
-                cursor = conn.execute(f"SELECT {columns}, content FROM entries ORDER BY seq")
+                cursor = conn.execute(SELECT_ALL_WITH_CONTENT_SQL)
                 while rows := cursor.fetchmany(1000):
                     entries = with_tags(rows)
                     blobs = [None if r["content"] is None else bytes(r["content"]) for r in rows]
@@ -136,13 +124,12 @@ class EntryJournal:
 
     def restore_locked(self, conn: sqlite3.Connection) -> int:
         """`restore` inside a write transaction the caller holds; returns the count."""
-        schema = self.schema
-        logged, pruned = read_journal(self.path, schema.entry_id_re, schema.now_iso)
-        present = {row[0] for row in conn.execute("SELECT id FROM entries")}
-        dead = {row[0] for row in conn.execute("SELECT id FROM entry_tombstones")}
+        logged, pruned = read_journal(self.path)
+        present = {row[0] for row in conn.execute(SELECT_IDS_SQL)}
+        dead = {row[0] for row in conn.execute(SELECT_TOMBSTONED_IDS_SQL)}
         for entry_id, removed_at in pruned.items():
             if entry_id not in dead and entry_id not in present:
-                conn.execute(schema.insert_tombstone_sql, (entry_id, removed_at))
+                conn.execute(INSERT_TOMBSTONE_SQL, (entry_id, removed_at))
                 dead.add(entry_id)
         floor = handed_out_seq(conn)
         restored = 0
@@ -159,7 +146,7 @@ class EntryJournal:
             cursor = conn.execute(RESTORE_ENTRY_SQL, (seq, *row))
             floor = max(floor, int(cursor.lastrowid or 0))
             tags = [t for t in record.get("tags") or [] if isinstance(t, str) and t]
-            conn.executemany(schema.insert_tag_sql, [(entry_id, tag) for tag in tags])
+            conn.executemany(INSERT_TAG_SQL, [(entry_id, tag) for tag in tags])
             present.add(entry_id)
             restored += 1
         return restored
@@ -174,10 +161,10 @@ class EntryJournal:
                 content = base64.b64decode(record["content_b64"], validate=True)
                 if len(content) != size:
                     return None
-            elif tier not in self.schema.tiers or not self.files_present(tier, path, chunks):
+            elif tier not in TIERS or not files_present(self.layout, tier, path, chunks):
                 return None
             return (
-                record["id"], self.schema.check_type(record["type"]), tier,
+                record["id"], check_type(record["type"]), tier,
                 int(record["tokens"]), size, int(record["stored_bytes"]), chunks,
                 str(record["summary"]), content, path, record.get("checkpoint"),
                 record.get("directory"), str(record["created_at"]),
@@ -185,18 +172,17 @@ class EntryJournal:
         except (KeyError, TypeError, ValueError, binascii.Error, InvalidInputError):
             return None
 
-    def files_present(self, tier: str, path: Any, chunks: int) -> bool:
-        """Whether a file/chunked entry's files (under `entries/`) all exist."""
-        layout = self.store.layout
-        if not isinstance(path, str) or not path.startswith(f"{layout.relative(layout.entries)}/"):
-            return False
-        target = layout.root / path
-        if ".." in Path(path).parts:
-            return False
-        if tier == "file":
-            return target.is_file()
-        chunk_name = self.schema.chunk_name
-        return chunks > 0 and all((target / chunk_name(n)).is_file() for n in range(chunks))
+
+def files_present(layout: Layout, tier: str, path: Any, chunks: int) -> bool:
+    """Whether a file/chunked entry's files (under `entries/`) all exist."""
+    if not isinstance(path, str) or not path.startswith(f"{layout.relative(layout.entries)}/"):
+        return False
+    target = layout.root / path
+    if ".." in Path(path).parts:
+        return False
+    if tier == "file":
+        return target.is_file()
+    return chunks > 0 and all((target / chunk_name(n)).is_file() for n in range(chunks))
 
 
 def journal_record(entry: Entry, inline_blob: bytes | None) -> dict[str, Any]:
@@ -207,15 +193,13 @@ def journal_record(entry: Entry, inline_blob: bytes | None) -> dict[str, Any]:
     return record
 
 
-def read_journal(
-    path: Path, entry_id_re: re.Pattern[str], now_iso: Callable[[], str]
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def read_journal(path: Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """`(log records in order, first per id; {pruned id: removed_at})`; bad lines skipped."""
     logged: dict[str, dict[str, Any]] = {}
     pruned: dict[str, str] = {}
     for _, record in durable.read_jsonl(path).records:
         entry_id = record.get("id")
-        if not isinstance(entry_id, str) or not entry_id_re.fullmatch(entry_id):
+        if not isinstance(entry_id, str) or not ENTRY_ID_RE.fullmatch(entry_id):
             continue
         if record.get("op") == "log":
             logged.setdefault(entry_id, record)
@@ -226,8 +210,8 @@ def read_journal(
 
 def handed_out_seq(conn: sqlite3.Connection) -> int:
     """The highest `seq` the entries table ever handed out (AUTOINCREMENT never reuses)."""
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
-    top = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries").fetchone()[0]
+    row = conn.execute(HANDED_OUT_SQL).fetchone()
+    top = conn.execute(MAX_SEQ_SQL).fetchone()[0]
     return max(int(row[0]) if row else 0, int(top))
 
 
@@ -236,3 +220,47 @@ def _nonempty(path: Path) -> bool:
         return path.stat().st_size > 0
     except OSError:
         return False
+
+
+def read_tree_entries(root: Path) -> Iterator[tuple[Entry, bytes]]:
+    """`(entry, exact content)` of every entry the journal of the memory tree `root` lists.
+
+    What `memory import` reads from a tree without `memory.db`: the journal's rows in order,
+    inline content from the line itself, the rest from the gzip files beside it. Entries
+    whose files are missing or damaged, and pruned ones, are skipped.
+    """
+    layout = Layout(Path(root))
+    journal = EntryJournal(layout)
+    logged, _ = read_journal(journal.path)
+    for record in logged:
+        row = journal.row_from_record(record)
+        if row is None:
+            continue
+        entry = entry_from_record(record)
+        try:
+            if entry.tier == "inline":
+                data = row[8]
+            elif entry.tier == "file":
+                data = gzip.decompress((layout.root / entry.path).read_bytes())
+            else:
+                folder = layout.root / entry.path
+                data = b"".join(
+                    gzip.decompress((folder / chunk_name(n)).read_bytes())
+                    for n in range(entry.chunks)
+                )
+        except (OSError, EOFError, gzip.BadGzipFile):
+            continue
+        yield entry, data
+
+
+def entry_from_record(record: dict[str, Any]) -> Entry:
+    """The `Entry` of a journal line (validated by `row_from_record` first)."""
+    tags = [t for t in record.get("tags") or [] if isinstance(t, str) and t]
+    return Entry(
+        id=record["id"], type=record["type"], tier=record["tier"],
+        tokens=int(record["tokens"]), bytes=int(record["bytes"]), chunks=int(record["chunks"]),
+        summary=str(record["summary"]), tags=sorted(tags),
+        checkpoint=record.get("checkpoint"), directory=record.get("directory"),
+        created_at=str(record["created_at"]), path=record.get("path"),
+        stored_bytes=int(record["stored_bytes"]),
+    )  # fmt: skip

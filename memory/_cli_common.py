@@ -1,0 +1,53 @@
+"""What every `memory` verb shares: the store of the invocation, opened once."""
+
+from __future__ import annotations
+
+import click
+
+from memory.backends import is_directory
+from memory.errors import MemoryDirError
+from memory.paths import ENV_VAR, resolve_root
+from memory.store import MemoryStore
+
+#: Verbs that only read: they never create a memory directory (or tables) where there is none.
+READ_ONLY_VERBS = frozenset({"fetch", "list", "refs", "stats", "search", "status", "facts",
+                             "episodes", "export"})  # fmt: skip
+
+
+def get_store(ctx: click.Context) -> MemoryStore:
+    """The `MemoryStore` for this invocation (opened on first use, closed with the command).
+
+    `--memory-url` / `TETHER_MEMORY_URL` choose the backend; without one it is the memory
+    directory. A verb that only reads fails with one line when the memory directory does
+    not exist, instead of creating an empty one (a typo in `--memory-dir`, or the wrong
+    cwd), and opens a database without creating tether's tables in it.
+    """
+    root = ctx.find_root()
+    obj = root.obj if isinstance(root.obj, dict) else {}
+    if "store" not in obj:
+        verb = ctx.command.name
+        url = obj.get("memory_url")
+        if is_directory(url):
+            where = resolve_root(url.removeprefix("file://") if url else obj.get("memory_dir"))
+            if verb in READ_ONLY_VERBS and not where.exists():
+                raise MemoryDirError(
+                    f"no memory directory at {str(where)!r}; pass --memory-dir or set "
+                    f"{ENV_VAR} (nothing was created)"
+                )
+            store = MemoryStore(where)
+        else:
+            store = MemoryStore.from_url(
+                url, memory_dir=obj.get("memory_dir"), setup=verb not in READ_ONLY_VERBS
+            )
+        root.call_on_close(store.close)
+        if store.read_only:
+            if verb not in READ_ONLY_VERBS:
+                store.check_writable(f"run `memory {verb}`")
+            click.echo(
+                f"Note: {store.location!r} is read-only; the index was not refreshed, "
+                "results may be stale",
+                err=True,
+            )
+        obj["store"] = store
+        root.obj = obj
+    return obj["store"]

@@ -1,0 +1,181 @@
+"""The SQL of the PostgreSQL backend: its named, append-only migrations and its statements.
+
+Never edit a migration that has shipped: add a new one to `MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+M001_TABLES = """
+CREATE TABLE IF NOT EXISTS tether_documents (
+    path TEXT PRIMARY KEY, data BYTEA, version INTEGER NOT NULL,
+    mtime DOUBLE PRECISION NOT NULL, deleted BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE TABLE IF NOT EXISTS tether_entries (
+    id TEXT PRIMARY KEY, seq BIGSERIAL UNIQUE, type TEXT NOT NULL, tokens INTEGER NOT NULL,
+    bytes INTEGER NOT NULL, chunks INTEGER NOT NULL, summary TEXT NOT NULL,
+    tags TEXT[] NOT NULL, directory TEXT, created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tether_entry_chunks (
+    entry_id TEXT NOT NULL REFERENCES tether_entries(id) ON DELETE CASCADE, n INTEGER NOT NULL,
+    body BYTEA NOT NULL, PRIMARY KEY (entry_id, n)
+);
+CREATE TABLE IF NOT EXISTS tether_search (
+    doc_id TEXT PRIMARY KEY, source TEXT NOT NULL, path TEXT NOT NULL, meta JSONB NOT NULL,
+    body TEXT NOT NULL,
+    tsv TSVECTOR GENERATED ALWAYS AS (
+        to_tsvector('english', regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))) STORED
+);
+CREATE INDEX IF NOT EXISTS tether_search_tsv ON tether_search USING GIN (tsv);
+CREATE TABLE IF NOT EXISTS tether_tasks (
+    task_id TEXT PRIMARY KEY, status TEXT NOT NULL, data JSONB NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tether_subagents (
+    task_id TEXT NOT NULL, agent_id TEXT NOT NULL, status TEXT NOT NULL, data JSONB NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (task_id, agent_id)
+);
+CREATE TABLE IF NOT EXISTS tether_locks (
+    task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL
+)
+"""
+#: Entries link to checkpoints and leave tombstones; logs know their line count.
+M002_ENTRY_LINKS = """
+ALTER TABLE tether_entries ADD COLUMN IF NOT EXISTS checkpoint TEXT;
+CREATE INDEX IF NOT EXISTS tether_entries_checkpoint ON tether_entries (checkpoint);
+CREATE TABLE IF NOT EXISTS tether_entry_tombstones (
+    id TEXT PRIMARY KEY, removed_at TEXT NOT NULL
+);
+ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS lines BIGINT;
+CREATE INDEX IF NOT EXISTS tether_search_path ON tether_search (path)
+"""
+#: Named, append-only; never edit one that has shipped.
+MIGRATIONS = [("m001_tables", M001_TABLES), ("m002_entry_links", M002_ENTRY_LINKS)]
+
+CREATE_MIGRATIONS_SQL = """
+CREATE TABLE IF NOT EXISTS tether_migrations (
+    name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)
+"""
+HAS_MIGRATIONS_SQL = "SELECT to_regclass('tether_migrations') IS NOT NULL"
+APPLIED_SQL = "SELECT name FROM tether_migrations"
+RECORD_MIGRATION_SQL = "INSERT INTO tether_migrations(name) VALUES (%s)"
+XACT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+
+SELECT_DOC_SQL = """
+SELECT substring(data from %s), version, mtime, deleted, octet_length(data)
+FROM tether_documents WHERE path = %s
+"""
+STAT_DOC_SQL = """
+SELECT version, mtime, deleted, octet_length(data) FROM tether_documents WHERE path = %s
+"""
+SELECT_VERSION_SQL = "SELECT version, deleted FROM tether_documents WHERE path = %s"
+UPSERT_DOC_SQL = """
+INSERT INTO tether_documents(path, data, version, mtime, deleted, lines)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT (path) DO UPDATE SET data = excluded.data, version = excluded.version,
+    mtime = excluded.mtime, deleted = excluded.deleted, lines = excluded.lines
+"""
+SELECT_LOG_SQL = """
+SELECT version, deleted, lines, octet_length(data),
+       octet_length(data) > 0 AND get_byte(data, octet_length(data) - 1) <> 10,
+       CASE WHEN lines IS NULL THEN data END
+FROM tether_documents WHERE path = %s
+"""
+APPEND_DOC_SQL = """
+UPDATE tether_documents SET data = data || %s, version = version + 1, mtime = %s, lines = %s
+WHERE path = %s
+"""
+DELETE_PATH_SEARCH_SQL = "DELETE FROM tether_search WHERE path = %s AND source <> 'entries'"
+LIST_DOCS_SQL = """
+SELECT path, version, mtime, octet_length(data) FROM tether_documents
+WHERE NOT deleted AND starts_with(path, %s) ORDER BY path COLLATE "C"
+"""
+INSERT_ENTRY_SQL = """
+INSERT INTO tether_entries(id, type, tokens, bytes, chunks, summary, tags, directory, created_at,
+                           checkpoint)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING seq
+"""
+ENTRY_KNOWN_SQL = """
+SELECT 1 FROM tether_entries WHERE id = %(id)s
+UNION ALL SELECT 1 FROM tether_entry_tombstones WHERE id = %(id)s
+"""
+DELETE_ENTRY_SQL = "DELETE FROM tether_entries WHERE id = %s"
+INSERT_TOMBSTONE_SQL = (
+    "INSERT INTO tether_entry_tombstones(id, removed_at) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+)
+COUNT_PRUNED_SQL = "SELECT count(*) FROM tether_entry_tombstones"
+DELETE_ENTRY_SEARCH_SQL = (
+    "DELETE FROM tether_search WHERE source = 'entries' AND meta ->> 'entry' = %s"
+)
+LIST_DOC_DATA_SQL = "SELECT path, data FROM tether_documents WHERE NOT deleted"
+CLEAR_SEARCH_SQL = "DELETE FROM tether_search"
+INSERT_CHUNK_SQL = "INSERT INTO tether_entry_chunks(entry_id, n, body) VALUES (%s, %s, %s)"
+ENTRY_COLUMNS = (
+    "id, type, tokens, bytes, chunks, summary, tags, directory, created_at, checkpoint, seq"
+)
+SELECT_ENTRY_SQL = f"SELECT {ENTRY_COLUMNS} FROM tether_entries WHERE id = %s"
+SELECT_CHUNKS_SQL = "SELECT body FROM tether_entry_chunks WHERE entry_id = %s ORDER BY n"
+SELECT_CHUNK_SQL = "SELECT body FROM tether_entry_chunks WHERE entry_id = %s AND n = %s"
+LIST_ENTRIES_SQL = f"""
+SELECT {ENTRY_COLUMNS} FROM tether_entries
+WHERE (%(type)s::text IS NULL OR type = %(type)s)
+  AND (%(tag)s::text IS NULL OR %(tag)s = ANY(tags))
+  AND (%(dir)s::text IS NULL OR directory = %(dir)s OR starts_with(directory, %(prefix)s))
+  AND (%(checkpoint)s::text IS NULL OR checkpoint = %(checkpoint)s)
+ORDER BY seq DESC LIMIT %(limit)s
+"""
+UPSERT_SEARCH_SQL = """
+INSERT INTO tether_search(doc_id, source, path, meta, body) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (doc_id) DO UPDATE SET source = excluded.source, path = excluded.path,
+    meta = excluded.meta, body = excluded.body
+"""
+DELETE_SEARCH_SQL = "DELETE FROM tether_search WHERE doc_id = ANY(%s)"
+TERM_STATS_SQL = """
+SELECT (SELECT string_agg(lexeme, ' ') FROM unnest(to_tsvector('english', t))),
+       (SELECT count(*) FROM tether_search
+           WHERE tsv @@ to_tsquery('english', t)
+             AND (%(sources)s::text[] IS NULL OR source = ANY(%(sources)s)))
+FROM unnest(%(terms)s::text[]) AS t WHERE numnode(to_tsquery('english', t)) > 0
+"""
+COUNT_SEARCH_SQL = """
+SELECT count(*) FROM tether_search
+WHERE %(sources)s::text[] IS NULL OR source = ANY(%(sources)s)
+"""
+#: Ranked by the sum over query words of idf(word) x ts_rank(doc, word, normalised by length):
+#: BM25's idea (rare words weigh more; idf from per-word counts through the GIN index) on top
+#: of PostgreSQL's per-word frequency ranking. (Full BM25 with tf from the tsvector's positions
+#: ranked no better on `bench/backends.py` and was 4x slower.)
+QUERY_SEARCH_SQL = """
+SELECT doc_id, source, path, body, {score} AS score
+FROM tether_search
+WHERE tsv @@ to_tsquery('english', %(any)s)
+  AND (%(sources)s::text[] IS NULL OR source = ANY(%(sources)s))
+ORDER BY score DESC, doc_id LIMIT %(limit)s
+"""
+TERM_SCORE_SQL = "%(w{i})s * ts_rank(tsv, to_tsquery('english', %(t{i})s), 1)"
+UPSERT_TASK_SQL = """
+INSERT INTO tether_tasks(task_id, status, data, updated_at) VALUES (%s, %s, %s, %s)
+ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, data = excluded.data,
+    updated_at = excluded.updated_at
+"""
+SELECT_TASK_SQL = "SELECT task_id, status, data, updated_at FROM tether_tasks WHERE task_id = %s"
+LIST_TASKS_SQL = (
+    "SELECT task_id, status, data, updated_at FROM tether_tasks ORDER BY updated_at DESC, task_id"
+)
+UPSERT_AGENT_SQL = """
+INSERT INTO tether_subagents(task_id, agent_id, status, data, updated_at)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (task_id, agent_id) DO UPDATE SET status = excluded.status, data = excluded.data,
+    updated_at = excluded.updated_at
+"""
+SELECT_AGENT_SQL = "SELECT status, data FROM tether_subagents WHERE task_id = %s AND agent_id = %s"
+LIST_AGENTS_SQL = """
+SELECT task_id, agent_id, status, data, updated_at FROM tether_subagents
+WHERE task_id = %s ORDER BY agent_id COLLATE "C"
+"""
+SELECT_LOCK_SQL = "SELECT owner, expires_at FROM tether_locks WHERE task_id = %s"
+UPSERT_LOCK_SQL = """
+INSERT INTO tether_locks(task_id, owner, expires_at) VALUES (%s, %s, %s)
+ON CONFLICT (task_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+"""
+DELETE_LOCK_SQL = "DELETE FROM tether_locks WHERE task_id = %s AND owner = %s"

@@ -1,0 +1,251 @@
+"""The files + SQLite backend: the `.temp/memory` tree people read, and `memory.db` beside it.
+
+Files are the truth; `memory.db` (SQLite, WAL, busy timeout) holds entry metadata, small
+entries, tags and refs, document versions, task records, the subagent registry, task leases
+and a full-text index derived from the files. Deleting the index and running `memory reindex`
+rebuilds it; a file edited by hand is searchable at the next query.
+
+The pieces, each in its own module of this package:
+
+* `_db`: the connection settings and the named, append-only migrations;
+* `_documents`: documents as files, with versions (`backend_documents`);
+* `_entries` (+ `_entry_sql`, `_journal`): entries in their tiers, and their journal;
+* `_index`: the FTS5 index of every file and entry, synced by mtime/size;
+* `_planner`: the query planner and reranker behind `index_query` (`memory search`);
+* `_records`: task records, the registry and task leases.
+
+Thread safety: one SQLite connection per thread; processes coordinate through SQLite locking
+and the file locks of `memory.durable`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import memory.backends.files._db as _db
+import memory.durable as durable
+from memory.backends.files._documents import DocumentFiles, is_document_path, walk_documents
+from memory.backends.files._entries import EntryStore
+from memory.backends.files._entry_sql import MIGRATIONS as ENTRY_MIGRATIONS
+from memory.backends.files._index import MIGRATIONS as INDEX_MIGRATIONS
+from memory.backends.files._index import Index
+from memory.backends.files._planner import Query
+from memory.backends.files._records import MIGRATIONS as RECORD_MIGRATIONS
+from memory.backends.files._records import RecordTables
+from memory.base import (
+    BaseBackend,
+    Entry,
+    IndexReport,
+    SearchDoc,
+    SearchHit,
+    check_id,
+    check_limit,
+    check_query,
+)
+from memory.errors import MemoryDirError
+from memory.paths import Layout
+
+__all__ = ["FilesBackend", "MIGRATIONS", "is_document_path", "walk_documents"]
+
+MIGRATIONS = [*ENTRY_MIGRATIONS, *INDEX_MIGRATIONS, *RECORD_MIGRATIONS]
+LANGGRAPH_DB = Path(".langgraph") / "state.sqlite"
+
+
+class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
+    """The default backend: a memory directory and its `memory.db`.
+
+    Args:
+        root: the memory directory; `None` means `$TETHER_MEMORY_DIR` or `./.temp/memory`.
+        create: create the folders if missing (a root that is a file raises `MemoryDirError`).
+    """
+
+    kind = "files"
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, create: bool = True):
+        self.layout = Layout.at(root)
+        self._real_dirs = {}
+        self._versions = {}
+        self.read_only = _read_only(self.layout.root)
+        if create and not self.read_only:
+            self.layout.ensure()
+        self._local = threading.local()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self.entries = EntryStore(self)
+        self.index = Index(self)
+        self._saver: Any = None
+
+    @classmethod
+    @contextmanager
+    def open(cls, root: str | os.PathLike[str] | None = None) -> Iterator[FilesBackend]:
+        """A backend on the memory directory `root` (created if missing), closed after."""
+        backend = cls(root)
+        try:
+            backend.setup()
+            yield backend
+        finally:
+            backend.close()
+
+    @property
+    def root(self) -> Path:
+        return self.layout.root
+
+    @property
+    def location(self) -> str:
+        return str(self.root)
+
+    def check_writable(self, action: str = "write") -> None:
+        """`MemoryDirError` (one line) when the memory directory is read-only."""
+        if self.read_only:
+            raise MemoryDirError(
+                f"memory directory {str(self.root)!r} is read-only; cannot {action} "
+                "(make it writable, or pass --memory-dir to a directory you can write)"
+            )
+
+    # -- database ------------------------------------------------------------------
+    def setup(self) -> None:
+        self.connect()  # migrations run on connect
+
+    def connect(self) -> sqlite3.Connection:
+        """This thread's connection to `memory.db`, migrated on first use."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.read_only:
+                conn = _db.connect_read_only(self.layout.db)
+            else:
+                self.layout.ensure()
+                conn = _db.connect(self.layout.db)
+                _db.migrate(conn, MIGRATIONS)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._all_conns.append(conn)
+        return conn
+
+    @contextmanager
+    def _write(self, *, durable_commit: bool = True) -> Iterator[sqlite3.Connection]:
+        """One `BEGIN IMMEDIATE` transaction; `durable_commit=False` skips the WAL fsync."""
+        conn = self.connect()
+        if not durable_commit:
+            conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            if not durable_commit:
+                conn.execute("PRAGMA synchronous = FULL")
+
+    def close(self) -> None:
+        if self._saver is not None:
+            self._saver.conn.close()
+            self._saver = None
+        with self._conns_lock:
+            for conn in self._all_conns:
+                conn.close()
+            self._all_conns.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
+        """A file lock under `.locks/` (released by the OS if its holder dies)."""
+        safe = name.replace("%", "%25").replace("/", "%2F")
+        with durable.file_lock(self.layout.locks / safe, timeout=timeout):
+            yield
+
+    # -- entries -------------------------------------------------------------------
+    def log_entry(
+        self, content, *, type="output", tags=(), directory=None, checkpoint=None
+    ) -> Entry:
+        self.check_writable("log entries")
+        return self.entries.log(
+            content, tags=tags, type=type, directory=directory, checkpoint=checkpoint
+        )
+
+    def put_entry(self, entry: Entry, content: bytes) -> bool:
+        self.check_writable("import entries")
+        return self.entries.put(entry, content)
+
+    def get_entry(self, entry_id: str) -> Entry:
+        return self.entries.get(entry_id)
+
+    def fetch_entry(self, entry_id: str, *, chunk: int | None = None) -> str:
+        return self.entries.fetch(entry_id, chunk=chunk)
+
+    def list_entries(
+        self, *, type=None, tag=None, directory=None, checkpoint=None, limit=20
+    ) -> list[Entry]:
+        check_limit(limit)
+        return self.entries.list(
+            type=type, tag=tag, directory=directory, checkpoint=checkpoint, limit=limit
+        )
+
+    def delete_entries(self, entry_ids: Sequence[str]) -> list[Entry]:
+        self.check_writable("prune entries")
+        return self.entries.delete(entry_ids)
+
+    def count_pruned(self) -> int:
+        return self.entries.count_pruned()
+
+    def entry_stats(self) -> dict[str, Any]:
+        return self.entries.stats()
+
+    # -- search index --------------------------------------------------------------
+    def index_upsert(self, docs: Sequence[SearchDoc]) -> None:
+        for doc in docs:
+            check_id(doc.doc_id, "document id")
+            check_id(doc.source, "source")
+        self.index.upsert(list(docs))
+
+    def index_delete(self, doc_ids: Sequence[str]) -> int:
+        return self.index.delete(list(doc_ids))
+
+    def index_query(self, query, *, sources=None, limit=10) -> list[SearchHit]:
+        check_query(query, limit)
+        wanted = None if sources is None else tuple(dict.fromkeys(sources))
+        if wanted == ():
+            return []
+        return Query(self.connect(), query, wanted, limit).run()
+
+    def sync_index(self) -> IndexReport:
+        return self.index.sync()
+
+    def reindex(self) -> IndexReport:
+        self.check_writable("rebuild the index")
+        return self.index.rebuild()
+
+    # -- LangGraph -----------------------------------------------------------------
+    def checkpointer(self) -> Any:
+        """A `SqliteSaver` on `<root>/.langgraph/state.sqlite` (WAL, `synchronous=FULL`)."""
+        if self._saver is None:
+            from langgraph.checkpoint.sqlite import SqliteSaver  # only graph users pay for it
+
+            db = self.root / LANGGRAPH_DB
+            db.parent.mkdir(parents=True, exist_ok=True)
+            # sqlite3's default transaction handling: `SqliteSaver` writes a task's writes with
+            # `executemany` and commits once, which is atomic only outside autocommit mode
+            conn = sqlite3.connect(str(db), check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            saver = SqliteSaver(conn)
+            saver.setup()
+            self._saver = saver
+        return self._saver
+
+
+def _read_only(root: Path) -> bool:
+    """True when the directory (or its `memory.db`) exists and this process cannot write it."""
+    db = root / "memory.db"
+    if root.is_dir() and not os.access(root, os.W_OK):
+        return True
+    return db.exists() and not os.access(db, os.W_OK)

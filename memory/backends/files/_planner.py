@@ -1,0 +1,425 @@
+"""The files backend's query planner: BM25 over the FTS5 index, fast at a million rows.
+
+Query plan (what keeps a question fast at a million rows):
+
+1. The query is tokenized exactly as the index is (`porter unicode61`, through a TEMP
+   FTS5 table and its `fts5vocab` 'instance' view) and stopwords are dropped.
+2. Each term's document frequency is taken per FTS table from the first `DF_SAMPLE`
+   postings (exact below that, else estimated from how far into the rowid range they
+   reach): FTS5 stores no document frequencies and counting a common word's postings
+   costs milliseconds.
+3. Candidates, per table: `bm25()` over an OR of the rarest terms while their summed
+   document frequencies stay within `CANDIDATE_BUDGET` (so FTS5 never scores every row
+   holding "error" or "test"), plus rows where several terms meet: a few ANDs of the best
+   3- and 2-term combinations (`MAX_AND_QUERIES`); intersecting posting lists is cheap
+   even for common words. An OR of all words ranked by `bm25()` costs ~800 ms at 1M rows.
+4. The candidates are re-ranked with BM25 over *all* query terms (global document
+   frequencies, each table's average length; a match in the query's own word form counts
+   more than a stemmed-only one), with a bonus for holding more distinct query terms and
+   for holding them close together. Term positions come from the same TEMP table, which
+   also gives the snippet (~300 characters from the best line, on one line) and the best
+   line to cite inside a block.
+
+Invariant: every search first calls `Index.sync()`, so what is on disk is what is found.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import re
+import sqlite3
+from dataclasses import dataclass
+
+from memory.backends.files._index import FILE_TABLE, TABLES, table_for
+from memory.base import SearchHit
+from memory.words import STOPWORDS
+
+#: Every source `memory search` knows (files that are none of these are not indexed).
+SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",
+           "entries", "facts", "episodes")  # fmt: skip
+
+CANDIDATE_BUDGET = 5_000
+AND_CAP = 1_000
+MAX_AND_QUERIES = 8
+DF_SAMPLE = 4_000
+AND_TERMS = 6
+AND_MAX_SIZE = 3
+RERANK_K = 100
+MAX_TERMS = 32
+RERANK_MAX_CHARS = 20_000
+SNIPPET_CHARS = 300
+K1, B = 1.2, 0.75
+COVERAGE_WEIGHT = 0.5
+STEM_ONLY_WEIGHT = 0.7
+PROXIMITY_TOKENS = 8
+PROXIMITY_WEIGHT = 0.15
+
+CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SPACE = re.compile(r"\s+")
+_NEWLINE = re.compile("\n")
+
+TEMP_SETUP = (
+    "PRAGMA temp_store = MEMORY",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
+    "tokenize = 'porter unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
+)
+
+
+# -- the query ---------------------------------------------------------------------------
+@dataclass
+class _Candidate:
+    rowid: int
+    table: str
+
+
+class Query:
+    """One search: plan per table, gather candidates, re-rank, cut snippets."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, query: str, sources: tuple[str, ...] | None, limit: int
+    ):
+        """`sources=None` searches every row, whatever its source."""
+        self.conn, self.query, self.sources, self.limit = conn, query, sources, limit
+        self.k = max(RERANK_K, 2 * limit)
+
+    def run(self) -> list[SearchHit]:
+        for sql in TEMP_SETUP:
+            self.conn.execute(sql)
+        tokens = tokenize(self.conn, self.query)
+        stops = _stopword_stems(self.conn)
+        terms = list(dict.fromkeys(stem for stem, _ in tokens if stem not in stops))
+        if not terms:
+            terms = list(dict.fromkeys(stem for stem, _ in tokens))
+        terms = terms[:MAX_TERMS]  # a pasted page is not a question; bound the planning
+        if not terms:
+            return []
+        self.surface = {}
+        for stem, word in tokens:
+            self.surface.setdefault(stem, word)
+        self.surface_lower = {stem: word.lower() for stem, word in self.surface.items()}
+        if self.sources is None:
+            tables = list(TABLES)
+        else:
+            tables = list(dict.fromkeys(table_for(s) for s in self.sources))
+        self.totals = {t: fts_totals(self.conn, t) for t in tables}
+        self.span = {
+            t: tuple(
+                self.conn.execute(
+                    f"SELECT coalesce((SELECT min(id) FROM {t}_content), 0), "
+                    f"coalesce((SELECT max(id) FROM {t}_content), 0)"
+                ).fetchone()
+            )
+            for t in tables
+        }
+        self.df = {(t, term): self._df(t, term) for t in tables for term in terms}
+        n_rows = sum(rows for rows, _ in self.totals.values())
+        self.idf = {}
+        for term in terms:
+            df = sum(self.df[(t, term)] for t in tables)
+            self.idf[term] = math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
+        candidates: list[_Candidate] = []
+        for table in tables:
+            candidates.extend(self._candidates(table, terms))
+        return self._rerank(candidates, terms)
+
+    def _df(self, table: str, term: str) -> int:
+        """Rows holding `term`: exact up to `DF_SAMPLE`, else estimated from how far into
+        the rowid range the first `DF_SAMPLE` of them reach (FTS5 stores no document
+        frequencies; counting a common word's postings would cost milliseconds)."""
+        rows, last = self.conn.execute(
+            f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {table} WHERE {table} "
+            "MATCH ? ORDER BY rowid LIMIT ?)",
+            (self._quote(term), DF_SAMPLE),
+        ).fetchone()
+        if rows < DF_SAMPLE:
+            return int(rows)
+        low, high = self.span[table]
+        estimate = DF_SAMPLE * (high - low + 1) / max(last - low + 1, 1)
+        return int(min(estimate, self.totals[table][0]))
+
+    # -- candidates -------------------------------------------------------------------
+    def _candidates(self, table: str, terms: list[str]) -> list[_Candidate]:
+        """Rows worth re-ranking: BM25 over the rare terms, plus rows where several query
+        terms occur together (which the rare terms alone would miss)."""
+        present = sorted((self.df[(table, t)], t) for t in terms if self.df[(table, t)] > 0)
+        rare, total = [], 0
+        for df, term in present:
+            if total + df > CANDIDATE_BUDGET:
+                break
+            rare.append(term)
+            total += df
+        rows: list[int] = []
+        if rare:
+            rows = self._match(table, self._or(rare), limit=self.k, ranked=True)
+        if len(rare) < len(present):
+            seen = set(rows)
+            rows += [r for r in self._together(table, [t for _, t in present]) if r not in seen]
+        return [_Candidate(r, table) for r in rows]
+
+    def _together(self, table: str, present: list[str]) -> list[int]:
+        """Rows holding the most query terms at once: AND over every combination of the
+        terms, largest combinations first, rarest first, until enough rows are found.
+
+        Each AND is an intersection of posting lists (cheap even for common words, unlike
+        scoring every row that holds one of them). Rows are ordered by how many terms they
+        hold, then by those terms' summed idf, then by length (shorter first, as BM25 would).
+        """
+        found: dict[int, tuple[int, float]] = {}
+        queries = 0
+        present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
+        top = min(len(present), AND_MAX_SIZE)
+        for size in range(top, 1 if top > 1 else 0, -1):
+            combos = sorted(
+                itertools.combinations(present, size), key=lambda c: -sum(self.idf[t] for t in c)
+            )
+            for combo in combos:
+                if queries >= MAX_AND_QUERIES:
+                    break
+                queries += 1
+                weight = (size, sum(self.idf[t] for t in combo))
+                expr = " AND ".join(self._quote(t) for t in combo)
+                for rowid in self._match(table, expr, limit=AND_CAP, ranked=False):
+                    if rowid not in found or found[rowid] < weight:
+                        found[rowid] = weight
+            if len(found) >= self.k or queries >= MAX_AND_QUERIES:
+                break
+        if len(found) <= self.k:
+            return list(found)
+        ids = list(found)
+        marks = ",".join("?" * len(ids))
+        length = {
+            row[0]: (_varints(row[1])[0] if row[1] else 0)
+            for row in self.conn.execute(
+                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", ids
+            )
+        }
+        ids.sort(key=lambda r: (-found[r][0], -found[r][1], length.get(r, 0)))
+        return ids[: self.k]
+
+    def _quote(self, stem: str) -> str:
+        return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
+
+    def _or(self, stems: list[str]) -> str:
+        return " OR ".join(self._quote(s) for s in stems)
+
+    def _match(self, table: str, expr: str, *, limit: int, ranked: bool) -> list[int]:
+        order = f"bm25({table})" if ranked else f"{table}.rowid"
+        filt, args = "", [expr]
+        wanted = [s for s in self.sources or () if table_for(s) == table]
+        if self.sources is not None and table == FILE_TABLE and len(wanted) < _file_source_count():
+            filt = f" AND idx_docs.source IN ({','.join('?' * len(wanted))})"
+            args.extend(wanted)
+        join = f" JOIN idx_docs ON idx_docs.id = {table}.rowid" if filt else ""
+        sql = (
+            f"SELECT {table}.rowid FROM {table}{join} WHERE {table} MATCH ?{filt} "
+            f"ORDER BY {order} LIMIT ?"
+        )
+        return [row[0] for row in self.conn.execute(sql, (*args, limit))]
+
+    # -- re-ranking -------------------------------------------------------------------
+    def _rerank(self, candidates: list[_Candidate], terms: list[str]) -> list[SearchHit]:
+        if not candidates:
+            return []
+        docs = self._load(candidates)
+        conn = self.conn
+        _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()])
+        marks = ",".join("?" * len(terms))
+        hits: dict[int, list[tuple[int, str]]] = {}
+        for doc, term, offset in conn.execute(
+            f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
+        ):
+            hits.setdefault(doc, []).append((offset, term))
+        scored = []
+        for doc_id, doc in docs.items():
+            positions = sorted(hits.get(doc_id, []))
+            if positions:
+                scored.append((self._score(doc, positions, terms), doc_id, positions))
+        scored.sort(key=lambda s: (-s[0], -s[1]))
+        return [self._result(docs[d], score, pos) for score, d, pos in scored[: self.limit]]
+
+    def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
+        rows, tokens = self.totals[doc["table"]]
+        avgdl = tokens / rows if rows else 1.0
+        dl = doc["length"] or len(positions)
+        words = doc.get("words")
+        if words is None:
+            words = [w.lower() for w in _WORD.findall(doc["body"][:RERANK_MAX_CHARS])]
+            doc["words"] = words
+        tf: dict[str, float] = {}
+        for offset, term in positions:
+            # A match in the query's own word form counts fully, a stemmed-only one less
+            # (as engines that index both forms do): "handling" ranks "handling" first.
+            exact = offset < len(words) and words[offset] == self.surface_lower.get(term)
+            tf[term] = tf.get(term, 0.0) + (1.0 if exact else STEM_ONLY_WEIGHT)
+        score = 0.0
+        for term, count in tf.items():
+            norm = count + K1 * (1 - B + B * dl / max(avgdl, 1.0))
+            score += self.idf[term] * count * (K1 + 1) / norm
+        if len(terms) > 1:
+            score *= 1 + COVERAGE_WEIGHT * (len(tf) - 1) / (len(terms) - 1)
+            if len(tf) > 1 and _min_span(positions) <= PROXIMITY_TOKENS:
+                score *= 1 + PROXIMITY_WEIGHT
+        return score
+
+    def _load(self, candidates: list[_Candidate]) -> dict[int, dict]:
+        docs: dict[int, dict] = {}
+        by_table: dict[str, list[int]] = {}
+        for cand in candidates:
+            by_table.setdefault(cand.table, []).append(cand.rowid)
+        for table, ids in by_table.items():
+            marks = ",".join("?" * len(ids))
+            for rowid, body, size in self.conn.execute(
+                f"SELECT t.id, t.c0, s.sz FROM {table}_content t JOIN {table}_docsize s "
+                f"ON s.id = t.id WHERE t.id IN ({marks})",
+                ids,
+            ):
+                docs[rowid] = {
+                    "table": table,
+                    "body": body or "",
+                    "length": _varints(size)[0] if size else 0,
+                }
+        if docs:
+            marks = ",".join("?" * len(docs))
+            for row in self.conn.execute(
+                "SELECT d.id, d.source, d.line, d.cite, d.path, f.path AS file_path "
+                "FROM idx_docs d LEFT JOIN idx_files f ON f.id = d.file_id "
+                f"WHERE d.id IN ({marks})",
+                list(docs),
+            ):
+                docs[row["id"]].update(
+                    source=row["source"],
+                    line=row["line"],
+                    cite=row["cite"],
+                    path=row["file_path"] or row["path"],
+                )
+        return {i: d for i, d in docs.items() if "source" in d}
+
+    def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]) -> SearchHit:
+        body = doc["body"]
+        text, best_char = snippet(body, positions, self.idf)
+        first = line = doc["line"]
+        if doc["source"] != "messages" and line is not None:
+            line += body.count("\n", 0, best_char)
+        if doc["source"] == "entries" or (doc["cite"] and (line is None or not doc["path"])):
+            citation = doc_id = doc["cite"] or ""
+        else:
+            citation = f"{doc['path']}#L{line}"
+            doc_id = doc["cite"] or f"{doc['path']}#L{first}"
+        path = doc["path"] or ""
+        return SearchHit(doc_id, doc["source"], path, round(score, 4), text, line, citation)
+
+
+# -- helpers -------------------------------------------------------------------------------
+def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
+    """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
+    _fill_tok(conn, [(1, text)])
+    stems = [
+        row[0]
+        for row in conn.execute("SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")
+    ]
+    words = _WORD.findall(text)
+    if len(words) != len(stems):
+        words = stems
+    return list(zip(stems, words, strict=True))
+
+
+def _fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
+    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once)."""
+    conn.execute("SAVEPOINT rq_fill")
+    try:
+        conn.execute(CLEAR_TOK)
+        conn.executemany("INSERT INTO temp.rq_tok(rowid, body) VALUES (?, ?)", rows)
+        conn.execute("RELEASE rq_fill")
+    except BaseException:
+        conn.execute("ROLLBACK TO rq_fill")
+        conn.execute("RELEASE rq_fill")
+        raise
+
+
+_STOP_STEMS: frozenset[str] | None = None
+
+
+def _stopword_stems(conn: sqlite3.Connection) -> frozenset[str]:
+    global _STOP_STEMS
+    if _STOP_STEMS is None:
+        _STOP_STEMS = frozenset(stem for stem, _ in tokenize(conn, " ".join(STOPWORDS)))
+    return _STOP_STEMS
+
+
+def _file_source_count() -> int:
+    return sum(1 for s in SOURCES if table_for(s) == FILE_TABLE)
+
+
+def fts_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
+    """`(rows, tokens)` of an FTS5 table, read from its 'averages' record (no scan)."""
+    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    if not row or not row[0]:
+        return 0, 0
+    values = _varints(row[0])
+    return values[0], (values[1] if len(values) > 1 else 0)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """Decode SQLite's big-endian varints (as used by FTS5's shadow tables)."""
+    out, i = [], 0
+    while i < len(blob):
+        value = 0
+        for n in range(9):
+            byte = blob[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def _min_span(positions: list[tuple[int, str]]) -> int:
+    """Smallest token distance between two different query terms."""
+    best = 1 << 30
+    last: dict[str, int] = {}
+    for offset, term in positions:
+        for other, where in last.items():
+            if other != term:
+                best = min(best, offset - where)
+        last[term] = offset
+    return best
+
+
+def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) -> tuple[str, int]:
+    """About `SNIPPET_CHARS` of `body` around the densest matches, on one line.
+
+    Returns the snippet and the character offset of the first match it centres on.
+    """
+    spans = [m.start() for m in _WORD.finditer(body[:RERANK_MAX_CHARS])]
+    hits = [(spans[o], t) for o, t in positions if o < len(spans)]
+    if not hits:
+        return _one_line(body[:SNIPPET_CHARS], False, len(body) > SNIPPET_CHARS), 0
+    # The best line holds the most (rarest) distinct terms; the snippet starts near it.
+    newlines = [m.start() for m in _NEWLINE.finditer(body, 0, RERANK_MAX_CHARS)]
+    by_line: dict[int, tuple[int, set[str]]] = {}
+    for start, term in hits:
+        line = bisect.bisect_left(newlines, start)
+        first, seen = by_line.get(line, (start, set()))
+        seen.add(term)
+        by_line[line] = (first, seen)
+    best_line = max(by_line, key=lambda n: (sum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
+    best_at = by_line[best_line][0]
+    # Start at the cited line, so the snippet reads from where the citation points.
+    lo = newlines[best_line - 1] + 1 if best_line > 0 else 0
+    if best_at - lo > SNIPPET_CHARS // 2:
+        lo = best_at - SNIPPET_CHARS // 5
+    hi = min(len(body), lo + SNIPPET_CHARS)
+    return _one_line(body[lo:hi], lo > 0 and body[lo - 1] != "\n", hi < len(body)), best_at
+
+
+def _one_line(text: str, cut_left: bool, cut_right: bool) -> str:
+    text = _SPACE.sub(" ", text).strip()
+    return ("…" if cut_left else "") + text + ("…" if cut_right else "")

@@ -1,0 +1,94 @@
+"""A memory tree as files: what `memory export` writes and `memory import` reads.
+
+The tree is the `.temp/memory` layout people read: every document as its file, and the
+entries as the files backend keeps them (`entries/journal.jsonl` with one line per entry,
+inline content in the line, larger content in `entries/{id}/content.gz` or
+`entries/{id}/chunk-NNNN.gz`). A files backend opened on an exported tree restores its
+entries from that journal on first use, so the tree is a working memory directory too.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import replace
+from pathlib import Path
+
+import memory.durable as durable
+from memory.backends.files import FilesBackend
+from memory.backends.files._documents import walk_documents
+from memory.backends.files._journal import (
+    JOURNAL_NAME,
+    chunk_name,
+    journal_record,
+    read_tree_entries,
+)
+from memory.base import BaseBackend
+from memory.entries import Entry, pieces
+from memory.errors import InvalidInputError
+
+GZIP_LEVEL = 6
+
+
+def export_tree(backend: BaseBackend, directory: Path) -> tuple[int, int]:
+    """Write every document and entry of `backend` under `directory`; `(documents, entries)`."""
+    documents = 0
+    for path, data in backend.export_documents().items():
+        durable.atomic_write_bytes(directory / path, data)
+        documents += 1
+    records = []
+    for entry in reversed(backend.list_entries(limit=None)):  # oldest first, as logged
+        data = backend.fetch_entry(entry.id).encode("utf-8")
+        entry, blob = _write_entry_files(directory, entry, data)
+        records.append(journal_record(entry, blob))
+    if records:
+        lines = b"".join(durable.encode_line(r) for r in records)
+        durable.atomic_write_bytes(directory / "entries" / JOURNAL_NAME, lines)
+    return documents, len(records)
+
+
+def _write_entry_files(directory: Path, entry: Entry, data: bytes) -> tuple[Entry, bytes | None]:
+    """The entry's gzip files under `directory/entries/{id}/`; `(entry, inline bytes)`."""
+    if entry.tier == "inline":
+        return replace(entry, path=None, stored_bytes=len(data)), data
+    folder = directory / "entries" / entry.id
+    parts = [data] if entry.tier == "file" else [p.encode() for p in pieces(entry, data.decode())]
+    names = ["content.gz"] if entry.tier == "file" else [chunk_name(n) for n in range(len(parts))]
+    stored = 0
+    for name, part in zip(names, parts, strict=True):
+        blob = gzip.compress(part, compresslevel=GZIP_LEVEL, mtime=0)
+        durable.atomic_write_bytes(folder / name, blob)
+        stored += len(blob)
+    rel = f"entries/{entry.id}" + ("/content.gz" if entry.tier == "file" else "")
+    return replace(entry, path=rel, stored_bytes=stored), None
+
+
+def tree_documents(directory: Path) -> list[str]:
+    """The document paths of a memory tree (relative POSIX, sorted)."""
+    if not directory.is_dir():
+        raise InvalidInputError(f"no directory {str(directory)!r} to import; give a memory tree")
+    return [rel for rel, _ in walk_documents(directory)]
+
+
+def import_tree(directory: Path, backend: BaseBackend) -> tuple[int, int]:
+    """Load the documents and entries of the tree `directory` into `backend`.
+
+    Entries keep their ids (citations stay valid); one already there is left as it is.
+    A tree that is a live memory directory (with `memory.db`) is read through a files
+    backend, else through its journal. Returns `(documents, entries)` loaded.
+    """
+    paths = tree_documents(directory)
+    for path in paths:
+        backend.put_document(path, (directory / path).read_bytes())
+    loaded = 0
+    for entry, data in _tree_entries(directory):
+        loaded += backend.put_entry(entry, data)
+    return len(paths), loaded
+
+
+def _tree_entries(directory: Path):
+    if not (directory / "memory.db").exists():
+        yield from read_tree_entries(directory)
+        return
+    with FilesBackend.open(directory) as source:
+        for entry in reversed(source.list_entries(limit=None)):
+            yield entry, source.fetch_entry(entry.id).encode("utf-8")
