@@ -152,33 +152,8 @@ class PlanInput(_Input):
         return _pairs(value, "text", "answered")
 
 
-class FindingsInput(_Input):
-    """Everything `findings.md.j2` shows."""
-
-    agent: str
-    task: str
-    status: str = "completed"
-    summary: str
-    key_discoveries: list[str] = Field(default_factory=list)
-    files: list[FileNoteInput] = Field(default_factory=list)
-    """Files the agent examined (`## Files Examined`)."""
-    files_written: list[FileNoteInput] = Field(default_factory=list)
-    """Files the agent wrote (`## Files Modified/Created`, shown only when there are some)."""
-    open_questions: list[str] = Field(default_factory=list)
-    recommendations: list[str] = Field(default_factory=list)
-    timestamp: str
-    task_id: str | None = None
-    subtask_id: str | None = None
-    phase: str | None = None
-
-    @field_validator("files", "files_written", mode="before")
-    @classmethod
-    def _files(cls, value: Any) -> Any:
-        return _pairs(value, "path", "description")
-
-
-class MergedFindingInput(_Input):
-    """One subagent's findings inside a merged batch."""
+class _FindingFields(_Input):
+    """The fields a findings file and its entry in a merged batch share."""
 
     agent: str
     summary: str = ""
@@ -187,12 +162,11 @@ class MergedFindingInput(_Input):
     subtask_id: str | None = None
     key_discoveries: list[str] = Field(default_factory=list)
     files: list[FileNoteInput] = Field(default_factory=list)
+    """Files the agent examined (`## Files Examined`)."""
     files_written: list[FileNoteInput] = Field(default_factory=list)
+    """Files the agent wrote (`## Files Modified/Created`, shown only when there are some)."""
     open_questions: list[str] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
-    path: str | None = None
-    """Where this agent's own findings file is (relative to the memory directory)."""
-    timestamp: str | None = None
     task_id: str | None = None
     phase: str | None = None
 
@@ -200,6 +174,22 @@ class MergedFindingInput(_Input):
     @classmethod
     def _files(cls, value: Any) -> Any:
         return _pairs(value, "path", "description")
+
+
+class FindingsInput(_FindingFields):
+    """Everything `findings.md.j2` shows."""
+
+    task: str
+    summary: str
+    timestamp: str
+
+
+class MergedFindingInput(_FindingFields):
+    """One subagent's findings inside a merged batch."""
+
+    path: str | None = None
+    """Where this agent's own findings file is (relative to the memory directory)."""
+    timestamp: str | None = None
 
 
 class MergedInput(_Input):

@@ -29,6 +29,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+
 Event = dict[str, Any]
 STATE_MARK = {"pending": "·", "running": "▶", "done": "✓", "failed": "✗"}
 #: The order agents are listed (and counted) in: what needs an eye first.
@@ -126,7 +134,6 @@ class LiveView:
     """Failed agents named in the closing summary (the rest counted)."""
 
     def __init__(self, stream: TextIO | None = None, *, clock: Callable[[], float] | None = None):
-        from rich.console import Console
 
         self.console = Console(file=stream or sys.stderr)
         self.clock = clock or time.monotonic
@@ -136,7 +143,12 @@ class LiveView:
         self.agents: dict[str, dict[str, Any]] = {}
         self.finished: list[str] = []
         """Agent keys in the order they finished (newest last)."""
-        self.lead = {"context": 0, "threshold": 150_000, "warning_ratio": 0.8, "total": 0}
+        self.lead = {
+            "context": 0,
+            "threshold": TOKEN_THRESHOLD,
+            "warning_ratio": WARNING_RATIO,
+            "total": 0,
+        }
         self.log: list[str] = []
         self.title = "tether"
         self._lock = threading.Lock()
@@ -144,7 +156,6 @@ class LiveView:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> LiveView:
-        from rich.live import Live
 
         self.started = self.clock()
         # transient: the live panel is erased at the end and `summary()` printed once, so
@@ -211,8 +222,6 @@ class LiveView:
 
     def _head(self) -> list[Any]:
         """Phase and elapsed time, the done/total line and the lead's gauge."""
-        from rich.table import Table
-        from rich.text import Text
 
         k, n = self.index
         phase = Table.grid(expand=True)
@@ -232,7 +241,6 @@ class LiveView:
         return [phase, line, gauge]
 
     def _gauge(self) -> Any:
-        from rich.text import Text
 
         threshold = max(1, int(self.lead["threshold"]))
         used = int(self.lead["context"])
@@ -262,8 +270,6 @@ class LiveView:
         return by_state["running"] + by_state["failed"] + by_state["pending"] + done
 
     def _agent_table(self, keys: list[str], rest: list[str]) -> Any:
-        from rich.table import Table
-        from rich.text import Text
 
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column(width=1)
@@ -299,7 +305,6 @@ class LiveView:
         most telling first, the others counted on one `+N done` line; the newest log line
         keeps one row when there is room, older ones take what is left.
         """
-        from rich.text import Text
 
         with self._lock:
             room = (height or self.console.size.height - 1) - 2  # the panel's border
@@ -320,8 +325,6 @@ class LiveView:
         return self._panel(parts)
 
     def _panel(self, parts: list[Any]) -> Any:
-        from rich.console import Group
-        from rich.panel import Panel
 
         # two columns stay free: the terminal echoes Ctrl-C as `^C` after the last line,
         # and a full-width line would wrap, scroll, and leave a stale copy of the top border
