@@ -258,7 +258,7 @@ class TestAgentLoop:
 
 
 def test_the_lead_sees_the_memory_index_on_its_first_call_only(fixture_repo, tiny_workflow):
-    """Seed 004: long-term memory from earlier tasks is announced at iteration 1."""
+    """Long-term memory from earlier tasks is announced at iteration 1."""
     Orchestrator(workdir=fixture_repo, workflow=tiny_workflow).run("Survey the shop", task_id="a")
     systems: list[str] = []
     inner = ResearchPolicy()
