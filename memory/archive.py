@@ -69,6 +69,33 @@ class Summary:
     turns: int = 0
     """User turns under this summary."""
 
+    @classmethod
+    def from_file(
+        cls,
+        path: Path,
+        text: str,
+        *,
+        level: int,
+        seq: int,
+        lines: tuple[int, int],
+        covers: tuple[str, ...],
+        created: str,
+        turns: int,
+    ) -> Summary:
+        """The summary of the file at `path` whose full text is `text`."""
+        return cls(
+            id=f"L{level}-{seq:06d}",
+            level=level,
+            seq=seq,
+            path=path,
+            first_line=lines[0],
+            last_line=lines[1],
+            covers=covers,
+            created=created,
+            text=_content_of(text),
+            turns=turns,
+        )
+
     @property
     def name(self) -> str:
         return self.path.name
@@ -298,16 +325,14 @@ class Archive:
             turns = int(meta.get("turns", "0"))
         except ValueError:
             turns = 0
-        return Summary(
-            id=f"L{level}-{seq:06d}",
+        return Summary.from_file(
+            path,
+            text,
             level=level,
             seq=seq,
-            path=path,
-            first_line=first,
-            last_line=last,
+            lines=(first, last),
             covers=covers,
             created=meta.get("created", ""),
-            text=_content_of(text),
             turns=turns,
         )
 
@@ -472,16 +497,14 @@ class Archive:
         doc = f"{self.wm.detail_doc}/{name}"
         self.backend.write_text(doc, text)
         path = self.wm.store.path_of(doc)
-        summary = Summary(
-            id=f"L{level}-{seq:06d}",
+        summary = Summary.from_file(
+            path,
+            text,
             level=level,
             seq=seq,
-            path=path,
-            first_line=first,
-            last_line=last,
+            lines=(first, last),
             covers=covers,
             created=created,
-            text=_content_of(text),
             turns=turns,
         )
         state.add(summary)
