@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from memory._clock import now_iso
+from memory.clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
 from memory.summarize import Summarizer, call_with_timeout, extractive_summary
 from memory.templating import render
@@ -183,7 +183,7 @@ class SummaryStatus:
     highest_level: int
 
 
-def parse_meta(text: str) -> dict[str, str]:
+def note_meta(text: str) -> dict[str, str]:
     """The `- key: value` lines of a note's `<!-- META: ... -->` block."""
     start = text.find("META:")
     if start < 0:
@@ -309,7 +309,7 @@ class Archive:
         except UnicodeDecodeError as exc:
             self._state.warnings.append(f"skipped unreadable summary {path.name!r}: {exc}")
             return None
-        meta = parse_meta(text)
+        meta = note_meta(text)
         covers = tuple(c.strip() for c in meta.get("covers", "").split(",") if c.strip())
         first = last = 0
         if level == 1:

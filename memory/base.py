@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memory._clock import utc_now
+from memory.clock import utc_now
 from memory.entries import Entry, prune_victims
 from memory.entries import entry_stats as _entry_stats
 from memory.errors import (

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memory._clock import iso
+from memory.clock import iso
 from memory.errors import InvalidInputError
 from memory.summarize import Summarizer, headline
 from memory.tokens import CHARS_PER_TOKEN, estimate_tokens

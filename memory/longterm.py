@@ -11,7 +11,7 @@ logs it once per task). The files themselves are read and written through
 from datetime import date
 from typing import Any
 
-from memory._clock import today_utc
+from memory.clock import today_utc
 from memory.errors import InvalidInputError
 from memory.memfiles import (
     _ENTRY_SUMMARY,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from memory._clock import now_iso, today_utc
+from memory.clock import now_iso, today_utc
 from memory.errors import InvalidInputError, PatchNotFoundError, PathEscapeError
 from memory.paths import check_relative
 from memory.templating import render

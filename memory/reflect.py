@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-from memory._clock import today_utc
+from memory.clock import today_utc
 from memory.longterm import episode_index, episode_path, facts_text, record_episode
 from memory.tools import longterm_tools
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory._clock import now_iso
+from memory.clock import now_iso
 from memory.errors import InvalidInputError
 from memory.names import slugify
 from memory.paths import check_name

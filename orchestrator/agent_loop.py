@@ -77,7 +77,7 @@ class AgentResult:
     """True when some call reported no usage and its tokens were estimated."""
 
 
-def count_tokens(messages: Sequence[Any]) -> int:
+def approx_tokens(messages: Sequence[Any]) -> int:
     """LangChain's estimate of the tokens of `messages`."""
     return int(count_tokens_approximately(list(messages)))
 
@@ -87,7 +87,7 @@ def usage_tokens(message: Any, fallback_context: int) -> int:
     usage = getattr(message, "usage_metadata", None)
     if usage and usage.get("total_tokens"):
         return int(usage["total_tokens"])
-    return fallback_context + count_tokens([message])
+    return fallback_context + approx_tokens([message])
 
 
 def _truncate(message: Any, max_tokens: int) -> Any:
@@ -105,7 +105,7 @@ def fit_context(messages: list[Any], max_tokens: int) -> list[Any]:
     body = [
         _truncate(m, max_tokens // 3) if isinstance(m, ToolMessage) else m for m in messages[2:]
     ]
-    while body and count_tokens(head + body) > max_tokens:
+    while body and approx_tokens(head + body) > max_tokens:
         # drop the oldest AI message together with the tool results that answer it
         drop = 1
         if isinstance(body[0], AIMessage):
@@ -294,7 +294,7 @@ class ProtocolMiddleware(AgentMiddleware):
             except Exception as exc:
                 if is_context_overflow(exc) and not shrunk:
                     shrunk = True
-                    half = max(1000, count_tokens(request.messages) // 2)
+                    half = max(1000, approx_tokens(request.messages) // 2)
                     request = request.override(messages=fit_context(request.messages, half))
                     continue
                 if not is_retryable(exc) or attempt >= self.retries:
@@ -312,7 +312,7 @@ class ProtocolMiddleware(AgentMiddleware):
         usage = getattr(reply, "usage_metadata", None) or {}
         context = int(usage.get("input_tokens") or 0)
         if not context:
-            context = count_tokens(sent)
+            context = approx_tokens(sent)
             self.result.estimated = True
         self.result.context_tokens.append(context)
         self.result.tokens += usage_tokens(reply, context)

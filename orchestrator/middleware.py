@@ -40,7 +40,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
-from orchestrator.agent_loop import count_tokens
+from orchestrator.agent_loop import approx_tokens
 from orchestrator.artifacts import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.gauge import SAVE, WARN, TokenGauge
@@ -160,7 +160,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
         usage = getattr(reply, "usage_metadata", None) or {}
         reported = int(usage.get("input_tokens") or 0)
         self.estimated = not reported
-        self.last_tokens = reported or count_tokens(sent)
+        self.last_tokens = reported or approx_tokens(sent)
         self._emit(
             "tokens",
             context=self.last_tokens,

@@ -3,7 +3,8 @@
 * Artifact and checkpoint names embed a UTC time `YYYYMMDDTHHMMSSffffffZ` (`timestamp()`),
   so they sort by time; `iso_timestamp()` writes the same instant as ISO 8601 inside files.
 * `slug()` makes an agent, phase or subtask name safe in a file name (the exact name stays
-  inside the file); `word_slug()` makes an id from prose (task ids, planned subtask ids).
+  inside the file); ids made from prose (task ids, planned subtask ids) come from
+  `memory.names.slugify`, and the clock from `memory.clock`.
 * `create_unique()` creates a new file and never overwrites one: a taken name gets a
   `_{suffix}` (`new_suffix()`, 6 hex digits).
 * Hidden files, which recall and the memory index ignore: the task registry
@@ -23,15 +24,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from memory.clock import ISO_FORMAT, utc_now
 from memory.durable import create_exclusive
 from memory.paths import Layout, check_name
 
 TS_FORMAT = "%Y%m%dT%H%M%S%fZ"
 TS_PATTERN = r"\d{8}T\d{12}Z"
-ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _NAME_TS = re.compile(rf"_(?P<ts>{TS_PATTERN})(?:_(?P<sfx>[0-9a-f]{{6}}))?$")
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
-_WORD = re.compile(r"[a-z0-9]+")
 MAX_SLUG = 64
 MAX_NAME_TRIES = 20
 
@@ -44,7 +44,7 @@ def utc(now: datetime | str | None = None) -> datetime:
         ValueError: a string that is not ISO 8601.
     """
     if now is None:
-        return datetime.now(UTC)
+        return utc_now()
     if isinstance(now, str):
         try:
             now = datetime.fromisoformat(now.replace("Z", "+00:00"))
@@ -78,13 +78,6 @@ def slug(name: str, fallback: str = "agent", max_len: int = MAX_SLUG) -> str:
     """`name` as a safe file-name part: letters, digits, `.`, `_`, `-`; at most `max_len`."""
     cleaned = _SLUG_BAD.sub("-", str(name)).strip("-._")[:max_len].strip("-._")
     return cleaned or fallback
-
-
-def word_slug(text: str, fallback: str, *, words: int | None = None, max_len: int = 40) -> str:
-    """The lowercase words of `text` joined by `-` (the first `words` of them), cut to
-    `max_len`: an id made from prose, e.g. `survey-the-shop`."""
-    found = _WORD.findall(text.lower())[:words]
-    return "-".join(found)[:max_len] or fallback
 
 
 def new_suffix() -> str:

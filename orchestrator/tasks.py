@@ -26,10 +26,11 @@ from typing import Any
 from filelock import Timeout
 
 from memory.durable import append_jsonl, file_lock, read_jsonl
+from memory.names import slugify
 from memory.paths import Layout, check_name
 from orchestrator.brief import check_objective
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
-from orchestrator.paths import new_suffix, run_lock_path, tasks_file, word_slug
+from orchestrator.paths import new_suffix, run_lock_path, tasks_file
 
 TaskRecord = dict[str, Any]
 """A task's merged record: `task_id`, `objective`, `workdir`, `thread_id`, ... (see above)."""
@@ -37,7 +38,7 @@ TaskRecord = dict[str, Any]
 
 def new_task_id(objective: str) -> str:
     """An id from the objective's first words plus a random suffix, e.g. `survey-the-3f9a1c`."""
-    return f"{word_slug(objective, 'task', words=4)}-{new_suffix()}"
+    return f"{slugify(objective, 40, fallback='task', words=4)}-{new_suffix()}"
 
 
 def resume_command(task_id: str, memory_dir: str | os.PathLike[str] | None = None) -> str:

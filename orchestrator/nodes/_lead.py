@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from memory.context import ContextBudgets, ContextBuilder
 from memory.longterm import memory_index_message
 from memory.working import WorkingMemory
-from orchestrator.agent_loop import count_tokens
+from orchestrator.agent_loop import approx_tokens
 from orchestrator.defaults import RECALL_SCOPES
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.readback import body_text, sections
@@ -142,7 +142,7 @@ def lead_context_tokens(ctx: RunContext, state: dict[str, Any]) -> int:
     """Size of the lead's context: the input tokens the provider reported for the lead's
     last call (tool schemas included), or the estimate of its next context when that is
     larger (findings merged since) or when no usage was reported."""
-    estimate = count_tokens(lead_messages(ctx, state))
+    estimate = approx_tokens(lead_messages(ctx, state))
     calls = state.get("lead_calls") or []
     reported = int(calls[-1].get("tokens") or 0) if calls and calls[-1].get("reported") else 0
     return max(reported, estimate)

@@ -63,6 +63,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from memory.names import slugify
 from orchestrator.offline.evidence import (
     _CODE_SUFFIXES,
     _DEFAULT_PHASE,
@@ -87,7 +88,6 @@ from orchestrator.offline.evidence import (
     words,
 )
 from orchestrator.offline.wording import build_findings
-from orchestrator.paths import word_slug
 from orchestrator.protocol import FINDINGS_TOOL, PLAN_TOOL, PhasePlan
 
 # The public names of this module before the findings half moved to
@@ -596,11 +596,11 @@ def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[
     """One subtask per area (or one over the whole workdir when nothing was listed)."""
     verb, action, report, _ = _PHASES.get(brief.phase, _DEFAULT_PHASE)
     agent = _pick_agent(brief)
-    phase = word_slug(brief.phase, "root")
+    phase = slugify(brief.phase, 40, fallback="root")
     out: list[dict[str, Any]] = []
     ids: set[str] = set()
     for area in areas:
-        sid = f"{phase}-{word_slug(area.name, 'root')}"
+        sid = f"{phase}-{slugify(area.name, 40, fallback='root')}"
         while sid in ids:
             sid += "-2"
         ids.add(sid)

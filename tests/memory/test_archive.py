@@ -22,7 +22,7 @@ import time
 import pytest
 
 from memory import durable
-from memory.archive import Archive, parse_meta
+from memory.archive import Archive, note_meta
 from memory.store import MemoryStore
 from memory.summarize import ChatModelSummarizer
 from memory.working import WorkingMemory
@@ -82,7 +82,7 @@ class TestTrigger:
         result = archive.maybe_summarize()
         assert result.ok and [s.name for s in result.written] == ["summary-L1-000001.md"]
         text = (wm.detail_dir / "summary-L1-000001.md").read_text()
-        meta = parse_meta(text)
+        meta = note_meta(text)
         assert meta["covers"] == "messages.jsonl#L1-L20"
         assert meta["level"] == "1"
         assert meta["created"].endswith("Z")
@@ -111,7 +111,7 @@ class TestTrigger:
             archive.maybe_summarize()
         state = archive.state()
         assert [s.name for s in state.active()] == ["summary-L2-000001.md", "summary-L1-000006.md"]
-        meta = parse_meta((wm.detail_dir / "summary-L2-000001.md").read_text())
+        meta = note_meta((wm.detail_dir / "summary-L2-000001.md").read_text())
         assert meta["covers"] == ", ".join(f"summary-L1-00000{i}.md" for i in range(1, 6))
         assert meta["span"] == "messages.jsonl#L1-L100"
         assert meta["turns"] == "50"
@@ -226,7 +226,7 @@ def test_chat_model_summariser_and_its_failure(wm):
     assert result.ok
     text = (wm.detail_dir / "summary-L1-000001.md").read_text()
     assert "## Content\nReviewed m1-m10; all fine.\n" in text
-    assert parse_meta(text)["summarizer"] == "chat-model"
+    assert note_meta(text)["summarizer"] == "chat-model"
     _turns(wm, 10, start=11)  # the fake model has no more replies: it raises
     result = archive.maybe_summarize()
     assert result.error.startswith("summariser failed (")

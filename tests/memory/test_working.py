@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from memory.archive import parse_meta
+from memory.archive import note_meta
 from memory.errors import InvalidInputError, PathEscapeError
 from memory.store import MemoryStore
 from memory.working import OVERVIEW_SECTIONS, WorkingMemory, list_tasks
@@ -61,7 +61,7 @@ class TestNotes:
         assert path.name == "auth-design.md"
         text = path.read_text()
         assert text.startswith("# Auth design\n")
-        meta = parse_meta(text)
+        meta = note_meta(text)
         assert meta["keywords"] == '["auth", "jwt"]'
         assert meta["created"].endswith("Z")
         assert "## Content\nDecided JWT." in text

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import memory.durable as durable
-from memory._clock import iso
 from memory.backends.files._entry_sql import (
     DATES_SQL,
     DELETE_ENTRY_SQL,
@@ -60,6 +59,7 @@ from memory.backends.files._entry_sql import (
 from memory.backends.files._host import FilesHost
 from memory.backends.files._journal import EntryJournal, chunk_name
 from memory.base import check_chunk, check_limit, unknown_entry
+from memory.clock import iso
 from memory.entries import (
     ENTRY_ID_RE,
     ENTRY_TYPES,

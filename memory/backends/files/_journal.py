@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import memory.durable as durable
-from memory._clock import now_iso
 from memory.backends.files._entry_sql import (
     ANY_ENTRY_SQL,
     ANY_TOMBSTONE_SQL,
@@ -45,6 +44,7 @@ from memory.backends.files._entry_sql import (
     SELECT_IDS_SQL,
     SELECT_TOMBSTONED_IDS_SQL,
 )
+from memory.clock import now_iso
 from memory.entries import ENTRY_ID_RE, TIERS, Entry, check_type
 from memory.errors import InvalidInputError
 from memory.paths import Layout
