@@ -169,7 +169,7 @@ def orchestration_rows(n: int) -> list[tuple[str, float]]:
 @contextmanager
 def _saver(kind: str, url: str, tmp: str):
     """None (tether's SqliteSaver), a PostgresSaver, or the `--memory-url` MirroringSaver."""
-    from orchestrator.graph import open_postgres_saver
+    from memory.backends.savers import open_postgres_saver
 
     if kind == "sqlite":
         yield None

@@ -118,9 +118,9 @@ def bare_graph(model: Any, checkpointer: Any = None) -> Any:
 
 
 def time_bare(n: int, durable: bool, root: Path, parallel: int) -> float:
-    from orchestrator.graph import open_saver
+    from memory.backends.savers import open_sqlite_saver
 
-    saver = open_saver(root / f"bare-{time.monotonic_ns()}.sqlite") if durable else None
+    saver = open_sqlite_saver(root / f"bare-{time.monotonic_ns()}.sqlite") if durable else None
     graph = bare_graph(fake_model(), saver)
     config = {"configurable": {"thread_id": "t"}, "max_concurrency": parallel}
     start = time.perf_counter()

@@ -30,12 +30,12 @@ from typing import Any
 
 import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
-from psycopg.rows import dict_row
 
 from memory import durable
 from memory.backends.blocks import search_blocks
 from memory.backends.files import walk_documents
-from memory.backends.postgres import CONNECT_TIMEOUT_S, PostgresBackend
+from memory.backends.postgres import PostgresBackend
+from memory.backends.savers import pg_connect
 from orchestrator.errors import OrchestratorUserError
 
 
@@ -134,10 +134,7 @@ def attach(ctx: Any, url: str, root: Path) -> MirroringSaver:
     backend = ctx.with_resource(PostgresBackend.open(url))
     mirror = Mirror(backend, root)
     mirror.pull()
-    conn = psycopg.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row,
-        connect_timeout=CONNECT_TIMEOUT_S,
-    )  # fmt: skip
+    conn = pg_connect(url)
     ctx.call_on_close(conn.close)
     ctx.call_on_close(mirror.push)  # runs before the connections close (LIFO)
     saver = MirroringSaver(conn, mirror, url)

@@ -32,6 +32,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from memory.backends.savers import open_sqlite_saver
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
@@ -40,7 +41,7 @@ from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
 from orchestrator.faults import fault
-from orchestrator.graph import open_saver, run_graph, saved_state
+from orchestrator.graph import run_graph, saved_state
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
@@ -349,7 +350,7 @@ class Orchestrator:
     ) -> RunResult:
         """Stream the graph from `state` (None: continue the thread's saved state) to its
         end; closes the context's store."""
-        saver = self.checkpointer or open_saver(langgraph_db(self.layout))
+        saver = self.checkpointer or open_sqlite_saver(langgraph_db(self.layout))
         fault("run_before_graph")
         try:
             values = run_graph(ctx, state, task_id, saver)

@@ -9,7 +9,7 @@
 compile it with its own checkpointer; `compile_graph()` compiles it with tether's
 `SqliteSaver` on `<memory root>/.langgraph/state.sqlite` (a hidden folder, ignored by the
 index), unless the caller injects another checkpointer (`Orchestrator(checkpointer=...)`,
-e.g. `open_postgres_saver(url)` for LangGraph's `PostgresSaver`). Runs use
+e.g. `memory.backends.savers.open_postgres_saver(url)` for LangGraph's `PostgresSaver`). Runs use
 `durability="sync"`: each super-step is on disk before the next starts,
 and the writes of subagents that finished inside an interrupted super-step are kept as
 pending writes, so they are not run again on resume.
@@ -21,14 +21,12 @@ from a JSON checkpoint can enter at `plan` and only do what is left.
 from __future__ import annotations
 
 import os
-import sqlite3
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+from memory.backends.savers import open_sqlite_saver
 from memory.base import StorageError
 from memory.paths import Layout
 from orchestrator.errors import Interrupted, ModelCallError
@@ -74,68 +72,6 @@ def build_graph() -> StateGraph:
     return graph
 
 
-def open_saver(db_path: Path, *, read_only: bool = False) -> SqliteSaver:
-    """A `SqliteSaver` on `db_path` (created with its folder if missing).
-
-    `read_only` opens an existing file without writing anything (a read-only memory
-    directory): SQLite's `mode=ro`, else `immutable` when the WAL cannot be opened.
-    """
-    if read_only:
-        for flags in ("mode=ro", "immutable=1"):
-            conn = sqlite3.connect(f"{db_path.as_uri()}?{flags}", uri=True, check_same_thread=False)
-            try:
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            except sqlite3.DatabaseError:
-                conn.close()
-                continue
-            saver = SqliteSaver(conn)
-            saver.is_setup = True  # the tables exist; setup() would write
-            return saver
-        raise sqlite3.DatabaseError(f"cannot open {str(db_path)!r} read-only")
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    # keep sqlite3's default transaction handling: `SqliteSaver` writes a task's writes
-    # with `executemany` and commits once, which is atomic only outside autocommit mode
-    # (in autocommit a kill between rows left a spawn step with half of its `Send`s)
-    conn = sqlite3.connect(str(db_path), check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA busy_timeout=10000")
-    saver = SqliteSaver(conn)
-    saver.setup()
-    return saver
-
-
-def open_postgres_saver(url: str) -> BaseCheckpointSaver:
-    """A set-up `PostgresSaver` on its own connection to `url` (close with `saver.conn`).
-
-    Raises:
-        memory.base.StorageError: the server cannot be reached (the message hides the password).
-    """
-    # the optional `postgres` extra: imported only by a caller that asked for PostgreSQL
-    import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
-
-    from memory.backends.postgres import CONNECT_TIMEOUT_S, redact
-
-    try:
-        conn = psycopg.connect(
-            url,
-            autocommit=True,
-            prepare_threshold=0,
-            row_factory=dict_row,
-            connect_timeout=CONNECT_TIMEOUT_S,
-        )
-    except psycopg.Error as exc:
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        raise StorageError(
-            f"cannot connect to {redact(url)!r} ({lines[0] if lines else exc!r}); check the URL"
-        ) from None
-    saver = PostgresSaver(conn)
-    saver.setup()
-    return saver
-
-
 def compile_graph(checkpointer: BaseCheckpointSaver | None = None) -> Any:
     """`build_graph()` compiled with `checkpointer` (None: no persistence)."""
     return build_graph().compile(checkpointer=checkpointer)
@@ -151,8 +87,8 @@ def saved_state(
     if checkpointer is None and not db.exists():
         return None
     try:
-        saver = checkpointer or open_saver(db, read_only=not os.access(db.parent, os.W_OK))
-    except sqlite3.DatabaseError:
+        saver = checkpointer or open_sqlite_saver(db, read_only=not os.access(db.parent, os.W_OK))
+    except StorageError:
         return None
     try:
         snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})

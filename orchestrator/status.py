@@ -21,10 +21,10 @@ state LangGraph holds, give or take the lead's planning call in progress.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
+from memory.backends.savers import sqlite_holds_thread
 from memory.paths import Layout
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.gauge import total_tokens
@@ -217,20 +217,4 @@ def _langgraph_holds(layout: Layout, thread_id: str, checkpointer: Any) -> bool:
             return checkpointer.get_tuple({"configurable": {"thread_id": thread_id}}) is not None
         except Exception:  # an unreachable backend: resume would fall back to the files
             return False
-    db = langgraph_db(layout)
-    if not db.exists():
-        return False
-    for flags in ("mode=ro", "immutable=1"):  # `immutable`: a read-only dir with a WAL file
-        try:
-            conn = sqlite3.connect(f"{db.as_uri()}?{flags}", uri=True)
-            try:
-                row = conn.execute(HAS_THREAD_SQL, (thread_id,)).fetchone()
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            continue
-        return row is not None
-    return False
-
-
-HAS_THREAD_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1"
+    return sqlite_holds_thread(langgraph_db(layout), thread_id)

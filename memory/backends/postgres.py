@@ -74,6 +74,7 @@ from memory.backends._postgres_sql import (
     XACT_LOCK_SQL,
 )
 from memory.backends.blocks import document_docs, entry_docs, message_docs
+from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect, redact
 from memory.base import (
     BaseBackend,
     Document,
@@ -99,15 +100,9 @@ from memory.base import (
 )
 from memory.entries import Entry, normalize_directory, pieces, prepare_entry, tier_of
 
-CONNECT_TIMEOUT_S = 5
 #: Words as the index splits them: runs of letters and digits (`auth_service` is two words).
 ALNUM = re.compile(r"[^\W_]+")
 POOL_MAX = 8
-
-
-def redact(url: str) -> str:
-    """`url` without its password (`postgresql://user:***@host/db`)."""
-    return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 class PostgresBackend(BaseBackend):
@@ -144,21 +139,12 @@ class PostgresBackend(BaseBackend):
         `setup=False` checks tether's tables instead of creating them.
         """
         # psycopg is imported only when a PostgreSQL URL is used (the CLI starts without it)
-        import psycopg
         from psycopg_pool import ConnectionPool
 
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
         if schema:
             kwargs["options"] = f"-c search_path={schema}"
-        try:
-            psycopg.connect(url, **kwargs).close()  # the real reason, if any, comes from here
-        except (psycopg.Error, ValueError) as exc:
-            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-            reason = lines[0].removeprefix("connection failed: ") if lines else type(exc).__name__
-            raise StorageError(
-                f"cannot connect to {redact(url)!r} ({reason}); check the server, the user "
-                "and the database name in --memory-url / TETHER_MEMORY_URL"
-            ) from None
+        pg_connect(url, **kwargs, row_factory=None).close()  # the real reason, if any, is here
         pool = ConnectionPool(url, kwargs=kwargs, min_size=1, max_size=POOL_MAX, open=True)
         backend = cls(pool, url=url)
         backend._owned = pool
@@ -192,21 +178,7 @@ class PostgresBackend(BaseBackend):
     def checkpointer(self) -> Any:
         """LangGraph's `PostgresSaver` on its own connection (set up; closed by `close()`)."""
         if self._saver is None:
-            # LangGraph is imported only by callers that run a graph
-            import psycopg
-            from langgraph.checkpoint.postgres import PostgresSaver
-            from psycopg.rows import dict_row
-
-            try:
-                conn = psycopg.connect(
-                    self._conninfo, autocommit=True, prepare_threshold=0,
-                    row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S,
-                )  # fmt: skip
-            except psycopg.Error as exc:
-                raise StorageError(f"cannot connect to {self.url!r} ({exc}); retry") from None
-            saver = PostgresSaver(conn)
-            saver.setup()
-            self._saver = saver
+            self._saver = open_postgres_saver(self._conninfo)
         return self._saver
 
     @contextmanager

@@ -1,6 +1,6 @@
 """`Orchestrator(checkpointer=...)`: graph state goes to the injected LangGraph checkpointer.
 
-With LangGraph's `PostgresSaver` (opened by `orchestrator.graph.open_postgres_saver` on a
+With LangGraph's `PostgresSaver` (opened by `memory.backends.savers.open_postgres_saver` on a
 private schema) a run keeps its super-steps in PostgreSQL and creates no SQLite state file;
 the saved state is the finished run's. An unreachable server is one error naming the URL
 without its password.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from memory.backends.savers import open_postgres_saver
 from memory.base import StorageError
 from orchestrator import Orchestrator
-from orchestrator.graph import open_postgres_saver
 from tests.pg import private_schema
 
 

@@ -38,6 +38,7 @@ from memory.backends.files._index import Index
 from memory.backends.files._planner import Query
 from memory.backends.files._records import MIGRATIONS as RECORD_MIGRATIONS
 from memory.backends.files._records import RecordTables
+from memory.backends.savers import open_sqlite_saver
 from memory.base import (
     BaseBackend,
     Entry,
@@ -227,19 +228,7 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
     def checkpointer(self) -> Any:
         """A `SqliteSaver` on `<root>/.langgraph/state.sqlite` (WAL, `synchronous=FULL`)."""
         if self._saver is None:
-            from langgraph.checkpoint.sqlite import SqliteSaver  # only graph users pay for it
-
-            db = self.root / LANGGRAPH_DB
-            db.parent.mkdir(parents=True, exist_ok=True)
-            # sqlite3's default transaction handling: `SqliteSaver` writes a task's writes with
-            # `executemany` and commits once, which is atomic only outside autocommit mode
-            conn = sqlite3.connect(str(db), check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA busy_timeout=10000")
-            saver = SqliteSaver(conn)
-            saver.setup()
-            self._saver = saver
+            self._saver = open_sqlite_saver(self.root / LANGGRAPH_DB)
         return self._saver
 
 

@@ -1,0 +1,124 @@
+"""LangGraph checkpointers beside tether's memory: the one place that opens their databases.
+
+* `open_sqlite_saver(path)`: `SqliteSaver` on a SQLite file (WAL, `synchronous=FULL`), or
+  read-only on an existing file (`mode=ro`, else `immutable=1` when the WAL cannot be opened,
+  as in a read-only memory directory);
+* `sqlite_holds_thread(path, thread)`: whether that file has saved state for a thread, asked
+  with one read-only query and without importing LangGraph (for `orchestrator status`);
+* `pg_connect(url)`: a psycopg connection as LangGraph's `PostgresSaver` wants it, with a
+  one-line `StorageError` (password hidden) when the server cannot be reached;
+* `open_postgres_saver(url)`: a set-up `PostgresSaver` on its own connection.
+
+LangGraph and psycopg are imported inside the functions that need them: importing this
+module costs only `sqlite3`.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from memory.base import StorageError
+
+CONNECT_TIMEOUT_S = 5
+HAS_THREAD_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1"
+_READ_ONLY_FLAGS = ("mode=ro", "immutable=1")  # `immutable`: a read-only dir with a WAL file
+
+
+def redact(url: str) -> str:
+    """`url` without its password (`postgresql://user:***@host/db`)."""
+    return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+def open_sqlite_saver(db_path: Path, *, read_only: bool = False) -> Any:
+    """A `SqliteSaver` on `db_path` (created with its folder if missing); close `saver.conn`.
+
+    Raises:
+        StorageError: `read_only` and the file cannot be opened or is not a database.
+    """
+    from langgraph.checkpoint.sqlite import SqliteSaver  # only graph users pay for it
+
+    if read_only:
+        for flags in _READ_ONLY_FLAGS:
+            conn = sqlite3.connect(f"{db_path.as_uri()}?{flags}", uri=True, check_same_thread=False)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError:
+                conn.close()
+                continue
+            saver = SqliteSaver(conn)
+            saver.is_setup = True  # the tables exist; setup() would write
+            return saver
+        raise StorageError(f"cannot open {str(db_path)!r} read-only as a SQLite database")
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    # keep sqlite3's default transaction handling: `SqliteSaver` writes a task's writes
+    # with `executemany` and commits once, which is atomic only outside autocommit mode
+    # (in autocommit a kill between rows left a spawn step with half of its `Send`s)
+    conn = sqlite3.connect(str(db_path), check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA busy_timeout=10000")
+    saver = SqliteSaver(conn)
+    saver.setup()
+    return saver
+
+
+def sqlite_holds_thread(db_path: Path, thread_id: str) -> bool:
+    """Whether the `SqliteSaver` file `db_path` has saved state for `thread_id` (False when
+    the file is missing or unreadable)."""
+    if not db_path.exists():
+        return False
+    for flags in _READ_ONLY_FLAGS:
+        try:
+            conn = sqlite3.connect(f"{db_path.as_uri()}?{flags}", uri=True)
+            try:
+                row = conn.execute(HAS_THREAD_SQL, (thread_id,)).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+        return row is not None
+    return False
+
+
+def pg_connect(url: str, **kwargs: Any) -> Any:
+    """A psycopg connection to `url` in autocommit with dict rows (what `PostgresSaver`
+    expects); `kwargs` override those settings.
+
+    Raises:
+        StorageError: the server cannot be reached (one line; the password is hidden).
+    """
+    import psycopg  # the optional `postgres` extra: imported only when PostgreSQL is used
+    from psycopg.rows import dict_row
+
+    settings: dict[str, Any] = {
+        "autocommit": True,
+        "prepare_threshold": 0,
+        "row_factory": dict_row,
+        "connect_timeout": CONNECT_TIMEOUT_S,
+    }
+    settings.update(kwargs)
+    try:
+        return psycopg.connect(url, **settings)
+    except (psycopg.Error, ValueError) as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        reason = lines[0].removeprefix("connection failed: ") if lines else type(exc).__name__
+        raise StorageError(
+            f"cannot connect to {redact(url)!r} ({reason}); check the server, the user "
+            "and the database name in --memory-url / TETHER_MEMORY_URL"
+        ) from None
+
+
+def open_postgres_saver(url: str) -> Any:
+    """A set-up `PostgresSaver` on its own connection to `url` (close with `saver.conn`).
+
+    Raises:
+        StorageError: the server cannot be reached (the message hides the password).
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    saver = PostgresSaver(pg_connect(url))
+    saver.setup()
+    return saver
