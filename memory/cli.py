@@ -30,13 +30,18 @@ import memory._cli_mcp as _cli_mcp
 import memory._cli_search as _cli_search
 import memory._cli_status as _cli_status
 import memory._cli_working as _cli_working
+from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
 
 _VERB_MODULES = (_cli_entries, _cli_search, _cli_working, _cli_mcp, _cli_status, _cli_backend)
 
 
 class _Group(click.Group):
-    """A group that turns memory errors into one-line `Error:` messages (exit 1)."""
+    """A group that turns memory errors into one-line `Error:` messages (exit 1), and takes
+    `--memory-url` after the verb as well as before it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102
+        return super().parse_args(ctx, hoist(args, ["--memory-url"]))
 
     def invoke(self, ctx: click.Context):  # noqa: D102
         try:
@@ -66,7 +71,8 @@ class _Group(click.Group):
     "--memory-url",
     default=None,
     envvar="TETHER_MEMORY_URL",
-    help="Storage backend URL, e.g. postgresql://user@host/db (default: the memory directory).",
+    help="Storage backend URL, e.g. postgresql://user@host/db (default: the memory "
+    "directory); before or after the verb.",
 )
 @click.pass_context
 def cli(ctx: click.Context, memory_dir: str | None, memory_url: str | None) -> None:

@@ -6,8 +6,8 @@ working directory) and the backend is the shared truth:
 
 * `Mirror.pull()` (before a command) writes every document of the backend into the local
   directory where its bytes differ;
-* `Mirror.push()` uploads every local file that changed since the last pull or push, and
-  indexes it for `memory search`;
+* `Mirror.push()` uploads every local file that changed since the last pull or push (a log
+  that grew is appended to); the backend indexes what `memory search` searches;
 * `MirroringSaver`, LangGraph's `PostgresSaver` with one addition: it pushes before it saves
   a checkpoint or a task's writes. So whatever a node wrote (a subagent's findings) is in
   the backend before the graph state that says the node ran: another process resuming from
@@ -32,7 +32,6 @@ import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
 
 from memory import durable
-from memory.backends.blocks import search_blocks
 from memory.backends.files import walk_documents
 from memory.backends.postgres import PostgresBackend
 from memory.backends.savers import pg_connect
@@ -72,6 +71,15 @@ class Mirror:
                 changed += 1
         return changed
 
+    def _upload(self, rel: str, old: bytes | None, data: bytes) -> None:
+        """Store `data` at `rel` (the backend indexes what is searched): a log that only grew
+        by whole lines is appended to, so the backend indexes just the new lines."""
+        grew = old is not None and len(data) > len(old) and data.startswith(old)
+        if grew and rel.endswith(".jsonl") and old.endswith(b"\n") and data.endswith(b"\n"):
+            self.backend.append_lines(rel, data[len(old) :].split(b"\n")[:-1])
+        else:
+            self.backend.put_document(rel, data)
+
     def push(self) -> int:
         """Upload and index local files changed since the last pull/push; returns how many."""
         pushed = 0
@@ -86,10 +94,7 @@ class Mirror:
                     continue
                 old = self.backend.get_document(rel)
                 if old is None or old.data != data:
-                    self.backend.put_document(rel, data)
-                    if old is not None:
-                        self.backend.index_delete([d.doc_id for d in search_blocks(rel, old.data)])
-                    self.backend.index_upsert(search_blocks(rel, data))
+                    self._upload(rel, old.data if old else None, data)
                     pushed += 1
                 self._seen[rel] = state
         return pushed

@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
 from memory.paths import Layout
 from memory.store import MemoryStore
@@ -50,7 +51,11 @@ def _exit_now(code: int) -> None:
 
 
 class _Group(click.Group):
-    """Turns tether's errors into one-line `Error:` messages with exit code 1."""
+    """Turns tether's errors into one-line `Error:` messages with exit code 1, and takes
+    `--memory-url` after the verb as well as before it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist(args, ["--memory-url"]))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -151,7 +156,8 @@ def run_options(func: Callable) -> Callable:
     "--memory-url",
     default=None,
     envvar="TETHER_MEMORY_URL",
-    help="postgresql://... to share tasks between machines (the memory dir is a local mirror).",
+    help="postgresql://... to share tasks between machines (the memory dir is a local "
+    "mirror); before or after the command.",
 )
 def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
     """tether: phased multi-agent runs that survive context limits, crashes and handoffs.
@@ -177,6 +183,7 @@ def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
         if not is_postgres(memory_url):
             raise click.ClickException("--memory-url must be postgresql://... for the orchestrator")
         root = Layout.at(None).ensure().root
+        _SHARED["url"] = memory_url
         _SHARED["checkpointer"] = attach(click.get_current_context(), memory_url, root)
 
 
@@ -225,6 +232,7 @@ def _with_view(json_mode: bool) -> Any:
 
 def _report(result: Any, json_mode: bool) -> None:
     # run and resume only (start-up: see the module docstring)
+    from memory.backends.savers import redact
     from orchestrator.state import failure_summary
     from orchestrator.tasks import resume_command
 
@@ -244,14 +252,16 @@ def _report(result: Any, json_mode: bool) -> None:
     ]
     if result.merged.get("final"):
         lines.append(f"  summary:     {root / result.merged['final']}")
+    # on PostgreSQL the commands name the shared memory (its password hidden)
+    shared = f" --memory-url {shlex.quote(redact(_SHARED['url']))}" if "url" in _SHARED else ""
     if result.status == "done":
         lines.append(
             f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
-            f"--memory-dir {shlex.quote(str(root))}"
+            f"--memory-dir {shlex.quote(str(root))}{shared}"
         )
     if result.status == "failed":
         lines.append(f"Failed:   {failure_summary(result.failed)}")
-    lines.append(f"Resume:   {resume_command(result.task_id, root)}")
+    lines.append(f"Resume:   {resume_command(result.task_id, root)}{shared}")
     click.echo("\n".join(lines))
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from memory.backends.blocks import document_docs, entry_docs, message_docs
+from memory.backends.blocks import document_docs, entry_docs, indexed_source, message_docs
 from memory.base import (
     BaseBackend,
     Document,
@@ -122,8 +122,8 @@ class InMemoryBackend(BaseBackend):
             if old and not old.endswith(b"\n"):
                 payload = b"\n" + payload  # close a torn line: it keeps its number
             self._store(path, old + payload)
-            if path.endswith(".jsonl"):
-                new = payload.lstrip(b"\n").split(b"\n")[:-1]
+            if path.endswith(".jsonl"):  # a log: index only its new lines, if searched
+                new = payload.lstrip(b"\n").split(b"\n")[:-1] if indexed_source(path) else []
                 self._upsert(message_docs(path, list(enumerate(new, start=first))))
             else:
                 self._reindex_document(path, old + payload)

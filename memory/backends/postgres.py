@@ -73,7 +73,7 @@ from memory.backends._postgres_sql import (
     UPSERT_TASK_SQL,
     XACT_LOCK_SQL,
 )
-from memory.backends.blocks import document_docs, entry_docs, message_docs
+from memory.backends.blocks import document_docs, entry_docs, indexed_source, message_docs
 from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect, redact
 from memory.base import (
     BaseBackend,
@@ -300,8 +300,8 @@ class PostgresBackend(BaseBackend):
                     payload = b"\n" + payload  # close a torn line: it keeps its number
                 new_count = count + payload.count(b"\n") - (1 if row[4] else 0)
                 conn.execute(APPEND_DOC_SQL, (payload, time.time(), new_count, path))
-            if path.endswith(".jsonl"):
-                new = payload.lstrip(b"\n").split(b"\n")[:-1]
+            if path.endswith(".jsonl"):  # a log: index only its new lines, if searched
+                new = payload.lstrip(b"\n").split(b"\n")[:-1] if indexed_source(path) else []
                 self._insert_search(conn, message_docs(path, list(enumerate(new, start=first))))
             else:
                 data = conn.execute(SELECT_DOC_SQL, (1, path)).fetchone()[0]

@@ -352,6 +352,17 @@ def test_append_lines_numbers_lines_for_good_and_closes_a_torn_line(backend):
 
 
 @params(ALL)
+def test_appended_lines_are_searched_only_in_searched_logs(backend):
+    line = json.dumps({"role": "user", "content": "the zeppelin hangar opens at dawn"})
+    backend.append_lines("working/t/messages.jsonl", [line])
+    backend.append_lines(".tether/registry/t.jsonl", [line])  # hidden: never searched
+    backend.append_lines("notes/log.jsonl", [line])  # not a searched folder
+    backend.sync_index()  # the files backend indexes its files when asked (memory search)
+    hits = backend.index_query("zeppelin hangar")
+    assert [h.path for h in hits] == ["working/t/messages.jsonl"]
+
+
+@params(ALL)
 def test_create_document_never_overwrites(backend):
     assert backend.create_document("working/t/overview.md", b"first") is True
     assert backend.create_document("working/t/overview.md", b"second") is False
