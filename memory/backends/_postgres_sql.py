@@ -48,8 +48,24 @@ CREATE TABLE IF NOT EXISTS tether_entry_tombstones (
 ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS lines BIGINT;
 CREATE INDEX IF NOT EXISTS tether_search_path ON tether_search (path)
 """
+#: Appends are rows of their own: a document's bytes are `data` followed by its parts in
+#: `start` order (`start` is the part's byte offset in the document), so appending to a long
+#: log writes only the new lines instead of rewriting the whole value. `size` is the whole
+#: length and `open_tail` whether the last byte is not a newline (NULL in rows written
+#: before: those have no parts, and both come from `data`).
+M003_DOCUMENT_PARTS = """
+CREATE TABLE IF NOT EXISTS tether_document_parts (
+    path TEXT NOT NULL, start BIGINT NOT NULL, data BYTEA NOT NULL, PRIMARY KEY (path, start)
+);
+ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS size BIGINT;
+ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS open_tail BOOLEAN
+"""
 #: Named, append-only; never edit one that has shipped.
-MIGRATIONS = [("m001_tables", M001_TABLES), ("m002_entry_links", M002_ENTRY_LINKS)]
+MIGRATIONS = [
+    ("m001_tables", M001_TABLES),
+    ("m002_entry_links", M002_ENTRY_LINKS),
+    ("m003_document_parts", M003_DOCUMENT_PARTS),
+]
 
 CREATE_MIGRATIONS_SQL = """
 CREATE TABLE IF NOT EXISTS tether_migrations (
@@ -62,32 +78,43 @@ RECORD_MIGRATION_SQL = "INSERT INTO tether_migrations(name) VALUES (%s)"
 XACT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
 SELECT_DOC_SQL = """
-SELECT substring(data from %s), version, mtime, deleted, octet_length(data)
+SELECT substring(data from %s), version, mtime, deleted, coalesce(size, octet_length(data)),
+       octet_length(data)
 FROM tether_documents WHERE path = %s
 """
+SELECT_PARTS_SQL = """
+SELECT start, data FROM tether_document_parts
+WHERE path = %s AND start + octet_length(data) > %s ORDER BY start
+"""
+INSERT_PART_SQL = "INSERT INTO tether_document_parts(path, start, data) VALUES (%s, %s, %s)"
+DELETE_PARTS_SQL = "DELETE FROM tether_document_parts WHERE path = %s"
 STAT_DOC_SQL = """
-SELECT version, mtime, deleted, octet_length(data) FROM tether_documents WHERE path = %s
+SELECT version, mtime, deleted, coalesce(size, octet_length(data))
+FROM tether_documents WHERE path = %s
 """
 SELECT_VERSION_SQL = "SELECT version, deleted FROM tether_documents WHERE path = %s"
 UPSERT_DOC_SQL = """
-INSERT INTO tether_documents(path, data, version, mtime, deleted, lines)
-VALUES (%s, %s, %s, %s, %s, %s)
+INSERT INTO tether_documents(path, data, version, mtime, deleted, lines, size, open_tail)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (path) DO UPDATE SET data = excluded.data, version = excluded.version,
-    mtime = excluded.mtime, deleted = excluded.deleted, lines = excluded.lines
+    mtime = excluded.mtime, deleted = excluded.deleted, lines = excluded.lines,
+    size = excluded.size, open_tail = excluded.open_tail
 """
 SELECT_LOG_SQL = """
-SELECT version, deleted, lines, octet_length(data),
-       octet_length(data) > 0 AND get_byte(data, octet_length(data) - 1) <> 10,
+SELECT version, deleted, lines, coalesce(size, octet_length(data)),
+       coalesce(open_tail,
+                octet_length(data) > 0 AND get_byte(data, octet_length(data) - 1) <> 10),
        CASE WHEN lines IS NULL THEN data END
 FROM tether_documents WHERE path = %s
 """
 APPEND_DOC_SQL = """
-UPDATE tether_documents SET data = data || %s, version = version + 1, mtime = %s, lines = %s
+UPDATE tether_documents SET version = version + 1, mtime = %s, lines = %s, size = %s,
+    open_tail = FALSE
 WHERE path = %s
 """
 DELETE_PATH_SEARCH_SQL = "DELETE FROM tether_search WHERE path = %s AND source <> 'entries'"
 LIST_DOCS_SQL = """
-SELECT path, version, mtime, octet_length(data) FROM tether_documents
+SELECT path, version, mtime, coalesce(size, octet_length(data)) FROM tether_documents
 WHERE NOT deleted AND starts_with(path, %s) ORDER BY path COLLATE "C"
 """
 INSERT_ENTRY_SQL = """
@@ -107,7 +134,11 @@ COUNT_PRUNED_SQL = "SELECT count(*) FROM tether_entry_tombstones"
 DELETE_ENTRY_SEARCH_SQL = (
     "DELETE FROM tether_search WHERE source = 'entries' AND meta ->> 'entry' = %s"
 )
-LIST_DOC_DATA_SQL = "SELECT path, data FROM tether_documents WHERE NOT deleted"
+LIST_DOC_DATA_SQL = """
+SELECT d.path, d.data, (SELECT string_agg(p.data, ''::bytea ORDER BY p.start)
+                        FROM tether_document_parts p WHERE p.path = d.path)
+FROM tether_documents d WHERE NOT d.deleted
+"""
 CLEAR_SEARCH_SQL = "DELETE FROM tether_search"
 INSERT_CHUNK_SQL = "INSERT INTO tether_entry_chunks(entry_id, n, body) VALUES (%s, %s, %s)"
 ENTRY_COLUMNS = (

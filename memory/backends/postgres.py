@@ -38,6 +38,7 @@ from memory.backends._postgres_sql import (
     DELETE_ENTRY_SEARCH_SQL,
     DELETE_ENTRY_SQL,
     DELETE_LOCK_SQL,
+    DELETE_PARTS_SQL,
     DELETE_PATH_SEARCH_SQL,
     DELETE_SEARCH_SQL,
     ENTRY_COLUMNS,
@@ -45,6 +46,7 @@ from memory.backends._postgres_sql import (
     HAS_MIGRATIONS_SQL,
     INSERT_CHUNK_SQL,
     INSERT_ENTRY_SQL,
+    INSERT_PART_SQL,
     INSERT_TOMBSTONE_SQL,
     LIST_AGENTS_SQL,
     LIST_DOC_DATA_SQL,
@@ -61,6 +63,7 @@ from memory.backends._postgres_sql import (
     SELECT_ENTRY_SQL,
     SELECT_LOCK_SQL,
     SELECT_LOG_SQL,
+    SELECT_PARTS_SQL,
     SELECT_TASK_SQL,
     SELECT_VERSION_SQL,
     STAT_DOC_SQL,
@@ -232,10 +235,22 @@ class PostgresBackend(BaseBackend):
     def get_document(self, path: str, *, offset: int = 0) -> Document | None:
         check_doc_path(path)
         with self._tx() as conn:
-            row = conn.execute(SELECT_DOC_SQL, (offset + 1, path)).fetchone()
+            return self._read(conn, path, offset)
+
+    @staticmethod
+    def _read(conn: Any, path: str, offset: int) -> Document | None:
+        """The document at `path` from byte `offset`: its base value, then the parts that
+        appends added (only those that end after `offset`)."""
+        row = conn.execute(SELECT_DOC_SQL, (offset + 1, path)).fetchone()
         if row is None or row[3]:
             return None
-        return Document(path, row[1], row[2], row[4] or 0, bytes(row[0] or b""))
+        data, size, base = bytes(row[0] or b""), row[4] or 0, row[5] or 0
+        if size > base:  # appended parts follow the base value
+            pieces = [data]
+            for start, part in conn.execute(SELECT_PARTS_SQL, (path, offset)).fetchall():
+                pieces.append(bytes(part)[max(0, offset - start) :])
+            data = b"".join(pieces)
+        return Document(path, row[1], row[2], size, data)
 
     def stat_document(self, path: str) -> DocumentInfo | None:
         check_doc_path(path)
@@ -277,8 +292,7 @@ class PostgresBackend(BaseBackend):
             have, last = self._locked_version(conn, path)
             check_version(path, have, expected_version)
             info = DocumentInfo(path, last + 1, time.time(), len(data))
-            row = (path, data, info.version, info.mtime, False, lines_before(data))
-            conn.execute(UPSERT_DOC_SQL, row)
+            self._replace(conn, path, data, info.version, info.mtime)
             self._reindex_document(conn, path, data)
         return info
 
@@ -289,9 +303,7 @@ class PostgresBackend(BaseBackend):
             conn.execute(XACT_LOCK_SQL, ("doc:" + path,))
             row = conn.execute(SELECT_LOG_SQL, (path,)).fetchone()
             if row is None or row[1]:  # a new (or deleted) document starts at line 1
-                last = row[0] if row else 0
-                conn.execute(UPSERT_DOC_SQL, (path, payload, last + 1, time.time(), False,
-                                              lines_before(payload)))  # fmt: skip
+                self._replace(conn, path, payload, (row[0] if row else 0) + 1, time.time())
                 first = 1
             else:
                 count = row[2] if row[2] is not None else lines_before(bytes(row[5] or b""))
@@ -299,13 +311,13 @@ class PostgresBackend(BaseBackend):
                 if row[4]:
                     payload = b"\n" + payload  # close a torn line: it keeps its number
                 new_count = count + payload.count(b"\n") - (1 if row[4] else 0)
-                conn.execute(APPEND_DOC_SQL, (payload, time.time(), new_count, path))
+                conn.execute(INSERT_PART_SQL, (path, row[3], payload))
+                conn.execute(APPEND_DOC_SQL, (time.time(), new_count, row[3] + len(payload), path))
             if path.endswith(".jsonl"):  # a log: index only its new lines, if searched
                 new = payload.lstrip(b"\n").split(b"\n")[:-1] if indexed_source(path) else []
                 self._insert_search(conn, message_docs(path, list(enumerate(new, start=first))))
             else:
-                data = conn.execute(SELECT_DOC_SQL, (1, path)).fetchone()[0]
-                self._reindex_document(conn, path, bytes(data))
+                self._reindex_document(conn, path, self._read(conn, path, 0).data)
         return first
 
     def delete_document(self, path: str, *, expected_version: int | None = None) -> bool:
@@ -315,9 +327,20 @@ class PostgresBackend(BaseBackend):
             check_version(path, have, expected_version)
             if not have:
                 return False
-            conn.execute(UPSERT_DOC_SQL, (path, None, last, time.time(), True, 0))
+            self._replace(conn, path, None, last, time.time())
             self._reindex_document(conn, path, None)
         return True
+
+    @staticmethod
+    def _replace(conn: Any, path: str, data: bytes | None, version: int, mtime: float) -> None:
+        """Make `data` the whole document (None: deleted), dropping appended parts."""
+        conn.execute(DELETE_PARTS_SQL, (path,))
+        size = len(data) if data is not None else 0
+        open_tail = bool(data) and not data.endswith(b"\n")
+        lines = lines_before(data) if data is not None else 0
+        conn.execute(
+            UPSERT_DOC_SQL, (path, data, version, mtime, data is None, lines, size, open_tail)
+        )
 
     def list_documents(self, prefix: str = "") -> list[DocumentInfo]:
         with self._tx() as conn:
@@ -452,8 +475,8 @@ class PostgresBackend(BaseBackend):
         with self._tx() as conn:
             conn.execute(XACT_LOCK_SQL, ("tether_reindex",))
             conn.execute(CLEAR_SEARCH_SQL)
-            for path, data in conn.execute(LIST_DOC_DATA_SQL).fetchall():
-                docs = document_docs(path, bytes(data or b""))
+            for path, data, appended in conn.execute(LIST_DOC_DATA_SQL).fetchall():
+                docs = document_docs(path, bytes(data or b"") + bytes(appended or b""))
                 self._insert_search(conn, docs)
                 report.files_indexed += 1 if docs else 0
                 report.rows_added += len(docs)

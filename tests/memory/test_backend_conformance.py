@@ -352,6 +352,31 @@ def test_append_lines_numbers_lines_for_good_and_closes_a_torn_line(backend):
 
 
 @params(ALL)
+def test_a_log_grown_by_many_appends_reads_back_whole_from_any_offset(backend):
+    path = "working/t/messages.jsonl"
+    backend.put_document(path, b'{"n": 0}\n{"torn')
+    whole = b'{"n": 0}\n{"torn\n'
+    for n in range(1, 40):
+        lines = [json.dumps({"n": n, "k": k}) for k in range(n % 3 + 1)]
+        first = backend.append_lines(path, lines)
+        assert first == whole.count(b"\n") + 1  # permanent line numbers
+        whole += "".join(line + "\n" for line in lines).encode()
+    info = backend.stat_document(path)
+    assert info.size == len(whole) and info.version > 1  # the files backend: one above the put
+    assert [d.size for d in backend.list_documents("working/")] == [len(whole)]
+    for offset in (0, 5, 9, 15, 16, 100, len(whole) - 1, len(whole), len(whole) + 7):
+        doc = backend.get_document(path, offset=offset)
+        assert doc.data == whole[offset:] and doc.size == len(whole), offset
+    backend.put_document(path, b"replaced\n")  # a rewrite drops what was appended
+    assert backend.get_document(path).data == b"replaced\n"
+    assert backend.append_lines(path, ["again"]) == 2
+    assert backend.get_document(path, offset=3).data == b"laced\nagain\n"
+    assert backend.delete_document(path) and backend.get_document(path) is None
+    assert backend.append_lines(path, ["fresh"]) == 1  # a deleted log starts at line 1
+    assert backend.get_document(path).data == b"fresh\n"
+
+
+@params(ALL)
 def test_appended_lines_are_searched_only_in_searched_logs(backend):
     line = json.dumps({"role": "user", "content": "the zeppelin hangar opens at dawn"})
     backend.append_lines("working/t/messages.jsonl", [line])

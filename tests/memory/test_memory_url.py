@@ -136,6 +136,36 @@ def test_database_without_tables_or_with_an_older_schema_is_refused(pg_url):
     assert "older tether schema" in line
 
 
+def test_setup_upgrades_a_database_whose_logs_were_written_before_appends_had_rows(pg_url):
+    """A document written under the second schema (no size, no parts) is read, appended to
+    and searched after `memory setup` adds the third."""
+    import psycopg
+
+    from memory.backends._postgres_sql import MIGRATIONS
+    from memory.backends.postgres import PostgresBackend
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tether_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+        for name, script in MIGRATIONS[:2]:
+            conn.execute(script)
+            conn.execute("INSERT INTO tether_migrations(name) VALUES (%s)", (name,))
+        conn.execute(
+            "INSERT INTO tether_documents(path, data, version, mtime, deleted, lines) "
+            "VALUES ('working/t/messages.jsonl', %s, 3, 0, FALSE, 2)",
+            (b'{"content": "old one"}\n{"content": "old two"}\n',),
+        )
+    assert "older tether schema" in _one_error_line(memory("--memory-url", pg_url, "list"), "")
+    assert memory("--memory-url", pg_url, "setup").returncode == 0
+    with PostgresBackend.open(pg_url) as backend:
+        assert backend.stat_document("working/t/messages.jsonl").size == 46
+        assert backend.append_lines("working/t/messages.jsonl", ['{"content": "new zebra"}']) == 3
+        doc = backend.get_document("working/t/messages.jsonl", offset=23)
+        assert doc.data == b'{"content": "old two"}\n{"content": "new zebra"}\n'
+        assert doc.version == 4 and doc.size == 71
+        hits = backend.index_query("zebra")
+        assert [h.doc_id for h in hits] == ["working/t/messages.jsonl#L3"]
+
+
 def test_every_verb_works_on_postgres(pg_url, tmp_path):
     tree = tmp_path / "tree"
     _tree(tree)
