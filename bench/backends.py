@@ -16,6 +16,10 @@ private schema is created and dropped)::
 2. **Orchestration**: one phase of N subagents with the fast fake model of
    `bench.orchestration`, graph state in `SqliteSaver` (default) or LangGraph's
    `PostgresSaver` (`Orchestrator(checkpointer=...)`): wall time per subagent.
+3. **Appends to a growing log**: `append_lines` of one 300-byte message to
+   `working/T/messages.jsonl` as the log grows to `--log-lines` lines (in batches of 1,000):
+   the median of 20 single appends at each size, per backend, and its ratio to the
+   first size (1.0 means an append costs the same however long the log is).
 """
 
 from __future__ import annotations
@@ -186,10 +190,42 @@ def _saver(kind: str, url: str, tmp: str):
             yield attach(ctx, url, Path(tmp) / "memory")
 
 
+def append_rows(total: int) -> list[tuple[str, list[tuple[int, float]]]]:
+    import json
+    import statistics
+
+    from memory.backends import open_backend
+
+    line = json.dumps({"role": "assistant", "content": "word " * 55})
+    path = "working/T/messages.jsonl"
+    marks = sorted({0, total // 4, total // 2, total})
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, pg_schema() as url:
+        for name, where in (("files + SQLite", str(Path(tmp) / "memory")), ("PostgreSQL", url)):
+            with open_backend(where) as backend:
+                backend.put_document(path, b"")
+                size, found = 0, []
+                for mark in marks:
+                    while size < mark:
+                        batch = min(BATCH, mark - size)
+                        backend.append_lines(path, [line] * batch)
+                        size += batch
+                    times = []
+                    for _ in range(20):
+                        began = time.perf_counter()
+                        backend.append_lines(path, [line])
+                        times.append(time.perf_counter() - began)
+                    size += 20
+                    found.append((mark, statistics.median(times)))
+                rows.append((name, found))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10k")
     parser.add_argument("--fanout", type=int, default=40)
+    parser.add_argument("--log-lines", type=int, default=20_000)
     args = parser.parse_args(argv)
     print("| corpus | backend | build (msg/s) | search p50 | search p95 | recall@10 |")
     print("|---|---|---:|---:|---:|---:|")
@@ -205,6 +241,13 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---:|")
     for name, per in orchestration_rows(args.fanout):
         print(f"| {name} | {per * 1000:.0f} ms |")
+    print()
+    print("| append one message to a log of | backend | median | vs an empty log |")
+    print("|---:|---|---:|---:|")
+    for name, found in append_rows(args.log_lines):
+        for lines, seconds in found:
+            ratio = seconds / found[0][1]
+            print(f"| {lines:,} lines | {name} | {seconds * 1000:.2f} ms | {ratio:.1f}x |")
 
 
 if __name__ == "__main__":
