@@ -21,6 +21,7 @@ another machine). Local deletions are not propagated.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -39,13 +40,33 @@ from orchestrator.errors import OrchestratorUserError
 
 
 class Mirror:
-    """Keeps the local memory directory `root` and `backend` in step (see module docstring)."""
+    """Keeps the local memory directory `root` and `backend` in step (see module docstring).
+
+    What was last brought in step is remembered per path in `root/.mirror.json` (hidden, so
+    never mirrored): the backend's version and size, and the local file's mtime and size
+    then. A path whose two sides are both as remembered is skipped without reading either,
+    and a log that only grew locally is appended to without reading the backend's copy. A
+    path changed on both sides, or not remembered, is compared byte for byte as before.
+    """
+
+    MANIFEST = ".mirror.json"
 
     def __init__(self, backend: Any, root: Path):
         self.backend = backend
         self.root = Path(root)
-        self._seen: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
+        #: path -> [backend version, backend size, local mtime_ns, local size] when in step
+        self._synced: dict[str, list[int]] = self._load_manifest()
+
+    def _load_manifest(self) -> dict[str, list[int]]:
+        try:
+            found = json.loads((self.root / self.MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # none yet, or damaged: everything is compared once
+        return found if isinstance(found, dict) else {}
+
+    def _save_manifest(self) -> None:
+        durable.atomic_write_text(self.root / self.MANIFEST, json.dumps(self._synced))
 
     def _files(self) -> dict[str, os.stat_result]:
         found = {}
@@ -56,47 +77,80 @@ class Mirror:
                 continue
         return found
 
+    def _remember(self, rel: str, version: int, size: int) -> None:
+        st = (self.root / rel).stat()
+        self._synced[rel] = [version, size, st.st_mtime_ns, st.st_size]
+
     def pull(self) -> int:
         """Write the backend's documents locally; returns how many files changed."""
         changed = 0
         with self._lock:
+            local = self._files()
             for info in self.backend.list_documents():
+                st = local.get(info.path)
+                if st is not None and self._synced.get(info.path) == [
+                    info.version,
+                    info.size,
+                    st.st_mtime_ns,
+                    st.st_size,
+                ]:
+                    continue  # both sides as they were when last in step
                 doc = self.backend.get_document(info.path)
-                target = self.root / info.path
-                if doc is None or (target.is_file() and target.read_bytes() == doc.data):
+                if doc is None:
                     continue
-                durable.atomic_write_bytes(target, doc.data)
-                st = target.stat()
-                self._seen[info.path] = (st.st_mtime_ns, st.st_size)
-                changed += 1
+                target = self.root / info.path
+                if not (target.is_file() and target.read_bytes() == doc.data):
+                    durable.atomic_write_bytes(target, doc.data)
+                    changed += 1
+                self._remember(info.path, doc.version, doc.size)
+            self._save_manifest()
         return changed
 
-    def _upload(self, rel: str, old: bytes | None, data: bytes) -> None:
-        """Store `data` at `rel` (the backend indexes what is searched): a log that only grew
-        by whole lines is appended to, so the backend indexes just the new lines."""
-        grew = old is not None and len(data) > len(old) and data.startswith(old)
-        if grew and rel.endswith(".jsonl") and old.endswith(b"\n") and data.endswith(b"\n"):
-            self.backend.append_lines(rel, data[len(old) :].split(b"\n")[:-1])
+    def _upload(self, rel: str, data: bytes) -> bool:
+        """Bring the backend's `rel` to `data`; False when it already was. The backend
+        indexes what is searched; a log that only grew by whole lines is appended to."""
+        known = self._synced.get(rel)
+        info = self.backend.stat_document(rel)
+        untouched = (
+            known is not None and info is not None and known[:2] == [info.version, info.size]
+        )
+        if untouched:  # the backend holds what this side last had: no need to read it
+            old_size = info.size
+            grew = rel.endswith(".jsonl") and len(data) > old_size
+            if grew and data[old_size - 1 : old_size] in (b"\n", b"") and data.endswith(b"\n"):
+                self.backend.append_lines(rel, data[old_size:].split(b"\n")[:-1])
+            else:
+                self.backend.put_document(rel, data)
         else:
-            self.backend.put_document(rel, data)
+            old = self.backend.get_document(rel)
+            if old is not None and old.data == data:
+                self._remember(rel, old.version, old.size)
+                return False
+            grew = old is not None and len(data) > len(old.data) and data.startswith(old.data)
+            ends = old is not None and old.data.endswith(b"\n") and data.endswith(b"\n")
+            if grew and ends and rel.endswith(".jsonl"):
+                self.backend.append_lines(rel, data[len(old.data) :].split(b"\n")[:-1])
+            else:
+                self.backend.put_document(rel, data)
+        after = self.backend.stat_document(rel)
+        self._remember(rel, after.version, after.size)
+        return True
 
     def push(self) -> int:
         """Upload and index local files changed since the last pull/push; returns how many."""
         pushed = 0
         with self._lock:
             for rel, st in sorted(self._files().items()):
-                state = (st.st_mtime_ns, st.st_size)
-                if self._seen.get(rel) == state:
+                known = self._synced.get(rel)
+                if known is not None and known[2:] == [st.st_mtime_ns, st.st_size]:
                     continue
                 try:
                     data = (self.root / rel).read_bytes()
                 except FileNotFoundError:
                     continue
-                old = self.backend.get_document(rel)
-                if old is None or old.data != data:
-                    self._upload(rel, old.data if old else None, data)
-                    pushed += 1
-                self._seen[rel] = state
+                pushed += self._upload(rel, data)
+            if pushed:
+                self._save_manifest()
         return pushed
 
 
