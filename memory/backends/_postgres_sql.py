@@ -76,6 +76,9 @@ HAS_MIGRATIONS_SQL = "SELECT to_regclass('tether_migrations') IS NOT NULL"
 APPLIED_SQL = "SELECT name FROM tether_migrations"
 RECORD_MIGRATION_SQL = "INSERT INTO tether_migrations(name) VALUES (%s)"
 XACT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+#: `mutex`: a session lock in a key space of its own (the server drops it with its session).
+TRY_MUTEX_SQL = "SELECT pg_try_advisory_lock(hashtext('tether-mutex'), hashtext(%s))"
+UNLOCK_MUTEX_SQL = "SELECT pg_advisory_unlock(hashtext('tether-mutex'), hashtext(%s))"
 
 SELECT_DOC_SQL = """
 SELECT substring(data from %s), version, mtime, deleted, coalesce(size, octet_length(data)),

@@ -14,7 +14,8 @@ import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +25,7 @@ from memory.base import (
     Document,
     DocumentInfo,
     IndexReport,
+    LockHeldError,
     LockInfo,
     SearchDoc,
     SearchHit,
@@ -68,6 +70,7 @@ class InMemoryBackend(BaseBackend):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._mutexes: dict[str, threading.Lock] = {}
         self._docs: dict[str, Document] = {}
         self._last_version: dict[str, int] = {}
         self._entries: dict[str, tuple[Entry, list[str]]] = {}
@@ -335,6 +338,18 @@ class InMemoryBackend(BaseBackend):
         return sorted(found, key=lambda r: r.agent_id)
 
     # -- lock ----------------------------------------------------------------------
+    @contextmanager
+    def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
+        """A thread lock per name: this memory lives in one process, so does its holder."""
+        with self._lock:
+            lock = self._mutexes.setdefault(name, threading.Lock())
+        if not lock.acquire(timeout=timeout):
+            raise LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again")
+        try:
+            yield
+        finally:
+            lock.release()
+
     def acquire_lock(self, task_id: str, owner: str, *, ttl: float = 60.0) -> bool:
         check_id(task_id, "task id")
         check_id(owner, "lock owner")

@@ -69,6 +69,8 @@ from memory.backends._postgres_sql import (
     STAT_DOC_SQL,
     TERM_SCORE_SQL,
     TERM_STATS_SQL,
+    TRY_MUTEX_SQL,
+    UNLOCK_MUTEX_SQL,
     UPSERT_AGENT_SQL,
     UPSERT_DOC_SQL,
     UPSERT_LOCK_SQL,
@@ -83,6 +85,7 @@ from memory.base import (
     Document,
     DocumentInfo,
     IndexReport,
+    LockHeldError,
     LockInfo,
     SearchDoc,
     SearchHit,
@@ -177,6 +180,34 @@ class PostgresBackend(BaseBackend):
         if self._owned is not None:
             self._owned.close()
             self._owned = None
+
+    @contextmanager
+    def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
+        """A session advisory lock, held on one connection for the block: the server drops
+        it when the holder's connection ends, so a crashed process never leaves it held."""
+        deadline = time.monotonic() + timeout
+        with self._session() as conn:
+            while not conn.execute(TRY_MUTEX_SQL, (name,)).fetchone()[0]:
+                if time.monotonic() > deadline:
+                    raise LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again")
+                time.sleep(0.01)
+            try:
+                yield
+            finally:
+                conn.execute(UNLOCK_MUTEX_SQL, (name,))
+
+    @contextmanager
+    def _session(self) -> Iterator[Any]:
+        """A connection of this process's own for the block (from the pool, else a new one)."""
+        if self._pool:
+            with self._conn.connection() as conn:
+                yield conn
+        else:
+            conn = pg_connect(self._conninfo, row_factory=None)
+            try:
+                yield conn
+            finally:
+                conn.close()
 
     def checkpointer(self) -> Any:
         """LangGraph's `PostgresSaver` on its own connection (set up; closed by `close()`)."""

@@ -430,6 +430,33 @@ def test_mutex_excludes_other_holders(backend):
     assert overlaps == [1] * 15
 
 
+MUTEX_HOLDER = """
+import sys, time
+from memory.backends import open_backend
+with open_backend(sys.argv[1]) as b, b.mutex("working/t/summaries"):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+@params(DURABLE)
+def test_a_mutex_holder_killed_inside_does_not_block_the_next_process(url, backend):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(MUTEX_HOLDER), url],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(LockHeldError), backend.mutex("working/t/summaries", timeout=0.3):
+            pass  # held by the other process
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with backend.mutex("working/t/summaries", timeout=10):
+        pass  # released with its holder (a lease would hold it for 60 s: LockHeldError)
+
+
 # -- entries: links, imports, pruning, stats -----------------------------------------------
 @params(ALL)
 def test_entries_link_to_checkpoints_and_prune_for_good(backend):

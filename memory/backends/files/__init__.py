@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import filelock
+
 import memory.backends.files._db as _db
 import memory.durable as durable
 from memory.backends.files._documents import DocumentFiles, is_document_path, walk_documents
@@ -49,7 +51,7 @@ from memory.base import (
     check_limit,
     check_query,
 )
-from memory.errors import MemoryDirError
+from memory.errors import LockHeldError, MemoryDirError
 from memory.paths import Layout
 
 __all__ = ["FilesBackend", "MIGRATIONS", "is_document_path", "walk_documents"]
@@ -160,8 +162,15 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
     def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
         """A file lock under `.locks/` (released by the OS if its holder dies)."""
         safe = name.replace("%", "%25").replace("/", "%2F")
-        with durable.file_lock(self.layout.locks / safe, timeout=timeout):
+        lock = durable.file_lock(self.layout.locks / safe, timeout=timeout)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again") from None
+        try:
             yield
+        finally:
+            lock.release()
 
     # -- entries -------------------------------------------------------------------
     def log_entry(
