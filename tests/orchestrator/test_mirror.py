@@ -94,3 +94,20 @@ def test_a_damaged_manifest_means_one_full_comparison(backend, tmp_path):
     assert Mirror(spy, tmp_path).pull() == 0  # the bytes are equal: nothing rewritten
     assert spy.calls.count("get_document") == 1
     assert Mirror(Spy(backend), tmp_path).pull() == 0
+
+
+def test_two_machines_appending_to_one_task_list_lose_no_line(backend, tmp_path):
+    tasks = ".tether/tasks.jsonl"
+    backend.append_lines(tasks, ['{"task_id": "t0"}'])
+    a = Mirror(backend, tmp_path / "a")
+    b = Mirror(backend, tmp_path / "b")
+    a.pull(), b.pull()
+    for mirror, task in ((a, "ta"), (b, "tb")):  # each machine starts a task
+        with (mirror.root / tasks).open("ab") as log:
+            log.write(b'{"task_id": "%s"}\n' % task.encode())
+    assert a.push() == 1 and b.push() == 1
+    lines = backend.get_document(tasks).data.decode().splitlines()
+    assert sorted(lines) == ['{"task_id": "t0"}', '{"task_id": "ta"}', '{"task_id": "tb"}']
+    assert (tmp_path / "b" / tasks).read_bytes() == backend.get_document(tasks).data
+    a.pull()
+    assert (tmp_path / "a" / tasks).read_bytes() == backend.get_document(tasks).data
