@@ -78,14 +78,22 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     counts = "".join(f"{ev.count(k)} matching {k!r}, " for k in word_hits)
     searched = _TODO_GREP in ev.greps
     todo_count = f"{len(todo)} TODO/FIXME comment(s), " if searched else "TODO/FIXME not searched, "
-    summary = (
-        f"Looked at {where} for {objective!r} ({brief.phase} phase): "
-        f"{len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
-        f"{counts}{todo_count}{len(tests)} related test file(s)."
+    firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
+    # the first sentence says what this phase found (snapshots and merged summaries quote it):
+    # what the area is for exploration, the phase's first discovery for the others
+    said = next((d for d in firsts.values() if d), "")
+    first = discoveries[0] if discoveries else ""
+    lead = said if facts.phase_name == "exploration" and said else first or said
+    lead = lead.rstrip(".")
+    if len(lead) > 240:  # whole list items only
+        lead = lead[:240].rsplit(", ", 1)[0] + " and more"
+    summary = f"{where}: {lead or 'no text file was read'}."
+    summary += (
+        f" {len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
+        f"{counts}{todo_count}{len(tests)} related test file(s) ({brief.phase} phase)."
     )
     if ev.errors:
         summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
-    firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
     if any(firsts.values()):
         main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2] if d)
         summary += f" Main files: {main}."
@@ -147,9 +155,13 @@ class _Facts:
         code = sorted(self.ev.code(), key=lambda p: (-self.ev.listed.get(p, 0), p))
         return [f"{p} ({self.ev.listed[p]} bytes)" for p in code[:n]]
 
+    @property
+    def phase_name(self) -> str:
+        """The phase whose report this is (an unknown phase reports as exploration)."""
+        return self.phase if self.phase in _PHASES else "exploration"
+
     def discoveries(self) -> list[str]:
-        phase = self.phase if self.phase in _PHASES else "exploration"
-        out = getattr(self, f"_{phase}")()
+        out = getattr(self, f"_{self.phase_name}")()
         return [line for line in out if line]
 
     def _exploration(self) -> list[str]:

@@ -166,3 +166,32 @@ def test_web_service(tmp_path):
     assert f"shop/routes.py:{called} redirect_to_login" in findings
     # a read-only survey reports no tool error as an open question
     assert "Tool error" not in findings.split("## Open Questions")[-1]
+
+
+def test_each_summary_opens_with_what_its_phase_found(tmp_path):
+    """Snapshots and merged summaries quote a finding's first sentence: it says what the
+    area is (exploration) or the phase's first discovery, not the objective again."""
+    survey(
+        tmp_path,
+        {
+            "src/fetchlib/__init__.py": '"""Fetch things over HTTP."""\n',
+            "src/fetchlib/sessions.py": SESSIONS,
+            "tests/test_sessions.py": "def test_redirects():\n    assert True\n",
+        },
+    )
+    seen = set()
+    for path in sorted((tmp_path / "mem" / "findings").glob("researcher-*.md")):
+        text = path.read_text()
+        phase = re.search(r"\*\*Task\*\*: \[(\w+)/", text).group(1)
+        summary = text.split("## Summary\n", 1)[1].split("\n\n", 1)[0]
+        first_discovery = re.search(r"## Key Discoveries\n1\. (.+)", text).group(1)
+        area, _, lead = summary.partition(": ")
+        assert OBJECTIVE not in summary
+        if phase == "exploration":
+            said = {"Fetch things over HTTP", "Sessions keep settings across requests"}
+            said.add(first_discovery.rstrip(".")[:60])  # an area whose files say nothing
+            assert any(lead.startswith(s) for s in said), summary
+        else:
+            assert lead.startswith(first_discovery.rstrip(".")[:60]), (phase, summary)
+        seen.add(phase)
+    assert seen == {"exploration", "planning", "implementation", "review"}
