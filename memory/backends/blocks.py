@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 from memory.base import SearchDoc
 from memory.entries import Entry
 
@@ -96,10 +98,15 @@ def split_blocks(text: str, max_lines: int = BLOCK_MAX_LINES) -> list[tuple[int,
 
 def message_text(raw: bytes) -> str | None:
     """The searchable text of one jsonl line: role then every content string, no JSON."""
+    lenient = False
     try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        return None
+        obj = orjson.loads(raw)  # 5x the standard parser: most of an index build is parsing
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and Python accepts (NaN, big integers, lone surrogates)
+            obj = json.loads(raw)
+        except (UnicodeDecodeError, ValueError):
+            return None
+        lenient = True
     if not isinstance(obj, dict):
         return None
     parts: list[str] = []
@@ -107,9 +114,15 @@ def message_text(raw: bytes) -> str | None:
     if isinstance(role, str) and role:
         parts.append(f"{role}:")
     for key, value in obj.items():
-        if key != "role" and key not in _SKIP_KEYS:
+        if key == "role" or key in _SKIP_KEYS:
+            continue
+        if type(value) is str:
+            parts.append(value)
+        else:
             _collect_strings(value, parts)
     text = " ".join(p for p in parts if p)
+    if lenient:  # a `\ud800` escape decodes to a lone surrogate, which no database stores
+        text = text.encode("utf-8", "replace").decode("utf-8")
     return text if _WORDY.search(text) else None
 
 

@@ -135,6 +135,18 @@ class TestMessages:
         )
         assert _citations(store, "heron") == ["working/T1/messages.jsonl#L4"]
 
+    def test_lines_python_reads_but_strict_json_does_not_are_still_searched(self, store):
+        log = store.layout.messages("T1")
+        log.parent.mkdir(parents=True)
+        log.write_bytes(
+            b'{"role": "tool", "content": "the capybara score", "score": NaN}\n'
+            b'{"role": "tool", "content": "a walrus count", "n": 123456789012345678901234567890}\n'
+            b'{"role": "user", "content": "lone \\ud800 surrogate and an ibis"}\n'
+        )
+        assert _citations(store, "capybara") == ["working/T1/messages.jsonl#L1"]
+        assert _citations(store, "walrus") == ["working/T1/messages.jsonl#L2"]
+        assert _citations(store, "ibis") == ["working/T1/messages.jsonl#L3"]
+
     def test_rewritten_log_is_reindexed(self, store):
         log = store.layout.messages("T1")
         durable.append_jsonl(log, {"role": "user", "content": "old badger text"})

@@ -395,20 +395,25 @@ class Index:
         )
         if append:
             work.tail_off, work.tail_hash = row["tail_off"], row["tail_hash"]
+        last = None  # the last complete line read: its hash tells an append from a rewrite
+        rows = work.rows
         try:
             for line_no, offset, raw in read_complete_lines(
                 item.abspath, start, item.size, first_line
             ):
                 text = message_text(raw)
                 if text is not None:
-                    work.rows.append((line_no, text))
-                work.done_bytes, work.done_lines = offset + len(raw) + 1, line_no
-                work.tail_off, work.tail_hash = offset, _hash(raw + b"\n")
-                if len(work.rows) >= BATCH_ROWS and work.done_bytes < item.size:
+                    rows.append((line_no, text))
+                last = (line_no, offset, raw)
+                if len(rows) >= BATCH_ROWS and offset + len(raw) + 1 < item.size:
                     work.partial = True  # bounded memory: the caller comes back for more
                     break
         except OSError:
             pass
+        if last is not None:
+            line_no, offset, raw = last
+            work.done_bytes, work.done_lines = offset + len(raw) + 1, line_no
+            work.tail_off, work.tail_hash = offset, _hash(raw + b"\n")
         return work
 
     @staticmethod
