@@ -194,6 +194,20 @@ def check_data(data: Any) -> bytes:
     return bytes(data)
 
 
+def lock_timeout(name: str, timeout: float) -> LockHeldError:
+    """The error of a mutex still held by another after `timeout` seconds."""
+    return LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again")
+
+
+def wait_for_lock(try_acquire: Callable[[], bool], name: str, timeout: float) -> None:
+    """Call `try_acquire` every 10 ms until it returns True; `LockHeldError` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not try_acquire():
+        if time.monotonic() > deadline:
+            raise lock_timeout(name, timeout)
+        time.sleep(0.01)
+
+
 def encode_lines(lines: Sequence[bytes | str]) -> bytes:
     """Whole lines to append: each item one line, without a newline of its own."""
     if isinstance(lines, bytes | str) or not lines:
@@ -517,11 +531,7 @@ class BaseBackend(abc.ABC):
         backends with a lock released when its holder dies override it.
         """
         owner = f"mutex-{secrets.token_hex(8)}"
-        deadline = time.monotonic() + timeout
-        while not self.acquire_lock(name, owner, ttl=max(timeout, 60.0)):
-            if time.monotonic() > deadline:
-                raise LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again")
-            time.sleep(0.01)
+        wait_for_lock(lambda: self.acquire_lock(name, owner, ttl=max(timeout, 60.0)), name, timeout)
         try:
             yield
         finally:

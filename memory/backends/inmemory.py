@@ -25,7 +25,6 @@ from memory.base import (
     Document,
     DocumentInfo,
     IndexReport,
-    LockHeldError,
     LockInfo,
     SearchDoc,
     SearchHit,
@@ -41,6 +40,7 @@ from memory.base import (
     encode_lines,
     json_text,
     lines_before,
+    lock_timeout,
     unknown_entry,
 )
 from memory.entries import Entry, pieces, prepare_entry, under_directory
@@ -344,7 +344,7 @@ class InMemoryBackend(BaseBackend):
         with self._lock:
             lock = self._mutexes.setdefault(name, threading.Lock())
         if not lock.acquire(timeout=timeout):
-            raise LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again")
+            raise lock_timeout(name, timeout)
         try:
             yield
         finally:

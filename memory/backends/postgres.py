@@ -85,7 +85,6 @@ from memory.base import (
     Document,
     DocumentInfo,
     IndexReport,
-    LockHeldError,
     LockInfo,
     SearchDoc,
     SearchHit,
@@ -103,6 +102,7 @@ from memory.base import (
     json_text,
     lines_before,
     unknown_entry,
+    wait_for_lock,
 )
 from memory.entries import Entry, normalize_directory, pieces, prepare_entry, tier_of
 
@@ -185,12 +185,8 @@ class PostgresBackend(BaseBackend):
     def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
         """A session advisory lock, held on one connection for the block: the server drops
         it when the holder's connection ends, so a crashed process never leaves it held."""
-        deadline = time.monotonic() + timeout
         with self._session() as conn:
-            while not conn.execute(TRY_MUTEX_SQL, (name,)).fetchone()[0]:
-                if time.monotonic() > deadline:
-                    raise LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again")
-                time.sleep(0.01)
+            wait_for_lock(lambda: conn.execute(TRY_MUTEX_SQL, (name,)).fetchone()[0], name, timeout)
             try:
                 yield
             finally:

@@ -50,8 +50,9 @@ from memory.base import (
     check_id,
     check_limit,
     check_query,
+    lock_timeout,
 )
-from memory.errors import LockHeldError, MemoryDirError
+from memory.errors import MemoryDirError
 from memory.paths import Layout
 
 __all__ = ["FilesBackend", "MIGRATIONS", "is_document_path", "walk_documents"]
@@ -166,7 +167,7 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         try:
             lock.acquire()
         except filelock.Timeout:
-            raise LockHeldError(f"{name!r} stayed locked for {timeout:g}s; try again") from None
+            raise lock_timeout(name, timeout) from None
         try:
             yield
         finally:
