@@ -171,6 +171,8 @@ SELECT (SELECT string_agg(lexeme, ' ') FROM unnest(to_tsvector('english', t))),
              AND (%(sources)s::text[] IS NULL OR source = ANY(%(sources)s)))
 FROM unnest(%(terms)s::text[]) AS t WHERE numnode(to_tsquery('english', t)) > 0
 """
+#: The planner's row estimate of the search table (-1 or small before its first ANALYZE).
+ESTIMATE_SEARCH_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = 'tether_search'::regclass"
 COUNT_SEARCH_SQL = """
 SELECT count(*) FROM tether_search
 WHERE %(sources)s::text[] IS NULL OR source = ANY(%(sources)s)
@@ -182,7 +184,7 @@ WHERE %(sources)s::text[] IS NULL OR source = ANY(%(sources)s)
 QUERY_SEARCH_SQL = """
 SELECT doc_id, source, path, body, {score} AS score
 FROM tether_search
-WHERE tsv @@ to_tsquery('english', %(any)s)
+WHERE tsv @@ to_tsquery('english', %(candidates)s)
   AND (%(sources)s::text[] IS NULL OR source = ANY(%(sources)s))
 ORDER BY score DESC, doc_id LIMIT %(limit)s
 """

@@ -43,6 +43,7 @@ from memory.backends._postgres_sql import (
     DELETE_SEARCH_SQL,
     ENTRY_COLUMNS,
     ENTRY_KNOWN_SQL,
+    ESTIMATE_SEARCH_SQL,
     HAS_MIGRATIONS_SQL,
     INSERT_CHUNK_SQL,
     INSERT_ENTRY_SQL,
@@ -109,6 +110,27 @@ from memory.entries import Entry, normalize_directory, pieces, prepare_entry, ti
 #: Words as the index splits them: runs of letters and digits (`auth_service` is two words).
 ALNUM = re.compile(r"[^\W_]+")
 POOL_MAX = 8
+#: A word in more rows than this is common: its rows are candidates only beside another word.
+COMMON_DF = 5000
+#: Common words paired with each other among the candidates (the rarest of them first).
+MAX_PAIRED = 4
+
+
+def candidate_query(lexemes: list[str], dfs: list[int]) -> str:
+    """The `to_tsquery` text of the rows worth ranking for `lexemes` (rarest first, with
+    their document counts): any of the rare words, taken while their counts add up to at
+    most `COMMON_DF`, or any two of the next words together. Ranking every row holding a
+    common word is what made a search cost seconds on a large table; a row holding only one
+    common word ranks below these anyway."""
+    rare, budget = [], 0
+    for lexeme, df in zip(lexemes, dfs, strict=True):
+        if rare and budget + df > COMMON_DF:
+            break
+        rare.append(lexeme)
+        budget += df
+    common = lexemes[len(rare) :][:MAX_PAIRED]
+    pairs = [f"({a} & {b})" for i, a in enumerate(common) for b in common[i + 1 :]]
+    return " | ".join(rare + pairs)
 
 
 class PostgresBackend(BaseBackend):
@@ -480,21 +502,31 @@ class PostgresBackend(BaseBackend):
             return []
         srcs = list(sources) if sources is not None else None
         with self._tx() as conn:
-            stats = conn.execute(TERM_STATS_SQL, {"terms": terms, "sources": srcs}).fetchall()
-            stats = [(t, df) for t, df in stats if df > 0 and t and " " not in t]
+            found = conn.execute(TERM_STATS_SQL, {"terms": terms, "sources": srcs}).fetchall()
+            stats = sorted(((t, df) for t, df in found if df > 0 and t and " " not in t),
+                           key=lambda s: s[1])  # fmt: skip
             if not stats:
                 return []
-            total = conn.execute(COUNT_SEARCH_SQL, {"sources": srcs}).fetchone()[0]
+            total = self._search_rows(conn, srcs)
             params: dict[str, Any] = {"sources": srcs, "limit": limit}
-            params["any"] = " | ".join(t for t, _ in stats)
+            params["candidates"] = candidate_query([t for t, _ in stats], [df for _, df in stats])
             parts = []
             for i, (term, df) in enumerate(stats):
                 params[f"t{i}"] = term
-                params[f"w{i}"] = math.log(1 + (total - df + 0.5) / (df + 0.5))
+                params[f"w{i}"] = math.log(1 + max(total - df, 0.5) / (df + 0.5))
                 parts.append(TERM_SCORE_SQL.format(i=i))
             sql = QUERY_SEARCH_SQL.format(score=" + ".join(parts))
             rows = conn.execute(sql, params).fetchall()
         return [SearchHit(r[0], r[1], r[2], float(r[4]), r[3]) for r in rows]
+
+    @staticmethod
+    def _search_rows(conn: Any, sources: list[str] | None) -> int:
+        """Rows searched (for idf): the planner's estimate of a large table, else a count."""
+        if sources is None:
+            estimate = conn.execute(ESTIMATE_SEARCH_SQL).fetchone()[0] or 0
+            if estimate >= COMMON_DF:
+                return int(estimate)
+        return conn.execute(COUNT_SEARCH_SQL, {"sources": sources}).fetchone()[0]
 
     def reindex(self) -> IndexReport:
         """Rebuild the search index from the documents and entries (one transaction)."""

@@ -377,6 +377,24 @@ def test_a_log_grown_by_many_appends_reads_back_whole_from_any_offset(backend):
 
 
 @params(ALL)
+def test_rows_where_common_words_meet_outrank_rows_with_one_of_them(backend):
+    """With words in thousands of rows, the row holding them together still comes first
+    (backends may rank only candidate rows on large tables; these must be among them)."""
+    noise = [SearchDoc(f"c{i}", "messages", f"the cache warmed shard {i}") for i in range(5300)]
+    noise += [SearchDoc(f"e{i}", "messages", f"an error in shard {i}") for i in range(5200)]
+    noise += [SearchDoc(f"t{i}", "messages", f"a timeout on shard {i}") for i in range(5200)]
+    for i in range(0, len(noise), 1000):
+        backend.index_upsert(noise[i : i + 1000])
+    backend.index_upsert([
+        SearchDoc("all", "messages", "cache error after the timeout"),
+        SearchDoc("two", "messages", "the timeout emptied the cache"),  # no "error"
+        SearchDoc("rare", "messages", "the zeppelin cache"),
+    ])  # fmt: skip
+    assert [h.doc_id for h in backend.index_query("error timeout cache")][:2] == ["all", "two"]
+    assert backend.index_query("zeppelin cache")[0].doc_id == "rare"
+
+
+@params(ALL)
 def test_appended_lines_are_searched_only_in_searched_logs(backend):
     line = json.dumps({"role": "user", "content": "the zeppelin hangar opens at dawn"})
     backend.append_lines("working/t/messages.jsonl", [line])
