@@ -24,8 +24,8 @@ the oldest recent turns, then the oldest summaries (a summary is first cut to it
 line, then dropped). Every omission is named in `omitted` with a citation the agent can
 `recall_memory`/`memory_read` to get it back. The fill never brings the context above
 `budgets.total`, nor above the sum of the part budgets (system + overview + summaries +
-snippets + recent): a caller that keeps the recent turns itself (`recent=0`) lends recall
-only the parts it set.
+snippets + recent). A caller that keeps the recent turns itself (`recent=0`) gets no fill:
+the builder does not see that caller's whole context, so it cannot know what is unused.
 
 Before assembling, the builder runs the task's summariser when it is due (every N user
 turns), so using the builder is enough to keep the archive going; at its first build for a
@@ -70,7 +70,7 @@ class ContextBudgets:
     """Each snippet is cut to this many characters."""
     fill_limit: int = 30
     """Recall candidates used to fill unused budget (with their neighbouring messages);
-    0 turns the fill off."""
+    0 turns the fill off, and so does `recent=0` (the caller keeps the turns itself)."""
 
 
 @dataclass
@@ -191,7 +191,7 @@ class ContextBuilder:
         snippets, hits = self._snippets(query, turn_lines, summaries, omitted, warnings)
         parts = _Parts(system, overview, summaries, snippets, turns, turn_lines)
         messages = self._fit_total(parts, omitted)
-        if hits and b.fill_limit > 0:
+        if hits and b.fill_limit > 0 and b.recent > 0 and b.recent_turns > 0:
             messages = self._fill(parts, hits, omitted)
         return BuiltContext(
             messages=messages,

@@ -313,10 +313,18 @@ def test_fill_never_exceeds_the_total_budget(wm, total):
         assert built.parts["fill"] > 0 and built.tokens > plain.tokens
 
 
-def test_fill_stays_within_the_part_budgets_a_caller_set(wm):
+def test_no_fill_when_the_caller_keeps_the_recent_turns(wm):
     _long_log(wm, turns=120)
-    # a caller that keeps the recent turns itself lends recall only the parts it set
+    # the builder does not see such a caller's whole context: it cannot know what is unused
     budgets = ContextBudgets(total=100_000, recent=0, recent_turns=0, snippets=300)
     built = ContextBuilder(wm.store, "t1", budgets).build("", query="parser issue turn review")
-    assert built.parts["fill"] > 0
+    assert built.parts["fill"] == 0 and 0 < built.parts["snippets"] <= 300
     assert built.tokens <= 1500 + 1000 + 2000 + 300
+
+
+def test_fill_stays_within_the_part_budgets(wm):
+    _long_log(wm, turns=120)
+    budgets = ContextBudgets(total=100_000, recent=500, snippets=300)
+    built = ContextBuilder(wm.store, "t1", budgets).build("", query="parser issue turn review")
+    assert built.parts["fill"] > 0
+    assert built.tokens <= 1500 + 1000 + 2000 + 300 + 500
