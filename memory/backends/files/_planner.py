@@ -47,6 +47,7 @@ CANDIDATE_BUDGET = 5_000
 AND_CAP = 1_000
 MAX_AND_QUERIES = 16
 DF_SAMPLE = 4_000
+DF_CACHE_SIZE = 20_000
 AND_TERMS = 6
 AND_MAX_SIZE = 3
 RERANK_K = 100
@@ -90,10 +91,19 @@ class Query:
     """One search: plan per table, gather candidates, re-rank, cut snippets."""
 
     def __init__(
-        self, conn: sqlite3.Connection, query: str, sources: tuple[str, ...] | None, limit: int
+        self,
+        conn: sqlite3.Connection,
+        query: str,
+        sources: tuple[str, ...] | None,
+        limit: int,
+        *,
+        df_cache: dict | None = None,
     ):
-        """`sources=None` searches every row, whatever its source."""
+        """`sources=None` searches every row, whatever its source. `df_cache` keeps document
+        frequencies between the queries of one connection (keyed by the table's row and
+        token totals and rowid range, so any change to the table misses it)."""
         self.conn, self.query, self.sources, self.limit = conn, query, sources, limit
+        self.df_cache = {} if df_cache is None else df_cache
         self.k = max(RERANK_K, 2 * limit)
 
     def run(self) -> list[SearchHit]:
@@ -146,6 +156,15 @@ class Query:
         """Rows holding `term`: exact up to `DF_SAMPLE`, else estimated from how far into
         the rowid range the first `DF_SAMPLE` of them reach (FTS5 stores no document
         frequencies; counting a common word's postings would cost milliseconds)."""
+        key = (table, term, self.totals[table], self.span[table])
+        found = self.df_cache.get(key)
+        if found is None:
+            if len(self.df_cache) >= DF_CACHE_SIZE:
+                self.df_cache.clear()
+            found = self.df_cache[key] = self._count_df(table, term)
+        return found
+
+    def _count_df(self, table: str, term: str) -> int:
         rows, last = self.conn.execute(
             f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {table} WHERE {table} "
             "MATCH ? ORDER BY rowid LIMIT ?)",
