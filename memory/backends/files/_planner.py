@@ -11,8 +11,9 @@ Query plan (what keeps a question fast at a million rows):
 3. Candidates, per table: `bm25()` over an OR of the rarest terms while their summed
    document frequencies stay within `CANDIDATE_BUDGET` (so FTS5 never scores every row
    holding "error" or "test"), plus rows where several terms meet: a few ANDs of the best
-   3- and 2-term combinations (`MAX_AND_QUERIES`) of the terms the OR did not fully cover;
-   intersecting posting lists is cheap even for common words. An OR of all words ranked by
+   3- and 2-term combinations of the terms the OR did not fully cover (8, or up to 16 while
+   their shortest posting lists sum to under `AND_POSTING_BUDGET`); intersecting posting
+   lists is cheap even for common words. An OR of all words ranked by
    `bm25()` costs ~800 ms at 1M rows.
 4. The candidates are re-ranked with BM25 over *all* query terms in two fields: the stem
    (global document frequencies, each table's average length) and the query's own word
@@ -46,6 +47,9 @@ SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail"
 CANDIDATE_BUDGET = 5_000
 AND_CAP = 1_000
 MAX_AND_QUERIES = 16
+MAX_AND_ANSWERED = 8
+MIN_AND_QUERIES = 8
+AND_POSTING_BUDGET = 100_000
 DF_SAMPLE = 4_000
 DF_CACHE_SIZE = 20_000
 AND_TERMS = 6
@@ -213,7 +217,7 @@ class Query:
         hold, then by those terms' summed idf, then by length (shorter first, as BM25 would).
         """
         found: dict[int, tuple[int, float]] = {}
-        queries = 0
+        queries = answered = spent = 0
         present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
         top = min(len(present), AND_MAX_SIZE)
         for size in range(top, 1 if top > 1 else 0, -1):
@@ -221,15 +225,21 @@ class Query:
                 itertools.combinations(present, size), key=lambda c: -sum(self.idf[t] for t in c)
             )
             for combo in combos:
-                if queries >= MAX_AND_QUERIES:
+                if queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                     break
+                cost = min(self.df[(table, t)] for t in combo)  # the shortest posting list
+                if queries >= MIN_AND_QUERIES and spent + cost > AND_POSTING_BUDGET:
+                    continue
+                spent += cost
                 queries += 1
                 weight = (size, sum(self.idf[t] for t in combo))
                 expr = " AND ".join(self._quote(t) for t in combo)
-                for rowid in self._match(table, expr, limit=AND_CAP, ranked=False):
+                rows = self._match(table, expr, limit=AND_CAP, ranked=False)
+                answered += bool(rows)
+                for rowid in rows:
                     if rowid not in found or found[rowid] < weight:
                         found[rowid] = weight
-            if len(found) >= self.k or queries >= MAX_AND_QUERIES:
+            if len(found) >= self.k or queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                 break
         if len(found) <= self.k:
             return list(found)
