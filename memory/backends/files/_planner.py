@@ -243,16 +243,21 @@ class Query:
                 break
         if len(found) <= self.k:
             return list(found)
-        ids = list(found)
-        marks = ",".join("?" * len(ids))
+        ids = sorted(found, key=lambda r: (-found[r][0], -found[r][1]))
+        # Lengths decide only among the rows tied at the cut (reading every row's length
+        # costs milliseconds when thousands of rows hold two common words).
+        cut = found[ids[self.k - 1]]
+        head = [r for r in ids if found[r] > cut]
+        tied = [r for r in ids if found[r] == cut]
+        marks = ",".join("?" * len(tied))
         length = {
             row[0]: (_varints(row[1])[0] if row[1] else 0)
             for row in self.conn.execute(
-                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", ids
+                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", tied
             )
         }
-        ids.sort(key=lambda r: (-found[r][0], -found[r][1], length.get(r, 0)))
-        return ids[: self.k]
+        tied.sort(key=lambda r: length.get(r, 0))
+        return head + tied[: self.k - len(head)]
 
     def _quote(self, stem: str) -> str:
         return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
