@@ -191,7 +191,7 @@ class ContextBuilder:
         snippets, hits = self._snippets(query, turn_lines, summaries, omitted, warnings)
         parts = _Parts(system, overview, summaries, snippets, turns, turn_lines)
         messages = self._fit_total(parts, omitted)
-        if hits and b.fill_limit > 0 and b.recent > 0 and b.recent_turns > 0:
+        if hits and self._filling():
             messages = self._fill(parts, hits, omitted)
         return BuiltContext(
             messages=messages,
@@ -279,11 +279,12 @@ class ContextBuilder:
         warnings: list[str],
     ) -> tuple[list[_Snippet], list[_Snippet]]:
         """The snippets within the snippet budget, and every usable hit in rank order."""
-        b = self.budgets
-        if not query.strip() or b.snippets <= 0:
+        budgets = self.budgets
+        if not query.strip() or budgets.snippets <= 0:
             return [], []
+        wanted = max(budgets.snippet_limit, budgets.fill_limit if self._filling() else 0)
         try:
-            results = self._search(query, max(b.snippet_limit, b.fill_limit))
+            results = self._search(query, wanted)
         except MemoryStoreError as exc:
             warnings.append(f"recall skipped: {exc}")
             return [], []
@@ -293,7 +294,7 @@ class ContextBuilder:
         in_context = {f"detail/{s.name}" for s, _ in summaries}
         messages_rel = self.wm.messages_doc
         overview_rel = self.wm.overview_doc
-        budget, out, hits = b.snippets, [], []
+        budget, out, hits = budgets.snippets, [], []
         for rank, r in enumerate(results):
             path = str(getattr(r, "path", "") or "")
             line = getattr(r, "line", None)
@@ -304,7 +305,7 @@ class ContextBuilder:
             citation = _full_citation(r, path, self.wm.task_doc)
             hit = self._block(citation, str(r.text), path, line)
             hits.append(hit)
-            if rank >= b.snippet_limit:
+            if rank >= budgets.snippet_limit:
                 continue  # only the fill uses the further candidates
             if hit.tokens > budget:
                 omitted.append(f"snippet left out (snippet budget): {citation}")
@@ -321,6 +322,11 @@ class ContextBuilder:
         return _Snippet(citation, block, estimate_tokens(block) + 1, path, line)
 
     # -- the fill ----------------------------------------------------------------------
+    def _filling(self) -> bool:
+        """Whether unused budget is filled: on, unless the caller keeps the turns itself."""
+        b = self.budgets
+        return b.fill_limit > 0 and b.recent > 0 and b.recent_turns > 0
+
     def _fill(self, parts: _Parts, hits: list[_Snippet], omitted: list[str]) -> list[dict]:
         """Use the budget the parts left: hits that did not fit the snippet budget, further
         hits, and the messages before and after each recalled message line, in rank order.

@@ -328,3 +328,18 @@ def test_fill_stays_within_the_part_budgets(wm):
     built = ContextBuilder(wm.store, "t1", budgets).build("", query="parser issue turn review")
     assert built.parts["fill"] > 0
     assert built.tokens <= 1500 + 1000 + 2000 + 300 + 500
+
+
+def test_recall_is_asked_for_the_fill_s_candidates_only_when_it_fills(wm):
+    _turns(wm, 2)
+    asked = []
+
+    def search(query, n):
+        asked.append(n)
+        return []
+
+    ContextBuilder(wm.store, "t1", search=search).build("s", query="answer")
+    no_turns = ContextBudgets(recent=0, recent_turns=0)
+    ContextBuilder(wm.store, "t1", no_turns, search=search).build("s", query="answer")
+    ContextBuilder(wm.store, "t1", ContextBudgets(fill_limit=0), search=search).build("s", "x")
+    assert asked == [30, 10, 10]
