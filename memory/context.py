@@ -68,7 +68,7 @@ class ContextBudgets:
     """Ask recall for this many candidates."""
     snippet_chars: int = 600
     """Each snippet is cut to this many characters."""
-    fill_limit: int = 30
+    fill_limit: int = 60
     """Recall candidates used to fill unused budget (with their neighbouring messages);
     0 turns the fill off, and so does `recent=0` (the caller keeps the turns itself)."""
 

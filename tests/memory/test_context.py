@@ -342,4 +342,4 @@ def test_recall_is_asked_for_the_fill_s_candidates_only_when_it_fills(wm):
     no_turns = ContextBudgets(recent=0, recent_turns=0)
     ContextBuilder(wm.store, "t1", no_turns, search=search).build("s", query="answer")
     ContextBuilder(wm.store, "t1", ContextBudgets(fill_limit=0), search=search).build("s", "x")
-    assert asked == [30, 10, 10]
+    assert asked == [60, 10, 10]
