@@ -10,13 +10,18 @@ the tokens of one lead call's context for:
 * rolling summary: system prompt + one summary re-made every 10 user turns from the previous
   summary and the new turns (extractive, capped at 2,000 tokens) + the last 4 turns.
 
-Facts are planted early (turns 5-200: "the <codename> service listens on port <n>"); late in
-the session (after 90% of the turns) each is asked about in other words ("which port did we
-pick for <codename>?", five phrasings). Reported:
+Facts are planted early (turns 5-200). Half are stated in one line ("the <codename> service
+listens on port <n>"); in the other half the user asks "which port should <codename> listen
+on?" and the answer is the assistant's reply, which names no service ("Going with <n>").
+Late in the session (after 90% of the turns) each is asked about in other words ("which port
+did we pick for <codename>?", five phrasings). Reported:
 
-* recall@10: the planted line is among the top 10 of `store.search(question)`;
-* in context: the port number is in the context tether builds for that question (the
-  recalled snippets), vs in the rolling summary;
+* recall@10: the planted line naming the service is among the top 10 of
+  `store.search(question)`;
+* answer line in context: the line holding the port number, cited (`messages.jsonl#L<n>`),
+  is in the context tether builds for that question, with the fill of unused budget (the
+  default) and without it (`fill_limit=0`), vs the port being in the rolling summary;
+* tokens used by those contexts against the 8,000-token budget (mean and max);
 * build latency: ms of the build at each checkpoint (with recall for that turn's message),
   and the median over all calls (including archive work; recall only when asked).
 
@@ -153,9 +158,18 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
     asks = {ask_from + 7 * i: t for i, t in enumerate(plant_turns)}
     full_tokens = count_tokens([{"role": "system", "content": SYSTEM}])
     rows, latencies, recall_ms, planted_line = [], [], [], {}
-    hits10 = in_ctx = in_rolling = asks_seen = 0
+    nofill = ContextBuilder(
+        store, "bench", ContextBudgets(fill_limit=0), archive=Archive(wm), memory_index=False
+    )
+    split = set(plant_turns[1::2])  # asked by the user, answered in the next message
+    hits10 = in_ctx = in_ctx_nofill = in_rolling = asks_seen = 0
+    ask_tokens: list[int] = []
+    ask_tokens_nofill: list[int] = []
     for turn in range(1, turns + 1):
-        if turn in facts:
+        if turn in split:
+            name, port = facts[turn]
+            user = f"Which port should the {name} service listen on?"
+        elif turn in facts:
             name, port = facts[turn]
             user = f"Decision: the {name} service listens on port {port} behind the gateway."
         elif turn in asks:
@@ -165,6 +179,8 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
         else:
             user = user_text(turn, rng)
         assistant = assistant_text(turn, rng)
+        if turn in split:
+            assistant = f"Going with {facts[turn][1]}, behind the gateway."
         line = wm.append_messages(
             [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
         )
@@ -190,7 +206,12 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
                 if not r.citation.endswith(f"messages.jsonl#L{line}")
             ][:10]
             hits10 += any(r.citation.endswith(cite) for r in results)
-            in_ctx += port in built.messages[0]["content"]
+            answer = planted_line[asks[turn]] + (1 if asks[turn] in split else 0)
+            without = nofill.build(SYSTEM, query=query)
+            in_ctx += _holds(built.messages, answer, port)
+            in_ctx_nofill += _holds(without.messages, answer, port)
+            ask_tokens.append(built.tokens)
+            ask_tokens_nofill.append(without.tokens)
             in_rolling += port in rolling.text
         if turn in CHECKPOINTS:
             recent = built.messages[1:]
@@ -202,6 +223,9 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
         "asked": len(asks),
         "hits10": hits10,
         "in_ctx": in_ctx,
+        "in_ctx_nofill": in_ctx_nofill,
+        "ask_tokens": ask_tokens,
+        "ask_tokens_nofill": ask_tokens_nofill,
         "in_rolling": in_rolling,
         "status": status,
         "root": root,
@@ -209,6 +233,14 @@ def run(turns: int, n_facts: int, fsync: bool) -> dict:
         "all_ms": statistics.median(latencies),
         "max_ms": max(latencies),
     }
+
+
+def _holds(messages: list[dict], line: int, port: str) -> bool:
+    """The answer line, cited and with its port number, is in the built context."""
+    return any(
+        f"messages.jsonl#L{line}]" in text and port in text
+        for text in (str(m.get("content", "")) for m in messages)
+    ) or any(port in str(m.get("content", "")) for m in messages[1:])
 
 
 def main() -> None:
@@ -228,8 +260,16 @@ def main() -> None:
         f"facts planted at turns 5-200, asked after turn {int(args.turns * 0.9)}: {result['asked']}"
     )
     print(f"  tether recall@10 (planted line in top 10): {result['hits10'] / asked:.2f}")
-    print(f"  tether answer in built context:            {result['in_ctx'] / asked:.2f}")
+    print(f"  tether answer line in built context:       {result['in_ctx'] / asked:.2f}")
+    print(f"    without the fill (fill_limit=0):         {result['in_ctx_nofill'] / asked:.2f}")
     print(f"  rolling summary still holds the answer:    {result['in_rolling'] / asked:.2f}")
+    budget = ContextBudgets().total
+    for label, key in (("with the fill", "ask_tokens"), ("without the fill", "ask_tokens_nofill")):
+        used = result[key] or [0]
+        print(
+            f"  tokens of those contexts, {label}: mean {statistics.mean(used):,.0f}, "
+            f"max {max(used):,} of {budget:,} ({max(used) / budget:.2f} of the budget)"
+        )
     print(
         f"build latency: median {result['all_ms']:.1f} ms per call, "
         f"{result['recall_ms']:.1f} ms with recall, max {result['max_ms']:.0f} ms"

@@ -10,7 +10,11 @@
 5. recent turns, whole turns from the end (budget `recent`, 3,000 tokens; at most
    `recent_turns` user turns, by default the last 4 pairs)
 
-Parts 1-4 form one system message (providers differ on several system messages); recent
+6. fill: when the parts leave budget unused, recall fills it: snippets left out by the
+   snippet budget, further hits (up to `fill_limit`), and the message before and after each
+   recalled `messages.jsonl` line, placed next to it, in rank order, each with its citation
+
+Parts 1-4 and 6 form one system message (providers differ on several system messages); recent
 turns follow as they were logged (tool calls and their results kept together).
 
 Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
@@ -18,7 +22,10 @@ Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
 over the total, this order applies: drop snippets first (lowest ranked first), then
 the oldest recent turns, then the oldest summaries (a summary is first cut to its opening
 line, then dropped). Every omission is named in `omitted` with a citation the agent can
-`recall_memory`/`memory_read` to get it back.
+`recall_memory`/`memory_read` to get it back. The fill never brings the context above
+`budgets.total`, nor above the sum of the part budgets (system + overview + summaries +
+snippets + recent). A caller that keeps the recent turns itself (`recent=0`) gets no fill:
+the builder does not see that caller's whole context, so it cannot know what is unused.
 
 Before assembling, the builder runs the task's summariser when it is due (every N user
 turns), so using the builder is enough to keep the archive going; at its first build for a
@@ -27,16 +34,21 @@ task it also logs the "Available memory" message once (`memory_index=False` to s
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory.archive import Archive, Summary
+from memory.backends.blocks import message_text
 from memory.errors import MemoryStoreError
 from memory.longterm import ensure_memory_index
-from memory.tokens import count_tokens, estimate_tokens
+from memory.tokens import count_tokens, estimate_tokens, message_tokens
 from memory.working import Message, WorkingMemory
 
+_LINE_REF = re.compile(r"#L\d+$")
+_SNIPPET_CUTS = ("snippet budget", "total budget")
 _TRUNCATED = "\n[... truncated: {n} more tokens; read {where}]"
 
 
@@ -56,6 +68,9 @@ class ContextBudgets:
     """Ask recall for this many candidates."""
     snippet_chars: int = 600
     """Each snippet is cut to this many characters."""
+    fill_limit: int = 60
+    """Recall candidates used to fill unused budget (with their neighbouring messages);
+    0 turns the fill off, and so does `recent=0` (the caller keeps the turns itself)."""
 
 
 @dataclass
@@ -65,7 +80,7 @@ class BuiltContext:
     messages: list[dict[str, Any]]
     tokens: int
     parts: dict[str, int]
-    """Tokens per part: system, overview, summaries, snippets, recent."""
+    """Tokens per part: system, overview, summaries, snippets, recent, fill."""
     omitted: list[str] = field(default_factory=list)
     """What was left out or cut, each with where to find it."""
     summarized: list[str] = field(default_factory=list)
@@ -93,11 +108,15 @@ def truncate_to(text: str, max_tokens: int, where: str) -> tuple[str, bool]:
     return out, True
 
 
-@dataclass
+@dataclass(eq=False)
 class _Snippet:
     citation: str
     text: str
     tokens: int
+    path: str = ""
+    line: int | None = None
+    fill: bool = False
+    """Added by the fill (a re-added or further hit, or a neighbouring message)."""
 
 
 @dataclass
@@ -169,9 +188,11 @@ class ContextBuilder:
         summaries = self._summaries(omitted)
         if query is None:
             query = self._last_user_text()
-        snippets = self._snippets(query, turn_lines, summaries, omitted, warnings)
+        snippets, hits = self._snippets(query, turn_lines, summaries, omitted, warnings)
         parts = _Parts(system, overview, summaries, snippets, turns, turn_lines)
         messages = self._fit_total(parts, omitted)
+        if hits and self._filling():
+            messages = self._fill(parts, hits, omitted)
         return BuiltContext(
             messages=messages,
             tokens=count_tokens(messages),
@@ -256,40 +277,125 @@ class ContextBuilder:
         summaries: list[tuple[Summary, str]],
         omitted: list[str],
         warnings: list[str],
-    ) -> list[_Snippet]:
-        if not query.strip() or self.budgets.snippets <= 0:
-            return []
+    ) -> tuple[list[_Snippet], list[_Snippet]]:
+        """The snippets within the snippet budget, and every usable hit in rank order."""
+        budgets = self.budgets
+        if not query.strip() or budgets.snippets <= 0:
+            return [], []
+        wanted = max(budgets.snippet_limit, budgets.fill_limit if self._filling() else 0)
         try:
-            results = self._search(query, self.budgets.snippet_limit)
+            results = self._search(query, wanted)
         except MemoryStoreError as exc:
             warnings.append(f"recall skipped: {exc}")
-            return []
+            return [], []
         except Exception as exc:  # noqa: BLE001 - recall is optional context, never fatal
             warnings.append(f"recall skipped ({type(exc).__name__}: {exc})")
-            return []
+            return [], []
         in_context = {f"detail/{s.name}" for s, _ in summaries}
         messages_rel = self.wm.messages_doc
         overview_rel = self.wm.overview_doc
-        budget, out = self.budgets.snippets, []
-        for r in results:
+        budget, out, hits = budgets.snippets, [], []
+        for rank, r in enumerate(results):
             path = str(getattr(r, "path", "") or "")
             line = getattr(r, "line", None)
             if path == overview_rel or any(path.endswith(p) for p in in_context):
                 continue
             if path == messages_rel and line and any(a <= line <= b for a, b in turn_lines):
                 continue
-            text = " ".join(str(r.text).split())
-            if len(text) > self.budgets.snippet_chars:
-                text = text[: self.budgets.snippet_chars - 3] + "..."
             citation = _full_citation(r, path, self.wm.task_doc)
-            block = f"- [{citation}] {text}"
-            cost = estimate_tokens(block) + 1
-            if cost > budget:
+            hit = self._block(citation, str(r.text), path, line)
+            hits.append(hit)
+            if rank >= budgets.snippet_limit:
+                continue  # only the fill uses the further candidates
+            if hit.tokens > budget:
                 omitted.append(f"snippet left out (snippet budget): {citation}")
                 continue
-            out.append(_Snippet(citation, block, cost))
-            budget -= cost
-        return out
+            out.append(hit)
+            budget -= hit.tokens
+        return out, hits
+
+    def _block(self, citation: str, text: str, path: str, line: int | None) -> _Snippet:
+        text = " ".join(text.split())
+        if len(text) > self.budgets.snippet_chars:
+            text = text[: self.budgets.snippet_chars - 3] + "..."
+        block = f"- [{citation}] {text}"
+        return _Snippet(citation, block, estimate_tokens(block) + 1, path, line)
+
+    # -- the fill ----------------------------------------------------------------------
+    def _filling(self) -> bool:
+        """Whether unused budget is filled: on, unless the caller keeps the turns itself."""
+        b = self.budgets
+        return b.fill_limit > 0 and b.recent > 0 and b.recent_turns > 0
+
+    def _fill(self, parts: _Parts, hits: list[_Snippet], omitted: list[str]) -> list[dict]:
+        """Use the budget the parts left: hits that did not fit the snippet budget, further
+        hits, and the messages before and after each recalled message line, in rank order.
+
+        Each addition is kept only if the whole context, counted as `count_tokens` counts
+        it, stays within `budgets.total` and the sum of the part budgets.
+        """
+        b = self.budgets
+        cap = min(b.total, b.system + b.overview + b.summaries + b.snippets + b.recent)
+        others = count_tokens(_assemble(parts)[1:])
+        if others + _system_tokens(_system_text(parts)) >= cap:
+            return _assemble(parts)
+        shown = {(s.path, s.line) for s in parts.snippets}
+        recent = set() if not parts.turn_lines else {self.wm.messages_doc}
+        logs: dict[str, WorkingMemory | None] = {}
+
+        def fits() -> bool:
+            return others + _system_tokens(_system_text(parts)) <= cap
+
+        for hit in hits:
+            if hit not in parts.snippets:
+                if (hit.path, hit.line) in shown:
+                    continue
+                hit.fill = True
+                parts.snippets.append(hit)
+                if not fits():
+                    parts.snippets.remove(hit)
+                    continue
+                shown.add((hit.path, hit.line))
+                notes = {f"snippet left out ({why}): {hit.citation}" for why in _SNIPPET_CUTS}
+                omitted[:] = [o for o in omitted if o not in notes]
+            if not hit.path.endswith("/messages.jsonl") or not hit.line:
+                continue
+            for line, after in ((hit.line - 1, False), (hit.line + 1, True)):
+                if line < 1 or (hit.path, line) in shown:
+                    continue
+                if hit.path in recent and any(a <= line <= z for a, z in parts.turn_lines):
+                    continue  # already in context as a recent turn
+                text = self._line_text(hit.path, line, logs)
+                if text is None:
+                    continue
+                citation = _LINE_REF.sub(f"#L{line}", hit.citation)
+                near = self._block(citation, text, hit.path, line)
+                near.fill = True
+                at = parts.snippets.index(hit)
+                parts.snippets.insert(at + 1 if after else at, near)
+                if fits():
+                    shown.add((hit.path, line))
+                else:
+                    parts.snippets.remove(near)
+        return _assemble(parts)
+
+    def _line_text(self, path: str, line: int, logs: dict[str, WorkingMemory | None]) -> str | None:
+        """The searchable text of one line of a task's `messages.jsonl` (None if absent)."""
+        if path not in logs:
+            task = path.split("/")[1] if path.count("/") == 2 else ""
+            try:
+                logs[path] = (
+                    self.wm if path == self.wm.messages_doc else WorkingMemory(self.store, task)
+                )
+            except Exception:  # noqa: BLE001 - a path that names no task: no neighbours
+                logs[path] = None
+        wm = logs[path]
+        if wm is None or not path.startswith("working/"):
+            return None
+        found = wm.message_range(line, line)
+        if not found:
+            return None
+        return message_text(json.dumps(found[0].record, ensure_ascii=False).encode("utf-8"))
 
     # -- the total ---------------------------------------------------------------------
     def _fit_total(self, parts: _Parts, omitted: list[str]) -> list[dict[str, Any]]:
@@ -450,11 +556,17 @@ def _assemble(parts: _Parts) -> list[dict[str, Any]]:
     return messages
 
 
+def _system_tokens(system_text: str) -> int:
+    """Tokens of the system message holding `system_text`."""
+    return message_tokens({"role": "system", "content": system_text})
+
+
 def _part_tokens(parts: _Parts) -> dict[str, int]:
     return {
         "system": estimate_tokens(parts.system),
         "overview": estimate_tokens(parts.overview),
         "summaries": sum(estimate_tokens(t) for _, t in parts.summaries),
-        "snippets": sum(s.tokens for s in parts.snippets),
+        "snippets": sum(s.tokens for s in parts.snippets if not s.fill),
         "recent": sum(count_tokens(t) for t in parts.turns),
+        "fill": sum(s.tokens for s in parts.snippets if s.fill),
     }

@@ -21,6 +21,13 @@ also get got let lets us ever whether there's what's anything something
 didn doesn don isn wasn weren aren won wouldn couldn shouldn hasn haven hadn
 t s d ll m re ve""".split()
 )
+#: Words that frame a question about a conversation ("what made ...", "why didn't we go with
+#: ...", "remind me ...") rather than name its topic; recall weighs them less in a question.
+QUESTION_WORDS = frozenset(
+    """made make makes go goes went gone happen happened happens remind remember recall tell
+told say said mention mentioned know think thought again ever exactly really actually anyone
+someone kind thing things way wonder""".split()
+)
 LOG_WORDS = frozenset("user assistant tool please turn summary messages jsonl".split())
 
 _KEYWORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{3,}")

@@ -82,7 +82,7 @@ def test_parts_in_priority_order(wm):
     assert [m["role"] for m in recent] == ["user", "assistant"] * 4
     assert recent[-1]["content"].startswith("answer 109")
     assert built.tokens == count_tokens(built.messages) <= 8000
-    assert set(built.parts) == {"system", "overview", "summaries", "snippets", "recent"}
+    assert set(built.parts) == {"system", "overview", "summaries", "snippets", "recent", "fill"}
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,9 @@ def test_trim_order_snippets_then_recent_then_summaries(wm):
         )
         for i in (1, 3, 5)
     ]
-    builder = ContextBuilder(wm.store, "t1", archive=archive, search=lambda q, n: results)
+    builder = ContextBuilder(
+        wm.store, "t1", ContextBudgets(fill_limit=0), archive=archive, search=lambda q, n: results
+    )
     full = builder.build("sys", query="x")
     assert full.parts["snippets"] > 0 and full.parts["summaries"] > 0
     need = full.tokens
@@ -130,7 +132,7 @@ def test_trim_order_snippets_then_recent_then_summaries(wm):
         b = ContextBuilder(
             wm.store,
             "t1",
-            ContextBudgets(total=total),
+            ContextBudgets(total=total, fill_limit=0),  # the trim order alone, without the fill
             archive=archive,
             search=lambda q, n: results,
         )
@@ -267,3 +269,77 @@ def test_messages_before_the_first_user_turn_are_kept_at_the_start(wm):
     wm.append_message("user", "first question")
     built = ContextBuilder(wm.store, "t1", search=lambda q, n: []).build("s", query="")
     assert [m["content"] for m in built.messages[1:]] == ["Available memory: ...", "first question"]
+
+
+def _long_log(wm, turns=60):
+    """A decision asked early whose answer (the next message) shares no word with it."""
+    for i in range(1, turns + 1):
+        if i == 10:
+            user = "Which port should the zephyr service listen on?"
+            reply = "Going with 31337, behind the gateway."
+        else:
+            user = f"Turn {i}: please review the parser and report issue #{i}."
+            reply = f"Reviewed the parser for turn {i}. " + "Checked the code paths. " * (i % 4)
+        wm.append_messages(
+            [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+        )
+
+
+def test_unused_budget_is_filled_with_the_neighbouring_turn_of_a_hit(wm):
+    _long_log(wm)
+    question = "What port does zephyr use?"
+    filled = ContextBuilder(wm.store, "t1").build("s", query=question)
+    plain = ContextBuilder(wm.store, "t1", ContextBudgets(fill_limit=0)).build("s", query=question)
+    system = filled.messages[0]["content"]
+    assert "messages.jsonl#L19] user: Which port should the zephyr service" in system
+    assert "messages.jsonl#L20] assistant: Going with 31337" in system  # the reply, not a hit
+    assert system.index("#L19]") < system.index("#L20]")
+    assert "#L20]" not in plain.messages[0]["content"]
+    assert filled.parts["fill"] > 0 and plain.parts["fill"] == 0
+    assert plain.tokens < filled.tokens == count_tokens(filled.messages) <= 8000
+    again = ContextBuilder(wm.store, "t1").build("s", query=question)
+    assert again.messages == filled.messages  # deterministic
+
+
+@pytest.mark.parametrize("total", [300, 700, 1200, 2000, 4000, 8000])
+def test_fill_never_exceeds_the_total_budget(wm, total):
+    _long_log(wm, turns=120)
+    budgets = ContextBudgets(total=total, recent=min(3000, total // 3))
+    built = ContextBuilder(wm.store, "t1", budgets).build("s", query="parser issue turn review")
+    assert built.tokens == count_tokens(built.messages) <= total
+    budgets.fill_limit = 0
+    plain = ContextBuilder(wm.store, "t1", budgets).build("s", query="parser issue turn review")
+    if plain.tokens < total - 200:  # room for more: the fill used some of it
+        assert built.parts["fill"] > 0 and built.tokens > plain.tokens
+
+
+def test_no_fill_when_the_caller_keeps_the_recent_turns(wm):
+    _long_log(wm, turns=120)
+    # the builder does not see such a caller's whole context: it cannot know what is unused
+    budgets = ContextBudgets(total=100_000, recent=0, recent_turns=0, snippets=300)
+    built = ContextBuilder(wm.store, "t1", budgets).build("", query="parser issue turn review")
+    assert built.parts["fill"] == 0 and 0 < built.parts["snippets"] <= 300
+    assert built.tokens <= 1500 + 1000 + 2000 + 300
+
+
+def test_fill_stays_within_the_part_budgets(wm):
+    _long_log(wm, turns=120)
+    budgets = ContextBudgets(total=100_000, recent=500, snippets=300)
+    built = ContextBuilder(wm.store, "t1", budgets).build("", query="parser issue turn review")
+    assert built.parts["fill"] > 0
+    assert built.tokens <= 1500 + 1000 + 2000 + 300 + 500
+
+
+def test_recall_is_asked_for_the_fill_s_candidates_only_when_it_fills(wm):
+    _turns(wm, 2)
+    asked = []
+
+    def search(query, n):
+        asked.append(n)
+        return []
+
+    ContextBuilder(wm.store, "t1", search=search).build("s", query="answer")
+    no_turns = ContextBudgets(recent=0, recent_turns=0)
+    ContextBuilder(wm.store, "t1", no_turns, search=search).build("s", query="answer")
+    ContextBuilder(wm.store, "t1", ContextBudgets(fill_limit=0), search=search).build("s", "x")
+    assert asked == [60, 10, 10]

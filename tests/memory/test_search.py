@@ -290,3 +290,93 @@ class TestCommonWords:
         hits = store.search("why did the quokka test fail with an error?", limit=1)
         assert hits[0].citation == f"working/T1/messages.jsonl#L{line}"
         store.close()
+
+
+class TestRanking:
+    """What a question relies on: its own word forms, its topic words, its rows."""
+
+    @staticmethod
+    def _log(store, rows):
+        lines = {}
+        for key, record in rows:
+            lines[key] = durable.append_jsonl(store.layout.messages("T1"), record)
+        return lines
+
+    def test_the_question_s_own_word_form_outranks_a_stemmed_only_match(self, memory_dir):
+        store = MemoryStore(memory_dir)
+        noise = [{"role": "tool", "content": f"error {i} in the worker"} for i in range(300)]
+        durable.append_jsonl(store.layout.messages("T1"), noise, many=True)
+        lines = self._log(
+            store,
+            [
+                ("stem", {"role": "assistant", "content": "the exporter error is logged"}),
+                ("exact", {"role": "assistant", "content": "the exporter errors are logged"}),
+            ],
+        )
+        hits = store.search("where do exporter errors go?", limit=2)
+        assert [h.citation for h in hits] == [
+            f"working/T1/messages.jsonl#L{lines['exact']}",
+            f"working/T1/messages.jsonl#L{lines['stem']}",
+        ]
+        store.close()
+
+    def test_the_role_label_is_not_the_message_s_text(self, memory_dir):
+        store = MemoryStore(memory_dir)
+        lines = self._log(
+            store,
+            [
+                ("label", {"role": "user", "content": "billing exports"}),
+                (
+                    "text",
+                    {
+                        "role": "assistant",
+                        "content": "the user owns billing exports and the monthly finance report",
+                    },
+                ),
+            ],
+        )
+        hits = store.search("which user owns the billing exports", limit=2)
+        assert hits[0].citation == f"working/T1/messages.jsonl#L{lines['text']}"
+        store.close()
+
+    def test_words_that_frame_a_question_count_less_than_its_topic(self, memory_dir):
+        store = MemoryStore(memory_dir)
+        noise = [
+            {"role": "tool", "content": f"request {i} was {'slow' if i % 10 == 0 else 'ok'}"}
+            for i in range(200)
+        ]
+        durable.append_jsonl(store.layout.messages("T1"), noise, many=True)
+        lines = self._log(
+            store,
+            [
+                ("frame", {"role": "assistant", "content": "made the exporter config tidy"}),
+                ("topic", {"role": "assistant", "content": "the exporter was slow: a lock"}),
+            ],
+        )
+        hits = store.search("what made the exporter slow?", limit=2)
+        assert hits[0].citation == f"working/T1/messages.jsonl#L{lines['topic']}"
+        # not a question: every word is a topic word
+        hits = store.search("made exporter", limit=1)
+        assert hits[0].citation == f"working/T1/messages.jsonl#L{lines['frame']}"
+        store.close()
+
+    def test_a_word_in_one_row_does_not_hide_rows_where_common_words_meet(self, memory_dir):
+        store = MemoryStore(memory_dir)
+        words = ("alpha", "beta", "gamma", "delta", "epsilon")
+        noise = [
+            {"role": "tool", "content": f"{word} shard {i} ok"}
+            for i in range(1500)
+            for word in words
+        ]
+        durable.append_jsonl(store.layout.messages("T1"), noise, many=True)
+        lines = self._log(
+            store,
+            [
+                ("rare", {"role": "tool", "content": "zeta handled once"}),
+                ("meet", {"role": "assistant", "content": "gamma delta epsilon all degraded"}),
+            ],
+        )
+        durable.append_jsonl(store.layout.messages("T1"), noise[:500], many=True)
+        hits = store.search("zeta alpha beta gamma delta epsilon", limit=3)
+        assert f"working/T1/messages.jsonl#L{lines['meet']}" in [h.citation for h in hits]
+        store.close()

@@ -225,7 +225,12 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         wanted = None if sources is None else tuple(dict.fromkeys(sources))
         if wanted == ():
             return []
-        return Query(self.connect(), query, wanted, limit).run()
+        conn = self.connect()
+        cache = getattr(self._local, "df_cache", None)
+        if cache is None or getattr(self._local, "df_conn", None) is not conn:
+            cache = self._local.df_cache = {}
+            self._local.df_conn = conn
+        return Query(conn, query, wanted, limit, df_cache=cache).run()
 
     def sync_index(self) -> IndexReport:
         return self.index.sync()

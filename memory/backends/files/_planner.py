@@ -11,14 +11,18 @@ Query plan (what keeps a question fast at a million rows):
 3. Candidates, per table: `bm25()` over an OR of the rarest terms while their summed
    document frequencies stay within `CANDIDATE_BUDGET` (so FTS5 never scores every row
    holding "error" or "test"), plus rows where several terms meet: a few ANDs of the best
-   3- and 2-term combinations (`MAX_AND_QUERIES`); intersecting posting lists is cheap
-   even for common words. An OR of all words ranked by `bm25()` costs ~800 ms at 1M rows.
-4. The candidates are re-ranked with BM25 over *all* query terms (global document
-   frequencies, each table's average length; a match in the query's own word form counts
-   more than a stemmed-only one), with a bonus for holding more distinct query terms and
-   for holding them close together. Term positions come from the same TEMP table, which
-   also gives the snippet (~300 characters from the best line, on one line) and the best
-   line to cite inside a block.
+   3- and 2-term combinations of the terms the OR did not fully cover (8, or up to 16 while
+   their shortest posting lists sum to under `AND_POSTING_BUDGET`); intersecting posting
+   lists is cheap even for common words. An OR of all words ranked by
+   `bm25()` costs ~800 ms at 1M rows.
+4. The candidates are re-ranked with BM25 over *all* query terms in two fields: the stem
+   (global document frequencies, each table's average length) and the query's own word
+   form, whose rarer frequency is estimated from the candidates ("errors" against
+   "error"). A bonus goes to rows holding more of the distinct query terms and holding them
+   close together. In a question, words that frame it ("what made", "why didn't we go")
+   weigh less than its topic words, and a message's role label ("user:") is not its text.
+   Term positions come from the same TEMP table, which also gives the snippet (~300
+   characters from the best line, on one line) and the best line to cite inside a block.
 
 Invariant: every search first calls `Index.sync()`, so what is on disk is what is found.
 """
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 
 from memory.backends.files._index import FILE_TABLE, TABLES, table_for
 from memory.base import SearchHit
-from memory.words import STOPWORDS
+from memory.words import QUESTION_WORDS, STOPWORDS
 
 #: Every source `memory search` knows (files that are none of these are not indexed).
 SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",
@@ -42,8 +46,12 @@ SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail"
 
 CANDIDATE_BUDGET = 5_000
 AND_CAP = 1_000
-MAX_AND_QUERIES = 8
+MAX_AND_QUERIES = 16
+MAX_AND_ANSWERED = 8
+MIN_AND_QUERIES = 8
+AND_POSTING_BUDGET = 100_000
 DF_SAMPLE = 4_000
+DF_CACHE_SIZE = 20_000
 AND_TERMS = 6
 AND_MAX_SIZE = 3
 RERANK_K = 100
@@ -52,12 +60,19 @@ RERANK_MAX_CHARS = 20_000
 SNIPPET_CHARS = 300
 K1, B = 1.2, 0.75
 COVERAGE_WEIGHT = 0.5
-STEM_ONLY_WEIGHT = 0.7
+STEM_WEIGHT = 0.5
+EXACT_WEIGHT = 0.5
 PROXIMITY_TOKENS = 8
 PROXIMITY_WEIGHT = 0.15
+QUESTION_WORD_WEIGHT = 0.3
 
 CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_ASKING = frozenset(
+    "what when where which who whom whose why how did do does is are was were can could "
+    "should remind".split()
+)
+_ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
 _SPACE = re.compile(r"\s+")
 _NEWLINE = re.compile("\n")
 
@@ -80,10 +95,19 @@ class Query:
     """One search: plan per table, gather candidates, re-rank, cut snippets."""
 
     def __init__(
-        self, conn: sqlite3.Connection, query: str, sources: tuple[str, ...] | None, limit: int
+        self,
+        conn: sqlite3.Connection,
+        query: str,
+        sources: tuple[str, ...] | None,
+        limit: int,
+        *,
+        df_cache: dict | None = None,
     ):
-        """`sources=None` searches every row, whatever its source."""
+        """`sources=None` searches every row, whatever its source. `df_cache` keeps document
+        frequencies between the queries of one connection (keyed by the table's row and
+        token totals and rowid range, so any change to the table misses it)."""
         self.conn, self.query, self.sources, self.limit = conn, query, sources, limit
+        self.df_cache = {} if df_cache is None else df_cache
         self.k = max(RERANK_K, 2 * limit)
 
     def run(self) -> list[SearchHit]:
@@ -101,6 +125,12 @@ class Query:
         for stem, word in tokens:
             self.surface.setdefault(stem, word)
         self.surface_lower = {stem: word.lower() for stem, word in self.surface.items()}
+        # In a question, words that frame it ("what made", "why didn't we go") weigh less.
+        asking = "?" in self.query or (tokens and tokens[0][1].lower() in _ASKING)
+        self.weight = {
+            t: QUESTION_WORD_WEIGHT if asking and self.surface_lower[t] in QUESTION_WORDS else 1.0
+            for t in terms
+        }
         if self.sources is None:
             tables = list(TABLES)
         else:
@@ -120,7 +150,7 @@ class Query:
         self.idf = {}
         for term in terms:
             df = sum(self.df[(t, term)] for t in tables)
-            self.idf[term] = math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
+            self.idf[term] = self.weight[term] * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
         candidates: list[_Candidate] = []
         for table in tables:
             candidates.extend(self._candidates(table, terms))
@@ -130,6 +160,15 @@ class Query:
         """Rows holding `term`: exact up to `DF_SAMPLE`, else estimated from how far into
         the rowid range the first `DF_SAMPLE` of them reach (FTS5 stores no document
         frequencies; counting a common word's postings would cost milliseconds)."""
+        key = (table, term, self.totals[table], self.span[table])
+        found = self.df_cache.get(key)
+        if found is None:
+            if len(self.df_cache) >= DF_CACHE_SIZE:
+                self.df_cache.clear()
+            found = self.df_cache[key] = self._count_df(table, term)
+        return found
+
+    def _count_df(self, table: str, term: str) -> int:
         rows, last = self.conn.execute(
             f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {table} WHERE {table} "
             "MATCH ? ORDER BY rowid LIMIT ?)",
@@ -156,8 +195,17 @@ class Query:
         if rare:
             rows = self._match(table, self._or(rare), limit=self.k, ranked=True)
         if len(rare) < len(present):
+            # Terms so rare that the OR above returned every row holding them add nothing
+            # to an AND but would take its query slots ("handling" in 1 row of 100K).
+            covered, summed = set(), 0
+            for df, term in present:
+                summed += df
+                if summed > self.k or len(present) - len(covered) <= 2:
+                    break
+                covered.add(term)
+            common = [t for _, t in present if t not in covered]
             seen = set(rows)
-            rows += [r for r in self._together(table, [t for _, t in present]) if r not in seen]
+            rows += [r for r in self._together(table, common) if r not in seen]
         return [_Candidate(r, table) for r in rows]
 
     def _together(self, table: str, present: list[str]) -> list[int]:
@@ -169,7 +217,7 @@ class Query:
         hold, then by those terms' summed idf, then by length (shorter first, as BM25 would).
         """
         found: dict[int, tuple[int, float]] = {}
-        queries = 0
+        queries = answered = spent = 0
         present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
         top = min(len(present), AND_MAX_SIZE)
         for size in range(top, 1 if top > 1 else 0, -1):
@@ -177,28 +225,39 @@ class Query:
                 itertools.combinations(present, size), key=lambda c: -sum(self.idf[t] for t in c)
             )
             for combo in combos:
-                if queries >= MAX_AND_QUERIES:
+                if queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                     break
+                cost = min(self.df[(table, t)] for t in combo)  # the shortest posting list
+                if queries >= MIN_AND_QUERIES and spent + cost > AND_POSTING_BUDGET:
+                    continue
+                spent += cost
                 queries += 1
                 weight = (size, sum(self.idf[t] for t in combo))
                 expr = " AND ".join(self._quote(t) for t in combo)
-                for rowid in self._match(table, expr, limit=AND_CAP, ranked=False):
+                rows = self._match(table, expr, limit=AND_CAP, ranked=False)
+                answered += bool(rows)
+                for rowid in rows:
                     if rowid not in found or found[rowid] < weight:
                         found[rowid] = weight
-            if len(found) >= self.k or queries >= MAX_AND_QUERIES:
+            if len(found) >= self.k or queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                 break
         if len(found) <= self.k:
             return list(found)
-        ids = list(found)
-        marks = ",".join("?" * len(ids))
+        ids = sorted(found, key=lambda r: (-found[r][0], -found[r][1]))
+        # Lengths decide only among the rows tied at the cut (reading every row's length
+        # costs milliseconds when thousands of rows hold two common words).
+        cut = found[ids[self.k - 1]]
+        head = [r for r in ids if found[r] > cut]
+        tied = [r for r in ids if found[r] == cut]
+        marks = ",".join("?" * len(tied))
         length = {
             row[0]: (_varints(row[1])[0] if row[1] else 0)
             for row in self.conn.execute(
-                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", ids
+                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", tied
             )
         }
-        ids.sort(key=lambda r: (-found[r][0], -found[r][1], length.get(r, 0)))
-        return ids[: self.k]
+        tied.sort(key=lambda r: length.get(r, 0))
+        return head + tied[: self.k - len(head)]
 
     def _quote(self, stem: str) -> str:
         return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
@@ -233,34 +292,75 @@ class Query:
             f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
         ):
             hits.setdefault(doc, []).append((offset, term))
+        self._exact_idf(docs, hits)
         scored = []
         for doc_id, doc in docs.items():
             positions = sorted(hits.get(doc_id, []))
+            if positions and positions[0][0] == 0 and doc["body"].startswith(_ROLE_LABELS):
+                positions = positions[1:]  # "user:" labels a message; it is not its text
             if positions:
                 scored.append((self._score(doc, positions, terms), doc_id, positions))
         scored.sort(key=lambda s: (-s[0], -s[1]))
         return [self._result(docs[d], score, pos) for score, d, pos in scored[: self.limit]]
 
-    def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
-        rows, tokens = self.totals[doc["table"]]
-        avgdl = tokens / rows if rows else 1.0
-        dl = doc["length"] or len(positions)
+    def _exact_idf(self, docs: dict[int, dict], hits: dict[int, list[tuple[int, str]]]) -> None:
+        """idf of each query word in its own form (an unstemmed second field, estimated).
+
+        The index holds stems only; the share of the candidates holding a stem that also
+        hold the query's exact form scales the stem's document frequency ("errors" is much
+        rarer than "error"). Candidates are the rows most like the query, so the estimate
+        leans towards the query's own forms and never exceeds the stem's frequency.
+        """
+        n_rows = sum(rows for rows, _ in self.totals.values())
+        stem_docs: dict[str, int] = {}
+        exact_docs: dict[str, int] = {}
+        for doc_id, doc in docs.items():
+            words = self._words(doc)
+            seen_stem, seen_exact = set(), set()
+            for offset, term in hits.get(doc_id, ()):
+                seen_stem.add(term)
+                if offset < len(words) and words[offset] == self.surface_lower.get(term):
+                    seen_exact.add(term)
+            for term in seen_stem:
+                stem_docs[term] = stem_docs.get(term, 0) + 1
+            for term in seen_exact:
+                exact_docs[term] = exact_docs.get(term, 0) + 1
+        self.exact_idf = {}
+        for term, weight in self.weight.items():
+            ratio = (exact_docs.get(term, 0) + 0.5) / (stem_docs.get(term, 0) + 1)
+            df = sum(self.df[(t, term)] for t in self.totals) * min(ratio, 1.0)
+            self.exact_idf[term] = weight * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
+
+    def _words(self, doc: dict) -> list[str]:
         words = doc.get("words")
         if words is None:
             words = [w.lower() for w in _WORD.findall(doc["body"][:RERANK_MAX_CHARS])]
             doc["words"] = words
+        return words
+
+    def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
+        rows, tokens = self.totals[doc["table"]]
+        avgdl = tokens / rows if rows else 1.0
+        dl = doc["length"] or len(positions)
+        words = self._words(doc)
         tf: dict[str, float] = {}
+        tf_exact: dict[str, float] = {}
         for offset, term in positions:
-            # A match in the query's own word form counts fully, a stemmed-only one less
-            # (as engines that index both forms do): "handling" ranks "handling" first.
-            exact = offset < len(words) and words[offset] == self.surface_lower.get(term)
-            tf[term] = tf.get(term, 0.0) + (1.0 if exact else STEM_ONLY_WEIGHT)
+            # Two fields, as engines that index both forms do: every match counts for the
+            # stem, and a match in the query's own word form also counts for that form,
+            # with its own (rarer) frequency: "handling" ranks "handling" first.
+            tf[term] = tf.get(term, 0.0) + 1.0
+            if offset < len(words) and words[offset] == self.surface_lower.get(term):
+                tf_exact[term] = tf_exact.get(term, 0.0) + 1.0
         score = 0.0
+        lengths = K1 * (1 - B + B * dl / max(avgdl, 1.0))
         for term, count in tf.items():
-            norm = count + K1 * (1 - B + B * dl / max(avgdl, 1.0))
-            score += self.idf[term] * count * (K1 + 1) / norm
+            score += STEM_WEIGHT * self.idf[term] * count * (K1 + 1) / (count + lengths)
+        for term, count in tf_exact.items():
+            score += EXACT_WEIGHT * self.exact_idf[term] * count * (K1 + 1) / (count + lengths)
         if len(terms) > 1:
-            score *= 1 + COVERAGE_WEIGHT * (len(tf) - 1) / (len(terms) - 1)
+            held = sum(self.weight[t] for t in tf) - 1
+            score *= 1 + COVERAGE_WEIGHT * max(held, 0) / max(sum(self.weight.values()) - 1, 1)
             if len(tf) > 1 and _min_span(positions) <= PROXIMITY_TOKENS:
                 score *= 1 + PROXIMITY_WEIGHT
         return score
