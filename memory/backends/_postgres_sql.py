@@ -171,8 +171,13 @@ SELECT (SELECT string_agg(lexeme, ' ') FROM unnest(to_tsvector('english', t))),
              AND (%(sources)s::text[] IS NULL OR source = ANY(%(sources)s)))
 FROM unnest(%(terms)s::text[]) AS t WHERE numnode(to_tsquery('english', t)) > 0
 """
-#: The planner's row estimate of the search table (-1 or small before its first ANALYZE).
-ESTIMATE_SEARCH_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = 'tether_search'::regclass"
+#: The search table's size as PostgreSQL estimates it: the planner's figure once analysed, or
+#: the live rows the statistics collector counts (current without an ANALYZE).
+ESTIMATE_SEARCH_SQL = """
+SELECT greatest(c.reltuples::bigint, coalesce(s.n_live_tup, 0))
+FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.oid = 'tether_search'::regclass
+"""
 COUNT_SEARCH_SQL = """
 SELECT count(*) FROM tether_search
 WHERE %(sources)s::text[] IS NULL OR source = ANY(%(sources)s)
