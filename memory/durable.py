@@ -6,8 +6,8 @@ become, never torn.
 * `atomic_write_bytes` / `atomic_write_text` / `atomic_write_json` write a hidden temp file
   in the same directory, flush and fsync it, `os.replace` it over the target and fsync the
   directory, so the rename itself is durable.
-* `append_jsonl` appends whole lines to a `.jsonl` file under a `filelock` lock, in one
-  `write()`, then fsyncs. If an earlier writer was killed mid-line, the torn fragment is
+* `append_jsonl` appends whole lines to a `.jsonl` file under a `filelock` lock (threads
+  of one process queue on an in-process lock first), in one `write()`, then fsyncs. If an earlier writer was killed mid-line, the torn fragment is
   closed with a newline first, so it stays one bad line and never corrupts the new one.
 * `read_jsonl` returns every good line with its 1-based line number and reports bad ones
   (a torn last line, or anything that is not a JSON object) instead of failing.
@@ -24,6 +24,7 @@ import errno
 import json
 import os
 import secrets
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,7 +163,7 @@ def append_lines(path: Path, payload: bytes) -> int:
     """
     path = Path(path)
     try:
-        with file_lock(path):
+        with _thread_lock(path), file_lock(path):
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 size = os.fstat(fd).st_size
@@ -184,6 +185,18 @@ def append_lines(path: Path, payload: bytes) -> int:
     except OSError as exc:
         _raise_os(exc, path)
     return first_line
+
+
+#: One in-process lock per appended file, taken before the file lock: threads of one
+#: process (parallel subagents) then queue on it instead of polling the file lock, which
+#: sleeps 50 ms each time it finds the lock taken.
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+def _thread_lock(path: Path) -> threading.Lock:
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(str(path), threading.Lock())
 
 
 def _last_byte(fd: int, size: int) -> bytes:
