@@ -7,8 +7,9 @@ become, never torn.
   in the same directory, flush and fsync it, `os.replace` it over the target and fsync the
   directory, so the rename itself is durable.
 * `append_jsonl` appends whole lines to a `.jsonl` file under a `filelock` lock (threads
-  of one process queue on an in-process lock first), in one `write()`, then fsyncs. If an earlier writer was killed mid-line, the torn fragment is
-  closed with a newline first, so it stays one bad line and never corrupts the new one.
+  of one process queue on an in-process lock first), in one `write()`, then fsyncs. If an
+  earlier writer was killed mid-line, the torn fragment is closed with a newline first, so
+  it stays one bad line and never corrupts the new one.
 * `read_jsonl` returns every good line with its 1-based line number and reports bad ones
   (a torn last line, or anything that is not a JSON object) instead of failing.
 * `file_lock` is the one lock primitive (cross-process and cross-thread).
