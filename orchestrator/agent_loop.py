@@ -51,6 +51,7 @@ from pydantic import BaseModel, ValidationError
 from orchestrator.errors import (
     AgentLoopError,
     ModelCallError,
+    Stopped,
 )
 
 TRUNCATION_NOTE = "\n[... truncated to fit the context window; use a narrower query ...]"
@@ -233,8 +234,10 @@ class ProtocolMiddleware(AgentMiddleware):
         retries: int = DEFAULT_RETRIES,
         initial_delay: float = DEFAULT_INITIAL_DELAY,
         sleep: Callable[[float], None] = time.sleep,
+        stop: threading.Event | None = None,
     ) -> None:
         super().__init__()
+        self.stop = stop
         self.final_tool = final_tool
         self.final_name = final_tool.__name__
         self.max_steps = max_steps
@@ -252,6 +255,7 @@ class ProtocolMiddleware(AgentMiddleware):
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if self.final is not None:
             return {"jump_to": "end"}
+        self._check_stop()
         if self.calls > self.max_steps:
             raise AgentLoopError(
                 f"agent did not call {self.final_name!r} validly within "
@@ -308,10 +312,18 @@ class ProtocolMiddleware(AgentMiddleware):
                         f"model call failed after {attempt + 1} attempt(s): {describe(exc)}"
                     ) from exc
                 delay = min(MAX_DELAY, self.initial_delay * (2**attempt))
-                self.sleep(max(delay, min(MAX_DELAY, retry_after(exc) or 0.0)))
+                delay = max(delay, min(MAX_DELAY, retry_after(exc) or 0.0))
+                if self.stop is None:
+                    self.sleep(delay)
+                elif self.stop.wait(delay):  # Ctrl-C during the back-off ends it
+                    self._check_stop()
                 attempt += 1
         self._account(request.messages, response.result[-1])
         return response
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped("stopped by Ctrl-C before the next model call")
 
     def _account(self, sent: list[Any], reply: Any) -> None:
         self.calls += 1
@@ -494,6 +506,7 @@ def run_agent(
     middleware: Sequence[Any] = (),
     retries: int = DEFAULT_RETRIES,
     initial_delay: float | None = None,
+    stop: threading.Event | None = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -509,6 +522,7 @@ def run_agent(
         retries: retries of one failed model call (exponential backoff, `Retry-After`).
         initial_delay: the first retry's delay in seconds (default `$TETHER_RETRY_DELAY`,
             else 1).
+        stop: once set, the agent raises `Stopped` before its next model call (or retry).
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -523,6 +537,7 @@ def run_agent(
         on_step=on_step,
         retries=retries,
         initial_delay=initial_delay,
+        stop=stop,
     )
     agent = _agent(model, tuple(tools), final_tool, tuple(middleware))
     limit = 4 * (max_steps + 2) + 10
