@@ -164,7 +164,9 @@ def append_lines(path: Path, payload: bytes) -> int:
     """
     path = Path(path)
     try:
-        with _thread_lock(path), file_lock(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        thread_lock, process_lock = _append_locks(path)
+        with thread_lock, process_lock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 size = os.fstat(fd).st_size
@@ -188,16 +190,24 @@ def append_lines(path: Path, payload: bytes) -> int:
     return first_line
 
 
-#: One in-process lock per appended file, taken before the file lock: threads of one
-#: process (parallel subagents) then queue on it instead of polling the file lock, which
-#: sleeps 50 ms each time it finds the lock taken.
-_THREAD_LOCKS: dict[str, threading.Lock] = {}
-_THREAD_LOCKS_GUARD = threading.Lock()
+#: Per appended file: an in-process lock, taken before the file lock, so threads of one
+#: process (parallel subagents) queue on it instead of polling the file lock (which
+#: sleeps 50 ms each time it finds the lock taken); and the file lock object itself,
+#: built once (building one costs more than an append).
+_APPEND_LOCKS: dict[str, tuple[threading.Lock, FileLock]] = {}
+_APPEND_LOCKS_GUARD = threading.Lock()
 
 
-def _thread_lock(path: Path) -> threading.Lock:
-    with _THREAD_LOCKS_GUARD:
-        return _THREAD_LOCKS.setdefault(str(path), threading.Lock())
+def _append_locks(path: Path) -> tuple[threading.Lock, FileLock]:
+    key = str(path)
+    with _APPEND_LOCKS_GUARD:
+        locks = _APPEND_LOCKS.get(key)
+        if locks is None:
+            locks = _APPEND_LOCKS[key] = (
+                threading.Lock(),
+                FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S),
+            )
+        return locks
 
 
 def _last_byte(fd: int, size: int) -> bytes:
