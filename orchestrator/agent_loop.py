@@ -23,7 +23,13 @@ middleware lacks for tether's protocol:
   connection errors and unparseable responses; 4xx request errors are not retried;
 * **token accounting** from the provider's `usage_metadata` (an estimate only when the
   provider reports none); `on_step` sees the running total after every call, so the
-  tokens of an agent that fails later still count.
+  tokens of an agent that fails later still count;
+* **Ctrl-C** reaches agents in worker threads through a `stop` event: the agent raises
+  `Stopped` before its next model call or retry.
+
+The compiled agent graph holds no state of a run, so runs with the same model, tools and
+final tool (the subagents of a run) share one; each run's `ProtocolMiddleware` reaches it
+through a context variable.
 """
 
 from __future__ import annotations
