@@ -6,9 +6,10 @@ become, never torn.
 * `atomic_write_bytes` / `atomic_write_text` / `atomic_write_json` write a hidden temp file
   in the same directory, flush and fsync it, `os.replace` it over the target and fsync the
   directory, so the rename itself is durable.
-* `append_jsonl` appends whole lines to a `.jsonl` file under a `filelock` lock, in one
-  `write()`, then fsyncs. If an earlier writer was killed mid-line, the torn fragment is
-  closed with a newline first, so it stays one bad line and never corrupts the new one.
+* `append_jsonl` appends whole lines to a `.jsonl` file under a `filelock` lock (threads
+  of one process queue on an in-process lock first), in one `write()`, then fsyncs. If an
+  earlier writer was killed mid-line, the torn fragment is closed with a newline first, so
+  it stays one bad line and never corrupts the new one.
 * `read_jsonl` returns every good line with its 1-based line number and reports bad ones
   (a torn last line, or anything that is not a JSON object) instead of failing.
 * `file_lock` is the one lock primitive (cross-process and cross-thread).
@@ -24,6 +25,7 @@ import errno
 import json
 import os
 import secrets
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,7 +164,9 @@ def append_lines(path: Path, payload: bytes) -> int:
     """
     path = Path(path)
     try:
-        with file_lock(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        thread_lock, process_lock = _append_locks(path)
+        with thread_lock, process_lock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 size = os.fstat(fd).st_size
@@ -184,6 +188,26 @@ def append_lines(path: Path, payload: bytes) -> int:
     except OSError as exc:
         _raise_os(exc, path)
     return first_line
+
+
+#: Per appended file: an in-process lock, taken before the file lock, so threads of one
+#: process (parallel subagents) queue on it instead of polling the file lock (which
+#: sleeps 50 ms each time it finds the lock taken); and the file lock object itself,
+#: built once (building one costs more than an append).
+_APPEND_LOCKS: dict[str, tuple[threading.Lock, FileLock]] = {}
+_APPEND_LOCKS_GUARD = threading.Lock()
+
+
+def _append_locks(path: Path) -> tuple[threading.Lock, FileLock]:
+    key = str(path)
+    with _APPEND_LOCKS_GUARD:
+        locks = _APPEND_LOCKS.get(key)
+        if locks is None:
+            locks = _APPEND_LOCKS[key] = (
+                threading.Lock(),
+                FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S),
+            )
+        return locks
 
 
 def _last_byte(fd: int, size: int) -> bytes:

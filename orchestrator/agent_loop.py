@@ -23,17 +23,26 @@ middleware lacks for tether's protocol:
   connection errors and unparseable responses; 4xx request errors are not retried;
 * **token accounting** from the provider's `usage_metadata` (an estimate only when the
   provider reports none); `on_step` sees the running total after every call, so the
-  tokens of an agent that fails later still count.
+  tokens of an agent that fails later still count;
+* **Ctrl-C** reaches agents in worker threads through a `stop` event: the agent raises
+  `Stopped` before its next model call or retry.
+
+The compiled agent graph holds no state of a run, so runs with the same model, tools and
+final tool (the subagents of a run) share one; each run's `ProtocolMiddleware` reaches it
+through a context variable.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +57,7 @@ from pydantic import BaseModel, ValidationError
 from orchestrator.errors import (
     AgentLoopError,
     ModelCallError,
+    Stopped,
 )
 
 TRUNCATION_NOTE = "\n[... truncated to fit the context window; use a narrower query ...]"
@@ -194,7 +204,10 @@ def json_answer(text: str, final_tool: type[BaseModel]) -> dict[str, Any] | None
     return None
 
 
+@functools.lru_cache(maxsize=16)
 def _final_tool_object(final_tool: type[BaseModel]) -> StructuredTool:
+    """The final tool as a tool object; one per protocol model (tools are stateless, and
+    a model converts a tool it has seen before for free)."""
     return StructuredTool.from_function(
         func=lambda **_: "accepted",
         name=final_tool.__name__,
@@ -227,8 +240,10 @@ class ProtocolMiddleware(AgentMiddleware):
         retries: int = DEFAULT_RETRIES,
         initial_delay: float = DEFAULT_INITIAL_DELAY,
         sleep: Callable[[float], None] = time.sleep,
+        stop: threading.Event | None = None,
     ) -> None:
         super().__init__()
+        self.stop = stop
         self.final_tool = final_tool
         self.final_name = final_tool.__name__
         self.max_steps = max_steps
@@ -246,6 +261,7 @@ class ProtocolMiddleware(AgentMiddleware):
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         if self.final is not None:
             return {"jump_to": "end"}
+        self._check_stop()
         if self.calls > self.max_steps:
             raise AgentLoopError(
                 f"agent did not call {self.final_name!r} validly within "
@@ -302,10 +318,18 @@ class ProtocolMiddleware(AgentMiddleware):
                         f"model call failed after {attempt + 1} attempt(s): {describe(exc)}"
                     ) from exc
                 delay = min(MAX_DELAY, self.initial_delay * (2**attempt))
-                self.sleep(max(delay, min(MAX_DELAY, retry_after(exc) or 0.0)))
+                delay = max(delay, min(MAX_DELAY, retry_after(exc) or 0.0))
+                if self.stop is None:
+                    self.sleep(delay)
+                elif self.stop.wait(delay):  # Ctrl-C during the back-off ends it
+                    self._check_stop()
                 attempt += 1
         self._account(request.messages, response.result[-1])
         return response
+
+    def _check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped("stopped by Ctrl-C before the next model call")
 
     def _account(self, sent: list[Any], reply: Any) -> None:
         self.calls += 1
@@ -380,6 +404,73 @@ class ProtocolMiddleware(AgentMiddleware):
         return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
 
 
+# -- one compiled agent per (model, tools, final tool) --------------------------------------
+_CURRENT: ContextVar[ProtocolMiddleware] = ContextVar("tether_protocol")
+"""The protocol state of the agent run in progress (LangGraph copies context variables
+into the threads it runs nodes and tools in)."""
+
+
+class _CurrentProtocol(AgentMiddleware):
+    """`ProtocolMiddleware` of the run in progress, so one compiled agent serves them all.
+
+    Building and compiling a `create_agent` graph costs more than a fast model's whole run;
+    the graph holds nothing of a run, only this forwarder does, through `_CURRENT`.
+    """
+
+    @property
+    def name(self) -> str:
+        return ProtocolMiddleware.__name__  # the graph's node names stay those of one run
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return _CURRENT.get().before_model(state, runtime)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return _CURRENT.get().wrap_model_call(request, handler)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return _CURRENT.get().wrap_tool_call(request, handler)
+
+
+_AGENTS: dict[tuple, tuple[Any, Any]] = {}
+_AGENTS_LOCK = threading.Lock()
+_AGENTS_MAX = 64
+
+
+def _agent(model: Any, tools: tuple, final_tool: type[BaseModel], middleware: tuple) -> Any:
+    """The compiled agent for these parts; built once when `middleware` is empty.
+
+    Keyed by the objects' identities (a run's tools and models are built once per run);
+    the key's objects are kept with the agent so an identity is never reused meanwhile.
+    """
+    parts = (model, tools, final_tool)
+
+    def build() -> Any:
+        return create_agent(
+            model,
+            tools=[*tools, _final_tool_object(final_tool)],
+            middleware=[*middleware, _CurrentProtocol()],
+        )
+
+    if middleware:  # an agent's own middleware holds state of its run: never shared
+        return build()
+    key = (id(model), tuple(id(t) for t in tools), final_tool)
+    with _AGENTS_LOCK:
+        hit = _AGENTS.get(key)
+    if (
+        hit is not None
+        and hit[0][0] is model
+        and all(a is b for a, b in zip(hit[0][1], tools, strict=True))
+    ):
+        return hit[1]
+    agent = build()
+    with _AGENTS_LOCK:
+        if len(_AGENTS) >= _AGENTS_MAX:
+            _AGENTS.clear()
+        _AGENTS[key] = (parts, agent)
+    return agent
+
+
 def _transcript_tokens(transcript: list[Any]) -> int:
     return sum(
         int((getattr(m, "usage_metadata", None) or {}).get("total_tokens") or 0)
@@ -421,6 +512,7 @@ def run_agent(
     middleware: Sequence[Any] = (),
     retries: int = DEFAULT_RETRIES,
     initial_delay: float | None = None,
+    stop: threading.Event | None = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -436,6 +528,7 @@ def run_agent(
         retries: retries of one failed model call (exponential backoff, `Retry-After`).
         initial_delay: the first retry's delay in seconds (default `$TETHER_RETRY_DELAY`,
             else 1).
+        stop: once set, the agent raises `Stopped` before its next model call (or retry).
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -450,13 +543,11 @@ def run_agent(
         on_step=on_step,
         retries=retries,
         initial_delay=initial_delay,
+        stop=stop,
     )
-    agent = create_agent(
-        model,
-        tools=[*tools, _final_tool_object(final_tool)],
-        middleware=[*middleware, protocol],
-    )
+    agent = _agent(model, tuple(tools), final_tool, tuple(middleware))
     limit = 4 * (max_steps + 2) + 10
+    token = _CURRENT.set(protocol)
     try:
         state = agent.invoke({"messages": list(messages)}, {"recursion_limit": limit})
     except ModelCallError as exc:
@@ -471,6 +562,8 @@ def run_agent(
         )
         error.tokens = protocol.result.tokens
         raise error from exc
+    finally:
+        _CURRENT.reset(token)
     result = protocol.result
     result.transcript = list(state.get("messages") or [])
     # inside a graph node the agent is a durable subgraph: on resume it continues from

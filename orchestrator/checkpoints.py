@@ -115,7 +115,7 @@ def write_checkpoint(
     """
     now = datetime.now(UTC)
     if isinstance(cp, Checkpoint):
-        data = cp.model_copy(deep=True)
+        data = cp.model_copy()  # only top-level fields are set below: a shallow copy will do
     else:
         data = validate_input(Checkpoint, CHECKPOINT_TEMPLATE, cp)
     if data.timestamp is None:

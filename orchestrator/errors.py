@@ -19,6 +19,8 @@
         │   └── AgentLoopError            no valid final answer within the step budget
         └── Interrupted                   Ctrl-C; the message carries the resume command
 
+    Stopped (KeyboardInterrupt)           Ctrl-C reaching an agent in a worker thread
+
 Messages are one line, show the offending value with `!r` and say what to do next.
 """
 
@@ -96,3 +98,9 @@ class Interrupted(OrchestratorRuntimeError):
         self.checkpoint = checkpoint
         self.memory_dir = memory_dir
         super().__init__(f"Interrupted; resume with `{resume}`")
+
+
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C, seen by an agent running in a worker thread: it stops before its next model
+    call (its finished steps are kept) instead of running to its end. Not an `Exception`,
+    so no handler takes it for a failed agent; the run then ends with `Interrupted`."""

@@ -20,7 +20,11 @@ from a JSON checkpoint can enter at `plan` and only do what is left.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -117,15 +121,47 @@ def run_graph(
     graph = compile_graph(saver)
     config = run_config(ctx.thread_id, ctx.max_parallel)
     try:
-        for _ in graph.stream(
-            state, config, context=ctx, durability=DURABILITY, stream_mode="updates"
-        ):
-            pass
+        with _stop_on_ctrl_c(ctx.stop):
+            for _ in graph.stream(
+                state, config, context=ctx, durability=DURABILITY, stream_mode="updates"
+            ):
+                pass
     except KeyboardInterrupt:
         raise _interrupted(graph.get_state(config).values, ctx, task_id) from None
     except ModelCallError as exc:
         return _lead_failed(graph.get_state(config).values, ctx, task_id, exc)
     return graph.get_state(config).values
+
+
+@contextlib.contextmanager
+def _stop_on_ctrl_c(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C also sets `stop`, for the agents running in worker threads.
+
+    The `KeyboardInterrupt` reaches the main thread only, and LangGraph then waits for
+    every task of the super-step it already handed to its thread pool: without `stop`,
+    queued subagents would start and every running one would finish its whole tool loop
+    first (at `--max-parallel 1`, the rest of the phase). Only the main thread can
+    install a signal handler; elsewhere (a server's worker) this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if previous == signal.SIG_IGN:
+            return
+        stop.set()
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _interrupted(values: dict[str, Any], ctx: RunContext, task_id: str) -> Interrupted:

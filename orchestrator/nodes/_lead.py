@@ -13,6 +13,7 @@ lead's turns are logged to working memory (`log_lead`) by `plan` and `merge`.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -86,9 +87,24 @@ def working_context(ctx: RunContext, state: OrchestratorState) -> str:
     ).strip()
 
 
+def turn_id(task_id: str, role: str, content: str) -> str:
+    """The message id of a lead turn, derived from what it says.
+
+    The lead's turns are sent again in every later call of its context (`lead_log`), and a
+    node replayed after a crash says them again; with the same id each time, the durable
+    message log (`messages.jsonl`) keeps one line per turn.
+    """
+    digest = hashlib.sha256(f"{task_id}\0{role}\0{content}".encode()).hexdigest()[:24]
+    return f"lead-{digest}"
+
+
 def log_lead(ctx: RunContext, task_id: str, role: str, content: str, **fields: Any) -> None:
-    """Append a lead message to the task's durable message log (working memory)."""
-    WorkingMemory(ctx.store, task_id).append_message(role, content, **fields)
+    """Append a lead message to the task's durable message log (working memory), once."""
+    working = WorkingMemory(ctx.store, task_id)
+    message_id = turn_id(task_id, role, content)
+    if any(m.record.get("id") == message_id for m in working.messages()):
+        return  # a replayed node: the turn is in the log already
+    working.append_message(role, content, id=message_id, **fields)
 
 
 def phase_instruction(ctx: RunContext, state: OrchestratorState) -> str:
@@ -131,10 +147,12 @@ def lead_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
         snap = seed_text(body_text(ctx.layout.root / state["seed_snapshot"]))
         system.append("You continue from this context snapshot (fresh context):\n" + snap)
     messages: list[Any] = [SystemMessage("\n\n".join(system))]
+    task_id = state["task_id"]
     for turn in state.get("lead_log") or []:
         cls = AIMessage if turn["role"] == "assistant" else HumanMessage
-        messages.append(cls(turn["content"]))
-    messages.append(HumanMessage(phase_instruction(ctx, state)))
+        messages.append(cls(turn["content"], id=turn_id(task_id, turn["role"], turn["content"])))
+    instruction = phase_instruction(ctx, state)
+    messages.append(HumanMessage(instruction, id=turn_id(task_id, "user", instruction)))
     return messages
 
 

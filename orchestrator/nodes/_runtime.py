@@ -55,6 +55,9 @@ class RunContext:
     on_event: Callable[[Event], None] | None = None
     agent_models: dict[str, BaseChatModel] = field(default_factory=dict)
     """Chat models for workflow agents that name their own model."""
+    stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    """Set by Ctrl-C (`orchestrator.graph.run_graph`): agents in worker threads stop
+    before their next model call, and subagents not started yet do not start."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 

@@ -148,6 +148,7 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
         max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
         middleware=[lead_middleware(ctx, state["task_id"])],
+        stop=ctx.stop,
     )
     fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
     update = _plan_update(ctx, state, result, fresh)

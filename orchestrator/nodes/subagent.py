@@ -27,6 +27,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
 from orchestrator.artifacts import iso_timestamp, read_findings, write_findings
+from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import slug
@@ -188,6 +189,7 @@ def _run(ctx: RunContext, payload: dict[str, Any], used: dict[str, int]) -> Any:
         max_steps=max_steps,
         max_context_tokens=budget,
         on_step=on_step,
+        stop=ctx.stop,
     )
 
 
@@ -199,6 +201,8 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     if rec and rec.get("findings") is not None:
         return _reuse(ctx, payload, rec)
     fault("subagent_before_run")
+    if ctx.stop.is_set():
+        raise Stopped(f"stopped by Ctrl-C before subagent {key!r} started")
     ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=0)
     used = {"tokens": 0}
     try:

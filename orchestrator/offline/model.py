@@ -56,6 +56,27 @@ Policy = Callable[[list[BaseMessage], list[dict[str, Any]]], "AIMessage | str"]
 __all__ = ["MODEL_NAME", "OfflineChatModel", "Policy", "ResearchPolicy", "tool_names"]
 
 
+#: OpenAI dicts of tool objects and classes already converted (`create_agent` binds the
+#: tools again before every model call, and converting a tool builds pydantic models):
+#: id -> (the object, kept alive so the id stays its own; its dict).
+_CONVERTED: dict[int, tuple[Any, dict[str, Any]]] = {}
+_CONVERTED_MAX = 512
+
+
+def _openai_tool(tool: Any) -> dict[str, Any]:
+    if isinstance(tool, dict):
+        return convert_to_openai_tool(tool)  # a caller's dict may change: never cached
+    hit = _CONVERTED.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    formatted = convert_to_openai_tool(tool)
+    with _QUEUE_LOCK:
+        if len(_CONVERTED) >= _CONVERTED_MAX:
+            _CONVERTED.clear()
+        _CONVERTED[id(tool)] = (tool, formatted)
+    return formatted
+
+
 def tool_names(tools: Sequence[dict[str, Any]]) -> list[str]:
     """Names of bound tools given as OpenAI tool dicts."""
     return [t.get("function", t).get("name", "") for t in tools]
@@ -167,7 +188,7 @@ class OfflineChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Runnable:
         """Bind tools (BaseTool, pydantic model, function or dict); the policy sees them."""
-        formatted = [convert_to_openai_tool(t) for t in tools]
+        formatted = [_openai_tool(t) for t in tools]
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         return self.bind(tools=formatted, **kwargs)

@@ -214,6 +214,55 @@ class TestAgentLoop:
         assert errors[0].content == "Error: ValueError: bad input"
         assert result.tokens > 0
 
+    def test_parallel_runs_sharing_model_and_tools_keep_their_own_results(self):
+        """The compiled agent is shared; each run's steps, answer and tokens are its own."""
+        import threading
+
+        from langchain_core.messages import HumanMessage, SystemMessage
+        from langchain_core.tools import tool
+
+        from orchestrator.agent_loop import run_agent
+        from orchestrator.protocol import SubmitFindings
+
+        def policy(messages, tools):
+            task = str(messages[1].content)
+            n = sum(1 for m in messages if m.type == "tool")
+            if n < int(task.split()[-1]):
+                return AIMessage(
+                    "", tool_calls=[{"name": "echo", "args": {"text": task}, "id": None}]
+                )
+            args = {"summary": f"{task} after {n} calls", "key_discoveries": [task]}
+            return AIMessage("", tool_calls=[{"name": "SubmitFindings", "args": args, "id": None}])
+
+        @tool
+        def echo(text: str) -> str:
+            """Echo `text` back."""
+            return text
+
+        model = OfflineChatModel(policy=policy)
+        results: dict[int, object] = {}
+        barrier = threading.Barrier(4)
+
+        def run(k: int) -> None:
+            barrier.wait()
+            results[k] = run_agent(
+                model,
+                tools=[echo],
+                final_tool=SubmitFindings,
+                messages=[SystemMessage("s"), HumanMessage(f"task {k}")],
+                max_steps=8,
+            )
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for k in range(4):
+            assert results[k].final.summary == f"task {k} after {k} calls"
+            assert [c["args"]["text"] for c in results[k].tool_calls] == [f"task {k}"] * k
+            assert len(results[k].context_tokens) == k + 1
+
     def test_context_stays_within_budget_and_steps_are_bounded(self):
         from langchain_core.messages import HumanMessage, SystemMessage
 
