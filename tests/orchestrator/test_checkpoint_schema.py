@@ -1,7 +1,7 @@
-"""The compiled schema check (`orchestrator._schema_check`) against `jsonschema`.
+"""Checking a checkpoint against the shipped schema (`checkpoint_schema_problem`).
 
-The fast check may only say "valid" where `jsonschema` agrees; on the shipped checkpoint
-schema it must also accept what tether writes (else every checkpoint pays for both).
+A `fastjsonschema` validator answers first and `jsonschema` words a problem; on every kind
+of document the answer must be the one `jsonschema` gives.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import jsonschema
 import pytest
 
-from orchestrator._schema_check import compile_check
 from orchestrator.templates import checkpoint_schema, checkpoint_schema_problem
 
 VALID = {
@@ -87,35 +86,18 @@ CASES = [
 
 
 @pytest.mark.parametrize("name,doc", CASES, ids=[c[0] for c in CASES])
-def test_agrees_with_jsonschema_on_the_checkpoint_schema(name, doc):
-    schema = checkpoint_schema()
-    check = compile_check(schema)
-    assert check is not None, "the shipped checkpoint schema should compile"
-    valid = jsonschema.Draft202012Validator(schema).is_valid(doc)
-    if check(doc):
-        assert valid, f"{name}: the fast check accepted what jsonschema rejects"
-    # what tether writes must take the fast path: ints are ints, nothing exotic
-    if name in ("valid", "timestamp with offset", "plan may be a string"):
-        assert check(doc)
-    assert (checkpoint_schema_problem(doc) is None) == valid
+def test_the_answer_is_jsonschemas(name, doc):
+    """Whichever validator answers, a document is accepted exactly when `jsonschema`
+    accepts it (the compiled one follows draft 7, where a `$ref` hides its siblings such
+    as the `minItems` of `phases`)."""
+    valid = jsonschema.Draft202012Validator(checkpoint_schema()).is_valid(doc)
+    problem = checkpoint_schema_problem(doc)
+    assert (problem is None) == valid, name
+    if not valid:
+        assert problem.startswith("at ")  # worded by jsonschema: where, then what
 
 
-@pytest.mark.parametrize(
-    "schema",
-    [
-        {"type": "object", "oneOf": [{"required": ["a"]}]},
-        {"$ref": "https://example.com/schema.json"},
-        {"type": "tuple"},
-        {"properties": {"a": {"enum": [1, 2]}}},
-    ],
-    ids=["oneOf", "remote ref", "unknown type", "nested enum"],
-)
-def test_a_schema_beyond_the_subset_is_left_to_jsonschema(schema):
-    assert compile_check(schema) is None
-
-
-def test_the_checkpoint_template_output_takes_the_fast_path(tmp_path):
+def test_what_tether_writes_is_valid():
     from orchestrator.templates import render_checkpoint
 
-    text = render_checkpoint(VALID)
-    assert compile_check(checkpoint_schema())(json.loads(text))
+    assert checkpoint_schema_problem(json.loads(render_checkpoint(VALID))) is None
