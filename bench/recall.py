@@ -189,6 +189,8 @@ def _measure(corpus: Corpus, root: Path, args: argparse.Namespace) -> dict:
         lat.append(time.perf_counter() - t0)
         ranked.append([h.citation for h in hits])
     row["tether"] = (_pct(lat, 0.5), _pct(lat, 0.95))
+    row["index_mb"] = sum(f.stat().st_size for f in root.glob("memory.db*")) / 1e6
+    row["rss_mb"] = _rss_mb()  # this process after building and searching (bm25s comes later)
     row["tether_r5"], row["tether_r10"] = _recall(ranked, gold, 5), _recall(ranked, gold, 10)
     row["tether_halves"] = _halves(ranked, gold)
     _baseline_latency(row, root, questions, args)
@@ -207,6 +209,17 @@ def _measure(corpus: Corpus, root: Path, args: argparse.Namespace) -> dict:
     row["incr_s"], row["incr_found"] = _incremental(store, corpus, root)
     store.close()
     return row
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now, in MB (Linux `/proc`; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def _baseline_latency(
@@ -268,6 +281,17 @@ def format_table(rows: list[dict]) -> str:
             f"{r['tether'][0] / r['rg'][0]:.3f} | {r['tether'][0] / r['rg1'][0]:.3f} | "
             f"{r['tether'][0] / r['grep'][0]:.3f} | {r['incr_s']:.2f} s "
             f"({'found' if r['incr_found'] else 'NOT found'}) |"
+        )
+    lines += [
+        "",
+        "| messages | messages MB | index on disk MB (memory.db) | index / messages "
+        "| process RSS after build and search MB |",
+        "|" + "---|" * 5,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['messages']:,} | {r['mb']:.0f} | {r['index_mb']:.0f} | "
+            f"{r['index_mb'] / r['mb']:.2f} | {r['rss_mb']:.0f} |"
         )
     lines += [
         "",
