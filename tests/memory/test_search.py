@@ -8,6 +8,7 @@ language questions; results must be ranked sensibly and cite the exact file and 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -380,3 +381,39 @@ class TestRanking:
         hits = store.search("zeta alpha beta gamma delta epsilon", limit=3)
         assert f"working/T1/messages.jsonl#L{lines['meet']}" in [h.citation for h in hits]
         store.close()
+
+
+def _log_days(store, records):
+    durable.append_jsonl(store.layout.messages("T1"), records, many=True)
+
+
+def test_a_day_named_in_the_question_prefers_that_days_messages(store):
+    _log_days(
+        store,
+        [
+            {"ts": "2026-03-03T10:00:00Z", "role": "assistant",
+             "content": "We decided to keep the cache in Redis for now."},
+            {"ts": "2026-03-05T10:00:00Z", "role": "assistant",
+             "content": "We decided the cache moves to memcached; the cache decision is final."},
+        ],
+    )  # fmt: skip
+    assert "memcached" in store.search("What did we decide about the cache?")[0].text
+    for asked in ("on March 3", "on 3 March 2026", "on 2026-03-03"):
+        dated = store.search(f"What did we decide about the cache {asked}?")
+        assert "Redis" in dated[0].text, asked
+
+
+def test_yesterday_means_the_utc_day_before_today(store):
+    from memory.clock import today_utc
+
+    yesterday = (today_utc() - timedelta(days=1)).isoformat()
+    _log_days(
+        store,
+        [
+            {"ts": f"{yesterday}T09:00:00Z", "role": "user", "content": "The warmup failed."},
+            {"ts": "2025-01-02T09:00:00Z", "role": "user",
+             "content": "Warmup failed: the cache warmup failed during deploy, warmup failed."},
+        ],
+    )  # fmt: skip
+    assert "during deploy" in store.search("why did the warmup fail")[0].text
+    assert store.search("why did the warmup fail yesterday")[0].text == "user: The warmup failed."

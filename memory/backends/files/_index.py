@@ -46,7 +46,7 @@ from memory.backends.blocks import (
     FLAT_FOLDERS,
     JSON_BLOCK_MAX_LINES,
     WORDY,
-    message_text,
+    message_fields,
     split_blocks,
 )
 from memory.backends.files._host import FilesHost
@@ -137,8 +137,19 @@ def add_doc_ids(conn: sqlite3.Connection) -> None:
     conn.execute(CREATE_DOC_ID_INDEX)
 
 
+def add_message_days(conn: sqlite3.Connection) -> None:
+    """Each message row keeps the UTC day of its `ts`, for questions that name a day (rows
+    indexed before this get it at the next `memory reindex`)."""
+    conn.execute("ALTER TABLE idx_docs ADD COLUMN day TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS idx_docs_day ON idx_docs(day) WHERE day IS NOT NULL")
+
+
 #: Named and append-only; `rebuild()` replays them after dropping the tables.
-MIGRATIONS = [("m101_index_tables", create_index_tables), ("m102_index_doc_ids", add_doc_ids)]
+MIGRATIONS = [
+    ("m101_index_tables", create_index_tables),
+    ("m102_index_doc_ids", add_doc_ids),
+    ("m103_message_days", add_message_days),
+]
 
 
 def read_complete_lines(
@@ -187,6 +198,8 @@ class _FileWork:
     basis: tuple | None
     append: bool
     rows: list[tuple[int, str]] = field(default_factory=list)
+    days: list[str | None] = field(default_factory=list)
+    """For a jsonl, the UTC day of each row's message (same order as `rows`)."""
     done_bytes: int = 0
     done_lines: int = 0
     tail_off: int = 0
@@ -396,14 +409,15 @@ class Index:
         if append:
             work.tail_off, work.tail_hash = row["tail_off"], row["tail_hash"]
         last = None  # the last complete line read: its hash tells an append from a rewrite
-        rows = work.rows
+        rows, days = work.rows, work.days
         try:
             for line_no, offset, raw in read_complete_lines(
                 item.abspath, start, item.size, first_line
             ):
-                text = message_text(raw)
+                text, day = message_fields(raw)
                 if text is not None:
                     rows.append((line_no, text))
+                    days.append(day)
                 last = (line_no, offset, raw)
                 if len(rows) >= BATCH_ROWS and offset + len(raw) + 1 < item.size:
                     work.partial = True  # bounded memory: the caller comes back for more
@@ -466,9 +480,13 @@ class Index:
                 report.rows_removed += _delete_docs(conn, "file_id = ?", (file_id,))
         table = table_for(item.source)
         ids = range(next_id, next_id + len(work.rows))
+        days = work.days or [None] * len(work.rows)
         conn.executemany(
-            "INSERT INTO idx_docs(id, source, file_id, line) VALUES (?, ?, ?, ?)",
-            [(i, item.source, file_id, line) for i, (line, _) in zip(ids, work.rows, strict=True)],
+            "INSERT INTO idx_docs(id, source, file_id, line, day) VALUES (?, ?, ?, ?, ?)",
+            [
+                (i, item.source, file_id, line, day)
+                for i, (line, _), day in zip(ids, work.rows, days, strict=True)
+            ],
         )
         conn.executemany(
             f"INSERT INTO {table}(rowid, body) VALUES (?, ?)",

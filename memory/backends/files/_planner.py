@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 from memory.backends.files._index import FILE_TABLE, TABLES, table_for
 from memory.base import SearchHit
+from memory.clock import today_utc
+from memory.when import question_days
 from memory.words import QUESTION_WORDS, STOPWORDS
 
 #: Every source `memory search` knows (files that are none of these are not indexed).
@@ -65,6 +67,10 @@ EXACT_WEIGHT = 0.5
 PROXIMITY_TOKENS = 8
 PROXIMITY_WEIGHT = 0.15
 QUESTION_WORD_WEIGHT = 0.3
+#: A message written on a day the question names ("on March 3", "yesterday") scores this
+#: much more, and up to `DAY_CANDIDATES` of that day's rows holding a query word are ranked.
+DAY_WEIGHT = 1.0
+DAY_CANDIDATES = 200
 
 CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -151,10 +157,23 @@ class Query:
         for term in terms:
             df = sum(self.df[(t, term)] for t in tables)
             self.idf[term] = self.weight[term] * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
+        self.days = sorted(question_days(self.query, today_utc()))
         candidates: list[_Candidate] = []
         for table in tables:
             candidates.extend(self._candidates(table, terms))
+            if self.days and table == table_for("messages"):
+                candidates.extend(self._on_days(table, terms))
         return self._rerank(candidates, terms)
+
+    def _on_days(self, table: str, terms: list[str]) -> list[_Candidate]:
+        """Messages of the days the question names that hold any query word."""
+        marks = ",".join("?" * len(self.days))
+        sql = (
+            f"SELECT {table}.rowid FROM {table} WHERE {table} MATCH ? AND {table}.rowid IN "
+            f"(SELECT id FROM idx_docs WHERE day IN ({marks})) ORDER BY bm25({table}) LIMIT ?"
+        )
+        args = (self._or(terms), *self.days, DAY_CANDIDATES)
+        return [_Candidate(row[0], table) for row in self.conn.execute(sql, args)]
 
     def _df(self, table: str, term: str) -> int:
         """Rows holding `term`: exact up to `DF_SAMPLE`, else estimated from how far into
@@ -358,6 +377,8 @@ class Query:
             score += STEM_WEIGHT * self.idf[term] * count * (K1 + 1) / (count + lengths)
         for term, count in tf_exact.items():
             score += EXACT_WEIGHT * self.exact_idf[term] * count * (K1 + 1) / (count + lengths)
+        if self.days and doc.get("day") in self.days:
+            score *= 1 + DAY_WEIGHT
         if len(terms) > 1:
             held = sum(self.weight[t] for t in tf) - 1
             score *= 1 + COVERAGE_WEIGHT * max(held, 0) / max(sum(self.weight.values()) - 1, 1)
@@ -385,7 +406,7 @@ class Query:
         if docs:
             marks = ",".join("?" * len(docs))
             for row in self.conn.execute(
-                "SELECT d.id, d.source, d.line, d.cite, d.path, f.path AS file_path "
+                "SELECT d.id, d.source, d.line, d.cite, d.path, d.day, f.path AS file_path "
                 "FROM idx_docs d LEFT JOIN idx_files f ON f.id = d.file_id "
                 f"WHERE d.id IN ({marks})",
                 list(docs),
@@ -394,6 +415,7 @@ class Query:
                     source=row["source"],
                     line=row["line"],
                     cite=row["cite"],
+                    day=row["day"],
                     path=row["file_path"] or row["path"],
                 )
         return {i: d for i, d in docs.items() if "source" in d}
