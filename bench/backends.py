@@ -14,8 +14,10 @@ private schema is created and dropped)::
    search p50/p95, recall@10. The first row is `memory search` itself on a memory directory
    holding the corpus as files (`MemoryStore.reindex()`, then `MemoryStore.search`).
 2. **Orchestration**: one phase of N subagents with the fast fake model of
-   `bench.orchestration`, graph state in `SqliteSaver` (default) or LangGraph's
-   `PostgresSaver` (`Orchestrator(checkpointer=...)`): wall time per subagent.
+   `bench.orchestration`: on a memory directory with graph state in `SqliteSaver` (the
+   default) or LangGraph's `PostgresSaver` (`Orchestrator(checkpointer=...)`), and with
+   everything on PostgreSQL (`Orchestrator(memory_url=...)`, what `--memory-url` runs):
+   wall time per subagent.
 3. **Appends to a growing log**: `append_lines` of one 300-byte message to
    `working/T/messages.jsonl` as the log grows to `--log-lines` lines (in batches of 1,000):
    the median of 20 single appends at each size, per backend, and its ratio to the
@@ -138,20 +140,24 @@ def recall_rows(n: int) -> list[tuple[str, dict]]:
 
 def orchestration_rows(n: int) -> list[tuple[str, float]]:
     from bench.orchestration import OBJECTIVE, fake_model
+    from memory.backends.savers import open_postgres_saver
     from orchestrator.api import Orchestrator
 
     rows = []
-    for kind in ("sqlite", "postgres", "mirror"):
-        with (
-            tempfile.TemporaryDirectory() as tmp,
-            pg_schema() as url,
-            _saver(kind, url, tmp) as saver,
-        ):
+    labels = {
+        "sqlite": "files (SqliteSaver)",
+        "postgres": "files + PostgresSaver",
+        "url": "--memory-url: memory and PostgresSaver on PostgreSQL",
+    }
+    for kind, label in labels.items():
+        with tempfile.TemporaryDirectory() as tmp, pg_schema() as url:
             root = Path(tmp)
             workflow = root / "one.yaml"
             workflow.write_text("name: bench\nphases: [exploration]\n")
+            saver = open_postgres_saver(url) if kind == "postgres" else None
             orch = Orchestrator(
                 memory_dir=root / "memory",
+                memory_url=url if kind == "url" else None,
                 workdir=root,
                 workflow=workflow,
                 model=fake_model(),
@@ -159,35 +165,15 @@ def orchestration_rows(n: int) -> list[tuple[str, float]]:
                 max_subtasks=n,
                 checkpointer=saver,
             )
-            began = time.perf_counter()
-            result = orch.run(OBJECTIVE, task_id="bench")
-            if kind == "mirror":
-                saver.mirror.push()  # what the CLI does when the command ends
-            elapsed = time.perf_counter() - began
+            with orch:
+                began = time.perf_counter()
+                result = orch.run(OBJECTIVE, task_id="bench")
+                elapsed = time.perf_counter() - began
+            if saver is not None:
+                saver.conn.close()
             assert result.status == "done" and len(result.findings) == n, result.failed
-            label = {"sqlite": "SqliteSaver (files)", "postgres": "PostgresSaver (files)"}
-            rows.append((label.get(kind, "--memory-url: PostgresSaver + mirror"), elapsed / n))
+            rows.append((label, elapsed / n))
     return rows
-
-
-@contextmanager
-def _saver(kind: str, url: str, tmp: str):
-    """None (tether's SqliteSaver), a PostgresSaver, or the `--memory-url` MirroringSaver."""
-    from memory.backends.savers import open_postgres_saver
-
-    if kind == "sqlite":
-        yield None
-    elif kind == "postgres":
-        saver = open_postgres_saver(url)
-        yield saver
-        saver.conn.close()
-    else:
-        import click
-
-        from orchestrator._mirror import attach
-
-        with click.Context(click.Command("bench")) as ctx:
-            yield attach(ctx, url, Path(tmp) / "memory")
 
 
 def append_rows(total: int) -> list[tuple[str, list[tuple[int, float]]]]:

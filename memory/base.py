@@ -474,6 +474,11 @@ class BaseBackend(abc.ABC):
         """A LangGraph checkpointer keeping graph state beside this memory (owned here)."""
         raise NotImplementedError(f"{type(self).__name__} has no LangGraph checkpointer")
 
+    def holds_thread(self, thread_id: str) -> bool:
+        """Whether `checkpointer()` has saved graph state for `thread_id`, asked without
+        loading LangGraph (`orchestrator status`); False when there is no such state."""
+        return False
+
     # -- convenience built on the primitives ---------------------------------------
     def read_text(self, path: str) -> str | None:
         doc = self.get_document(path)

@@ -275,11 +275,15 @@ def iter_jsonl_lines(
 
 def read_jsonl(path: Path) -> JsonlRead:
     """Read a jsonl file, tolerating and reporting bad and torn lines."""
-    result = JsonlRead()
     path = Path(path)
     if not path.exists():
-        return result
-    data = path.read_bytes()
+        return JsonlRead()
+    return parse_jsonl(path.read_bytes())
+
+
+def parse_jsonl(data: bytes) -> JsonlRead:
+    """The records of jsonl `data` by line number, with its bad and torn lines."""
+    result = JsonlRead()
     lines = data.split(b"\n")
     tail_without_newline = not data.endswith(b"\n") and data != b""
     if data.endswith(b"\n"):

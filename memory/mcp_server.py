@@ -7,8 +7,7 @@ Tools (names and descriptions are written for the model that calls them):
 * `memory_read` / `memory_list` / `memory_write` / `memory_patch` / `memory_append`:
   the memory files (facts, episodes, a task's overview and detail notes);
 * `task_status` / `checkpoint_report`: read-only views of an orchestrator task, offered
-  when the `orchestrator` package is installed and the memory is a memory directory (see
-  "Task tools" below).
+  when the `orchestrator` package is installed (see "Task tools" below).
 
 Design: every tool is a thin wrapper over the library functions the LangChain tools in
 `memory.tools` wrap (`MemoryStore.search/log/fetch`, `memory.memfiles`), so the sandbox is

@@ -24,21 +24,22 @@ findings files are enough to continue without LangGraph's database.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from memory.backends.savers import open_sqlite_saver
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
+from orchestrator.docs import Docs
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
 from orchestrator.faults import fault
 from orchestrator.graph import run_graph, saved_state
@@ -46,7 +47,7 @@ from orchestrator.models import ResolvedModel, agent_models, effective_threshold
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
-from orchestrator.paths import langgraph_db, new_suffix, utc
+from orchestrator.paths import new_suffix, utc
 from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise, state_from_checkpoint
 from orchestrator.recovery import choose_recovery
@@ -92,19 +93,19 @@ class RunResult:
         cls, values: dict[str, Any], ctx: RunContext, *, source: str, warnings: list[str]
     ) -> RunResult:
         """The result of a run that ended in the graph state `values`."""
-        layout = ctx.layout
+        docs = ctx.docs
         task_id = values["task_id"]
-        plan = layout.plan(task_id)
+        plan = docs.plan(task_id)
         return cls(
             task_id=task_id,
             status=values.get("status", "running"),
-            memory_dir=str(layout.root),
+            memory_dir=docs.location,
             phases=list(values["phases"]),
             phase=current_phase(values),
-            plan=layout.relative(plan) if plan.exists() else None,
+            plan=plan if docs.exists(plan) else None,
             findings=sorted(v["path"] for v in (values.get("findings") or {}).values()),
             merged=dict(values.get("merged") or {}),
-            checkpoints=[layout.relative(p) for p in list_checkpoints(layout, task_id)],
+            checkpoints=[docs.rel(p) for p in list_checkpoints(docs, task_id)],
             snapshots=list(values.get("snapshots") or []),
             failed=dict(values.get("failed") or {}),
             tokens=dict(values.get("tokens") or {}),
@@ -118,10 +119,13 @@ class RunResult:
 
 
 class Orchestrator:
-    """Runs tether tasks against one memory directory.
+    """Runs tether tasks against one memory: a memory directory, or a shared backend.
 
     Args:
         memory_dir: the memory directory (default `$TETHER_MEMORY_DIR` or `.temp/memory`).
+        memory_url: `postgresql://...` to keep the memory and graph state in PostgreSQL
+            instead (processes on several machines share its tasks); `memory_dir` is
+            then unused. Close the orchestrator (`close()`, or `with`) when done.
         workdir: the project the agents read (read-only file tools).
         workflow: a workflow YAML file (phases, agents, thresholds), or None.
         model: `provider:model` or `offline`, or a LangChain chat model object; None:
@@ -136,7 +140,8 @@ class Orchestrator:
         model_timeout: seconds per model request (default: `$TETHER_MODEL_TIMEOUT`, the
             workflow's `model_timeout`, else 120).
         checkpointer: a LangGraph checkpointer for graph state (e.g. `PostgresSaver`); the
-            caller keeps and closes it. Default: `SqliteSaver` in `<memory>/.langgraph/`.
+            caller keeps and closes it. Default: the backend's own (`SqliteSaver` in
+            `<memory>/.langgraph/`, `PostgresSaver` beside a PostgreSQL memory).
     """
 
     def __init__(
@@ -152,8 +157,10 @@ class Orchestrator:
         max_subtasks: int | None = None,
         model_timeout: float | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
+        memory_url: str | None = None,
     ):
         self.layout = Layout.at(memory_dir)
+        self.memory_url = memory_url
         self.model_timeout = model_timeout
         self.checkpointer = checkpointer
         self.workdir = workdir
@@ -176,7 +183,18 @@ class Orchestrator:
             chosen = self.workflow.resolved_memory_dir()
             if chosen is not None:
                 self.layout = Layout.at(chosen)
-        self.tasks = TaskRegistry(self.layout)
+        #: The shared backend's store (PostgreSQL), open for the orchestrator's lifetime.
+        self._shared: MemoryStore | None = None
+        self._owned: Any = None
+        if memory_url:
+            self._shared = MemoryStore.from_url(memory_url)
+            self.docs = Docs(self._shared.backend)
+        else:
+            from memory.backends.files import FilesBackend
+
+            self._owned = FilesBackend(self.layout.root, create=False)
+            self.docs = Docs(self._owned)
+        self.tasks = TaskRegistry(self.docs)
         self._agent_model_cache: dict[int, dict[str, Any]] = {}
 
     # -- options ---------------------------------------------------------------------
@@ -242,9 +260,32 @@ class Orchestrator:
             self.tasks.note(record["task_id"], model=resolved.name, model_before=recorded)
         return resolved
 
+    def close(self) -> None:
+        """Close the backend the orchestrator opened (its database connections)."""
+        if self._shared is not None:
+            self._shared.close()
+        if self._owned is not None:
+            self._owned.close()
+
+    def __enter__(self) -> Orchestrator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _store(self) -> Iterator[MemoryStore]:
+        """The store a run writes through for the block (a shared one stays open)."""
+        if self._shared is not None:
+            yield self._shared
+            return
+        with MemoryStore(self.layout.root) as store:  # closes its checkpointer too
+            yield store
+
     def _check_writable(self, action: str) -> None:
         """One-line `MemoryDirError` when the memory directory is read-only (before any write)."""
-        MemoryStore(self.layout.root, create=False).check_writable(action)
+        if self._shared is None:
+            MemoryStore(self.layout.root, create=False).check_writable(action)
 
     def task_record(self, task_id: str | None = None) -> dict[str, Any]:
         """The recorded options of `task_id`, or of the most recent task.
@@ -285,14 +326,14 @@ class Orchestrator:
             objective = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
-        with task_lock(self.layout, task_id, self.checkpointer):
+        with task_lock(self.docs, task_id), self._store() as store:
             if task_id in self.tasks:
                 raise OrchestratorUserError(
                     f"task {task_id!r} already exists; continue it with "
                     f"`orchestrator resume --task {task_id}` or pick another --task"
                 )
             if brief is not None:
-                store_brief(self.layout, task_id, brief)
+                store_brief(self.docs, task_id, brief)
             state = initial_state(
                 task_id=task_id,
                 objective=objective or "",
@@ -300,12 +341,13 @@ class Orchestrator:
                 phases=phases,
                 phase_index=phases.index(start_phase) if start_phase else 0,
             )
-            return self._start(state, resolved)
+            return self._start(store, state, resolved)
 
-    def _start(self, state: OrchestratorState, resolved: ResolvedModel) -> RunResult:
+    def _start(
+        self, store: MemoryStore, state: OrchestratorState, resolved: ResolvedModel
+    ) -> RunResult:
         task_id, objective = state["task_id"], state["objective"]
         threshold, _ratio, parallel = self._limits(self.workflow, None)
-        store = MemoryStore(self.layout.root)
         self.tasks.note(
             task_id,
             objective=objective,
@@ -330,7 +372,7 @@ class Orchestrator:
             task_id=task_id,
             objective=objective,
             phases=state["phases"],
-            memory_dir=str(self.layout.root),
+            memory_dir=self.docs.location,
             workdir=state["workdir"],
             model=resolved.name,
             offline=resolved.offline,
@@ -349,15 +391,10 @@ class Orchestrator:
         warnings: list[str] | None = None,
     ) -> RunResult:
         """Stream the graph from `state` (None: continue the thread's saved state) to its
-        end; closes the context's store."""
-        saver = self.checkpointer or open_sqlite_saver(langgraph_db(self.layout))
+        end."""
         fault("run_before_graph")
-        try:
-            values = run_graph(ctx, state, task_id, saver)
-        finally:
-            if saver is not self.checkpointer:
-                saver.conn.close()
-            ctx.store.close()
+        saver = self.checkpointer or ctx.store.backend.checkpointer()
+        values = run_graph(ctx, state, task_id, saver)
         result = RunResult.from_state(values, ctx, source=source, warnings=warnings or [])
         if result.status != "failed":
             self.tasks.note(task_id, status=result.status, error=None)
@@ -392,10 +429,10 @@ class Orchestrator:
             raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
         snap = None
         if from_snapshot:
-            snap = read_snapshot(Path(from_snapshot))
+            snap = read_snapshot(Path(from_snapshot), self.docs)
             task_id = task_id or snap.get("task_id")
         if from_checkpoint:
-            cp_task = load_checkpoint(Path(from_checkpoint)).task_id
+            cp_task = load_checkpoint(Path(from_checkpoint), self.docs).task_id
             if task_id and task_id != cp_task:
                 raise OrchestratorUserError(
                     f"checkpoint {from_checkpoint!r} belongs to task {cp_task!r}, "
@@ -408,11 +445,15 @@ class Orchestrator:
             if snap is None:
                 raise
             record = self.tasks.adopt(task_id, snap, workdir=str(Path(self.workdir or ".")))
-        with task_lock(self.layout, record["task_id"], self.checkpointer):
-            return self._resume(record, snap, from_checkpoint)
+        with task_lock(self.docs, record["task_id"]), self._store() as store:
+            return self._resume(store, record, snap, from_checkpoint)
 
     def _resume(
-        self, record: TaskRecord, snap: dict[str, Any] | None, from_checkpoint: str | None
+        self,
+        store: MemoryStore,
+        record: TaskRecord,
+        snap: dict[str, Any] | None,
+        from_checkpoint: str | None,
     ) -> RunResult:
         task_id = record["task_id"]
         workflow = (
@@ -426,17 +467,17 @@ class Orchestrator:
         self._agent_models(workflow)
         thread = record.get("thread_id") or task_id
         plan = choose_recovery(
-            self.layout,
+            self.docs,
             record,
             phases=list(workflow.phases),
-            saved=saved_state(self.layout, thread, self.checkpointer),
+            saved=saved_state(self.docs, thread, self.checkpointer),
             snapshot=snap,
             from_checkpoint=from_checkpoint,
         )
         if plan.state is not None:  # a rebuilt state runs on a thread of its own
             thread = f"{task_id}~{new_suffix()}"
             self.tasks.note(task_id, thread_id=thread)
-        ctx = self._context(MemoryStore(self.layout.root), workflow, resolved, thread, record)
+        ctx = self._context(store, workflow, resolved, thread, record)
         self._emit("model", name=resolved.name, offline=resolved.offline)
         for warning in plan.warnings:
             self._emit("warning", message=warning)
@@ -445,7 +486,7 @@ class Orchestrator:
             task_id=task_id,
             source=plan.source,
             path=plan.path,
-            memory_dir=str(self.layout.root),
+            memory_dir=self.docs.location,
             model=resolved.name,
             offline=resolved.offline,
         )
@@ -457,18 +498,18 @@ class Orchestrator:
         """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
         record = self.task_record(task_id)
         saved = saved_state(
-            self.layout, record.get("thread_id") or record["task_id"], self.checkpointer
+            self.docs, record.get("thread_id") or record["task_id"], self.checkpointer
         )
         if saved is not None:
             return saved.values, "langgraph"
-        cp, _path, _warnings = latest_valid_checkpoint(self.layout, record["task_id"])
-        return state_from_checkpoint(self.layout, cp.model_dump(mode="json")), "checkpoint"
+        cp, _path, _warnings = latest_valid_checkpoint(self.docs, record["task_id"])
+        return state_from_checkpoint(self.docs, cp.model_dump(mode="json")), "checkpoint"
 
     def handoff(self, task_id: str | None = None) -> Path:
         """Write a context snapshot of the task's current state; returns its path."""
         self._check_writable("write a handoff snapshot")
         state, _source = self.current_state(task_id)
-        with MemoryStore(self.layout.root) as store:
+        with self._store() as store:
             record = self.task_record(state["task_id"])
             ctx = self._context(store, self.workflow, None, "", record)
             return write_lead_snapshot(ctx, state, reason="manual")
@@ -477,7 +518,7 @@ class Orchestrator:
         """Write a manual checkpoint of the task's current state; returns its path."""
         state, _source = self.current_state(task_id)
         task = state["task_id"]
-        with MemoryStore(self.layout.root) as store:
+        with self._store() as store:
             ctx = self._context(store, self.workflow, None, "", self.task_record(task))
             done = state.get("status") == "done"
             rel = write_checkpoint(
@@ -487,13 +528,13 @@ class Orchestrator:
                 next_action=(
                     "Task complete; nothing to do"
                     if done
-                    else f"Resume with `{resume_command(task, self.layout.root)}`"
+                    else f"Resume with `{resume_command(task, self.docs)}`"
                 ),
                 extra={"notes": notes},
             )
-            return self.layout.root / rel
+            return ctx.docs.path(rel)
 
     def status(self, task_id: str | None = None) -> dict[str, Any]:
         """A JSON-able summary of the task: phase, subtasks, tokens, latest files
         (see `orchestrator.status.task_status`)."""
-        return task_status(self.layout, task_id, checkpointer=self.checkpointer)
+        return task_status(self.docs, task_id, checkpointer=self.checkpointer)

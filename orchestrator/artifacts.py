@@ -6,10 +6,12 @@
 * `context_snapshots/snap_{ts}.md`: one per handoff (token threshold or `handoff`).
 
 `ts` is UTC `YYYYMMDDTHHMMSSffffffZ` (`orchestrator.paths.timestamp`), so names sort by
-time. New files are created with `orchestrator.paths.create_unique`: a taken name (two
-writers in the same microsecond) gets a suffix, so names never collide and an existing file
-is never overwritten. Agent and phase names are slugged for file names; the exact names stay
-in the file. Folders come from `memory.paths.Layout`; every write is atomic.
+time. Every file is a document of the memory's backend (`orchestrator.docs`): new ones are
+created with `Docs.create_unique`, so a taken name (two writers in the same microsecond) gets
+a suffix, names never collide and an existing file is never overwritten. Agent and phase
+names are slugged for file names; the exact names stay in the file. Every write is atomic.
+The writers take the memory as a `Docs`, a `MemoryStore`, a backend or a `Layout`, and
+return `Docs.path` of what they wrote (on the files backend, the file).
 
 Each file ends with an HTML comment carrying its values as JSON, so `read_plan`,
 `read_findings`, `read_merged` and `read_snapshot` (`orchestrator.readback`) give back
@@ -27,11 +29,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memory.durable import atomic_write_text
-from memory.paths import Layout
+from orchestrator.docs import CONTEXT_SNAPSHOTS, FINDINGS, Docs
 from orchestrator.errors import ArtifactError, SnapshotError, TemplateError
 from orchestrator.paths import (
-    create_unique,
     iso_timestamp,
     name_timestamp,
     new_suffix,
@@ -62,7 +62,6 @@ from orchestrator.templates import (
 __all__ = [
     "ArtifactError",
     "SnapshotError",
-    "create_unique",
     "iso_timestamp",
     "keep_hand_edits",
     "list_findings",
@@ -96,7 +95,7 @@ def _agent_slug(agent: str) -> str:
 
 # -- research plan --------------------------------------------------------------------
 def write_plan(
-    layout: Layout,
+    memory: Any,
     task_id: str,
     *,
     objective: str,
@@ -133,14 +132,15 @@ def write_plan(
         },
         project_dir,
     )
-    path = layout.plan(task_id)
-    if path.is_file():
-        try:
-            previous = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            previous = ""
+    docs = Docs.of(memory)
+    rel = docs.plan(task_id)
+    try:
+        previous = docs.read_text(rel)
+    except UnicodeDecodeError:
+        previous = None
+    if previous is not None:
         text = keep_hand_edits(previous, text, project_dir)
-    return atomic_write_text(path, text)
+    return docs.write_text(rel, text)
 
 
 def _append_to_section(text: str, title: str, lines: list[str]) -> str:
@@ -203,7 +203,7 @@ def keep_hand_edits(previous: str, new: str, project_dir: Pathish | None = None)
 
 # -- findings -------------------------------------------------------------------------
 def write_findings(
-    layout: Layout,
+    memory: Any,
     agent: str,
     *,
     task: str,
@@ -250,11 +250,12 @@ def write_findings(
         },
         project_dir,
     )
-    return create_unique(layout.findings, f"{_agent_slug(agent)}_{_stamp(when)}", ".md", text)
+    stem = f"{_agent_slug(agent)}_{_stamp(when)}"
+    return Docs.of(memory).create_unique(FINDINGS, stem, ".md", text)
 
 
 def write_merged(
-    layout: Layout,
+    memory: Any,
     task_id: str,
     phase: str,
     findings: Sequence[Mapping[str, Any]],
@@ -279,12 +280,12 @@ def write_merged(
         },
         project_dir,
     )
-    return create_unique(layout.findings, f"merged_{_stamp(when)}", ".md", text)
+    return Docs.of(memory).create_unique(FINDINGS, f"merged_{_stamp(when)}", ".md", text)
 
 
 # -- snapshots ------------------------------------------------------------------------
 def write_snapshot(
-    layout: Layout,
+    memory: Any,
     *,
     task_id: str,
     phase: str,
@@ -341,4 +342,4 @@ def write_snapshot(
         },
         project_dir,
     )
-    return create_unique(layout.context_snapshots, f"snap_{_stamp(when)}", ".md", text)
+    return Docs.of(memory).create_unique(CONTEXT_SNAPSHOTS, f"snap_{_stamp(when)}", ".md", text)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from memory.durable import atomic_write_text
-from memory.paths import Layout
+from memory.paths import check_name
 from orchestrator.errors import OrchestratorUserError
 
 MAX_OBJECTIVE_CHARS = 4_000
@@ -100,9 +100,9 @@ def brief_title(text: str) -> str:
     return title
 
 
-def brief_path(layout: Layout, task_id: str) -> Path:
-    """Where the brief of `task_id` is kept: `working/{task_id}/brief.md`."""
-    return layout.task_dir(task_id) / BRIEF_NAME
+def brief_path(task_id: str) -> str:
+    """The document that keeps the brief of `task_id`: `working/{task_id}/brief.md`."""
+    return f"working/{check_name(task_id, 'task id')}/{BRIEF_NAME}"
 
 
 def brief_objective(text: str, task_id: str) -> str:
@@ -113,8 +113,8 @@ def brief_objective(text: str, task_id: str) -> str:
     )
 
 
-def store_brief(layout: Layout, task_id: str, text: str) -> Path:
+def store_brief(memory: Any, task_id: str, text: str) -> Path:
     """Write the brief once, atomically, into the task's working folder."""
-    path = brief_path(layout, task_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, text)
+    from orchestrator.docs import Docs
+
+    return Docs.of(memory).write_text(brief_path(task_id), text)

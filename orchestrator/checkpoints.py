@@ -26,9 +26,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from memory.errors import MemoryStoreError
-from memory.paths import Layout
+from orchestrator.docs import CHECKPOINTS, Docs
 from orchestrator.errors import CheckpointError, RecoveryError
-from orchestrator.paths import create_unique, iso_timestamp, slug, timestamp
+from orchestrator.paths import iso_timestamp, slug, timestamp
 from orchestrator.readback import list_checkpoints, loads_strict
 from orchestrator.templates import (
     CHECKPOINT_TEMPLATE,
@@ -103,7 +103,7 @@ def default_recovery_instructions(cp: Checkpoint) -> str:
 
 
 def write_checkpoint(
-    layout: Layout, cp: Checkpoint | Mapping[str, Any], *, project_dir: Pathish | None = None
+    memory: Any, cp: Checkpoint | Mapping[str, Any], *, project_dir: Pathish | None = None
 ) -> Path:
     """Validate `cp`, render it and create `checkpoints/cp_{phase}_{ts}.json`.
 
@@ -131,19 +131,23 @@ def write_checkpoint(
         return render_checkpoint(data.model_dump(mode="json"), project_dir)
 
     stem = f"cp_{slug(data.phase, 'phase')}_{timestamp(now)}"
-    return create_unique(layout.checkpoints, stem, ".json", render_as)
+    return Docs.of(memory).create_unique(CHECKPOINTS, stem, ".json", render_as)
 
 
-def load_checkpoint(path: Pathish) -> Checkpoint:
-    """Read, parse and validate one checkpoint file.
+def load_checkpoint(path: Pathish, docs: Docs | None = None) -> Checkpoint:
+    """Read, parse and validate one checkpoint file (through `docs` when it is in that
+    memory; see `orchestrator.readback`).
 
     Raises:
         CheckpointError: missing, unreadable, not JSON (e.g. truncated by a crash), or not
             valid against the checkpoint schema; the message names the file.
     """
+    rel = docs.inside(path) if docs is not None else None
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = docs.read_bytes(rel) if rel is not None else None
+        if raw is None:  # not a document of this memory: a file a person named
+            raw = path.read_bytes()
     except FileNotFoundError:
         raise CheckpointError(
             f"checkpoint {str(path)!r} not found; list them with `orchestrator checkpoint list`"
@@ -177,7 +181,7 @@ def _one_line(exc: Exception) -> str:
 
 
 def latest_valid_checkpoint(
-    layout: Layout, task_id: str | None = None
+    memory: Any, task_id: str | None = None
 ) -> tuple[Checkpoint, Path, list[str]]:
     """The newest checkpoint that loads and validates (for `task_id`, if given).
 
@@ -188,10 +192,11 @@ def latest_valid_checkpoint(
     Raises:
         RecoveryError: no valid checkpoint; the message names the folder.
     """
+    docs = Docs.of(memory)
     warnings: list[str] = []
-    for path in list_checkpoints(layout):
+    for path in list_checkpoints(docs):
         try:
-            cp = load_checkpoint(path)
+            cp = load_checkpoint(path, docs)
         except CheckpointError as exc:
             warnings.append(f"skipped {exc}")
             continue
@@ -200,7 +205,7 @@ def latest_valid_checkpoint(
     which = f"for task {task_id!r} " if task_id is not None else ""
     skipped = f" ({len(warnings)} corrupt file(s) skipped)" if warnings else ""
     raise RecoveryError(
-        f"no valid checkpoint {which}in {str(layout.checkpoints)!r}{skipped}; "
+        f"no valid checkpoint {which}in {str(docs.path(CHECKPOINTS))!r}{skipped}; "
         "resume from a snapshot with --from-snapshot or start again with `orchestrator run`"
     )
 

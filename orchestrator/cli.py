@@ -156,8 +156,8 @@ def run_options(func: Callable) -> Callable:
     "--memory-url",
     default=None,
     envvar="TETHER_MEMORY_URL",
-    help="postgresql://... to share tasks between machines (the memory dir is a local "
-    "mirror); before or after the command.",
+    help="postgresql://... to keep the memory and graph state in PostgreSQL, shared by "
+    "machines (instead of a memory directory); before or after the command.",
 )
 def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
     """tether: phased multi-agent runs that survive context limits, crashes and handoffs.
@@ -175,28 +175,47 @@ def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
         # it was not given one of its own, so `orchestrator --memory-dir D status` works.
         os.environ["TETHER_MEMORY_DIR"] = str(Path(group_memory_dir).absolute())
     if memory_url:
-        # the optional `postgres` extra, LangGraph's PostgresSaver and the backends (30 ms
-        # of start-up): only with a URL
+        # the optional `postgres` extra and the backends (30 ms of start-up): only with a URL
         from memory.backends import is_postgres
-        from orchestrator._mirror import attach
 
         if not is_postgres(memory_url):
             raise click.ClickException("--memory-url must be postgresql://... for the orchestrator")
-        root = Layout.at(None).ensure().root
         _SHARED["url"] = memory_url
-        _SHARED["checkpointer"] = attach(click.get_current_context(), memory_url, root)
 
 
-#: Set by `--memory-url`: the checkpointer every command's `Orchestrator` uses.
+#: Set by `--memory-url`: the shared memory every command uses instead of a directory.
 _SHARED: dict[str, Any] = {}
+
+
+def _memory(memory_dir: str | None) -> Any:
+    """The memory a command reads (`orchestrator.docs.Docs`): the directory, or the
+    `--memory-url` backend (opened once, closed when the command ends)."""
+    from memory.backends import backend_for
+    from memory.backends.files import FilesBackend
+    from orchestrator.docs import Docs
+
+    if "url" not in _SHARED:
+        backend = FilesBackend(Layout.at(memory_dir).root, create=False)
+    elif "docs" in _SHARED:
+        return _SHARED["docs"]
+    else:
+        backend = backend_for(_SHARED["url"], setup=False)
+    click.get_current_context().call_on_close(backend.close)
+    docs = Docs(backend)
+    if "url" in _SHARED:
+        _SHARED["docs"] = docs
+    return docs
 
 
 def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> Any:
     # LangGraph and LangChain load here, for the commands that run or read a graph
     from orchestrator.api import Orchestrator
 
-    kwargs.setdefault("checkpointer", _SHARED.get("checkpointer"))
-    return Orchestrator(memory_dir=memory_dir, on_event=view, **kwargs)
+    orch = Orchestrator(
+        memory_dir=memory_dir, on_event=view, memory_url=_SHARED.get("url"), **kwargs
+    )
+    click.get_current_context().call_on_close(orch.close)
+    return orch
 
 
 def _with_view(json_mode: bool) -> Any:
@@ -239,29 +258,35 @@ def _report(result: Any, json_mode: bool) -> None:
     if json_mode:
         click.echo(json.dumps({"event": "result", **result.to_dict()}, default=str))
         return
-    root = Path(result.memory_dir)
+    # a shared memory is named by its URL (password hidden), its documents by their paths
+    shared = "url" in _SHARED
+    root = None if shared else Path(result.memory_dir)
+
+    def where(rel: str) -> str:
+        return str(root / rel) if root is not None else rel
+
     lines = [
         f"Task {result.task_id}: {result.status} (phase {result.phase}, "
         f"{len(result.findings)} finding(s), {len(result.failed)} failed)",
-        f"Memory directory: {root}",
-        f"  plan:        {root / result.plan if result.plan else '-'}",
-        f"  findings:    {root / 'findings'} ({len(result.findings)} + "
+        f"Memory: {result.memory_dir}" if shared else f"Memory directory: {root}",
+        f"  plan:        {where(result.plan) if result.plan else '-'}",
+        f"  findings:    {where('findings')} ({len(result.findings)} + "
         f"{len(result.merged)} merged)",
-        f"  checkpoints: {root / 'checkpoints'} ({len(result.checkpoints)})",
-        f"  snapshots:   {', '.join(str(root / s) for s in result.snapshots) or '-'}",
+        f"  checkpoints: {where('checkpoints')} ({len(result.checkpoints)})",
+        f"  snapshots:   {', '.join(where(s) for s in result.snapshots) or '-'}",
     ]
     if result.merged.get("final"):
-        lines.append(f"  summary:     {root / result.merged['final']}")
-    # on PostgreSQL the commands name the shared memory (its password hidden)
-    shared = f" --memory-url {shlex.quote(redact(_SHARED['url']))}" if "url" in _SHARED else ""
+        lines.append(f"  summary:     {where(result.merged['final'])}")
+    memory = redact(_SHARED["url"]) if shared else root
+    flag = "--memory-url" if shared else "--memory-dir"
     if result.status == "done":
         lines.append(
             f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
-            f"--memory-dir {shlex.quote(str(root))}{shared}"
+            f"{flag} {shlex.quote(str(memory))}"
         )
     if result.status == "failed":
         lines.append(f"Failed:   {failure_summary(result.failed)}")
-    lines.append(f"Resume:   {resume_command(result.task_id, root)}{shared}")
+    lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
     click.echo("\n".join(lines))
 
 
@@ -394,7 +419,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     """
     from orchestrator.status import task_status  # start-up: see the module docstring
 
-    info = task_status(Layout.at(memory_dir), task_id, checkpointer=_SHARED.get("checkpointer"))
+    info = task_status(_memory(memory_dir), task_id)
     if json_mode:
         click.echo(json.dumps(info, default=str))
         return
@@ -437,12 +462,12 @@ def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | No
     from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
     from orchestrator.tasks import TaskRegistry
 
+    docs = _memory(memory_dir)
     if path:
-        return load_checkpoint(Path(path)), Path(path), []
-    layout = Layout.at(memory_dir)
+        return load_checkpoint(Path(path), docs), Path(path), []
     if task_id is None:
-        task_id = TaskRegistry(layout).record(None)["task_id"]
-    return latest_valid_checkpoint(layout, task_id)
+        task_id = TaskRegistry(docs).record(None)["task_id"]
+    return latest_valid_checkpoint(docs, task_id)
 
 
 @checkpoint_group.command("now")
@@ -503,6 +528,9 @@ def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | N
     cp, _path, warnings = _checkpoint_file(memory_dir, task_id, file)
     for warning in warnings:
         click.echo(f"Warning: {warning}", err=True)
+    if "url" in _SHARED:
+        click.echo(report(cp, MemoryStore(backend=_memory(memory_dir).backend)))
+        return
     with MemoryStore(memory_dir) as store:
         click.echo(report(cp, store))
 
@@ -519,7 +547,7 @@ def checkpoint_list(task_id: str | None, memory_dir: str | None, json_mode: bool
       orchestrator checkpoint list
       orchestrator checkpoint list --task auth-map --json
     """
-    paths = list_checkpoints(Layout.at(memory_dir), task_id)
+    paths = list_checkpoints(_memory(memory_dir), task_id)
     if json_mode:
         click.echo(json.dumps([str(p) for p in paths]))
         return
@@ -561,7 +589,7 @@ def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
     Examples:
       orchestrator snapshot list
     """
-    paths = list_snapshots(Layout.at(memory_dir))
+    paths = list_snapshots(_memory(memory_dir))
     if json_mode:
         click.echo(json.dumps([str(p) for p in paths]))
         return

@@ -6,10 +6,11 @@
                           └──── (nothing pending) ────► merge
 
 `build_graph()` returns the uncompiled `StateGraph` so LangGraph Server (or a test) can
-compile it with its own checkpointer; `compile_graph()` compiles it with tether's
-`SqliteSaver` on `<memory root>/.langgraph/state.sqlite` (a hidden folder, ignored by the
-index), unless the caller injects another checkpointer (`Orchestrator(checkpointer=...)`,
-e.g. `memory.backends.savers.open_postgres_saver(url)` for LangGraph's `PostgresSaver`). Runs use
+compile it with its own checkpointer; `compile_graph()` compiles it with the checkpointer it
+is given: the memory backend's own (`backend.checkpointer()`: `SqliteSaver` on
+`<memory root>/.langgraph/state.sqlite`, a hidden folder the index ignores, or LangGraph's
+`PostgresSaver` beside a PostgreSQL memory), or one the caller injects
+(`Orchestrator(checkpointer=...)`). Runs use
 `durability="sync"`: each super-step is on disk before the next starts,
 and the writes of subagents that finished inside an interrupted super-step are kept as
 pending writes, so they are not run again on resume.
@@ -21,7 +22,6 @@ from a JSON checkpoint can enter at `plan` and only do what is left.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -30,9 +30,7 @@ from typing import Any, NamedTuple
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
-from memory.backends.savers import open_sqlite_saver
-from memory.base import StorageError
-from memory.paths import Layout
+from orchestrator.docs import Docs
 from orchestrator.errors import Interrupted, ModelCallError
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
@@ -42,7 +40,6 @@ from orchestrator.nodes.monitor import monitor_node
 from orchestrator.nodes.plan import plan_node
 from orchestrator.nodes.spawn import route_spawn, spawn_node
 from orchestrator.nodes.subagent import subagent_node
-from orchestrator.paths import langgraph_db
 from orchestrator.state import OrchestratorState
 from orchestrator.tasks import TaskRegistry, resume_command
 
@@ -82,25 +79,20 @@ def compile_graph(checkpointer: BaseCheckpointSaver | None = None) -> Any:
 
 
 def saved_state(
-    layout: Layout, thread_id: str, checkpointer: BaseCheckpointSaver | None = None
+    memory: Any, thread_id: str, checkpointer: BaseCheckpointSaver | None = None
 ) -> SavedState | None:
-    """LangGraph's saved state of `thread_id` (in `checkpointer`, else tether's SQLite
-    database), or None when there is none or it cannot be read (a damaged database: the
-    JSON checkpoints are read instead)."""
-    db = langgraph_db(layout)
-    if checkpointer is None and not db.exists():
-        return None
+    """LangGraph's saved state of `thread_id` (in `checkpointer`, else the memory backend's
+    own), or None when there is none or it cannot be read (a damaged database: the JSON
+    checkpoints are read instead)."""
+    backend = Docs.of(memory).backend
     try:
-        saver = checkpointer or open_sqlite_saver(db, read_only=not os.access(db.parent, os.W_OK))
-    except StorageError:
-        return None
-    try:
-        snapshot = compile_graph(saver).get_state({"configurable": {"thread_id": thread_id}})
+        if checkpointer is None:
+            if not backend.holds_thread(thread_id):
+                return None
+            checkpointer = backend.checkpointer()
+        snapshot = compile_graph(checkpointer).get_state({"configurable": {"thread_id": thread_id}})
     except Exception:  # any failure to read the database means: use the JSON checkpoints
         return None
-    finally:
-        if saver is not checkpointer:
-            saver.conn.close()
     if not snapshot.values:
         return None
     return SavedState(dict(snapshot.values), not snapshot.next)
@@ -166,14 +158,14 @@ def _stop_on_ctrl_c(stop: threading.Event) -> Iterator[None]:
 
 def _interrupted(values: dict[str, Any], ctx: RunContext, task_id: str) -> Interrupted:
     """Ctrl-C: checkpoint what LangGraph saved, and say how to resume."""
-    root = ctx.layout.root
+    docs = ctx.docs
     cp = None
     if values.get("task_id"):
         rel = write_checkpoint(
             ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
         )
-        cp = str(root / rel)
-    return Interrupted(task_id, cp, str(root), resume_command(task_id, root))
+        cp = str(docs.path(rel))
+    return Interrupted(task_id, cp, docs.location, resume_command(task_id, docs))
 
 
 def _lead_failed(
@@ -196,7 +188,7 @@ def _lead_failed(
         write_checkpoint(
             ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
         )
-    TaskRegistry(ctx.layout).note(task_id, status="failed", error=error[:500])
+    TaskRegistry(ctx.docs).note(task_id, status="failed", error=error[:500])
     ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
     return values
 

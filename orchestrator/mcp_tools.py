@@ -17,8 +17,8 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from memory.paths import Layout
 from orchestrator.checkpoints import latest_valid_checkpoint, report
+from orchestrator.docs import Docs
 from orchestrator.errors import OrchestratorError
 from orchestrator.status import task_status as status_of
 from orchestrator.tasks import TaskRegistry
@@ -44,16 +44,15 @@ def _guarded(fn: Any) -> Any:
 
 def register(server: Any, store: Any) -> None:
     """Add `task_status` and `checkpoint_report` over the memory directory of `store`."""
-    root = store.root
-    layout = Layout.at(root)
+    docs = Docs.of(store)
 
     def task_status(task_id: _TASK = None) -> str:
-        return json.dumps(status_of(layout, task_id), indent=1, default=str)
+        return json.dumps(status_of(docs, task_id), indent=1, default=str)
 
     def checkpoint_report(task_id: _TASK = None) -> str:
-        task = TaskRegistry(layout).record(task_id)["task_id"]
-        cp, path, warnings = latest_valid_checkpoint(layout, task)
-        head = [f"Checkpoint: {layout.relative(path)}"]
+        task = TaskRegistry(docs).record(task_id)["task_id"]
+        cp, path, warnings = latest_valid_checkpoint(docs, task)
+        head = [f"Checkpoint: {docs.rel(path)}"]
         head += [f"Warning: {w}" for w in warnings]
         return "\n".join([*head, report(cp, store)])
 

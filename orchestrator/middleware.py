@@ -43,6 +43,7 @@ from memory.working import WorkingMemory
 from orchestrator.agent_loop import approx_tokens
 from orchestrator.artifacts import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.docs import Docs
 from orchestrator.gauge import SAVE, WARN, TokenGauge
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
 from orchestrator.readback import body_text
@@ -78,7 +79,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         super().__init__()
-        self.store = memory if hasattr(memory, "layout") else MemoryStore(Path(memory))
+        self.store = memory if hasattr(memory, "backend") else MemoryStore(Path(memory))
         self.task_id = task_id
         self.working = WorkingMemory(self.store, task_id)
         self.working.ensure()
@@ -186,7 +187,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
         content = agent_content(self.store, self.task_id, gauge.threshold)
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
         path = write_snapshot(
-            self.store.layout,
+            self.store,
             task_id=self.task_id,
             phase="agent",
             reason="token_limit",
@@ -198,7 +199,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
             resume_instructions="Continue the work from this snapshot in a fresh context.",
         )
         self.snapshots.append(path)
-        self.seed = body_text(path)
+        self.seed = body_text(path, Docs.of(self.store))
         self.cut = _last_exchange_start(messages)
         self.warned = False
         self.last_tokens = 0

@@ -5,35 +5,29 @@
 * `slug()` makes an agent, phase or subtask name safe in a file name (the exact name stays
   inside the file); ids made from prose (task ids, planned subtask ids) come from
   `memory.names.slugify`, and the clock from `memory.clock`.
-* `create_unique()` creates a new file and never overwrites one: a taken name gets a
-  `_{suffix}` (`new_suffix()`, 6 hex digits).
-* Hidden files, which recall and the memory index ignore: the task registry
-  (`.tether/tasks.jsonl`), the artifact registry (`.tether/registry/{task}.jsonl`), the run
-  locks (`.tether/running/{task}`) and LangGraph's database (`.langgraph/state.sqlite`).
-  The visible folders come from `memory.paths.Layout`.
+* `new_suffix()` (6 hex digits) keeps a taken name unique
+  (`orchestrator.docs.Docs.create_unique`, which never overwrites a document).
+* Document paths and the hidden ones (task list, artifact registry) are in
+  `orchestrator.docs`.
 
 Importing this module is cheap (no pydantic, Jinja or LangGraph): `orchestrator status`
-reads files through it.
+uses it.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from memory.clock import ISO_FORMAT, utc_now
-from memory.durable import create_exclusive
-from memory.paths import Layout, check_name
 
 TS_FORMAT = "%Y%m%dT%H%M%S%fZ"
 TS_PATTERN = r"\d{8}T\d{12}Z"
 _NAME_TS = re.compile(rf"_(?P<ts>{TS_PATTERN})(?:_(?P<sfx>[0-9a-f]{{6}}))?$")
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_SLUG = 64
-MAX_NAME_TRIES = 20
 
 
 # -- time -----------------------------------------------------------------------------
@@ -85,26 +79,6 @@ def new_suffix() -> str:
     return secrets.token_hex(3)
 
 
-def create_unique(folder: Path, stem: str, ext: str, text: str | Callable[[str], str]) -> Path:
-    """Create `folder/stem.ext`, or `stem_{suffix}.ext` if taken; never overwrites.
-
-    Args:
-        text: the content, or a function of the final stem that renders it (for files
-            that name themselves, like a checkpoint's `checkpoint_id`).
-
-    Raises:
-        FileExistsError: after `MAX_NAME_TRIES` taken names (practically impossible).
-    """
-    candidate = stem
-    for _ in range(MAX_NAME_TRIES):
-        content = text(candidate) if callable(text) else text
-        path = folder / f"{candidate}{ext}"
-        if create_exclusive(path, content.encode("utf-8")):
-            return path
-        candidate = f"{stem}_{new_suffix()}"
-    raise FileExistsError(f"could not find a free name for {stem!r} in {str(folder)!r}")
-
-
 def read_text(
     path: Path | str,
     what: str,
@@ -130,24 +104,3 @@ def read_text(
         raise error(f"{what} {where!r} is not UTF-8 text") from None
     except OSError as exc:
         raise error(f"cannot read {what} {where!r}: {exc.strerror}") from None
-
-
-# -- hidden files ---------------------------------------------------------------------
-def tasks_file(layout: Layout) -> Path:
-    """The task registry: one JSON line per task and per change of its record."""
-    return layout.root / ".tether" / "tasks.jsonl"
-
-
-def registry_path(layout: Layout, task_id: str) -> Path:
-    """The artifact registry of `task_id` (see `orchestrator.registry`)."""
-    return layout.root / ".tether" / "registry" / f"{check_name(task_id, 'task id')}.jsonl"
-
-
-def run_lock_path(layout: Layout, task_id: str) -> Path:
-    """The OS file lock a process holds while it runs `task_id`."""
-    return layout.root / ".tether" / "running" / task_id
-
-
-def langgraph_db(layout: Layout) -> Path:
-    """LangGraph's SQLite checkpointer file."""
-    return layout.root / ".langgraph" / "state.sqlite"

@@ -7,6 +7,10 @@ layout, without that line, are parsed from their markdown. Checkpoints are JSON 
 listed newest first (`list_checkpoints`); validating one against the schema is
 `orchestrator.checkpoints.load_checkpoint`'s job.
 
+Each reader takes the path a listing gave (or a person named) and, optionally, the memory's
+`Docs`: a path inside the memory is then read through its backend (on PostgreSQL a listing
+gives bare document paths); without one, or for a file outside the memory, from disk.
+
 Importing this module is cheap (no pydantic, Jinja or LangGraph): `orchestrator status`
 and the recovery of a run's state read files through it. Nothing here writes.
 """
@@ -20,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memory.paths import Layout
+from memory.base import DocumentInfo
+from orchestrator.docs import CHECKPOINTS, CONTEXT_SNAPSHOTS, FINDINGS, Docs
 from orchestrator.errors import ArtifactError, SnapshotError
 from orchestrator.paths import name_timestamp, read_text, timestamp
 
@@ -62,11 +67,11 @@ def strip_meta(text: str) -> str:
     return _ANY_META.sub("", text)
 
 
-def body_text(path: Path) -> str:
+def body_text(path: Path | str, docs: Docs | None = None) -> str:
     """A memory file's text without its metadata line, stripped ("" if unreadable)."""
     try:
-        return strip_meta(path.read_text(encoding="utf-8")).strip()
-    except OSError:
+        return strip_meta(_read_text(path, "file", ArtifactError, docs)).strip()
+    except ArtifactError:
         return ""
 
 
@@ -75,9 +80,23 @@ def body_text(path: Path) -> str:
 _LISTING = {"snapshot": "`orchestrator snapshot list`"}
 
 
-def _read_text(path: Path, what: str, error: type[ArtifactError] = ArtifactError) -> str:
+def _read_text(
+    path: Path | str,
+    what: str,
+    error: type[ArtifactError] = ArtifactError,
+    docs: Docs | None = None,
+) -> str:
     listing = _LISTING.get(what, "`ls` in the memory directory")
-    return read_text(path, what, error, missing=f"list them with {listing}")
+    rel = docs.inside(path) if docs is not None else None
+    try:
+        text = docs.read_text(rel) if rel is not None else None
+    except UnicodeDecodeError:
+        raise error(f"{what} {str(path)!r} is not UTF-8 text") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
+    if text is None:  # not a document of this memory: a file a person named
+        return read_text(path, what, error, missing=f"list them with {listing}")
+    return text
 
 
 def sections(text: str) -> dict[str, str]:
@@ -91,8 +110,8 @@ def sections(text: str) -> dict[str, str]:
     return out
 
 
-def _read_kind(path: Path, kind: str, what: str) -> dict[str, Any]:
-    text = _read_text(path, what)
+def _read_kind(path: Path, kind: str, what: str, docs: Docs | None) -> dict[str, Any]:
+    text = _read_text(path, what, ArtifactError, docs)
     meta = parse_meta(text, kind)
     if meta is None:
         raise ArtifactError(
@@ -102,27 +121,27 @@ def _read_kind(path: Path, kind: str, what: str) -> dict[str, Any]:
     return {**meta, "sections": sections(text), "text": text, "path": str(path)}
 
 
-def read_plan(path: Path) -> dict[str, Any]:
+def read_plan(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     """The values a research plan was written with, plus `sections`, `text` and `path`."""
-    return _read_kind(path, "plan", "research plan")
+    return _read_kind(path, "plan", "research plan", docs)
 
 
-def read_findings(path: Path) -> dict[str, Any]:
+def read_findings(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     """The values a findings file was written with, plus `sections`, `text` and `path`.
 
     Files written before "Files Examined" existed list every file under "Files
     Modified/Created"; they read back the same way (their `files`, and `files_written`
     empty), with that heading in `sections`.
     """
-    return {"files_written": [], **_read_kind(path, "findings", "findings file")}
+    return {"files_written": [], **_read_kind(path, "findings", "findings file", docs)}
 
 
-def read_merged(path: Path) -> dict[str, Any]:
+def read_merged(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     """The values a merged-findings file was written with, plus `sections`, `text`, `path`."""
-    return _read_kind(path, "merged", "merged findings file")
+    return _read_kind(path, "merged", "merged findings file", docs)
 
 
-def read_snapshot(path: Path) -> dict[str, Any]:
+def read_snapshot(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     """Parse a snapshot back into what a fresh lead needs to resume.
 
     Returns a dict with `task_id`, `phase`, `objective`, `reason`, `token_count`,
@@ -134,7 +153,7 @@ def read_snapshot(path: Path) -> dict[str, Any]:
     Raises:
         SnapshotError: missing, unreadable, or not a snapshot at all.
     """
-    text = _read_text(Path(path), "snapshot", SnapshotError)
+    text = _read_text(path, "snapshot", SnapshotError, docs)
     meta = parse_meta(text, "snapshot")
     if meta is None:
         meta = _parse_snapshot_markdown(text, Path(path))
@@ -169,64 +188,65 @@ def _parse_snapshot_markdown(text: str, path: Path) -> dict[str, Any]:
     }
 
 
-def list_snapshots(layout: Layout) -> list[Path]:
+def list_snapshots(memory: Any) -> list[Path]:
     """Snapshot files, newest first (by the time in the name)."""
-    return _newest_first(layout.context_snapshots.glob("snap_*.md"))
+    docs = Docs.of(memory)
+    found = [i for i in docs.list(CONTEXT_SNAPSHOTS, ".md") if _name(i).startswith("snap_")]
+    return _newest_first(docs, found)
 
 
-def list_findings(layout: Layout, *, merged: bool | None = None) -> list[Path]:
+def list_findings(memory: Any, *, merged: bool | None = None) -> list[Path]:
     """Findings files, newest first; `merged=True/False` keeps only merged/agent files."""
-    paths = list(layout.findings.glob("*.md"))
+    docs = Docs.of(memory)
+    found = docs.list(FINDINGS, ".md")
     if merged is not None:
-        paths = [p for p in paths if p.name.startswith("merged_") == merged]
-    return _newest_first(paths)
+        found = [i for i in found if _name(i).startswith("merged_") == merged]
+    return _newest_first(docs, found)
 
 
-def _newest_first(paths: Iterable[Path]) -> list[Path]:
-    visible = [p for p in paths if not p.name.startswith(".") and p.is_file()]
-    return sorted(visible, key=lambda p: (name_timestamp(p) or "", p.name), reverse=True)
+def _name(info: DocumentInfo) -> str:
+    return info.path.rsplit("/", 1)[-1]
+
+
+def _newest_first(docs: Docs, found: Iterable[DocumentInfo]) -> list[Path]:
+    ordered = sorted(found, key=lambda i: (name_timestamp(i.path) or "", _name(i)), reverse=True)
+    return [docs.path(i.path) for i in ordered]
 
 
 # -- checkpoints ------------------------------------------------------------------------
-def _sort_key(path: Path) -> tuple[str, float, str]:
+def _sort_key(docs: Docs, info: DocumentInfo) -> tuple[str, float, str]:
     """Time in the name; for a hand-named file, its `timestamp`, else its mtime."""
-    try:
-        mtime = path.stat().st_mtime
-    except OSError:
-        mtime = 0.0
-    ts = name_timestamp(path) or _content_timestamp(path)
+    ts = name_timestamp(info.path) or _content_timestamp(docs, info.path)
     if ts is None:
-        ts = timestamp(datetime.fromtimestamp(mtime, UTC))
-    return (ts, mtime, path.name)
+        ts = timestamp(datetime.fromtimestamp(info.mtime, UTC))
+    return (ts, info.mtime, _name(info))
 
 
-def _content_timestamp(path: Path) -> str | None:
+def _content_timestamp(docs: Docs, rel: str) -> str | None:
     try:
-        obj = loads_strict(path.read_bytes().decode("utf-8"))
+        obj = loads_strict(docs.read_bytes(rel) or b"")
         return timestamp(obj["timestamp"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
 
-def list_checkpoints(layout: Layout, task_id: str | None = None) -> list[Path]:
+def list_checkpoints(memory: Any, task_id: str | None = None) -> list[Path]:
     """Checkpoint files, newest first (time in the name, else modification time).
 
     With `task_id`, only files whose JSON names that task (unreadable files are left out;
     `latest_valid_checkpoint` reports them).
     """
-    folder = layout.checkpoints
-    if not folder.is_dir():
-        return []
-    paths = [p for p in folder.glob("*.json") if not p.name.startswith(".") and p.is_file()]
-    paths.sort(key=_sort_key, reverse=True)
-    if task_id is None:
-        return paths
-    return [p for p in paths if _task_of(p) == task_id]
+    docs = Docs.of(memory)
+    found = docs.list(CHECKPOINTS, ".json")
+    found.sort(key=lambda i: _sort_key(docs, i), reverse=True)
+    if task_id is not None:
+        found = [i for i in found if _task_of(docs, i.path) == task_id]
+    return [docs.path(i.path) for i in found]
 
 
-def _task_of(path: Path) -> str | None:
+def _task_of(docs: Docs, rel: str) -> str | None:
     try:
-        obj = loads_strict(path.read_bytes().decode("utf-8"))
+        obj = loads_strict(docs.read_bytes(rel) or b"")
     except (OSError, ValueError):
         return None
     return obj.get("task_id") if isinstance(obj, dict) else None

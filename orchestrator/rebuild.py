@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memory.paths import Layout
+from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.readback import list_findings, list_snapshots, read_findings, read_snapshot
 from orchestrator.registry import find_written, registry_records
@@ -30,15 +30,14 @@ from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
 
 
 def _findings_record(
-    layout: Layout, key: str, sub: dict[str, Any], path: str, payload: dict[str, Any] | None
+    docs: Docs, key: str, sub: dict[str, Any], path: str, payload: dict[str, Any] | None
 ) -> dict[str, Any] | None:
     """A state findings record from the registry payload, else the findings file."""
-    full = layout.root / path
-    if not full.exists():
+    if not docs.exists(path):
         return None
     if payload is None:
         try:
-            meta = read_findings(full)
+            meta = read_findings(docs.path(path), docs)
         except (ArtifactError, OSError):
             return None
         payload = {
@@ -64,11 +63,12 @@ def _findings_record(
     }
 
 
-def registry_findings(layout: Layout, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
+def registry_findings(memory: Any, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
     """`(subtasks, findings)` recorded in the artifact registry with an existing file."""
+    docs = Docs.of(memory)
     subtasks: dict[str, dict] = {}
     findings: dict[str, dict] = {}
-    for rkey, rec in registry_records(layout, task_id).items():
+    for rkey, rec in registry_records(docs, task_id).items():
         if not rkey.startswith("findings:") or rec.get("findings") is None:
             continue
         key = rkey.removeprefix("findings:")
@@ -76,10 +76,10 @@ def registry_findings(layout: Layout, task_id: str) -> tuple[dict[str, dict], di
         path = rec.get("path")
         if not path:
             found = find_written(
-                layout.findings, rec["ts"], read_findings, task_id=task_id, subtask_id=key
+                docs, FINDINGS, rec["ts"], read_findings, task_id=task_id, subtask_id=key
             )
-            path = layout.relative(found) if found else None
-        record = path and _findings_record(layout, key, sub, path, rec["findings"])
+            path = docs.rel(found) if found else None
+        record = path and _findings_record(docs, key, sub, path, rec["findings"])
         if record:
             record["tokens"] = rec.get("tokens", 0)
             findings[key] = record
@@ -88,26 +88,28 @@ def registry_findings(layout: Layout, task_id: str) -> tuple[dict[str, dict], di
     return subtasks, findings
 
 
-def scan_findings(layout: Layout, task_id: str) -> dict[str, str]:
+def scan_findings(memory: Any, task_id: str) -> dict[str, str]:
     """`subtask key -> findings path` from the metadata of the findings files of a task."""
+    docs = Docs.of(memory)
     found: dict[str, str] = {}
-    for path in sorted(list_findings(layout, merged=False)):
+    for path in sorted(list_findings(docs, merged=False)):
         try:
-            meta = read_findings(path)
+            meta = read_findings(path, docs)
         except (ArtifactError, OSError):  # unreadable file: not ours to reuse
             continue
         if meta.get("task_id") == task_id and meta.get("subtask_id"):
-            found.setdefault(meta["subtask_id"], layout.relative(path))
+            found.setdefault(meta["subtask_id"], docs.rel(path))
     return found
 
 
-def state_from_checkpoint(layout: Layout, cp: Mapping[str, Any]) -> OrchestratorState:
+def state_from_checkpoint(memory: Any, cp: Mapping[str, Any]) -> OrchestratorState:
     """Rebuild the graph state from a checkpoint's data plus findings and the registry.
 
     Args:
         cp: the checkpoint as JSON data (`Checkpoint.model_dump(mode="json")`, or a file's
             parsed JSON); fields it lacks take the checkpoint schema's defaults.
     """
+    docs = Docs.of(memory)
     task_id = cp["task_id"]
     state = initial_state(
         task_id=task_id,
@@ -123,23 +125,23 @@ def state_from_checkpoint(layout: Layout, cp: Mapping[str, Any]) -> Orchestrator
         subtasks[key] = sub
     # the registry knows every finished subtask, also those finished after the checkpoint;
     # findings files are read only for what it lacks
-    _subtasks, registered = registry_findings(layout, task_id)
+    _subtasks, registered = registry_findings(docs, task_id)
     findings = {k: record for k, record in registered.items() if k in subtasks}
     for key, path in (cp.get("completed_findings") or {}).items():
         if key not in findings:
-            record = _findings_record(layout, key, subtasks.get(key, {}), path, None)
+            record = _findings_record(docs, key, subtasks.get(key, {}), path, None)
             if record:
                 findings[key] = record
     missing = [k for k in subtasks if k not in findings]
     if missing:  # the registry may be gone too: findings files name their subtask
-        on_disk = scan_findings(layout, task_id)
+        on_disk = scan_findings(docs, task_id)
         for key in missing:
             if key in on_disk:
-                record = _findings_record(layout, key, subtasks[key], on_disk[key], None)
+                record = _findings_record(docs, key, subtasks[key], on_disk[key], None)
                 if record:
                     findings[key] = record
     extra = dict(cp.get("extra") or {})
-    merged = {ph: p for ph, p in (extra.get("merged") or {}).items() if (layout.root / p).exists()}
+    merged = {ph: p for ph, p in (extra.get("merged") or {}).items() if docs.exists(p)}
     state.update(
         subtasks=subtasks,
         findings=findings,
@@ -174,7 +176,7 @@ def with_findings_tokens(
     return out
 
 
-def missing_findings(layout: Layout, snap: dict[str, Any]) -> dict[str, str]:
+def missing_findings(memory: Any, snap: dict[str, Any]) -> dict[str, str]:
     """Findings the snapshot names that this memory directory lacks: `{key: path}`.
 
     A snapshot carried to another memory directory (or one whose findings files were
@@ -185,16 +187,14 @@ def missing_findings(layout: Layout, snap: dict[str, Any]) -> dict[str, str]:
     named = dict(extra.get("completed_findings") or {})
     if not named or not snap.get("task_id"):
         return {}
-    _subtasks, present = registry_findings(layout, snap["task_id"])
-    return {
-        k: p
-        for k, p in sorted(named.items())
-        if k not in present and not (p and (layout.root / p).is_file())
-    }
+    docs = Docs.of(memory)
+    _subtasks, present = registry_findings(docs, snap["task_id"])
+    return {k: p for k, p in sorted(named.items()) if k not in present and not docs.exists(p)}
 
 
-def state_from_snapshot(layout: Layout, snap: dict[str, Any]) -> dict[str, Any]:
+def state_from_snapshot(memory: Any, snap: dict[str, Any]) -> dict[str, Any]:
     """A state whose lead starts fresh from `snap` (a `read_snapshot` result)."""
+    docs = Docs.of(memory)
     extra = dict(snap.get("extra") or {})
     task_id = snap.get("task_id")
     objective = extra.get("objective") or snap.get("objective")
@@ -208,7 +208,7 @@ def state_from_snapshot(layout: Layout, snap: dict[str, Any]) -> dict[str, Any]:
         extra.get("phase_index", phases.index(snap["phase"]) if snap.get("phase") in phases else 0)
     )
     planned = dict(extra.get("subtasks") or {})
-    missing = missing_findings(layout, snap)
+    missing = missing_findings(docs, snap)
     redo = [phases.index(planned[k]["phase"]) for k in missing
             if planned.get(k, {}).get("phase") in phases]  # fmt: skip
     if redo:  # start again at the earliest phase with lost findings; spawn runs only those
@@ -220,7 +220,7 @@ def state_from_snapshot(layout: Layout, snap: dict[str, Any]) -> dict[str, Any]:
         phases=phases,
         phase_index=min(index, len(phases) - 1),
     )
-    reg_subtasks, reg_findings = registry_findings(layout, task_id)
+    reg_subtasks, reg_findings = registry_findings(docs, task_id)
     earlier = set(phases[: state["phase_index"]])
     keep = {k for k, v in reg_subtasks.items() if v.get("phase") in earlier}
     state["subtasks"] = {k: reg_subtasks[k] for k in keep}
@@ -235,13 +235,10 @@ def state_from_snapshot(layout: Layout, snap: dict[str, Any]) -> dict[str, Any]:
     state["tokens"] = with_findings_tokens(
         dict(extra.get("tokens") or {}), state["subtasks"], state["findings"]
     )
-    path = Path(snap["path"])
-    try:
-        state["seed_snapshot"] = layout.relative(path.resolve())
-    except ValueError:
-        state["seed_snapshot"] = None
-    if state["seed_snapshot"] is None or state["seed_snapshot"].startswith(".."):
-        state["seed_snapshot"] = None
+    state["seed_snapshot"] = docs.inside(snap["path"])
+    if state["seed_snapshot"] is not None and not docs.exists(state["seed_snapshot"]):
+        state["seed_snapshot"] = None  # a file outside the memory (`--from-snapshot PATH`)
+    if state["seed_snapshot"] is None:
         state["lead_log"] = [
             {
                 "role": "user",
@@ -264,12 +261,13 @@ def normalise(state: dict[str, Any]) -> dict[str, Any]:
     return {**base, **{k: v for k, v in state.items() if v is not None or k in base}}
 
 
-def task_snapshots(layout: Layout, task_id: str) -> list[Path]:
+def task_snapshots(memory: Any, task_id: str) -> list[Path]:
     """Snapshots written for `task_id`, newest first."""
+    docs = Docs.of(memory)
     out = []
-    for path in list_snapshots(layout):
+    for path in list_snapshots(docs):
         try:
-            if read_snapshot(path).get("task_id") == task_id:
+            if read_snapshot(path, docs).get("task_id") == task_id:
                 out.append(path)
         except (ArtifactError, OSError):  # unreadable file: not ours to reuse
             continue

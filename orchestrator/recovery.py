@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory.paths import Layout
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
+from orchestrator.docs import Docs
 from orchestrator.errors import RecoveryError
 from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import (
@@ -60,7 +60,7 @@ class RecoveryPlan:
 
 
 def choose_recovery(
-    layout: Layout,
+    memory: Any,
     record: dict[str, Any],
     *,
     phases: list[str],
@@ -80,6 +80,7 @@ def choose_recovery(
         RecoveryError: nothing to resume from (and no objective to start again with).
         CheckpointError: `from_checkpoint` is not a valid checkpoint.
     """
+    docs = Docs.of(memory)
     task_id = record["task_id"]
     if snapshot is not None and saved is not None and saved.finished:
         if not saved.values.get("failed"):  # a snapshot would only plan its last phase again
@@ -87,38 +88,38 @@ def choose_recovery(
                 "langgraph", None, warnings=[f"task {task_id!r} is already done; nothing to resume"]
             )
     if snapshot is not None:
-        return _from_snapshot(layout, snapshot, snapshot["path"])
+        return _from_snapshot(docs, snapshot, snapshot["path"])
     if from_checkpoint:
-        data = load_checkpoint(Path(from_checkpoint)).model_dump(mode="json")
-        return RecoveryPlan("checkpoint", state_from_checkpoint(layout, data), str(from_checkpoint))
+        data = load_checkpoint(Path(from_checkpoint), docs).model_dump(mode="json")
+        return RecoveryPlan("checkpoint", state_from_checkpoint(docs, data), str(from_checkpoint))
     if saved is not None:
         retry = saved.finished and saved.values.get("failed")
         return RecoveryPlan("langgraph", retry_failed(saved.values) if retry else None)
     try:
-        cp, path, warnings = latest_valid_checkpoint(layout, task_id)
+        cp, path, warnings = latest_valid_checkpoint(docs, task_id)
     except RecoveryError as exc:
-        snaps = task_snapshots(layout, task_id)
+        snaps = task_snapshots(docs, task_id)
         if snaps:
-            return _from_snapshot(layout, read_snapshot(snaps[0]), str(snaps[0]), warn=False)
+            return _from_snapshot(docs, read_snapshot(snaps[0], docs), str(snaps[0]), warn=False)
         plan = _restart(record, phases)
-        if list_checkpoints(layout):
+        if list_checkpoints(docs):
             plan.warnings.insert(0, str(exc).split(";")[0])
         return plan
     data = cp.model_dump(mode="json")
-    return RecoveryPlan("checkpoint", state_from_checkpoint(layout, data), str(path), warnings)
+    return RecoveryPlan("checkpoint", state_from_checkpoint(docs, data), str(path), warnings)
 
 
 def _from_snapshot(
-    layout: Layout, snapshot: dict[str, Any], path: str, *, warn: bool = True
+    docs: Docs, snapshot: dict[str, Any], path: str, *, warn: bool = True
 ) -> RecoveryPlan:
     """A fresh lead from `snapshot`; with `warn`, name the findings this memory lacks."""
-    missing = missing_findings(layout, snapshot) if warn else {}
+    missing = missing_findings(docs, snapshot) if warn else {}
     warnings = [
         f"findings {p!r} of subtask {k!r} named by the snapshot are not in "
-        f"{str(layout.root)!r}; the subtask runs again to restore them"
+        f"{docs.location!r}; the subtask runs again to restore them"
         for k, p in missing.items()
     ]
-    return RecoveryPlan("snapshot", state_from_snapshot(layout, snapshot), path, warnings)
+    return RecoveryPlan("snapshot", state_from_snapshot(docs, snapshot), path, warnings)
 
 
 def _restart(record: dict[str, Any], phases: list[str]) -> RecoveryPlan:

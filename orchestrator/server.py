@@ -40,7 +40,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
-from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.api import Orchestrator
 from orchestrator.errors import OrchestratorUserError
@@ -152,10 +151,10 @@ def start_node(
         orch.workdir,
     )  # fmt: skip
     orch._resolve_model(orch.workflow)  # a bad model fails here, before anything is written
-    with task_lock(orch.layout, task_id):
+    with task_lock(orch.docs, task_id):
         if task_id in orch.tasks:
             raise OrchestratorUserError(
-                f"task {task_id!r} already exists in {str(orch.layout.root)!r}; pick another "
+                f"task {task_id!r} already exists in {orch.docs.location!r}; pick another "
                 f"task_id, or continue it with `orchestrator resume --task {task_id}`"
             )
         orch.tasks.note(
@@ -174,7 +173,7 @@ def start_node(
             served=True,
             created=utc().isoformat(),
         )
-    with MemoryStore(orch.layout.root) as store:
+    with orch._store() as store:
         WorkingMemory(store, task_id).ensure(objective=state["objective"])
     start = state.get("start_phase")
     return {
@@ -185,7 +184,7 @@ def start_node(
             phases=phases,
             phase_index=phases.index(start) if start else 0,
         ),
-        "memory_dir": str(orch.layout.root),
+        "memory_dir": orch.docs.location,
     }
 
 
@@ -199,7 +198,7 @@ def tether_node(
     record = orch.task_record(state["task_id"])
     resolved = orch._resolve_model(orch.workflow, record)
     inner_state = {k: v for k, v in state.items() if k in OrchestratorState.__annotations__}
-    with task_lock(orch.layout, state["task_id"]), MemoryStore(orch.layout.root) as store:
+    with task_lock(orch.docs, state["task_id"]), orch._store() as store:
         ctx = orch._context(store, orch.workflow, resolved, state["task_id"], record)
         write({"event": "model", "name": resolved.name, "offline": resolved.offline})
         graph = compile_graph()  # no checkpointer: the subgraph uses the server's
@@ -214,7 +213,7 @@ def tether_node(
             "event": "finish",
             "task_id": values.get("task_id"),
             "status": values.get("status"),
-            "memory_dir": str(orch.layout.root),
+            "memory_dir": orch.docs.location,
             "findings": len(values.get("findings") or {}),
         }
     )

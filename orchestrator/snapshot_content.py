@@ -37,6 +37,7 @@ from typing import Any
 from memory.archive import Archive
 from memory.tokens import CHARS_PER_TOKEN
 from memory.working import WorkingMemory
+from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
 from orchestrator.readback import list_findings, read_findings
 from orchestrator.templates import md_code
@@ -411,7 +412,7 @@ def task_conversation(
     budget: int = SUMMARY_CHARS,
 ) -> str:
     """The summary of task `task_id`'s logged conversation (else of `fallback` turns)."""
-    layout = store.layout
+    docs = Docs.of(store)
     wm = WorkingMemory(store, task_id)
     logged = [t for m in wm.messages() if (t := turn_of(m.line, m.record))]
     if not logged:
@@ -421,8 +422,8 @@ def task_conversation(
         active = Archive(wm).state().active()
     except OSError:  # the archive is a help here, never a reason to lose the snapshot
         active = []
-    archived = [(layout.relative(s.path), s.span) for s in active]
-    source = layout.relative(wm.messages_path)
+    archived = [(docs.rel(s.path), s.span) for s in active]
+    source = wm.messages_doc
     return summarize_conversation(logged, source=source, archived=archived, budget=budget)
 
 
@@ -460,24 +461,25 @@ def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
 MAX_FINDINGS_READ = 200
 
 
-def task_findings(layout: Any, task_id: str) -> list[dict[str, Any]]:
-    """Findings records of `task_id` from the newest findings files of the memory directory."""
+def task_findings(memory: Any, task_id: str) -> list[dict[str, Any]]:
+    """Findings records of `task_id` from the newest findings files of the memory."""
+    docs = Docs.of(memory)
     records = []
-    for path in list_findings(layout, merged=False)[:MAX_FINDINGS_READ]:
+    for path in list_findings(docs, merged=False)[:MAX_FINDINGS_READ]:
         try:
-            meta = read_findings(path)
+            meta = read_findings(path, docs)
         except (ArtifactError, OSError):
             continue
         if meta.get("task_id") == task_id:
             key = meta.get("subtask_id") or meta.get("agent")
-            records.append({**meta, "key": key, "path": layout.relative(path)})
+            records.append({**meta, "key": key, "path": docs.rel(path)})
     return records
 
 
 def agent_content(store: Any, task_id: str, threshold: int | None = None) -> SnapshotContent:
     """The digests of any agent's task handed off mid-turn (`TetherMemoryMiddleware`)."""
     found_chars, left_chars, said = budgets(threshold)
-    records = task_findings(store.layout, task_id)
+    records = task_findings(store, task_id)
     found = (
         what_was_found(records, budget=found_chars)
         if records
@@ -486,7 +488,7 @@ def agent_content(store: Any, task_id: str, threshold: int | None = None) -> Sna
     )
     wm = WorkingMemory(store, task_id)
     turns = [t for m in wm.messages() if (t := turn_of(m.line, m.record))]
-    source = store.layout.relative(wm.messages_path)
+    source = wm.messages_doc
     lines = []
     request = next((t for t in turns if t.role == "user"), None)
     if request is not None:

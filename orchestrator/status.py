@@ -9,8 +9,9 @@ fraction of a second. It reads:
   findings written since (`orchestrator.rebuild.state_from_checkpoint`, which reads the
   artifact registry and the findings files); before the task's first checkpoint, the
   phases recorded with the task;
-* whether LangGraph's database holds the task's thread (one SQLite query), which is what
-  `resume` continues from first: `source` is `langgraph`, else `checkpoint`;
+* whether LangGraph's checkpointer holds the task's thread (one query, `holds_thread` of the
+  backend, or the injected checkpointer), which is what `resume` continues from first:
+  `source` is `langgraph`, else `checkpoint`;
 * whether a live process holds the task's run lock: an unfinished task nobody runs is
   `interrupted`, with the command that resumes it.
 
@@ -24,11 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memory.backends.savers import sqlite_holds_thread
-from memory.paths import Layout
+from orchestrator.docs import CHECKPOINTS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.gauge import total_tokens
-from orchestrator.paths import langgraph_db
 from orchestrator.readback import list_checkpoints, list_snapshots, loads_strict, read_snapshot
 from orchestrator.rebuild import state_from_checkpoint
 from orchestrator.state import OrchestratorState, current_phase, initial_state
@@ -36,23 +35,25 @@ from orchestrator.tasks import TaskRecord, TaskRegistry, resume_command, task_ru
 
 
 def task_status(
-    layout: Layout, task_id: str | None = None, *, checkpointer: Any = None
+    memory: Any, task_id: str | None = None, *, checkpointer: Any = None
 ) -> dict[str, Any]:
     """A JSON-able summary of the task: phase, subtasks, tokens, latest files.
 
     Args:
+        memory: a `Docs`, `MemoryStore`, backend or `Layout` (see `orchestrator.docs`).
         task_id: the task (default: the most recent one).
-        checkpointer: the LangGraph checkpointer runs use instead of tether's SQLite
-            database (asked only whether it holds the task's thread).
+        checkpointer: the LangGraph checkpointer runs use instead of the backend's own
+            (asked only whether it holds the task's thread).
 
     Raises:
         UnknownTaskError: no such task.
         RecoveryError: the task has no checkpoint yet and no recorded phases.
     """
-    record = TaskRegistry(layout).record(task_id)
+    docs = Docs.of(memory)
+    record = TaskRegistry(docs).record(task_id)
     task = record["task_id"]
-    newest, data = _latest_checkpoint(layout, task)
-    state = _state(layout, record, data)
+    newest, data = _latest_checkpoint(docs, task)
+    state = _state(docs, record, data)
     extra = dict((data or {}).get("extra") or {})
     failed = _failed(data)
     status = state.get("status", "running")
@@ -61,18 +62,18 @@ def task_status(
     if status == "running" and record.get("status") == "failed":
         status = "failed"  # the lead's model failed (recorded with the task)
         failed = {**failed, "lead": {"error": record.get("error")}}
-    if status == "running" and not task_running(layout, task):
+    if status == "running" and not task_running(docs, task):
         status = "interrupted"
     findings = state.get("findings") or {}
     thread = record.get("thread_id") or task
-    source = "langgraph" if _langgraph_holds(layout, thread, checkpointer) else "checkpoint"
+    source = "langgraph" if _langgraph_holds(docs, thread, checkpointer) else "checkpoint"
     return {
         "task_id": task,
         "objective": state["objective"],
         "status": status,
         "source": source,
         "errors": {k: v.get("error") for k, v in sorted(failed.items())},
-        "resume": None if status == "done" else resume_command(task, layout.root),
+        "resume": None if status == "done" else resume_command(task, docs),
         "phase": current_phase(state),
         "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
         "phases": list(state["phases"]),
@@ -80,22 +81,22 @@ def task_status(
         "findings": len(findings),
         "failed": sorted(failed),
         "tokens": {"total": total_tokens(state.get("tokens")), **dict(state.get("tokens") or {})},
-        "plan": _existing(layout.plan(task)),
+        "plan": str(docs.path(docs.plan(task))) if docs.exists(docs.plan(task)) else None,
         "latest_checkpoint": str(newest) if newest else None,
-        "latest_snapshot": _latest_snapshot(layout, state),
-        "memory_dir": str(layout.root),
+        "latest_snapshot": _latest_snapshot(docs, state),
+        "memory_dir": docs.location,
     }
 
 
-def _latest_checkpoint(layout: Layout, task_id: str) -> tuple[Path | None, dict | None]:
+def _latest_checkpoint(docs: Docs, task_id: str) -> tuple[Path | None, dict | None]:
     """`(newest checkpoint file of the task, newest usable checkpoint data)`.
 
     Files are read newest first and only until a usable one of the task is found.
     """
     newest: Path | None = None
-    for path in list_checkpoints(layout):
+    for path in list_checkpoints(docs):
         try:
-            data = loads_strict(path.read_bytes().decode("utf-8"))
+            data = loads_strict(docs.read_bytes(docs.rel(path)) or b"")
         except (OSError, ValueError):
             continue  # torn or corrupt: an older checkpoint is read instead
         if not isinstance(data, dict) or data.get("task_id") != task_id:
@@ -122,10 +123,10 @@ def _usable(data: dict[str, Any]) -> bool:
     )
 
 
-def _state(layout: Layout, record: TaskRecord, data: dict[str, Any] | None) -> OrchestratorState:
+def _state(docs: Docs, record: TaskRecord, data: dict[str, Any] | None) -> OrchestratorState:
     """The task's state from its checkpoint; before the first one, from its record."""
     if data is not None:
-        state = state_from_checkpoint(layout, data)
+        state = state_from_checkpoint(docs, data)
         last = state["phase_index"] + 1 >= len(state["phases"])
         extra = data.get("extra") or {}
         if extra.get("trigger") == "phase_transition" and not last:
@@ -135,7 +136,7 @@ def _state(layout: Layout, record: TaskRecord, data: dict[str, Any] | None) -> O
     if not phases:
         raise RecoveryError(
             f"no valid checkpoint for task {record['task_id']!r} in "
-            f"{str(layout.checkpoints)!r}; resume from a snapshot with --from-snapshot or "
+            f"{str(docs.path(CHECKPOINTS))!r}; resume from a snapshot with --from-snapshot or "
             "start again with `orchestrator run`"
         )
     start = record.get("start_phase")
@@ -185,36 +186,32 @@ def _phase_order(state: OrchestratorState, item: tuple[str, dict]) -> tuple[int,
     return (phases.index(phase) if phase in phases else len(phases), key)
 
 
-def _latest_snapshot(layout: Layout, state: OrchestratorState) -> str | None:
+def _latest_snapshot(docs: Docs, state: OrchestratorState) -> str | None:
     """The newest snapshot the run wrote (not a handoff on request, not another task's)."""
     written = set(state.get("snapshots") or [])
     done = state.get("status") == "done"
-    for path in list_snapshots(layout):
-        if layout.relative(path) in written or (done and _closing(path, state["task_id"])):
+    for path in list_snapshots(docs):
+        if docs.rel(path) in written or (done and _closing(docs, path, state["task_id"])):
             return str(path)
     return None
 
 
-def _closing(path: Path, task_id: str) -> bool:
+def _closing(docs: Docs, path: Path, task_id: str) -> bool:
     """Whether `path` is the task's closing snapshot, which the final checkpoint of a task
     finished by an earlier tether version does not list."""
     try:
-        snap = read_snapshot(path)
+        snap = read_snapshot(path, docs)
     except (ArtifactError, OSError):
         return False
     return snap.get("task_id") == task_id and snap.get("reason") == "phase_end"
 
 
-def _existing(path: Path) -> str | None:
-    return str(path) if path.exists() else None
-
-
-def _langgraph_holds(layout: Layout, thread_id: str, checkpointer: Any) -> bool:
+def _langgraph_holds(docs: Docs, thread_id: str, checkpointer: Any) -> bool:
     """Whether LangGraph has saved state for `thread_id`, asked without loading LangGraph:
-    one query on tether's SQLite database (read-only), or the injected checkpointer."""
+    one query by the backend (read-only), or the injected checkpointer."""
     if checkpointer is not None:
         try:
             return checkpointer.get_tuple({"configurable": {"thread_id": thread_id}}) is not None
         except Exception:  # an unreachable backend: resume would fall back to the files
             return False
-    return sqlite_holds_thread(langgraph_db(layout), thread_id)
+    return docs.backend.holds_thread(thread_id)

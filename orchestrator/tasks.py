@@ -1,15 +1,16 @@
 """The task registry and the run lock: which tasks a memory directory holds, who runs one.
 
-Every task is recorded in `<memory root>/.tether/tasks.jsonl`: one whole JSON line when it
+Every task is recorded in the document `.tether/tasks.jsonl`: one whole JSON line when it
 starts (objective, workdir, workflow, model, phases, thread, options), then one line per
 change (`status`, a new LangGraph `thread_id` after a fallback resume, a model switch). A
 task's record is its lines merged in order, so the file is append-only and a torn last
 line loses one change, never the task. `resume`, `status` and `handoff` find "the most
 recent task" here and rebuild the same run from the record.
 
-One process at a time may run a task: `task_lock` holds an OS file lock on
-`.tether/running/{task_id}` for the whole run (released by the OS when the process dies,
-even by SIGKILL), and `task_running` asks whether a live process holds it.
+One process at a time may run a task: `task_lock` holds the task's run lock for the whole
+run (`Docs.run_lock`: an OS file lock on the files backend, a session advisory lock on
+PostgreSQL, so on every machine sharing it; released when the process dies, even by
+SIGKILL), and `task_running` asks whether a live process holds it.
 
 Importing this module is cheap (no pydantic or LangGraph): `orchestrator status` uses it.
 """
@@ -20,17 +21,15 @@ import contextlib
 import os
 import shlex
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from filelock import Timeout
-
-from memory.durable import append_jsonl, file_lock, read_jsonl
+from memory.base import LockHeldError
 from memory.names import slugify
-from memory.paths import Layout, check_name
+from memory.paths import check_name
 from orchestrator.brief import check_objective
+from orchestrator.docs import TASKS, Docs
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
-from orchestrator.paths import new_suffix, run_lock_path, tasks_file
+from orchestrator.paths import new_suffix
 
 TaskRecord = dict[str, Any]
 """A task's merged record: `task_id`, `objective`, `workdir`, `thread_id`, ... (see above)."""
@@ -41,11 +40,20 @@ def new_task_id(objective: str) -> str:
     return f"{slugify(objective, 40, fallback='task', words=4)}-{new_suffix()}"
 
 
-def resume_command(task_id: str, memory_dir: str | os.PathLike[str] | None = None) -> str:
-    """The shell command that resumes `task_id` from any directory."""
+def resume_command(task_id: str, memory: Any = None) -> str:
+    """The shell command that resumes `task_id` from any directory.
+
+    Args:
+        memory: the memory directory, or the task's `Docs` (a memory that is not a
+            directory is named by its URL, without the password).
+    """
     command = f"orchestrator resume --task {shlex.quote(task_id)}"
-    if memory_dir is not None:
-        command += f" --memory-dir {shlex.quote(str(memory_dir))}"
+    if isinstance(memory, Docs):
+        memory = memory.root if memory.root is not None else memory.location
+    if isinstance(memory, str) and "://" in memory:  # a shared memory, by its URL
+        return command + f" --memory-url {shlex.quote(memory)}"
+    if memory is not None:
+        command += f" --memory-dir {shlex.quote(str(memory))}"
     return command
 
 
@@ -79,19 +87,23 @@ def check_new_task(
 
 
 class TaskRegistry:
-    """The tasks of one memory directory (`.tether/tasks.jsonl`)."""
+    """The tasks of one memory (`.tether/tasks.jsonl`)."""
 
-    def __init__(self, layout: Layout):
-        self.layout = layout
-        self.path = tasks_file(layout)
+    def __init__(self, memory: Any):
+        self.docs = Docs.of(memory)
 
     def records(self) -> dict[str, TaskRecord]:
         """Every task's merged record; `_order` is the line of its latest change."""
         tasks: dict[str, TaskRecord] = {}
-        for line, rec in read_jsonl(self.path).records:
+        for line, rec in self.docs.read_jsonl(TASKS).records:
             if rec.get("task_id"):
                 tasks[rec["task_id"]] = {**tasks.get(rec["task_id"], {}), **rec, "_order": line}
         return tasks
+
+    def _where(self) -> str:
+        if self.docs.root is not None:
+            return f"memory directory {str(self.docs.root)!r}"
+        return f"memory {self.docs.location!r}"
 
     def __contains__(self, task_id: str) -> bool:
         return task_id in self.records()
@@ -106,14 +118,13 @@ class TaskRegistry:
         if task_id is None:
             if not tasks:
                 raise UnknownTaskError(
-                    f"no task in memory directory {str(self.layout.root)!r}; "
-                    "start one with `orchestrator run OBJECTIVE`"
+                    f"no task in {self._where()}; start one with `orchestrator run OBJECTIVE`"
                 )
             return max(tasks.values(), key=lambda r: r["_order"])
         if task_id not in tasks:
             known = sorted(tasks)[:5]
             raise UnknownTaskError(
-                f"unknown task {task_id!r} in {str(self.layout.root)!r}; known: "
+                f"unknown task {task_id!r} in {self.docs.location!r}; known: "
                 f"{', '.join(known) if known else 'none'} (see `orchestrator status`)"
             )
         return tasks[task_id]
@@ -139,49 +150,29 @@ class TaskRegistry:
 
     def note(self, task_id: str, **fields: Any) -> None:
         """Record a new task, or a change of an existing one (one durable line)."""
-        append_jsonl(self.path, {"task_id": task_id, **fields})
+        self.docs.append_jsonl(TASKS, {"task_id": task_id, **fields})
 
 
 @contextlib.contextmanager
-def task_lock(layout: Layout, task_id: str, machines: Any = None) -> Iterator[None]:
+def task_lock(memory: Any, task_id: str) -> Iterator[None]:
     """Hold the task's run lock: one process at a time may run or resume a task.
 
-    Args:
-        machines: a checkpointer with its own `task_lock(task_id)` context manager (shared
-            PostgreSQL state), held inside the local lock so other machines wait too.
-
     Raises:
-        OrchestratorUserError: another process is running this task right now.
+        OrchestratorUserError: another process (on any machine sharing the memory) is
+            running this task right now.
     """
-    lock = file_lock(run_lock_path(layout, task_id), timeout=0)
+    held = contextlib.ExitStack()
     try:
-        lock.acquire()
-    except Timeout:
+        held.enter_context(Docs.of(memory).run_lock(task_id))
+    except LockHeldError:
         raise OrchestratorUserError(
             f"task {task_id!r} is already running in another process; wait for it to "
             f"finish, or stop it and run `orchestrator resume --task {task_id}`"
         ) from None
-    try:
-        shared = getattr(machines, "task_lock", None)
-        with shared(task_id) if shared else contextlib.nullcontext():
-            yield
-    finally:
-        lock.release()
+    with held:
+        yield
 
 
-def task_running(layout: Layout, task_id: str) -> bool:
-    """True while a live process holds the task's run lock.
-
-    A memory directory this process cannot write has no lock to take; nothing can be
-    running a task there, so the answer is False.
-    """
-    lock_file: Path = run_lock_path(layout, task_id)
-    try:
-        lock = file_lock(lock_file, timeout=0)
-        lock.acquire()
-    except Timeout:
-        return True
-    except OSError:
-        return False
-    lock.release()
-    return False
+def task_running(memory: Any, task_id: str) -> bool:
+    """True while a live process (on any machine sharing the memory) holds the run lock."""
+    return Docs.of(memory).running(task_id)

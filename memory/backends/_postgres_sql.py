@@ -220,3 +220,6 @@ INSERT INTO tether_locks(task_id, owner, expires_at) VALUES (%s, %s, %s)
 ON CONFLICT (task_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 """
 DELETE_LOCK_SQL = "DELETE FROM tether_locks WHERE task_id = %s AND owner = %s"
+
+#: Whether `PostgresSaver`'s table holds a thread's root graph state (`orchestrator status`).
+HAS_THREAD_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' LIMIT 1"

@@ -292,6 +292,10 @@ class InMemoryBackend(BaseBackend):
             self._saver = InMemorySaver()
         return self._saver
 
+    def holds_thread(self, thread_id: str) -> bool:
+        saver = self._saver
+        return saver is not None and bool(saver.storage.get(thread_id, {}).get(""))
+
     # -- tasks and registry --------------------------------------------------------
     def put_task(self, task: TaskRecord) -> TaskRecord:
         check_id(task.task_id, "task id")

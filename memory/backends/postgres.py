@@ -45,6 +45,7 @@ from memory.backends._postgres_sql import (
     ENTRY_KNOWN_SQL,
     ESTIMATE_SEARCH_SQL,
     HAS_MIGRATIONS_SQL,
+    HAS_THREAD_SQL,
     INSERT_CHUNK_SQL,
     INSERT_ENTRY_SQL,
     INSERT_PART_SQL,
@@ -232,6 +233,16 @@ class PostgresBackend(BaseBackend):
         if self._saver is None:
             self._saver = open_postgres_saver(self._conninfo)
         return self._saver
+
+    def holds_thread(self, thread_id: str) -> bool:
+        """One query on `PostgresSaver`'s table (absent before the first run: False)."""
+        import psycopg
+
+        try:
+            with self._tx() as conn:
+                return conn.execute(HAS_THREAD_SQL, (thread_id,)).fetchone() is not None
+        except (psycopg.errors.UndefinedTable, StorageError):
+            return False
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:

@@ -24,6 +24,7 @@ from memory.working import WorkingMemory
 from orchestrator.artifacts import iso_timestamp, read_merged, write_merged, write_plan
 from orchestrator.checkpoints import Checkpoint
 from orchestrator.checkpoints import write_checkpoint as write_checkpoint_file
+from orchestrator.docs import FINDINGS
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offline.evidence import answered_by
@@ -59,7 +60,7 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
     ]
     questions = [_cited(q, answered_by(q, findings)) for q in state.get("key_questions") or []]
     return write_plan(
-        ctx.layout,
+        ctx.docs,
         state["task_id"],
         objective=state["objective"],
         strategy=state.get("strategy") or "Plan each phase, fan out, merge, checkpoint.",
@@ -85,7 +86,7 @@ def update_overview(ctx: RunContext, state: OrchestratorState, operation: str) -
     """
     wm = WorkingMemory(ctx.store, state["task_id"]).ensure(objective=state["objective"])
     k, n = state["phase_index"] + 1, len(state["phases"])
-    plan = ctx.layout.relative(ctx.layout.plan(state["task_id"]))
+    plan = ctx.docs.plan(state["task_id"])
     wm.update_overview_section(
         "Current Task",
         f"{state['objective']}\n\nPhase: {current_phase(state)} ({k}/{n}: "
@@ -118,7 +119,7 @@ def checkpoint_payload(
     extra: dict | None = None,
 ) -> dict[str, Any]:
     """The fields of a JSON checkpoint for the current state."""
-    layout = ctx.layout
+    docs = ctx.docs
     phase = phase or current_phase(state)
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
@@ -126,7 +127,7 @@ def checkpoint_payload(
     completed = sorted(k for k in (state.get("subtasks") or {}) if k in findings)
     pending = sorted(k for k in current if k not in findings)
     blocked = sorted({v.get("agent", k) + ":" + k for k, v in failed.items() if k not in findings})
-    plan = layout.plan(state["task_id"])
+    plan = docs.plan(state["task_id"])
     return {
         "task_id": state["task_id"],
         "phase": phase,
@@ -144,7 +145,7 @@ def checkpoint_payload(
             f"Run `orchestrator resume --task {state['task_id']}`; finished subtasks "
             "(completed_findings) are not run again."
         ),
-        "plan": layout.relative(plan) if plan.exists() else None,
+        "plan": plan if docs.exists(plan) else None,
         "findings": sorted(v["path"] for v in findings.values() if v.get("path")),
         "entries": [],
         "langgraph": {"thread_id": ctx.thread_id or None, "checkpoint_id": None},
@@ -183,11 +184,11 @@ def write_checkpoint(
 ) -> str:
     """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root."""
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
-    path = write_checkpoint_file(ctx.layout, Checkpoint(**payload), project_dir=ctx.project_dir)
+    path = write_checkpoint_file(ctx.docs, Checkpoint(**payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
     if trigger in STATUS_TRIGGERS:
         refresh_status_file(ctx, state)
-    return ctx.layout.relative(Path(path))
+    return ctx.docs.rel(path)
 
 
 #: Checkpoints after which the workdir's STATUS.md is refreshed: a phase's end and the
@@ -265,27 +266,28 @@ def merge_findings(
     """
     key = f"merged:{phase}:{len(records)}"
     task_id = state["task_id"]
-    rec = registry_lookup(ctx.layout, task_id, key) or {}
-    if rec.get("path") and (ctx.layout.root / rec["path"]).exists():
+    docs = ctx.docs
+    rec = registry_lookup(docs, task_id, key) or {}
+    if rec.get("path") and docs.exists(rec["path"]):
         return rec["path"]
     ts = rec.get("ts")
-    found = ts and find_written(ctx.layout.findings, ts, read_merged, task_id=task_id, phase=phase)
+    found = ts and find_written(docs, FINDINGS, ts, read_merged, task_id=task_id, phase=phase)
     if found:
-        registry_note(ctx.layout, task_id, key, path=ctx.layout.relative(found))
-        return ctx.layout.relative(found)
+        registry_note(docs, task_id, key, path=docs.rel(found))
+        return docs.rel(found)
     if not ts:
         ts = iso_timestamp()
-        registry_note(ctx.layout, task_id, key, ts=ts)
+        registry_note(docs, task_id, key, ts=ts)
     fault("merge_before_write")
     path = write_merged(
-        ctx.layout,
+        docs,
         task_id,
         phase,
         [merged_input(task_id, r) for r in records],
         timestamp=ts,
         project_dir=ctx.project_dir,
     )
-    relative = ctx.layout.relative(path)
-    registry_note(ctx.layout, state["task_id"], key, path=relative)
+    relative = docs.rel(path)
+    registry_note(docs, state["task_id"], key, path=relative)
     fault("merge_after_write")
     return relative

@@ -140,11 +140,12 @@ def lead_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
     memory = working_context(ctx, state)
     if memory:
         system.append(memory)
-    plan_text = body_text(ctx.layout.plan(state["task_id"]))
+    docs = ctx.docs
+    plan_text = body_text(docs.path(docs.plan(state["task_id"])), docs)
     if plan_text:
         system.append("Current research plan:\n" + plan_text)
     if state.get("seed_snapshot"):
-        snap = seed_text(body_text(ctx.layout.root / state["seed_snapshot"]))
+        snap = seed_text(body_text(docs.path(state["seed_snapshot"]), docs))
         system.append("You continue from this context snapshot (fresh context):\n" + snap)
     messages: list[Any] = [SystemMessage("\n\n".join(system))]
     task_id = state["task_id"]

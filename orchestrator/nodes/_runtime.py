@@ -21,10 +21,10 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
-from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.tools import memory_tools
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.docs import Docs
 from orchestrator.workdir import workdir_tools
 from orchestrator.workflow import AgentSpec, Workflow
 
@@ -62,8 +62,12 @@ class RunContext:
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
-    def layout(self) -> Layout:
-        return self.store.layout
+    def docs(self) -> Docs:
+        """The memory's documents (plans, findings, snapshots, checkpoints, registry)."""
+        docs = self._cache.get("docs")
+        if docs is None:
+            docs = self._cache["docs"] = Docs(self.store.backend)
+        return docs
 
     def emit(self, event: str, **fields: Any) -> None:
         """Send one progress event to the view (never raises into the graph)."""

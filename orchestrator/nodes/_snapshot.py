@@ -25,11 +25,11 @@ def write_lead_snapshot(
     ctx: RunContext, state: dict[str, Any], *, reason: str, token_count: int | None = None
 ) -> Path:
     """Write `context_snapshots/snap_{ts}.md` for the lead's current context."""
-    layout = ctx.layout
+    docs = ctx.docs
     phase = current_phase(state)
     findings = state.get("findings") or {}
     current = phase_subtasks(state, phase)
-    plan = layout.plan(state["task_id"])
+    plan = docs.plan(state["task_id"])
     files = [
         (v["path"], f"findings of {k} ({v.get('status', 'completed')})")
         for k, v in sorted(findings.items())
@@ -42,7 +42,7 @@ def write_lead_snapshot(
     if token_count is None:
         token_count = lead_context_tokens(ctx, state)
     return write_snapshot(
-        layout,
+        docs,
         task_id=state["task_id"],
         phase=phase,
         reason=reason,
@@ -65,7 +65,7 @@ def write_lead_snapshot(
             f"file>` to continue phase {phase} ({state['phase_index'] + 1}/"
             f"{len(state['phases'])}) with a fresh lead; finished subtasks are not run again."
         ),
-        plan_path=layout.relative(plan) if plan.exists() else None,
+        plan_path=plan if docs.exists(plan) else None,
         extra={
             "objective": state["objective"],
             "workdir": state.get("workdir"),

@@ -83,7 +83,7 @@ def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
     )
     merged_all = {**(state.get("merged") or {}), "final": merged}
     snap = write_lead_snapshot(ctx, {**final_state, "merged": merged_all}, reason="phase_end")
-    relative = ctx.layout.relative(snap)
+    relative = ctx.docs.rel(snap)
     ctx.emit("snapshot", path=str(snap), reason="phase_end")
     fault("finish_before_reflect")
     _reflect(ctx, state, records)
@@ -98,7 +98,7 @@ def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
     ctx.emit(
         "done",
         task_id=state["task_id"],
-        merged=str(ctx.layout.root / merged),
+        merged=str(ctx.docs.path(merged)),
         findings=len(records),
     )
     return {

@@ -53,7 +53,7 @@ def merge_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[s
     ctx.emit(
         "merged",
         phase=phase,
-        path=str(ctx.layout.root / merged_path),
+        path=str(ctx.docs.path(merged_path)),
         findings=len(records),
         failed=sorted(failed),
     )

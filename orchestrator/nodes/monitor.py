@@ -55,7 +55,7 @@ def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     if not state.get("warned"):
         ctx.emit("warning", message=f"lead context ~{lead} tokens passed the warning zone")
     path = write_lead_snapshot(ctx, state, reason="token_limit", token_count=lead)
-    relative = ctx.layout.relative(path)
+    relative = ctx.docs.rel(path)
     ctx.emit("snapshot", path=str(path), reason="token_limit", tokens=lead)
     fault("monitor_after_snapshot")
     return {

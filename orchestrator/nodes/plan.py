@@ -155,7 +155,7 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
     subtasks = update["subtasks"]
     new_state = {**state, **update, "subtasks": {**(state.get("subtasks") or {}), **subtasks}}
     path = write_plan_file(ctx, new_state)
-    update["plan_path"] = ctx.layout.relative(path)
+    update["plan_path"] = ctx.docs.rel(path)
     log_lead(
         ctx,
         state["task_id"],

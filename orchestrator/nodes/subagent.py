@@ -27,6 +27,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
 from orchestrator.artifacts import iso_timestamp, read_findings, write_findings
+from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
@@ -69,9 +70,9 @@ def subagent_prompt(payload: dict[str, Any], skills_index: str, max_steps: int =
     return [SystemMessage(system), HumanMessage("\n".join(lines))]
 
 
-def _record(path: Path, layout: Any, sub: dict, findings: dict, tokens: int) -> dict:
+def _record(path: Path, docs: Docs, sub: dict, findings: dict, tokens: int) -> dict:
     return {
-        "path": layout.relative(path),
+        "path": docs.rel(path),
         "agent": sub["agent"],
         "title": sub["title"],
         "phase": sub["phase"],
@@ -119,7 +120,7 @@ def with_files_written(findings: dict[str, Any], transcript: list[Any]) -> dict[
 def _write_findings(ctx: RunContext, payload: dict, findings: dict, ts: str) -> Path:
     sub = payload["subtask"]
     return write_findings(
-        ctx.layout,
+        ctx.docs,
         agent_file_name(sub),
         task=f"[{payload['key']}] {sub['title']}",
         status=findings.get("status") or "completed",
@@ -139,22 +140,16 @@ def _write_findings(ctx: RunContext, payload: dict, findings: dict, ts: str) -> 
 
 def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
     """A subagent that already produced findings: rewrite the file if needed, never rerun."""
-    sub, key = payload["subtask"], payload["key"]
-    path = ctx.layout.root / rec["path"] if rec.get("path") else None
-    if path is None or not path.exists():
+    sub, key, docs = payload["subtask"], payload["key"], ctx.docs
+    path = docs.path(rec["path"]) if docs.exists(rec.get("path")) else None
+    if path is None:
         path = find_written(
-            ctx.layout.findings,
-            rec["ts"],
-            read_findings,
-            task_id=payload["task_id"],
-            subtask_id=key,
+            docs, FINDINGS, rec["ts"], read_findings, task_id=payload["task_id"], subtask_id=key
         )
     if path is None:
         path = _write_findings(ctx, payload, rec["findings"], rec["ts"])
-    if rec.get("path") != ctx.layout.relative(path):
-        registry_note(
-            ctx.layout, payload["task_id"], f"findings:{key}", path=ctx.layout.relative(path)
-        )
+    if rec.get("path") != docs.rel(path):
+        registry_note(docs, payload["task_id"], f"findings:{key}", path=docs.rel(path))
     ctx.emit(
         "agent",
         key=key,
@@ -165,7 +160,7 @@ def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
         path=str(path),
     )
     return {
-        "findings": {key: _record(path, ctx.layout, sub, rec["findings"], rec.get("tokens", 0))},
+        "findings": {key: _record(path, docs, sub, rec["findings"], rec.get("tokens", 0))},
         "failed": {key: DELETE},
     }
 
@@ -197,7 +192,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     ctx = runtime.context
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
-    rec = registry_lookup(ctx.layout, task_id, f"findings:{key}")
+    rec = registry_lookup(ctx.docs, task_id, f"findings:{key}")
     if rec and rec.get("findings") is not None:
         return _reuse(ctx, payload, rec)
     fault("subagent_before_run")
@@ -219,7 +214,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     findings = with_files_written(result.final.model_dump(), result.transcript)
     ts = iso_timestamp()
     registry_note(
-        ctx.layout,
+        ctx.docs,
         task_id,
         f"findings:{key}",
         ts=ts,
@@ -230,13 +225,13 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     )
     fault("subagent_before_findings")
     path = _write_findings(ctx, payload, findings, ts)
-    registry_note(ctx.layout, task_id, f"findings:{key}", path=ctx.layout.relative(path))
+    registry_note(ctx.docs, task_id, f"findings:{key}", path=ctx.docs.rel(path))
     fault("subagent_after_findings")
     ctx.emit(
         "agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens, path=str(path)
     )
     return {
-        "findings": {key: _record(path, ctx.layout, sub, findings, result.tokens)},
+        "findings": {key: _record(path, ctx.docs, sub, findings, result.tokens)},
         "failed": {key: DELETE},
         "tokens": {f"{sub['agent']}:{key}": result.tokens},
     }

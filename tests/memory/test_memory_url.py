@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -267,12 +268,15 @@ def test_mcp_server_serves_a_postgres_memory(pg_url):
         store.backend.write_text("facts/user.md", "# User Facts\n\n- Editor: vim\n")
         server = build_server(store)
 
-        async def run() -> tuple[list[str], str]:
+        async def run() -> tuple[list[str], str, Any]:
             async with create_connected_server_and_client_session(server._mcp_server) as s:
                 names = sorted(t.name for t in (await s.list_tools()).tools)
                 found = await s.call_tool("recall", {"query": "editor vim"})
-                return names, found.content[0].text
+                status = await s.call_tool("task_status", {})
+                return names, found.content[0].text, status
 
-        names, found = anyio.run(run)
-    assert "recall" in names and "memory_read" in names and "task_status" not in names
+        names, found, status = anyio.run(run)
+    assert {"recall", "memory_read", "task_status", "checkpoint_report"} <= set(names)
     assert "Citation: facts/user.md#L3" in found
+    # the task tools read the same backend: no task there yet, said as a tool error
+    assert status.isError and "no task in memory 'postgresql://" in status.content[0].text

@@ -12,13 +12,17 @@ import pytest
 
 from memory.durable import read_jsonl
 from memory.paths import Layout
-from orchestrator.paths import registry_path
 from orchestrator.registry import registry_lookup, registry_note, registry_records
 
 
 @pytest.fixture
 def layout(memory_dir):
     return Layout(memory_dir).ensure()
+
+
+def registry_path(layout, task):
+    """The registry's file: the files backend keeps the format people and tools read."""
+    return layout.root / ".tether" / "registry" / f"{task}.jsonl"
 
 
 def _slow_merge(layout, task):

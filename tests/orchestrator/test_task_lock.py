@@ -7,13 +7,15 @@ import sys
 
 import pytest
 
-from memory.durable import file_lock
+from memory.backends.files import FilesBackend
 from orchestrator.api import Orchestrator
+from orchestrator.docs import Docs
 from orchestrator.errors import OrchestratorUserError
 
 
 def _held(memory_dir, task_id):
-    return file_lock(memory_dir / ".tether" / "running" / task_id, timeout=0)
+    """The task's run lock, held as another process running it would hold it."""
+    return Docs(FilesBackend(memory_dir)).run_lock(task_id)
 
 
 def test_resume_is_refused_while_the_task_runs_elsewhere(fixture_repo, tiny_workflow, memory_dir):

@@ -1,7 +1,8 @@
 """Two machines, one task on PostgreSQL (`--memory-url` / `TETHER_MEMORY_URL`).
 
-Two processes share nothing but the database: each has its own working directory, `HOME`
-and local memory directory (a mirror, see `orchestrator._mirror`). Machine A runs a task and
+Two processes share nothing but the database: each has its own working directory and `HOME`,
+and neither writes a memory directory (every document goes through the backend). Machine A
+runs a task and
 is SIGKILLed as its 2nd phase spawns subagents; machine B then sees the task in `orchestrator
 status`, finds A's findings with `memory search`, and `orchestrator resume`s it to the end.
 Nothing is lost (every planned subagent has its findings) and nothing runs twice (one
@@ -54,10 +55,11 @@ def _findings(url: str) -> list[str]:
 
 @contextmanager
 def _held(url: str, task_id: str):
-    import psycopg
+    """The task's run lock, held as a process running it on a third machine holds it."""
+    from memory.backends.postgres import PostgresBackend
+    from orchestrator.docs import Docs
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"tether-task:{task_id}",))
+    with PostgresBackend.open(url) as backend, Docs(backend).run_lock(task_id):
         yield
 
 
@@ -82,7 +84,7 @@ def test_a_task_started_on_one_machine_is_finished_on_another(tmp_path, fixture_
 
         with _held(url, task_id):  # as if a third machine were running it
             refused = _cli("orchestrator", ["resume"], b_home, b_env)
-        assert refused.returncode == 1 and "running on another machine" in refused.stderr
+        assert refused.returncode == 1 and "is already running" in refused.stderr
         assert _findings(url) == done_on_a
 
         resumed = _cli("orchestrator", ["resume"], b_home, b_env)
@@ -98,7 +100,8 @@ def test_a_task_started_on_one_machine_is_finished_on_another(tmp_path, fixture_
     assert set(started_on_b) <= set(finished)  # nothing lost
     assert "0 failed" in a_status.stdout
     assert f"Task {task_id}: done" in a_status.stdout  # A sees B's work after pulling
-    assert not (a_home / ".temp" / "memory" / ".langgraph").exists()
+    for home in (a_home, b_home):  # no memory directory, no local graph state
+        assert not (home / ".temp").exists()
 
 
 def test_an_unreachable_server_is_one_error_line_without_the_password(tmp_path):

@@ -40,7 +40,7 @@ from memory.backends.files._index import Index
 from memory.backends.files._planner import Query
 from memory.backends.files._records import MIGRATIONS as RECORD_MIGRATIONS
 from memory.backends.files._records import RecordTables
-from memory.backends.savers import open_sqlite_saver
+from memory.backends.savers import open_sqlite_saver, sqlite_holds_thread
 from memory.base import (
     BaseBackend,
     Entry,
@@ -243,8 +243,13 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
     def checkpointer(self) -> Any:
         """A `SqliteSaver` on `<root>/.langgraph/state.sqlite` (WAL, `synchronous=FULL`)."""
         if self._saver is None:
-            self._saver = open_sqlite_saver(self.root / LANGGRAPH_DB)
+            db = self.root / LANGGRAPH_DB
+            writable = os.access(db.parent if db.parent.exists() else self.root, os.W_OK)
+            self._saver = open_sqlite_saver(db, read_only=self.read_only or not writable)
         return self._saver
+
+    def holds_thread(self, thread_id: str) -> bool:
+        return sqlite_holds_thread(self.root / LANGGRAPH_DB, thread_id)
 
 
 def _read_only(root: Path) -> bool:

@@ -230,6 +230,8 @@ class DocumentFiles:
         return True
 
     def list_documents(self, prefix: str = "") -> list[DocumentInfo]:
+        if not self.layout.root.is_dir():
+            return []  # nothing to list, and a reader must not create the memory directory
         under = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         rows = {
             r["path"]: r

@@ -1,0 +1,227 @@
+"""`Docs`: the orchestrator's memory, read and written through the storage contract.
+
+Every plan, findings file, snapshot, checkpoint, the task list and the artifact registry is a
+*document* of the memory's backend (`memory.base.BaseBackend`): a relative path such as
+`findings/scout_20250104T120000000000Z.md` and its bytes. Nothing in the orchestrator opens a
+memory file itself; it asks a `Docs`:
+
+* on the files backend (the default) a document is the file of that name in the memory
+  directory, written atomically and durably, exactly as people read it;
+* on PostgreSQL a document is a row, so processes that share no filesystem share a task.
+
+Paths: the writers return `docs.path(rel)`, the file on the files backend (what a person
+opens) and the bare document path on others; `docs.rel(path)` gives the relative form that
+state, checkpoints and citations store. The run lock is the backend's `mutex` (an OS file
+lock on the files backend, a session advisory lock on PostgreSQL: both released when their
+holder dies).
+
+Importing this module is cheap (no pydantic, Jinja or LangGraph): `orchestrator status`
+reads through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from memory.base import BaseBackend, DocumentInfo, LockHeldError
+from memory.durable import JsonlRead, encode_line, parse_jsonl
+from memory.errors import InvalidInputError
+from memory.paths import Layout, check_name
+
+MAX_NAME_TRIES = 20
+
+#: The folders of the memory tree the orchestrator writes (relative document prefixes).
+RESEARCH_PLANS = "research_plans"
+FINDINGS = "findings"
+CHECKPOINTS = "checkpoints"
+CONTEXT_SNAPSHOTS = "context_snapshots"
+TASKS = ".tether/tasks.jsonl"
+REGISTRY = ".tether/registry"
+
+_FILES: dict[Path, Any] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def _files_backend(root: Path) -> BaseBackend:
+    """One files backend per memory directory for callers that name only a directory."""
+    from memory.backends.files import FilesBackend
+
+    with _FILES_LOCK:
+        backend = _FILES.get(root)
+        if backend is None:
+            backend = _FILES[root] = FilesBackend(root, create=False)
+        return backend
+
+
+class Docs:
+    """The documents of one memory (see the module docstring)."""
+
+    def __init__(self, backend: BaseBackend):
+        self.backend = backend
+        root = getattr(backend, "root", None)
+        #: The memory directory on the files backend, else None.
+        self.root: Path | None = Path(root) if root is not None else None
+
+    @classmethod
+    def of(cls, target: Any) -> Docs:
+        """`target` as `Docs`: a `Docs`, a backend, a `MemoryStore`, a `Layout` or a directory."""
+        if isinstance(target, Docs):
+            return target
+        if isinstance(target, BaseBackend):
+            return cls(target)
+        backend = getattr(target, "backend", None)
+        if isinstance(backend, BaseBackend):  # a MemoryStore
+            return cls(backend)
+        root = target.root if isinstance(target, Layout) else Layout.at(target).root
+        return cls(_files_backend(root))
+
+    @property
+    def location(self) -> str:
+        """Where the memory is, for messages: the directory, or the URL without password."""
+        return self.backend.location
+
+    @property
+    def layout(self) -> Layout | None:
+        """The memory directory's folders on the files backend, else None."""
+        return Layout(self.root) if self.root is not None else None
+
+    # -- names --------------------------------------------------------------------------
+    @staticmethod
+    def plan(task_id: str) -> str:
+        return f"{RESEARCH_PLANS}/{check_name(task_id, 'task id')}.md"
+
+    @staticmethod
+    def registry(task_id: str) -> str:
+        return f"{REGISTRY}/{check_name(task_id, 'task id')}.jsonl"
+
+    def path(self, rel: str) -> Path:
+        """What a person opens for document `rel`: its file, or the document path itself."""
+        return self.root / rel if self.root is not None else PurePosixPath(rel)  # type: ignore[return-value]
+
+    def rel(self, path: str | os.PathLike[str]) -> str:
+        """The document path of `path` (a file of the memory directory, or a document path)."""
+        if self.root is not None and Path(path).is_absolute():
+            return Path(os.path.relpath(path, self.root)).as_posix()
+        return PurePosixPath(path).as_posix()
+
+    def inside(self, path: str | os.PathLike[str]) -> str | None:
+        """The document path of a path a person or a listing gave, when it names a document
+        of this memory; None for a path elsewhere. On the files backend a relative path is
+        relative to the working directory, as for any file; on others it is a document path.
+        """
+        if self.root is not None:
+            rel = Path(os.path.relpath(Path(path).absolute(), self.root)).as_posix()
+        else:
+            rel = PurePosixPath(path).as_posix()
+        outside = rel in (".", "..") or rel.startswith(("../", "/"))
+        return None if outside else rel
+
+    # -- reading ------------------------------------------------------------------------
+    def read_bytes(self, rel: str, *, offset: int = 0) -> bytes | None:
+        """The document's bytes from `offset` (None when it does not exist, or `rel` names
+        no document: tether's own storage)."""
+        try:
+            doc = self.backend.get_document(rel, offset=offset)
+        except InvalidInputError:
+            return None
+        return None if doc is None else doc.data
+
+    def read_text(self, rel: str) -> str | None:
+        """The document's text (None when it does not exist).
+
+        Raises:
+            UnicodeDecodeError: the bytes are not UTF-8.
+        """
+        data = self.read_bytes(rel)
+        return None if data is None else data.decode("utf-8")
+
+    def stat(self, rel: str) -> DocumentInfo | None:
+        return self.backend.stat_document(rel)
+
+    def exists(self, rel: str | None) -> bool:
+        """Whether document `rel` exists (False for an empty name or tether's own storage)."""
+        if not rel:
+            return False
+        try:
+            return self.backend.stat_document(self.rel(rel)) is not None
+        except InvalidInputError:
+            return False
+
+    def list(self, folder: str, suffix: str = "") -> list[DocumentInfo]:
+        """The documents directly in `folder` whose names end in `suffix` (hidden names left
+        out), in name order."""
+        prefix = folder.rstrip("/") + "/"
+        found = []
+        for info in self.backend.list_documents(prefix):
+            name = info.path[len(prefix) :]
+            if "/" not in name and not name.startswith(".") and name.endswith(suffix):
+                found.append(info)
+        return sorted(found, key=lambda i: i.path)
+
+    def read_jsonl(self, rel: str) -> JsonlRead:
+        """A jsonl document's records by line number, tolerating bad and torn lines."""
+        return parse_jsonl(self.read_bytes(rel) or b"")
+
+    # -- writing ------------------------------------------------------------------------
+    def write_text(self, rel: str, text: str) -> Path:
+        """Replace document `rel` with `text` (atomic: readers see the old or the new)."""
+        self.backend.put_document(rel, text.encode("utf-8"))
+        return self.path(rel)
+
+    def create_unique(
+        self, folder: str, stem: str, ext: str, text: str | Callable[[str], str]
+    ) -> Path:
+        """Create `folder/stem.ext`, or `stem_{suffix}.ext` if taken; never overwrites.
+
+        Args:
+            text: the content, or a function of the final stem that renders it (for files
+                that name themselves, like a checkpoint's `checkpoint_id`).
+
+        Raises:
+            FileExistsError: after `MAX_NAME_TRIES` taken names (practically impossible).
+        """
+        from orchestrator.paths import new_suffix
+
+        candidate = stem
+        for _ in range(MAX_NAME_TRIES):
+            content = text(candidate) if callable(text) else text
+            rel = f"{folder}/{candidate}{ext}"
+            if self.backend.create_document(rel, content.encode("utf-8")):
+                return self.path(rel)
+            candidate = f"{stem}_{new_suffix()}"
+        raise FileExistsError(f"could not find a free name for {stem!r} in {folder!r}")
+
+    def append_jsonl(self, rel: str, record: Any) -> None:
+        """Append one record as a whole, durable line."""
+        self.backend.append_lines(rel, [encode_line(record).rstrip(b"\n")])
+
+    # -- the run lock -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def run_lock(self, task_id: str) -> Iterator[None]:
+        """Hold `task_id`'s run lock for the block (`LockHeldError` when a live process
+        holds it)."""
+        with self.backend.mutex(_run_lock_name(task_id), timeout=0):
+            yield
+
+    def running(self, task_id: str) -> bool:
+        """True while a live process holds `task_id`'s run lock.
+
+        A memory directory this process cannot write has no lock to take; nothing can be
+        running a task there, so the answer is False.
+        """
+        try:
+            with self.backend.mutex(_run_lock_name(task_id), timeout=0):
+                return False
+        except LockHeldError:
+            return True
+        except OSError:
+            return False
+
+
+def _run_lock_name(task_id: str) -> str:
+    return f"run:{check_name(task_id, 'task id')}"
