@@ -550,5 +550,7 @@ def test_checkpointer_keeps_graph_state_beside_the_memory(backend):
     config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
     from langgraph.checkpoint.base import empty_checkpoint
 
+    assert not backend.holds_thread("t1")  # asked without LangGraph: nothing saved yet
     saved = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
     assert saver.get_tuple(saved).checkpoint["id"] == saved["configurable"]["checkpoint_id"]
+    assert backend.holds_thread("t1") and not backend.holds_thread("t2")
