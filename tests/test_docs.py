@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -59,3 +60,18 @@ def test_both_clis_have_their_core_verbs():
 def test_every_command_has_help_and_is_in_the_readme(path, command):
     assert (command.help or "").strip(), f"{path} has no help text"
     assert f"`{path}" in README, f"{path} is not documented in README.md"
+
+
+def _python_imports() -> list[str]:
+    """Every `import` line of the README's python examples."""
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
+    lines = [ln.strip() for block in blocks for ln in block.splitlines()]
+    return [ln for ln in lines if re.match(r"(from \S+ )?import \S", ln)]
+
+
+@pytest.mark.parametrize("line", _python_imports())
+def test_every_import_in_the_readme_examples_works(line):
+    namespace: dict = {}
+    exec(compile(line, "README.md", "exec"), namespace)  # an ImportError fails the test
+    names = [n.strip().split(" as ")[-1] for n in line.split(" import ", 1)[-1].split(",")]
+    assert all(name in namespace for name in names), line
