@@ -210,6 +210,15 @@ class DocumentFiles:
         self._versions[path] = (stamp_of(st), last + 1)
         return DocumentInfo(path, last + 1, st.st_mtime, len(data))
 
+    def create_document(self, path: str, data: bytes) -> bool:
+        """The file, made durable under a hidden name and linked into place only if the name
+        is free: no row is written, since a file without one is at version 1 (and a path
+        whose document was deleted reads one above the version it had then)."""
+        file = self._file(path)
+        data = check_data(data)
+        self.check_writable("write documents")
+        return durable.create_exclusive(file, data)
+
     def append_lines(self, path: str, lines: Sequence[bytes | str]) -> int:
         file = self._file(path)
         payload = encode_lines(lines)
