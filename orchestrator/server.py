@@ -24,14 +24,17 @@ everything else through the same constructors `Orchestrator.run` uses:
 
 Where each option comes from, first match wins: the run's input (`objective`, `task_id`,
 `start_phase`, `workdir`), the run's context (`ServeOptions`), the assistant's
-`configurable`, then tether's usual defaults (`$TETHER_MEMORY_DIR`, `$TETHER_MODEL`, the
-workflow's, the offline model).
+`configurable`, then tether's usual defaults (`$TETHER_MEMORY_URL`, `$TETHER_MEMORY_DIR`,
+`$TETHER_MODEL`, the workflow's, the offline model). With `memory_url` (a deployment's
+PostgreSQL) the task's documents live there, beside the server's own graph state, and no
+memory directory is written.
 
 Invariant: the outer state is `OrchestratorState` plus the input fields, all plain JSON.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Required
 
 from langchain_core.runnables import RunnableConfig
@@ -52,6 +55,7 @@ GRAPH_ID = "tether"
 
 #: Options a run may set through its context (or the assistant's `configurable`).
 OPTION_KEYS = (
+    "memory_url",
     "memory_dir",
     "workdir",
     "workflow",
@@ -79,6 +83,8 @@ class ServeInput(TypedDict, total=False):
 class ServeOptions(TypedDict, total=False):
     """The run's context: where memory lives and how agents run (all optional)."""
 
+    memory_url: str
+    """`postgresql://...`: the task's memory in PostgreSQL instead of a memory directory."""
     memory_dir: str
     workdir: str
     workflow: str
@@ -104,7 +110,7 @@ def run_options(state: dict[str, Any], context: Any, config: dict[str, Any]) -> 
     options = {k: configurable[k] for k in OPTION_KEYS if configurable.get(k) is not None}
     if isinstance(context, dict):
         options.update({k: context[k] for k in OPTION_KEYS if context.get(k) is not None})
-    if state.get("memory_dir"):
+    if state.get("memory_dir") and "://" not in state["memory_dir"]:  # not a memory_url
         options["memory_dir"] = state["memory_dir"]
     if state.get("workdir"):
         options["workdir"] = state["workdir"]
@@ -112,7 +118,9 @@ def run_options(state: dict[str, Any], context: Any, config: dict[str, Any]) -> 
 
 
 def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Orchestrator:
+    """The run's orchestrator (close it: it may hold a PostgreSQL pool)."""
     return Orchestrator(
+        memory_url=options.get("memory_url") or os.environ.get("TETHER_MEMORY_URL") or None,
         memory_dir=options.get("memory_dir"),
         workdir=options.get("workdir") or ".",
         workflow=options.get("workflow"),
@@ -144,7 +152,11 @@ def start_node(
     if state.get("phases"):
         return {}
     options = run_options(state, runtime.context, config)
-    orch = _orchestrator(options)
+    with _orchestrator(options) as orch:
+        return _start(orch, state, options)
+
+
+def _start(orch: Orchestrator, state: ServeState, options: dict[str, Any]) -> dict[str, Any]:
     phases = list(orch.workflow.phases)
     task_id, workdir = check_new_task(
         state.get("objective") or "", state.get("task_id"), state.get("start_phase"), phases,
@@ -194,7 +206,11 @@ def tether_node(
     """Run tether's graph for the task in `state`; returns its final state."""
     options = run_options(state, runtime.context, config)
     write = _writer()
-    orch = _orchestrator(options, on_event=write)
+    with _orchestrator(options, on_event=write) as orch:
+        return _run(orch, state, write)
+
+
+def _run(orch: Orchestrator, state: ServeState, write: Any) -> dict[str, Any]:
     record = orch.task_record(state["task_id"])
     resolved = orch._resolve_model(orch.workflow, record)
     inner_state = {k: v for k, v in state.items() if k in OrchestratorState.__annotations__}

@@ -227,6 +227,63 @@ print(json.dumps({"status": values.get("status"), "task_id": values.get("task_id
 """
 
 
+DRIVE_PG = DRIVE.replace(
+    'context = {"memory_dir": memory,', 'context = {"memory_url": memory,'
+).replace(
+    "saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))\nsaver.setup()",
+    "from memory.backends.savers import open_postgres_saver\nsaver = open_postgres_saver(db)",
+)
+
+
+def test_a_served_task_on_postgres_survives_a_killed_worker_and_writes_no_files(tmp_path):
+    """`memory_url` in the run's context: the task's documents go to PostgreSQL beside the
+    server's graph state; a worker killed after the first phase is finished by a rerun of
+    the thread, with no first-phase subagent run twice and nothing in a memory directory."""
+    from tests.pg import private_schema
+
+    repo = build_repo(tmp_path / "repo")
+    workflow = tmp_path / "tiny.yaml"
+    workflow.write_text("name: tiny\nphases: [exploration, review]\n")
+    script = tmp_path / "drive_pg.py"
+    assert "open_postgres_saver(db)" in DRIVE_PG and '{"memory_url": memory,' in DRIVE_PG
+    script.write_text(DRIVE_PG)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TETHER_MEMORY")},
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    with private_schema() as url:
+        args = [sys.executable, str(script), url, url, str(repo), str(workflow)]
+        killed = subprocess.run(
+            [*args, "start"],
+            env={**env, "TETHER_FAULT": "advance_after_checkpoint:1"},
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        first = _documents(url, "findings/researcher-exploration-")
+        assert first and not _documents(url, "findings/researcher-review-")
+
+        resumed = subprocess.run(
+            [*args, "resume"], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert json.loads(resumed.stdout) == {"status": "done", "task_id": "shop-1"}
+        assert _documents(url, "findings/researcher-exploration-") == first
+        assert len(_documents(url, "findings/researcher-review-")) == len(first)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["drive_pg.py", "repo", "tiny.yaml"]
+
+
+def _documents(url: str, prefix: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT path FROM tether_documents WHERE path LIKE %s", (prefix + "%",)
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
 def test_a_worker_killed_mid_task_is_finished_by_rerunning_the_thread(tmp_path):
     """The server's checkpointer (SQLite here, Postgres on a deployment) carries the task.
 
