@@ -85,11 +85,6 @@ class Docs:
         """Where the memory is, for messages: the directory, or the URL without password."""
         return self.backend.location
 
-    @property
-    def layout(self) -> Layout | None:
-        """The memory directory's folders on the files backend, else None."""
-        return Layout(self.root) if self.root is not None else None
-
     # -- names --------------------------------------------------------------------------
     @staticmethod
     def plan(task_id: str) -> str:
