@@ -238,6 +238,7 @@ class Query:
         """
         found: dict[int, tuple[int, float]] = {}
         queries = answered = spent = 0
+        cut: tuple[int, float] | None = None  # the weight at which `k` rows were found
         present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
         top = min(len(present), AND_MAX_SIZE)
         for size in range(top, 1 if top > 1 else 0, -1):
@@ -247,18 +248,24 @@ class Query:
             for combo in combos:
                 if queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                     break
+                weight = (size, sum(self.idf[t] for t in combo))
+                if cut is not None and weight < cut:
+                    # Combinations run in falling weight, so `k` rows at least as heavy are
+                    # found already: this one's rows (and every later one's) would be cut.
+                    break
                 cost = min(self.df[(table, t)] for t in combo)  # the shortest posting list
                 if queries >= MIN_AND_QUERIES and spent + cost > AND_POSTING_BUDGET:
                     continue
                 spent += cost
                 queries += 1
-                weight = (size, sum(self.idf[t] for t in combo))
                 expr = " AND ".join(self._quote(t) for t in combo)
                 rows = self._match(table, expr, limit=AND_CAP, ranked=False)
                 answered += bool(rows)
                 for rowid in rows:
                     if rowid not in found or found[rowid] < weight:
                         found[rowid] = weight
+                if cut is None and len(found) >= self.k:
+                    cut = weight
             if len(found) >= self.k or queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                 break
         if len(found) <= self.k:
@@ -272,8 +279,8 @@ class Query:
         marks = ",".join("?" * len(tied))
         length = {
             row[0]: (_varints(row[1])[0] if row[1] else 0)
-            for row in self.conn.execute(
-                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", tied
+            for row in _tuples(
+                self.conn, f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", tied
             )
         }
         tied.sort(key=lambda r: length.get(r, 0))
@@ -297,7 +304,7 @@ class Query:
             f"SELECT {table}.rowid FROM {table}{join} WHERE {table} MATCH ?{filt} "
             f"ORDER BY {order} LIMIT ?"
         )
-        return [row[0] for row in self.conn.execute(sql, (*args, limit))]
+        return [row[0] for row in _tuples(self.conn, sql, (*args, limit))]
 
     # -- re-ranking -------------------------------------------------------------------
     def _rerank(self, candidates: list[_Candidate], terms: list[str]) -> list[SearchHit]:
@@ -308,10 +315,14 @@ class Query:
         _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()])
         marks = ",".join("?" * len(terms))
         hits: dict[int, list[tuple[int, str]]] = {}
-        for doc, term, offset in conn.execute(
-            f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
+        for doc, term, offset in _tuples(
+            conn, f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
         ):
-            hits.setdefault(doc, []).append((offset, term))
+            found = hits.get(doc)
+            if found is None:
+                hits[doc] = [(offset, term)]
+            else:
+                found.append((offset, term))
         self._exact_idf(docs, hits)
         scored = []
         for doc_id, doc in docs.items():
@@ -334,13 +345,20 @@ class Query:
         n_rows = sum(rows for rows, _ in self.totals.values())
         stem_docs: dict[str, int] = {}
         exact_docs: dict[str, int] = {}
-        for doc_id, doc in docs.items():
+        surface = self.surface_lower
+        for doc_id, found in hits.items():
+            doc = docs.get(doc_id)
+            if doc is None:
+                continue
             words = self._words(doc)
+            n_words = len(words)
+            exact = doc["exact"] = set()  # offsets holding the query's own word form
             seen_stem, seen_exact = set(), set()
-            for offset, term in hits.get(doc_id, ()):
+            for offset, term in found:
                 seen_stem.add(term)
-                if offset < len(words) and words[offset] == self.surface_lower.get(term):
+                if offset < n_words and words[offset] == surface.get(term):
                     seen_exact.add(term)
+                    exact.add(offset)
             for term in seen_stem:
                 stem_docs[term] = stem_docs.get(term, 0) + 1
             for term in seen_exact:
@@ -354,7 +372,11 @@ class Query:
     def _words(self, doc: dict) -> list[str]:
         words = doc.get("words")
         if words is None:
-            words = [w.lower() for w in _WORD.findall(doc["body"][:RERANK_MAX_CHARS])]
+            body = doc["body"][:RERANK_MAX_CHARS]
+            if body.isascii():  # lowering first gives the same words, faster
+                words = _WORD.findall(body.lower())
+            else:
+                words = [w.lower() for w in _WORD.findall(body)]
             doc["words"] = words
         return words
 
@@ -362,7 +384,7 @@ class Query:
         rows, tokens = self.totals[doc["table"]]
         avgdl = tokens / rows if rows else 1.0
         dl = doc["length"] or len(positions)
-        words = self._words(doc)
+        exact = doc.get("exact", ())
         tf: dict[str, float] = {}
         tf_exact: dict[str, float] = {}
         for offset, term in positions:
@@ -370,7 +392,7 @@ class Query:
             # stem, and a match in the query's own word form also counts for that form,
             # with its own (rarer) frequency: "handling" ranks "handling" first.
             tf[term] = tf.get(term, 0.0) + 1.0
-            if offset < len(words) and words[offset] == self.surface_lower.get(term):
+            if offset in exact:
                 tf_exact[term] = tf_exact.get(term, 0.0) + 1.0
         score = 0.0
         lengths = K1 * (1 - B + B * dl / max(avgdl, 1.0))
@@ -394,32 +416,26 @@ class Query:
             by_table.setdefault(cand.table, []).append(cand.rowid)
         for table, ids in by_table.items():
             marks = ",".join("?" * len(ids))
-            for rowid, body, size in self.conn.execute(
-                f"SELECT t.id, t.c0, s.sz FROM {table}_content t JOIN {table}_docsize s "
-                f"ON s.id = t.id WHERE t.id IN ({marks})",
+            # A row without its idx_docs metadata is not returned (the inner join).
+            for rowid, body, size, source, line, cite, path, day, file_path in _tuples(
+                self.conn,
+                f"SELECT t.id, t.c0, s.sz, d.source, d.line, d.cite, d.path, d.day, f.path "
+                f"FROM {table}_content t JOIN {table}_docsize s ON s.id = t.id "
+                "JOIN idx_docs d ON d.id = t.id LEFT JOIN idx_files f ON f.id = d.file_id "
+                f"WHERE t.id IN ({marks})",
                 ids,
             ):
                 docs[rowid] = {
                     "table": table,
                     "body": body or "",
                     "length": _varints(size)[0] if size else 0,
+                    "source": source,
+                    "line": line,
+                    "cite": cite,
+                    "day": day,
+                    "path": file_path or path,
                 }
-        if docs:
-            marks = ",".join("?" * len(docs))
-            for row in self.conn.execute(
-                "SELECT d.id, d.source, d.line, d.cite, d.path, d.day, f.path AS file_path "
-                "FROM idx_docs d LEFT JOIN idx_files f ON f.id = d.file_id "
-                f"WHERE d.id IN ({marks})",
-                list(docs),
-            ):
-                docs[row["id"]].update(
-                    source=row["source"],
-                    line=row["line"],
-                    cite=row["cite"],
-                    day=row["day"],
-                    path=row["file_path"] or row["path"],
-                )
-        return {i: d for i, d in docs.items() if "source" in d}
+        return docs
 
     def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]) -> SearchHit:
         body = doc["body"]
@@ -437,6 +453,13 @@ class Query:
 
 
 # -- helpers -------------------------------------------------------------------------------
+def _tuples(conn: sqlite3.Connection, sql: str, args=()) -> sqlite3.Cursor:
+    """`conn.execute` with plain tuples for rows (the connection makes `sqlite3.Row`s)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    return cur.execute(sql, args)
+
+
 def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
     """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
     _fill_tok(conn, [(1, text)])
