@@ -276,15 +276,16 @@ class Query:
         cut = found[ids[self.k - 1]]
         head = [r for r in ids if found[r] > cut]
         tied = [r for r in ids if found[r] == cut]
+        # Shortest first, in SQL: a length is one varint, and of two canonical varints the
+        # longer encoding is the larger number, and equal-length encodings sort bytewise.
         marks = ",".join("?" * len(tied))
-        length = {
-            row[0]: (_varints(row[1])[0] if row[1] else 0)
-            for row in _tuples(
-                self.conn, f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", tied
-            )
-        }
-        tied.sort(key=lambda r: length.get(r, 0))
-        return head + tied[: self.k - len(head)]
+        shortest = _tuples(
+            self.conn,
+            f"SELECT id FROM {table}_docsize WHERE id IN ({marks}) "
+            "ORDER BY length(sz), sz, id LIMIT ?",
+            (*tied, self.k - len(head)),
+        )
+        return head + [row[0] for row in shortest]
 
     def _quote(self, stem: str) -> str:
         return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
