@@ -74,6 +74,7 @@ DAY_WEIGHT = 1.0
 DAY_CANDIDATES = 200
 
 CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
+CLEAR_RAW = "INSERT INTO temp.rq_raw(rq_raw) VALUES ('delete-all')"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ASKING = frozenset(
     "what when where which who whom whose why how did do does is are was were can could "
@@ -88,6 +89,11 @@ TEMP_SETUP = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
     "tokenize = 'porter unicode61')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
+    # The same rows unstemmed, token for token (porter only rewrites unicode61's tokens):
+    # which matches are in the query's own word form.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw USING fts5(body, content = '', "
+    "tokenize = 'unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw_inst USING fts5vocab(temp, rq_raw, instance)",
 )
 
 
@@ -120,7 +126,7 @@ class Query:
     def run(self) -> list[SearchHit]:
         for sql in TEMP_SETUP:
             self.conn.execute(sql)
-        tokens = tokenize(self.conn, self.query)
+        tokens, raw = _tokenize_query(self.conn, self.query)
         stops = _stopword_stems(self.conn)
         terms = list(dict.fromkeys(stem for stem, _ in tokens if stem not in stops))
         if not terms:
@@ -132,6 +138,9 @@ class Query:
         for stem, word in tokens:
             self.surface.setdefault(stem, word)
         self.surface_lower = {stem: word.lower() for stem, word in self.surface.items()}
+        self.surface_raw: dict[str, str] = {}  # the query's own form, as unicode61 gives it
+        for (stem, _), form in zip(tokens, raw, strict=True):
+            self.surface_raw.setdefault(stem, form)
         # In a question, words that frame it ("what made", "why didn't we go") weigh less.
         asking = "?" in self.query or (tokens and tokens[0][1].lower() in _ASKING)
         self.weight = {
@@ -313,7 +322,7 @@ class Query:
             return []
         docs = self._load(candidates)
         conn = self.conn
-        _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()])
+        _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()], raw=True)
         marks = ",".join("?" * len(terms))
         hits: dict[int, list[tuple[int, str]]] = {}
         for doc, term, offset in _tuples(
@@ -324,6 +333,20 @@ class Query:
                 hits[doc] = [(offset, term)]
             else:
                 found.append((offset, term))
+        forms = list(dict.fromkeys(self.surface_raw[t] for t in terms))
+        exact: dict[int, set[int]] = {}
+        for doc, offset in _tuples(
+            conn,
+            f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({','.join('?' * len(forms))})",
+            forms,
+        ):
+            found = exact.get(doc)
+            if found is None:
+                exact[doc] = {offset}
+            else:
+                found.add(offset)
+        for doc_id, offsets in exact.items():
+            docs[doc_id]["exact"] = offsets
         self._exact_idf(docs, hits)
         scored = []
         for doc_id, doc in docs.items():
@@ -346,20 +369,13 @@ class Query:
         n_rows = sum(rows for rows, _ in self.totals.values())
         stem_docs: dict[str, int] = {}
         exact_docs: dict[str, int] = {}
-        surface = self.surface_lower
         for doc_id, found in hits.items():
-            doc = docs.get(doc_id)
-            if doc is None:
-                continue
-            words = self._words(doc)
-            n_words = len(words)
-            exact = doc["exact"] = set()  # offsets holding the query's own word form
+            exact = docs[doc_id].get("exact", ())  # offsets holding the query's own form
             seen_stem, seen_exact = set(), set()
             for offset, term in found:
                 seen_stem.add(term)
-                if offset < n_words and words[offset] == surface.get(term):
+                if offset in exact:
                     seen_exact.add(term)
-                    exact.add(offset)
             for term in seen_stem:
                 stem_docs[term] = stem_docs.get(term, 0) + 1
             for term in seen_exact:
@@ -369,17 +385,6 @@ class Query:
             ratio = (exact_docs.get(term, 0) + 0.5) / (stem_docs.get(term, 0) + 1)
             df = sum(self.df[(t, term)] for t in self.totals) * min(ratio, 1.0)
             self.exact_idf[term] = weight * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
-
-    def _words(self, doc: dict) -> list[str]:
-        words = doc.get("words")
-        if words is None:
-            body = doc["body"][:RERANK_MAX_CHARS]
-            if body.isascii():  # lowering first gives the same words, faster
-                words = _WORD.findall(body.lower())
-            else:
-                words = [w.lower() for w in _WORD.findall(body)]
-            doc["words"] = words
-        return words
 
     def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
         rows, tokens = self.totals[doc["table"]]
@@ -461,9 +466,10 @@ def _tuples(conn: sqlite3.Connection, sql: str, args=()) -> sqlite3.Cursor:
     return cur.execute(sql, args)
 
 
-def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
+def tokenize(conn: sqlite3.Connection, text: str, *, filled: bool = False) -> list[tuple[str, str]]:
     """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
-    _fill_tok(conn, [(1, text)])
+    if not filled:
+        _fill_tok(conn, [(1, text)])
     stems = [
         row[0]
         for row in conn.execute("SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")
@@ -474,12 +480,29 @@ def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
     return list(zip(stems, words, strict=True))
 
 
-def _fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
-    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once)."""
+def _tokenize_query(conn: sqlite3.Connection, text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """`tokenize(text)`, and each token unstemmed as unicode61 gives it (case-folded)."""
+    _fill_tok(conn, [(1, text)], raw=True)
+    pairs = tokenize(conn, text, filled=True)
+    raw = [
+        row[0]
+        for row in _tuples(conn, "SELECT term FROM temp.rq_raw_inst WHERE doc = 1 ORDER BY offset")
+    ]
+    if len(raw) != len(pairs):  # cannot happen (same tokenizer); keep the words then
+        raw = [word.lower() for _, word in pairs]
+    return pairs, raw
+
+
+def _fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]], *, raw: bool = False) -> None:
+    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once); `raw`
+    fills the unstemmed table with the same rows too."""
     conn.execute("SAVEPOINT rq_fill")
     try:
         conn.execute(CLEAR_TOK)
         conn.executemany("INSERT INTO temp.rq_tok(rowid, body) VALUES (?, ?)", rows)
+        if raw:
+            conn.execute(CLEAR_RAW)
+            conn.executemany("INSERT INTO temp.rq_raw(rowid, body) VALUES (?, ?)", rows)
         conn.execute("RELEASE rq_fill")
     except BaseException:
         conn.execute("ROLLBACK TO rq_fill")
