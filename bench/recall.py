@@ -392,9 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--tether-only", action="store_true", help="skip the rg, grep and bm25s baselines"
     )
-    parser.add_argument(
-        "--repeat", type=int, default=1, help="time every question this many times"
-    )
+    parser.add_argument("--repeat", type=int, default=1, help="time every question this many times")
     parser.add_argument("--dump-ranked", help="append each size's ranked citations (JSON lines)")
     args = parser.parse_args(argv)
     DATA_DIR.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ next search; where the watch cannot be trusted, every search scans as before.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
@@ -155,9 +156,7 @@ class TestSeesEveryChange:
         assert _citations(store, "heron") == ["working/T1/messages.jsonl#L1"]
         assert len(scans) == before + 1
 
-    @pytest.mark.skipif(
-        "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork"
-    )
+    @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
     def test_forked_child_does_not_take_the_parents_events(self, store):
         log = store.layout.messages("T1")
         durable.append_jsonl(log, {"role": "user", "content": "first gecko"})
@@ -180,7 +179,7 @@ def _child_polls_and_searches(store) -> None:
 
 def _append(path: str, word: str) -> None:
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write('{"role": "user", "content": "a %s"}\n' % word)
+        fh.write(json.dumps({"role": "user", "content": f"a {word}"}) + "\n")
 
 
 def test_without_a_trustworthy_watch_every_search_scans(memory_dir, monkeypatch, scans):

@@ -26,16 +26,12 @@ def test_shortest_rows_order_matches_token_counts(tmp_path):
     counts = [3, 200, 127, 16384, 128, 1, 16383, 20000, 129, 0, 2_100_000]
     for i, n in enumerate(counts, start=1):
         conn.execute("INSERT INTO t(rowid, body) VALUES (?, ?)", (i, " ".join(["w"] * n)))
-    got = [
-        row[0] for row in conn.execute("SELECT id FROM t_docsize ORDER BY length(sz), sz, id")
-    ]
+    got = [row[0] for row in conn.execute("SELECT id FROM t_docsize ORDER BY length(sz), sz, id")]
     assert [counts[i - 1] for i in got] == sorted(counts)
     conn.close()
 
 
-def test_lighter_and_combinations_are_not_queried_once_enough_rows_are_found(
-    store, monkeypatch
-):
+def test_lighter_and_combinations_are_not_queried_once_enough_rows_are_found(store, monkeypatch):
     """AND combinations run heaviest first; once `k` rows are found, a lighter one's rows
     could only be cut, so it is not run."""
     rows = [{"role": "tool", "content": f"alpha beta gamma delta item{i}"} for i in range(150)]

@@ -87,12 +87,12 @@ _NEWLINE = re.compile("\n")
 TEMP_SETUP = (
     "PRAGMA temp_store = MEMORY",
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
-    "tokenize = 'porter unicode61')",
+    "columnsize = 0, tokenize = 'porter unicode61')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
     # The same rows unstemmed, token for token (porter only rewrites unicode61's tokens):
     # which matches are in the query's own word form.
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw USING fts5(body, content = '', "
-    "tokenize = 'unicode61')",
+    "columnsize = 0, tokenize = 'unicode61')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw_inst USING fts5vocab(temp, rq_raw, instance)",
 )
 
@@ -335,10 +335,9 @@ class Query:
                 found.append((offset, term))
         forms = list(dict.fromkeys(self.surface_raw[t] for t in terms))
         exact: dict[int, set[int]] = {}
+        marks = ",".join("?" * len(forms))
         for doc, offset in _tuples(
-            conn,
-            f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({','.join('?' * len(forms))})",
-            forms,
+            conn, f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})", forms
         ):
             found = exact.get(doc)
             if found is None:
@@ -580,7 +579,7 @@ def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) 
         first, seen = by_line.get(line, (start, set()))
         seen.add(term)
         by_line[line] = (first, seen)
-    best_line = max(by_line, key=lambda n: (sum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
+    best_line = max(by_line, key=lambda n: (math.fsum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
     best_at = by_line[best_line][0]
     # Start at the cited line, so the snippet reads from where the citation points.
     lo = newlines[best_line - 1] + 1 if best_line > 0 else 0
