@@ -229,7 +229,7 @@ class Index:
         self.layout = backend.layout
         self._sync_lock = threading.Lock()
         self._watch: _Watch | None = None
-        self._scanned: tuple[int, int] | None = None
+        self._scanned: tuple[sqlite3.Connection, int] | None = None
         """(connection, its `data_version`) as of the last scan that the watch covers."""
         self._files_seen = 0
 
@@ -264,8 +264,15 @@ class Index:
             watch = self._watch = _Watch.for_root(str(self.layout.root))
         # Another connection's commit (a rebuild, another process's sync) may have changed
         # what is indexed without any file changing: then scan as well.
-        version = (id(conn), conn.execute("PRAGMA data_version").fetchone()[0])
-        if not full and watch.unchanged() and self._scanned == version:
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        scanned = self._scanned
+        if (
+            not full
+            and watch.unchanged()
+            and scanned is not None
+            and scanned[0] is conn  # another thread's connection has its own data_version
+            and scanned[1] == version
+        ):
             report.files_seen = self._files_seen
             return
         self._scanned = None
@@ -274,7 +281,7 @@ class Index:
         report.files_seen = self._files_seen = len(seen)
         known = {row["path"]: row for row in conn.execute("SELECT * FROM idx_files")}
         self._sync_files(seen, known, report)
-        self._scanned = version if watch.active else None
+        self._scanned = (conn, version) if watch.active else None
 
     def rebuild(self) -> IndexReport:
         """Drop every index table and index all files and entries again."""
