@@ -31,6 +31,7 @@ Not run by the test suite (it takes minutes at 1M).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -83,7 +84,7 @@ def _stage(corpus: Corpus) -> Path:
         dest = tmp / "memory" / src.relative_to(corpus.root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if i == len(corpus.files) - 1:
-            shutil.copyfile(src, dest)
+            shutil.copy2(src, dest)  # same mtime: a reused index finds nothing to sync
         else:
             os.link(src, dest)
     return tmp
@@ -163,45 +164,99 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
     )
     tmp = _stage(corpus)
     root = tmp / "memory"
+    built = None
+    if args.reuse_index:
+        built = _cached_index(corpus)
+        for f in built.glob("memory.db*"):
+            shutil.copyfile(f, root / f.name)
     try:
-        return _measure(corpus, root, args)
+        return _measure(corpus, root, args, built=built)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _measure(corpus: Corpus, root: Path, args: argparse.Namespace) -> dict:
+def _cached_index(corpus: Corpus) -> Path:
+    """A built index of `corpus` kept in `bench/.data/` (`--reuse-index`), built on first use.
+
+    Its memory dir keeps the corpus files' mtimes and sizes (hard links; the last file, which
+    the incremental step appends to, is a copy with the same mtime), so a run that copies its
+    `memory.db` next to a fresh staging of the corpus finds nothing to sync.
+    """
+    cache = corpus.root.parent / "index"
+    if (cache / "memory" / "memory.db").exists():
+        return cache / "memory"
+    partial = corpus.root.parent / "index.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    staged = _stage(corpus)
+    try:
+        store = MemoryStore(staged / "memory")
+        report = store.reindex()
+        store.close()
+        (partial / "memory").mkdir(parents=True)
+        for f in (staged / "memory").glob("memory.db*"):
+            shutil.copyfile(f, partial / "memory" / f.name)
+        (partial / "build.json").write_text(
+            json.dumps({"seconds": report.seconds, "messages": corpus.messages})
+        )
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    os.replace(partial, cache)
+    return cache / "memory"
+
+
+def _measure(
+    corpus: Corpus, root: Path, args: argparse.Namespace, built: Path | None = None
+) -> dict:
     row: dict = {
         "messages": corpus.messages,
         "mb": sum(f.stat().st_size for f in corpus.files) / 1e6,
     }
     store = MemoryStore(root)
-    report = store.reindex()
-    row["build_s"] = report.seconds
-    row["build_rate"] = corpus.messages / report.seconds
-    print(f"[{corpus.messages:,}] indexed in {report.seconds:.1f} s", file=sys.stderr)
+    if built is None:
+        seconds = store.reindex().seconds
+    else:  # --reuse-index: the build time recorded when the cached index was built
+        seconds = json.loads((built.parent / "build.json").read_text())["seconds"]
+    row["build_s"] = seconds
+    row["build_rate"] = corpus.messages / seconds
+    print(
+        f"[{corpus.messages:,}] indexed in {seconds:.1f} s{' (cached)' if built else ''}",
+        file=sys.stderr,
+    )
     questions = [q["question"] for q in corpus.queries]
     gold = [q["citation"] for q in corpus.queries]
     store.search(questions[0], limit=10)  # warm the page cache and temp tables
     lat, ranked = [], []
-    for q in questions:
-        t0 = time.perf_counter()
-        hits = store.search(q, limit=10)
-        lat.append(time.perf_counter() - t0)
-        ranked.append([h.citation for h in hits])
+    for rep in range(args.repeat):
+        for q in questions:
+            t0 = time.perf_counter()
+            hits = store.search(q, limit=10)
+            lat.append(time.perf_counter() - t0)
+            if rep == 0:
+                ranked.append([h.citation for h in hits])
     row["tether"] = (_pct(lat, 0.5), _pct(lat, 0.95))
+    if args.dump_ranked:
+        with open(args.dump_ranked, "a") as fh:
+            fh.write(json.dumps({"messages": corpus.messages, "ranked": ranked}) + "\n")
     row["index_mb"] = sum(f.stat().st_size for f in root.glob("memory.db*")) / 1e6
-    row["rss_mb"] = _rss_mb()  # this process after building and searching (bm25s comes later)
+    # this process after building and searching (bm25s comes later)
+    row["rss_mb"], row["rss_file_mb"] = _rss_mb(), _rss_mb("RssFile:")
     row["tether_r5"], row["tether_r10"] = _recall(ranked, gold, 5), _recall(ranked, gold, 10)
     row["tether_halves"] = _halves(ranked, gold)
-    _baseline_latency(row, root, questions, args)
-    print(f"[{corpus.messages:,}] latency done", file=sys.stderr)
-    grep_ranked = [_grep_rank(root, query_words(q), 10) for q in questions]
-    row["grep_r5"], row["grep_r10"] = (
-        _recall(grep_ranked, gold, 5),
-        _recall(grep_ranked, gold, 10),
-    )
-    row["grep_halves"] = _halves(grep_ranked, gold)
-    if not args.skip_bm25s:
+    if args.tether_only:
+        nan = (float("nan"), float("nan"))
+        row["rg"] = row["rg1"] = row["grep"] = nan
+        row["grep_r5"] = row["grep_r10"] = None
+        row["grep_halves"] = (None, None)
+    else:
+        _baseline_latency(row, root, questions, args)
+        print(f"[{corpus.messages:,}] latency done", file=sys.stderr)
+        grep_ranked = [_grep_rank(root, query_words(q), 10) for q in questions]
+        row["grep_r5"], row["grep_r10"] = (
+            _recall(grep_ranked, gold, 5),
+            _recall(grep_ranked, gold, 10),
+        )
+        row["grep_halves"] = _halves(grep_ranked, gold)
+    if not args.skip_bm25s and not args.tether_only:
         bm = _Bm25(root)
         bm_ranked = [bm.search(q, 10) for q in questions]
         row["bm25_r5"], row["bm25_r10"] = _recall(bm_ranked, gold, 5), _recall(bm_ranked, gold, 10)
@@ -211,11 +266,12 @@ def _measure(corpus: Corpus, root: Path, args: argparse.Namespace) -> dict:
     return row
 
 
-def _rss_mb() -> float:
-    """This process's resident memory now, in MB (Linux `/proc`; 0 elsewhere)."""
+def _rss_mb(field: str = "VmRSS:") -> float:
+    """This process's resident memory now, in MB (Linux `/proc`; 0 elsewhere); `RssFile:`
+    is the part that is mapped files (memory.db is read through a memory map)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -285,13 +341,13 @@ def format_table(rows: list[dict]) -> str:
     lines += [
         "",
         "| messages | messages MB | index on disk MB (memory.db) | index / messages "
-        "| process RSS after build and search MB |",
-        "|" + "---|" * 5,
+        "| process RSS after build and search MB | of which mapped files MB |",
+        "|" + "---|" * 6,
     ]
     for r in rows:
         lines.append(
             f"| {r['messages']:,} | {r['mb']:.0f} | {r['index_mb']:.0f} | "
-            f"{r['index_mb'] / r['mb']:.2f} | {r['rss_mb']:.0f} |"
+            f"{r['index_mb'] / r['mb']:.2f} | {r['rss_mb']:.0f} | {r['rss_file_mb']:.0f} |"
         )
     lines += [
         "",
@@ -329,6 +385,17 @@ def main(argv: list[str] | None = None) -> None:
         "--grep-queries", type=int, default=20, help="questions timed with grep -i (slow at 1M)"
     )
     parser.add_argument("--skip-bm25s", action="store_true")
+    parser.add_argument(
+        "--reuse-index",
+        action="store_true",
+        help="build each size's index once into bench/.data/ and reuse it (build rate is "
+        "the cached build's)",
+    )
+    parser.add_argument(
+        "--tether-only", action="store_true", help="skip the rg, grep and bm25s baselines"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="time every question this many times")
+    parser.add_argument("--dump-ranked", help="append each size's ranked citations (JSON lines)")
     args = parser.parse_args(argv)
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -20,6 +20,10 @@ from pathlib import Path
 from memory.errors import MemoryDirError
 
 BUSY_TIMEOUT_MS = 60_000
+#: Reads through a memory map instead of a read() per page: a search steps through
+#: thousands of FTS5 pages (1M messages: 1 ms less of a 7 ms search). The mapped pages
+#: are the operating system's file cache, counted in the process's resident memory.
+MMAP_BYTES = 1 << 30
 
 CREATE_MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS _migrations (
@@ -90,6 +94,7 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
                 f"{path.as_uri()}?{flags}", uri=True, isolation_level=None, check_same_thread=False
             )
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         except sqlite3.DatabaseError as exc:
             last = exc
             continue
@@ -104,6 +109,7 @@ def _configure(conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
 
 def _unusable(path: Path, exc: Exception) -> MemoryDirError:

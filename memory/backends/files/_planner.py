@@ -55,7 +55,7 @@ MIN_AND_QUERIES = 8
 AND_POSTING_BUDGET = 100_000
 DF_SAMPLE = 4_000
 DF_CACHE_SIZE = 20_000
-AND_TERMS = 6
+AND_TERMS = 4
 AND_MAX_SIZE = 3
 RERANK_K = 100
 MAX_TERMS = 32
@@ -74,6 +74,7 @@ DAY_WEIGHT = 1.0
 DAY_CANDIDATES = 200
 
 CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
+CLEAR_RAW = "INSERT INTO temp.rq_raw(rq_raw) VALUES ('delete-all')"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ASKING = frozenset(
     "what when where which who whom whose why how did do does is are was were can could "
@@ -86,8 +87,13 @@ _NEWLINE = re.compile("\n")
 TEMP_SETUP = (
     "PRAGMA temp_store = MEMORY",
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
-    "tokenize = 'porter unicode61')",
+    "columnsize = 0, tokenize = 'porter unicode61')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
+    # The same rows unstemmed, token for token (porter only rewrites unicode61's tokens):
+    # which matches are in the query's own word form.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw USING fts5(body, content = '', "
+    "columnsize = 0, tokenize = 'unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw_inst USING fts5vocab(temp, rq_raw, instance)",
 )
 
 
@@ -120,7 +126,7 @@ class Query:
     def run(self) -> list[SearchHit]:
         for sql in TEMP_SETUP:
             self.conn.execute(sql)
-        tokens = tokenize(self.conn, self.query)
+        tokens, raw = _tokenize_query(self.conn, self.query)
         stops = _stopword_stems(self.conn)
         terms = list(dict.fromkeys(stem for stem, _ in tokens if stem not in stops))
         if not terms:
@@ -132,6 +138,9 @@ class Query:
         for stem, word in tokens:
             self.surface.setdefault(stem, word)
         self.surface_lower = {stem: word.lower() for stem, word in self.surface.items()}
+        self.surface_raw: dict[str, str] = {}  # the query's own form, as unicode61 gives it
+        for (stem, _), form in zip(tokens, raw, strict=True):
+            self.surface_raw.setdefault(stem, form)
         # In a question, words that frame it ("what made", "why didn't we go") weigh less.
         asking = "?" in self.query or (tokens and tokens[0][1].lower() in _ASKING)
         self.weight = {
@@ -238,6 +247,7 @@ class Query:
         """
         found: dict[int, tuple[int, float]] = {}
         queries = answered = spent = 0
+        cut: tuple[int, float] | None = None  # the weight at which `k` rows were found
         present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
         top = min(len(present), AND_MAX_SIZE)
         for size in range(top, 1 if top > 1 else 0, -1):
@@ -247,18 +257,24 @@ class Query:
             for combo in combos:
                 if queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                     break
+                weight = (size, sum(self.idf[t] for t in combo))
+                if cut is not None and weight < cut:
+                    # Combinations run in falling weight, so `k` rows at least as heavy are
+                    # found already: this one's rows (and every later one's) would be cut.
+                    break
                 cost = min(self.df[(table, t)] for t in combo)  # the shortest posting list
                 if queries >= MIN_AND_QUERIES and spent + cost > AND_POSTING_BUDGET:
                     continue
                 spent += cost
                 queries += 1
-                weight = (size, sum(self.idf[t] for t in combo))
                 expr = " AND ".join(self._quote(t) for t in combo)
                 rows = self._match(table, expr, limit=AND_CAP, ranked=False)
                 answered += bool(rows)
                 for rowid in rows:
                     if rowid not in found or found[rowid] < weight:
                         found[rowid] = weight
+                if cut is None and len(found) >= self.k:
+                    cut = weight
             if len(found) >= self.k or queries >= MAX_AND_QUERIES or answered >= MAX_AND_ANSWERED:
                 break
         if len(found) <= self.k:
@@ -269,15 +285,16 @@ class Query:
         cut = found[ids[self.k - 1]]
         head = [r for r in ids if found[r] > cut]
         tied = [r for r in ids if found[r] == cut]
+        # Shortest first, in SQL: a length is one varint, and of two canonical varints the
+        # longer encoding is the larger number, and equal-length encodings sort bytewise.
         marks = ",".join("?" * len(tied))
-        length = {
-            row[0]: (_varints(row[1])[0] if row[1] else 0)
-            for row in self.conn.execute(
-                f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})", tied
-            )
-        }
-        tied.sort(key=lambda r: length.get(r, 0))
-        return head + tied[: self.k - len(head)]
+        shortest = _tuples(
+            self.conn,
+            f"SELECT id FROM {table}_docsize WHERE id IN ({marks}) "
+            "ORDER BY length(sz), sz, id LIMIT ?",
+            (*tied, self.k - len(head)),
+        )
+        return head + [row[0] for row in shortest]
 
     def _quote(self, stem: str) -> str:
         return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
@@ -297,7 +314,7 @@ class Query:
             f"SELECT {table}.rowid FROM {table}{join} WHERE {table} MATCH ?{filt} "
             f"ORDER BY {order} LIMIT ?"
         )
-        return [row[0] for row in self.conn.execute(sql, (*args, limit))]
+        return [row[0] for row in _tuples(self.conn, sql, (*args, limit))]
 
     # -- re-ranking -------------------------------------------------------------------
     def _rerank(self, candidates: list[_Candidate], terms: list[str]) -> list[SearchHit]:
@@ -305,13 +322,30 @@ class Query:
             return []
         docs = self._load(candidates)
         conn = self.conn
-        _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()])
+        _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()], raw=True)
         marks = ",".join("?" * len(terms))
         hits: dict[int, list[tuple[int, str]]] = {}
-        for doc, term, offset in conn.execute(
-            f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
+        for doc, term, offset in _tuples(
+            conn, f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
         ):
-            hits.setdefault(doc, []).append((offset, term))
+            found = hits.get(doc)
+            if found is None:
+                hits[doc] = [(offset, term)]
+            else:
+                found.append((offset, term))
+        forms = list(dict.fromkeys(self.surface_raw[t] for t in terms))
+        exact: dict[int, set[int]] = {}
+        marks = ",".join("?" * len(forms))
+        for doc, offset in _tuples(
+            conn, f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})", forms
+        ):
+            found = exact.get(doc)
+            if found is None:
+                exact[doc] = {offset}
+            else:
+                found.add(offset)
+        for doc_id, offsets in exact.items():
+            docs[doc_id]["exact"] = offsets
         self._exact_idf(docs, hits)
         scored = []
         for doc_id, doc in docs.items():
@@ -334,12 +368,12 @@ class Query:
         n_rows = sum(rows for rows, _ in self.totals.values())
         stem_docs: dict[str, int] = {}
         exact_docs: dict[str, int] = {}
-        for doc_id, doc in docs.items():
-            words = self._words(doc)
+        for doc_id, found in hits.items():
+            exact = docs[doc_id].get("exact", ())  # offsets holding the query's own form
             seen_stem, seen_exact = set(), set()
-            for offset, term in hits.get(doc_id, ()):
+            for offset, term in found:
                 seen_stem.add(term)
-                if offset < len(words) and words[offset] == self.surface_lower.get(term):
+                if offset in exact:
                     seen_exact.add(term)
             for term in seen_stem:
                 stem_docs[term] = stem_docs.get(term, 0) + 1
@@ -351,18 +385,11 @@ class Query:
             df = sum(self.df[(t, term)] for t in self.totals) * min(ratio, 1.0)
             self.exact_idf[term] = weight * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
 
-    def _words(self, doc: dict) -> list[str]:
-        words = doc.get("words")
-        if words is None:
-            words = [w.lower() for w in _WORD.findall(doc["body"][:RERANK_MAX_CHARS])]
-            doc["words"] = words
-        return words
-
     def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
         rows, tokens = self.totals[doc["table"]]
         avgdl = tokens / rows if rows else 1.0
         dl = doc["length"] or len(positions)
-        words = self._words(doc)
+        exact = doc.get("exact", ())
         tf: dict[str, float] = {}
         tf_exact: dict[str, float] = {}
         for offset, term in positions:
@@ -370,7 +397,7 @@ class Query:
             # stem, and a match in the query's own word form also counts for that form,
             # with its own (rarer) frequency: "handling" ranks "handling" first.
             tf[term] = tf.get(term, 0.0) + 1.0
-            if offset < len(words) and words[offset] == self.surface_lower.get(term):
+            if offset in exact:
                 tf_exact[term] = tf_exact.get(term, 0.0) + 1.0
         score = 0.0
         lengths = K1 * (1 - B + B * dl / max(avgdl, 1.0))
@@ -394,32 +421,26 @@ class Query:
             by_table.setdefault(cand.table, []).append(cand.rowid)
         for table, ids in by_table.items():
             marks = ",".join("?" * len(ids))
-            for rowid, body, size in self.conn.execute(
-                f"SELECT t.id, t.c0, s.sz FROM {table}_content t JOIN {table}_docsize s "
-                f"ON s.id = t.id WHERE t.id IN ({marks})",
+            # A row without its idx_docs metadata is not returned (the inner join).
+            for rowid, body, size, source, line, cite, path, day, file_path in _tuples(
+                self.conn,
+                f"SELECT t.id, t.c0, s.sz, d.source, d.line, d.cite, d.path, d.day, f.path "
+                f"FROM {table}_content t JOIN {table}_docsize s ON s.id = t.id "
+                "JOIN idx_docs d ON d.id = t.id LEFT JOIN idx_files f ON f.id = d.file_id "
+                f"WHERE t.id IN ({marks})",
                 ids,
             ):
                 docs[rowid] = {
                     "table": table,
                     "body": body or "",
                     "length": _varints(size)[0] if size else 0,
+                    "source": source,
+                    "line": line,
+                    "cite": cite,
+                    "day": day,
+                    "path": file_path or path,
                 }
-        if docs:
-            marks = ",".join("?" * len(docs))
-            for row in self.conn.execute(
-                "SELECT d.id, d.source, d.line, d.cite, d.path, d.day, f.path AS file_path "
-                "FROM idx_docs d LEFT JOIN idx_files f ON f.id = d.file_id "
-                f"WHERE d.id IN ({marks})",
-                list(docs),
-            ):
-                docs[row["id"]].update(
-                    source=row["source"],
-                    line=row["line"],
-                    cite=row["cite"],
-                    day=row["day"],
-                    path=row["file_path"] or row["path"],
-                )
-        return {i: d for i, d in docs.items() if "source" in d}
+        return docs
 
     def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]) -> SearchHit:
         body = doc["body"]
@@ -437,9 +458,17 @@ class Query:
 
 
 # -- helpers -------------------------------------------------------------------------------
-def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
+def _tuples(conn: sqlite3.Connection, sql: str, args=()) -> sqlite3.Cursor:
+    """`conn.execute` with plain tuples for rows (the connection makes `sqlite3.Row`s)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    return cur.execute(sql, args)
+
+
+def tokenize(conn: sqlite3.Connection, text: str, *, filled: bool = False) -> list[tuple[str, str]]:
     """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
-    _fill_tok(conn, [(1, text)])
+    if not filled:
+        _fill_tok(conn, [(1, text)])
     stems = [
         row[0]
         for row in conn.execute("SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")
@@ -450,12 +479,29 @@ def tokenize(conn: sqlite3.Connection, text: str) -> list[tuple[str, str]]:
     return list(zip(stems, words, strict=True))
 
 
-def _fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
-    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once)."""
+def _tokenize_query(conn: sqlite3.Connection, text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """`tokenize(text)`, and each token unstemmed as unicode61 gives it (case-folded)."""
+    _fill_tok(conn, [(1, text)], raw=True)
+    pairs = tokenize(conn, text, filled=True)
+    raw = [
+        row[0]
+        for row in _tuples(conn, "SELECT term FROM temp.rq_raw_inst WHERE doc = 1 ORDER BY offset")
+    ]
+    if len(raw) != len(pairs):  # cannot happen (same tokenizer); keep the words then
+        raw = [word.lower() for _, word in pairs]
+    return pairs, raw
+
+
+def _fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]], *, raw: bool = False) -> None:
+    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once); `raw`
+    fills the unstemmed table with the same rows too."""
     conn.execute("SAVEPOINT rq_fill")
     try:
         conn.execute(CLEAR_TOK)
         conn.executemany("INSERT INTO temp.rq_tok(rowid, body) VALUES (?, ?)", rows)
+        if raw:
+            conn.execute(CLEAR_RAW)
+            conn.executemany("INSERT INTO temp.rq_raw(rowid, body) VALUES (?, ?)", rows)
         conn.execute("RELEASE rq_fill")
     except BaseException:
         conn.execute("ROLLBACK TO rq_fill")
@@ -533,7 +579,7 @@ def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) 
         first, seen = by_line.get(line, (start, set()))
         seen.add(term)
         by_line[line] = (first, seen)
-    best_line = max(by_line, key=lambda n: (sum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
+    best_line = max(by_line, key=lambda n: (math.fsum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
     best_at = by_line[best_line][0]
     # Start at the cited line, so the snippet reads from where the citation points.
     lo = newlines[best_line - 1] + 1 if best_line > 0 else 0

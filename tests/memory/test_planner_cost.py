@@ -1,0 +1,54 @@
+"""What the query planner (`_planner`) spends on a search: the AND queries it runs and
+the SQL it leaves to SQLite. Ranking itself is pinned in `test_search.py`."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from memory import MemoryStore, durable
+from memory.backends.files import _planner as planner
+
+
+@pytest.fixture
+def store(memory_dir):
+    store = MemoryStore(memory_dir)
+    yield store
+    store.close()
+
+
+def test_shortest_rows_order_matches_token_counts(tmp_path):
+    """Tied AND rows are sorted by their FTS5 docsize blob in SQL (`length(sz), sz`): that
+    must be the numeric order of token counts, across varint widths."""
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    counts = [3, 200, 127, 16384, 128, 1, 16383, 20000, 129, 0, 2_100_000]
+    for i, n in enumerate(counts, start=1):
+        conn.execute("INSERT INTO t(rowid, body) VALUES (?, ?)", (i, " ".join(["w"] * n)))
+    got = [row[0] for row in conn.execute("SELECT id FROM t_docsize ORDER BY length(sz), sz, id")]
+    assert [counts[i - 1] for i in got] == sorted(counts)
+    conn.close()
+
+
+def test_lighter_and_combinations_are_not_queried_once_enough_rows_are_found(store, monkeypatch):
+    """AND combinations run heaviest first; once `k` rows are found, a lighter one's rows
+    could only be cut, so it is not run."""
+    rows = [{"role": "tool", "content": f"alpha beta gamma delta item{i}"} for i in range(150)]
+    for word, n in (("gamma", 10), ("beta", 20), ("alpha", 30)):  # distinct frequencies
+        rows += [{"role": "tool", "content": f"{word} other{i}"} for i in range(n)]
+    durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
+    monkeypatch.setattr(planner, "CANDIDATE_BUDGET", 10)  # every word counts as common
+    queries = []
+    real = planner.Query._match
+
+    def counting(self, table, expr, *, limit, ranked):
+        found = real(self, table, expr, limit=limit, ranked=ranked)
+        queries.append((expr, len(found)))
+        return found
+
+    monkeypatch.setattr(planner.Query, "_match", counting)
+    hits = store.search("alpha beta gamma delta", limit=3)
+    assert [expr for expr, _ in queries] == ['"delta" AND "gamma" AND "beta"']
+    assert queries[0][1] == 150  # more than k = 100: the next combinations are lighter
+    assert all("alpha beta gamma delta" in h.text for h in hits)
