@@ -50,7 +50,8 @@ ON CONFLICT(path) DO UPDATE SET version = excluded.version, mtime = excluded.mti
 #: Top-level names of the memory directory that are not documents.
 NOT_DOCUMENTS = ("memory.db", "memory.db-wal", "memory.db-shm", "entries")
 #: The one hidden folder that holds documents (the orchestrator's task list and registry),
-#: minus its live-process markers, which mean nothing elsewhere.
+#: minus the run-lock files tether kept there before its run lock became the backend's
+#: mutex (`.locks/`): live-process markers mean nothing elsewhere.
 DOCUMENT_DOT_DIR = ".tether"
 NOT_DOCUMENT_DIRS = (".tether/running",)
 #: A folder changed this recently may change again within its mtime's granularity (the
