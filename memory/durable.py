@@ -159,16 +159,19 @@ def append_jsonl(path: Path, records: Any | Iterable[Any], *, many: bool = False
 def append_lines(path: Path, payload: bytes) -> int:
     """Append `payload` (whole lines, each ending in a newline) under the file's lock.
 
-    One `write()`, then fsync; a torn last line left by a crash is closed first. Returns
-    the first new line's 1-based number (counting every physical line).
+    One `write()` under the lock, then fsync after it: the call returns once its lines are
+    durable, and appenders that overlap (parallel subagents noting their findings) share
+    the file system's journal commits instead of queueing behind each other's fsync. A torn
+    last line left by a crash is closed first. Returns the first new line's 1-based number
+    (counting every physical line).
     """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         thread_lock, process_lock = _append_locks(path)
-        with thread_lock, process_lock:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            with thread_lock, process_lock:
                 size = os.fstat(fd).st_size
                 first_line = 1
                 if size:
@@ -180,11 +183,11 @@ def append_lines(path: Path, payload: bytes) -> int:
                 view = memoryview(payload)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            if size == 0:
-                fsync_dir(path.parent)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if size == 0:
+            fsync_dir(path.parent)
     except OSError as exc:
         _raise_os(exc, path)
     return first_line
