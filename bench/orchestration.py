@@ -83,8 +83,13 @@ class BareState(TypedDict, total=False):
     findings: Annotated[dict, _merge]
 
 
-def bare_graph(model: Any, checkpointer: Any = None) -> Any:
-    """plan -> Send x N -> worker -> merge, calling the same model the same way."""
+def bare_graph(model: Any, checkpointer: Any = None, *, agents: bool = False) -> Any:
+    """plan -> Send x N -> worker -> merge, calling the same model the same way.
+
+    `agents`: each worker runs a LangChain `create_agent` agent (one model call answered with
+    the `SubmitFindings` structured output) inside its node, a durable subgraph of the run's
+    checkpointer as tether's subagents are, instead of calling the model directly.
+    """
     from langchain_core.messages import HumanMessage
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Send
@@ -93,6 +98,12 @@ def bare_graph(model: Any, checkpointer: Any = None) -> Any:
 
     lead = model.bind_tools([PhasePlan])
     worker_model = model.bind_tools([SubmitFindings])
+    agent = None
+    if agents:
+        from langchain.agents import create_agent
+        from langchain.agents.structured_output import ToolStrategy
+
+        agent = create_agent(model, tools=[], response_format=ToolStrategy(SubmitFindings))
 
     def plan(state: BareState) -> dict:
         reply = lead.invoke([HumanMessage(f"Objective: x\nMax subtasks: {state['n']}")])
@@ -102,7 +113,11 @@ def bare_graph(model: Any, checkpointer: Any = None) -> Any:
         return [Send("worker", sub) for sub in state["subtasks"]]
 
     def worker(sub: dict) -> dict:
-        reply = worker_model.invoke([HumanMessage(f"Subtask: {sub['id']}")])
+        prompt = [HumanMessage(f"Subtask: {sub['id']}")]
+        if agent is not None:
+            found = agent.invoke({"messages": prompt})["structured_response"]
+            return {"findings": {sub["id"]: found.model_dump()}}
+        reply = worker_model.invoke(prompt)
         return {"findings": {sub["id"]: reply.tool_calls[0]["args"]}}
 
     def merge(state: BareState) -> dict:
@@ -137,11 +152,11 @@ def best(runs: list[Timed]) -> Timed:
     return Timed(min(r.wall for r in runs), min(r.cpu for r in runs))
 
 
-def time_bare(n: int, durable: bool, root: Path, parallel: int) -> float:
+def time_bare(n: int, durable: bool, root: Path, parallel: int, agents: bool = False) -> float:
     from memory.backends.savers import open_sqlite_saver
 
     saver = open_sqlite_saver(root / f"bare-{time.monotonic_ns()}.sqlite") if durable else None
-    graph = bare_graph(fake_model(), saver)
+    graph = bare_graph(fake_model(), saver, agents=agents)
     config = {"configurable": {"thread_id": "t"}, "max_concurrency": parallel}
     start = time.perf_counter()
     out = graph.invoke({"n": n}, config, durability="sync" if durable else None)
@@ -274,10 +289,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         root = Path(tmp)
         time_tether(4, root, args.parallel)  # warm up imports and caches
-        time_bare(4, True, root, args.parallel)
+        time_bare(4, True, root, args.parallel, True)
         runs = range(args.repeat)
         bare = best([timed(time_bare, args.fanout, False, root, args.parallel) for _ in runs])
         bare_sync = best([timed(time_bare, args.fanout, True, root, args.parallel) for _ in runs])
+        agents_sync = best(
+            [timed(time_bare, args.fanout, True, root, args.parallel, True) for _ in runs]
+        )
         tether = best([timed(time_tether, args.fanout, root, args.parallel) for _ in runs])
         resume, ran, findings, _status, written = time_resume(args.resume_size, root)
         p50, p95 = checkpoint_latency(args.checkpoints, root)
@@ -295,10 +313,17 @@ def main(argv: list[str] | None = None) -> None:
             f"{bare_sync.wall / bare.wall:.1f}x",
         ),
         (
+            "bare LangGraph + create_agent workers, sync",
+            per(agents_sync),
+            f"{agents_sync.wall / bare.wall:.1f}x (vs sync: "
+            f"{agents_sync.wall / bare_sync.wall:.1f}x)",
+        ),
+        (
             "tether (files, registry, checkpoints)",
             per(tether),
             f"{tether.wall / bare.wall:.1f}x (vs sync: {tether.wall / bare_sync.wall:.1f}x; "
-            f"cpu {tether.cpu / bare_sync.cpu:.1f}x)",
+            f"cpu {tether.cpu / bare_sync.cpu:.1f}x; vs create_agent workers: "
+            f"{tether.wall / agents_sync.wall:.1f}x, cpu {tether.cpu / agents_sync.cpu:.1f}x)",
         ),
         (
             f"resume {args.resume_size}-subagent run killed at {written}",

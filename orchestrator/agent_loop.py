@@ -48,10 +48,12 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelResponse, hook_config
+from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import StructuredTool
 from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import (
@@ -295,9 +297,36 @@ class ProtocolMiddleware(AgentMiddleware):
                     messages=[*window, message, nudge], tool_choice=self.final_name
                 )
                 message = self._normalise(self._call(forced, handler).result[-1])
-        return ModelResponse(
+        result = ModelResponse(
             result=[*response.result[:-1], message],
             structured_response=getattr(response, "structured_response", None),
+        )
+        return self._finish_early(result, message)
+
+    def _finish_early(self, result: Any, message: Any) -> Any:
+        """A reply whose only tool call is a valid final answer ends the run in the model's
+        own step: the call is answered there ("accepted") and the agent jumps to its end,
+        instead of running a tool step and one more `before_model` step (each a durable
+        super-step of the subgraph). Anything else goes through the tool node as before."""
+        calls = getattr(message, "tool_calls", None) or []
+        if self.final is not None or len(calls) != 1 or calls[0]["name"] != self.final_name:
+            return result
+        call = calls[0]
+        args = call.get("args") or {}
+        if INVALID_ARGS_KEY in args:
+            return result
+        try:
+            self.final = self.final_tool.model_validate(args)
+        except ValidationError:
+            return result  # the tool node answers with what is wrong, and the model retries
+        answer = ToolMessage(
+            content="accepted", tool_call_id=call.get("id") or "", name=call["name"]
+        )
+        return ExtendedModelResponse(
+            model_response=ModelResponse(
+                result=[*result.result, answer], structured_response=result.structured_response
+            ),
+            command=Command(update={"jump_to": "end"}),
         )
 
     def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

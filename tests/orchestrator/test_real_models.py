@@ -77,6 +77,15 @@ def test_truncated_and_incomplete_final_answers_are_answered_by_tool_messages():
     assert "summary" in second_error and "Field required" in second_error
 
 
+def test_a_valid_final_call_ends_the_agent_answered_and_without_another_request():
+    steps = [{"tool": "SubmitFindings", "args": GOOD_FINDINGS}]
+    with ScriptedOpenAI(steps, responder=None) as server:
+        result = run_agent(_client(server), tools=[], final_tool=SubmitFindings, messages=_brief())
+    assert result.final.summary == GOOD_FINDINGS["summary"] and len(server.requests) == 1
+    *_, call, answer = result.transcript  # the final call is answered in the transcript too
+    assert answer.tool_call_id == call.tool_calls[0]["id"] and answer.content == "accepted"
+
+
 # -- 4: JSON text and forced final tool -----------------------------------------------------
 
 
