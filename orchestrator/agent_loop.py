@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelResponse, hook_config
+from langchain.agents.middleware import AgentMiddleware, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
@@ -258,21 +258,18 @@ class ProtocolMiddleware(AgentMiddleware):
         self.final: BaseModel | None = None
         self.result = AgentResult(final=None)  # type: ignore[arg-type]
 
-    # -- end the run once a valid final answer was accepted ---------------------------
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        if self.final is not None:
-            return {"jump_to": "end"}
+    # -- model calls --------------------------------------------------------------------
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        # Checked here rather than in a `before_model` hook, which would be a super-step of
+        # its own (a durable checkpoint) before every model call.
+        if self.final is not None:  # accepted by the tool step: end without a model call
+            return _end(ModelResponse(result=[]))
         self._check_stop()
         if self.calls > self.max_steps:
             raise AgentLoopError(
                 f"agent did not call {self.final_name!r} validly within "
                 f"{self.max_steps} steps; raise the agent's max_steps in the workflow file"
             )
-        return None
-
-    # -- model calls --------------------------------------------------------------------
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         window = fit_context(list(request.messages), self.max_context_tokens)
         if self.calls >= self.max_steps:
             request = request.override(tool_choice=self.final_name)
@@ -322,11 +319,10 @@ class ProtocolMiddleware(AgentMiddleware):
         answer = ToolMessage(
             content="accepted", tool_call_id=call.get("id") or "", name=call["name"]
         )
-        return ExtendedModelResponse(
-            model_response=ModelResponse(
+        return _end(
+            ModelResponse(
                 result=[*result.result, answer], structured_response=result.structured_response
-            ),
-            command=Command(update={"jump_to": "end"}),
+            )
         )
 
     def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -439,6 +435,13 @@ _CURRENT: ContextVar[ProtocolMiddleware] = ContextVar("tether_protocol")
 into the threads it runs nodes and tools in)."""
 
 
+def _end(response: Any) -> Any:
+    """`response`, then the agent's end (no tool step, no further model call)."""
+    return ExtendedModelResponse(
+        model_response=response, command=Command(update={"jump_to": "end"})
+    )
+
+
 class _CurrentProtocol(AgentMiddleware):
     """`ProtocolMiddleware` of the run in progress, so one compiled agent serves them all.
 
@@ -449,10 +452,6 @@ class _CurrentProtocol(AgentMiddleware):
     @property
     def name(self) -> str:
         return ProtocolMiddleware.__name__  # the graph's node names stay those of one run
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return _CURRENT.get().before_model(state, runtime)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return _CURRENT.get().wrap_model_call(request, handler)
