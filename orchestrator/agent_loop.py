@@ -303,7 +303,7 @@ class ProtocolMiddleware(AgentMiddleware):
     def _finish_early(self, result: Any, message: Any) -> Any:
         """A reply whose only tool call is a valid final answer ends the run in the model's
         own step: the call is answered there ("accepted") and the agent jumps to its end,
-        instead of running a tool step and one more `before_model` step (each a durable
+        instead of running a tool step and one more model step to end (each a durable
         super-step of the subgraph). Anything else goes through the tool node as before."""
         calls = getattr(message, "tool_calls", None) or []
         if self.final is not None or len(calls) != 1 or calls[0]["name"] != self.final_name:
