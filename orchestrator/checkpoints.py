@@ -142,10 +142,9 @@ def load_checkpoint(path: Pathish, docs: Docs | None = None) -> Checkpoint:
         CheckpointError: missing, unreadable, not JSON (e.g. truncated by a crash), or not
             valid against the checkpoint schema; the message names the file.
     """
-    rel = docs.inside(path) if docs is not None else None
-    path = Path(path)
+    named, path = path, Path(path)
     try:
-        raw = docs.read_bytes(rel) if rel is not None else None
+        raw = docs.read_named(named) if docs is not None else None
         if raw is None:  # not a document of this memory: a file a person named
             raw = path.read_bytes()
     except FileNotFoundError:

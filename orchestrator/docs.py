@@ -126,6 +126,12 @@ class Docs:
             return None
         return None if doc is None else doc.data
 
+    def read_named(self, path: str | os.PathLike[str]) -> bytes | None:
+        """The bytes of the document a person or a listing named by `path` (see `inside`);
+        None when `path` names no document of this memory (then it is a file elsewhere)."""
+        rel = self.inside(path)
+        return self.read_bytes(rel) if rel is not None else None
+
     def read_text(self, rel: str) -> str | None:
         """The document's text (None when it does not exist).
 

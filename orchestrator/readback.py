@@ -87,9 +87,9 @@ def _read_text(
     docs: Docs | None = None,
 ) -> str:
     listing = _LISTING.get(what, "`ls` in the memory directory")
-    rel = docs.inside(path) if docs is not None else None
     try:
-        text = docs.read_text(rel) if rel is not None else None
+        data = docs.read_named(path) if docs is not None else None
+        text = data.decode("utf-8") if data is not None else None
     except UnicodeDecodeError:
         raise error(f"{what} {str(path)!r} is not UTF-8 text") from None
     except OSError as exc:
