@@ -1,4 +1,4 @@
-"""The folder watch that lets a search skip the sync's file scan (`_index._Watch`).
+"""The folder watch that lets a search skip the sync's file scan (`_watch.Watch`).
 
 A search stats every indexed file unless the watch (Linux inotify, local file systems)
 saw nothing change under the memory directory since the last scan and no other
@@ -18,6 +18,7 @@ import pytest
 
 from memory import MemoryStore, durable
 from memory.backends.files import _index as index_module
+from memory.backends.files import _watch as watch_module
 
 
 @pytest.fixture
@@ -183,7 +184,7 @@ def _append(path: str, word: str) -> None:
 
 
 def test_without_a_trustworthy_watch_every_search_scans(memory_dir, monkeypatch, scans):
-    monkeypatch.setattr(index_module, "_local_fs", lambda path: False)  # e.g. NFS
+    monkeypatch.setattr(watch_module, "_local_fs", lambda path: False)  # e.g. NFS
     store = MemoryStore(memory_dir)
     try:
         durable.append_jsonl(store.layout.messages("T1"), {"role": "user", "content": "heron"})
@@ -208,8 +209,8 @@ def test_network_file_systems_are_not_trusted(tmp_path, monkeypatch):
     def fake_open(path, *args, **kwargs):
         return real_open(mounts if path == "/proc/self/mounts" else path, *args, **kwargs)
 
-    monkeypatch.setattr(index_module, "open", fake_open, raising=False)
-    monkeypatch.setattr(index_module.os.path, "realpath", lambda p: p)
-    assert index_module._local_fs("/home/me/memory")
-    assert not index_module._local_fs("/mnt/nfs/memory")
-    assert not index_module._local_fs("/mnt/my drive/memory")
+    monkeypatch.setattr(watch_module, "open", fake_open, raising=False)
+    monkeypatch.setattr(watch_module.os.path, "realpath", lambda p: p)
+    assert watch_module._local_fs("/home/me/memory")
+    assert not watch_module._local_fs("/mnt/nfs/memory")
+    assert not watch_module._local_fs("/mnt/my drive/memory")

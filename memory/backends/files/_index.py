@@ -34,17 +34,11 @@ Hidden files and folders (names starting with '.') and `memory.db*` are never in
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
 import hashlib
 import os
 import sqlite3
-import struct
-import sys
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -57,6 +51,7 @@ from memory.backends.blocks import (
     split_blocks,
 )
 from memory.backends.files._host import FilesHost
+from memory.backends.files._watch import Watch
 from memory.base import IndexReport, SearchDoc
 from memory.errors import MemoryStoreError
 
@@ -228,7 +223,7 @@ class Index:
         self.backend = backend
         self.layout = backend.layout
         self._sync_lock = threading.Lock()
-        self._watch: _Watch | None = None
+        self._watch: Watch | None = None
         self._scanned: tuple[sqlite3.Connection, int] | None = None
         """(connection, its `data_version`) as of the last scan that the watch covers."""
         self._files_seen = 0
@@ -241,7 +236,7 @@ class Index:
     def sync(self, *, full: bool = False) -> IndexReport:
         """Bring the index up to date with the files and entries; cheap when nothing moved.
 
-        The files are stat'ed (`_scan`) unless the folder watch (`_Watch`, Linux inotify on
+        The files are stat'ed (`_scan`) unless the folder watch (`_watch.Watch`, Linux inotify on
         local file systems) saw no change under them since the last scan and no other
         connection committed to `memory.db` meanwhile; `full=True` always scans.
         """
@@ -261,7 +256,7 @@ class Index:
         conn = self.conn
         watch = self._watch
         if watch is None:
-            watch = self._watch = _Watch.for_root(str(self.layout.root))
+            watch = self._watch = Watch.for_root(str(self.layout.root))
         # Another connection's commit (a rebuild, another process's sync) may have changed
         # what is indexed without any file changing: then scan as well.
         version = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -343,13 +338,13 @@ class Index:
         return removed[0]
 
     # -- scanning ---------------------------------------------------------------------
-    def _scan(self, watch: _Watch | None = None) -> dict[str, _Seen]:
+    def _scan(self, watch: Watch | None = None) -> dict[str, _Seen]:
         """Stat every indexable file: `{relative path: _Seen}` (no file is read).
 
         Each folder is watched (`watch`) before it is listed, so a change made while the
         scan runs is seen by the next sync.
         """
-        watch = watch or _Watch.inactive()
+        watch = watch or Watch.inactive()
         watch.add(str(self.layout.root), root=True)  # folders created or removed
         seen: dict[str, _Seen] = {}
         for attr, source, suffixes in FLAT_FOLDERS:
@@ -392,7 +387,7 @@ class Index:
         seen: dict[str, _Seen],
         *,
         recursive: bool,
-        watch: _Watch | None = None,
+        watch: Watch | None = None,
     ) -> None:
         if watch is not None:
             watch.add(folder)
@@ -679,236 +674,6 @@ class Index:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-
-
-# -- watching the folders ----------------------------------------------------------------
-_IN_MODIFY, _IN_ATTRIB = 0x2, 0x4
-_IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
-_IN_DELETE_SELF, _IN_MOVE_SELF = 0x400, 0x800
-_IN_Q_OVERFLOW, _IN_IGNORED = 0x4000, 0x8000
-_IN_ONLYDIR, _IN_MASK_ADD = 0x01000000, 0x20000000
-_TREE_EVENTS = (
-    _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF
-)
-_FOLDER_EVENTS = _TREE_EVENTS | _IN_MODIFY | _IN_ATTRIB
-_EVENT = struct.Struct("iIII")
-#: File systems where the kernel reports every change to inotify, whoever makes it. On
-#: network and FUSE file systems another machine's edit would go unseen: those are scanned.
-_LOCAL_FS = frozenset(
-    "ext2 ext3 ext4 xfs btrfs tmpfs f2fs zfs overlay jfs reiserfs bcachefs".split()
-)
-
-
-class _Inotify:
-    """One Linux inotify instance per process, shared by every watched memory directory.
-
-    Events only mark watches changed; nothing here reads or indexes a file.
-    """
-
-    _instance: _Inotify | None = None
-    _guard = threading.Lock()
-
-    def __init__(self, libc: ctypes.CDLL):
-        self.libc = libc
-        self.pid = os.getpid()
-        self.lock = threading.Lock()
-        self.owners: dict[int, dict[int, bool]] = {}
-        """wd -> {watch key: whether that watch's memory root is this folder}."""
-        self.watches: weakref.WeakValueDictionary[int, _Watch] = weakref.WeakValueDictionary()
-        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-
-    @classmethod
-    def get(cls) -> _Inotify | None:
-        """This process's instance (a forked child makes its own); `None` where unusable."""
-        with cls._guard:
-            inst = cls._instance
-            if inst is not None and inst.pid == os.getpid():
-                return inst if inst.fd >= 0 else None
-            if inst is not None and inst.fd >= 0:
-                os.close(inst.fd)  # the parent's queue: reading it would steal its events
-            libc = _libc()
-            if libc is None:
-                return None
-            cls._instance = inst = cls(libc)
-            return inst if inst.fd >= 0 else None
-
-    def add(self, watch: _Watch, path: str, root: bool) -> bool:
-        """Watch the folder `path` for `watch`; False when inotify refuses (no watches left)."""
-        mask = (_TREE_EVENTS if root else _FOLDER_EVENTS) | _IN_ONLYDIR | _IN_MASK_ADD
-        with self.lock:
-            wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
-            if wd < 0:
-                return ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR)  # not there: fine
-            self.owners.setdefault(wd, {})[watch.key] = root
-            self.watches[watch.key] = watch
-            watch.paths[path] = wd
-            return True
-
-    def poll(self) -> None:
-        """Read every queued event and mark the watches it concerns changed."""
-        with self.lock:
-            while True:
-                try:
-                    data = os.read(self.fd, 1 << 16)
-                except BlockingIOError:
-                    return
-                except OSError:
-                    self._all_changed()
-                    return
-                if not data:
-                    return
-                self._dispatch(data)
-
-    def _dispatch(self, data: bytes) -> None:
-        at = 0
-        while at + _EVENT.size <= len(data):
-            wd, mask, _cookie, length = _EVENT.unpack_from(data, at)
-            name = data[at + _EVENT.size : at + _EVENT.size + length].rstrip(b"\0")
-            at += _EVENT.size + length
-            if mask & _IN_Q_OVERFLOW:
-                self._all_changed()
-                continue
-            owners = self.owners.get(wd)
-            if not owners:
-                continue
-            if mask & _IN_IGNORED:  # the folder is gone (or was unwatched): forget the wd
-                for key in self.owners.pop(wd):
-                    watch = self.watches.get(key)
-                    if watch is not None:
-                        watch.changed = True
-                        watch.forget(wd)
-                continue
-            if mask & _IN_MOVE_SELF:
-                self.libc.inotify_rm_watch(self.fd, wd)  # its path now names another folder
-            itself = mask & (_IN_DELETE_SELF | _IN_MOVE_SELF)
-            if not itself and name.startswith(b"."):
-                continue  # hidden files are never indexed (editors' swap files, temp files)
-            for key, root in owners.items():
-                if root and not itself and name.startswith(b"memory.db"):
-                    continue  # the index's own database
-                watch = self.watches.get(key)
-                if watch is not None:
-                    watch.changed = True
-
-    def _all_changed(self) -> None:
-        for watch in list(self.watches.values()):
-            watch.changed = True
-
-    def release(self, key: int, paths: dict[str, int]) -> None:
-        """Drop a watch's folders (the kernel's watch goes when no other watch uses it)."""
-        if self.pid != os.getpid() or self.fd < 0:
-            return
-        with self.lock:
-            for wd in set(paths.values()):
-                owners = self.owners.get(wd)
-                if owners is None:
-                    continue
-                owners.pop(key, None)
-                if not owners:
-                    del self.owners[wd]
-                    self.libc.inotify_rm_watch(self.fd, wd)
-            paths.clear()
-
-
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        for name in ("inotify_init1", "inotify_add_watch", "inotify_rm_watch"):
-            getattr(libc, name)
-    except (OSError, AttributeError):
-        return None
-    libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-    return libc
-
-
-def _local_fs(path: str) -> bool:
-    """True when `path` is on a local file system that inotify fully covers (`_LOCAL_FS`)."""
-    try:
-        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as fh:
-            mounts = [line.split() for line in fh]
-    except OSError:
-        return False
-    real = os.path.realpath(path)
-    best, kind = "", ""
-    for fields in mounts:
-        if len(fields) < 3:
-            continue
-        point = fields[1].encode("latin-1", "replace").decode("unicode_escape", "replace")
-        inside = real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, kind = point, fields[2]
-    return kind in _LOCAL_FS
-
-
-class _Watch:
-    """Whether anything under one memory directory's indexed folders may have changed since
-    the last scan. Inactive (always "changed", so every sync scans) where inotify is not
-    available or not trustworthy: not Linux, a network or FUSE file system, no watches left.
-
-    What it cannot see: a file changed through a hard link in an unwatched folder, or
-    written through a shared memory map; `memory reindex` (a full scan) covers those.
-    """
-
-    _keys = iter(range(1, 1 << 62))
-
-    def __init__(self, active: bool):
-        self.key = next(self._keys)
-        self.active = active
-        self.changed = True
-        self.paths: dict[str, int] = {}
-        self.inotify: _Inotify | None = None
-
-    @classmethod
-    def inactive(cls) -> _Watch:
-        return cls(False)
-
-    @classmethod
-    def for_root(cls, root: str) -> _Watch:
-        if _Inotify.get() is None or not _local_fs(root):
-            return cls(False)
-        return cls(True)
-
-    def _current(self) -> _Inotify | None:
-        inot = _Inotify.get() if self.active else None
-        if inot is None:
-            self.active = False
-            return None
-        if inot is not self.inotify:  # first use, or a forked child: watch afresh
-            self.inotify = inot
-            self.paths = {}
-            self.changed = True
-            weakref.finalize(self, inot.release, self.key, self.paths)
-        return inot
-
-    def unchanged(self) -> bool:
-        inot = self._current()
-        if inot is None:
-            return False
-        inot.poll()
-        return not self.changed
-
-    def begin_scan(self) -> None:
-        """Take the queued events; every change from now on marks the watch changed."""
-        inot = self._current()
-        if inot is not None:
-            inot.poll()
-            with inot.lock:
-                self.changed = False
-
-    def add(self, path: str, *, root: bool = False) -> None:
-        """Watch the folder `path` (before it is listed); nothing when it does not exist."""
-        inot = self._current() if self.active else None
-        if inot is None or path in self.paths:
-            return
-        if not inot.add(self, path, root):
-            self.active = False  # out of inotify watches: scan every time instead
-            inot.release(self.key, self.paths)
-
-    def forget(self, wd: int) -> None:
-        for path in [p for p, w in self.paths.items() if w == wd]:
-            del self.paths[path]
 
 
 def _scandir(path: str) -> list[os.DirEntry]:
