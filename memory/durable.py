@@ -6,8 +6,9 @@ become, never torn.
 * `atomic_write_bytes` / `atomic_write_text` / `atomic_write_json` write a hidden temp file
   in the same directory, flush and fsync it, `os.replace` it over the target and fsync the
   directory, so the rename itself is durable.
-* `append_jsonl` appends whole lines to a `.jsonl` file under a `filelock` lock (threads
-  of one process queue on an in-process lock first), in one `write()`, then fsyncs. If an
+* `append_jsonl` appends whole lines to a `.jsonl` file under an exclusive `flock` on the
+  file's lock file (the same lock `filelock` takes; threads of one process queue on an
+  in-process lock first), in one `write()`, then fsyncs. If an
   earlier writer was killed mid-line, the torn fragment is closed with a newline first, so
   it stays one bad line and never corrupts the new one.
 * `read_jsonl` returns every good line with its 1-based line number and reports bad ones
@@ -26,12 +27,18 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+
+try:
+    import fcntl
+except ImportError:  # Windows: `FileLock` below
+    fcntl = None  # type: ignore[assignment]
 
 from memory.errors import MemoryRuntimeError
 
@@ -194,22 +201,74 @@ def append_lines(path: Path, payload: bytes) -> int:
 
 
 #: Per appended file: an in-process lock, taken before the file lock, so threads of one
-#: process (parallel subagents) queue on it instead of polling the file lock (which
-#: sleeps 50 ms each time it finds the lock taken); and the file lock object itself,
-#: built once (building one costs more than an append).
-_APPEND_LOCKS: dict[str, tuple[threading.Lock, FileLock]] = {}
+#: process (parallel subagents) queue on it instead of polling the file lock; and the file
+#: lock itself, built once.
+_APPEND_LOCKS: dict[str, tuple[threading.Lock, Any]] = {}
 _APPEND_LOCKS_GUARD = threading.Lock()
 
 
-def _append_locks(path: Path) -> tuple[threading.Lock, FileLock]:
+def _forget_append_locks() -> None:
+    # a forked child must not share the parent's lock descriptors (a `flock` belongs to the
+    # open file, which fork shares) nor inherit a thread lock held by a parent's thread
+    global _APPEND_LOCKS_GUARD
+    _APPEND_LOCKS.clear()
+    _APPEND_LOCKS_GUARD = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_append_locks)
+
+
+class _FlockFile:
+    """An exclusive `flock` on a lock file whose descriptor stays open between uses.
+
+    It excludes, and is excluded by, `filelock.FileLock` on the same file (both `flock`
+    it), at about 4 µs per acquire and release against 180 µs for `FileLock`, which
+    parallel subagents paid on each registry line. Not reentrant; callers hold the
+    in-process lock of `_append_locks` around it.
+    """
+
+    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT_S) -> None:
+        self.path, self.timeout, self.fd = path, timeout, -1
+
+    def __enter__(self) -> _FlockFile:
+        deadline, delay = None, 0.001
+        while True:
+            if self.fd < 0:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another process holds it: poll until the deadline
+                now = time.monotonic()
+                deadline = deadline or now + self.timeout
+                if now >= deadline:
+                    raise TimeoutError(
+                        errno.ETIMEDOUT, f"lock held by another process for {self.timeout:g} s"
+                    ) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                continue
+            if os.fstat(self.fd).st_nlink:
+                return self
+            # the lock file was deleted while this descriptor was open: lock the new one
+            os.close(self.fd)
+            self.fd = -1
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+def _append_locks(path: Path) -> tuple[threading.Lock, Any]:
     key = str(path)
     with _APPEND_LOCKS_GUARD:
         locks = _APPEND_LOCKS.get(key)
         if locks is None:
-            locks = _APPEND_LOCKS[key] = (
-                threading.Lock(),
-                FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S),
+            process_lock = (
+                _FlockFile(lock_path(path))
+                if fcntl is not None
+                else FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
             )
+            locks = _APPEND_LOCKS[key] = (threading.Lock(), process_lock)
         return locks
 
 

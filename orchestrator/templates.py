@@ -27,6 +27,7 @@ import functools
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -337,10 +338,13 @@ def render_findings(
     )
 
 
-def _label(f: MergedFindingInput, batch: Sequence[MergedFindingInput]) -> str:
-    """How a finding is attributed: its agent, or its subtask when agents repeat."""
-    repeated = sum(1 for other in batch if other.agent == f.agent) > 1
-    return md_inline(f.subtask_id if repeated and f.subtask_id else f.agent)
+def _labels(batch: Sequence[MergedFindingInput]) -> list[str]:
+    """How each finding is attributed: its agent, or its subtask when agents repeat."""
+    per_agent = Counter(f.agent for f in batch)
+    return [
+        md_inline(f.subtask_id if per_agent[f.agent] > 1 and f.subtask_id else f.agent)
+        for f in batch
+    ]
 
 
 def _merged_files(
@@ -349,7 +353,7 @@ def _merged_files(
     """Files (`kind`: `files` or `files_written`) across the batch, first description wins,
     with the agents that named them."""
     by_path: dict[str, dict[str, Any]] = {}
-    for f in findings:
+    for f, agent in zip(findings, _labels(findings), strict=True):
         for note in getattr(f, kind):
             row = by_path.setdefault(
                 note.path,
@@ -362,7 +366,6 @@ def _merged_files(
             )
             if not row["description"] and note.description:
                 row["description"] = md_block(note.description)
-            agent = _label(f, findings)
             if agent not in row["agents"]:
                 row["agents"].append(agent)
     return list(by_path.values())
@@ -377,7 +380,7 @@ def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | 
     views = [
         {
             "agent": md_inline(f.agent),
-            "label": _label(f, inp.findings),
+            "label": label,
             "status": md_inline(f.status),
             "task": md_inline(f.task),
             "summary": md_block(f.summary) or "_No summary._",
@@ -386,7 +389,7 @@ def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | 
             "recommendations": _blocks(f.recommendations),
             "source_code": md_code(f.path) if f.path else "",
         }
-        for f in inp.findings
+        for f, label in zip(inp.findings, _labels(inp.findings), strict=True)
     ]
     return render_template(
         MERGED_TEMPLATE,

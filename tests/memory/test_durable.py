@@ -136,3 +136,60 @@ def test_atomic_json_and_append_line_numbers(tmp_path):
     assert append_jsonl(log, [{"b": 2}, {"c": 3}], many=True) == 2
     assert append_jsonl(log, {"d": 4}) == 4
     assert [n for n, _ in read_jsonl(log).records] == [1, 2, 3, 4]
+
+
+def _append_numbered(log: Path, who: str, count: int) -> list[int]:
+    return [append_jsonl(log, {"who": who, "i": i}) for i in range(count)]
+
+
+def _check_numbers(log: Path, returned: dict[str, list[int]]) -> None:
+    """Every returned line number points at the record its call appended."""
+    records = dict(read_jsonl(log).records)
+    assert len(records) == sum(len(v) for v in returned.values())
+    for who, numbers in returned.items():
+        assert [(records[n]["who"], records[n]["i"]) for n in numbers] == [
+            (who, i) for i in range(len(numbers))
+        ]
+
+
+def test_appends_of_a_forked_child_and_its_parent_exclude_each_other(tmp_path):
+    # the parent has appended (and holds its lock file open) before forking: the child
+    # must lock on its own, or both count the same lines and return the same numbers
+    log = tmp_path / "log.jsonl"
+    first = append_jsonl(log, {"who": "start", "i": 0})
+    out = tmp_path / "child.json"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            out.write_text(json.dumps(_append_numbered(log, "child", 300)))
+        finally:
+            os._exit(0)
+    mine = _append_numbered(log, "parent", 300)
+    os.waitpid(pid, 0)
+    _check_numbers(log, {"start": [first], "parent": mine, "child": json.loads(out.read_text())})
+
+
+def test_append_waits_for_a_filelock_held_by_another_process(tmp_path):
+    log = tmp_path / "log.jsonl"
+    append_jsonl(log, {"who": "start", "i": 0})
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock\n"
+            "with FileLock(sys.argv[1]):\n"
+            "    print('held', flush=True); time.sleep(0.5)\n"
+            '    open(sys.argv[2], \'a\').write(\'{"who": "holder", "i": 0}\\n\')',
+            str(tmp_path / ".log.jsonl.lock"),
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    number = append_jsonl(log, {"who": "after", "i": 0})
+    waited = time.monotonic() - start
+    assert holder.wait(5) == 0
+    assert waited > 0.2  # it waited for the holder instead of writing beside it
+    _check_numbers(log, {"start": [1], "holder": [2], "after": [number]})
