@@ -52,3 +52,33 @@ def test_lighter_and_combinations_are_not_queried_once_enough_rows_are_found(sto
     assert [expr for expr, _ in queries] == ['"delta" AND "gamma" AND "beta"']
     assert queries[0][1] == 150  # more than k = 100: the next combinations are lighter
     assert all("alpha beta gamma delta" in h.text for h in hits)
+
+
+def test_ascii_rows_are_split_as_unicode61_splits_them():
+    """Re-ranking splits ASCII rows in Python (`_ascii_words`) instead of through FTS5: the
+    tokens must be unicode61's, byte for byte, for every ASCII character."""
+    conn = sqlite3.connect(":memory:")
+    for sql in planner.TEMP_SETUP:
+        conn.execute(sql)
+    text = "".join(chr(c) for c in range(128)) + " Hello_World x9Y a-b café's 3.14 can't"
+    ascii_text = text.encode("ascii", "replace").decode("ascii")
+    planner._fill_tok(conn, [(1, ascii_text)], raw=True)
+    got = [r[0] for r in conn.execute("SELECT term FROM temp.rq_raw_inst ORDER BY offset")]
+    assert planner._ascii_words(ascii_text) == got
+    conn.close()
+
+
+def test_ascii_and_other_rows_rank_alike(store):
+    """A row with non-ASCII text takes the FTS5 path, an ASCII one the Python path: the same
+    words score the same."""
+    rows = [
+        {"role": "user", "content": "the deploy errors came from the cache"},
+        {"role": "user", "content": "the deploy errors came from the cache (café)"},
+        {"role": "user", "content": "unrelated text about lunch"},
+    ]
+    durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
+    hits = store.search("deploy errors", limit=5)
+    assert len(hits) == 2
+    assert {h.line for h in hits} == {1, 2}
+    assert hits[0].score > hits[1].score  # the shorter row, as BM25 ranks it
+    assert hits[0].line == 1

@@ -321,29 +321,7 @@ class Query:
         if not candidates:
             return []
         docs = self._load(candidates)
-        conn = self.conn
-        _fill_tok(conn, [(i, d["body"][:RERANK_MAX_CHARS]) for i, d in docs.items()], raw=True)
-        marks = ",".join("?" * len(terms))
-        hits: dict[int, list[tuple[int, str]]] = {}
-        for doc, term, offset in _tuples(
-            conn, f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
-        ):
-            found = hits.get(doc)
-            if found is None:
-                hits[doc] = [(offset, term)]
-            else:
-                found.append((offset, term))
-        forms = list(dict.fromkeys(self.surface_raw[t] for t in terms))
-        exact: dict[int, set[int]] = {}
-        marks = ",".join("?" * len(forms))
-        for doc, offset in _tuples(
-            conn, f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})", forms
-        ):
-            found = exact.get(doc)
-            if found is None:
-                exact[doc] = {offset}
-            else:
-                found.add(offset)
+        hits, exact = self._term_hits(docs, terms)
         for doc_id, offsets in exact.items():
             docs[doc_id]["exact"] = offsets
         self._exact_idf(docs, hits)
@@ -356,6 +334,49 @@ class Query:
                 scored.append((self._score(doc, positions, terms), doc_id, positions))
         scored.sort(key=lambda s: (-s[0], -s[1]))
         return [self._result(docs[d], score, pos) for score, d, pos in scored[: self.limit]]
+
+    def _term_hits(
+        self, docs: dict[int, dict], terms: list[str]
+    ) -> tuple[dict[int, list[tuple[int, str]]], dict[int, set[int]]]:
+        """Where the query terms occur in each candidate: `{doc: [(token offset, stem)]}`, and
+        `{doc: offsets}` of the matches in the query's own word form.
+
+        An ASCII row is split in Python (`_ascii_words`: unicode61's split and case folding
+        on ASCII) and its words stemmed through `_STEMS`; other rows go through the TEMP FTS5
+        tables, stemmed and unstemmed (costlier: ~0.5 ms more per 100 rows).
+        """
+        wanted = set(terms)
+        texts = {i: d["body"][:RERANK_MAX_CHARS] for i, d in docs.items()}
+        split = {i: _ascii_words(t) for i, t in texts.items() if t.isascii()}
+        stems = _stems(self.conn, set().union(*split.values()))
+        forms = {w: stem for w, stem in stems.items() if stem in wanted}
+        raw = self.surface_raw
+        hits: dict[int, list[tuple[int, str]]] = {}
+        exact: dict[int, set[int]] = {}
+        for doc, words in split.items():
+            found = [(o, w) for o, w in enumerate(words) if w in forms]
+            if found:
+                hits[doc] = [(o, forms[w]) for o, w in found]
+                same = {o for o, w in found if w == raw[forms[w]]}
+                if same:
+                    exact[doc] = same
+        rest = [(i, t) for i, t in texts.items() if i not in split]
+        if not rest:
+            return hits, exact
+        conn = self.conn
+        _fill_tok(conn, rest, raw=True)
+        marks = ",".join("?" * len(terms))
+        for doc, term, offset in _tuples(
+            conn, f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
+        ):
+            hits.setdefault(doc, []).append((offset, term))
+        forms_raw = list(dict.fromkeys(raw[t] for t in terms))
+        marks = ",".join("?" * len(forms_raw))
+        for doc, offset in _tuples(
+            conn, f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})", forms_raw
+        ):
+            exact.setdefault(doc, set()).add(offset)
+        return hits, exact
 
     def _exact_idf(self, docs: dict[int, dict], hits: dict[int, list[tuple[int, str]]]) -> None:
         """idf of each query word in its own form (an unstemmed second field, estimated).
@@ -517,6 +538,38 @@ def _stopword_stems(conn: sqlite3.Connection) -> frozenset[str]:
     if _STOP_STEMS is None:
         _STOP_STEMS = frozenset(stem for stem, _ in tokenize(conn, " ".join(STOPWORDS)))
     return _STOP_STEMS
+
+
+#: Stem of each lowercased ASCII word seen in a re-rank (porter is a pure function of the
+#: word, so this holds across databases); cleared when it reaches `STEM_CACHE_SIZE`.
+_STEMS: dict[str, str] = {}
+STEM_CACHE_SIZE = 200_000
+
+
+#: unicode61 on ASCII: letters and digits are token characters (folded to lower case),
+#: every other byte separates tokens.
+_ASCII_FOLD = bytes(c if chr(c).isalnum() else 32 for c in range(128)).lower() + bytes(128)
+
+
+def _ascii_words(text: str) -> list[str]:
+    """The tokens unicode61 makes of an ASCII `text`, case-folded (5x `_WORD.findall`)."""
+    return text.encode("ascii").translate(_ASCII_FOLD).decode("ascii").split()
+
+
+def _stems(conn: sqlite3.Connection, words: set[str]) -> dict[str, str]:
+    """`{word: stem}` for lowercased ASCII words (`[a-z0-9]+`), unknown ones stemmed in one
+    pass through the TEMP tokenizer table (one token per word)."""
+    cache = _STEMS
+    new = [w for w in words if w not in cache]
+    if new:
+        if len(cache) + len(new) > STEM_CACHE_SIZE:
+            cache.clear()
+        _fill_tok(conn, [(1, " ".join(new))])
+        got = [row[0] for row in _tuples(conn, "SELECT term FROM temp.rq_inst ORDER BY offset")]
+        if len(got) != len(new):  # cannot happen (one token per word); keep the words then
+            got = new
+        cache.update(zip(new, got, strict=True))
+    return {w: cache[w] for w in words}
 
 
 def _file_source_count() -> int:
