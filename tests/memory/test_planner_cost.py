@@ -49,8 +49,11 @@ def test_lighter_and_combinations_are_not_queried_once_enough_rows_are_found(sto
 
     monkeypatch.setattr(planner.Query, "_match", counting)
     hits = store.search("alpha beta gamma delta", limit=3)
-    assert [expr for expr, _ in queries] == ['"delta" AND "gamma" AND "beta"']
-    assert queries[0][1] == 150  # more than k = 100: the next combinations are lighter
+    # The heaviest triple (after, maybe, the probe of one of its pairs: `Query._and`) and
+    # nothing lighter: its 150 rows are more than k = 100.
+    assert queries[-1] == ('"delta" AND "gamma" AND "beta"', 150)
+    heaviest = {'"delta"', '"gamma"', '"beta"'}
+    assert all(set(expr.split(" AND ")) <= heaviest for expr, _ in queries)
     assert all("alpha beta gamma delta" in h.text for h in hits)
 
 
@@ -82,3 +85,38 @@ def test_ascii_and_other_rows_rank_alike(store):
     assert {h.line for h in hits} == {1, 2}
     assert hits[0].score > hits[1].score  # the shorter row, as BM25 ranks it
     assert hits[0].line == 1
+
+
+def test_a_triple_is_answered_from_an_empty_or_small_pair(store, monkeypatch):
+    """A triple whose pair holds no rows is empty without a query, and one whose pair holds
+    a few rows is answered by looking those rows up: the rows are those of the AND."""
+    rows = [{"role": "tool", "content": f"alpha beta filler{i}"} for i in range(3)]
+    rows += [{"role": "tool", "content": "alpha beta gamma"}]
+    rows += [
+        {"role": "tool", "content": f"{w} x{i}"} for w in ("gamma", "delta") for i in range(40)
+    ]
+    rows += [{"role": "tool", "content": f"alpha delta y{i}"} for i in range(40)]
+    durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
+    store.sync_index()
+    query = planner.Query(store.backend.connect(), "alpha beta gamma delta", None, 10)
+    for sql in planner.TEMP_SETUP:
+        query.conn.execute(sql)
+    query.surface, query.totals = {}, {"idx_msg": planner.fts_totals(query.conn, "idx_msg")}
+    query.df = {("idx_msg", t): 50 for t in ("alpha", "beta", "gamma", "delta")}
+    asked = []
+    real = planner.Query._match
+
+    def counting(self, table, expr, *, limit, ranked):
+        asked.append(expr)
+        return real(self, table, expr, limit=limit, ranked=ranked)
+
+    monkeypatch.setattr(planner.Query, "_match", counting)
+    known = {frozenset(("beta", "delta")): []}
+    assert query._and("idx_msg", ("beta", "gamma", "delta"), known) == []
+    assert asked == []
+    known[frozenset(("alpha", "beta"))] = real(
+        query, "idx_msg", '"alpha" AND "beta"', limit=400, ranked=False
+    )
+    both = query._and("idx_msg", ("alpha", "beta", "gamma"), known)
+    assert both == real(query, "idx_msg", '"alpha" AND "beta" AND "gamma"', limit=400, ranked=False)
+    assert len(both) == 1 and asked == []

@@ -53,6 +53,10 @@ MAX_AND_QUERIES = 16
 MAX_AND_ANSWERED = 8
 MIN_AND_QUERIES = 8
 AND_POSTING_BUDGET = 100_000
+#: A triple is answered from a pair holding at most this many rows (one rowid lookup each)
+#: and the pair is asked first when fewer than `PROBE_ROWS` rows are expected to hold all three.
+DERIVE_MAX = 32
+PROBE_ROWS = 100
 DF_SAMPLE = 4_000
 DF_CACHE_SIZE = 20_000
 AND_TERMS = 4
@@ -246,6 +250,7 @@ class Query:
         hold, then by those terms' summed idf, then by length (shorter first, as BM25 would).
         """
         found: dict[int, tuple[int, float]] = {}
+        known: dict[frozenset[str], list[int]] = {}
         queries = answered = spent = 0
         cut: tuple[int, float] | None = None  # the weight at which `k` rows were found
         present = sorted(present, key=lambda t: -self.idf[t])[:AND_TERMS]
@@ -267,8 +272,7 @@ class Query:
                     continue
                 spent += cost
                 queries += 1
-                expr = " AND ".join(self._quote(t) for t in combo)
-                rows = self._match(table, expr, limit=AND_CAP, ranked=False)
+                rows = self._and(table, combo, known)
                 answered += bool(rows)
                 for rowid in rows:
                     if rowid not in found or found[rowid] < weight:
@@ -295,6 +299,49 @@ class Query:
             (*tied, self.k - len(head)),
         )
         return head + [row[0] for row in shortest]
+
+    def _and(self, table: str, combo: tuple[str, ...], known: dict) -> list[int]:
+        """The first `AND_CAP` rows (by rowid) holding every term of `combo`, as one AND
+        query gives them; `known` keeps the combinations answered so far in this search.
+
+        A triple is answered from one of its pairs when that pair's rows are all known and
+        few (`DERIVE_MAX`): an empty pair means an empty triple, at no cost. Before a triple
+        expected to be rare (`PROBE_ROWS`), its cheapest pair is asked first: walking two
+        posting lists costs about two thirds of walking three, and the pair usually serves
+        the other triples and the pair step too.
+        """
+        key = frozenset(combo)
+        rows = known.get(key)
+        if rows is None:
+            rows = self._from_pair(table, combo, known) if len(combo) == 3 else None
+            if rows is None:
+                expr = " AND ".join(self._quote(t) for t in combo)
+                rows = self._match(table, expr, limit=AND_CAP, ranked=False)
+            known[key] = rows
+        return rows
+
+    def _from_pair(self, table: str, combo: tuple[str, ...], known: dict) -> list[int] | None:
+        pairs = list(itertools.combinations(combo, 2))
+        done = [(known[frozenset(p)], p) for p in pairs if frozenset(p) in known]
+        if not done and self._expected(table, combo) < PROBE_ROWS:
+            pair = min(pairs, key=lambda p: sum(self.df[(table, t)] for t in p))
+            done = [(self._and(table, pair, known), pair)]
+        if not done:
+            return None
+        rows, pair = min(done, key=lambda d: len(d[0]))
+        if not rows or len(rows) > DERIVE_MAX:  # AND_CAP rows may be a cut: not all known
+            return [] if not rows else None
+        (third,) = set(combo) - set(pair)
+        marks = ",".join("?" * len(rows))
+        sql = (
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks}) ORDER BY rowid"
+        )
+        return [row[0] for row in _tuples(self.conn, sql, (self._quote(third), *rows))]
+
+    def _expected(self, table: str, combo: tuple[str, ...]) -> float:
+        """Rows holding all of `combo` if its terms were independent."""
+        rows = max(self.totals[table][0], 1)
+        return rows * math.prod(self.df[(table, t)] / rows for t in combo)
 
     def _quote(self, stem: str) -> str:
         return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
