@@ -369,6 +369,7 @@ class Query:
             return []
         docs = self._load(candidates)
         hits, exact = self._term_hits(docs, terms)
+        self._lengths(docs)
         for doc_id, offsets in exact.items():
             docs[doc_id]["exact"] = offsets
         self._exact_idf(docs, hits)
@@ -380,7 +381,17 @@ class Query:
             if positions:
                 scored.append((self._score(doc, positions, terms), doc_id, positions))
         scored.sort(key=lambda s: (-s[0], -s[1]))
-        return [self._result(docs[d], score, pos) for score, d, pos in scored[: self.limit]]
+        results: list[SearchHit] = []
+        at = 0
+        while len(results) < self.limit and at < len(scored):
+            # Metadata only for the rows returned (more if one lost its idx_docs row).
+            batch = scored[at : at + self.limit - len(results)]
+            at += len(batch)
+            self._describe(docs, [d for _, d, _ in batch])
+            results += [
+                self._result(docs[d], score, pos) for score, d, pos in batch if "source" in docs[d]
+            ]
+        return results
 
     def _term_hits(
         self, docs: dict[int, dict], terms: list[str]
@@ -401,6 +412,8 @@ class Query:
         hits: dict[int, list[tuple[int, str]]] = {}
         exact: dict[int, set[int]] = {}
         for doc, words in split.items():
+            if len(texts[doc]) == len(docs[doc]["body"]):  # the whole row: its token count
+                docs[doc]["length"] = len(words)
             found = [(o, w) for o, w in enumerate(words) if w in forms]
             if found:
                 hits[doc] = [(o, forms[w]) for o, w in found]
@@ -456,7 +469,7 @@ class Query:
     def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
         rows, tokens = self.totals[doc["table"]]
         avgdl = tokens / rows if rows else 1.0
-        dl = doc["length"] or len(positions)
+        dl = doc.get("length") or len(positions)
         exact = doc.get("exact", ())
         tf: dict[str, float] = {}
         tf_exact: dict[str, float] = {}
@@ -483,32 +496,47 @@ class Query:
         return score
 
     def _load(self, candidates: list[_Candidate]) -> dict[int, dict]:
+        """Each candidate's text (and, when the question names days, its day); `length`
+        (tokens) is set by `_term_hits` or, for the rows it cannot count, by `_lengths`."""
         docs: dict[int, dict] = {}
         by_table: dict[str, list[int]] = {}
         for cand in candidates:
             by_table.setdefault(cand.table, []).append(cand.rowid)
         for table, ids in by_table.items():
             marks = ",".join("?" * len(ids))
-            # A row without its idx_docs metadata is not returned (the inner join).
-            for rowid, body, size, source, line, cite, path, day, file_path in _tuples(
-                self.conn,
-                f"SELECT t.id, t.c0, s.sz, d.source, d.line, d.cite, d.path, d.day, f.path "
-                f"FROM {table}_content t JOIN {table}_docsize s ON s.id = t.id "
-                "JOIN idx_docs d ON d.id = t.id LEFT JOIN idx_files f ON f.id = d.file_id "
-                f"WHERE t.id IN ({marks})",
-                ids,
-            ):
-                docs[rowid] = {
-                    "table": table,
-                    "body": body or "",
-                    "length": _varints(size)[0] if size else 0,
-                    "source": source,
-                    "line": line,
-                    "cite": cite,
-                    "day": day,
-                    "path": file_path or path,
-                }
+            sql = f"SELECT id, c0 FROM {table}_content WHERE id IN ({marks})"
+            for rowid, body in _tuples(self.conn, sql, ids):
+                docs[rowid] = {"table": table, "body": body or ""}
+            if self.days:
+                sql = f"SELECT id, day FROM idx_docs WHERE id IN ({marks})"
+                for rowid, day in _tuples(self.conn, sql, ids):
+                    if rowid in docs:
+                        docs[rowid]["day"] = day
         return docs
+
+    def _lengths(self, docs: dict[int, dict]) -> None:
+        """Token counts from FTS5's docsize records, for the rows `_term_hits` did not count."""
+        by_table: dict[str, list[int]] = {}
+        for rowid, doc in docs.items():
+            if "length" not in doc:
+                by_table.setdefault(doc["table"], []).append(rowid)
+        for table, ids in by_table.items():
+            marks = ",".join("?" * len(ids))
+            sql = f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})"
+            for rowid, size in _tuples(self.conn, sql, ids):
+                docs[rowid]["length"] = _varints(size)[0] if size else 0
+
+    def _describe(self, docs: dict[int, dict], ids: list[int]) -> None:
+        """Add where each row comes from (source, line, citation, path); a row without its
+        idx_docs metadata gets none and is not returned."""
+        marks = ",".join("?" * len(ids))
+        for rowid, source, line, cite, path, file_path in _tuples(
+            self.conn,
+            "SELECT d.id, d.source, d.line, d.cite, d.path, f.path FROM idx_docs d "
+            f"LEFT JOIN idx_files f ON f.id = d.file_id WHERE d.id IN ({marks})",
+            ids,
+        ):
+            docs[rowid].update(source=source, line=line, cite=cite, path=file_path or path)
 
     def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]) -> SearchHit:
         body = doc["body"]
