@@ -32,6 +32,7 @@ from typing import Any
 from orchestrator.docs import CONTEXT_SNAPSHOTS, FINDINGS, Docs
 from orchestrator.errors import ArtifactError, SnapshotError, TemplateError
 from orchestrator.paths import (
+    findings_name,
     iso_timestamp,
     name_timestamp,
     new_suffix,
@@ -81,16 +82,8 @@ __all__ = [
     "write_snapshot",
 ]
 
-RESERVED_AGENT_SLUGS = frozenset({"merged"})
-
-
 # -- names ----------------------------------------------------------------------------
 _stamp = timestamp  # the writers have a parameter called `timestamp`
-
-
-def _agent_slug(agent: str) -> str:
-    value = slug(agent)
-    return f"agent-{value}" if value.lower() in RESERVED_AGENT_SLUGS else value
 
 
 # -- research plan --------------------------------------------------------------------
@@ -250,7 +243,7 @@ def write_findings(
         },
         project_dir,
     )
-    stem = f"{_agent_slug(agent)}_{_stamp(when)}"
+    stem = Path(findings_name(agent, when)).stem
     return Docs.of(memory).create_unique(FINDINGS, stem, ".md", text)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
+from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.readback import list_findings, list_snapshots, read_findings, read_snapshot
 from orchestrator.registry import find_written, registry_records
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
@@ -75,8 +76,16 @@ def registry_findings(memory: Any, task_id: str) -> tuple[dict[str, dict], dict[
         sub = dict(rec.get("subtask") or {})
         path = rec.get("path")
         if not path:
+            named = sub.get("agent") and sub.get("id")
+            expected = findings_name(agent_file_name(sub), rec["ts"]) if named else None
             found = find_written(
-                docs, FINDINGS, rec["ts"], read_findings, task_id=task_id, subtask_id=key
+                docs,
+                FINDINGS,
+                rec["ts"],
+                read_findings,
+                expected=expected,
+                task_id=task_id,
+                subtask_id=key,
             )
             path = docs.rel(found) if found else None
         record = path and _findings_record(docs, key, sub, path, rec["findings"])

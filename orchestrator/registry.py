@@ -54,23 +54,35 @@ def find_written(
     folder: str,
     iso_ts: str,
     reader: Callable[[Path, Docs], dict[str, Any]],
+    *,
+    expected: str | None = None,
     **meta: Any,
 ) -> Path | None:
     """An artifact written at `iso_ts` whose metadata matches `meta` (crash leftovers).
 
     Artifact names embed the timestamp, so a step that recorded its timestamp before a
     crash finds the file it may already have written instead of writing a second one.
+    `expected` (a document path) is the name the file gets when it is free: it is tried
+    before the folder is listed.
     """
-    stamp = timestamp(iso_ts)
-    for info in docs.list(folder, ".md"):
-        if name_timestamp(info.path) != stamp:
-            continue
-        path = docs.path(info.path)
+
+    def ours(rel: str) -> Path | None:
+        path = docs.path(rel)
         try:
             values = reader(path, docs)
         except (ArtifactError, OSError):  # unreadable file: not ours to reuse
-            continue
-        if all(values.get(k) == v for k, v in meta.items()):
+            return None
+        return path if all(values.get(k) == v for k, v in meta.items()) else None
+
+    if expected and docs.exists(expected) and (path := ours(expected)):
+        return path
+    stamp = timestamp(iso_ts)
+    for info in docs.list(folder, ".md"):
+        if (
+            name_timestamp(info.path) == stamp
+            and info.path != expected
+            and (path := ours(info.path))
+        ):
             return path
     return None
 

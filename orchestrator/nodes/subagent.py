@@ -7,8 +7,8 @@ calling `SubmitFindings`.
 Idempotent (no subagent that has written its findings runs again), through the artifact
 registry (`orchestrator.registry`):
 1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first;
-2. the findings file is written with that timestamp (so its name is fixed);
-3. `done` is recorded with the path.
+2. the findings file is written with that timestamp, which fixes its name
+   (`paths.findings_name`); only if that name was taken is its path recorded as well.
 On a replay, a recorded result is reused: the file is rewritten from the record if the
 crash came before step 2, and the agent itself never runs a second time.
 
@@ -31,7 +31,7 @@ from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.paths import slug
+from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.protocol import SubmitFindings
 from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.state import DELETE
@@ -45,11 +45,6 @@ SUBAGENT_SYSTEM = (
 )
 #: Tools that write files (memory files: every workdir tool is read-only).
 WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
-
-
-def agent_file_name(sub: dict[str, Any]) -> str:
-    """`{agent}-{subtask id}`, reduced to characters safe in a file name."""
-    return slug(f"{sub['agent']}-{sub['id']}", "agent", max_len=120)
 
 
 def subagent_prompt(payload: dict[str, Any], skills_index: str, max_steps: int = 8) -> list[Any]:
@@ -141,14 +136,21 @@ def _write_findings(ctx: RunContext, payload: dict, findings: dict, ts: str) -> 
 def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
     """A subagent that already produced findings: rewrite the file if needed, never rerun."""
     sub, key, docs = payload["subtask"], payload["key"], ctx.docs
+    expected = findings_name(agent_file_name(sub), rec["ts"])
     path = docs.path(rec["path"]) if docs.exists(rec.get("path")) else None
     if path is None:
         path = find_written(
-            docs, FINDINGS, rec["ts"], read_findings, task_id=payload["task_id"], subtask_id=key
+            docs,
+            FINDINGS,
+            rec["ts"],
+            read_findings,
+            expected=expected,
+            task_id=payload["task_id"],
+            subtask_id=key,
         )
     if path is None:
         path = _write_findings(ctx, payload, rec["findings"], rec["ts"])
-    if rec.get("path") != docs.rel(path):
+    if docs.rel(path) not in (expected, rec.get("path")):
         registry_note(docs, payload["task_id"], f"findings:{key}", path=docs.rel(path))
     ctx.emit(
         "agent",
@@ -225,7 +227,10 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     )
     fault("subagent_before_findings")
     path = _write_findings(ctx, payload, findings, ts)
-    registry_note(ctx.docs, task_id, f"findings:{key}", path=ctx.docs.rel(path))
+    if ctx.docs.rel(path) != findings_name(agent_file_name(sub), ts):
+        # the name was taken: the record must say where the file is (by default the
+        # timestamp recorded above names it, and the registry needs no second line)
+        registry_note(ctx.docs, task_id, f"findings:{key}", path=ctx.docs.rel(path))
     fault("subagent_after_findings")
     ctx.emit(
         "agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens, path=str(path)

@@ -291,3 +291,51 @@ def test_cli_process_killed_externally_then_resumed(setup, cli_env, tmp_path, pa
     assert done.returncode == 0, done.stderr
     assert f"Task {TASK}: done" in done.stdout
     assert_same_as_baseline(memory, baseline)
+
+
+FIXED_TS = "2030-01-02T03:04:05.000006Z"
+
+
+def _child_at_a_fixed_time(*args: str) -> None:
+    """`_child` whose subagents all finish at `FIXED_TS`, so their findings names are known."""
+    import orchestrator.nodes.subagent as subagent
+
+    subagent.iso_timestamp = lambda now=None: FIXED_TS
+    _child(*args)
+
+
+def test_findings_names_already_taken_by_other_files(setup):
+    # a findings file's name comes from its recorded timestamp, so the registry holds no
+    # path for it; when that name is taken, the file gets a suffix and the path is
+    # recorded: a resume must reuse that file and never mistake the other one for it
+    base, repo, workflow, baseline = setup
+    memory = base / "taken"
+    foreign: dict[Path, str] = {}
+    for path in (base / "baseline" / "findings").glob("researcher-*.md"):
+        name = _TS.sub("20300102T030405000006Z", path.name)
+        text = path.read_text().replace(f'"task_id": "{TASK}"', '"task_id": "another-task"')
+        assert text != path.read_text()
+        foreign[memory / "findings" / name] = text
+    (memory / "findings").mkdir(parents=True)
+    for path, text in foreign.items():
+        path.write_text(text)
+
+    def start(kind: str, fault: str = "") -> int:
+        proc = _FORK.Process(
+            target=_child_at_a_fixed_time, args=(kind, str(memory), str(repo), str(workflow), fault)
+        )
+        proc.start()
+        proc.join(60)
+        return proc.exitcode
+
+    assert start("run", "subagent_after_findings:3") == -signal.SIGKILL
+    assert start("resume") == 0
+    assert {p: p.read_text() for p in foreign} == foreign  # untouched
+    ours = [p for p in (memory / "findings").glob("researcher-*.md") if p not in foreign]
+    assert len(ours) == len(foreign)
+    assert all(_meta(p)["task_id"] == TASK for p in ours)
+    assert sorted(_meta(p)["subtask_id"] for p in ours) == sorted(baseline["findings"])
+    assert all(n == 1 for n in agent_runs(memory).values())
+    registry = memory / ".tether" / "registry" / f"{TASK}.jsonl"
+    paths = [json.loads(x).get("path") for x in registry.read_text().splitlines()]
+    assert {memory / p for p in paths if p and p.startswith("findings/researcher-")} == set(ours)
