@@ -3,12 +3,14 @@
 Before a step writes a named artifact (a subagent's findings, a batch's merged findings) it
 looks the artifact's key up in the document `.tether/registry/{task_id}.jsonl`:
 
-* a `done` record whose file exists -> the step is skipped and the recorded result reused;
-* an `intent` record (killed between choosing a name and finishing) -> the step writes
+* a record whose file exists -> the step is skipped and the recorded result reused;
+* a record whose file is missing (killed between recording and writing) -> the step writes
   again with the *same* timestamp, hence the same file name, so a crash can never leave
   two findings files for one subtask;
 * nothing -> the step records its intent (with the timestamp and the payload needed to
-  write the file without rerunning the agent), writes, then records `done`.
+  write the file without rerunning the agent), then writes the file. A findings file's
+  name follows from that timestamp (`paths.findings_name`), so its path is recorded only
+  when the name was taken; a merged batch records its path.
 
 Records are whole durable jsonl lines (`Docs.append_jsonl`, the backend's `append_lines`);
 a key's record is its lines merged in order. Each process parses a registry once and then
