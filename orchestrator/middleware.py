@@ -40,12 +40,12 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
-from orchestrator.agent_loop import approx_tokens
 from orchestrator.artifacts import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
 from orchestrator.gauge import SAVE, WARN, TokenGauge
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
+from orchestrator.provider import approx_tokens
 from orchestrator.readback import body_text
 from orchestrator.snapshot_content import agent_content
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage
 
-from orchestrator.agent_loop import usage_tokens
 from orchestrator.api import Orchestrator
 from orchestrator.gauge import SAVE, WARN, TokenGauge
+from orchestrator.provider import usage_tokens
 
 
 @pytest.mark.parametrize(

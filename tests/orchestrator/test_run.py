@@ -266,8 +266,10 @@ class TestAgentLoop:
     def test_context_stays_within_budget_and_steps_are_bounded(self):
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        from orchestrator.agent_loop import AgentLoopError, approx_tokens, run_agent
+        from orchestrator.agent_loop import run_agent
+        from orchestrator.errors import AgentLoopError
         from orchestrator.protocol import SubmitFindings
+        from orchestrator.provider import approx_tokens
 
         sent: list[int] = []
 
@@ -293,7 +295,7 @@ class TestAgentLoop:
     def test_fit_context_drops_whole_old_exchanges(self):
         from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-        from orchestrator.agent_loop import approx_tokens, fit_context
+        from orchestrator.provider import approx_tokens, fit_context
 
         messages = [SystemMessage("s"), HumanMessage("task")]
         for i in range(10):

@@ -1,0 +1,113 @@
+"""What a provider's replies and failures mean to an agent loop.
+
+* token counts: `approx_tokens` (LangChain's estimate), `usage_tokens` (the reported usage
+  of one call, else an estimate);
+* `fit_context`: a conversation cut to a token budget without breaking a tool exchange;
+* failures: `is_context_overflow` (`context_length_exceeded` and the like),
+  `is_retryable` (everything but request errors), `retry_after` (the `Retry-After`
+  header), `describe` (one line naming the failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langgraph.errors import GraphBubbleUp
+
+from orchestrator.errors import AgentLoopError
+
+TRUNCATION_NOTE = "\n[... truncated to fit the context window; use a narrower query ...]"
+#: HTTP statuses that say the request itself is wrong: retrying cannot help.
+NO_RETRY_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 422})
+
+
+def approx_tokens(messages: Sequence[Any]) -> int:
+    """LangChain's estimate of the tokens of `messages`."""
+    return int(count_tokens_approximately(list(messages)))
+
+
+def usage_tokens(message: Any, fallback_context: int) -> int:
+    """Tokens of one call: the model's `usage_metadata` when present, else an estimate."""
+    usage = getattr(message, "usage_metadata", None)
+    if usage and usage.get("total_tokens"):
+        return int(usage["total_tokens"])
+    return fallback_context + approx_tokens([message])
+
+
+def _truncate(message: Any, max_tokens: int) -> Any:
+    text = message.content if isinstance(message.content, str) else str(message.content)
+    keep = max(200, max_tokens * 4)
+    if len(text) <= keep:
+        return message
+    return message.model_copy(update={"content": text[:keep] + TRUNCATION_NOTE})
+
+
+def fit_context(messages: list[Any], max_tokens: int) -> list[Any]:
+    """Cut `messages` to about `max_tokens`: keep the head (system + first user message)
+    and the newest exchanges, dropping whole tool exchanges from the oldest end."""
+    head = messages[:2]
+    body = [
+        _truncate(m, max_tokens // 3) if isinstance(m, ToolMessage) else m for m in messages[2:]
+    ]
+    while body and approx_tokens(head + body) > max_tokens:
+        # drop the oldest AI message together with the tool results that answer it
+        drop = 1
+        if isinstance(body[0], AIMessage):
+            while drop < len(body) and isinstance(body[drop], ToolMessage):
+                drop += 1
+        if drop >= len(body):
+            break  # keep at least the newest exchange
+        body = body[drop:]
+    while body and isinstance(body[0], ToolMessage):
+        body = body[1:]  # a tool result whose call was cut would be rejected
+    return head + body
+
+
+# -- provider faults ------------------------------------------------------------------------
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """A provider's "prompt too long" error (`context_length_exceeded` and the like)."""
+    text = f"{getattr(exc, 'code', '')} {exc}".lower()
+    return _status(exc) in (400, 413) and (
+        "context_length" in text or "maximum context" in text or "too many tokens" in text
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Retry everything except request errors (4xx other than 408/429) and interrupts."""
+    if not isinstance(exc, Exception) or isinstance(exc, AgentLoopError):
+        return False
+    if isinstance(exc, GraphBubbleUp):  # LangGraph's own control flow, e.g. an interrupt
+        return False
+    return _status(exc) not in NO_RETRY_STATUS
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds from a `Retry-After` (or `retry-after-ms`) header of the failed response."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000
+        if headers.get("retry-after"):
+            return float(headers["retry-after"])
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming a model failure: type, HTTP status when there is one, message."""
+    status = _status(exc)
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {text}"
