@@ -53,10 +53,9 @@ MAX_AND_QUERIES = 16
 MAX_AND_ANSWERED = 8
 MIN_AND_QUERIES = 8
 AND_POSTING_BUDGET = 100_000
-#: A triple is answered from a pair holding at most this many rows (one rowid lookup each)
-#: and the pair is asked first when fewer than `PROBE_ROWS` rows are expected to hold all three.
-DERIVE_MAX = 32
-PROBE_ROWS = 100
+#: A triple's cheapest pair is asked first when, were its terms independent, fewer rows than
+#: this would hold both: all of its rows are then likely to be known (`Query._and`).
+PROBE_ROWS = AND_CAP
 DF_SAMPLE = 4_000
 DF_CACHE_SIZE = 20_000
 AND_TERMS = 4
@@ -304,9 +303,10 @@ class Query:
         """The first `AND_CAP` rows (by rowid) holding every term of `combo`, as one AND
         query gives them; `known` keeps the combinations answered so far in this search.
 
-        A triple is answered from one of its pairs when that pair's rows are all known and
-        few (`DERIVE_MAX`): an empty pair means an empty triple, at no cost. Before a triple
-        expected to be rare (`PROBE_ROWS`), its cheapest pair is asked first: walking two
+        A triple is answered from one of its pairs when that pair's rows are all known
+        (fewer than `AND_CAP`): an empty pair means an empty triple, at no cost, and a few
+        rows are read and checked for the third term (`_holding`). When a triple's cheapest
+        pair is expected to be small (`PROBE_ROWS`), that pair is asked first: walking two
         posting lists costs about two thirds of walking three, and the pair usually serves
         the other triples and the pair step too.
         """
@@ -323,20 +323,39 @@ class Query:
     def _from_pair(self, table: str, combo: tuple[str, ...], known: dict) -> list[int] | None:
         pairs = list(itertools.combinations(combo, 2))
         done = [(known[frozenset(p)], p) for p in pairs if frozenset(p) in known]
-        if not done and self._expected(table, combo) < PROBE_ROWS:
+        if not done:
             pair = min(pairs, key=lambda p: sum(self.df[(table, t)] for t in p))
-            done = [(self._and(table, pair, known), pair)]
+            if self._expected(table, pair) < PROBE_ROWS:
+                done = [(self._and(table, pair, known), pair)]
         if not done:
             return None
         rows, pair = min(done, key=lambda d: len(d[0]))
-        if not rows or len(rows) > DERIVE_MAX:  # AND_CAP rows may be a cut: not all known
-            return [] if not rows else None
+        if len(rows) >= AND_CAP:  # maybe a cut: the pair's rows are not all known
+            return None
         (third,) = set(combo) - set(pair)
+        return self._holding(table, rows, third) if rows else []
+
+    def _holding(self, table: str, rows: list[int], term: str) -> list[int]:
+        """Those of `rows` that hold `term`, in rowid order: ASCII rows are read and split
+        (`_ascii_words`, stems from `_STEMS`; ~2 us a row), others asked of FTS5 one rowid
+        at a time (~9 us a row)."""
         marks = ",".join("?" * len(rows))
-        sql = (
-            f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks}) ORDER BY rowid"
-        )
-        return [row[0] for row in _tuples(self.conn, sql, (self._quote(third), *rows))]
+        split: dict[int, list[str]] = {}
+        other: list[int] = []
+        for rowid, body in _tuples(
+            self.conn, f"SELECT id, c0 FROM {table}_content WHERE id IN ({marks})", rows
+        ):
+            if body is None or body.isascii():
+                split[rowid] = _ascii_words(body or "")
+            else:
+                other.append(rowid)
+        stems = _stems(self.conn, set().union(*split.values()))
+        held = [r for r, words in split.items() if any(stems[w] == term for w in words)]
+        if other:
+            marks = ",".join("?" * len(other))
+            sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})"
+            held += [row[0] for row in _tuples(self.conn, sql, (self._quote(term), *other))]
+        return sorted(held)
 
     def _expected(self, table: str, combo: tuple[str, ...]) -> float:
         """Rows holding all of `combo` if its terms were independent."""
