@@ -19,7 +19,9 @@ It prints one table with:
 2. **Resume of a 200-subagent run killed half-way**: a forked child runs one phase of
    `--resume-size` subtasks and SIGKILLs itself after the `n/2`-th findings file
    (`TETHER_FAULT=subagent_after_findings:n/2`); the time of `Orchestrator.resume` is
-   measured in another forked child (imports excluded), with how many subagents it ran.
+   measured in another forked child (imports excluded), with how many subagents it ran
+   and how many finished ones LangGraph ran again (their results were not in its
+   database yet), which tether's registry answers without running the agent.
 3. **Checkpoint write latency**: p50/p95 of writing a JSON checkpoint of a 200-subtask
    state (render from the template, validate against the schema, atomic durable write).
 """
@@ -207,16 +209,15 @@ def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> N
     start = time.perf_counter()
     result = orch.resume("big")
     elapsed = time.perf_counter() - start
-    ran = sum(
-        1 for e in events if e["event"] == "agent" and e["state"] == "done" and not e.get("reused")
-    )
-    queue.put((elapsed, ran, len(result.findings), result.status))
+    done = [e for e in events if e["event"] == "agent" and e["state"] == "done"]
+    ran = sum(1 for e in done if not e.get("reused"))
+    queue.put((elapsed, ran, len(done) - ran, len(result.findings), result.status))
     queue.close()
     queue.join_thread()  # flush before `os._exit` skips the interpreter's shutdown
     os._exit(0)
 
 
-def time_resume(n: int, root: Path) -> tuple[float, int, int, str, int]:
+def time_resume(n: int, root: Path) -> tuple[float, int, int, int, int]:
     # "spawn": the parent already ran graphs (threads), which makes `fork` unsafe here;
     # imports happen before the timer starts in the child
     ctx = multiprocessing.get_context("spawn")
@@ -232,9 +233,9 @@ def time_resume(n: int, root: Path) -> tuple[float, int, int, str, int]:
     resumer.join(600)
     if resumer.exitcode != 0:
         raise RuntimeError(f"the resuming child failed (exit code {resumer.exitcode})")
-    elapsed, ran, findings, status = queue.get(timeout=10)
+    elapsed, ran, reused, findings, status = queue.get(timeout=10)
     assert killed.exitcode == -9 and status == "done", (killed.exitcode, status)
-    return elapsed, ran, findings, status, written
+    return elapsed, ran, reused, findings, written
 
 
 # -- checkpoint latency -------------------------------------------------------------------
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
             [timed(time_bare, args.fanout, True, root, args.parallel, True) for _ in runs]
         )
         tether = best([timed(time_tether, args.fanout, root, args.parallel) for _ in runs])
-        resume, ran, findings, _status, written = time_resume(args.resume_size, root)
+        resume, ran, reused, findings, written = time_resume(args.resume_size, root)
         p50, p95 = checkpoint_latency(args.checkpoints, root)
 
     n = args.fanout
@@ -328,7 +329,8 @@ def main(argv: list[str] | None = None) -> None:
         (
             f"resume {args.resume_size}-subagent run killed at {written}",
             f"{resume:.2f} s",
-            f"{ran} subagents ran, {findings} findings",
+            f"{ran} subagents ran, {findings} findings ({reused} finished ones re-entered "
+            "and reused from the registry)",
         ),
         (
             f"checkpoint write ({args.checkpoints} x, 200 subtasks)",
