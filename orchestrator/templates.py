@@ -30,18 +30,11 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import fastjsonschema
 from jsonschema import Draft202012Validator
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from memory.templating import TemplateRenderError, render
 from orchestrator.errors import TemplateError
@@ -59,24 +52,6 @@ _HEADING_LIKE = re.compile(r"^(\s{0,3})(#{1,6}(?:\s|$)|[-=*_]{3,}\s*$|[=]+\s*$)"
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 Pathish = str | os.PathLike[str]
-
-
-def _json_only(value: Any) -> Any:
-    """`value` if it is plain JSON data (no NaN), else a `ValueError` saying why.
-
-    Checked with `json.dumps`, which runs in C: pydantic's `JsonValue` checks each value
-    with a Python call and cost more than the rest of a 200-subtask checkpoint write.
-    """
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"not a JSON value ({exc})") from None
-    return value
-
-
-JsonObject = Annotated[dict[str, Any], AfterValidator(_json_only)]
-"""A dict of plain JSON data (free-form fields of checkpoints and snapshots)."""
-JsonObjects = Annotated[list[dict[str, Any]], AfterValidator(_json_only)]
 
 
 # -- markdown helpers -----------------------------------------------------------------
@@ -246,7 +221,7 @@ class SnapshotInput(_Input):
     pending_decisions: list[str] = Field(default_factory=list)
     resume_instructions: str = ""
     plan_path: str | None = None
-    extra: JsonObject = Field(default_factory=dict)
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
 
     @field_validator("files_in_play", mode="before")
     @classmethod
