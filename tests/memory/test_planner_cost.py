@@ -9,6 +9,7 @@ import pytest
 
 from memory import MemoryStore, durable
 from memory.backends.files import _planner as planner
+from memory.backends.files import _text as text
 
 
 @pytest.fixture
@@ -58,16 +59,16 @@ def test_lighter_and_combinations_are_not_queried_once_enough_rows_are_found(sto
 
 
 def test_ascii_rows_are_split_as_unicode61_splits_them():
-    """Re-ranking splits ASCII rows in Python (`_ascii_words`) instead of through FTS5: the
+    """Re-ranking splits ASCII rows in Python (`ascii_words`) instead of through FTS5: the
     tokens must be unicode61's, byte for byte, for every ASCII character."""
     conn = sqlite3.connect(":memory:")
-    for sql in planner.TEMP_SETUP:
+    for sql in text.TEMP_SETUP:
         conn.execute(sql)
-    text = "".join(chr(c) for c in range(128)) + " Hello_World x9Y a-b café's 3.14 can't"
-    ascii_text = text.encode("ascii", "replace").decode("ascii")
-    planner._fill_tok(conn, [(1, ascii_text)], raw=True)
+    sample = "".join(chr(c) for c in range(128)) + " Hello_World x9Y a-b café's 3.14 can't"
+    ascii_text = sample.encode("ascii", "replace").decode("ascii")
+    text.fill_tok(conn, [(1, ascii_text)], raw=True)
     got = [r[0] for r in conn.execute("SELECT term FROM temp.rq_raw_inst ORDER BY offset")]
-    assert planner._ascii_words(ascii_text) == got
+    assert text.ascii_words(ascii_text) == got
     conn.close()
 
 
@@ -99,9 +100,9 @@ def test_a_triple_is_answered_from_an_empty_or_small_pair(store, monkeypatch):
     durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
     store.sync_index()
     query = planner.Query(store.backend.connect(), "alpha beta gamma delta", None, 10)
-    for sql in planner.TEMP_SETUP:
+    for sql in text.TEMP_SETUP:
         query.conn.execute(sql)
-    query.surface, query.totals = {}, {"idx_msg": planner.fts_totals(query.conn, "idx_msg")}
+    query.surface, query.totals = {}, {"idx_msg": text.fts_totals(query.conn, "idx_msg")}
     query.df = {("idx_msg", t): 50 for t in ("alpha", "beta", "gamma", "delta")}
     asked = []
     real = planner.Query._match

@@ -14,33 +14,48 @@ Query plan (what keeps a question fast at a million rows):
    3- and 2-term combinations of the terms the OR did not fully cover (8, or up to 16 while
    their shortest posting lists sum to under `AND_POSTING_BUDGET`); intersecting posting
    lists is cheap even for common words. An OR of all words ranked by
-   `bm25()` costs ~800 ms at 1M rows.
+   `bm25()` costs ~800 ms at 1M rows. A triple whose pair's rows are all known is answered
+   from them (`Query._and`): the walk of three posting lists that meet nowhere is the
+   costliest query a search makes.
 4. The candidates are re-ranked with BM25 over *all* query terms in two fields: the stem
    (global document frequencies, each table's average length) and the query's own word
    form, whose rarer frequency is estimated from the candidates ("errors" against
    "error"). A bonus goes to rows holding more of the distinct query terms and holding them
    close together. In a question, words that frame it ("what made", "why didn't we go")
    weigh less than its topic words, and a message's role label ("user:") is not its text.
-   Term positions come from the same TEMP table, which also gives the snippet (~300
-   characters from the best line, on one line) and the best line to cite inside a block.
+   Term positions come from tokenizing the candidates as the index does (`_text`), which
+   also gives the snippet (~300 characters from the best line, on one line) and the best
+   line to cite inside a block.
 
 Invariant: every search first calls `Index.sync()`, so what is on disk is what is found.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
-import re
 import sqlite3
 from dataclasses import dataclass
 
 from memory.backends.files._index import FILE_TABLE, TABLES, table_for
+from memory.backends.files._text import (
+    RERANK_MAX_CHARS,
+    TEMP_SETUP,
+    ascii_words,
+    fill_tok,
+    fts_totals,
+    min_span,
+    snippet,
+    stem_words,
+    stopword_stems,
+    tokenize_query,
+    tuples,
+    varints,
+)
 from memory.base import SearchHit
 from memory.clock import today_utc
 from memory.when import question_days
-from memory.words import QUESTION_WORDS, STOPWORDS
+from memory.words import QUESTION_WORDS
 
 #: Every source `memory search` knows (files that are none of these are not indexed).
 SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",
@@ -62,8 +77,6 @@ AND_TERMS = 4
 AND_MAX_SIZE = 3
 RERANK_K = 100
 MAX_TERMS = 32
-RERANK_MAX_CHARS = 20_000
-SNIPPET_CHARS = 300
 K1, B = 1.2, 0.75
 COVERAGE_WEIGHT = 0.5
 STEM_WEIGHT = 0.5
@@ -76,28 +89,11 @@ QUESTION_WORD_WEIGHT = 0.3
 DAY_WEIGHT = 1.0
 DAY_CANDIDATES = 200
 
-CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
-CLEAR_RAW = "INSERT INTO temp.rq_raw(rq_raw) VALUES ('delete-all')"
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ASKING = frozenset(
     "what when where which who whom whose why how did do does is are was were can could "
     "should remind".split()
 )
 _ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
-_SPACE = re.compile(r"\s+")
-_NEWLINE = re.compile("\n")
-
-TEMP_SETUP = (
-    "PRAGMA temp_store = MEMORY",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
-    "columnsize = 0, tokenize = 'porter unicode61')",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
-    # The same rows unstemmed, token for token (porter only rewrites unicode61's tokens):
-    # which matches are in the query's own word form.
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw USING fts5(body, content = '', "
-    "columnsize = 0, tokenize = 'unicode61')",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw_inst USING fts5vocab(temp, rq_raw, instance)",
-)
 
 
 # -- the query ---------------------------------------------------------------------------
@@ -129,8 +125,8 @@ class Query:
     def run(self) -> list[SearchHit]:
         for sql in TEMP_SETUP:
             self.conn.execute(sql)
-        tokens, raw = _tokenize_query(self.conn, self.query)
-        stops = _stopword_stems(self.conn)
+        tokens, raw = tokenize_query(self.conn, self.query)
+        stops = stopword_stems(self.conn)
         terms = list(dict.fromkeys(stem for stem, _ in tokens if stem not in stops))
         if not terms:
             terms = list(dict.fromkeys(stem for stem, _ in tokens))
@@ -291,7 +287,7 @@ class Query:
         # Shortest first, in SQL: a length is one varint, and of two canonical varints the
         # longer encoding is the larger number, and equal-length encodings sort bytewise.
         marks = ",".join("?" * len(tied))
-        shortest = _tuples(
+        shortest = tuples(
             self.conn,
             f"SELECT id FROM {table}_docsize WHERE id IN ({marks}) "
             "ORDER BY length(sz), sz, id LIMIT ?",
@@ -337,24 +333,24 @@ class Query:
 
     def _holding(self, table: str, rows: list[int], term: str) -> list[int]:
         """Those of `rows` that hold `term`, in rowid order: ASCII rows are read and split
-        (`_ascii_words`, stems from `_STEMS`; ~2 us a row), others asked of FTS5 one rowid
+        (`ascii_words`, stems from `stem_words`; ~2 us a row), others asked of FTS5 one rowid
         at a time (~9 us a row)."""
         marks = ",".join("?" * len(rows))
         split: dict[int, list[str]] = {}
         other: list[int] = []
-        for rowid, body in _tuples(
+        for rowid, body in tuples(
             self.conn, f"SELECT id, c0 FROM {table}_content WHERE id IN ({marks})", rows
         ):
             if body is None or body.isascii():
-                split[rowid] = _ascii_words(body or "")
+                split[rowid] = ascii_words(body or "")
             else:
                 other.append(rowid)
-        stems = _stems(self.conn, set().union(*split.values()))
+        stems = stem_words(self.conn, set().union(*split.values()))
         held = [r for r, words in split.items() if any(stems[w] == term for w in words)]
         if other:
             marks = ",".join("?" * len(other))
             sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})"
-            held += [row[0] for row in _tuples(self.conn, sql, (self._quote(term), *other))]
+            held += [row[0] for row in tuples(self.conn, sql, (self._quote(term), *other))]
         return sorted(held)
 
     def _expected(self, table: str, combo: tuple[str, ...]) -> float:
@@ -380,7 +376,7 @@ class Query:
             f"SELECT {table}.rowid FROM {table}{join} WHERE {table} MATCH ?{filt} "
             f"ORDER BY {order} LIMIT ?"
         )
-        return [row[0] for row in _tuples(self.conn, sql, (*args, limit))]
+        return [row[0] for row in tuples(self.conn, sql, (*args, limit))]
 
     # -- re-ranking -------------------------------------------------------------------
     def _rerank(self, candidates: list[_Candidate], terms: list[str]) -> list[SearchHit]:
@@ -418,14 +414,14 @@ class Query:
         """Where the query terms occur in each candidate: `{doc: [(token offset, stem)]}`, and
         `{doc: offsets}` of the matches in the query's own word form.
 
-        An ASCII row is split in Python (`_ascii_words`: unicode61's split and case folding
-        on ASCII) and its words stemmed through `_STEMS`; other rows go through the TEMP FTS5
+        An ASCII row is split in Python (`ascii_words`: unicode61's split and case folding
+        on ASCII) and its words stemmed through `stem_words`; other rows go through the TEMP FTS5
         tables, stemmed and unstemmed (costlier: ~0.5 ms more per 100 rows).
         """
         wanted = set(terms)
         texts = {i: d["body"][:RERANK_MAX_CHARS] for i, d in docs.items()}
-        split = {i: _ascii_words(t) for i, t in texts.items() if t.isascii()}
-        stems = _stems(self.conn, set().union(*split.values()))
+        split = {i: ascii_words(t) for i, t in texts.items() if t.isascii()}
+        stems = stem_words(self.conn, set().union(*split.values()))
         forms = {w: stem for w, stem in stems.items() if stem in wanted}
         raw = self.surface_raw
         hits: dict[int, list[tuple[int, str]]] = {}
@@ -443,15 +439,15 @@ class Query:
         if not rest:
             return hits, exact
         conn = self.conn
-        _fill_tok(conn, rest, raw=True)
+        fill_tok(conn, rest, raw=True)
         marks = ",".join("?" * len(terms))
-        for doc, term, offset in _tuples(
+        for doc, term, offset in tuples(
             conn, f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
         ):
             hits.setdefault(doc, []).append((offset, term))
         forms_raw = list(dict.fromkeys(raw[t] for t in terms))
         marks = ",".join("?" * len(forms_raw))
-        for doc, offset in _tuples(
+        for doc, offset in tuples(
             conn, f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})", forms_raw
         ):
             exact.setdefault(doc, set()).add(offset)
@@ -510,7 +506,7 @@ class Query:
         if len(terms) > 1:
             held = sum(self.weight[t] for t in tf) - 1
             score *= 1 + COVERAGE_WEIGHT * max(held, 0) / max(sum(self.weight.values()) - 1, 1)
-            if len(tf) > 1 and _min_span(positions) <= PROXIMITY_TOKENS:
+            if len(tf) > 1 and min_span(positions) <= PROXIMITY_TOKENS:
                 score *= 1 + PROXIMITY_WEIGHT
         return score
 
@@ -524,11 +520,11 @@ class Query:
         for table, ids in by_table.items():
             marks = ",".join("?" * len(ids))
             sql = f"SELECT id, c0 FROM {table}_content WHERE id IN ({marks})"
-            for rowid, body in _tuples(self.conn, sql, ids):
+            for rowid, body in tuples(self.conn, sql, ids):
                 docs[rowid] = {"table": table, "body": body or ""}
             if self.days:
                 sql = f"SELECT id, day FROM idx_docs WHERE id IN ({marks})"
-                for rowid, day in _tuples(self.conn, sql, ids):
+                for rowid, day in tuples(self.conn, sql, ids):
                     if rowid in docs:
                         docs[rowid]["day"] = day
         return docs
@@ -542,14 +538,14 @@ class Query:
         for table, ids in by_table.items():
             marks = ",".join("?" * len(ids))
             sql = f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})"
-            for rowid, size in _tuples(self.conn, sql, ids):
-                docs[rowid]["length"] = _varints(size)[0] if size else 0
+            for rowid, size in tuples(self.conn, sql, ids):
+                docs[rowid]["length"] = varints(size)[0] if size else 0
 
     def _describe(self, docs: dict[int, dict], ids: list[int]) -> None:
         """Add where each row comes from (source, line, citation, path); a row without its
         idx_docs metadata gets none and is not returned."""
         marks = ",".join("?" * len(ids))
-        for rowid, source, line, cite, path, file_path in _tuples(
+        for rowid, source, line, cite, path, file_path in tuples(
             self.conn,
             "SELECT d.id, d.source, d.line, d.cite, d.path, f.path FROM idx_docs d "
             f"LEFT JOIN idx_files f ON f.id = d.file_id WHERE d.id IN ({marks})",
@@ -572,170 +568,5 @@ class Query:
         return SearchHit(doc_id, doc["source"], path, round(score, 4), text, line, citation)
 
 
-# -- helpers -------------------------------------------------------------------------------
-def _tuples(conn: sqlite3.Connection, sql: str, args=()) -> sqlite3.Cursor:
-    """`conn.execute` with plain tuples for rows (the connection makes `sqlite3.Row`s)."""
-    cur = conn.cursor()
-    cur.row_factory = None
-    return cur.execute(sql, args)
-
-
-def tokenize(conn: sqlite3.Connection, text: str, *, filled: bool = False) -> list[tuple[str, str]]:
-    """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
-    if not filled:
-        _fill_tok(conn, [(1, text)])
-    stems = [
-        row[0]
-        for row in conn.execute("SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")
-    ]
-    words = _WORD.findall(text)
-    if len(words) != len(stems):
-        words = stems
-    return list(zip(stems, words, strict=True))
-
-
-def _tokenize_query(conn: sqlite3.Connection, text: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """`tokenize(text)`, and each token unstemmed as unicode61 gives it (case-folded)."""
-    _fill_tok(conn, [(1, text)], raw=True)
-    pairs = tokenize(conn, text, filled=True)
-    raw = [
-        row[0]
-        for row in _tuples(conn, "SELECT term FROM temp.rq_raw_inst WHERE doc = 1 ORDER BY offset")
-    ]
-    if len(raw) != len(pairs):  # cannot happen (same tokenizer); keep the words then
-        raw = [word.lower() for _, word in pairs]
-    return pairs, raw
-
-
-def _fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]], *, raw: bool = False) -> None:
-    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once); `raw`
-    fills the unstemmed table with the same rows too."""
-    conn.execute("SAVEPOINT rq_fill")
-    try:
-        conn.execute(CLEAR_TOK)
-        conn.executemany("INSERT INTO temp.rq_tok(rowid, body) VALUES (?, ?)", rows)
-        if raw:
-            conn.execute(CLEAR_RAW)
-            conn.executemany("INSERT INTO temp.rq_raw(rowid, body) VALUES (?, ?)", rows)
-        conn.execute("RELEASE rq_fill")
-    except BaseException:
-        conn.execute("ROLLBACK TO rq_fill")
-        conn.execute("RELEASE rq_fill")
-        raise
-
-
-_STOP_STEMS: frozenset[str] | None = None
-
-
-def _stopword_stems(conn: sqlite3.Connection) -> frozenset[str]:
-    global _STOP_STEMS
-    if _STOP_STEMS is None:
-        _STOP_STEMS = frozenset(stem for stem, _ in tokenize(conn, " ".join(STOPWORDS)))
-    return _STOP_STEMS
-
-
-#: Stem of each lowercased ASCII word seen in a re-rank (porter is a pure function of the
-#: word, so this holds across databases); cleared when it reaches `STEM_CACHE_SIZE`.
-_STEMS: dict[str, str] = {}
-STEM_CACHE_SIZE = 200_000
-
-
-#: unicode61 on ASCII: letters and digits are token characters (folded to lower case),
-#: every other byte separates tokens.
-_ASCII_FOLD = bytes(c if chr(c).isalnum() else 32 for c in range(128)).lower() + bytes(128)
-
-
-def _ascii_words(text: str) -> list[str]:
-    """The tokens unicode61 makes of an ASCII `text`, case-folded (5x `_WORD.findall`)."""
-    return text.encode("ascii").translate(_ASCII_FOLD).decode("ascii").split()
-
-
-def _stems(conn: sqlite3.Connection, words: set[str]) -> dict[str, str]:
-    """`{word: stem}` for lowercased ASCII words (`[a-z0-9]+`), unknown ones stemmed in one
-    pass through the TEMP tokenizer table (one token per word)."""
-    cache = _STEMS
-    new = [w for w in words if w not in cache]
-    if new:
-        if len(cache) + len(new) > STEM_CACHE_SIZE:
-            cache.clear()
-        _fill_tok(conn, [(1, " ".join(new))])
-        got = [row[0] for row in _tuples(conn, "SELECT term FROM temp.rq_inst ORDER BY offset")]
-        if len(got) != len(new):  # cannot happen (one token per word); keep the words then
-            got = new
-        cache.update(zip(new, got, strict=True))
-    return {w: cache[w] for w in words}
-
-
 def _file_source_count() -> int:
     return sum(1 for s in SOURCES if table_for(s) == FILE_TABLE)
-
-
-def fts_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
-    """`(rows, tokens)` of an FTS5 table, read from its 'averages' record (no scan)."""
-    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
-    if not row or not row[0]:
-        return 0, 0
-    values = _varints(row[0])
-    return values[0], (values[1] if len(values) > 1 else 0)
-
-
-def _varints(blob: bytes) -> list[int]:
-    """Decode SQLite's big-endian varints (as used by FTS5's shadow tables)."""
-    out, i = [], 0
-    while i < len(blob):
-        value = 0
-        for n in range(9):
-            byte = blob[i]
-            i += 1
-            if n == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        out.append(value)
-    return out
-
-
-def _min_span(positions: list[tuple[int, str]]) -> int:
-    """Smallest token distance between two different query terms."""
-    best = 1 << 30
-    last: dict[str, int] = {}
-    for offset, term in positions:
-        for other, where in last.items():
-            if other != term:
-                best = min(best, offset - where)
-        last[term] = offset
-    return best
-
-
-def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) -> tuple[str, int]:
-    """About `SNIPPET_CHARS` of `body` around the densest matches, on one line.
-
-    Returns the snippet and the character offset of the first match it centres on.
-    """
-    spans = [m.start() for m in _WORD.finditer(body[:RERANK_MAX_CHARS])]
-    hits = [(spans[o], t) for o, t in positions if o < len(spans)]
-    if not hits:
-        return _one_line(body[:SNIPPET_CHARS], False, len(body) > SNIPPET_CHARS), 0
-    # The best line holds the most (rarest) distinct terms; the snippet starts near it.
-    newlines = [m.start() for m in _NEWLINE.finditer(body, 0, RERANK_MAX_CHARS)]
-    by_line: dict[int, tuple[int, set[str]]] = {}
-    for start, term in hits:
-        line = bisect.bisect_left(newlines, start)
-        first, seen = by_line.get(line, (start, set()))
-        seen.add(term)
-        by_line[line] = (first, seen)
-    best_line = max(by_line, key=lambda n: (math.fsum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
-    best_at = by_line[best_line][0]
-    # Start at the cited line, so the snippet reads from where the citation points.
-    lo = newlines[best_line - 1] + 1 if best_line > 0 else 0
-    if best_at - lo > SNIPPET_CHARS // 2:
-        lo = best_at - SNIPPET_CHARS // 5
-    hi = min(len(body), lo + SNIPPET_CHARS)
-    return _one_line(body[lo:hi], lo > 0 and body[lo - 1] != "\n", hi < len(body)), best_at
-
-
-def _one_line(text: str, cut_left: bool, cut_right: bool) -> str:
-    text = _SPACE.sub(" ", text).strip()
-    return ("…" if cut_left else "") + text + ("…" if cut_right else "")

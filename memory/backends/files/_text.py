@@ -1,0 +1,204 @@
+"""Text as the index sees it, for the query planner (`_planner`): tokens, stems, snippets.
+
+* `TEMP_SETUP` makes per-connection TEMP FTS5 tables (`porter unicode61`, and plain
+  `unicode61` for the unstemmed forms) whose `fts5vocab` 'instance' views tokenize any text
+  exactly like the index: the query (`tokenize_query`) and rows that are not ASCII.
+* ASCII rows are split in Python (`ascii_words`, unicode61's split and case folding on
+  ASCII) and their words stemmed through a process-wide cache (`stem_words`), ~5x cheaper than
+  filling the TEMP tables.
+* `fts_totals` and `varints` read FTS5's own records (row and token totals, docsizes).
+* `snippet` cuts ~`SNIPPET_CHARS` around the densest matches, on one line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import sqlite3
+
+from memory.words import STOPWORDS
+
+RERANK_MAX_CHARS = 20_000
+SNIPPET_CHARS = 300
+CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
+CLEAR_RAW = "INSERT INTO temp.rq_raw(rq_raw) VALUES ('delete-all')"
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SPACE = re.compile(r"\s+")
+_NEWLINE = re.compile("\n")
+
+TEMP_SETUP = (
+    "PRAGMA temp_store = MEMORY",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_tok USING fts5(body, content = '', "
+    "columnsize = 0, tokenize = 'porter unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_inst USING fts5vocab(temp, rq_tok, instance)",
+    # The same rows unstemmed, token for token (porter only rewrites unicode61's tokens):
+    # which matches are in the query's own word form.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw USING fts5(body, content = '', "
+    "columnsize = 0, tokenize = 'unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.rq_raw_inst USING fts5vocab(temp, rq_raw, instance)",
+)
+
+
+def tuples(conn: sqlite3.Connection, sql: str, args=()) -> sqlite3.Cursor:
+    """`conn.execute` with plain tuples for rows (the connection makes `sqlite3.Row`s)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    return cur.execute(sql, args)
+
+
+def tokenize(conn: sqlite3.Connection, text: str, *, filled: bool = False) -> list[tuple[str, str]]:
+    """`(stem, surface word)` pairs of `text`, tokenized exactly like the index."""
+    if not filled:
+        fill_tok(conn, [(1, text)])
+    stems = [
+        row[0]
+        for row in conn.execute("SELECT term FROM temp.rq_inst WHERE doc = 1 ORDER BY offset")
+    ]
+    words = _WORD.findall(text)
+    if len(words) != len(stems):
+        words = stems
+    return list(zip(stems, words, strict=True))
+
+
+def tokenize_query(conn: sqlite3.Connection, text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """`tokenize(text)`, and each token unstemmed as unicode61 gives it (case-folded)."""
+    fill_tok(conn, [(1, text)], raw=True)
+    pairs = tokenize(conn, text, filled=True)
+    raw = [
+        row[0]
+        for row in tuples(conn, "SELECT term FROM temp.rq_raw_inst WHERE doc = 1 ORDER BY offset")
+    ]
+    if len(raw) != len(pairs):  # cannot happen (same tokenizer); keep the words then
+        raw = [word.lower() for _, word in pairs]
+    return pairs, raw
+
+
+def fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]], *, raw: bool = False) -> None:
+    """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once); `raw`
+    fills the unstemmed table with the same rows too."""
+    conn.execute("SAVEPOINT rq_fill")
+    try:
+        conn.execute(CLEAR_TOK)
+        conn.executemany("INSERT INTO temp.rq_tok(rowid, body) VALUES (?, ?)", rows)
+        if raw:
+            conn.execute(CLEAR_RAW)
+            conn.executemany("INSERT INTO temp.rq_raw(rowid, body) VALUES (?, ?)", rows)
+        conn.execute("RELEASE rq_fill")
+    except BaseException:
+        conn.execute("ROLLBACK TO rq_fill")
+        conn.execute("RELEASE rq_fill")
+        raise
+
+
+_STOP_STEMS: frozenset[str] | None = None
+
+
+def stopword_stems(conn: sqlite3.Connection) -> frozenset[str]:
+    global _STOP_STEMS
+    if _STOP_STEMS is None:
+        _STOP_STEMS = frozenset(stem for stem, _ in tokenize(conn, " ".join(STOPWORDS)))
+    return _STOP_STEMS
+
+
+#: Stem of each lowercased ASCII word seen in a re-rank (porter is a pure function of the
+#: word, so this holds across databases); cleared when it reaches `STEM_CACHE_SIZE`.
+_STEMS: dict[str, str] = {}
+STEM_CACHE_SIZE = 200_000
+
+
+#: unicode61 on ASCII: letters and digits are token characters (folded to lower case),
+#: every other byte separates tokens.
+_ASCII_FOLD = bytes(c if chr(c).isalnum() else 32 for c in range(128)).lower() + bytes(128)
+
+
+def ascii_words(text: str) -> list[str]:
+    """The tokens unicode61 makes of an ASCII `text`, case-folded (5x `_WORD.findall`)."""
+    return text.encode("ascii").translate(_ASCII_FOLD).decode("ascii").split()
+
+
+def stem_words(conn: sqlite3.Connection, words: set[str]) -> dict[str, str]:
+    """`{word: stem}` for lowercased ASCII words (`[a-z0-9]+`), unknown ones stemmed in one
+    pass through the TEMP tokenizer table (one token per word)."""
+    cache = _STEMS
+    new = [w for w in words if w not in cache]
+    if new:
+        if len(cache) + len(new) > STEM_CACHE_SIZE:
+            cache.clear()
+        fill_tok(conn, [(1, " ".join(new))])
+        got = [row[0] for row in tuples(conn, "SELECT term FROM temp.rq_inst ORDER BY offset")]
+        if len(got) != len(new):  # cannot happen (one token per word); keep the words then
+            got = new
+        cache.update(zip(new, got, strict=True))
+    return {w: cache[w] for w in words}
+
+
+def fts_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
+    """`(rows, tokens)` of an FTS5 table, read from its 'averages' record (no scan)."""
+    row = conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    if not row or not row[0]:
+        return 0, 0
+    values = varints(row[0])
+    return values[0], (values[1] if len(values) > 1 else 0)
+
+
+def varints(blob: bytes) -> list[int]:
+    """Decode SQLite's big-endian varints (as used by FTS5's shadow tables)."""
+    out, i = [], 0
+    while i < len(blob):
+        value = 0
+        for n in range(9):
+            byte = blob[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def min_span(positions: list[tuple[int, str]]) -> int:
+    """Smallest token distance between two different query terms."""
+    best = 1 << 30
+    last: dict[str, int] = {}
+    for offset, term in positions:
+        for other, where in last.items():
+            if other != term:
+                best = min(best, offset - where)
+        last[term] = offset
+    return best
+
+
+def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) -> tuple[str, int]:
+    """About `SNIPPET_CHARS` of `body` around the densest matches, on one line.
+
+    Returns the snippet and the character offset of the first match it centres on.
+    """
+    spans = [m.start() for m in _WORD.finditer(body[:RERANK_MAX_CHARS])]
+    hits = [(spans[o], t) for o, t in positions if o < len(spans)]
+    if not hits:
+        return _one_line(body[:SNIPPET_CHARS], False, len(body) > SNIPPET_CHARS), 0
+    # The best line holds the most (rarest) distinct terms; the snippet starts near it.
+    newlines = [m.start() for m in _NEWLINE.finditer(body, 0, RERANK_MAX_CHARS)]
+    by_line: dict[int, tuple[int, set[str]]] = {}
+    for start, term in hits:
+        line = bisect.bisect_left(newlines, start)
+        first, seen = by_line.get(line, (start, set()))
+        seen.add(term)
+        by_line[line] = (first, seen)
+    best_line = max(by_line, key=lambda n: (math.fsum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
+    best_at = by_line[best_line][0]
+    # Start at the cited line, so the snippet reads from where the citation points.
+    lo = newlines[best_line - 1] + 1 if best_line > 0 else 0
+    if best_at - lo > SNIPPET_CHARS // 2:
+        lo = best_at - SNIPPET_CHARS // 5
+    hi = min(len(body), lo + SNIPPET_CHARS)
+    return _one_line(body[lo:hi], lo > 0 and body[lo - 1] != "\n", hi < len(body)), best_at
+
+
+def _one_line(text: str, cut_left: bool, cut_right: bool) -> str:
+    text = _SPACE.sub(" ", text).strip()
+    return ("…" if cut_left else "") + text + ("…" if cut_right else "")
