@@ -165,7 +165,13 @@ def test_appends_of_a_forked_child_and_its_parent_exclude_each_other(tmp_path):
         finally:
             os._exit(0)
     mine = _append_numbered(log, "parent", 300)
-    os.waitpid(pid, 0)
+    deadline = time.monotonic() + 60
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):  # a hung child fails the test, not CI
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child did not finish its appends in 60 s")
+        time.sleep(0.01)
     _check_numbers(log, {"start": [first], "parent": mine, "child": json.loads(out.read_text())})
 
 
