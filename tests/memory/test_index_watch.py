@@ -13,6 +13,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 
 import pytest
 
@@ -171,6 +172,37 @@ class TestSeesEveryChange:
         assert _citations(store, "condor") == ["working/T1/messages.jsonl#L2"]
         _append(str(log), "puffin")
         assert _citations(store, "puffin") == ["working/T1/messages.jsonl#L3"]
+
+    def test_a_store_collected_during_another_search_does_not_hang_it(self, memory_dir):
+        # The collector runs a dead watch's finalizer inside whatever allocates next, which
+        # can be the locked part of another search's watch: simulated by calling the
+        # finalizer while holding the lock. It used to wait for that lock forever.
+        old = MemoryStore(memory_dir)
+        durable.append_jsonl(old.layout.messages("T1"), {"role": "user", "content": "heron"})
+        assert _watching(old)
+        inot, watch = watch_module._Inotify.get(), old.index._watch
+        wds = set(watch.paths.values())
+        assert wds and all(watch.key in inot.owners[wd] for wd in wds)
+        finished = threading.Event()
+
+        def finalizer_inside_locked_code() -> None:
+            with inot.lock:
+                inot.release(watch.key, watch.paths)
+            finished.set()
+
+        worker = threading.Thread(target=finalizer_inside_locked_code, daemon=True)
+        worker.start()
+        if not finished.wait(10):
+            inot.lock.release()  # free the stuck thread: the rest of the run must not hang
+            pytest.fail("release waited for the lock its own thread holds")
+        other = MemoryStore(memory_dir)
+        try:  # the next search drops the released folders
+            assert _citations(other, "heron") == ["working/T1/messages.jsonl#L1"]
+            assert not any(watch.key in inot.owners.get(wd, {}) for wd in wds)
+            assert inot.released == []
+        finally:
+            other.close()
+            old.close()
 
 
 def _child_polls_and_searches(store) -> None:

@@ -53,6 +53,8 @@ class _Inotify:
         self.owners: dict[int, dict[int, bool]] = {}
         """wd -> {watch key: whether that watch's memory root is this folder}."""
         self.watches: weakref.WeakValueDictionary[int, Watch] = weakref.WeakValueDictionary()
+        self.released: list[tuple[int, dict[str, int]]] = []
+        """Watches whose folders are to be dropped, queued by `release`."""
         self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
 
     @classmethod
@@ -74,6 +76,7 @@ class _Inotify:
         """Watch the folder `path` for `watch`; False when inotify refuses (no watches left)."""
         mask = (_TREE_EVENTS if root else _FOLDER_EVENTS) | _IN_ONLYDIR | _IN_MASK_ADD
         with self.lock:
+            self._drop_released()
             wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
             if wd < 0:
                 return ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR)  # not there: fine
@@ -85,6 +88,7 @@ class _Inotify:
     def poll(self) -> None:
         """Read every queued event and mark the watches it concerns changed."""
         with self.lock:
+            self._drop_released()
             while True:
                 try:
                     data = os.read(self.fd, 1 << 16)
@@ -133,10 +137,27 @@ class _Inotify:
             watch.changed = True
 
     def release(self, key: int, paths: dict[str, int]) -> None:
-        """Drop a watch's folders (the kernel's watch goes when no other watch uses it)."""
+        """Drop a watch's folders (the kernel's watch goes when no other watch uses it).
+
+        A dead `Watch`'s finalizer calls this, and the garbage collector runs finalizers
+        inside any allocation, this instance's locked code included: so it only queues the
+        folders, and drops them at once only when the lock is free (else the next `add` or
+        `poll` does). Waiting for the lock here deadlocked a search whose `add` collected an
+        old watch.
+        """
         if self.pid != os.getpid() or self.fd < 0:
             return
-        with self.lock:
+        self.released.append((key, paths))
+        if self.lock.acquire(blocking=False):
+            try:
+                self._drop_released()
+            finally:
+                self.lock.release()
+
+    def _drop_released(self) -> None:
+        """Drop the queued watches' folders (the caller holds the lock)."""
+        while self.released:
+            key, paths = self.released.pop()
             for wd in set(paths.values()):
                 owners = self.owners.get(wd)
                 if owners is None:
