@@ -22,6 +22,7 @@ from a JSON checkpoint can enter at `plan` and only do what is left.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 from collections.abc import Iterator
@@ -74,8 +75,18 @@ def build_graph() -> StateGraph:
 
 
 def compile_graph(checkpointer: BaseCheckpointSaver | None = None) -> Any:
-    """`build_graph()` compiled with `checkpointer` (None: no persistence)."""
-    return build_graph().compile(checkpointer=checkpointer)
+    """`build_graph()` compiled with `checkpointer` (None: no persistence).
+
+    The graph is compiled once per process and copied with each run's checkpointer
+    (compiling takes about 4 ms, a copy 0.03 ms; a compiled graph holds no state of a
+    run, which is how LangGraph Server shares one across threads).
+    """
+    return _compiled().copy(update={"checkpointer": checkpointer})
+
+
+@functools.cache
+def _compiled() -> Any:
+    return build_graph().compile()
 
 
 def saved_state(

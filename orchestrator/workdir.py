@@ -31,7 +31,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import PathEscapeError
 from memory.paths import confine
@@ -322,6 +322,12 @@ class WorkdirFiles:
         return "\n".join(hits)
 
 
+#: The arguments model LangChain infers from each tool function's signature, kept from the
+#: first `workdir_tools` call: the signatures never change, and inferring one builds a
+#: pydantic model (about 1 ms, three per run).
+_ARGS_SCHEMAS: dict[str, Any] = {}
+
+
 def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
     """The three read-only LangChain tools over `workdir`, in the order list, read, grep.
 
@@ -348,15 +354,19 @@ def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
         """
         return files.grep_files(pattern, path, max_matches)
 
-    return [
-        StructuredTool.from_function(
+    tools = []
+    for fn in (list_files, read_file, grep_files):
+        tool = StructuredTool.from_function(
             func=fn,
             name=fn.__name__,
             description=fn.__doc__ or "",
+            args_schema=_ARGS_SCHEMAS.get(fn.__name__),
             handle_validation_error=_bad_arguments,
         )
-        for fn in (list_files, read_file, grep_files)
-    ]
+        _ARGS_SCHEMAS.setdefault(fn.__name__, tool.args_schema)
+        tools.append(tool)
+    return tools
+
 
 
 def _bad_arguments(error: Exception) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -61,6 +62,9 @@ __all__ = ["MODEL_NAME", "OfflineChatModel", "Policy", "ResearchPolicy", "tool_n
 #: id -> (the object, kept alive so the id stays its own; its dict).
 _CONVERTED: dict[int, tuple[Any, dict[str, Any]]] = {}
 _CONVERTED_MAX = 512
+#: The JSON length of each dict in `_CONVERTED`, for the usage estimate, which would
+#: otherwise dump every bound tool's schema on every call: id(dict) -> (dict, length).
+_TOOL_CHARS: dict[int, tuple[dict[str, Any], int]] = {}
 
 
 def _openai_tool(tool: Any) -> dict[str, Any]:
@@ -73,8 +77,20 @@ def _openai_tool(tool: Any) -> dict[str, Any]:
     with _QUEUE_LOCK:
         if len(_CONVERTED) >= _CONVERTED_MAX:
             _CONVERTED.clear()
+            _TOOL_CHARS.clear()
         _CONVERTED[id(tool)] = (tool, formatted)
+        _TOOL_CHARS[id(formatted)] = (formatted, len(json.dumps(formatted)))
     return formatted
+
+
+def _usage_tokens(messages: Sequence[BaseMessage], tools: Sequence[dict[str, Any]]) -> int:
+    """`count_tokens_approximately(messages, tools=tools)`, with the tools' share computed
+    once per converted tool (the estimate adds their JSON length over 4, rounded up)."""
+    chars = 0
+    for tool in tools:
+        hit = _TOOL_CHARS.get(id(tool))
+        chars += hit[1] if hit is not None and hit[0] is tool else len(json.dumps(tool))
+    return count_tokens_approximately(messages) + math.ceil(chars / 4)
 
 
 def tool_names(tools: Sequence[dict[str, Any]]) -> list[str]:
@@ -215,7 +231,7 @@ class OfflineChatModel(BaseChatModel):
         tools = list(kwargs.get("tools") or [])
         visible = _forced(tools, kwargs.get("tool_choice"))
         message = _with_ids(self._reply(list(messages), visible), messages)
-        input_tokens = count_tokens_approximately(messages, tools=tools or None)
+        input_tokens = _usage_tokens(messages, tools)
         output_tokens = count_tokens_approximately([message])
         message = message.model_copy(
             update={
