@@ -16,6 +16,10 @@ It prints one table with:
    process, same model, best of `--repeat` runs, imports excluded. Each row also gives
    the process's CPU time per subagent (all threads), which other jobs on a shared
    machine disturb less than wall time.
+   Two more rows split a run's cost: a run of one subagent (tether's fixed cost: lead
+   planning turn, plan, merged, snapshot and checkpoint files, the final merge; and the
+   create_agent workers' graph with one worker), and what each further subagent adds
+   (the run of N less the run of one, over N - 1).
 2. **Resume of a 200-subagent run killed half-way**: a forked child runs one phase of
    `--resume-size` subtasks and SIGKILLs itself after the `n/2`-th findings file
    (`TETHER_FAULT=subagent_after_findings:n/2`); the time of `Orchestrator.resume` is
@@ -298,6 +302,9 @@ def main(argv: list[str] | None = None) -> None:
             [timed(time_bare, args.fanout, True, root, args.parallel, True) for _ in runs]
         )
         tether = best([timed(time_tether, args.fanout, root, args.parallel) for _ in runs])
+        # one-subagent runs: the fixed cost of a run, and what each further subagent adds
+        agents_one = best([timed(time_bare, 1, True, root, args.parallel, True) for _ in runs])
+        tether_one = best([timed(time_tether, 1, root, args.parallel) for _ in runs])
         resume, ran, reused, findings, written = time_resume(args.resume_size, root)
         p50, p95 = checkpoint_latency(args.checkpoints, root)
 
@@ -305,6 +312,10 @@ def main(argv: list[str] | None = None) -> None:
 
     def per(t: Timed) -> str:
         return f"{t.wall / n * 1000:.2f} ms/subagent (cpu {t.cpu / n * 1000:.2f})"
+
+    def marginal(big: Timed, one: Timed) -> str:
+        wall, cpu = (big.wall - one.wall) / (n - 1), (big.cpu - one.cpu) / (n - 1)
+        return f"{wall * 1000:.2f} ms (cpu {cpu * 1000:.2f})"
 
     rows = [
         ("bare LangGraph, no checkpointer", per(bare), "1.0x"),
@@ -325,6 +336,19 @@ def main(argv: list[str] | None = None) -> None:
             f"{tether.wall / bare.wall:.1f}x (vs sync: {tether.wall / bare_sync.wall:.1f}x; "
             f"cpu {tether.cpu / bare_sync.cpu:.1f}x; vs create_agent workers: "
             f"{tether.wall / agents_sync.wall:.1f}x, cpu {tether.cpu / agents_sync.cpu:.1f}x)",
+        ),
+        (
+            "fixed cost of a run (1 subagent)",
+            f"tether {tether_one.wall * 1000:.1f} ms (cpu {tether_one.cpu * 1000:.1f})",
+            f"create_agent workers {agents_one.wall * 1000:.1f} ms "
+            f"(cpu {agents_one.cpu * 1000:.1f})",
+        ),
+        (
+            f"each further subagent (runs of {n} less runs of 1)",
+            f"tether {marginal(tether, tether_one)}",
+            f"create_agent workers {marginal(agents_sync, agents_one)}; ratio "
+            f"{(tether.wall - tether_one.wall) / (agents_sync.wall - agents_one.wall):.1f}x "
+            f"(cpu {(tether.cpu - tether_one.cpu) / (agents_sync.cpu - agents_one.cpu):.1f}x)",
         ),
         (
             f"resume {args.resume_size}-subagent run killed at {written}",
