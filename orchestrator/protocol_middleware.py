@@ -87,7 +87,6 @@ def json_answer(text: str, final_tool: type[BaseModel]) -> dict[str, Any] | None
 
 
 @functools.lru_cache(maxsize=16)
-@functools.cache
 def _final_tool_object(final_tool: type[BaseModel]) -> StructuredTool:
     """The final tool as a tool object; one per protocol model (tools are stateless, and
     a model converts a tool it has seen before for free)."""

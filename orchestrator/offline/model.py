@@ -40,6 +40,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
+from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
@@ -65,6 +66,11 @@ _CONVERTED_MAX = 512
 #: The JSON length of each dict in `_CONVERTED`, for the usage estimate, which would
 #: otherwise dump every bound tool's schema on every call: id(dict) -> (dict, length).
 _TOOL_CHARS: dict[int, tuple[dict[str, Any], int]] = {}
+#: Converted dicts of plain `StructuredTool`s by what their dict is made of (name,
+#: description, arguments model): a run builds new tool objects over the same functions
+#: (bound to its store and workdir), and converting one builds a pydantic model, about
+#: 0.5 ms a tool.
+_BY_SCHEMA: dict[tuple[str, str, type], dict[str, Any]] = {}
 
 
 def _openai_tool(tool: Any) -> dict[str, Any]:
@@ -89,17 +95,8 @@ def _openai_tool(tool: Any) -> dict[str, Any]:
     return formatted
 
 
-#: Converted dicts of plain `StructuredTool`s by what their dict is made of (name,
-#: description, arguments model): a run builds new tool objects over the same functions
-#: (bound to its store and workdir), and converting one builds a pydantic model, about
-#: 0.5 ms a tool.
-_BY_SCHEMA: dict[tuple[str, str, type], dict[str, Any]] = {}
-
-
 def _same_schema_key(tool: Any) -> tuple[str, str, type] | None:
     """The `_BY_SCHEMA` key of a plain `StructuredTool` with a model class as its schema."""
-    from langchain_core.tools import StructuredTool
-
     schema = getattr(tool, "args_schema", None)
     if type(tool) is not StructuredTool or not isinstance(schema, type) or tool.metadata:
         return None

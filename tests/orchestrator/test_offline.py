@@ -155,6 +155,21 @@ class TestModelContract:
         bound = OfflineChatModel(policy=["ok"]).bind_tools([PhasePlan]).invoke(messages)
         assert bound.usage_metadata["input_tokens"] > plain.usage_metadata["input_tokens"]
 
+    def test_input_tokens_are_langchains_estimate_with_the_bound_tools(self, tmp_path):
+        # the estimate counts every bound tool's schema: the same figure for each new set of
+        # tool objects over the same functions (a run builds its own), and for a caller's dict
+        custom = {"type": "function", "function": {"name": "ping", "parameters": {}}}
+        messages = [SystemMessage("be brief"), HumanMessage("plan the work")]
+        for _ in range(2):
+            tools = [*workdir_tools(tmp_path), SubmitFindings, custom]
+            bound = OfflineChatModel(policy=["ok"]).bind_tools(tools)
+            reply = bound.invoke(messages)
+            expected = count_tokens_approximately(messages, tools=bound.kwargs["tools"])
+            assert reply.usage_metadata["input_tokens"] == expected
+            assert [t["function"]["name"] for t in bound.kwargs["tools"]] == [
+                "list_files", "read_file", "grep_files", "SubmitFindings", "ping"
+            ]  # fmt: skip
+
     def test_tool_call_ids_unique_and_deterministic(self):
         def two_calls(messages, tools):
             calls = [{"name": "t", "args": {"a": 1}, "id": None}] * 2

@@ -69,6 +69,20 @@ class TestCheckWorkdir:
             f"workdir {str(tmp_path)!r} is not readable (Permission denied): fix its permissions"
         )
 
+    def test_tools_of_each_workdir_read_that_workdir(self, tmp_path):
+        # each call builds tools over its own workdir, with the same argument schemas
+        roots = [tmp_path / "a", tmp_path / "b"]
+        for root in roots:
+            root.mkdir()
+            (root / "which.txt").write_text(f"this is {root.name}\n")
+        first, second = ({t.name: t for t in workdir_tools(r)} for r in roots)
+        assert "this is a" in first["read_file"].invoke({"path": "which.txt"})
+        assert "this is b" in second["read_file"].invoke({"path": "which.txt"})
+        assert first["grep_files"].tool_call_schema.model_json_schema() == (
+            second["grep_files"].tool_call_schema.model_json_schema()
+        )
+        assert "max_lines" in first["read_file"].args
+
     def test_workdir_tools_rejects_missing_dir(self, tmp_path):
         with pytest.raises(WorkdirError):
             workdir_tools(tmp_path / "missing")
