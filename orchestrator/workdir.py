@@ -368,7 +368,6 @@ def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
     return tools
 
 
-
 def _bad_arguments(error: Exception) -> str:
     """Wrong argument types come back to the agent as one line, like every other error."""
     errors = getattr(error, "errors", None)
