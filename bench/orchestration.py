@@ -13,9 +13,10 @@ It prints one table with:
    graph is measured twice, without a checkpointer and with `SqliteSaver` +
    `durability="sync"`, so the table separates LangGraph's own durability cost from
    tether's (plan/findings/merged files, registry, JSON checkpoints, events). Same
-   process, same model, best of `--repeat` runs, imports excluded. Each row also gives
-   the process's CPU time per subagent (all threads), which other jobs on a shared
-   machine disturb less than wall time.
+   process, same model, best of `--repeat` rounds, imports excluded; a round runs every
+   row once, so a slow spell of a shared machine slows all rows of a ratio alike. Each row
+   also gives the process's CPU time per subagent (all threads), which other jobs on a
+   shared machine disturb less than wall time.
    Two more rows split a run's cost: a run of one subagent (tether's fixed cost: lead
    planning turn, plan, merged, snapshot and checkpoint files, the final merge; and the
    create_agent workers' graph with one worker), and what each further subagent adds
@@ -285,7 +286,7 @@ def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fanout", type=int, default=50, help="subagents in the fan-out")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds (best of)")
     parser.add_argument("--parallel", type=int, default=4, help="max concurrency")
     parser.add_argument("--resume-size", type=int, default=200)
     parser.add_argument("--checkpoints", type=int, default=200)
@@ -295,20 +296,26 @@ def main(argv: list[str] | None = None) -> None:
         root = Path(tmp)
         time_tether(4, root, args.parallel)  # warm up imports and caches
         time_bare(4, True, root, args.parallel, True)
-        runs = range(args.repeat)
-        bare = best([timed(time_bare, args.fanout, False, root, args.parallel) for _ in runs])
-        bare_sync = best([timed(time_bare, args.fanout, True, root, args.parallel) for _ in runs])
-        agents_sync = best(
-            [timed(time_bare, args.fanout, True, root, args.parallel, True) for _ in runs]
+        n, par = args.fanout, args.parallel
+        kinds = {  # one-subagent runs: the fixed cost of a run, and what each further adds
+            "bare": lambda: timed(time_bare, n, False, root, par),
+            "bare_sync": lambda: timed(time_bare, n, True, root, par),
+            "agents_sync": lambda: timed(time_bare, n, True, root, par, True),
+            "tether": lambda: timed(time_tether, n, root, par),
+            "agents_one": lambda: timed(time_bare, 1, True, root, par, True),
+            "tether_one": lambda: timed(time_tether, 1, root, par),
+        }
+        # rounds of one run of each kind, so a slow spell of a shared machine hits every
+        # row of a ratio alike instead of only the rows measured during it
+        samples: dict[str, list[Timed]] = {kind: [] for kind in kinds}
+        for _ in range(args.repeat):
+            for kind, run in kinds.items():
+                samples[kind].append(run())
+        bare, bare_sync, agents_sync, tether, agents_one, tether_one = (
+            best(samples[kind]) for kind in kinds
         )
-        tether = best([timed(time_tether, args.fanout, root, args.parallel) for _ in runs])
-        # one-subagent runs: the fixed cost of a run, and what each further subagent adds
-        agents_one = best([timed(time_bare, 1, True, root, args.parallel, True) for _ in runs])
-        tether_one = best([timed(time_tether, 1, root, args.parallel) for _ in runs])
         resume, ran, reused, findings, written = time_resume(args.resume_size, root)
         p50, p95 = checkpoint_latency(args.checkpoints, root)
-
-    n = args.fanout
 
     def per(t: Timed) -> str:
         return f"{t.wall / n * 1000:.2f} ms/subagent (cpu {t.cpu / n * 1000:.2f})"
@@ -363,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
         ),
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    print(f"fan-out of {n} subagents, max_parallel {args.parallel}, best of {args.repeat}")
+    print(f"fan-out of {n} subagents, max_parallel {args.parallel}, best of {args.repeat} rounds")
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)))
 
