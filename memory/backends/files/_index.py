@@ -667,11 +667,9 @@ class Index:
     def _write(self, fn, *, derived: bool = True) -> None:
         """Run `fn(conn)` in one `BEGIN IMMEDIATE` transaction (serialises writers).
 
-        Rows `derived` from the files and entries are committed without an fsync
-        (`durable_commit=False`): a commit lost with a power cut only leaves older stamps
-        and watermarks behind, so the next sync indexes those files and entries again, and
-        a crash of the process loses nothing (WAL). Documents given through `upsert` exist
-        nowhere else: their commits are durable.
+        Rows `derived` from files and entries commit without an fsync: a commit lost with a
+        power cut leaves older stamps and watermarks, so the next sync indexes those again.
+        Documents given through `upsert` exist nowhere else: their commits are durable.
         """
         with self.backend._write(durable_commit=not derived) as conn:
             fn(conn)
