@@ -27,9 +27,10 @@ middleware lacks for tether's protocol:
 * **Ctrl-C** reaches agents in worker threads through a `stop` event: the agent raises
   `Stopped` before its next model call or retry.
 
-The compiled agent graph holds no state of a run, so runs with the same model, tools and
-final tool (the subagents of a run) share one; each run's `ProtocolMiddleware` reaches it
-through a context variable.
+The compiled agent graph holds no state of a run, so runs with the same model, final tool
+and tools of the same shape (name, description, arguments model: the subagents of a run,
+and the agents of later runs in the same process) share one; each run's
+`ProtocolMiddleware`, model and tool objects reach it through a context variable.
 
 The middleware is in `orchestrator.protocol_middleware`; token counts, context fitting and
 the reading of provider failures in `orchestrator.provider`.
@@ -59,17 +60,37 @@ from orchestrator.protocol_middleware import (
 
 __all__ = ["AgentResult", "run_agent"]
 
-# -- one compiled agent per (model, tools, final tool) --------------------------------------
-_CURRENT: ContextVar[ProtocolMiddleware] = ContextVar("tether_protocol")
+# -- one compiled agent per (model, final tool, tool shapes) ----------------------------------
+_CURRENT: ContextVar[_Current] = ContextVar("tether_protocol")
 """The protocol state of the agent run in progress (LangGraph copies context variables
 into the threads it runs nodes and tools in)."""
 
 
+class _Current:
+    """What one agent run brings to a shared compiled agent."""
+
+    __slots__ = ("model", "protocol", "tools")
+
+    def __init__(
+        self, protocol: ProtocolMiddleware, model: Any, tools: dict[str, Any] | None
+    ) -> None:
+        self.protocol = protocol
+        self.model = model
+        """The run's model when the compiled graph was built with another one, else None."""
+        self.tools = tools
+        """The run's tools by name when the compiled graph holds other objects of the same
+        shape (an earlier run's, bound to its own memory and workdir); else None."""
+
+
 class _CurrentProtocol(AgentMiddleware):
-    """`ProtocolMiddleware` of the run in progress, so one compiled agent serves them all.
+    """The run in progress's `ProtocolMiddleware` and tools, so one compiled agent serves
+    them all.
 
     Building and compiling a `create_agent` graph costs more than a fast model's whole run;
-    the graph holds nothing of a run, only this forwarder does, through `_CURRENT`.
+    the graph holds nothing of a run, only this forwarder does, through `_CURRENT`. A tool
+    call reaches the run's own tool object (LangChain's way for tools a middleware
+    provides: `request.override(tool=...)`), and a model call goes to the run's model,
+    bound to the run's tool objects (`create_agent` binds at call time, from the request).
     """
 
     @property
@@ -77,24 +98,51 @@ class _CurrentProtocol(AgentMiddleware):
         return ProtocolMiddleware.__name__  # the graph's node names stay those of one run
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return _CURRENT.get().wrap_model_call(request, handler)
+        current = _CURRENT.get()
+        if current.model is not None:
+            request = request.override(model=current.model)
+        if current.tools is not None:
+            tools = [current.tools.get(getattr(t, "name", None), t) for t in request.tools]
+            request = request.override(tools=tools)
+        return current.protocol.wrap_model_call(request, handler)
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return _CURRENT.get().wrap_tool_call(request, handler)
+        current = _CURRENT.get()
+        if current.tools is not None:
+            tool = current.tools.get(request.tool_call["name"])
+            if tool is not None:
+                request = request.override(tool=tool)
+        return current.protocol.wrap_tool_call(request, handler)
 
 
-_AGENTS: dict[tuple, tuple[Any, Any]] = {}
+_AGENTS: dict[tuple, tuple[tuple, Any]] = {}
 _AGENTS_LOCK = threading.Lock()
 _AGENTS_MAX = 64
 
 
-def _agent(model: Any, tools: tuple, final_tool: type[BaseModel], middleware: tuple) -> Any:
-    """The compiled agent for these parts; built once when `middleware` is empty.
+def _shape(tool: Any) -> tuple:
+    """What a compiled agent takes from a tool object: its class, name, description,
+    arguments model (by identity; kept alive by the cache entry), and error handling."""
+    return (
+        type(tool),
+        tool.name,
+        tool.description,
+        id(tool.args_schema),
+        tool.return_direct,
+        id(getattr(tool, "handle_tool_error", None)),
+        id(getattr(tool, "handle_validation_error", None)),
+        getattr(tool, "response_format", None),
+    )
 
-    Keyed by the objects' identities (a run's tools and models are built once per run);
-    the key's objects are kept with the agent so an identity is never reused meanwhile.
+
+def _agent(model: Any, tools: tuple, final_tool: type[BaseModel], middleware: tuple) -> tuple:
+    """`(agent, _Current)` for these parts: the compiled agent, and what the run brings.
+
+    Built once per (model class, final tool, tool shapes) when `middleware` is empty: the
+    graph does not depend on the model object, which `create_agent` takes from each
+    request. The objects it was built with are kept with it, so an arguments model's
+    identity in the key is never reused meanwhile.
     """
-    parts = (model, tools, final_tool)
 
     def build() -> Any:
         return create_agent(
@@ -104,22 +152,23 @@ def _agent(model: Any, tools: tuple, final_tool: type[BaseModel], middleware: tu
         )
 
     if middleware:  # an agent's own middleware holds state of its run: never shared
-        return build()
-    key = (id(model), tuple(id(t) for t in tools), final_tool)
+        return build(), (None, None)
+    key = (type(model), final_tool, tuple(_shape(t) for t in tools))
     with _AGENTS_LOCK:
         hit = _AGENTS.get(key)
-    if (
-        hit is not None
-        and hit[0][0] is model
-        and all(a is b for a, b in zip(hit[0][1], tools, strict=True))
-    ):
-        return hit[1]
-    agent = build()
-    with _AGENTS_LOCK:
-        if len(_AGENTS) >= _AGENTS_MAX:
-            _AGENTS.clear()
-        _AGENTS[key] = (parts, agent)
-    return agent
+    if hit is None:
+        agent = build()
+        with _AGENTS_LOCK:
+            if len(_AGENTS) >= _AGENTS_MAX:
+                _AGENTS.clear()
+            _AGENTS[key] = ((model, tools), agent)
+        return agent, (None, None)
+    (built_model, built_tools), agent = hit
+    same_tools = all(a is b for a, b in zip(built_tools, tools, strict=True))
+    return agent, (
+        None if built_model is model else model,
+        None if same_tools else {t.name: t for t in tools},
+    )
 
 
 def _transcript_tokens(transcript: list[Any]) -> int:
@@ -192,9 +241,9 @@ def run_agent(
         initial_delay=initial_delay,
         stop=stop,
     )
-    agent = _agent(model, tuple(tools), final_tool, tuple(middleware))
+    agent, (own_model, own_tools) = _agent(model, tuple(tools), final_tool, tuple(middleware))
     limit = 4 * (max_steps + 2) + 10
-    token = _CURRENT.set(protocol)
+    token = _CURRENT.set(_Current(protocol, own_model, own_tools))
     try:
         state = agent.invoke({"messages": list(messages)}, {"recursion_limit": limit})
     except ModelCallError as exc:
