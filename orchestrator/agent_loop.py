@@ -60,19 +60,23 @@ from orchestrator.protocol_middleware import (
 
 __all__ = ["AgentResult", "run_agent"]
 
-# -- one compiled agent per (model, final tool, tool shapes) ----------------------------------
+# -- one compiled agent per (model class, final tool, tool shapes, middleware classes) ------
 _CURRENT: ContextVar[_Current] = ContextVar("tether_protocol")
-"""The protocol state of the agent run in progress (LangGraph copies context variables
-into the threads it runs nodes and tools in)."""
+"""What the agent run in progress brings to its compiled agent (LangGraph copies context
+variables into the threads it runs nodes and tools in)."""
 
 
 class _Current:
     """What one agent run brings to a shared compiled agent."""
 
-    __slots__ = ("model", "protocol", "tools")
+    __slots__ = ("middleware", "model", "protocol", "tools")
 
     def __init__(
-        self, protocol: ProtocolMiddleware, model: Any, tools: dict[str, Any] | None
+        self,
+        protocol: ProtocolMiddleware,
+        model: Any = None,
+        tools: dict[str, Any] | None = None,
+        middleware: tuple = (),
     ) -> None:
         self.protocol = protocol
         self.model = model
@@ -80,6 +84,8 @@ class _Current:
         self.tools = tools
         """The run's tools by name when the compiled graph holds other objects of the same
         shape (an earlier run's, bound to its own memory and workdir); else None."""
+        self.middleware = middleware
+        """The run's own middleware, which the graph's `_Forward` slots call."""
 
 
 class _CurrentProtocol(AgentMiddleware):
@@ -115,6 +121,69 @@ class _CurrentProtocol(AgentMiddleware):
         return current.protocol.wrap_tool_call(request, handler)
 
 
+# -- an agent's own middleware in a shared graph --------------------------------------------
+_SYNC_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
+_WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
+_ASYNC_HOOKS = (
+    "abefore_agent", "abefore_model", "aafter_model", "aafter_agent",
+    "awrap_model_call", "awrap_tool_call",
+)  # fmt: skip
+
+
+class _Forward(AgentMiddleware):
+    """Slot `index` of a shared graph's middleware: each hook calls the same hook of the
+    run's own middleware at that position (`_Current.middleware`)."""
+
+    def __init__(self, index: int, name: str) -> None:
+        super().__init__()
+        self.index, self._name = index, name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+
+def _forward_hook(hook: str) -> Callable[..., Any]:
+    if hook in _WRAP_HOOKS:
+
+        def wrap(self: _Forward, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return getattr(_CURRENT.get().middleware[self.index], hook)(request, handler)
+
+        return wrap
+
+    def node(self: _Forward, state: Any, runtime: Any) -> Any:
+        return getattr(_CURRENT.get().middleware[self.index], hook)(state, runtime)
+
+    return node
+
+
+_FORWARDS: dict[type, type[_Forward] | None] = {}
+
+
+def _forward_class(middleware: Any) -> type[_Forward] | None:
+    """A `_Forward` class with the hooks `middleware`'s class overrides; None when a shared
+    graph could not stand in for it (async hooks, its own tools or state, jumps)."""
+    cls = type(middleware)
+    if cls in _FORWARDS:
+        return _FORWARDS[cls]
+    base = AgentMiddleware
+    hooks = [h for h in (*_SYNC_HOOKS, *_WRAP_HOOKS) if getattr(cls, h) is not getattr(base, h)]
+    shareable = (
+        all(getattr(cls, h) is getattr(base, h) for h in _ASYNC_HOOKS)
+        and cls.state_schema is base.state_schema
+        and not getattr(cls, "tools", None)
+        and getattr(cls, "trace_policy", None) == getattr(base, "trace_policy", None)
+        and not any(hasattr(getattr(cls, h), "__can_jump_to__") for h in hooks)
+    )
+    forward = None
+    if shareable:
+        namespace = {h: _forward_hook(h) for h in hooks}
+        forward = type(f"_Forward{cls.__name__}", (_Forward,), namespace)
+    _FORWARDS[cls] = forward
+    return forward
+
+
+# -- the cache ------------------------------------------------------------------------------
 _AGENTS: dict[tuple, tuple[tuple, Any]] = {}
 _AGENTS_LOCK = threading.Lock()
 _AGENTS_MAX = 64
@@ -135,29 +204,39 @@ def _shape(tool: Any) -> tuple:
     )
 
 
-def _agent(model: Any, tools: tuple, final_tool: type[BaseModel], middleware: tuple) -> tuple:
-    """`(agent, _Current)` for these parts: the compiled agent, and what the run brings.
+def _agent(
+    model: Any, tools: tuple, final_tool: type[BaseModel], middleware: tuple
+) -> tuple[Any, tuple[Any, dict[str, Any] | None]]:
+    """`(agent, (model, tools))`: the compiled agent for these parts, and the run's model
+    and tools by name where the agent was compiled with other objects (else None).
 
-    Built once per (model class, final tool, tool shapes) when `middleware` is empty: the
-    graph does not depend on the model object, which `create_agent` takes from each
-    request. The objects it was built with are kept with it, so an arguments model's
-    identity in the key is never reused meanwhile.
+    Built once per (model class, final tool, tool shapes, middleware classes and names):
+    the graph does not depend on the model object, which `create_agent` takes from each
+    request, and its middleware slots call the run's own middleware. The objects it was
+    built with are kept with it, so an arguments model's identity in the key is never
+    reused meanwhile. Middleware a slot cannot stand in for gets a graph of its own.
     """
-
-    def build() -> Any:
-        return create_agent(
+    forwards = [_forward_class(m) for m in middleware]
+    if not all(forwards):
+        agent = create_agent(
             model,
             tools=[*tools, _final_tool_object(final_tool)],
             middleware=[*middleware, _CurrentProtocol()],
         )
-
-    if middleware:  # an agent's own middleware holds state of its run: never shared
-        return build(), (None, None)
-    key = (type(model), final_tool, tuple(_shape(t) for t in tools))
+        return agent, (None, None)
+    names = tuple(m.name for m in middleware)
+    key = (type(model), final_tool, tuple(_shape(t) for t in tools), tuple(forwards), names)
     with _AGENTS_LOCK:
         hit = _AGENTS.get(key)
     if hit is None:
-        agent = build()
+        agent = create_agent(
+            model,
+            tools=[*tools, _final_tool_object(final_tool)],
+            middleware=[
+                *(f(i, name) for i, (f, name) in enumerate(zip(forwards, names, strict=True))),
+                _CurrentProtocol(),
+            ],
+        )
         with _AGENTS_LOCK:
             if len(_AGENTS) >= _AGENTS_MAX:
                 _AGENTS.clear()
@@ -241,9 +320,10 @@ def run_agent(
         initial_delay=initial_delay,
         stop=stop,
     )
-    agent, (own_model, own_tools) = _agent(model, tuple(tools), final_tool, tuple(middleware))
+    middleware = tuple(middleware)
+    agent, (own_model, own_tools) = _agent(model, tuple(tools), final_tool, middleware)
     limit = 4 * (max_steps + 2) + 10
-    token = _CURRENT.set(_Current(protocol, own_model, own_tools))
+    token = _CURRENT.set(_Current(protocol, own_model, own_tools, middleware))
     try:
         state = agent.invoke({"messages": list(messages)}, {"recursion_limit": limit})
     except ModelCallError as exc:

@@ -5,7 +5,9 @@ model and its own tool objects: the workdir it was given, the memory it was give
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
@@ -89,3 +91,42 @@ def test_a_later_run_sends_its_requests_to_its_own_provider(tmp_path):
         assert f"this is workdir {name}" in answer["content"]
     first, second = (json.dumps(s.requests[0]["tools"], sort_keys=True) for s in servers)
     assert first == second and len(servers[1].requests) == 2
+
+
+class _Recorder(AgentMiddleware):
+    """A middleware holding state of its run: what its hooks saw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.seen.append(f"before_model:{len(state['messages'])}")
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append("model:" + request.messages[-1].text[-20:])
+        return handler(request)
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        self.seen.append("after_agent:" + state["messages"][-2].tool_calls[0]["args"]["summary"])
+
+
+def test_each_run_reaches_its_own_middleware(tmp_path):
+    recorders = []
+    for name in ("a", "b"):
+        tools, store = _setup(tmp_path, name)
+        recorder = _Recorder()
+        run_agent(
+            _labelled_model(f"model-{name}"),
+            tools=tools,
+            final_tool=SubmitFindings,
+            messages=_brief(),
+            middleware=[recorder],
+        )
+        store.close()
+        recorders.append((name, recorder))
+    for name, recorder in recorders:
+        models = [s for s in recorder.seen if s.startswith("model:")]
+        assert len(models) == 3 and f"this is workdir {name}" in models[1]
+        assert recorder.seen.count("before_model:2") == 1
+        assert recorder.seen[-1] == f"after_agent:model-{name}: this is workdir {name}"
