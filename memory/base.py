@@ -312,6 +312,13 @@ class BaseBackend(abc.ABC):
     def get_document(self, path: str, *, offset: int = 0) -> Document | None:
         """The document at `path` (its bytes from `offset` on), or `None`."""
 
+    def read_document_bytes(self, path: str, *, offset: int = 0) -> bytes | None:
+        """The document's bytes from `offset` on, or `None`: `get_document` without the
+        version (the files backend then reads the file and nothing else; a reader
+        following an appended log calls this once per new line)."""
+        doc = self.get_document(path, offset=offset)
+        return None if doc is None else doc.data
+
     @abc.abstractmethod
     def stat_document(self, path: str) -> DocumentInfo | None:
         """The document's metadata without its bytes (cheap), or `None`."""

@@ -121,10 +121,9 @@ class Docs:
         """The document's bytes from `offset` (None when it does not exist, or `rel` names
         no document: tether's own storage)."""
         try:
-            doc = self.backend.get_document(rel, offset=offset)
+            return self.backend.read_document_bytes(rel, offset=offset)
         except InvalidInputError:
             return None
-        return None if doc is None else doc.data
 
     def read_named(self, path: str | os.PathLike[str]) -> bytes | None:
         """The bytes of the document a person or a listing named by `path` (see `inside`);

@@ -367,11 +367,14 @@ def test_a_log_grown_by_many_appends_reads_back_whole_from_any_offset(backend):
     for offset in (0, 5, 9, 15, 16, 100, len(whole) - 1, len(whole), len(whole) + 7):
         doc = backend.get_document(path, offset=offset)
         assert doc.data == whole[offset:] and doc.size == len(whole), offset
+        assert backend.read_document_bytes(path, offset=offset) == whole[offset:], offset
     backend.put_document(path, b"replaced\n")  # a rewrite drops what was appended
     assert backend.get_document(path).data == b"replaced\n"
     assert backend.append_lines(path, ["again"]) == 2
     assert backend.get_document(path, offset=3).data == b"laced\nagain\n"
+    assert backend.read_document_bytes(path, offset=3) == b"laced\nagain\n"
     assert backend.delete_document(path) and backend.get_document(path) is None
+    assert backend.read_document_bytes(path) is None
     assert backend.append_lines(path, ["fresh"]) == 1  # a deleted log starts at line 1
     assert backend.get_document(path).data == b"fresh\n"
 

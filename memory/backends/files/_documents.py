@@ -162,6 +162,16 @@ class DocumentFiles:
             return Document(path, version, st.st_mtime, st.st_size, data)
         return None  # unreachable: the second attempt always returns
 
+    def read_document_bytes(self, path: str, *, offset: int = 0) -> bytes | None:
+        file = self._file(path)
+        try:
+            with open(file, "rb") as fh:
+                if offset:
+                    fh.seek(offset)
+                return fh.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
     def stat_document(self, path: str) -> DocumentInfo | None:
         file = self._file(path)
         try:
