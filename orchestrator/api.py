@@ -366,6 +366,7 @@ class Orchestrator:
         )
         WorkingMemory(store, task_id).ensure(objective=objective)
         ctx = self._context(store, self.workflow, resolved, task_id)
+        ctx.new_task = True
         self._emit("model", name=resolved.name, offline=resolved.offline)
         self._emit(
             "start",

@@ -55,6 +55,10 @@ class RunContext:
     on_event: Callable[[Event], None] | None = None
     agent_models: dict[str, BaseChatModel] = field(default_factory=dict)
     """Chat models for workflow agents that name their own model."""
+    new_task: bool = False
+    """The task started in this run (`Orchestrator.run`): nothing of it can be on disk
+    from before, so a subagent does not look for an earlier attempt's findings. Any
+    other run (resume, server) looks."""
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by Ctrl-C (`orchestrator.graph.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""

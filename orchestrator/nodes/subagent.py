@@ -9,8 +9,9 @@ registry (`orchestrator.registry`):
 1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first;
 2. the findings file is written with that timestamp, which fixes its name
    (`paths.findings_name`); only if that name was taken is its path recorded as well.
-On a replay, a recorded result is reused: the file is rewritten from the record if the
-crash came before step 2, and the agent itself never runs a second time.
+On a replay (any run but the one that started the task, which has nothing on disk to
+look up), a recorded result is reused: the file is rewritten from the record if the crash
+came before step 2, and the agent itself never runs a second time.
 
 A model or tool exception marks this subagent failed (`failed[key]`, shown as
 `blocked_agents` in checkpoints) and leaves the other subagents alone; a failed subtask
@@ -194,7 +195,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     ctx = runtime.context
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
-    rec = registry_lookup(ctx.docs, task_id, f"findings:{key}")
+    rec = None if ctx.new_task else registry_lookup(ctx.docs, task_id, f"findings:{key}")
     if rec and rec.get("findings") is not None:
         return _reuse(ctx, payload, rec)
     fault("subagent_before_run")
