@@ -9,7 +9,10 @@ markdown, project `templates/` override shipped ones, and every failure is a one
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -175,6 +178,29 @@ class TestOverridesAndErrors:
         path = artifacts.write_findings(layout, "a", task="t", summary="s", project_dir=tmp_path)
         assert path.read_text().startswith("CUSTOM a: s\n")
         assert artifacts.read_findings(path)["summary"] == "s"
+
+    def test_an_edited_override_is_used_by_the_next_process(self, tmp_path):
+        # compiled templates are cached between processes; an edit must still show at once
+        # (same size and same second: only the source itself tells the versions apart)
+        (tmp_path / "templates").mkdir()
+        override = tmp_path / "templates" / "findings.md.j2"
+        script = (
+            "import sys; from pathlib import Path; from orchestrator import artifacts; "
+            "p = artifacts.write_findings(sys.argv[1], 'a', task='t', summary='s', "
+            "project_dir=sys.argv[2]); print(Path(p).read_text().splitlines()[0])"
+        )
+        seen = []
+        for version in ("ONE", "TWO", "ONE"):
+            override.write_text(
+                f"{version} {{{{ agent }}}}\n<!-- tether:findings {{{{ meta | tojson }}}} -->\n"
+            )
+            os.utime(override, (1_700_000_000, 1_700_000_000))
+            done = subprocess.run(
+                [sys.executable, "-c", script, str(tmp_path / "memory"), str(tmp_path)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            seen.append(done.stdout.strip())
+        assert seen == ["ONE a", "TWO a", "ONE a"]
 
     def test_undefined_variable_in_override_is_an_error(self, layout, tmp_path):
         (tmp_path / "templates").mkdir()
