@@ -136,6 +136,16 @@ def read_findings(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     return {"files_written": [], **_read_kind(path, "findings", "findings file", docs)}
 
 
+def findings_meta(path: Path, docs: Docs | None = None) -> dict[str, Any]:
+    """Only the values a findings file was written with (no sections): what a lookup by
+    task and subtask compares."""
+    text = _read_text(path, "findings file", ArtifactError, docs)
+    meta = parse_meta(text, "findings")
+    if meta is None:
+        raise ArtifactError(f"findings file {str(Path(path))!r} has no tether metadata block")
+    return meta
+
+
 def read_merged(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     """The values a merged-findings file was written with, plus `sections`, `text`, `path`."""
     return _read_kind(path, "merged", "merged findings file", docs)

@@ -25,7 +25,13 @@ from typing import Any
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.paths import agent_file_name, findings_name
-from orchestrator.readback import list_findings, list_snapshots, read_findings, read_snapshot
+from orchestrator.readback import (
+    findings_meta,
+    list_findings,
+    list_snapshots,
+    read_findings,
+    read_snapshot,
+)
 from orchestrator.registry import find_written, registry_records
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
 
@@ -82,7 +88,7 @@ def registry_findings(memory: Any, task_id: str) -> tuple[dict[str, dict], dict[
                 docs,
                 FINDINGS,
                 rec["ts"],
-                read_findings,
+                findings_meta,
                 expected=expected,
                 task_id=task_id,
                 subtask_id=key,
@@ -103,7 +109,7 @@ def scan_findings(memory: Any, task_id: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for path in sorted(list_findings(docs, merged=False)):
         try:
-            meta = read_findings(path, docs)
+            meta = findings_meta(path, docs)
         except (ArtifactError, OSError):  # unreadable file: not ours to reuse
             continue
         if meta.get("task_id") == task_id and meta.get("subtask_id"):

@@ -27,13 +27,14 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
-from orchestrator.artifacts import iso_timestamp, read_findings, write_findings
+from orchestrator.artifacts import iso_timestamp, write_findings
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.protocol import SubmitFindings
+from orchestrator.readback import findings_meta
 from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.state import DELETE
 from orchestrator.workflow import AgentSpec
@@ -144,7 +145,7 @@ def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
             docs,
             FINDINGS,
             rec["ts"],
-            read_findings,
+            findings_meta,
             expected=expected,
             task_id=payload["task_id"],
             subtask_id=key,
