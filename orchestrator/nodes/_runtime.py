@@ -98,6 +98,18 @@ class RunContext:
                 self._cache[key] = make()
             return self._cache[key]
 
+    def remember_lead_context(self, state: dict[str, Any], tokens: int) -> None:
+        """Keep the monitor's measure of the lead's context for the rest of this phase."""
+        self._cache["lead context"] = (state["task_id"], state["phase_index"], tokens)
+
+    def lead_context_measured(self, state: dict[str, Any]) -> int | None:
+        """The monitor's measure of the lead's context in this phase (None: not in this
+        process, e.g. a resume that starts after the monitor; then measure again)."""
+        kept = self._cache.get("lead context")
+        if kept is None or kept[:2] != (state["task_id"], state["phase_index"]):
+            return None
+        return kept[2]
+
     def workdir_tools(self, workdir: str) -> list[BaseTool]:
         return list(self._cached(("workdir", workdir), lambda: list(workdir_tools(Path(workdir)))))
 

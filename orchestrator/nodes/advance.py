@@ -82,7 +82,12 @@ def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
         {**final_state, "next_actions": [f"None: the task is done; read `{merged}`."]},
     )
     merged_all = {**(state.get("merged") or {}), "final": merged}
-    snap = write_lead_snapshot(ctx, {**final_state, "merged": merged_all}, reason="phase_end")
+    snap = write_lead_snapshot(  # the lead's context as the monitor just measured it
+        ctx,
+        {**final_state, "merged": merged_all},
+        reason="phase_end",
+        token_count=ctx.lead_context_measured(state),
+    )
     relative = ctx.docs.rel(snap)
     ctx.emit("snapshot", path=str(snap), reason="phase_end")
     fault("finish_before_reflect")

@@ -26,6 +26,7 @@ def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     ctx = runtime.context
     gauge = TokenGauge(ctx.token_threshold, ctx.warning_ratio)
     lead = lead_context_tokens(ctx, state)
+    ctx.remember_lead_context(state, lead)
     zone = gauge.zone(lead)
     ctx.emit(
         "tokens",

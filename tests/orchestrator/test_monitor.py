@@ -90,3 +90,18 @@ def test_tokens_are_counted_per_agent_and_in_total(fixture_repo, tiny_workflow):
     agents = [k for k in result.tokens if k != "lead"]
     assert result.tokens["lead"] > 0
     assert len(agents) == len(result.findings) and all(result.tokens[a] > 0 for a in agents)
+
+
+def test_the_closing_snapshot_reports_the_context_the_gauge_last_showed(
+    fixture_repo, tiny_workflow, memory_dir
+):
+    from orchestrator.readback import read_snapshot
+
+    events: list[dict] = []
+    result = Orchestrator(
+        memory_dir=memory_dir, workdir=fixture_repo, workflow=tiny_workflow, on_event=events.append
+    ).run("Survey the shop service", task_id="gauge")
+    shown = [e["context"] for e in events if e["event"] == "tokens" and e.get("agent") == "lead"]
+    assert shown and shown[-1] > 0  # the last one: the monitor's, after the last phase
+    closing = read_snapshot(memory_dir / result.snapshots[-1])
+    assert closing["reason"] == "phase_end" and closing["token_count"] == shown[-1]
