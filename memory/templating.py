@@ -8,10 +8,9 @@ loudly instead of writing an empty section. JSON templates must pass every value
 output valid JSON for any string (quotes, newlines, unicode, `{{`, `</script>`).
 
 Jinja is imported here only, and only when a template is rendered. Compiled templates are
-kept in Jinja's own bytecode cache (a private folder of the user's in the system temp
-directory), so a new process does not compile them again (about 25 ms per command); a
-template whose source changed is compiled again, and without a usable temp directory
-nothing is cached.
+kept in Jinja's bytecode cache in `memory.cachedir`, so a new process does not compile them
+again (about 25 ms per command); a template whose source changed is compiled again, and
+without a usable cache folder nothing is cached.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memory.cachedir import cache_dir
 from memory.errors import TemplateRenderError
 from memory.resources import shipped_dir
 
@@ -46,10 +46,8 @@ def _environment(project_dir: str):
 def _bytecode_cache() -> Any:
     import jinja2
 
-    try:  # a folder only this user can use (Jinja checks its owner and mode)
-        return jinja2.FileSystemBytecodeCache()
-    except (OSError, RuntimeError):
-        return None
+    folder = cache_dir()
+    return jinja2.FileSystemBytecodeCache(str(folder)) if folder is not None else None
 
 
 def render(name: str, project_dir: str | os.PathLike[str] | None = None, **context: Any) -> str:

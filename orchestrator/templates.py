@@ -23,19 +23,23 @@ given, or raises `TemplateError` with a one-line message; it never writes anythi
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
+import marshal
 import os
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import fastjsonschema
-from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
+from memory.cachedir import read_cache_file, write_cache_file
 from memory.templating import TemplateRenderError, render
 from orchestrator.errors import TemplateError
 from orchestrator.readback import loads_strict
@@ -420,7 +424,10 @@ def checkpoint_schema() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _validator() -> Draft202012Validator:
+def _validator() -> Any:
+    # `jsonschema` only words a problem the compiled validator found: imported then (50 ms)
+    from jsonschema import Draft202012Validator
+
     schema = checkpoint_schema()
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
@@ -428,8 +435,32 @@ def _validator() -> Draft202012Validator:
 
 @functools.lru_cache(maxsize=1)
 def _fast_validate() -> Callable[[Any], Any]:
-    """The checkpoint schema compiled to Python by `fastjsonschema` (30x `jsonschema`)."""
-    return fastjsonschema.compile(_refs_with_siblings_as_all_of(checkpoint_schema()))
+    """The checkpoint schema compiled to Python by `fastjsonschema` (30x `jsonschema`).
+
+    Generating and compiling the validator takes about 10 ms, so its code object is kept in
+    `memory.cachedir`, named after what it is compiled from (schema, fastjsonschema and
+    Python versions): an edited schema gets a validator of its own.
+    """
+    schema = _refs_with_siblings_as_all_of(checkpoint_schema())
+    source = json.dumps(schema, sort_keys=True) + fastjsonschema.VERSION + sys.version
+    name = f"checkpoint-validator-{hashlib.sha256(source.encode()).hexdigest()[:24]}.marshal"
+    data = read_cache_file(name)
+    if data is not None:
+        with contextlib.suppress(Exception):  # a damaged cache file: compile again
+            return _load_validator(marshal.loads(data))
+    from fastjsonschema.ref_resolver import RefResolver
+
+    code = compile(fastjsonschema.compile_to_code(schema), "<checkpoint schema>", "exec")
+    kept = (RefResolver.from_schema(schema).get_scope_name(), code)
+    write_cache_file(name, marshal.dumps(kept))
+    return _load_validator(kept)
+
+
+def _load_validator(kept: tuple[str, Any]) -> Callable[[Any], Any]:
+    entry, code = kept
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # noqa: S102 - code fastjsonschema generated from our schema
+    return namespace[entry]
 
 
 def _refs_with_siblings_as_all_of(node: Any) -> Any:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 
 import jsonschema
 import pytest
@@ -101,3 +104,28 @@ def test_what_tether_writes_is_valid():
     from orchestrator.templates import render_checkpoint
 
     assert checkpoint_schema_problem(json.loads(render_checkpoint(VALID))) is None
+
+
+def test_the_compiled_validator_kept_for_new_processes_answers_the_same(tmp_path):
+    # the compiled validator is cached in a private folder of the temp dir for the next
+    # process; a cached one, and a damaged cache file, must give the same answers
+    script = (
+        "import json, sys; from tests.orchestrator.test_checkpoint_schema import CASES; "
+        "from orchestrator.templates import checkpoint_schema_problem as p; "
+        "print(json.dumps([p(doc) is None for _, doc in CASES]))"
+    )
+    expected = [
+        jsonschema.Draft202012Validator(checkpoint_schema()).is_valid(doc) for _, doc in CASES
+    ]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    answers = []
+    for damage in (False, False, True):
+        if damage:
+            for cached in tmp_path.glob("tether-cache-*/checkpoint-validator-*"):
+                cached.write_bytes(b"\x00 not marshal data")
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        answers.append(json.loads(done.stdout))
+    assert list(tmp_path.glob("tether-cache-*/checkpoint-validator-*"))  # it was kept
+    assert answers == [expected] * 3
