@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.runtime import Runtime
 
@@ -111,6 +112,15 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
     }
 
 
+class LeadMemoryMiddleware(TetherMemoryMiddleware):
+    """`TetherMemoryMiddleware` without its end-of-agent record, which for the lead would
+    be a durable super-step of its own that records nothing: the lead's turn ends in a model
+    step whose answer `wrap_model_call` records (`ProtocolMiddleware` answers a valid final
+    call there), or after a tool step whose answers the next model call records first."""
+
+    after_agent = AgentMiddleware.after_agent
+
+
 def lead_middleware(ctx: RunContext, task_id: str) -> Any:
     """The lead's `TetherMemoryMiddleware`: records its turns in working memory and gauges
     each call; a planning turn that outgrows the threshold snapshots and goes on fresh.
@@ -121,7 +131,7 @@ def lead_middleware(ctx: RunContext, task_id: str) -> Any:
             fields = {k: v for k, v in event.items() if k not in ("event", "task_id")}
             ctx.emit(event["event"], agent=LEAD, **fields)
 
-    return TetherMemoryMiddleware(
+    return LeadMemoryMiddleware(
         ctx.store,
         task_id,
         threshold=ctx.token_threshold,

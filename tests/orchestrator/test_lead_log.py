@@ -49,6 +49,13 @@ def test_an_uninterrupted_run_logs_each_lead_turn_once(fixture_repo, three_phase
     _assert_each_once(lines)
     # 3 phase instructions, 3 plan summaries, 3 merged digests
     assert len(_lead_turns(lines)) == 9
+    # every tool call of the lead is answered in the log, its final PhasePlan call too
+    calls = [
+        c["id"] for r in lines if r.get("role") == "assistant" for c in r.get("tool_calls") or []
+    ]
+    answers = {r["tool_call_id"]: r.get("name") for r in lines if r.get("role") == "tool"}
+    assert calls and all(c in answers for c in calls)
+    assert list(answers.values()).count("PhasePlan") == 3
 
 
 @pytest.mark.parametrize("fault", ["spawn_after_checkpoint:2", "merge_after_checkpoint:1"])
