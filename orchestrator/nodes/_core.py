@@ -180,13 +180,23 @@ def _context_summary(state: OrchestratorState, phase: str) -> str:
 
 
 def write_checkpoint(
-    ctx: RunContext, state: OrchestratorState, *, trigger: str, next_action: str, **kwargs: Any
+    ctx: RunContext,
+    state: OrchestratorState,
+    *,
+    trigger: str,
+    next_action: str,
+    status_file: bool = True,
+    **kwargs: Any,
 ) -> str:
-    """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root."""
+    """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root.
+
+    `status_file=False`: leave STATUS.md to a checkpoint that follows at once (the task's
+    last phase transition, right before `task_complete`).
+    """
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
     path = write_checkpoint_file(ctx.docs, Checkpoint(**payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
-    if trigger in STATUS_TRIGGERS:
+    if trigger in STATUS_TRIGGERS and status_file:
         refresh_status_file(ctx, state)
     return ctx.docs.rel(path)
 

@@ -63,7 +63,10 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     last = state["phase_index"] + 1 >= len(state["phases"])
     nxt = "finish the task" if last else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
     fault("advance_before_checkpoint")
-    cp = write_checkpoint(ctx, state, trigger="phase_transition", next_action=nxt)
+    # after the last phase, the `task_complete` checkpoint of `_finish` refreshes STATUS.md
+    cp = write_checkpoint(
+        ctx, state, trigger="phase_transition", next_action=nxt, status_file=not last
+    )
     fault("advance_after_checkpoint")
     update: dict[str, Any] = checkpoint_update(cp)
     if not last:
