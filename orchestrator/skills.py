@@ -16,6 +16,7 @@ matter raises `SkillError` with one line naming the file and the problem.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import re
@@ -123,6 +124,13 @@ def yaml_problem(exc: yaml.YAMLError, lines_before: int = 0) -> str:
     return f"{problem} at line {mark.line + 1 + lines_before}" if mark is not None else problem
 
 
+@functools.lru_cache(maxsize=64)
+def _load_yaml(text: str) -> Any:
+    """`yaml.safe_load`, once per distinct front matter (skills are read on every run and
+    workflow load; parsing the shipped one took most of a `discover_skills` call)."""
+    return yaml.safe_load(text)
+
+
 def parse_skill(path: Path, source: str = "shipped") -> Skill:
     """Parse one `SKILL.md`.
 
@@ -133,7 +141,7 @@ def parse_skill(path: Path, source: str = "shipped") -> Skill:
     path = Path(path)
     front, _ = _split(_read(path), path)
     try:
-        meta = yaml.safe_load(front)
+        meta = copy.deepcopy(_load_yaml(front))
     except yaml.YAMLError as exc:
         problem = yaml_problem(exc, lines_before=1)  # the opening '---'
         raise SkillError(

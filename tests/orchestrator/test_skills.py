@@ -120,6 +120,17 @@ def test_invalid_front_matter_is_one_line_naming_the_file(tmp_path, text, proble
     assert "\n" not in str(exc.value)
 
 
+def test_an_edited_skill_is_read_again_and_parsed_values_are_not_shared(tmp_path):
+    path = _skill(tmp_path, "notes", "---\nname: notes\ndescription: First.\n---\nBody\n")
+    first = {s.name: s for s in skills.discover_skills(tmp_path)}["notes"]
+    path.write_text("---\nname: notes\ndescription: Second.\n---\nBody\n")
+    second = {s.name: s for s in skills.discover_skills(tmp_path)}["notes"]
+    assert (first.description, second.description) == ("First.", "Second.")
+    path.write_text("---\nname: notes\ndescription: First.\n---\nBody\n")
+    again = {s.name: s for s in skills.discover_skills(tmp_path)}["notes"]
+    assert again.description == "First." and again is not first
+
+
 def test_not_utf8(tmp_path):
     path = _skill(tmp_path, "bin", "x")
     path.write_bytes(b"---\nname: \xff\n---\n")
