@@ -163,10 +163,17 @@ _FORWARDS: dict[type, type[_Forward] | None] = {}
 def _forward_class(middleware: Any) -> type[_Forward] | None:
     """A `_Forward` class with the hooks `middleware`'s class overrides; None when a shared
     graph could not stand in for it (async hooks, its own tools or state, jumps)."""
+    base = AgentMiddleware
+    own = (  # set on the instance: only a graph of its own knows them
+        getattr(middleware, "tools", None)
+        or getattr(middleware, "state_schema", base.state_schema) is not base.state_schema
+        or getattr(middleware, "trace_policy", None) != getattr(base, "trace_policy", None)
+    )
+    if own:
+        return None
     cls = type(middleware)
     if cls in _FORWARDS:
         return _FORWARDS[cls]
-    base = AgentMiddleware
     hooks = [h for h in (*_SYNC_HOOKS, *_WRAP_HOOKS) if getattr(cls, h) is not getattr(base, h)]
     shareable = (
         all(getattr(cls, h) is getattr(base, h) for h in _ASYNC_HOOKS)

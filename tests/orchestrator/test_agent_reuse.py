@@ -130,3 +130,37 @@ def test_each_run_reaches_its_own_middleware(tmp_path):
         assert len(models) == 3 and f"this is workdir {name}" in models[1]
         assert recorder.seen.count("before_model:2") == 1
         assert recorder.seen[-1] == f"after_agent:model-{name}: this is workdir {name}"
+
+
+class _WithTool(AgentMiddleware):
+    """A middleware that brings a tool of its own, set on the instance."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        from langchain_core.tools import StructuredTool
+
+        def shout() -> str:
+            return f"shout from {label}"
+
+        self.tools = [StructuredTool.from_function(shout, name="shout", description="Shout.")]
+
+
+def test_a_middleware_with_its_own_tool_keeps_it_in_every_run(tmp_path):
+    def policy(messages: list, tools: list[dict]) -> AIMessage:
+        answers = [m for m in messages if isinstance(m, ToolMessage)]
+        if not answers:
+            return AIMessage("", tool_calls=[{"name": "shout", "args": {}, "id": "s"}])
+        args = {"summary": answers[0].content}
+        return AIMessage("", tool_calls=[{"name": "SubmitFindings", "args": args, "id": "f"}])
+
+    for label in ("first", "second"):
+        tools, store = _setup(tmp_path, label)
+        result = run_agent(
+            OfflineChatModel(policy=policy),
+            tools=tools,
+            final_tool=SubmitFindings,
+            messages=_brief(),
+            middleware=[_WithTool(label)],
+        )
+        store.close()
+        assert result.final.summary == f"shout from {label}"
