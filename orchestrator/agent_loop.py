@@ -27,10 +27,11 @@ middleware lacks for tether's protocol:
 * **Ctrl-C** reaches agents in worker threads through a `stop` event: the agent raises
   `Stopped` before its next model call or retry.
 
-The compiled agent graph holds no state of a run, so runs with the same model, final tool
-and tools of the same shape (name, description, arguments model: the subagents of a run,
-and the agents of later runs in the same process) share one; each run's
-`ProtocolMiddleware`, model and tool objects reach it through a context variable.
+The compiled agent graph holds no state of a run, so runs with the same model class, final
+tool, tools of the same shape (name, description, arguments model) and middleware classes
+share one: the subagents of a run, and the agents of later runs in the same process. Each
+run's `ProtocolMiddleware`, model, tool objects and own middleware reach it through a
+context variable.
 
 The middleware is in `orchestrator.protocol_middleware`; token counts, context fitting and
 the reading of provider failures in `orchestrator.provider`.
