@@ -13,6 +13,7 @@ import functools
 import os
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 
@@ -36,7 +37,7 @@ def write_cache_file(name: str, data: bytes) -> None:
     folder = cache_dir()
     if folder is None:
         return
-    tmp = folder / f".{name}.{os.getpid()}.tmp"
+    tmp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         tmp.write_bytes(data)
         os.replace(tmp, folder / name)
