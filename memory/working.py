@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,16 +138,20 @@ class WorkingMemory:
 
     def update_overview_section(self, section: str, body: str) -> Path:
         """Replace the body of `## {section}` (appended as a new section if absent)."""
+        return self.update_overview_sections({section: body})
+
+    def update_overview_sections(
+        self, bodies: Mapping[str, str] | Callable[[str], Mapping[str, str]]
+    ) -> Path:
+        """Replace the bodies of several `## {section}`s in one atomic write (each appended
+        if absent). `bodies` may be a function of the overview's current text, for a body
+        that keeps what its section held; it is called again if a writer got in between."""
         self.ensure()
-        pattern = re.compile(rf"(^## {re.escape(section)}[ \t]*\n)(.*?)(?=^## |\Z)", re.M | re.S)
-        replacement = body.rstrip("\n") + "\n\n"
 
         def edit(old: bytes | None) -> bytes:
             text = (old or b"").decode("utf-8")
-            if pattern.search(text):
-                text = pattern.sub(lambda m: m.group(1) + replacement, text, count=1)
-            else:
-                text = text.rstrip("\n") + f"\n\n## {section}\n{replacement}"
+            for section, body in (bodies(text) if callable(bodies) else bodies).items():
+                text = _with_section(text, section, body)
             return text.encode("utf-8")
 
         self.backend.update_document(self.overview_doc, edit)
@@ -322,3 +327,12 @@ def list_tasks(store: Any) -> list[str]:
     """Task ids that have working memory, sorted."""
     tasks = {info.path.split("/")[1] for info in store.backend.list_documents("working/")}
     return sorted(t for t in tasks if not t.startswith("."))
+
+
+def _with_section(text: str, section: str, body: str) -> str:
+    """`text` with the body of `## {section}` replaced (the section appended if absent)."""
+    pattern = re.compile(rf"(^## {re.escape(section)}[ \t]*\n)(.*?)(?=^## |\Z)", re.M | re.S)
+    replacement = body.rstrip("\n") + "\n\n"
+    if pattern.search(text):
+        return pattern.sub(lambda m: m.group(1) + replacement, text, count=1)
+    return text.rstrip("\n") + f"\n\n## {section}\n{replacement}"

@@ -28,7 +28,7 @@ from orchestrator.docs import FINDINGS
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offline.evidence import answered_by
-from orchestrator.paths import utc
+from orchestrator.paths import timestamp, utc
 from orchestrator.readback import sections
 from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, current_phase, phase_subtasks
@@ -87,20 +87,24 @@ def update_overview(ctx: RunContext, state: OrchestratorState, operation: str) -
     wm = WorkingMemory(ctx.store, state["task_id"]).ensure(objective=state["objective"])
     k, n = state["phase_index"] + 1, len(state["phases"])
     plan = ctx.docs.plan(state["task_id"])
-    wm.update_overview_section(
-        "Current Task",
-        f"{state['objective']}\n\nPhase: {current_phase(state)} ({k}/{n}: "
-        f"{', '.join(state['phases'])}). Plan: `{plan}`.",
-    )
-    parts = sections(wm.overview_text())
-    if not re.sub(r"<!--.*?-->", "", parts.get("Known Context", ""), flags=re.S).strip():
-        wm.update_overview_section(
-            "Known Context", f"Workdir (read-only for the agents): `{state['workdir']}`"
-        )
-    earlier = [ln for ln in parts.get("Recent Operations", "").splitlines() if ln.startswith("- ")]
     stamp = utc().strftime("%Y-%m-%d %H:%M")
-    lines = [f"- {stamp} {operation}", *earlier][:RECENT_OPERATIONS]
-    wm.update_overview_section("Recent Operations", "\n".join(lines))
+
+    def bodies(text: str) -> dict[str, str]:  # one durable write for all three sections
+        parts = sections(text)
+        out = {
+            "Current Task": f"{state['objective']}\n\nPhase: {current_phase(state)} ({k}/{n}: "
+            f"{', '.join(state['phases'])}). Plan: `{plan}`."
+        }
+        if not re.sub(r"<!--.*?-->", "", parts.get("Known Context", ""), flags=re.S).strip():
+            out["Known Context"] = f"Workdir (read-only for the agents): `{state['workdir']}`"
+        recent = parts.get("Recent Operations", "")
+        earlier = [ln for ln in recent.splitlines() if ln.startswith("- ")]
+        out["Recent Operations"] = "\n".join(
+            [f"- {stamp} {operation}", *earlier][:RECENT_OPERATIONS]
+        )
+        return out
+
+    wm.update_overview_sections(bodies)
 
 
 # -- checkpoints --------------------------------------------------------------------------
@@ -298,6 +302,9 @@ def merge_findings(
         project_dir=ctx.project_dir,
     )
     relative = docs.rel(path)
-    registry_note(docs, state["task_id"], key, path=relative)
+    if relative != f"{FINDINGS}/merged_{timestamp(ts)}.md":
+        # the name was taken: record where the file is (by default the timestamp recorded
+        # above names it, and a replay finds the file by it)
+        registry_note(docs, state["task_id"], key, path=relative)
     fault("merge_after_write")
     return relative

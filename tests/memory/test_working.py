@@ -50,6 +50,22 @@ class TestOverview:
         wm.update_overview_section("Blockers", "- CI is red")
         assert wm.overview_text().rstrip().endswith("## Blockers\n- CI is red")
 
+    def test_several_sections_change_in_one_write_from_the_current_text(self, wm):
+        wm.ensure()
+        wm.update_overview_section("Recent Operations", "- first")
+        before = wm.backend.stat_document(wm.overview_doc).version
+
+        def bodies(text):
+            earlier = text.split("## Recent Operations\n", 1)[1].split("\n\n", 1)[0]
+            return {"Current Task": "Port it", "Recent Operations": f"- second\n{earlier}"}
+
+        wm.update_overview_sections(bodies)
+        text = wm.overview_text()
+        assert wm.backend.stat_document(wm.overview_doc).version == before + 1  # one write
+        assert "## Current Task\nPort it\n" in text
+        assert "## Recent Operations\n- second\n- first\n" in text
+        assert text.count("## Current Task") == 1 and "## Known Context\n" in text
+
     def test_bad_task_id_is_refused(self):
         with pytest.raises(PathEscapeError, match="invalid task id '../x'"):
             WorkingMemory(MemoryStore(), "../x")
