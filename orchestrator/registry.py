@@ -9,8 +9,8 @@ looks the artifact's key up in the document `.tether/registry/{task_id}.jsonl`:
   two findings files for one subtask;
 * nothing -> the step records its intent (with the timestamp and the payload needed to
   write the file without rerunning the agent), then writes the file. A findings file's
-  name follows from that timestamp (`paths.findings_name`), so its path is recorded only
-  when the name was taken; a merged batch records its path.
+  name follows from that timestamp (`paths.findings_name`), and so does a merged batch's
+  (`merged_{ts}.md`), so a path is recorded only when the name was taken.
 
 Records are whole durable jsonl lines (`Docs.append_jsonl`, the backend's `append_lines`);
 a key's record is its lines merged in order. Each process parses a registry once and then
