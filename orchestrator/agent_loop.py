@@ -165,7 +165,7 @@ def _forward_class(middleware: Any) -> type[_Forward] | None:
     """A `_Forward` class with the hooks `middleware`'s class overrides; None when a shared
     graph could not stand in for it (async hooks, its own tools or state, jumps)."""
     base = AgentMiddleware
-    own = (  # set on the instance: only a graph of its own knows them
+    own = (  # on the instance or its class: only a graph of its own knows them
         getattr(middleware, "tools", None)
         or getattr(middleware, "state_schema", base.state_schema) is not base.state_schema
         or getattr(middleware, "trace_policy", None) != getattr(base, "trace_policy", None)
@@ -176,12 +176,8 @@ def _forward_class(middleware: Any) -> type[_Forward] | None:
     if cls in _FORWARDS:
         return _FORWARDS[cls]
     hooks = [h for h in (*_SYNC_HOOKS, *_WRAP_HOOKS) if getattr(cls, h) is not getattr(base, h)]
-    shareable = (
-        all(getattr(cls, h) is getattr(base, h) for h in _ASYNC_HOOKS)
-        and cls.state_schema is base.state_schema
-        and not getattr(cls, "tools", None)
-        and getattr(cls, "trace_policy", None) == getattr(base, "trace_policy", None)
-        and not any(hasattr(getattr(cls, h), "__can_jump_to__") for h in hooks)
+    shareable = all(getattr(cls, h) is getattr(base, h) for h in _ASYNC_HOOKS) and not any(
+        hasattr(getattr(cls, h), "__can_jump_to__") for h in hooks
     )
     forward = None
     if shareable:
@@ -224,27 +220,23 @@ def _agent(
     built with are kept with it, so an arguments model's identity in the key is never
     reused meanwhile. Middleware a slot cannot stand in for gets a graph of its own.
     """
-    forwards = [_forward_class(m) for m in middleware]
-    if not all(forwards):
-        agent = create_agent(
+
+    def build(own_middleware: Sequence[Any]) -> Any:
+        return create_agent(
             model,
             tools=[*tools, _final_tool_object(final_tool)],
-            middleware=[*middleware, _CurrentProtocol()],
+            middleware=[*own_middleware, _CurrentProtocol()],
         )
-        return agent, (None, None)
+
+    forwards = [_forward_class(m) for m in middleware]
+    if not all(forwards):
+        return build(middleware), (None, None)
     names = tuple(m.name for m in middleware)
     key = (type(model), final_tool, tuple(_shape(t) for t in tools), tuple(forwards), names)
     with _AGENTS_LOCK:
         hit = _AGENTS.get(key)
     if hit is None:
-        agent = create_agent(
-            model,
-            tools=[*tools, _final_tool_object(final_tool)],
-            middleware=[
-                *(f(i, name) for i, (f, name) in enumerate(zip(forwards, names, strict=True))),
-                _CurrentProtocol(),
-            ],
-        )
+        agent = build([f(i, name) for i, (f, name) in enumerate(zip(forwards, names, strict=True))])
         with _AGENTS_LOCK:
             if len(_AGENTS) >= _AGENTS_MAX:
                 _AGENTS.clear()
