@@ -34,6 +34,7 @@ from orchestrator.errors import ArtifactError, SnapshotError, TemplateError
 from orchestrator.paths import (
     findings_name,
     iso_timestamp,
+    merged_name,
     name_timestamp,
     new_suffix,
     slug,
@@ -273,7 +274,7 @@ def write_merged(
         },
         project_dir,
     )
-    return Docs.of(memory).create_unique(FINDINGS, f"merged_{_stamp(when)}", ".md", text)
+    return Docs.of(memory).create_unique(FINDINGS, Path(merged_name(when)).stem, ".md", text)
 
 
 # -- snapshots ------------------------------------------------------------------------

@@ -96,6 +96,11 @@ def findings_name(agent: str, when: datetime | str) -> str:
     return f"findings/{agent_slug(agent)}_{timestamp(when)}.md"
 
 
+def merged_name(when: datetime | str) -> str:
+    """`findings/merged_{ts}.md`: the name a batch's merged findings get when it is free."""
+    return f"findings/merged_{timestamp(when)}.md"
+
+
 def new_suffix() -> str:
     """A short random suffix (6 hex digits) that keeps names unique."""
     return secrets.token_hex(3)

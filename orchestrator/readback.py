@@ -110,7 +110,9 @@ def sections(text: str) -> dict[str, str]:
     return out
 
 
-def _read_kind(path: Path, kind: str, what: str, docs: Docs | None) -> dict[str, Any]:
+def _text_and_meta(
+    path: Path, kind: str, what: str, docs: Docs | None
+) -> tuple[str, dict[str, Any]]:
     text = _read_text(path, what, ArtifactError, docs)
     meta = parse_meta(text, kind)
     if meta is None:
@@ -118,6 +120,11 @@ def _read_kind(path: Path, kind: str, what: str, docs: Docs | None) -> dict[str,
             f"{what} {str(Path(path))!r} has no tether metadata block "
             f"('<!-- tether:{kind} ... -->'); was it written by tether?"
         )
+    return text, meta
+
+
+def _read_kind(path: Path, kind: str, what: str, docs: Docs | None) -> dict[str, Any]:
+    text, meta = _text_and_meta(path, kind, what, docs)
     return {**meta, "sections": sections(text), "text": text, "path": str(path)}
 
 
@@ -139,11 +146,7 @@ def read_findings(path: Path, docs: Docs | None = None) -> dict[str, Any]:
 def findings_meta(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     """Only the values a findings file was written with (no sections): what a lookup by
     task and subtask compares."""
-    text = _read_text(path, "findings file", ArtifactError, docs)
-    meta = parse_meta(text, "findings")
-    if meta is None:
-        raise ArtifactError(f"findings file {str(Path(path))!r} has no tether metadata block")
-    return meta
+    return _text_and_meta(path, "findings", "findings file", docs)[1]
 
 
 def read_merged(path: Path, docs: Docs | None = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from orchestrator.docs import FINDINGS
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offline.evidence import answered_by
-from orchestrator.paths import timestamp, utc
+from orchestrator.paths import merged_name, utc
 from orchestrator.readback import sections
 from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, current_phase, phase_subtasks
@@ -302,7 +302,7 @@ def merge_findings(
         project_dir=ctx.project_dir,
     )
     relative = docs.rel(path)
-    if relative != f"{FINDINGS}/merged_{timestamp(ts)}.md":
+    if relative != merged_name(ts):
         # the name was taken: record where the file is (by default the timestamp recorded
         # above names it, and a replay finds the file by it)
         registry_note(docs, state["task_id"], key, path=relative)
