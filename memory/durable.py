@@ -63,6 +63,16 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _open_new(path: Path, flags: int) -> int:
+    """`os.open(path, flags, 0o644)`, creating the missing parent folders first if needed
+    (tried after a failed open, so the common case costs no `mkdir`)."""
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o644)
+
+
 def lock_path(path: Path) -> Path:
     """The hidden lock file that guards `path`."""
     return path.parent / f".{path.name}.lock"
@@ -78,9 +88,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     """Replace `path` with `data` atomically and durably; returns `path`."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = _open_new(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             view = memoryview(data)
             while view:
@@ -122,8 +131,7 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = _open_new(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             view = memoryview(data)
             while view:
@@ -174,9 +182,8 @@ def append_lines(path: Path, payload: bytes) -> int:
     """
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = _open_new(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         thread_lock, process_lock = _append_locks(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             with thread_lock, process_lock:
                 size = os.fstat(fd).st_size

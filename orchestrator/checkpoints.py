@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.errors import MemoryStoreError
 from orchestrator.docs import CHECKPOINTS, Docs
@@ -32,6 +32,7 @@ from orchestrator.paths import iso_timestamp, slug, timestamp
 from orchestrator.readback import list_checkpoints, loads_strict
 from orchestrator.templates import (
     CHECKPOINT_TEMPLATE,
+    JsonObject,
     Pathish,
     checkpoint_schema_problem,
     render_checkpoint,
@@ -85,11 +86,11 @@ class Checkpoint(BaseModel):
     workdir: str | None = None
     phases: list[str] = Field(default_factory=list)
     phase_index: int = Field(default=0, ge=0)
-    subtasks: list[dict[str, JsonValue]] = Field(default_factory=list)
+    subtasks: list[JsonObject] = Field(default_factory=list)
     """The current phase's subtasks (full dicts, each with an `id`)."""
     completed_findings: dict[str, str] = Field(default_factory=dict)
     """Subtask id -> findings path."""
-    extra: dict[str, JsonValue] = Field(default_factory=dict)
+    extra: JsonObject = Field(default_factory=dict)
 
 
 def default_recovery_instructions(cp: Checkpoint) -> str:

@@ -66,6 +66,7 @@ class Docs:
         root = getattr(backend, "root", None)
         #: The memory directory on the files backend, else None.
         self.root: Path | None = Path(root) if root is not None else None
+        self._prefix = os.path.join(os.path.normpath(self.root), "") if self.root else None
 
     @classmethod
     def of(cls, target: Any) -> Docs:
@@ -100,6 +101,12 @@ class Docs:
 
     def rel(self, path: str | os.PathLike[str]) -> str:
         """The document path of `path` (a file of the memory directory, or a document path)."""
+        text = os.fspath(path)
+        prefix = self._prefix
+        if prefix is not None and text.startswith(prefix) and os.sep == "/":
+            rel = text[len(prefix) :]  # the common case: a path this class made
+            if rel[:1] not in ("", "/") and os.path.normpath(rel) == rel:
+                return rel
         if self.root is not None and Path(path).is_absolute():
             return Path(os.path.relpath(path, self.root)).as_posix()
         return PurePosixPath(path).as_posix()

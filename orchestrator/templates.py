@@ -34,10 +34,10 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import fastjsonschema
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memory.cachedir import read_cache_file, write_cache_file
 from memory.templating import TemplateRenderError, render
@@ -56,6 +56,45 @@ _HEADING_LIKE = re.compile(r"^(\s{0,3})(#{1,6}(?:\s|$)|[-=*_]{3,}\s*$|[=]+\s*$)"
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 Pathish = str | os.PathLike[str]
+
+
+def _json_problem(item: Any, where: str = "") -> str | None:
+    """What in `item` is not JSON (strings, numbers, booleans, None, and lists and
+    string-keyed dicts of them), and where; None when nothing."""
+    if item is None or isinstance(item, str | int | float):  # bool is an int
+        return None
+    if isinstance(item, list | tuple):
+        found = (_json_problem(v, f"{where}[{i}]") for i, v in enumerate(item))
+    elif isinstance(item, dict):
+        bad = next((k for k in item if not isinstance(k, str)), None)
+        if bad is not None:
+            return f"key {bad!r} at {where or 'top'} is not a string"
+        found = (_json_problem(v, f"{where}[{k!r}]") for k, v in item.items())
+    else:
+        return f"{type(item).__name__} at {where or 'top'} is not a JSON value"
+    return next((p for p in found if p), None)
+
+
+def _json_only(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` when everything in it is JSON. (Pydantic's `JsonValue` checks the same
+    through a tagged union that calls Python for every value: a third of a checkpoint's
+    write; this walk names the problem only when there is one.)"""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, str | int | float):
+            continue
+        if isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, dict) and all(isinstance(k, str) for k in item):
+            stack.extend(item.values())
+        else:
+            raise ValueError(_json_problem(value))
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_only)]
+"""A dict of JSON values (validated as such, passed through as it is)."""
 
 
 # -- markdown helpers -----------------------------------------------------------------
@@ -225,7 +264,7 @@ class SnapshotInput(_Input):
     pending_decisions: list[str] = Field(default_factory=list)
     resume_instructions: str = ""
     plan_path: str | None = None
-    extra: dict[str, JsonValue] = Field(default_factory=dict)
+    extra: JsonObject = Field(default_factory=dict)
 
     @field_validator("files_in_play", mode="before")
     @classmethod

@@ -18,13 +18,17 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from memory.durable import (
     append_jsonl,
     atomic_write_bytes,
     atomic_write_json,
+    create_exclusive,
     iter_jsonl_lines,
     read_jsonl,
 )
+from memory.errors import MemoryRuntimeError
 
 KILLS = 30
 BIG_PAD = 200_000
@@ -136,6 +140,27 @@ def test_atomic_json_and_append_line_numbers(tmp_path):
     assert append_jsonl(log, [{"b": 2}, {"c": 3}], many=True) == 2
     assert append_jsonl(log, {"d": 4}) == 4
     assert [n for n, _ in read_jsonl(log).records] == [1, 2, 3, 4]
+
+
+def test_writes_create_missing_folders_and_name_a_file_in_the_way(tmp_path):
+    atomic_write_bytes(tmp_path / "a" / "b" / "x.md", b"x")
+    assert create_exclusive(tmp_path / "c" / "d" / "y.md", b"y")
+    assert not create_exclusive(tmp_path / "c" / "d" / "y.md", b"other")
+    assert append_jsonl(tmp_path / "e" / "f" / "z.jsonl", {"z": 1}) == 1
+    assert (tmp_path / "a/b/x.md").read_bytes() == b"x"
+    assert (tmp_path / "c/d/y.md").read_bytes() == b"y"
+    assert read_jsonl(tmp_path / "e/f/z.jsonl").records == [(1, {"z": 1})]
+    (tmp_path / "file").write_text("in the way")
+    for write in (
+        lambda: atomic_write_bytes(tmp_path / "file" / "x.md", b"x"),
+        lambda: create_exclusive(tmp_path / "file" / "y.md", b"y"),
+        lambda: append_jsonl(tmp_path / "file" / "z.jsonl", {"z": 1}),
+    ):
+        with pytest.raises(MemoryRuntimeError, match=r"^cannot write .*file/"):
+            write()
+    assert (tmp_path / "file").read_text() == "in the way"
+    hidden = [p.name for p in tmp_path.rglob(".*")]
+    assert hidden == [".z.jsonl.lock"]  # no temp file is left behind
 
 
 def _append_numbered(log: Path, who: str, count: int) -> list[int]:

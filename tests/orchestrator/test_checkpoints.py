@@ -116,6 +116,35 @@ class TestWrite:
         )
         assert list(layout.checkpoints.iterdir()) == []
 
+    @pytest.mark.parametrize(
+        ("field", "value", "problem"),
+        [
+            ("subtasks", [{"id": "s1", "scope": [".", {"deep": {1, 2}}]}], "subtasks.0': Value "
+             "error, set at ['scope'][1]['deep'] is not a JSON value"),
+            ("subtasks", [{"id": "s1", "meta": {3: "x"}}], "subtasks.0': Value error, key 3 at "
+             "['meta'] is not a string"),
+            ("extra", {"when": object()}, "extra': Value error, object at ['when'] is not a "
+             "JSON value"),
+        ],
+    )  # fmt: skip
+    def test_values_that_are_not_json_name_where_and_write_nothing(
+        self, layout, field, value, problem
+    ):
+        with pytest.raises(TemplateError) as exc:
+            checkpoints.write_checkpoint(layout, {"task_id": "t", "phase": "p", field: value})
+        prefix = "invalid input for template 'checkpoint.json.j2': field '"
+        assert str(exc.value) == prefix + problem
+        assert not layout.checkpoints.is_dir() or list(layout.checkpoints.iterdir()) == []
+
+    def test_json_values_are_written_as_given(self, layout):
+        sub = {"id": "s1", "scope": ("a", "b"), "n": 2, "ok": True, "x": None, "f": {"g": [1.5]}}
+        path = checkpoints.write_checkpoint(
+            layout, {"task_id": "t", "phase": "p", "subtasks": [sub], "extra": {"k": [sub]}}
+        )
+        data = json.loads(path.read_text())
+        expected = {**sub, "scope": ["a", "b"]}
+        assert data["subtasks"] == [expected] and data["extra"] == {"k": [expected]}
+
 
 class TestLoad:
     @pytest.mark.parametrize(
