@@ -323,6 +323,11 @@ class BaseBackend(abc.ABC):
     def stat_document(self, path: str) -> DocumentInfo | None:
         """The document's metadata without its bytes (cheap), or `None`."""
 
+    def document_exists(self, path: str) -> bool:
+        """Whether document `path` exists: `stat_document` without the version (the files
+        backend then looks at the file alone, not at its database row)."""
+        return self.stat_document(path) is not None
+
     @abc.abstractmethod
     def put_document(
         self, path: str, data: bytes, *, expected_version: int | None = None

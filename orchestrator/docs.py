@@ -155,7 +155,7 @@ class Docs:
         if not rel:
             return False
         try:
-            return self.backend.stat_document(self.rel(rel)) is not None
+            return self.backend.document_exists(self.rel(rel))
         except InvalidInputError:
             return False
 

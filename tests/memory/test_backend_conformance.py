@@ -373,8 +373,9 @@ def test_a_log_grown_by_many_appends_reads_back_whole_from_any_offset(backend):
     assert backend.append_lines(path, ["again"]) == 2
     assert backend.get_document(path, offset=3).data == b"laced\nagain\n"
     assert backend.read_document_bytes(path, offset=3) == b"laced\nagain\n"
+    assert backend.document_exists(path) and not backend.document_exists("working/t/no.jsonl")
     assert backend.delete_document(path) and backend.get_document(path) is None
-    assert backend.read_document_bytes(path) is None
+    assert backend.read_document_bytes(path) is None and not backend.document_exists(path)
     assert backend.append_lines(path, ["fresh"]) == 1  # a deleted log starts at line 1
     assert backend.get_document(path).data == b"fresh\n"
 

@@ -172,6 +172,12 @@ class DocumentFiles:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
+    def document_exists(self, path: str) -> bool:
+        try:
+            return stat.S_ISREG(os.stat(self._file(path)).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
     def stat_document(self, path: str) -> DocumentInfo | None:
         file = self._file(path)
         try:
