@@ -172,6 +172,7 @@ def _is_test(path: str) -> bool:
 
 
 _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
+_CLOSING_QUOTES_RE = re.compile(r"\"\"\"|'''")
 _MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
 
 
@@ -205,12 +206,23 @@ def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
 def _ast_defs(node: ast.AST, prefix: str) -> list[tuple[str, int, str]]:
     if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
         return []
-    doc = (ast.get_docstring(node) or "").strip().split("\n")[0][:100]
+    doc = clip((ast.get_docstring(node) or "").strip().split("\n")[0], 100)
     out = [(prefix + node.name, node.lineno, doc)]
     if isinstance(node, ast.ClassDef):
         for child in node.body:
             out += _ast_defs(child, f"{node.name}.")
     return out
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word boundary with `…` marking the cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
 
 
 def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
@@ -231,10 +243,11 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             continue
         if not prose and not _PROSE_RE.match(s):
             break
-        s = _MARKER_RE.sub("", s).strip().rstrip("\"'").strip()
+        s = _MARKER_RE.sub("", s).strip()
+        s = _CLOSING_QUOTES_RE.split(s, maxsplit=1)[0].rstrip("\"'").strip()  # text after `"""x"""`
         s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
         if len(s) >= 3 and _is_words(s):
-            first = s[:160]
+            first = clip(s, 160)
             break
         if len(s) >= 3:  # an ASCII-art banner or a rule: not a description
             continue
@@ -461,6 +474,8 @@ class Evidence:
     workdir: dict[str, int] = field(default_factory=dict)
     #: pattern -> (matching lines, files, capped): real totals when the tool said them
     grep_totals: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
+    #: pattern -> the hits the tool showed, in scope or not
+    grep_shown: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_history(cls, history: Sequence[Call], scope: Sequence[str]) -> Evidence:
@@ -481,6 +496,7 @@ class Evidence:
                 ev.greps[pattern] = hits
                 whole = _in_scope(str(call.args.get("path", ".")), scope)
                 ev.grep_totals[pattern] = _grep_totals(res, all_hits, hits, whole)
+                ev.grep_shown[pattern] = len(all_hits)
         return ev
 
     def _quotes_before(self, path: str, line: int) -> list[str] | None:
@@ -512,6 +528,8 @@ class Evidence:
     def count(self, pattern: str) -> str:
         """`N line(s) in M file(s)` for a grep, or `at least N line(s) ...` when capped."""
         lines, files, capped = self.grep_totals.get(pattern, (0, 0, False))
+        if capped and not lines:  # the shown hits all lay outside the scope
+            return f"none of the {self.grep_shown.get(pattern, 0)} line(s) shown (capped)"
         least = "at least " if capped else ""
         cap = " (capped)" if capped else ""
         return f"{least}{lines} line(s) in {least}{files} file(s){cap}"

@@ -159,6 +159,21 @@ def _int(value: str, default: int | None) -> int | None:
     return int(m.group()) if m else default
 
 
+def _unwrapped(value: str) -> str:
+    """`value` without the markdown emphasis or code marks around it (`**x**`, `_x_`,
+    `` `x` ``); marks that do not wrap the whole value stay (`__init__.py, py.typed`), and
+    so do a dunder's (`__init__`)."""
+    value = value.strip()
+    while (
+        len(value) > 1
+        and value[0] in "*_`"
+        and value[-1] == value[0]
+        and not value.startswith("__")
+    ):
+        value = value[1:-1].strip()
+    return value
+
+
 def parse_brief(messages: Sequence[BaseMessage]) -> Brief:
     """Read the `Key: value` lines of every human message (later messages win)."""
     brief = Brief()
@@ -166,7 +181,7 @@ def parse_brief(messages: Sequence[BaseMessage]) -> Brief:
     for text in humans:
         found: dict[str, str] = {}
         for m in _FIELD_RE.finditer(text):
-            found.setdefault(_KEYS[m.group(1).lower()], m.group(2).strip(" *_`"))
+            found.setdefault(_KEYS[m.group(1).lower()], _unwrapped(m.group(2)))
         for key, value in found.items():
             if key == "max_subtasks":
                 brief.max_subtasks = max(1, _int(value, 4) or 4)

@@ -35,6 +35,7 @@ from orchestrator.offline.evidence import (
     _path_words,
     _tested_name,
     chain,
+    clip,
     describe,
     outline,
     related_tests,
@@ -87,15 +88,16 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     lead = lead.rstrip(".")
     if len(lead) > 240:  # whole list items only
         lead = lead[:240].rsplit(", ", 1)[0] + " and more"
-    summary = f"{where}: {lead or 'no text file was read'}."
+    nothing = "no description in the file(s) read" if ev.read else "no file was read"
+    summary = f"{where}: {lead or nothing}."
     summary += (
-        f" {len(set(ev.listed) | set(ev.read))} files seen, {len(ev.read)} read, "
+        f" {len(set(ev.listed) | set(ev.read))} file(s) seen, {len(ev.read)} read, "
         f"{counts}{todo_count}{len(tests)} related test file(s) ({brief.phase} phase)."
     )
     if ev.errors:
         summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
     if any(firsts.values()):
-        main = "; ".join(f"{p} ({d[:100]})" for p, d in list(firsts.items())[:2] if d)
+        main = "; ".join(f"{p} ({clip(d, 100)})" for p, d in list(firsts.items())[:2] if d)
         summary += f" Main files: {main}."
     return SubmitFindings.model_validate(
         {
@@ -109,6 +111,11 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     )
 
 
+def _undescribed(lines: Sequence[str]) -> str:
+    """What a file read without a description is: empty, or without docstring or heading."""
+    return "no docstring or heading" if any(ln.strip() for ln in lines) else "an empty file"
+
+
 def _file_notes(ev: Evidence) -> list[dict]:
     """Notes for the files read (then listed ones, up to 10)."""
     notes = []
@@ -117,8 +124,11 @@ def _file_notes(ev: Evidence) -> list[dict]:
         defs = outline(lines, path)
         shown = [f"{n} (line {i}{': ' + d if d else ''})" for n, i, d in defs[:8]]
         more = f" and {len(defs) - 8} more" if len(defs) > 8 else ""
-        note = (first or "no docstring or heading").rstrip(".") + (
-            f". {len(lines)} lines read; defines {'; '.join(shown)}{more}" if defs else ""
+        note = (first or _undescribed(lines)).rstrip(".") + (
+            f"{'' if first.endswith('…') else '.'} {len(lines)} lines read; "
+            f"defines {'; '.join(shown)}{more}"
+            if defs
+            else ""
         )
         notes.append({"path": path, "description": note})
     for path, size in ev.listed.items():
@@ -176,7 +186,7 @@ class _Facts:
             out.append(f"Modules of {where}: {_short(list(dict.fromkeys(mods)), 12)}.")
         for path, lines in ev.read.items():
             first, defs = describe(lines, path)
-            said = f"{path}: {first[:100].rstrip('.') or 'no docstring or heading'}"
+            said = f"{path}: {clip(first, 100).rstrip('.') or _undescribed(lines)}"
             out.append(said + (f"; defines {', '.join(defs[:8])}." if defs else "."))
         if self.todo:
             spots = ", ".join(f"{p}:{n}" for p, n, _ in self.todo[:4])
@@ -196,6 +206,8 @@ class _Facts:
                 f"starting with {', '.join(defs[:4])}."
                 if defs
                 else f"{path}: no definition in its first {len(lines)} lines (prose or data)."
+                if lines
+                else f"{path}: an empty file."
             )
         return out
 
@@ -215,7 +227,7 @@ class _Facts:
             elif defs:
                 sites = ", ".join(f"{n} (line {i})" for n, i in defs[:6])
                 out.append(f"Change sites in {path}: {sites}.")
-        out += [f"TODO comment at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
+        out += [f"TODO comment at {p}:{n}: {clip(t, 100)}" for p, n, t in self.todo[:3]]
         if self.untested and not self.ev.is_test_area():
             out.append(
                 f"Modules of {self.where} with no test file named after them: "
@@ -225,7 +237,7 @@ class _Facts:
 
     def _review(self) -> list[str]:
         """Risks: open notes, the biggest modules, and gaps in the test coverage."""
-        out = [f"Risk: unresolved note at {p}:{n}: {t[:100]}" for p, n, t in self.todo[:3]]
+        out = [f"Risk: unresolved note at {p}:{n}: {clip(t, 100)}" for p, n, t in self.todo[:3]]
         if self.ev.is_test_area():
             return out + self.coverage()[1:]
         if self.biggest(2):
@@ -311,7 +323,7 @@ class _Facts:
         files = list(dict.fromkeys(h[0] for h in hits))
         counted = f"{self.ev.count(pattern)} of {self.where} match {pattern!r}"
         if self.phase == "exploration":
-            return f"{counted}, e.g. {p}:{n}: {t[:100]}"
+            return f"{counted}, e.g. {p}:{n}: {clip(t, 100)}"
         if self.phase == "planning":
             return f"{counted}: {_short(files, 4)}."
         return f"{counted}: " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
@@ -355,7 +367,7 @@ def _recommendations(
             for p, n in matching[:1]
         ]
     elif brief.phase == "implementation":
-        recs += [f"Resolve the TODO at {p}:{n}: {t[:100]}" for p, n, t in facts.todo[:2]]
+        recs += [f"Resolve the TODO at {p}:{n}: {clip(t, 100)}" for p, n, t in facts.todo[:2]]
         recs += [f"Likely change point: {n} in {p}." for p, n in matching[:3]]
         if not ev.is_test_area() and facts.untested:
             recs.append(

@@ -543,3 +543,62 @@ class TestFindingsQuality:
         assert any(d.startswith("Modules of core:") for d in seen if seen[d] == "exploration")
         assert any("(line " in d for d in seen if seen[d] == "implementation")
         assert any(d.startswith("Coverage gap") for d in seen if seen[d] == "review")
+
+
+class TestResearchPolicyWording:
+    """What a subagent writes about files whose names or texts are easy to mangle."""
+
+    LONG = "Parse the gadget registry and " + "resolve every gadget alias " * 8
+
+    @pytest.fixture
+    def loose(self, tmp_path):
+        files = {
+            "__init__.py": '"""Dashboard parts."""  # noqa: E501\n\nx = 1\n',
+            "py.typed": "",
+            "registry.py": f'"""{self.LONG}"""\n\n\ndef load():\n    return 1\n',
+        }
+        files.update({f"pkg/m{i}.py": "widget = 1\n" * 20 for i in range(5)})
+        repo = make_repo(tmp_path / "w", files)
+        return repo, workdir_tools(repo)
+
+    def _findings(self, tools, scope, phase="exploration"):
+        sub = PhasePlan.model_validate(
+            {
+                "strategy": "s",
+                "subtasks": [{"id": "x", "title": "Look", "description": "d", "scope": scope}],
+            }
+        ).subtasks[0]
+        prompt = sub_prompt("widget", sub, phase=phase)
+        return run_agent(OfflineChatModel(), tools, SubmitFindings, prompt)
+
+    def test_dunder_files_in_scope_are_read_under_their_names(self, loose):
+        _, tools = loose
+        findings, transcript = self._findings(tools, ["__init__.py", "py.typed", "registry.py"])
+        read = {args["path"] for name, args, _ in transcript if name == "read_file"}
+        assert read == {"__init__.py", "py.typed", "registry.py"}
+        assert "Tool error" not in findings.summary
+        assert findings.summary.startswith("__init__.py, py.typed, registry.py: ")
+        notes = {f.path: f.description for f in findings.files}
+        # a one-line docstring ends at its closing quotes, not at the end of the line
+        assert notes["__init__.py"] == "Dashboard parts" and notes["py.typed"] == "an empty file"
+        assert "py.typed: an empty file." in findings.key_discoveries
+        assert '"""' not in json.dumps(findings.model_dump()) and "noqa" not in findings.summary
+        # a long first line is cut at a word, and says so
+        first, rest = notes["registry.py"].split("… ", 1)
+        first += "…"
+        assert rest == "5 lines read; defines load (line 4)" and len(first) <= 160
+        assert first[:-1] == self.LONG[: len(first) - 1].rstrip()
+
+    def test_an_empty_file_is_called_empty(self, loose):
+        _, tools = loose
+        findings, _ = self._findings(tools, ["py.typed"], phase="planning")
+        assert "py.typed: an empty file." in findings.key_discoveries
+        assert findings.summary.startswith("py.typed: py.typed: an empty file. 1 file(s) seen")
+
+    def test_a_capped_search_with_no_hit_in_scope_says_so(self, loose):
+        _, tools = loose
+        findings, transcript = self._findings(tools, ["__init__.py", "py.typed"])
+        greps = [a for n, a, _ in transcript if n == "grep_files" and a["pattern"] == "widget"]
+        assert greps and greps[0]["path"] == "."
+        assert "none of the 50 line(s) shown (capped) matching 'widget'" in findings.summary
+        assert "at least 0" not in findings.summary
