@@ -25,6 +25,7 @@ from memory.store import MemoryStore
 from memory.tools import memory_tools
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
+from orchestrator.registry import registry_records
 from orchestrator.workdir import workdir_tools
 from orchestrator.workflow import AgentSpec, Workflow
 
@@ -97,6 +98,28 @@ class RunContext:
             if key not in self._cache:
                 self._cache[key] = make()
             return self._cache[key]
+
+    def registry_record(self, task_id: str, key: str) -> dict[str, Any] | None:
+        """`key`'s record in the task's artifact registry (`orchestrator.registry`), or None.
+
+        The registry is read once per run: a run holds the task's run lock, so only this
+        process appends to it meanwhile, and the lines it appends are noted here too
+        (`registry_noted`). Before, every subagent of a resume read the registry's new lines.
+        """
+        with self._lock:
+            records = self._cache.get(("registry", task_id))
+            if records is None:
+                records = {k: dict(v) for k, v in registry_records(self.docs, task_id).items()}
+                self._cache[("registry", task_id)] = records
+            found = records.get(key)
+            return dict(found) if found is not None else None
+
+    def registry_noted(self, task_id: str, key: str, fields: dict[str, Any]) -> None:
+        """Keep a line this run appended to the registry for its later lookups."""
+        with self._lock:
+            records = self._cache.get(("registry", task_id))
+            if records is not None:
+                records[key] = {**records.get(key, {}), "key": key, **fields}
 
     def remember_lead_context(self, state: dict[str, Any], tokens: int) -> None:
         """Keep the monitor's measure of the lead's context for the rest of this phase."""

@@ -35,7 +35,7 @@ from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.protocol import SubmitFindings
 from orchestrator.readback import findings_meta
-from orchestrator.registry import find_written, registry_lookup, registry_note
+from orchestrator.registry import find_written, registry_note
 from orchestrator.state import DELETE
 from orchestrator.workflow import AgentSpec
 
@@ -65,6 +65,12 @@ def subagent_prompt(payload: dict[str, Any], skills_index: str, max_steps: int =
         "Investigate, then call SubmitFindings.",
     ]
     return [SystemMessage(system), HumanMessage("\n".join(lines))]
+
+
+def _note(ctx: RunContext, task_id: str, key: str, **fields: Any) -> None:
+    """Append a registry line for `key`, and keep it for this run's lookups."""
+    registry_note(ctx.docs, task_id, key, **fields)
+    ctx.registry_noted(task_id, key, fields)
 
 
 def _record(path: Path, docs: Docs, sub: dict, findings: dict, tokens: int) -> dict:
@@ -153,7 +159,7 @@ def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
     if path is None:
         path = _write_findings(ctx, payload, rec["findings"], rec["ts"])
     if docs.rel(path) not in (expected, rec.get("path")):
-        registry_note(docs, payload["task_id"], f"findings:{key}", path=docs.rel(path))
+        _note(ctx, payload["task_id"], f"findings:{key}", path=docs.rel(path))
     ctx.emit(
         "agent",
         key=key,
@@ -196,7 +202,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     ctx = runtime.context
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
-    rec = None if ctx.new_task else registry_lookup(ctx.docs, task_id, f"findings:{key}")
+    rec = None if ctx.new_task else ctx.registry_record(task_id, f"findings:{key}")
     if rec and rec.get("findings") is not None:
         return _reuse(ctx, payload, rec)
     fault("subagent_before_run")
@@ -217,8 +223,8 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
         }
     findings = with_files_written(result.final.model_dump(), result.transcript)
     ts = iso_timestamp()
-    registry_note(
-        ctx.docs,
+    _note(
+        ctx,
         task_id,
         f"findings:{key}",
         ts=ts,
@@ -232,7 +238,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     if ctx.docs.rel(path) != findings_name(agent_file_name(sub), ts):
         # the name was taken: the record must say where the file is (by default the
         # timestamp recorded above names it, and the registry needs no second line)
-        registry_note(ctx.docs, task_id, f"findings:{key}", path=ctx.docs.rel(path))
+        _note(ctx, task_id, f"findings:{key}", path=ctx.docs.rel(path))
     fault("subagent_after_findings")
     ctx.emit(
         "agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens, path=str(path)
