@@ -121,6 +121,15 @@ class JsonView:
         pass
 
 
+def _short_count(n: int) -> str:
+    """`n` in at most five characters: `950`, `12.4k`, `150k`, `1.2M`."""
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size:
+            value = f"{n / size:.1f}" if n < 100 * size else f"{n // size}"
+            return value.removesuffix(".0") + unit
+    return str(n)
+
+
 class LiveView:
     """A `rich.live.Live` panel that always fits the terminal (see the module docstring).
 
@@ -235,17 +244,29 @@ class LiveView:
         if tally["failed"]:
             line.stylize("red")
         gauge = Table.grid(padding=(0, 1))
-        gauge.add_column(no_wrap=True)
+        gauge.add_column(no_wrap=True, min_width=4)
         gauge.add_column(no_wrap=True, overflow="ellipsis")
         gauge.add_row("lead", self._gauge())
         return [phase, line, gauge]
+
+    #: The gauge bar's widest; it narrows in a narrow terminal so the numbers still show.
+    BAR = 24
 
     def _gauge(self) -> Any:
 
         threshold = max(1, int(self.lead["threshold"]))
         used = int(self.lead["context"])
         warn_at = int(threshold * float(self.lead["warning_ratio"]))
-        width = 24
+        label = "save" if used >= threshold else "warn" if used >= warn_at else "ok"
+        approx = "~" if self.lead.get("estimated") else ""
+        numbers = f"{approx}{used:,}/{threshold:,} {label}"
+        # the panel's borders and padding, "lead ", and a space before the numbers
+        room = self._panel_width() - 4 - 5 - 1 - len(numbers)
+        if room + 1 < 0:  # not even the numbers fit: shorter ones
+            numbers = f"{approx}{_short_count(used)}/{_short_count(threshold)} {label}"
+        width = min(self.BAR, room) if room >= 6 else 0
+        if not width:
+            return Text(numbers, style="bold")
         filled = min(width, round(width * used / threshold))
         warn_col = round(width * warn_at / threshold)
         bar = Text()
@@ -255,9 +276,7 @@ class LiveView:
                 bar.append("█", style=zone if used < warn_at or i >= warn_col else "yellow")
             else:
                 bar.append("░", style="dim red" if i >= warn_col else "dim")
-        label = "save" if used >= threshold else "warn" if used >= warn_at else "ok"
-        approx = "~" if self.lead.get("estimated") else ""
-        bar.append(f" {approx}{used:,}/{threshold:,} {label}", style="bold")
+        bar.append(f" {numbers}", style="bold")
         return bar
 
     def _ordered(self) -> list[str]:
@@ -324,12 +343,14 @@ class LiveView:
             parts += logs[len(logs) - max(0, min(len(logs), room - used)) :]
         return self._panel(parts)
 
-    def _panel(self, parts: list[Any]) -> Any:
-
+    def _panel_width(self) -> int:
         # two columns stay free: the terminal echoes Ctrl-C as `^C` after the last line,
         # and a full-width line would wrap, scroll, and leave a stale copy of the top border
-        width = max(20, self.console.size.width - 2)
-        return Panel(Group(*parts), title=self.title, title_align="left", width=width)
+        return max(20, self.console.size.width - 2)
+
+    def _panel(self, parts: list[Any]) -> Any:
+
+        return Panel(Group(*parts), title=self.title, title_align="left", width=self._panel_width())
 
     def summary(self) -> Any:
         """The closing panel: head and failed agents, printed once when the view ends."""

@@ -82,6 +82,23 @@ def test_a_tiny_terminal_keeps_the_count_and_the_gauge():
     assert "18/30 agents done" in lines[1] and "lead " in lines[2]
 
 
+@pytest.mark.parametrize(
+    ("width", "gauge"),
+    [
+        (50, r"│ lead [█░]{22} 1,968/150,000 ok │"),  # the bar narrows first
+        (42, r"│ lead [█░]{14} 1,968/150,000 ok │"),
+        (28, r"│ lead 1,968/150,000 ok  │"),  # then it goes
+        (22, r"│ lead 2k/150k ok  │"),  # then the numbers shorten
+    ],
+)
+def test_a_narrow_terminal_keeps_the_gauges_label_and_numbers(width, gauge):
+    view, _ = _view(width, 12)
+    _feed(view)
+    lines = _lines(view)
+    assert all(len(line) <= width - 2 for line in lines)
+    assert any(re.fullmatch(gauge, line) for line in lines), lines
+
+
 def test_the_elapsed_time_moves_with_the_clock():
     clock = _Clock()
     view, _ = _view(60, 15, clock)
