@@ -295,6 +295,8 @@ class LiveView:
         table.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         table.add_column(justify="right", no_wrap=True)
         roles = len({row["agent"] for row in self.agents.values()}) > 1
+        # in a narrow terminal the names need the room more than the tokens' last digits
+        count = _short_count if self._panel_width() < 60 else "{:,}".format
         for key in keys:
             row = self.agents[key]
             state = row.get("state", "pending")
@@ -306,7 +308,7 @@ class LiveView:
             table.add_row(
                 Text(STATE_MARK.get(state, "?"), style=style),
                 Text(f"{name} {state}{error}", style=style),
-                Text(f"{row['tokens']:,} tok", style="dim"),
+                Text(f"{count(row['tokens'])} tok", style="dim"),
             )
         if rest:
             tally: dict[str, int] = {}

@@ -99,6 +99,17 @@ def test_a_narrow_terminal_keeps_the_gauges_label_and_numbers(width, gauge):
     assert any(re.fullmatch(gauge, line) for line in lines), lines
 
 
+@pytest.mark.parametrize(("width", "shown"), [(40, "106k tok"), (80, "106,439 tok")])
+def test_a_narrow_terminal_gives_agent_names_the_room_of_the_tokens_digits(width, shown):
+    view, _ = _view(width, 12)
+    _feed(view)
+    key = "exploration/exploration-pkg28"
+    view({"event": "agent", "key": key, "agent": "researcher", "state": "running",
+          "tokens": 106_439})  # fmt: skip
+    row = next(line for line in _lines(view) if "▶" in line)
+    assert row.rstrip("│ ").endswith(shown), row
+
+
 def test_the_elapsed_time_moves_with_the_clock():
     clock = _Clock()
     view, _ = _view(60, 15, clock)
