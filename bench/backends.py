@@ -49,6 +49,20 @@ PG_URL = os.environ.get("TETHER_BENCH_PG_URL", "postgresql://postgres@127.0.0.1/
 BATCH = 1000
 
 
+def _pg_problem() -> str:
+    """Why PostgreSQL cannot be benchmarked here ("" when it can)."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed: pip install -e '.[postgres]'"
+    try:
+        psycopg.connect(PG_URL, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"cannot reach PostgreSQL at {PG_URL} ({first}); start it or set TETHER_BENCH_PG_URL"
+    return ""
+
+
 @contextmanager
 def pg_schema():
     import psycopg
@@ -213,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fanout", type=int, default=40)
     parser.add_argument("--log-lines", type=int, default=20_000)
     args = parser.parse_args(argv)
+    problem = _pg_problem()
+    if problem:
+        parser.exit(2, f"bench.backends: {problem}\n")
     print("| corpus | backend | build (msg/s) | search p50 | search p95 | recall@10 |")
     print("|---|---|---:|---:|---:|---:|")
     for part in args.sizes.split(","):

@@ -31,6 +31,7 @@ Not run by the test suite (it takes minutes at 1M).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -278,6 +279,16 @@ def _rss_mb(field: str = "VmRSS:") -> float:
     return 0.0
 
 
+def _missing_baselines(args: argparse.Namespace) -> str:
+    """What the asked-for baselines need and this machine lacks ("" when nothing)."""
+    if args.tether_only:
+        return ""
+    missing = [f"`{tool}` is not on PATH" for tool in ("rg", "grep") if not shutil.which(tool)]
+    if not args.skip_bm25s and importlib.util.find_spec("bm25s") is None:
+        missing.append("`bm25s` is not installed")
+    return ", ".join(missing)
+
+
 def _baseline_latency(
     row: dict, root: Path, questions: list[str], args: argparse.Namespace
 ) -> None:
@@ -397,6 +408,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="time every question this many times")
     parser.add_argument("--dump-ranked", help="append each size's ranked citations (JSON lines)")
     args = parser.parse_args(argv)
+    missing = _missing_baselines(args)
+    if missing:
+        parser.exit(2, f"bench.recall: {missing} (`pip install -e '.[bench]'` adds rg and "
+                    "bm25s); or pass --tether-only\n")  # fmt: skip
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in _parse_sizes(args.sizes):
