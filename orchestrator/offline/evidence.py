@@ -290,8 +290,9 @@ def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
     A finding addresses the question when its discoveries and file paths (not its summary,
     which quotes the objective) hold at least two thirds of the question's content words
     (stemmed; generic words such as "which" left out) and, when the question names a
-    phase, the finding is of that phase. A question with no content word is never
-    answered this way.
+    phase, the finding is of that phase; when it names a top folder of the cited files,
+    the finding cites a file in it. A question with no content word is never answered
+    this way.
     """
     named = [p for p in _PHASES if re.search(rf"\b{p}\b", question.lower())]
     wanted = {stem(w) for w in words(question)} - {stem(w) for w in _QUESTION_WORDS}
@@ -300,14 +301,21 @@ def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
         wanted |= {stem(x) for x in _WORD_RE.findall(w.lower())}
     if not wanted:
         return []
+    cited = {
+        key: [str(x.get("path", "")) for x in f.get("files") or [] if isinstance(x, dict)]
+        for key, f in findings.items()
+    }
+    # a top folder of the cited files that the question names: only findings citing a
+    # file in it answer ("Which files in commands matter" is not answered from utils/)
+    folders = {p.split("/", 1)[0] for paths in cited.values() for p in paths if "/" in p}
+    areas = {a for a in folders if re.search(rf"(?<![\w./-]){re.escape(a)}(?![\w-])", question)}
     out = []
     for key, f in findings.items():
         if not f.get("key_discoveries") or (named and f.get("phase") not in named):
             continue
-        text = " ".join(
-            [*map(str, f["key_discoveries"])]
-            + [str(x.get("path", "")) for x in f.get("files") or [] if isinstance(x, dict)]
-        )
+        if areas and not any(p.split("/", 1)[0] in areas for p in cited[key]):
+            continue
+        text = " ".join([*map(str, f["key_discoveries"]), *cited[key]])
         have = {stem(w) for w in _WORD_RE.findall(text.lower())}
         if 3 * len(wanted & have) >= 2 * len(wanted):
             out.append(str(f.get("path") or key))

@@ -195,3 +195,23 @@ def test_each_summary_opens_with_what_its_phase_found(tmp_path):
             assert lead.startswith(first_discovery.rstrip(".")[:60]), (phase, summary)
         seen.add(phase)
     assert seen == {"exploration", "planning", "implementation", "review"}
+
+
+def test_a_question_about_one_folder_cites_only_its_findings(tmp_path):
+    handler = '"""{what}."""\n\n\ndef handle_redirects(response):\n    """Follow redirects."""\n'
+    _, _, plan = survey(
+        tmp_path,
+        {
+            "webapp/redirects.py": handler.format(what="Redirects of web requests"),
+            "webapp/views.py": '"""Views that answer with redirects."""\n',
+            "worker/retry.py": handler.format(what="Redirects of queued jobs are handled here"),
+            "worker/jobs.py": '"""Jobs that follow redirects when handled."""\n',
+        },
+    )
+    questions = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"- \[x\] Which files in (\w+) matter for: .*?\(see (.*?)\)", plan)
+    }
+    assert set(questions) == {"webapp", "worker"}, plan
+    for folder, cited in questions.items():
+        assert cited and all(f"-{folder}_" in c for c in cited.split(", ")), (folder, cited)
