@@ -89,7 +89,7 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     if len(lead) > 240:  # whole list items only
         lead = lead[:240].rsplit(", ", 1)[0] + " and more"
     nothing = "no description in the file(s) read" if ev.read else "no file was read"
-    summary = f"{where}: {lead or nothing}."
+    summary = _sentence(f"{where}: {lead or nothing}")
     summary += (
         f" {len(set(ev.listed) | set(ev.read))} file(s) seen, {len(ev.read)} read, "
         f"{counts}{todo_count}{len(tests)} related test file(s) ({brief.phase} phase)."
@@ -109,6 +109,11 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
             "recommendations": _recommendations(brief, scope, objective, ev, facts)[:6],
         }
     )
+
+
+def _sentence(text: str) -> str:
+    """`text` ending as a sentence: a full stop unless it ends in one, or in `…`, `?`, `!`."""
+    return text if text.endswith((".", "…", "?", "!")) else text + "."
 
 
 def _undescribed(lines: Sequence[str]) -> str:
@@ -187,7 +192,7 @@ class _Facts:
         for path, lines in ev.read.items():
             first, defs = describe(lines, path)
             said = f"{path}: {clip(first, 100).rstrip('.') or _undescribed(lines)}"
-            out.append(said + (f"; defines {', '.join(defs[:8])}." if defs else "."))
+            out.append(f"{said}; defines {', '.join(defs[:8])}." if defs else _sentence(said))
         if self.todo:
             spots = ", ".join(f"{p}:{n}" for p, n, _ in self.todo[:4])
             out.append(f"{len(self.todo)} TODO/FIXME comment(s) in {where}: {spots}.")

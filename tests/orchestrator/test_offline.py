@@ -589,6 +589,14 @@ class TestResearchPolicyWording:
         assert rest == "5 lines read; defines load (line 4)" and len(first) <= 160
         assert first[:-1] == self.LONG[: len(first) - 1].rstrip()
 
+    def test_a_cut_description_ends_in_its_ellipsis_alone(self, tmp_path):
+        long = "Print a banner telling the user to upgrade, but not in CI and not when " * 3
+        repo = make_repo(tmp_path / "n", {"cli/notify.js": f"// {long}\nconst x = 1\n"})
+        findings, _ = self._findings(workdir_tools(repo), ["cli"])
+        said = next(d for d in findings.key_discoveries if d.startswith("cli/notify.js: "))
+        assert said.endswith(" the…") and long.startswith(said[len("cli/notify.js: ") : -1])
+        assert "…." not in json.dumps(findings.model_dump(), ensure_ascii=False)
+
     def test_an_empty_file_is_called_empty(self, loose):
         _, tools = loose
         findings, _ = self._findings(tools, ["py.typed"], phase="planning")
