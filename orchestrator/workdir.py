@@ -56,6 +56,9 @@ BINARY_SUFFIXES = frozenset(
 MAX_GREP_BYTES = 1_000_000
 """Files larger than this are not searched by `grep_files` (listing and reading still work)."""
 MAX_LINE_CHARS = 400
+#: A capped listing names at most this many folders (with their text-file counts).
+MAX_FOLDERS = 200
+FOLDERS_PREFIX = "# text files per folder: "
 """Longer lines are cut in `read_file` and `grep_files` output."""
 MAX_WALK_FILES = 20_000
 """A walk stops after this many files, so a huge tree cannot stall an agent."""
@@ -231,10 +234,14 @@ class WorkdirFiles:
             return f"Error: {exc}"
         lines: list[str] = []
         total = 0
+        folders: dict[str, int] = {}  # text files per folder directly under `start`
         for file in self.iter_files(start):
             if is_binary(file):
                 continue
             total += 1
+            parts = file.relative_to(start).parts if file != start else ()
+            if len(parts) > 1:
+                folders[parts[0]] = folders.get(parts[0], 0) + 1
             if len(lines) < limit:
                 try:
                     size = file.stat().st_size
@@ -244,10 +251,16 @@ class WorkdirFiles:
         where = self.rel(start)
         if not lines:
             return f"# no text files under {where!r}"
-        head = f"# {total} text files under {where!r}"
+        head = [f"# {total} text files under {where!r}"]
         if total > len(lines):
-            head += f", showing the first {len(lines)}; pass a sub-path to see more"
-        return "\n".join([head, *lines])
+            head[0] += f", showing the first {len(lines)}; pass a sub-path to see more"
+        if total > len(lines) and folders:
+            # what the cut hides: every folder, so a plan can name those not shown
+            names = sorted(folders)
+            shown = ", ".join(f"{n}/ {folders[n]}" for n in names[:MAX_FOLDERS])
+            more = f", +{len(names) - MAX_FOLDERS} more" if len(names) > MAX_FOLDERS else ""
+            head.append(f"{FOLDERS_PREFIX}{shown}{more}")
+        return "\n".join([*head, *lines])
 
     def read_file(self, path: str, start_line: int = 1, max_lines: int = 200) -> str:
         """Lines `start_line`.. of a text file, numbered as `N: text`."""

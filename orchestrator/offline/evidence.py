@@ -110,12 +110,23 @@ class Call:
 
 
 def words(text: str) -> list[str]:
-    """Lower-case content words of `text` (stop words and short words dropped), in order."""
+    """Lower-case content words of `text` (stop words, their other forms such as
+    `implemented`, and short words dropped), in order."""
     seen: dict[str, None] = {}
     for w in _WORD_RE.findall(text.lower()):
-        if len(w) >= 3 and w not in _STOPWORDS and not w.isdigit():
+        if len(w) >= 3 and w not in _STOPWORDS and not w.isdigit() and stem(w) not in _STOP_STEMS:
             seen.setdefault(w, None)
     return list(seen)
+
+
+def named_in(goal: set[str], path_words: set[str]) -> set[str]:
+    """The goal stems a path's words name: the same stem, or (for stems of five letters or
+    more) a longer word it begins (`import` names `importlib`, `schedul` `scheduler`)."""
+    return {
+        g
+        for g in goal
+        if g in path_words or (len(g) >= 5 and any(w.startswith(g) for w in path_words))
+    }
 
 
 def stem(word: str) -> str:
@@ -124,6 +135,10 @@ def stem(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
     return word
+
+
+#: Stems of the stop words: `implemented` and `described` are as empty as `implement`.
+_STOP_STEMS = frozenset(stem(w) for w in _STOPWORDS if len(w) >= 5)
 
 
 def stems(text: str) -> set[str]:
@@ -139,6 +154,17 @@ def parse_listing(text: str) -> list[tuple[str, int]]:
         if m and not line.startswith("#"):
             out.append((m.group(1), int(m.group(2))))
     return out
+
+
+def parse_folders(text: str) -> dict[str, int]:
+    """Text files per folder from a capped `list_files` result's folder line (else {})."""
+    from orchestrator.workdir import FOLDERS_PREFIX
+
+    line = next((ln for ln in text.splitlines() if ln.startswith(FOLDERS_PREFIX)), "")
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"(?:^|, )([^,]+?)/ (\d+)", line[len(FOLDERS_PREFIX) :])
+    }
 
 
 def parse_read(text: str) -> list[str]:

@@ -77,6 +77,8 @@ from orchestrator.offline.evidence import (
     _is_test,
     _path_words,
     describe,
+    named_in,
+    parse_folders,
     parse_grep,
     parse_listing,
     parse_read,
@@ -152,6 +154,8 @@ class Area:
     name: str
     scope: list[str]
     files: list[str]
+    count: int = 0
+    """Its text files when the listing was cut before them (`files` is then empty)."""
 
 
 def _int(value: str, default: int | None) -> int | None:
@@ -230,14 +234,23 @@ def _dir_area(name: str, files: list[str]) -> Area:
     return Area(name, [name], files)
 
 
-def group_areas(paths: Sequence[str], room: int) -> list[Area]:
-    """Group listed files into areas; split the biggest area while `room` allows."""
+def group_areas(
+    paths: Sequence[str], room: int, folders: dict[str, int] | None = None
+) -> list[Area]:
+    """Group listed files into areas; split the biggest area while `room` allows.
+
+    `folders` (text files per top folder, from a listing cut short) adds an area for each
+    folder the listing did not reach, known by its name and file count only.
+    """
     top: dict[str, list[str]] = {}
     loose: list[str] = []
     for p in paths:
         head, sep, _ = p.partition("/")
         (top.setdefault(head, []) if sep else loose).append(p)
     areas = [_dir_area(*_descend(name, files)) for name, files in sorted(top.items())]
+    unseen = sorted(set(folders or {}) - set(top))
+    areas += [Area(name, [name], [], (folders or {})[name]) for name in unseen]
+    areas.sort(key=lambda a: a.name)
     if loose:
         areas.append(Area("top-level files", _rank_files(loose, [])[:10], loose))
     while len(areas) < room:
@@ -283,8 +296,8 @@ def _source_count(files: Sequence[str]) -> int:
 
 def _goal_score(area: Area, goal: set[str]) -> float:
     """How strongly the objective's content words name an area (0: not at all)."""
-    hits = sum(1 for f in area.files if goal & _path_words(f))
-    return 3.0 * len(goal & _path_words(area.name)) + min(5, hits)
+    hits = sum(1 for f in area.files if named_in(goal, _path_words(f)))
+    return 3.0 * len(named_in(goal, _path_words(area.name))) + min(5, hits)
 
 
 def rank_areas(areas: Sequence[Area], brief: Brief) -> list[Area]:
@@ -381,7 +394,7 @@ def _rank_files(
         p = PurePosixPath(path)
         name = p.stem.lower()
         prio = _PRIORITY_STEMS.index(name) if name in _PRIORITY_STEMS else len(_PRIORITY_STEMS)
-        hits = -len(goal_set & _path_words(path))
+        hits = -len(named_in(goal_set, _path_words(path)))
         tiny = int(bool(sizes) and sizes.get(path, 1000) < 40)
         suffix = p.suffix.lower()
         rest = (int(suffix not in _TEXT_SUFFIXES), len(p.parts), path)
@@ -446,7 +459,8 @@ class ResearchPolicy:
             args = {"path": ".", "max_entries": self.listing_entries}
             return _call("list_files", args, "Listing the workdir to plan the subtasks.")
         files = [p for c in listings[-1:] for p, _ in parse_listing(c.result or "")]
-        return _call(PLAN_TOOL, build_plan(brief, files).model_dump())
+        folders = {k: v for c in listings[-1:] for k, v in parse_folders(c.result or "").items()}
+        return _call(PLAN_TOOL, build_plan(brief, files, folders).model_dump())
 
     # -- subagent --------------------------------------------------------------------------
 
@@ -567,11 +581,14 @@ def extract(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:
     return "\n".join(picked)[:max_chars]
 
 
-def build_plan(brief: Brief, files: Sequence[str]) -> PhasePlan:
-    """The `PhasePlan` for this phase from the objective and the listed files."""
+def build_plan(
+    brief: Brief, files: Sequence[str], folders: dict[str, int] | None = None
+) -> PhasePlan:
+    """The `PhasePlan` for this phase from the objective and the listed files (and, when
+    the listing was cut, the file count of every top folder)."""
     action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
     limit = max(1, brief.max_subtasks)
-    chosen, left_out = choose_areas(group_areas(files, limit), brief, limit)
+    chosen, left_out = choose_areas(group_areas(files, limit, folders), brief, limit)
     objective = (brief.objective or "the task").rstrip(" .?!")
     subtasks = _subtasks(brief, chosen, objective)
     goal = words(objective)
@@ -620,7 +637,8 @@ def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[
             sid += "-2"
         ids.add(sid)
         examples = ", ".join(_rank_files(area.files, words(objective))[:3])
-        what = f"{area.name} ({len(area.files)} files, e.g. {examples})"
+        count = len(area.files) or area.count
+        what = f"{area.name} ({count} files{f', e.g. {examples}' if examples else ''})"
         out.append(
             {
                 "id": sid,

@@ -208,6 +208,22 @@ class TestResearchPolicyLead:
         assert plan.subtasks[0].scope == ["src/billing"]
         assert "How are invoices taxed" in plan.strategy or "invoices" in plan.strategy
 
+    def test_a_folder_past_the_listings_cut_is_planned_by_its_name(self, tmp_path):
+        files = {f"app{i}/mod{j}.py": "x = 1\n" for i in range(4) for j in range(6)}
+        files |= {"importlib/_bootstrap.py": '"""Core of the import system."""\n'}
+        repo = make_repo(tmp_path / "lib", files)
+        model = OfflineChatModel(policy=ResearchPolicy(listing_entries=10))
+        plan, transcript = run_agent(
+            model, workdir_tools(repo), PhasePlan, lead_prompt("Where is import implemented?")
+        )
+        listing = transcript[0]
+        assert listing[0] == "list_files" and listing[1]["max_entries"] == 10
+        assert plan.subtasks[0].scope == ["importlib"]  # named by the objective, never listed
+        assert plan.subtasks[0].description.startswith("Map the files, entry points and main ")
+        assert "importlib (1 files)" in plan.subtasks[0].description
+        # "implemented" is as empty as "implement": only "import" ranks the areas
+        assert "ranked by the objective's words (import):" in plan.strategy
+
     def test_different_repos_give_different_plans(self, tmp_path):
         objective = "Map the project"
         plans = []

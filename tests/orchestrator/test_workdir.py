@@ -112,6 +112,22 @@ class TestListFiles:
         )
         assert len(out.splitlines()) == 2
 
+    def test_a_cut_listing_names_every_folder_with_its_file_count(self, tmp_path):
+        files = {"a.py": "x\n", "zeta/deep/z.py": "z\n", "zeta/y.md": "y\n", "beta/b.py": "b\n"}
+        files |= {f"alpha/m{i}.py": "m\n" for i in range(5)}
+        for rel, text in files.items():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+        tools = {t.name: t for t in workdir_tools(tmp_path)}
+        lines = tools["list_files"].invoke({"path": ".", "max_entries": 3}).splitlines()
+        assert (
+            lines[0] == "# 9 text files under '.', showing the first 3; pass a sub-path to see more"
+        )
+        assert lines[1] == "# text files per folder: alpha/ 5, beta/ 1, zeta/ 2"
+        assert len(lines) == 5 and not any("zeta" in ln for ln in lines[2:])  # cut before it
+        whole = tools["list_files"].invoke({"path": ".", "max_entries": 200})
+        assert "per folder" not in whole  # nothing hidden, nothing to name
+
 
 class TestReadFile:
     def test_numbered_lines_and_continuation_hint(self, tools):
