@@ -63,6 +63,8 @@ FOLDERS_PREFIX = "# text files per folder: "
 MAX_WALK_FILES = 20_000
 """A walk stops after this many files, so a huge tree cannot stall an agent."""
 _SNIFF_BYTES = 4096
+#: Line breaks `str.splitlines` knows besides "\n" (where `^`/`$` of MULTILINE do not match).
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def check_workdir(path: str | os.PathLike[str]) -> Path:
@@ -307,15 +309,33 @@ class WorkdirFiles:
             start = self._resolve(path)
         except (PathEscapeError, FileNotFoundError) as exc:
             return f"Error: {exc}"
+        # a file without a match anywhere is skipped after one scan of its whole text. `^`
+        # and `$` match at its line breaks too (MULTILINE) where every break is a "\n", as
+        # `splitlines` breaks; `\A` and `\Z` would not, so those patterns go line by line
+        anchored = bool(re.search(r"[$^]", regex.pattern))
+        whole: re.Pattern[str] | None = regex
+        if re.search(r"\\[AZz]", regex.pattern):
+            whole = None
+        elif anchored:
+            whole = re.compile(regex.pattern, regex.flags | re.MULTILINE)
         hits: list[str] = []
         files: set[str] = set()
         total = 0
         for file in self.iter_files(start):
             try:
-                if file.stat().st_size > MAX_GREP_BYTES or is_binary(file):
+                if file.stat().st_size > MAX_GREP_BYTES or file.suffix.lower() in BINARY_SUFFIXES:
                     continue
-                text = file.read_text(encoding="utf-8", errors="replace")
+                data = file.read_bytes()
             except OSError:
+                continue
+            if b"\x00" in data[:_SNIFF_BYTES]:  # binary (`is_binary`, without a second open)
+                continue
+            text = data.decode("utf-8", errors="replace")
+            if (
+                whole is not None
+                and not (anchored and _OTHER_BREAKS.search(text))
+                and not whole.search(text)
+            ):
                 continue
             rel = self.rel(file)
             for no, line in enumerate(text.splitlines(), start=1):

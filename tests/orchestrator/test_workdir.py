@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from orchestrator.errors import WorkdirError
@@ -216,6 +218,32 @@ class TestGrepFiles:
             tools["grep_files"].invoke({"pattern": "compute"})
             == "# no matches for 'compute' under '.'"
         )
+
+    @pytest.mark.parametrize(
+        "pattern",
+        ["beta", r"^beta", r"beta$", r"^\s*#\s*todo", r"\Agamma", r"alpha\s+beta", r"a[^x]b"],
+    )
+    def test_hits_are_those_of_a_line_by_line_search(self, tmp_path, pattern):
+        texts = {
+            "unix.py": "alpha\nbeta\n  # TODO one\ngamma beta\n",
+            "crlf.py": "alpha\r\nbeta\r\n# todo two\r\ngamma\r\n",
+            "old_mac.py": "gamma\rbeta\r# TODO three\r",
+            "feeds.py": "alpha\x0cbeta\x0c\u2028gamma beta",
+            "none.py": "nothing here\n",
+        }
+        for name, text in texts.items():
+            (tmp_path / name).write_bytes(text.encode())
+        regex = re.compile(pattern, re.IGNORECASE)
+        expected = [
+            f"{name}:{no}: {line.strip()}"
+            for name, text in sorted(texts.items())
+            for no, line in enumerate(text.splitlines(), start=1)
+            if regex.search(line)
+        ]
+        tools = {t.name: t for t in workdir_tools(tmp_path)}
+        out = tools["grep_files"].invoke({"pattern": pattern, "max_matches": 100})
+        got = [] if out.startswith("# no matches") else out.splitlines()
+        assert sorted(got) == sorted(expected)
 
     def test_max_matches(self, tools):
         out = tools["grep_files"].invoke({"pattern": "e", "max_matches": 2})
