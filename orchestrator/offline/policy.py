@@ -638,7 +638,7 @@ def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[
         ids.add(sid)
         examples = ", ".join(_rank_files(area.files, words(objective))[:3])
         count = len(area.files) or area.count
-        what = f"{area.name} ({count} files{f', e.g. {examples}' if examples else ''})"
+        what = f"{area.name} ({count} file(s){f', e.g. {examples}' if examples else ''})"
         out.append(
             {
                 "id": sid,

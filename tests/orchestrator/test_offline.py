@@ -220,7 +220,7 @@ class TestResearchPolicyLead:
         assert listing[0] == "list_files" and listing[1]["max_entries"] == 10
         assert plan.subtasks[0].scope == ["importlib"]  # named by the objective, never listed
         assert plan.subtasks[0].description.startswith("Map the files, entry points and main ")
-        assert "importlib (1 files)" in plan.subtasks[0].description
+        assert "importlib (1 file(s))" in plan.subtasks[0].description
         # "implemented" is as empty as "implement": only "import" ranks the areas
         assert "ranked by the objective's words (import):" in plan.strategy
 
