@@ -170,6 +170,18 @@ class WorkdirFiles:
             )
         return target
 
+    def _resolve_many(self, user_path: str) -> list[Path]:
+        """`_resolve` of a path, or of each of several separated by commas (a path whose
+        own name holds a comma is taken whole when it exists)."""
+        raw = (user_path or ".").strip() or "."
+        if "," not in raw:
+            return [self._resolve(raw)]
+        try:
+            return [self._resolve(raw)]
+        except FileNotFoundError:
+            parts = [p.strip() for p in raw.split(",") if p.strip()]
+            return list(dict.fromkeys(self._resolve(p) for p in parts)) or [self.root]
+
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """Is `path` build output, a virtualenv or ignored by the root `.gitignore`?"""
         if is_dir and (_skipped_dir(path.name) or (path / "pyvenv.cfg").is_file()):
@@ -306,7 +318,7 @@ class WorkdirFiles:
         except re.error:
             regex = re.compile(re.escape(pattern), re.IGNORECASE)
         try:
-            start = self._resolve(path)
+            starts = self._resolve_many(path)
         except (PathEscapeError, FileNotFoundError) as exc:
             return f"Error: {exc}"
         # a file without a match anywhere is skipped after one scan of its whole text. `^`
@@ -321,7 +333,12 @@ class WorkdirFiles:
         hits: list[str] = []
         files: set[str] = set()
         total = 0
-        for file in self.iter_files(start):
+        seen: set[Path] = set()
+        for file in (f for start in starts for f in self.iter_files(start)):
+            if len(starts) > 1:  # a file under two of the paths is searched once
+                if file in seen:
+                    continue
+                seen.add(file)
             try:
                 if file.stat().st_size > MAX_GREP_BYTES or file.suffix.lower() in BINARY_SUFFIXES:
                     continue
@@ -344,7 +361,7 @@ class WorkdirFiles:
                     files.add(rel)
                     if len(hits) < limit:
                         hits.append(f"{rel}:{no}: {line.strip()[:MAX_LINE_CHARS]}")
-        where = self.rel(start)
+        where = ", ".join(self.rel(start) for start in starts)
         if not hits:
             return f"# no matches for {pattern!r} under {where!r}"
         if total > len(hits):
@@ -383,6 +400,7 @@ def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
     def grep_files(pattern: str, path: str = ".", max_matches: int = 50) -> str:
         """Search text files under `path` for a case-insensitive regex or literal text.
 
+        `path` is a folder or file of the workdir, or several separated by commas.
         Returns `file:line: text` lines.
         """
         return files.grep_files(pattern, path, max_matches)

@@ -528,7 +528,8 @@ class Evidence:
                 hits = [h for h in all_hits if _in_scope(h[0], scope)]
                 pattern = str(call.args.get("pattern", ""))
                 ev.greps[pattern] = hits
-                whole = _in_scope(str(call.args.get("path", ".")), scope)
+                searched = str(call.args.get("path", ".")).split(",")
+                whole = all(_in_scope(p.strip() or ".", scope) for p in searched)
                 ev.grep_totals[pattern] = _grep_totals(res, all_hits, hits, whole)
                 ev.grep_shown[pattern] = len(all_hits)
         return ev

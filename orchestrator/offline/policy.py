@@ -489,7 +489,8 @@ class ResearchPolicy:
                 if ("list_files", s) not in done and not any(_in_scope(p, [s]) for p in listed):
                     return _call("list_files", {"path": s, "max_entries": 200})
         ev = Evidence.from_history(history, scope)
-        where = scope[0] if len(scope) == 1 else "."
+        # several scope paths are searched together, not the whole workdir for them
+        where = ", ".join(scope)
         key = keywords(brief, scope, ev.listed)[:1]
         if "grep_files" in names:
             # the objective's word first: the files it occurs in are the ones to read

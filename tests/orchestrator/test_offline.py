@@ -18,6 +18,7 @@ from langchain_core.tools import tool
 
 from orchestrator.errors import ModelCallError
 from orchestrator.offline import MODEL_NAME, OfflineChatModel, ResearchPolicy
+from orchestrator.offline.evidence import Call, Evidence
 from orchestrator.protocol import PhasePlan, SubmitFindings
 from orchestrator.workdir import workdir_tools
 
@@ -619,10 +620,19 @@ class TestResearchPolicyWording:
         assert "py.typed: an empty file." in findings.key_discoveries
         assert findings.summary.startswith("py.typed: py.typed: an empty file. 1 file(s) seen")
 
-    def test_a_capped_search_with_no_hit_in_scope_says_so(self, loose):
-        _, tools = loose
+    def test_a_scope_of_several_files_is_searched_in_those_files_only(self, loose):
+        repo, tools = loose
+        (repo / "__init__.py").write_text('"""Dashboard parts."""\nwidget = None\n')
         findings, transcript = self._findings(tools, ["__init__.py", "py.typed"])
         greps = [a for n, a, _ in transcript if n == "grep_files" and a["pattern"] == "widget"]
-        assert greps and greps[0]["path"] == "."
-        assert "none of the 50 line(s) shown (capped) matching 'widget'" in findings.summary
-        assert "at least 0" not in findings.summary
+        # not the whole workdir (its 100 other widget lines): the two files, exactly counted
+        assert greps and greps[0]["path"] == "__init__.py, py.typed"
+        assert "1 line(s) in 1 file(s) matching 'widget'" in findings.summary
+        assert "capped" not in findings.summary
+
+    def test_a_capped_search_with_no_hit_in_scope_says_so(self, loose):
+        _, tools = loose
+        grep = tools[2].invoke({"pattern": "widget", "path": ".", "max_matches": 50})
+        call = Call("grep_files", {"pattern": "widget", "path": "."}, grep)
+        ev = Evidence.from_history([call], ["__init__.py", "py.typed"])
+        assert ev.count("widget") == "none of the 50 line(s) shown (capped)"

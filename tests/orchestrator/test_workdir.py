@@ -245,6 +245,22 @@ class TestGrepFiles:
         got = [] if out.startswith("# no matches") else out.splitlines()
         assert sorted(got) == sorted(expected)
 
+    def test_several_paths_separated_by_commas(self, tmp_path):
+        for rel, text in {"a.py": "beta\n", "b.md": "beta\n", "sub/c.py": "beta\n",
+                          "x, y.txt": "beta\n", "deep/d.py": "beta\n"}.items():  # fmt: skip
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+        grep = {t.name: t for t in workdir_tools(tmp_path)}["grep_files"]
+        out = grep.invoke({"pattern": "beta", "path": "a.py, sub,sub/c.py"})
+        assert out.splitlines() == ["a.py:1: beta", "sub/c.py:1: beta"]  # each file once
+        assert grep.invoke({"pattern": "beta", "path": "x, y.txt"}) == "x, y.txt:1: beta"
+        assert grep.invoke({"pattern": "nope", "path": "a.py, b.md"}) == (
+            "# no matches for 'nope' under 'a.py, b.md'"
+        )
+        assert grep.invoke({"pattern": "beta", "path": "a.py, gone.py"}) == (
+            "Error: path 'gone.py' does not exist in the workdir"
+        )
+
     def test_max_matches(self, tools):
         out = tools["grep_files"].invoke({"pattern": "e", "max_matches": 2})
         lines = out.splitlines()
