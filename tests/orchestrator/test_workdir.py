@@ -114,6 +114,14 @@ class TestListFiles:
         )
         assert len(out.splitlines()) == 2
 
+    def test_text_by_extension_else_by_its_first_bytes(self, tmp_path):
+        (tmp_path / "mod.py").write_bytes(b"x = 1\x00\n")  # a source name is taken as text
+        (tmp_path / "notes").write_bytes(b"plain words\n")  # no extension: looked inside
+        (tmp_path / "blob.dat").write_bytes(b"\x00\x01")
+        (tmp_path / "pic.png").write_bytes(b"not really a png")
+        out = {t.name: t for t in workdir_tools(tmp_path)}["list_files"].invoke({"path": "."})
+        assert [ln.split(" (")[0] for ln in out.splitlines()[1:]] == ["mod.py", "notes"]
+
     def test_a_cut_listing_names_every_folder_with_its_file_count(self, tmp_path):
         files = {"a.py": "x\n", "zeta/deep/z.py": "z\n", "zeta/y.md": "y\n", "beta/b.py": "b\n"}
         files |= {f"alpha/m{i}.py": "m\n" for i in range(5)}
