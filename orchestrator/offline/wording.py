@@ -55,7 +55,10 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     change sites (definitions with line numbers, TODOs, modules without a named test),
     review lists risks (TODOs, untested modules, the biggest files, test coverage).
     """
-    where = ", ".join(scope)
+    # a long scope (the loose files of a folder) is named by its first paths
+    where = (
+        ", ".join(scope) if len(scope) <= 4 else f"{', '.join(scope[:3])} and {len(scope) - 3} more"
+    )
     objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
     todo = ev.todos()
     word_hits = {

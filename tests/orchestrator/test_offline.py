@@ -614,6 +614,12 @@ class TestResearchPolicyWording:
         assert said.endswith(" the…") and long.startswith(said[len("cli/notify.js: ") : -1])
         assert "…." not in json.dumps(findings.model_dump(), ensure_ascii=False)
 
+    def test_a_long_scope_is_named_by_its_first_paths(self, tmp_path):
+        names = [f"m{i}.py" for i in range(7)]
+        repo = make_repo(tmp_path / "many", {n: f'"""Module {n}."""\n' for n in names})
+        findings, _ = self._findings(workdir_tools(repo), names)
+        assert findings.summary.startswith("m0.py, m1.py, m2.py and 4 more: ")
+
     def test_an_empty_file_is_called_empty(self, loose):
         _, tools = loose
         findings, _ = self._findings(tools, ["py.typed"], phase="planning")
