@@ -1,0 +1,334 @@
+"""The offline lead's plan: the workdir's files grouped into areas, ranked, one subtask each.
+
+`ResearchPolicy` (`orchestrator.offline.policy`) calls `build_plan` once it has listed the
+workdir: the listed files are grouped into areas (top-level folders, descending through
+single-folder wrappers like `src/pkg`, splitting the largest area while there is room;
+loose top-level files form one area; folders a cut listing only names become areas known
+by name and file count), the areas are ranked by the objective's words in their paths,
+then by source files, then by a phase hint, and each chosen area gets one subtask.
+`_rank_files` orders an area's files for reading; subagents use it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from memory.names import slugify
+from orchestrator.offline.evidence import (
+    _CODE_SUFFIXES,
+    _DEFAULT_PHASE,
+    _PHASES,
+    Brief,
+    _is_test,
+    _path_words,
+    named_in,
+    stem,
+    stems,
+    words,
+)
+from orchestrator.protocol import PhasePlan
+
+_PRIORITY_STEMS = ("readme", "__init__", "main", "__main__", "index", "cli", "app", "core")
+_TEXT_SUFFIXES = tuple(
+    ".py .md .rst .txt .toml .yaml .yml .json .js .ts .go .rs .java .c .h .cpp .rb .sh .cfg"
+    " .ini".split()
+)
+
+
+@dataclass
+class Area:
+    """A group of files the lead can hand to one subagent."""
+
+    name: str
+    scope: list[str]
+    files: list[str]
+    count: int = 0
+    """Its text files when the listing was cut before them (`files` is then empty)."""
+
+
+# -- areas (lead) ------------------------------------------------------------------------
+
+
+def _dir_area(name: str, files: list[str]) -> Area:
+    return Area(name, [name], files)
+
+
+def group_areas(
+    paths: Sequence[str], room: int, folders: dict[str, int] | None = None
+) -> list[Area]:
+    """Group listed files into areas; split the biggest area while `room` allows.
+
+    `folders` (text files per top folder, from a listing cut short) adds an area for each
+    folder the listing did not reach, known by its name and file count only.
+    """
+    top: dict[str, list[str]] = {}
+    loose: list[str] = []
+    for p in paths:
+        head, sep, _ = p.partition("/")
+        (top.setdefault(head, []) if sep else loose).append(p)
+    areas = [_dir_area(*_descend(name, files)) for name, files in sorted(top.items())]
+    unseen = sorted(set(folders or {}) - set(top))
+    areas += [Area(name, [name], [], (folders or {})[name]) for name in unseen]
+    areas.sort(key=lambda a: a.name)
+    if loose:
+        areas.append(Area("top-level files", _rank_files(loose, [])[:10], loose))
+    while len(areas) < room:
+        for area in sorted(areas, key=lambda a: (-len(a.files), a.name)):
+            parts = _split(area)
+            if parts and len(areas) - 1 + len(parts) <= room:
+                areas = [a for a in areas if a is not area] + parts
+                break
+        else:
+            break
+    return areas
+
+
+def _descend(name: str, files: list[str]) -> tuple[str, list[str]]:
+    """Walk down wrappers like `src/` that hold a single folder and nothing else."""
+    while True:
+        rest = [f[len(name) + 1 :] for f in files]
+        heads = {r.partition("/")[0] for r in rest}
+        if len(heads) != 1 or any("/" not in r for r in rest):
+            return name, files
+        name = f"{name}/{heads.pop()}"
+
+
+def _split(area: Area) -> list[Area]:
+    if area.scope != [area.name]:
+        return []
+    subdirs: dict[str, list[str]] = {}
+    direct: list[str] = []
+    for f in area.files:
+        rest = f[len(area.name) + 1 :]
+        head, sep, _ = rest.partition("/")
+        (subdirs.setdefault(f"{area.name}/{head}", []) if sep else direct).append(f)
+    parts = [_dir_area(*_descend(n, fs)) for n, fs in sorted(subdirs.items())]
+    if direct:
+        parts.append(Area(f"{area.name} (top level)", _rank_files(direct, [])[:10], direct))
+    return parts if len(parts) >= 2 else []
+
+
+def _source_count(files: Sequence[str]) -> int:
+    """Code files that are not tests: how much of the project an area holds."""
+    return sum(1 for f in files if PurePosixPath(f).suffix in _CODE_SUFFIXES and not _is_test(f))
+
+
+def _goal_score(area: Area, goal: set[str]) -> float:
+    """How strongly the objective's content words name an area (0: not at all)."""
+    hits = sum(1 for f in area.files if named_in(goal, _path_words(f)))
+    return 3.0 * len(named_in(goal, _path_words(area.name))) + min(5, hits)
+
+
+def rank_areas(areas: Sequence[Area], brief: Brief) -> list[Area]:
+    """Areas by relevance: objective words, then size in source files, then phase hint.
+
+    Only content words count (filler like "how", "fit", "each" is a stop word). When no
+    area matches them, the areas holding the most source files (the core packages) come
+    first; the phase hint (docs when exploring, tests when reviewing) orders the rest.
+    """
+    goal = stems(brief.objective)
+    hint = {stem(h) for h in _PHASES.get(brief.phase, _DEFAULT_PHASE)[3]}
+
+    def key(area: Area) -> tuple:
+        name_words = _path_words(area.name)
+        affinity = 0.5 * bool(hint & name_words)
+        # whole names only: README.md and docs/ count for "docs", test_docs.py does not
+        affinity += 0.25 * any(
+            {stem(part.lower()) for part in PurePosixPath(f).with_suffix("").parts} & hint
+            for f in area.files
+        )
+        src = _source_count(area.files)
+        return (
+            -_goal_score(area, goal),
+            -min(src, 1),
+            -src,
+            -affinity,
+            -len(area.files),
+            area.name,
+        )
+
+    return sorted(areas, key=key)
+
+
+def _phase_position(brief: Brief) -> int:
+    """0-based position of the phase: `Phase number: k of n`, else the default order."""
+    if brief.phase_number:
+        return brief.phase_number - 1
+    order = list(_PHASES)
+    return order.index(brief.phase) if brief.phase in order else 0
+
+
+def choose_areas(areas: Sequence[Area], brief: Brief, limit: int) -> tuple[list, list]:
+    """`(chosen, left_out)`: areas named by the objective, then source packages, then rest.
+
+    When more source packages than free slots remain, each phase takes the next window of
+    them (by phase position), so that over the phases every package is covered once.
+    """
+    ranked = rank_areas(areas, brief)
+    if len(ranked) <= limit:
+        return ranked, []
+    goal = stems(brief.objective)
+    named = [a for a in ranked if _goal_score(a, goal) > 0][:limit]
+    sources = [a for a in ranked if a not in named and _source_count(a.files)]
+    free = limit - len(named)
+    if free and len(sources) > free:
+        shift = (_phase_position(brief) * free) % len(sources)
+        sources = sources[shift:] + sources[:shift]
+    rest = [a for a in ranked if a not in named and a not in sources]
+    picked = (named + sources + rest)[:limit]
+    chosen = [a for a in ranked if a in picked]
+    return chosen, [a for a in ranked if a not in picked]
+
+
+# -- files (subagent) ----------------------------------------------------------------------
+
+
+def _rank_files(
+    paths: Sequence[str],
+    goal: Sequence[str],
+    phase: str = "exploration",
+    sizes: dict[str, int] | None = None,
+    untested: Sequence[str] = (),
+    central: dict[str, int] | None = None,
+) -> list[str]:
+    """Files in reading order for `phase`; near-empty files (< 40 bytes) always last.
+
+    Exploring reads README/`__init__` files first, then files named like the goal;
+    planning prefers goal-named docs, then files exploring would not read first;
+    implementation goal-named code, then the biggest
+    modules; review test files, then modules no test is named after (`untested`), then
+    the biggest ones. So the phases read (and report) different files of one area.
+    Outside review, the files where the objective's word was found most (`central`, grep
+    hits per file) come first: they are the ones that answer it.
+    """
+    central = central or {}
+    goal_set = {stem(g) for g in goal}
+    sizes = sizes or {}
+    # planning reads on where exploration (3 reads by default) stopped
+    explored = (
+        set(_rank_files(paths, goal, "exploration", sizes)[:3]) if phase == "planning" else set()
+    )
+
+    def key(path: str) -> tuple:
+        p = PurePosixPath(path)
+        name = p.stem.lower()
+        prio = _PRIORITY_STEMS.index(name) if name in _PRIORITY_STEMS else len(_PRIORITY_STEMS)
+        hits = -len(named_in(goal_set, _path_words(path)))
+        tiny = int(bool(sizes) and sizes.get(path, 1000) < 40)
+        suffix = p.suffix.lower()
+        rest = (int(suffix not in _TEXT_SUFFIXES), len(p.parts), path)
+        code = int(suffix not in _CODE_SUFFIXES)
+        big = -sizes.get(path, 0)
+        if central and phase != "review":
+            return (tiny, -central.get(path, 0), code, big, *rest)
+        if phase == "planning":
+            doc = int(suffix not in (".md", ".rst", ".txt"))
+            return (tiny, hits, doc, int(path in explored), prio, *rest)
+        if phase == "implementation":
+            return (tiny, hits, code, int(name.startswith("__")), big, *rest)
+        if phase == "review":
+            return (
+                tiny,
+                int(not _is_test(path)),
+                hits,
+                int(path not in untested),
+                code,
+                big,
+                *rest,
+            )
+        return (tiny, min(prio, 2), hits, prio, *rest)
+
+    return sorted(paths, key=key)
+
+
+def build_plan(
+    brief: Brief, files: Sequence[str], folders: dict[str, int] | None = None
+) -> PhasePlan:
+    """The `PhasePlan` for this phase from the objective and the listed files (and, when
+    the listing was cut, the file count of every top folder)."""
+    action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
+    limit = max(1, brief.max_subtasks)
+    chosen, left_out = choose_areas(group_areas(files, limit, folders), brief, limit)
+    objective = (brief.objective or "the task").rstrip(" .?!")
+    subtasks = _subtasks(brief, chosen, objective)
+    goal = words(objective)
+    named = any(_goal_score(a, set(map(stem, goal))) for a in chosen)
+    basis = (
+        f" ranked by the objective's words ({', '.join(goal[:4])})"
+        if named
+        else " ranked by size (source files), as the objective names no area"
+    )
+    names = ", ".join(a.name for a in chosen) or "the workdir"
+    constraints = [
+        "Read-only access to the workdir (list_files, read_file, grep_files).",
+        "Cite real file paths in every finding.",
+    ]
+    if left_out:
+        constraints.append(f"Left out for now: {', '.join(a.name for a in left_out)}.")
+    questions = [f"Which files in {a.name} matter for: {objective}?" for a in chosen[:2]]
+    questions.append(f"What should the {brief.phase} phase report about {objective}?")
+    return PhasePlan.model_validate(
+        {
+            "strategy": (
+                f"{brief.phase.capitalize()} phase: {action} {len(subtasks)} area(s) of "
+                f"the workdir{basis}: {names}; one subagent each, then merge the findings."
+            ),
+            "key_questions": questions,
+            "subtasks": subtasks,
+            "constraints": constraints,
+            "next_actions": [
+                f"Run the {len(subtasks)} subtask(s) in parallel.",
+                "Merge the findings, write a checkpoint, advance to the next phase.",
+            ],
+        }
+    )
+
+
+def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[str, Any]]:
+    """One subtask per area (or one over the whole workdir when nothing was listed)."""
+    verb, action, report, _ = _PHASES.get(brief.phase, _DEFAULT_PHASE)
+    agent = _pick_agent(brief)
+    phase = slugify(brief.phase, 40, fallback="root")
+    out: list[dict[str, Any]] = []
+    ids: set[str] = set()
+    for area in areas:
+        sid = f"{phase}-{slugify(area.name, 40, fallback='root')}"
+        while sid in ids:
+            sid += "-2"
+        ids.add(sid)
+        examples = ", ".join(_rank_files(area.files, words(objective))[:3])
+        count = len(area.files) or area.count
+        what = f"{area.name} ({count} file(s){f', e.g. {examples}' if examples else ''})"
+        out.append(
+            {
+                "id": sid,
+                "title": f"{verb} {area.name}",
+                "scope": area.scope,
+                "description": f"{action.capitalize()} {what} for the objective: "
+                f"{objective}. Report {report}.",
+                "agent": agent,
+            }
+        )
+    if not out:
+        out.append(
+            {
+                "id": f"{phase}-workdir",
+                "title": f"{verb} the workdir",
+                "scope": [],
+                "description": f"{action.capitalize()} the workdir for the objective: "
+                f"{objective}. Report {report}.",
+                "agent": agent,
+            }
+        )
+    return out
+
+
+def _pick_agent(brief: Brief) -> str:
+    """The listed agent whose name starts like the phase (`reviewer`/review), else the first."""
+    if not brief.agents:
+        return "researcher"
+    stem = brief.phase[:4]
+    return next((a for a in brief.agents if stem and a.lower().startswith(stem)), brief.agents[0])
