@@ -185,13 +185,13 @@ class WorkdirFiles:
         """`_resolve` of a path, or of each of several separated by commas (a path whose
         own name holds a comma is taken whole when it exists)."""
         raw = (user_path or ".").strip() or "."
-        if "," not in raw:
-            return [self._resolve(raw)]
         try:
             return [self._resolve(raw)]
         except FileNotFoundError:
-            parts = [p.strip() for p in raw.split(",") if p.strip()]
-            return list(dict.fromkeys(self._resolve(p) for p in parts)) or [self.root]
+            if "," not in raw:
+                raise
+        parts = [p.strip() for p in raw.split(",") if p.strip()]
+        return list(dict.fromkeys(self._resolve(p) for p in parts)) or [self.root]
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """Is `path` build output, a virtualenv or ignored by the root `.gitignore`?"""
