@@ -202,8 +202,14 @@ class TetherMemoryMiddleware(AgentMiddleware):
         self.seed = body_text(path, Docs.of(self.store))
         self.cut = _last_exchange_start(messages)
         self.warned = False
-        self.last_tokens = 0
-        self._emit("snapshot", path=str(path), reason="token_limit", threshold=gauge.threshold)
+        tokens, self.last_tokens = self.last_tokens, 0
+        self._emit(
+            "snapshot",
+            path=str(path),
+            reason="token_limit",
+            tokens=tokens,
+            threshold=gauge.threshold,
+        )
 
     def _with_recall(self, system: Any, messages: list[Any]) -> Any:
         query = " ".join(

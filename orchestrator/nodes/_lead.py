@@ -8,7 +8,11 @@ last fresh start (`lead_log`), then the instruction for this phase in the line f
 offline model parses (`Objective:`, `Phase:`, `Max subtasks:`, `Agents:`).
 
 `plan` sends it; `monitor` measures it (`lead_context_tokens`) to decide on a handoff; the
-lead's turns are logged to working memory (`log_lead`) by `plan` and `merge`.
+lead's turns are logged to working memory (`log_lead`) by `plan` and `merge`. The measure
+rebuilds every part but the recalled snippets, which it counts at their budget
+(`RECALL_BUDGET`, which they never exceed): a search, with the index sync of every file
+written since, would cost more than the rest of the measure for a figure that only
+decides whether a handoff comes a few hundred tokens sooner.
 """
 
 from __future__ import annotations
@@ -60,8 +64,9 @@ RECALL_BUDGET = 800
 """Tokens of recalled snippets in the lead's context."""
 
 
-def working_context(ctx: RunContext, state: OrchestratorState) -> str:
-    """Overview, active summaries and recalled snippets, from `memory.context.ContextBuilder`.
+def working_context(ctx: RunContext, state: OrchestratorState, *, recall: bool = True) -> str:
+    """Overview, active summaries and recalled snippets (none with `recall=False`, which
+    searches nothing), from `memory.context.ContextBuilder`.
 
     The builder's own recent-turns part is switched off: the lead's turns since its last
     fresh start come from `lead_log`, so that a handoff really starts a fresh context.
@@ -70,7 +75,10 @@ def working_context(ctx: RunContext, state: OrchestratorState) -> str:
     """
     store = ctx.store
     budgets = ContextBudgets(
-        total=max(ctx.token_threshold, 8000), recent=0, recent_turns=0, snippets=RECALL_BUDGET
+        total=max(ctx.token_threshold, 8000),
+        recent=0,
+        recent_turns=0,
+        snippets=RECALL_BUDGET if recall else 0,
     )
     query = f"{state['objective']} {current_phase(state)}"
     built = ContextBuilder(
@@ -128,8 +136,9 @@ def max_subtasks(ctx: RunContext) -> int:
     return int(ctx.max_subtasks or ctx.workflow.thresholds.max_subtasks)
 
 
-def lead_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
-    """The lead's context for its next call (see the module docstring)."""
+def lead_messages(ctx: RunContext, state: OrchestratorState, *, recall: bool = True) -> list[Any]:
+    """The lead's context for its next call (see the module docstring); `recall=False`
+    leaves the recalled snippets out."""
     system = [LEAD_SYSTEM]
     if not state.get("first_call_done"):
         index = memory_index_message(ctx.store)
@@ -137,7 +146,7 @@ def lead_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
             system.append(index)
     if ctx.skills_index:
         system.append("Skills (name: description):\n" + ctx.skills_index)
-    memory = working_context(ctx, state)
+    memory = working_context(ctx, state, recall=recall)
     if memory:
         system.append(memory)
     docs = ctx.docs
@@ -160,8 +169,12 @@ def lead_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
 def lead_context_tokens(ctx: RunContext, state: dict[str, Any]) -> int:
     """Size of the lead's context: the input tokens the provider reported for the lead's
     last call (tool schemas included), or the estimate of its next context when that is
-    larger (findings merged since) or when no usage was reported."""
-    estimate = approx_tokens(lead_messages(ctx, state))
+    larger (findings merged since) or when no usage was reported.
+
+    The estimate rebuilds the context without searching and counts the recalled snippets
+    at their budget, `RECALL_BUDGET` (see the module docstring).
+    """
+    estimate = approx_tokens(lead_messages(ctx, state, recall=False)) + RECALL_BUDGET
     calls = state.get("lead_calls") or []
     reported = int(calls[-1].get("tokens") or 0) if calls and calls[-1].get("reported") else 0
     return max(reported, estimate)
