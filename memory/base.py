@@ -499,8 +499,13 @@ class BaseBackend(abc.ABC):
     def write_text(self, path: str, text: str) -> DocumentInfo:
         return self.put_document(path, text.encode("utf-8"))
 
-    def create_document(self, path: str, data: bytes) -> bool:
-        """Write `data` only if `path` does not exist yet; `False` if it did."""
+    def create_document(self, path: str, data: bytes, *, durable: bool = True) -> bool:
+        """Write `data` only if `path` does not exist yet; `False` if it did.
+
+        `durable=False`: the caller keeps the content durable elsewhere and can write the
+        document again, so a backend may skip what makes it survive a machine crash (the
+        files backend skips its fsyncs; a database commits as always).
+        """
         try:
             self.put_document(path, data, expected_version=0)
         except ConflictError:

@@ -122,11 +122,14 @@ def atomic_write_json(path: Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def create_exclusive(path: Path, data: bytes) -> bool:
+def create_exclusive(path: Path, data: bytes, *, sync: bool = True) -> bool:
     """Write `data` to `path` only if no file has that name yet; False if one had.
 
     The content is made durable under a hidden temp name first and then hard-linked to
     `path`, which fails atomically when the name is taken: no lock file is left behind.
+    `sync=False` skips both fsyncs, for a file whose content is durable elsewhere (other
+    processes still see it whole at once; only a crash of the machine may leave it
+    missing, empty or cut short).
     """
     path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
@@ -136,14 +139,16 @@ def create_exclusive(path: Path, data: bytes) -> bool:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         try:
             os.link(tmp, path)
         except FileExistsError:
             return False
-        fsync_dir(path.parent)
+        if sync:
+            fsync_dir(path.parent)
         return True
     except OSError as exc:
         _raise_os(exc, path)

@@ -47,6 +47,7 @@ from orchestrator.models import ResolvedModel, agent_models, effective_threshold
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
+from orchestrator.nodes.subagent import repair_findings
 from orchestrator.paths import new_suffix, utc
 from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise, state_from_checkpoint
@@ -467,6 +468,7 @@ class Orchestrator:
         resolved = self._resolve_model(workflow, record)
         self._agent_models(workflow)
         thread = record.get("thread_id") or task_id
+        repaired = repair_findings(self.docs, task_id, self.project_dir)
         plan = choose_recovery(
             self.docs,
             record,
@@ -482,6 +484,12 @@ class Orchestrator:
         self._emit("model", name=resolved.name, offline=resolved.offline)
         for warning in plan.warnings:
             self._emit("warning", message=warning)
+        for rel in repaired:
+            self._emit(
+                "warning",
+                message=f"findings file {rel} was missing or cut short (a crash of the "
+                "machine?); written again from the artifact registry",
+            )
         self._emit(
             "resume",
             task_id=task_id,

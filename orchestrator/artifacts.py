@@ -18,7 +18,9 @@ Each file ends with an HTML comment carrying its values as JSON, so `read_plan`,
 exactly what was written while the rest of the file stays plain, hand-editable markdown.
 
 Invariant: a write either leaves a complete new file (or a complete new plan version) or
-nothing; no function here ever deletes or overwrites a findings file or a snapshot.
+nothing; no function here ever deletes or overwrites a findings file or a snapshot. (Only
+a resume replaces a subagent's findings file, and only one that no longer reads back as
+its findings, from the registry's record: `orchestrator.nodes.subagent.repair_findings`.)
 """
 
 from __future__ import annotations
@@ -196,8 +198,7 @@ def keep_hand_edits(previous: str, new: str, project_dir: Pathish | None = None)
 
 
 # -- findings -------------------------------------------------------------------------
-def write_findings(
-    memory: Any,
+def findings_text(
     agent: str,
     *,
     task: str,
@@ -213,20 +214,9 @@ def write_findings(
     subtask_id: str | None = None,
     phase: str | None = None,
     project_dir: Pathish | None = None,
-) -> Path:
-    """Create `findings/{agent}_{ts}.md` for one finished subagent; returns its path.
-
-    Args:
-        agent: the subagent's name (slugged for the file name, shown as given).
-        files: the files examined: `(path, description)` pairs, `{"path", "description"}`
-            dicts or `FileNote`s (`## Files Examined`).
-        files_written: the files the agent wrote, in the same forms
-            (`## Files Modified/Created`, only when there are some).
-        timestamp: when the work finished (datetime or ISO string; default now).
-        task_id, subtask_id, phase: recorded in the file's metadata for recovery.
-    """
-    when = utc(timestamp)
-    text = render_findings(
+) -> str:
+    """The markdown `write_findings` writes (same arguments, but the memory)."""
+    return render_findings(
         {
             "agent": agent,
             "task": task,
@@ -237,15 +227,42 @@ def write_findings(
             "files_written": list(files_written),
             "open_questions": list(open_questions),
             "recommendations": list(recommendations),
-            "timestamp": iso_timestamp(when),
+            "timestamp": iso_timestamp(utc(timestamp)),
             "task_id": task_id,
             "subtask_id": subtask_id,
             "phase": phase,
         },
         project_dir,
     )
+
+
+def write_findings(
+    memory: Any,
+    agent: str,
+    *,
+    timestamp: datetime | str | None = None,
+    durable: bool = True,
+    **fields: Any,
+) -> Path:
+    """Create `findings/{agent}_{ts}.md` for one finished subagent; returns its path.
+
+    Args:
+        agent: the subagent's name (slugged for the file name, shown as given).
+        timestamp: when the work finished (datetime or ISO string; default now).
+        durable: False skips the fsyncs, for a caller that keeps the findings durable
+            elsewhere and writes the file again when a crash of the machine lost it or cut
+            it short (the orchestrator's subagents: their registry record).
+        fields: `findings_text`'s: `task`, `summary` and optionally `status`,
+            `key_discoveries`, `files` (the files examined: `(path, description)` pairs,
+            `{"path", "description"}` dicts or `FileNote`s), `files_written` (the same
+            forms; `## Files Modified/Created`, only when there are some),
+            `open_questions`, `recommendations`, `task_id`, `subtask_id` and `phase`
+            (recorded in the file's metadata for recovery), `project_dir`.
+    """
+    when = utc(timestamp)
+    text = findings_text(agent, timestamp=when, **fields)
     stem = Path(findings_name(agent, when)).stem
-    return Docs.of(memory).create_unique(FINDINGS, stem, ".md", text)
+    return Docs.of(memory).create_unique(FINDINGS, stem, ".md", text, durable=durable)
 
 
 def write_merged(

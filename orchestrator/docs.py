@@ -181,13 +181,21 @@ class Docs:
         return self.path(rel)
 
     def create_unique(
-        self, folder: str, stem: str, ext: str, text: str | Callable[[str], str]
+        self,
+        folder: str,
+        stem: str,
+        ext: str,
+        text: str | Callable[[str], str],
+        *,
+        durable: bool = True,
     ) -> Path:
         """Create `folder/stem.ext`, or `stem_{suffix}.ext` if taken; never overwrites.
 
         Args:
             text: the content, or a function of the final stem that renders it (for files
                 that name themselves, like a checkpoint's `checkpoint_id`).
+            durable: False when the content is durable elsewhere (see
+                `BaseBackend.create_document`).
 
         Raises:
             FileExistsError: after `MAX_NAME_TRIES` taken names (practically impossible).
@@ -198,7 +206,7 @@ class Docs:
         for _ in range(MAX_NAME_TRIES):
             content = text(candidate) if callable(text) else text
             rel = f"{folder}/{candidate}{ext}"
-            if self.backend.create_document(rel, content.encode("utf-8")):
+            if self.backend.create_document(rel, content.encode("utf-8"), durable=durable):
                 return self.path(rel)
             candidate = f"{stem}_{new_suffix()}"
         raise FileExistsError(f"could not find a free name for {stem!r} in {folder!r}")

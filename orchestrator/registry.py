@@ -12,6 +12,10 @@ looks the artifact's key up in the document `.tether/registry/{task_id}.jsonl`:
   name follows from that timestamp (`paths.findings_name`), and so does a merged batch's
   (`merged_{ts}.md`), so a path is recorded only when the name was taken.
 
+Since the record holds the findings durably, a subagent's findings file is not fsynced;
+a resume first writes again, under their recorded names, the files a crash of the machine
+lost or cut short (`orchestrator.nodes.subagent.repair_findings`).
+
 Records are whole durable jsonl lines (`Docs.append_jsonl`, the backend's `append_lines`);
 a key's record is its lines merged in order. Each process parses a registry once and then
 only the lines appended since (by itself or by another process), so a lookup stays cheap

@@ -6,9 +6,12 @@ calling `SubmitFindings`.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
 registry (`orchestrator.registry`):
-1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first;
+1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first
+   (a durable line);
 2. the findings file is written with that timestamp, which fixes its name
    (`paths.findings_name`); only if that name was taken is its path recorded as well.
+   The file is not fsynced: the record is the durable copy, and a resume writes again
+   any file a crash of the machine lost or cut short (`repair_findings`).
 On a replay (any run but the one that started the task, which has nothing on disk to
 look up), a recorded result is reused: the file is rewritten from the record if the crash
 came before step 2, and the agent itself never runs a second time.
@@ -27,7 +30,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
-from orchestrator.artifacts import iso_timestamp, write_findings
+from orchestrator.artifacts import findings_text, iso_timestamp, write_findings
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
@@ -35,7 +38,7 @@ from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.protocol import SubmitFindings
 from orchestrator.readback import findings_meta
-from orchestrator.registry import find_written, registry_note
+from orchestrator.registry import find_written, registry_note, registry_records
 from orchestrator.state import DELETE
 from orchestrator.workflow import AgentSpec
 
@@ -120,25 +123,69 @@ def with_files_written(findings: dict[str, Any], transcript: list[Any]) -> dict[
     }
 
 
-def _write_findings(ctx: RunContext, payload: dict, findings: dict, ts: str) -> Path:
+def _findings_fields(payload: dict, findings: dict) -> dict[str, Any]:
+    """`findings_text`'s arguments (but the timestamp) for one subagent's findings."""
     sub = payload["subtask"]
+    return {
+        "task": f"[{payload['key']}] {sub['title']}",
+        "status": findings.get("status") or "completed",
+        "summary": findings.get("summary") or "",
+        "key_discoveries": list(findings.get("key_discoveries") or []),
+        "files": [(f["path"], f["description"]) for f in findings.get("files") or []],
+        "files_written": [
+            (f["path"], f["description"]) for f in findings.get("files_written") or []
+        ],
+        "open_questions": list(findings.get("open_questions") or []),
+        "recommendations": list(findings.get("recommendations") or []),
+        "task_id": payload["task_id"],
+        "subtask_id": payload["key"],
+        "phase": payload["phase"],
+    }
+
+
+def _write_findings(
+    ctx: RunContext, payload: dict, findings: dict, ts: str, *, durable: bool = True
+) -> Path:
     return write_findings(
         ctx.docs,
-        agent_file_name(sub),
-        task=f"[{payload['key']}] {sub['title']}",
-        status=findings.get("status") or "completed",
-        summary=findings.get("summary") or "",
-        key_discoveries=list(findings.get("key_discoveries") or []),
-        files=[(f["path"], f["description"]) for f in findings.get("files") or []],
-        files_written=[(f["path"], f["description"]) for f in findings.get("files_written") or []],
-        open_questions=list(findings.get("open_questions") or []),
-        recommendations=list(findings.get("recommendations") or []),
+        agent_file_name(payload["subtask"]),
         timestamp=ts,
-        task_id=payload["task_id"],
-        subtask_id=payload["key"],
-        phase=payload["phase"],
+        durable=durable,
         project_dir=ctx.project_dir,
+        **_findings_fields(payload, findings),
     )
+
+
+def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[str]:
+    """Write again, durably, the findings files of `task_id` that a crash of the machine
+    lost or cut short; returns their paths (relative to the memory directory).
+
+    A subagent's file is written without fsync: its registry record, appended durably
+    just before, holds the findings. So a resume first checks that every recorded file
+    reads back as its subtask's findings. A file that does not (empty, cut short: its
+    metadata comment ends it) is replaced in place, since its name is the one recorded for
+    it; a missing one is created under that name.
+    """
+    repaired = []
+    for rkey, rec in registry_records(docs, task_id).items():
+        sub = rec.get("subtask")
+        if not rkey.startswith("findings:") or rec.get("findings") is None or not sub:
+            continue
+        key = rkey.removeprefix("findings:")
+        expected = rec.get("path") or findings_name(agent_file_name(sub), rec["ts"])
+        meta = {"task_id": task_id, "subtask_id": key}
+        if find_written(docs, FINDINGS, rec["ts"], findings_meta, expected=expected, **meta):
+            continue
+        payload = {"subtask": sub, "key": key, "task_id": task_id, "phase": rec.get("phase")}
+        text = findings_text(
+            agent_file_name(sub),
+            timestamp=rec["ts"],
+            project_dir=project_dir,
+            **_findings_fields(payload, rec["findings"]),
+        )
+        docs.write_text(expected, text)
+        repaired.append(expected)
+    return repaired
 
 
 def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
@@ -234,7 +281,9 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
         subtask=sub,
     )
     fault("subagent_before_findings")
-    path = _write_findings(ctx, payload, findings, ts)
+    # not fsynced: the record just noted holds the findings durably, and a resume writes
+    # the file again from it if a crash of the machine lost the file (`_reuse`)
+    path = _write_findings(ctx, payload, findings, ts, durable=False)
     if ctx.docs.rel(path) != findings_name(agent_file_name(sub), ts):
         # the name was taken: the record must say where the file is (by default the
         # timestamp recorded above names it, and the registry needs no second line)

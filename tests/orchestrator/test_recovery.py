@@ -232,6 +232,33 @@ def test_findings_files_alone_prevent_reruns_when_database_and_registry_are_gone
     assert_same_as_baseline(memory, baseline)
 
 
+@pytest.mark.parametrize("database", ["kept", "gone"])
+@pytest.mark.parametrize("damage", ["cut", "missing"])
+def test_a_findings_file_a_machine_crash_lost_is_written_again(setup, damage, database):
+    # a subagent's findings file is not fsynced (its registry record is): a crash of the
+    # machine may lose it or leave it cut short; the resume writes it again from the record
+    base, repo, workflow, baseline = setup
+    memory = base / f"torn-{damage}-{database}"
+    assert fork_run("run", memory, repo, workflow, "subagent_after_findings:2") == -9
+    written = sorted((memory / "findings").glob("researcher-*.md"))
+    assert len(written) == 2
+    torn = written[0]
+    cut = torn.read_bytes()[: len(torn.read_bytes()) // 2]
+    if damage == "cut":
+        torn.write_bytes(cut)
+    else:
+        torn.unlink()
+    if database == "gone":
+        shutil.rmtree(_db(memory).parent)
+    events: list[dict] = []
+    result = Orchestrator(memory_dir=memory, on_event=events.append).resume(TASK)
+    assert result.status == "done"
+    warnings = [e["message"] for e in events if e["event"] == "warning"]
+    assert any(torn.name in w and "cut short" in w for w in warnings), warnings
+    assert torn.exists() and torn.read_bytes() != cut  # whole again, under its own name
+    assert_same_as_baseline(memory, baseline)
+
+
 def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(setup):
     base, repo, workflow, baseline = setup
     memory = base / "truncated"

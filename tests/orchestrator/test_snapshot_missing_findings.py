@@ -2,6 +2,8 @@
 
 The snapshot names every finished subtask and its findings file; a resume where one of
 those files is gone names it and runs that subtask again, instead of dropping its work.
+(A file whose artifact-registry record is still there is written again from the record
+before anything else: `test_recovery.py`.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def test_missing_findings_are_named_and_their_subtasks_run_again(
     snap = handoff.stdout.strip().splitlines()[-1].split()[-1]
     lost = sorted((memory_dir / "findings").glob("researcher-exploration-*.md"))[0]
     lost.unlink()
+    (memory_dir / ".tether" / "registry" / "t.jsonl").unlink()  # its record with it
 
     resumed = subprocess.run(
         [*CMD, "resume", "--from-snapshot", snap], env=cli_env, capture_output=True, text=True
@@ -50,4 +53,4 @@ def test_missing_findings_are_named_and_their_subtasks_run_again(
     key = next(k for k, s in status["subtasks"].items() if lost.name.startswith(
         f"researcher-{k.split('/', 1)[1]}_"))  # fmt: skip
     again = sorted((memory_dir / "findings").glob(f"researcher-{key.split('/', 1)[1]}_*.md"))
-    assert again  # the subtask ran again (here its registry record restores the same file)
+    assert again  # the subtask ran again

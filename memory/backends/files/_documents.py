@@ -39,6 +39,8 @@ from memory.base import (
 from memory.errors import ConflictError, InvalidInputError
 from memory.paths import Layout, confine
 
+_create_exclusive = durable.create_exclusive  # `create_document`'s `durable` hides the module
+
 SELECT_DOC_SQL = "SELECT version, stamp, sha256 FROM backend_documents WHERE path = ?"
 SELECT_DOCS_SQL = "SELECT path, version, stamp FROM backend_documents WHERE path >= ? AND path < ?"
 UPSERT_DOC_SQL = """
@@ -227,14 +229,14 @@ class DocumentFiles:
         self._versions[path] = (stamp_of(st), last + 1)
         return DocumentInfo(path, last + 1, st.st_mtime, len(data))
 
-    def create_document(self, path: str, data: bytes) -> bool:
+    def create_document(self, path: str, data: bytes, *, durable: bool = True) -> bool:
         """The file, made durable under a hidden name and linked into place only if the name
         is free: no row is written, since a file without one is at version 1 (and a path
         whose document was deleted reads one above the version it had then)."""
         file = self._file(path)
         data = check_data(data)
         self.check_writable("write documents")
-        return durable.create_exclusive(file, data)
+        return _create_exclusive(file, data, sync=durable)
 
     def append_lines(self, path: str, lines: Sequence[bytes | str]) -> int:
         file = self._file(path)
