@@ -37,7 +37,7 @@ from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.protocol import SubmitFindings
-from orchestrator.readback import findings_meta
+from orchestrator.readback import findings_meta, parse_meta
 from orchestrator.registry import find_written, registry_note, registry_records
 from orchestrator.state import DELETE
 from orchestrator.workflow import AgentSpec
@@ -156,6 +156,15 @@ def _write_findings(
     )
 
 
+def _reads_back(data: bytes | None, meta: dict[str, str]) -> bool:
+    """Whether `data` is a whole findings file with these metadata values."""
+    try:
+        found = parse_meta(data.decode("utf-8"), "findings") if data else None
+    except UnicodeDecodeError:
+        return False
+    return found is not None and all(found.get(k) == v for k, v in meta.items())
+
+
 def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[str]:
     """Write again, durably, the findings files of `task_id` that a crash of the machine
     lost or cut short; returns their paths (relative to the memory directory).
@@ -174,8 +183,10 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
         key = rkey.removeprefix("findings:")
         expected = rec.get("path") or findings_name(agent_file_name(sub), rec["ts"])
         meta = {"task_id": task_id, "subtask_id": key}
-        if find_written(docs, FINDINGS, rec["ts"], findings_meta, expected=expected, **meta):
+        if _reads_back(docs.read_bytes(expected), meta):
             continue
+        if find_written(docs, FINDINGS, rec["ts"], findings_meta, **meta):
+            continue  # under another name of its time (taken, and killed before recording)
         payload = {"subtask": sub, "key": key, "task_id": task_id, "phase": rec.get("phase")}
         text = findings_text(
             agent_file_name(sub),
