@@ -47,7 +47,7 @@ from orchestrator.models import ResolvedModel, agent_models, effective_threshold
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
-from orchestrator.nodes.subagent import repair_findings
+from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.paths import new_suffix, utc
 from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise, state_from_checkpoint
@@ -485,11 +485,7 @@ class Orchestrator:
         for warning in plan.warnings:
             self._emit("warning", message=warning)
         for rel in repaired:
-            self._emit(
-                "warning",
-                message=f"findings file {rel} was missing or cut short (a crash of the "
-                "machine?); written again from the artifact registry",
-            )
+            self._emit("warning", message=repaired_message(rel))
         self._emit(
             "resume",
             task_id=task_id,

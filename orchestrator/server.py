@@ -47,6 +47,7 @@ from memory.working import WorkingMemory
 from orchestrator.api import Orchestrator
 from orchestrator.errors import OrchestratorUserError
 from orchestrator.graph import DURABILITY, compile_graph
+from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.paths import utc
 from orchestrator.state import OrchestratorState, initial_state
 from orchestrator.tasks import check_new_task, task_lock
@@ -215,6 +216,8 @@ def _run(orch: Orchestrator, state: ServeState, write: Any) -> dict[str, Any]:
     resolved = orch._resolve_model(orch.workflow, record)
     inner_state = {k: v for k, v in state.items() if k in OrchestratorState.__annotations__}
     with task_lock(orch.docs, state["task_id"]), orch._store() as store:
+        for rel in repair_findings(orch.docs, state["task_id"], orch.project_dir):
+            write({"event": "warning", "message": repaired_message(rel)})
         ctx = orch._context(store, orch.workflow, resolved, state["task_id"], record)
         write({"event": "model", "name": resolved.name, "offline": resolved.offline})
         graph = compile_graph()  # no checkpointer: the subgraph uses the server's

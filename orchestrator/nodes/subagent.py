@@ -165,6 +165,14 @@ def _reads_back(data: bytes | None, meta: dict[str, str]) -> bool:
     return found is not None and all(found.get(k) == v for k, v in meta.items())
 
 
+def repaired_message(rel: str) -> str:
+    """The warning for a findings file `repair_findings` wrote again."""
+    return (
+        f"findings file {rel} was missing or cut short (a crash of the machine?); "
+        "written again from the artifact registry"
+    )
+
+
 def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[str]:
     """Write again, durably, the findings files of `task_id` that a crash of the machine
     lost or cut short; returns their paths (relative to the memory directory).
@@ -203,7 +211,9 @@ def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
     """A subagent that already produced findings: rewrite the file if needed, never rerun."""
     sub, key, docs = payload["subtask"], payload["key"], ctx.docs
     expected = findings_name(agent_file_name(sub), rec["ts"])
-    path = docs.path(rec["path"]) if docs.exists(rec.get("path")) else None
+    # a file at the recorded name is whole: `repair_findings` ran before the graph
+    recorded = rec.get("path") or expected
+    path = docs.path(recorded) if docs.exists(recorded) else None
     if path is None:
         path = find_written(
             docs,
