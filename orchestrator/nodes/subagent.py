@@ -193,8 +193,10 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
         meta = {"task_id": task_id, "subtask_id": key}
         if _reads_back(docs.read_bytes(expected), meta):
             continue
-        if find_written(docs, FINDINGS, rec["ts"], findings_meta, **meta):
-            continue  # under another name of its time (taken, and killed before recording)
+        found = find_written(docs, FINDINGS, rec["ts"], findings_meta, **meta)
+        if found is not None:  # under another name of its time (taken; killed before noting)
+            registry_note(docs, task_id, rkey, path=docs.rel(found))
+            continue
         payload = {"subtask": sub, "key": key, "task_id": task_id, "phase": rec.get("phase")}
         text = findings_text(
             agent_file_name(sub),

@@ -259,6 +259,29 @@ def test_a_findings_file_a_machine_crash_lost_is_written_again(setup, damage, da
     assert_same_as_baseline(memory, baseline)
 
 
+def test_a_findings_file_under_a_suffixed_name_is_found_not_written_again(setup):
+    # its name was taken when it was written, and the kill came before the registry noted
+    # where it went: the resume finds it by its time and metadata, and notes it
+    base, repo, workflow, baseline = setup
+    memory = base / "suffixed"
+    assert fork_run("run", memory, repo, workflow, "subagent_after_findings:2") == -9
+    written = (memory / "findings").glob("researcher-*.md")
+    last = max(written, key=lambda p: p.stem.rsplit("_", 1)[1])  # the killed subagent's
+    moved = last.with_name(f"{last.stem}_a1b2c3.md")
+    last.rename(moved)
+    events: list[dict] = []
+    result = Orchestrator(memory_dir=memory, on_event=events.append).resume(TASK)
+    assert result.status == "done"
+    assert not last.exists()
+    assert not [e for e in events if e["event"] == "warning" and "cut short" in e["message"]]
+    registry = (memory / ".tether" / "registry" / f"{TASK}.jsonl").read_text()
+    assert f'"path":"findings/{moved.name}"' in registry
+    assert f"findings/{moved.name}" in result.findings
+    got = outcome(memory)
+    assert got["findings"] == baseline["findings"]  # one file per subtask, same content
+    assert agent_runs(memory) == dict.fromkeys(agent_runs(memory), 1)
+
+
 def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(setup):
     base, repo, workflow, baseline = setup
     memory = base / "truncated"
