@@ -127,7 +127,7 @@ def _findings_fields(payload: dict, findings: dict) -> dict[str, Any]:
     """`findings_text`'s arguments (but the timestamp) for one subagent's findings."""
     sub = payload["subtask"]
     return {
-        "task": f"[{payload['key']}] {sub['title']}",
+        "task": f"[{payload['key']}] {sub.get('title') or sub['id']}",
         "status": findings.get("status") or "completed",
         "summary": findings.get("summary") or "",
         "key_discoveries": list(findings.get("key_discoveries") or []),
@@ -185,11 +185,20 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
     """
     repaired = []
     for rkey, rec in registry_records(docs, task_id).items():
-        sub = rec.get("subtask")
-        if not rkey.startswith("findings:") or rec.get("findings") is None or not sub:
-            continue
+        sub, findings = rec.get("subtask"), rec.get("findings")
+        if not (
+            rkey.startswith("findings:")
+            and isinstance(findings, dict)
+            and isinstance(sub, dict)
+            and sub.get("agent")
+            and sub.get("id")
+            and isinstance(rec.get("ts"), str)
+        ):
+            continue  # not a subagent's record, or not one tether wrote whole
         key = rkey.removeprefix("findings:")
-        expected = rec.get("path") or findings_name(agent_file_name(sub), rec["ts"])
+        noted = rec.get("path")
+        expected = noted if isinstance(noted, str) and noted else None
+        expected = expected or findings_name(agent_file_name(sub), rec["ts"])
         meta = {"task_id": task_id, "subtask_id": key}
         if _reads_back(docs.read_bytes(expected), meta):
             continue
@@ -202,7 +211,7 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
             agent_file_name(sub),
             timestamp=rec["ts"],
             project_dir=project_dir,
-            **_findings_fields(payload, rec["findings"]),
+            **_findings_fields(payload, findings),
         )
         docs.write_text(expected, text)
         repaired.append(expected)

@@ -282,6 +282,19 @@ def test_a_findings_file_under_a_suffixed_name_is_found_not_written_again(setup)
     assert agent_runs(memory) == dict.fromkeys(agent_runs(memory), 1)
 
 
+def test_foreign_registry_lines_do_not_stop_the_repair(setup):
+    base, repo, workflow, baseline = setup
+    memory = base / "foreign"
+    assert fork_run("run", memory, repo, workflow, "subagent_after_findings:2") == -9
+    registry = memory / ".tether" / "registry" / f"{TASK}.jsonl"
+    with registry.open("a") as fh:  # lines tether never writes (a hand edit, a tool)
+        fh.write('{"key":"findings:x/y","findings":"not a record"}\n')
+        fh.write('{"key":"findings:x/z","findings":{},"subtask":{"agent":"r"},"ts":"?"}\n')
+    result = Orchestrator(memory_dir=memory).resume(TASK)
+    assert result.status == "done"
+    assert_same_as_baseline(memory, baseline)
+
+
 def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(setup):
     base, repo, workflow, baseline = setup
     memory = base / "truncated"
