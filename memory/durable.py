@@ -214,17 +214,20 @@ def append_lines(path: Path, payload: bytes) -> int:
 
 #: Per appended file: an in-process lock, taken before the file lock, so threads of one
 #: process (parallel subagents) queue on it instead of polling the file lock; and the file
-#: lock itself, built once.
+#: lock itself. The most recently used `MAX_KEPT` files keep theirs (a long-lived process,
+#: such as a server running task after task, appends to ever new files); a pair dropped
+#: while in use still excludes through the file lock.
 _APPEND_LOCKS: dict[str, tuple[threading.Lock, Any]] = {}
 _APPEND_LOCKS_GUARD = threading.Lock()
+MAX_KEPT = 256
 
 
 def _forget_append_locks() -> None:
-    # a forked child must not share the parent's lock descriptors (a `flock` belongs to the
-    # open file, which fork shares) nor inherit a thread lock held by a parent's thread
-    global _APPEND_LOCKS_GUARD
+    # a forked child must not inherit a thread lock held by one of the parent's threads
+    global _APPEND_LOCKS_GUARD, _LINE_COUNTS_LOCK
     _APPEND_LOCKS.clear()
     _APPEND_LOCKS_GUARD = threading.Lock()
+    _LINE_COUNTS_LOCK = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -232,12 +235,14 @@ if hasattr(os, "register_at_fork"):
 
 
 class _FlockFile:
-    """An exclusive `flock` on a lock file whose descriptor stays open between uses.
+    """An exclusive `flock` on a lock file, opened for each hold.
 
     It excludes, and is excluded by, `filelock.FileLock` on the same file (both `flock`
-    it), at about 4 µs per acquire and release against 180 µs for `FileLock`, which
-    parallel subagents paid on each registry line. Not reentrant; callers hold the
-    in-process lock of `_append_locks` around it.
+    it), at about 15 µs per acquire and release against 180 µs for `FileLock`, which
+    parallel subagents paid on each registry line. (Keeping the descriptor open between
+    holds saved ~10 µs more but kept one open per file ever appended to: a process running
+    task after task ran out of descriptors.) Not reentrant; callers hold the in-process
+    lock of `_append_locks` around it.
     """
 
     def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT_S) -> None:
@@ -245,43 +250,62 @@ class _FlockFile:
 
     def __enter__(self) -> _FlockFile:
         deadline, delay = None, 0.001
-        while True:
-            if self.fd < 0:
-                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # another process holds it: poll until the deadline
-                now = time.monotonic()
-                deadline = deadline or now + self.timeout
-                if now >= deadline:
-                    raise TimeoutError(
-                        errno.ETIMEDOUT, f"lock held by another process for {self.timeout:g} s"
-                    ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
-                continue
-            if os.fstat(self.fd).st_nlink:
-                return self
-            # the lock file was deleted while this descriptor was open: lock the new one
-            os.close(self.fd)
-            self.fd = -1
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:  # another process holds it: poll until the deadline
+                    now = time.monotonic()
+                    deadline = deadline or now + self.timeout
+                    if now >= deadline:
+                        raise TimeoutError(
+                            errno.ETIMEDOUT,
+                            f"lock held by another process for {self.timeout:g} s",
+                        ) from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+                    continue
+                if os.fstat(fd).st_nlink:
+                    self.fd = fd
+                    return self
+                # the lock file was deleted while this descriptor was open: lock the new one
+                os.close(fd)
+                fd = -1
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
 
     def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        fd, self.fd = self.fd, -1
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
 
 def _append_locks(path: Path) -> tuple[threading.Lock, Any]:
     key = str(path)
     with _APPEND_LOCKS_GUARD:
-        locks = _APPEND_LOCKS.get(key)
+        locks = _APPEND_LOCKS.pop(key, None)  # put back last: the most recently used
         if locks is None:
             process_lock = (
                 _FlockFile(lock_path(path))
                 if fcntl is not None
                 else FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT_S)
             )
-            locks = _APPEND_LOCKS[key] = (threading.Lock(), process_lock)
+            locks = (threading.Lock(), process_lock)
+            _drop_oldest(_APPEND_LOCKS)
+        _APPEND_LOCKS[key] = locks
         return locks
+
+
+def _drop_oldest(kept: dict[Any, Any]) -> None:
+    """Make room for one more in `kept` (oldest first out; callers hold its lock)."""
+    while len(kept) >= MAX_KEPT:
+        del kept[next(iter(kept))]
 
 
 def _last_byte(fd: int, size: int) -> bytes:
@@ -292,6 +316,7 @@ def _last_byte(fd: int, size: int) -> bytes:
 #: read the new tail. An entry is trusted only if the bytes just before its offset still
 #: match the remembered probe, so a file rewritten in place is counted again from scratch.
 _LINE_COUNTS: dict[tuple[int, int], tuple[int, int, bytes]] = {}
+_LINE_COUNTS_LOCK = threading.Lock()
 _PROBE = 64
 
 
@@ -312,7 +337,11 @@ def _count_lines(fd: int, size: int) -> int:
         count += block.count(b"\n")
         offset += len(block)
     keep = min(_PROBE, offset)
-    _LINE_COUNTS[key] = (offset, count, os.pread(fd, keep, offset - keep))
+    counted = (offset, count, os.pread(fd, keep, offset - keep))
+    with _LINE_COUNTS_LOCK:  # the most recently counted `MAX_KEPT` files are remembered
+        if _LINE_COUNTS.pop(key, None) is None:
+            _drop_oldest(_LINE_COUNTS)
+        _LINE_COUNTS[key] = counted
     if size and os.pread(fd, 1, size - 1) != b"\n":
         count += 1
     return count

@@ -109,6 +109,9 @@ class _Read:
 _READS: dict[tuple[str, str], _Read] = {}
 _READS_LOCK = threading.Lock()
 _PROBE = 64
+MAX_KEPT = 64
+"""Registries whose merged records stay in memory (the most recently read): a process
+running task after task must not keep every task's records."""
 
 
 def _merged(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
@@ -122,7 +125,9 @@ def _merged(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
     rel = docs.registry(task_id)
     key = (docs.location, rel)
     with _READS_LOCK:
-        read = _READS.get(key) or _Read()
+        read = _READS.pop(key, None) or _Read()  # put back last: the most recently read
+        while len(_READS) >= MAX_KEPT:
+            del _READS[next(iter(_READS))]
         data = docs.read_bytes(rel, offset=read.offset - len(read.probe))
         if data is None:
             _READS.pop(key, None)

@@ -224,3 +224,19 @@ def test_append_waits_for_a_filelock_held_by_another_process(tmp_path):
     assert holder.wait(5) == 0
     assert waited > 0.2  # it waited for the holder instead of writing beside it
     _check_numbers(log, {"start": [1], "holder": [2], "after": [number]})
+
+
+def test_appending_to_many_files_keeps_no_descriptor_open(tmp_path):
+    # a long-lived process (a server running task after task) appends to ever new logs:
+    # each append's lock file is closed again, so descriptors do not pile up
+    def open_descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.fail("this test reads /proc/self/fd (Linux)")
+    append_jsonl(tmp_path / "warm.jsonl", {"i": 0})
+    before = open_descriptors()
+    for i in range(300):
+        assert append_jsonl(tmp_path / f"task-{i}.jsonl", {"i": i}) == 1
+    assert open_descriptors() == before
+    assert append_jsonl(tmp_path / "task-0.jsonl", {"i": 1}) == 2  # still counted right
