@@ -469,11 +469,12 @@ class Orchestrator:
         self._agent_models(workflow)
         thread = record.get("thread_id") or task_id
         repaired = repair_findings(self.docs, task_id, self.project_dir)
+        saved = saved_state(self.docs, thread, self.checkpointer)
         plan = choose_recovery(
             self.docs,
             record,
             phases=list(workflow.phases),
-            saved=saved_state(self.docs, thread, self.checkpointer),
+            saved=saved,
             snapshot=snap,
             from_checkpoint=from_checkpoint,
         )
@@ -496,7 +497,28 @@ class Orchestrator:
             offline=resolved.offline,
         )
         state = normalise(plan.state) if plan.state is not None else None
+        self._emit_finished(state if state is not None else saved.values if saved else {})
         return self._drive(ctx, state, task_id, source=plan.source, warnings=plan.warnings)
+
+    def _emit_finished(self, values: dict[str, Any]) -> None:
+        """`done` events for the current phase's subagents that finished before the
+        interruption and that the graph will not enter again (their result is in the
+        state), so a view counts the whole fan-out."""
+        try:
+            phase = current_phase(values)  # type: ignore[arg-type]
+        except (KeyError, IndexError, TypeError):
+            return
+        for key, rec in sorted((values.get("findings") or {}).items()):
+            if rec.get("phase") == phase and rec.get("path"):
+                self._emit(
+                    "agent",
+                    key=key,
+                    agent=rec.get("agent", "?"),
+                    state="done",
+                    reused=True,
+                    tokens=rec.get("tokens", 0),
+                    path=str(self.docs.path(rec["path"])),
+                )
 
     # -- handoff and status ----------------------------------------------------------
     def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:

@@ -295,6 +295,20 @@ def test_foreign_registry_lines_do_not_stop_the_repair(setup):
     assert_same_as_baseline(memory, baseline)
 
 
+def test_the_resume_names_every_finished_subagent_of_the_interrupted_phase(setup):
+    # one whose result LangGraph had saved does not run again: the resume still reports
+    # it done, so a live view counts the whole fan-out
+    base, repo, workflow, baseline = setup
+    memory = base / "view"
+    assert fork_run("run", memory, repo, workflow, "subagent_after_findings:2") == -9
+    events: list[dict] = []
+    result = Orchestrator(memory_dir=memory, on_event=events.append).resume(TASK)
+    assert result.status == "done"
+    done = {e["key"] for e in events if e["event"] == "agent" and e["state"] == "done"}
+    assert done == set(baseline["findings"])
+    assert_same_as_baseline(memory, baseline)
+
+
 def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(setup):
     base, repo, workflow, baseline = setup
     memory = base / "truncated"
