@@ -504,6 +504,8 @@ class Orchestrator:
         """`done` events for the current phase's subagents that finished before the
         interruption and that the graph will not enter again (their result is in the
         state), so a view counts the whole fan-out."""
+        if values.get("status") == "done":
+            return  # nothing runs: the closing report says it all
         try:
             phase = current_phase(values)  # type: ignore[arg-type]
         except (KeyError, IndexError, TypeError):
