@@ -273,10 +273,12 @@ class WorkdirFiles:
                 except OSError:
                     continue
                 lines.append(f"{self.rel(file)} ({size} bytes)")
-        where = self.rel(start)
+        where = repr(self.rel(start))
+        if start == self.root:  # the project's own name: a word every file of it may hold
+            where += f" (workdir {self.root.name!r})"
         if not lines:
-            return f"# no text files under {where!r}"
-        head = [f"# {total} text files under {where!r}"]
+            return f"# no text files under {where}"
+        head = [f"# {total} text files under {where}"]
         if total > len(lines):
             head[0] += f", showing the first {len(lines)}; pass a sub-path to see more"
         if total > len(lines) and folders:

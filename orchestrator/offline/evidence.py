@@ -197,6 +197,7 @@ def _is_test(path: str) -> bool:
     return "test" in words_ or "tests" in words_ or PurePosixPath(path).name.startswith("test_")
 
 
+_ROOT_RE = re.compile(r"# \d+ text files under '\.' \(workdir '(.+?)'\)")
 _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
 _CLOSING_QUOTES_RE = re.compile(r"\"\"\"|'''")
 _MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
@@ -510,6 +511,9 @@ class Evidence:
     grep_totals: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
     #: pattern -> the hits the tool showed, in scope or not
     grep_shown: dict[str, int] = field(default_factory=dict)
+    root: str = ""
+    """The workdir's own name, from a listing of `.` (`# N text files under '.' (workdir
+    'name')`)."""
 
     @classmethod
     def from_history(cls, history: Sequence[Call], scope: Sequence[str]) -> Evidence:
@@ -519,6 +523,8 @@ class Evidence:
             if res.startswith("Error:"):
                 ev.errors.append(f"{call.name}({call.args.get('path', '')!s}): {res[7:]}")
             elif call.name == "list_files":
+                if root := _ROOT_RE.match(res):
+                    ev.root = root.group(1)
                 ev.workdir.update(parse_listing(res))
                 ev.listed.update((p, n) for p, n in parse_listing(res) if _in_scope(p, scope))
             elif call.name == "read_file" and call.result is not None:

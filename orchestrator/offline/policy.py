@@ -282,7 +282,7 @@ class ResearchPolicy:
         ev = Evidence.from_history(history, scope)
         # several scope paths are searched together, not the whole workdir for them
         where = ", ".join(scope)
-        key = keywords(brief, scope, ev.listed)[:1]
+        key = keywords(brief, scope, ev.listed, root=ev.root)[:1]
         if "grep_files" in names:
             # the objective's word first: the files it occurs in are the ones to read
             greps = [(k, 50) for k in key]
@@ -325,14 +325,18 @@ class ResearchPolicy:
         return AIMessage(content=extract(last))
 
 
-def keywords(brief: Brief, scope: Sequence[str], paths: Sequence[str] = ()) -> list[str]:
+def keywords(
+    brief: Brief, scope: Sequence[str], paths: Sequence[str] = (), *, root: str = ""
+) -> list[str]:
     """Stems worth grepping for, best first.
 
-    Objective words come before subtask words; words of the scope paths are skipped (they
-    match everywhere), words already visible in file names go last (reads cover those),
-    longer words first. Empty when nothing specific is left (e.g. "survey this repo").
+    Objective words come before subtask words; words of the scope paths and of the
+    workdir's own name (`root`: "how does filelock ..." asked in `filelock/`) are skipped
+    (they match everywhere), words already visible in file names go last (reads cover
+    those), longer words first. Empty when nothing specific is left (e.g. "survey this
+    repo").
     """
-    scope_words = set().union(*(_path_words(s) for s in scope)) if scope else set()
+    scope_words = set().union(*(_path_words(s) for s in [*scope, root] if s))
     seen = set().union(*(_path_words(p) for p in paths)) if paths else set()
     own = [stem(w) for w in words(brief.objective) if len(w) >= 4]
     more = [stem(w) for w in words(brief.title) if len(w) >= 4]

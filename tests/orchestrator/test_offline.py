@@ -354,6 +354,20 @@ class TestResearchPolicySubagent:
         assert any("match 'invoic'" in d and "line(s) in" in d for d in findings.key_discoveries)
         assert "src/billing" in findings.summary
 
+    def test_the_workdir_name_is_not_searched_for(self, tmp_path):
+        # "how does <project> ..." asked in the project's own folder: its name is in every
+        # file's imports, so the search goes to the objective's next word
+        repo = make_repo(tmp_path / "paymentsuite", BILLING)
+        tools = workdir_tools(repo)
+        objective = "How does paymentsuite tax invoices?"
+        plan, _ = run_agent(OfflineChatModel(), tools, PhasePlan, lead_prompt(objective))
+        _, transcript = run_agent(
+            OfflineChatModel(), tools, SubmitFindings, sub_prompt(objective, plan.subtasks[0])
+        )
+        greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+        assert greps and greps[0] == "invoic"
+        assert not any("paymentsuit" in g for g in greps)
+
     @pytest.mark.parametrize(
         "phase, expected",
         [

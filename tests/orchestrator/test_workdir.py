@@ -130,8 +130,9 @@ class TestListFiles:
             (tmp_path / rel).write_text(text)
         tools = {t.name: t for t in workdir_tools(tmp_path)}
         lines = tools["list_files"].invoke({"path": ".", "max_entries": 3}).splitlines()
-        assert (
-            lines[0] == "# 9 text files under '.', showing the first 3; pass a sub-path to see more"
+        assert lines[0] == (
+            f"# 9 text files under '.' (workdir {tmp_path.name!r}), showing the first 3; "
+            "pass a sub-path to see more"
         )
         assert lines[1] == "# text files per folder: alpha/ 5, beta/ 1, zeta/ 2"
         assert len(lines) == 5 and not any("zeta" in ln for ln in lines[2:])  # cut before it
