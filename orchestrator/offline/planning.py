@@ -57,12 +57,18 @@ def _dir_area(name: str, files: list[str]) -> Area:
 
 
 def group_areas(
-    paths: Sequence[str], room: int, folders: dict[str, int] | None = None
+    paths: Sequence[str],
+    room: int,
+    folders: dict[str, int] | None = None,
+    goal: Sequence[str] = (),
 ) -> list[Area]:
     """Group listed files into areas; split the biggest area while `room` allows.
 
     `folders` (text files per top folder, from a listing cut short) adds an area for each
-    folder the listing did not reach, known by its name and file count only.
+    folder the listing did not reach, known by its name and file count only. The loose
+    top-level files become one area whose scope is the first ten of them in reading order
+    for the objective's words `goal` (a flat package such as `rich/`, 78 modules beside one
+    folder, must not be surveyed by its first ten names alphabetically).
     """
     top: dict[str, list[str]] = {}
     loose: list[str] = []
@@ -74,7 +80,7 @@ def group_areas(
     areas += [Area(name, [name], [], (folders or {})[name]) for name in unseen]
     areas.sort(key=lambda a: a.name)
     if loose:
-        areas.append(Area("top-level files", _rank_files(loose, [])[:10], loose))
+        areas.append(Area("top-level files", _rank_files(loose, goal)[:10], loose))
     while len(areas) < room:
         for area in sorted(areas, key=lambda a: (-len(a.files), a.name)):
             parts = _split(area)
@@ -251,7 +257,9 @@ def build_plan(
     the listing was cut, the file count of every top folder)."""
     action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
     limit = max(1, brief.max_subtasks)
-    chosen, left_out = choose_areas(group_areas(files, limit, folders), brief, limit)
+    goal_words = words(brief.objective or "")
+    areas = group_areas(files, limit, folders, goal_words)
+    chosen, left_out = choose_areas(areas, brief, limit)
     objective = (brief.objective or "the task").rstrip(" .?!")
     subtasks = _subtasks(brief, chosen, objective)
     goal = words(objective)

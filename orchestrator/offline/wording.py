@@ -99,8 +99,9 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     )
     if ev.errors:
         summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
-    if any(firsts.values()):
-        main = "; ".join(f"{p} ({clip(d, 100)})" for p, d in list(firsts.items())[:2] if d)
+    described = [(p, d) for p, d in firsts.items() if d]
+    if described:  # the first two files read that say what they are
+        main = "; ".join(f"{p} ({clip(d, 100)})" for p, d in described[:2])
         summary += f" Main files: {main}."
     return SubmitFindings.model_validate(
         {

@@ -224,6 +224,21 @@ class TestResearchPolicyLead:
         # "implemented" is as empty as "implement": only "import" ranks the areas
         assert "ranked by the objective's words (import):" in plan.strategy
 
+    def test_a_flat_package_s_files_named_by_the_objective_are_in_scope(self, tmp_path):
+        # many modules side by side (a package like `rich/`): the top-level area's scope
+        # holds the files the objective names, not the first ten names alphabetically
+        files = {f"_mod{i:02d}.py": f'"""Module {i}."""\n' for i in range(30)}
+        files |= {"live.py": '"""Live display refresh."""\n', "data/x.py": "x = 1\n"}
+        repo = make_repo(tmp_path / "pkg", files)
+        plan, _ = run_agent(
+            OfflineChatModel(),
+            workdir_tools(repo),
+            PhasePlan,
+            lead_prompt("Where is the live display refreshed?"),
+        )
+        top = next(s for s in plan.subtasks if "data" not in s.scope)
+        assert "live.py" in top.scope and len(top.scope) == 10
+
     def test_different_repos_give_different_plans(self, tmp_path):
         objective = "Map the project"
         plans = []

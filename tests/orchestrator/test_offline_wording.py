@@ -95,3 +95,16 @@ class TestResearchPolicyWording:
         call = Call("grep_files", {"pattern": "widget", "path": "."}, grep)
         ev = Evidence.from_history([call], ["__init__.py", "py.typed"])
         assert ev.count("widget") == "none of the 50 line(s) shown (capped)"
+
+    def test_main_files_name_the_first_files_read_that_say_what_they_are(self, tmp_path):
+        # the two files read first have no docstring: "Main files:" names the one that has
+        files = {
+            "a_big.py": "widget = 1\n" * 50,
+            "b_big.py": "widget = 2\n" * 40,
+            "c.py": '"""Widget wiring."""\nwidget = 3\n',
+        }
+        repo = make_repo(tmp_path / "w", files)
+        findings, transcript = self._findings(workdir_tools(repo), ["."], phase="implementation")
+        read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+        assert read[-1] == "c.py" and len(read) == 3
+        assert findings.summary.endswith(" Main files: c.py (Widget wiring.).")
