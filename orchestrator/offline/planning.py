@@ -3,8 +3,9 @@
 `ResearchPolicy` (`orchestrator.offline.policy`) calls `build_plan` once it has listed the
 workdir: the listed files are grouped into areas (top-level folders, descending through
 single-folder wrappers like `src/pkg`, splitting the largest area while there is room;
-loose top-level files form one area; folders a cut listing only names become areas known
-by name and file count), the areas are ranked by the objective's words in their paths,
+loose top-level files form one area of ten in reading order for the objective, the rest
+going to further areas while there is room; folders a cut listing only names become areas
+known by name and file count), the areas are ranked by the objective's words in their paths,
 then by source files, then by a phase hint, and each chosen area gets one subtask.
 `_rank_files` orders an area's files for reading; subagents use it too.
 """
@@ -47,6 +48,8 @@ class Area:
     files: list[str]
     count: int = 0
     """Its text files when the listing was cut before them (`files` is then empty)."""
+    start: int | None = None
+    """For loose top-level files: where its files begin in their reading order."""
 
 
 # -- areas (lead) ------------------------------------------------------------------------
@@ -66,9 +69,9 @@ def group_areas(
 
     `folders` (text files per top folder, from a listing cut short) adds an area for each
     folder the listing did not reach, known by its name and file count only. The loose
-    top-level files become one area whose scope is the first ten of them in reading order
-    for the objective's words `goal` (a flat package such as `rich/`, 78 modules beside one
-    folder, must not be surveyed by its first ten names alphabetically).
+    top-level files are taken in reading order for the objective's words `goal`, ten to an
+    area (a flat package such as `rich/`, 78 modules beside one folder, must not be
+    surveyed by its first ten names alphabetically).
     """
     top: dict[str, list[str]] = {}
     loose: list[str] = []
@@ -80,7 +83,7 @@ def group_areas(
     areas += [Area(name, [name], [], (folders or {})[name]) for name in unseen]
     areas.sort(key=lambda a: a.name)
     if loose:
-        areas.append(Area("top-level files", _rank_files(loose, goal)[:10], loose))
+        areas.append(_loose_area(_rank_files(loose, goal), 0))
     while len(areas) < room:
         for area in sorted(areas, key=lambda a: (-len(a.files), a.name)):
             parts = _split(area)
@@ -102,7 +105,25 @@ def _descend(name: str, files: list[str]) -> tuple[str, list[str]]:
         name = f"{name}/{heads.pop()}"
 
 
+#: Loose top-level files one subagent is given (more go to further areas while there is
+#: room: a flat package such as `rich/` holds 78 modules).
+LOOSE_SCOPE = 10
+
+
+def _loose_area(files: list[str], start: int) -> Area:
+    """Loose top-level files in reading order, from the `start`-th of them on; its scope
+    is the first `LOOSE_SCOPE`."""
+    shown = min(len(files), LOOSE_SCOPE)
+    name = f"top-level files {start + 1}-{start + shown}" if start else "top-level files"
+    return Area(name, files[:LOOSE_SCOPE], files, start=start)
+
+
 def _split(area: Area) -> list[Area]:
+    if area.start is not None:  # loose files: the first ones stay, the others go on
+        if len(area.files) <= LOOSE_SCOPE:
+            return []
+        head, tail = area.files[:LOOSE_SCOPE], area.files[LOOSE_SCOPE:]
+        return [_loose_area(head, area.start), _loose_area(tail, area.start + LOOSE_SCOPE)]
     if area.scope != [area.name]:
         return []
     subdirs: dict[str, list[str]] = {}

@@ -234,10 +234,15 @@ class TestResearchPolicyLead:
             OfflineChatModel(),
             workdir_tools(repo),
             PhasePlan,
-            lead_prompt("Where is the live display refreshed?"),
+            lead_prompt("Where is the live display refreshed?", max_subtasks=4),
         )
         top = next(s for s in plan.subtasks if "data" not in s.scope)
         assert "live.py" in top.scope and len(top.scope) == 10
+        # with room for four subagents, the next loose files go to further subagents
+        loose = [s.scope for s in plan.subtasks if s.scope != ["data"]]
+        assert len(plan.subtasks) == 4 and len(loose) == 3
+        assert all(len(scope) == 10 for scope in loose)
+        assert len({p for scope in loose for p in scope}) == 30  # no file twice
 
     def test_different_repos_give_different_plans(self, tmp_path):
         objective = "Map the project"
