@@ -314,7 +314,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     )
     fault("subagent_before_findings")
     # not fsynced: the record just noted holds the findings durably, and a resume writes
-    # the file again from it if a crash of the machine lost the file (`_reuse`)
+    # the file again from it if a crash of the machine lost the file (`repair_findings`)
     path = _write_findings(ctx, payload, findings, ts, durable=False)
     if ctx.docs.rel(path) != findings_name(agent_file_name(sub), ts):
         # the name was taken: the record must say where the file is (by default the
