@@ -11,6 +11,8 @@ become, never torn.
   in-process lock first), in one `write()`, then fsyncs. If an
   earlier writer was killed mid-line, the torn fragment is closed with a newline first, so
   it stays one bad line and never corrupts the new one.
+* `create_exclusive` makes a new file appear whole under a name that was free: written in an
+  unnamed `O_TMPFILE` (a hidden temp name where that is missing), then hard-linked.
 * `read_jsonl` returns every good line with its 1-based line number and reports bad ones
   (a torn last line, or anything that is not a JSON object) instead of failing.
 * `file_lock` is the one lock primitive (cross-process and cross-thread).
@@ -125,34 +127,87 @@ def atomic_write_json(path: Path, obj: Any) -> Path:
 def create_exclusive(path: Path, data: bytes, *, sync: bool = True) -> bool:
     """Write `data` to `path` only if no file has that name yet; False if one had.
 
-    The content is made durable under a hidden temp name first and then hard-linked to
-    `path`, which fails atomically when the name is taken: no lock file is left behind.
-    `sync=False` skips both fsyncs, for a file whose content is durable elsewhere (other
-    processes still see it whole at once; only a crash of the machine may leave it
-    missing, empty or cut short).
+    The content is written (and made durable) in a file that has no name yet, which is
+    then hard-linked to `path`: the link fails atomically when the name is taken, other
+    processes see the file whole or not at all, and a crash before the link leaves nothing
+    behind. On Linux the unnamed file is an `O_TMPFILE`; elsewhere (or on a file system
+    without it) a hidden temp name is written, linked and removed again. `sync=False`
+    skips both fsyncs, for a file whose content is durable elsewhere (other processes
+    still see it whole at once; only a crash of the machine may leave it missing, empty
+    or cut short).
     """
     path = Path(path)
+    try:
+        linked = _create_unnamed(path, data, sync)
+        if linked is None:
+            linked = _create_named(path, data, sync)
+            if linked and sync:
+                fsync_dir(path.parent)
+        return linked
+    except OSError as exc:
+        _raise_os(exc, path)
+        raise  # unreachable: _raise_os always raises
+
+
+#: `open()` errors meaning "no `O_TMPFILE` here" (an old kernel or another file system).
+_NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL})
+
+
+def _write_all(fd: int, data: bytes, sync: bool) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if sync:
+        os.fsync(fd)
+
+
+def _create_unnamed(path: Path, data: bytes, sync: bool) -> bool | None:
+    """`create_exclusive` through an `O_TMPFILE` linked into place (and the folder fsynced
+    when `sync`); None when this system cannot, having created nothing."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fd = os.open(".", flag | os.O_WRONLY, 0o644, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno in _NO_TMPFILE:
+                return None
+            raise
+        try:
+            _write_all(fd, data, sync)
+            # linkat(AT_SYMLINK_FOLLOW) of the descriptor's link in /proc names the file
+            os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=folder)
+        except FileExistsError:
+            return False
+        finally:
+            os.close(fd)
+        if sync:
+            os.fsync(folder)
+        return True
+    finally:
+        os.close(folder)
+
+
+def _create_named(path: Path, data: bytes, sync: bool) -> bool:
+    """`create_exclusive` through a hidden temp name, linked into place and removed."""
     tmp = path.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
     try:
         fd = _open_new(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
+            _write_all(fd, data, sync)
         finally:
             os.close(fd)
         try:
             os.link(tmp, path)
         except FileExistsError:
             return False
-        if sync:
-            fsync_dir(path.parent)
         return True
-    except OSError as exc:
-        _raise_os(exc, path)
-        raise  # unreachable: _raise_os always raises
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -191,11 +246,13 @@ def append_lines(path: Path, payload: bytes) -> int:
         thread_lock, process_lock = _append_locks(path)
         try:
             with thread_lock, process_lock:
-                size = os.fstat(fd).st_size
+                st = os.fstat(fd)
+                size = st.st_size
                 first_line = 1
                 if size:
-                    first_line = _count_lines(fd, size) + 1
-                    if _last_byte(fd, size) != b"\n":
+                    lines, whole = _count_lines(fd, st)
+                    first_line = lines + 1
+                    if not whole:
                         # Close a torn fragment left by a crash; `_count_lines` already
                         # counted it as a line, so the new record's number is unchanged.
                         payload = b"\n" + payload
@@ -308,43 +365,46 @@ def _drop_oldest(kept: dict[Any, Any]) -> None:
         del kept[next(iter(kept))]
 
 
-def _last_byte(fd: int, size: int) -> bytes:
-    return os.pread(fd, 1, size - 1)
-
-
 #: Newline counts of jsonl prefixes already counted, per (device, inode): appends then only
 #: read the new tail. An entry is trusted only if the bytes just before its offset still
 #: match the remembered probe, so a file rewritten in place is counted again from scratch.
 _LINE_COUNTS: dict[tuple[int, int], tuple[int, int, bytes]] = {}
 _LINE_COUNTS_LOCK = threading.Lock()
 _PROBE = 64
+BLOCK = 1 << 20
 
 
-def _count_lines(fd: int, size: int) -> int:
-    """Physical lines in the file (a final line without newline counts as one)."""
-    st = os.fstat(fd)
-    key = (st.st_dev, st.st_ino)
-    offset, count = 0, 0
+def _count_lines(fd: int, st: os.stat_result) -> tuple[int, bool]:
+    """`(physical lines, whether the file ends in a newline)` of the non-empty file `fd`
+    (a final line without newline counts as one).
+
+    A file counted before is read from just before where that count ended (the remembered
+    probe must still be there), in one read when the new tail is small.
+    """
+    key, size = (st.st_dev, st.st_ino), st.st_size
+    offset, count, tail = 0, 0, b""
     cached = _LINE_COUNTS.get(key)
     if cached is not None and cached[0] <= size:
         done, newlines, probe = cached
-        if os.pread(fd, len(probe), done - len(probe)) == probe:
-            offset, count = done, newlines
+        start = done - len(probe)
+        block = os.pread(fd, min(size - start, BLOCK), start)
+        if block[: len(probe)] == probe:
+            offset, count = start + len(block), newlines + block.count(b"\n", len(probe))
+            tail = block
     while offset < size:
-        block = os.pread(fd, 1 << 20, offset)
+        block = os.pread(fd, BLOCK, offset)
         if not block:
             break
         count += block.count(b"\n")
         offset += len(block)
-    keep = min(_PROBE, offset)
-    counted = (offset, count, os.pread(fd, keep, offset - keep))
+        tail = block if len(block) >= _PROBE else tail[-_PROBE:] + block
+    counted = (offset, count, tail[-_PROBE:])
     with _LINE_COUNTS_LOCK:  # the most recently counted `MAX_KEPT` files are remembered
         if _LINE_COUNTS.pop(key, None) is None:
             _drop_oldest(_LINE_COUNTS)
         _LINE_COUNTS[key] = counted
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        count += 1
-    return count
+    whole = tail.endswith(b"\n")
+    return count + (0 if whole else 1), whole
 
 
 @dataclass

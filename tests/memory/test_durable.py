@@ -240,3 +240,49 @@ def test_appending_to_many_files_keeps_no_descriptor_open(tmp_path):
         assert append_jsonl(tmp_path / f"task-{i}.jsonl", {"i": i}) == 1
     assert open_descriptors() == before
     assert append_jsonl(tmp_path / "task-0.jsonl", {"i": 1}) == 2  # still counted right
+
+
+def _create_then_die_before_the_link(target: Path, *, tmpfile: bool) -> int:
+    """Fork a child that writes `target` with `create_exclusive` and is SIGKILLed right
+    before the file gets its name (`tmpfile=False`: as on a system without `O_TMPFILE`);
+    returns how the child ended."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            import memory.durable as durable
+
+            if not tmpfile:
+                del durable.os.O_TMPFILE  # the child's own module: the parent keeps it
+            durable.os.link = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+            create_exclusive(target, b"x" * 10_000)
+        finally:
+            os._exit(0)
+    return os.waitpid(pid, 0)[1]
+
+
+def test_a_writer_killed_before_the_link_leaves_no_file_behind(tmp_path):
+    # the content lives in a file without a name until it is linked into place, so a
+    # crash before that leaves the folder as it was: no half-named or hidden temp file
+    folder = tmp_path / "findings"
+    folder.mkdir()
+    status = _create_then_die_before_the_link(folder / "a.md", tmpfile=True)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert list(folder.iterdir()) == []
+    assert create_exclusive(folder / "a.md", b"whole")
+    assert not create_exclusive(folder / "a.md", b"other")
+    assert (folder / "a.md").read_bytes() == b"whole"
+    assert [p.name for p in folder.iterdir()] == ["a.md"]
+
+
+def test_without_o_tmpfile_a_hidden_temp_name_is_used_and_removed(tmp_path, monkeypatch):
+    # where O_TMPFILE is missing, a killed writer leaves a hidden temp file (readers and the
+    # index skip dot-names), and a finished one leaves only its file
+    folder = tmp_path / "findings"
+    status = _create_then_die_before_the_link(folder / "a.md", tmpfile=False)
+    assert os.WIFSIGNALED(status)
+    assert [p.name.startswith(".a.md.tmp-") for p in folder.iterdir()] == [True]
+    monkeypatch.delattr(os, "O_TMPFILE")
+    assert create_exclusive(folder / "b.md", b"whole")
+    assert not create_exclusive(folder / "b.md", b"other")
+    assert (folder / "b.md").read_bytes() == b"whole"
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == ["b.md"]
