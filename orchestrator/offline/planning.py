@@ -3,8 +3,8 @@
 `ResearchPolicy` (`orchestrator.offline.policy`) calls `build_plan` once it has listed the
 workdir: the listed files are grouped into areas (top-level folders, descending through
 single-folder wrappers like `src/pkg`, splitting the largest area while there is room;
-loose top-level files form one area of ten in reading order for the objective, the rest
-going to further areas while there is room; folders a cut listing only names become areas
+loose top-level files (and a split folder's own files) form one area of ten in reading
+order for the objective, the rest going to further areas while there is room; folders a cut listing only names become areas
 known by name and file count), the areas are ranked by the objective's words in their paths,
 then by source files, then by a phase hint, and each chosen area gets one subtask.
 `_rank_files` orders an area's files for reading; subagents use it too.
@@ -49,7 +49,10 @@ class Area:
     count: int = 0
     """Its text files when the listing was cut before them (`files` is then empty)."""
     start: int | None = None
-    """For loose top-level files: where its files begin in their reading order."""
+    """For loose files (the workdir's or a folder's own): where its files begin in their
+    reading order."""
+    folder: str | None = None
+    """For a folder's own files (beside its subfolders): the folder."""
 
 
 # -- areas (lead) ------------------------------------------------------------------------
@@ -86,7 +89,7 @@ def group_areas(
         areas.append(_loose_area(_rank_files(loose, goal), 0))
     while len(areas) < room:
         for area in sorted(areas, key=lambda a: (-len(a.files), a.name)):
-            parts = _split(area)
+            parts = _split(area, goal)
             if parts and len(areas) - 1 + len(parts) <= room:
                 areas = [a for a in areas if a is not area] + parts
                 break
@@ -105,25 +108,34 @@ def _descend(name: str, files: list[str]) -> tuple[str, list[str]]:
         name = f"{name}/{heads.pop()}"
 
 
-#: Loose top-level files one subagent is given (more go to further areas while there is
-#: room: a flat package such as `rich/` holds 78 modules).
+#: Loose files one subagent is given, the workdir's or a folder's own (more go to further
+#: areas while there is room: a flat package such as `rich/` holds 78 modules).
 LOOSE_SCOPE = 10
 
 
-def _loose_area(files: list[str], start: int) -> Area:
-    """Loose top-level files in reading order, from the `start`-th of them on; its scope
-    is the first `LOOSE_SCOPE`."""
+def _loose_area(files: list[str], start: int, folder: str | None = None) -> Area:
+    """Loose files in reading order (the workdir's top-level ones, or `folder`'s own), from
+    the `start`-th of them on; its scope is the first `LOOSE_SCOPE`."""
     shown = min(len(files), LOOSE_SCOPE)
-    name = f"top-level files {start + 1}-{start + shown}" if start else "top-level files"
-    return Area(name, files[:LOOSE_SCOPE], files, start=start)
+    if folder is None:
+        name = f"top-level files {start + 1}-{start + shown}" if start else "top-level files"
+    else:
+        name = f"{folder} (top level, files {start + 1}-{start + shown})" if start else ""
+        name = name or f"{folder} (top level)"
+    return Area(name, files[:LOOSE_SCOPE], files, start=start, folder=folder)
 
 
-def _split(area: Area) -> list[Area]:
+def _split(area: Area, goal: Sequence[str] = ()) -> list[Area]:
+    """`area` as two or more areas, or [] when it cannot be split: a folder into its
+    subfolders and its own files, loose files into the first `LOOSE_SCOPE` and the rest."""
     if area.start is not None:  # loose files: the first ones stay, the others go on
         if len(area.files) <= LOOSE_SCOPE:
             return []
         head, tail = area.files[:LOOSE_SCOPE], area.files[LOOSE_SCOPE:]
-        return [_loose_area(head, area.start), _loose_area(tail, area.start + LOOSE_SCOPE)]
+        return [
+            _loose_area(head, area.start, area.folder),
+            _loose_area(tail, area.start + LOOSE_SCOPE, area.folder),
+        ]
     if area.scope != [area.name]:
         return []
     subdirs: dict[str, list[str]] = {}
@@ -133,8 +145,8 @@ def _split(area: Area) -> list[Area]:
         head, sep, _ = rest.partition("/")
         (subdirs.setdefault(f"{area.name}/{head}", []) if sep else direct).append(f)
     parts = [_dir_area(*_descend(n, fs)) for n, fs in sorted(subdirs.items())]
-    if direct:
-        parts.append(Area(f"{area.name} (top level)", _rank_files(direct, [])[:10], direct))
+    if direct:  # in reading order for the objective, as the workdir's loose files
+        parts.append(_loose_area(_rank_files(direct, goal), 0, area.name))
     return parts if len(parts) >= 2 else []
 
 

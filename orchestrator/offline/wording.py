@@ -85,23 +85,27 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
     # the first sentence says what this phase found (snapshots and merged summaries quote it):
     # what the area is for exploration, the phase's first discovery for the others
-    said = next((d for d in firsts.values() if d), "")
+    described = [(p, d) for p, d in firsts.items() if d]
+    main = "; ".join(f"{p} ({clip(d, 100)})" for p, d in described[:2])
+    # one folder: its first description says what it is; several paths (a folder's loose
+    # files): no file speaks for the others, so the files read are named with theirs
+    several = len(scope) > 1
+    said = main if several else next((d for _, d in described), "")
     first = discoveries[0] if discoveries else ""
     lead = said if facts.phase_name == "exploration" and said else first or said
     lead = lead.rstrip(".")
     if len(lead) > 240:  # whole list items only
         lead = lead[:240].rsplit(", ", 1)[0] + " and more"
     nothing = "no description in the file(s) read" if ev.read else "no file was read"
-    summary = _sentence(f"{where}: {lead or nothing}")
+    # a discovery that names the area already ("X: 8 text files; ...") is not named twice
+    summary = _sentence(lead if lead.startswith(f"{where}:") else f"{where}: {lead or nothing}")
     summary += (
         f" {len(set(ev.listed) | set(ev.read))} file(s) seen, {len(ev.read)} read, "
         f"{counts}{todo_count}{len(tests)} related test file(s) ({brief.phase} phase)."
     )
     if ev.errors:
         summary += f" Tool error(s): {'; '.join(ev.errors[:3])}."
-    described = [(p, d) for p, d in firsts.items() if d]
-    if described:  # the first two files read that say what they are
-        main = "; ".join(f"{p} ({clip(d, 100)})" for p, d in described[:2])
+    if main and not (several and lead == main):  # the first two files that say what they are
         summary += f" Main files: {main}."
     return SubmitFindings.model_validate(
         {
@@ -189,7 +193,7 @@ class _Facts:
         if ev.listed:
             kinds = Counter(PurePosixPath(p).suffix or "(none)" for p in ev.listed)
             common = ", ".join(f"{k} ({n})" for k, n in kinds.most_common(4))
-            out.append(f"{where} holds {len(ev.listed)} text files; types: {common}.")
+            out.append(f"{where}: {len(ev.listed)} text files; types: {common}.")
         mods = [PurePosixPath(p).stem for p in ev.code() if _module_name(p)]
         if mods:
             out.append(f"Modules of {where}: {_short(list(dict.fromkeys(mods)), 12)}.")

@@ -244,6 +244,29 @@ class TestResearchPolicyLead:
         assert all(len(scope) == 10 for scope in loose)
         assert len({p for scope in loose for p in scope}) == 30  # no file twice
 
+    def test_a_split_folder_s_own_files_go_to_further_subagents_by_the_objective(
+        self, tmp_path
+    ):
+        # a package with one subfolder beside 17 modules (like `httpx/`): its own files are
+        # ranked by the objective and, with room, all of them are surveyed, ten to an area
+        files = {f"pkg/_m{i:02d}.py": f'"""Module {i}."""\n' for i in range(16)}
+        files |= {"pkg/_redirects.py": '"""Redirects."""\nMAX_REDIRECTS = 20\n'}
+        files |= {f"pkg/_transports/t{i}.py": "x = 1\n" for i in range(4)}
+        repo = make_repo(tmp_path / "lib", files)
+        plan, _ = run_agent(
+            OfflineChatModel(),
+            workdir_tools(repo),
+            PhasePlan,
+            lead_prompt("What limits the number of redirects?", max_subtasks=4),
+        )
+        own = [s for s in plan.subtasks if s.scope != ["pkg/_transports"]]
+        assert [s.title for s in own] == [
+            "Survey pkg (top level)",
+            "Survey pkg (top level, files 11-17)",
+        ]
+        assert "pkg/_redirects.py" in own[0].scope  # named by the objective: read first
+        assert len({p for s in own for p in s.scope}) == 17  # every module, none twice
+
     def test_different_repos_give_different_plans(self, tmp_path):
         objective = "Map the project"
         plans = []

@@ -77,7 +77,8 @@ class TestResearchPolicyWording:
         _, tools = loose
         findings, _ = self._findings(tools, ["py.typed"], phase="planning")
         assert "py.typed: an empty file." in findings.key_discoveries
-        assert findings.summary.startswith("py.typed: py.typed: an empty file. 1 file(s) seen")
+        # the discovery names the file already: the summary does not say it twice
+        assert findings.summary.startswith("py.typed: an empty file. 1 file(s) seen")
 
     def test_a_scope_of_several_files_is_searched_in_those_files_only(self, loose):
         repo, tools = loose
@@ -95,6 +96,16 @@ class TestResearchPolicyWording:
         call = Call("grep_files", {"pattern": "widget", "path": "."}, grep)
         ev = Evidence.from_history([call], ["__init__.py", "py.typed"])
         assert ev.count("widget") == "none of the 50 line(s) shown (capped)"
+
+    def test_a_summary_names_its_area_once(self, loose):
+        # a folder's map, and a scope of several files none of which speaks for the others
+        repo, tools = loose
+        (repo / "__init__.py").write_text('"""Dashboard parts."""\nwidget = None\n')
+        folder, _ = self._findings(tools, ["."])
+        assert not folder.summary.startswith(".: .:")
+        several, _ = self._findings(tools, ["py.typed", "__init__.py"])
+        assert several.summary.startswith("py.typed, __init__.py: __init__.py (Dashboard parts.).")
+        assert "Main files" not in several.summary  # the lead sentence named them
 
     def test_main_files_name_the_first_files_read_that_say_what_they_are(self, tmp_path):
         # the two files read first have no docstring: "Main files:" names the one that has
