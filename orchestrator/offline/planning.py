@@ -4,9 +4,10 @@
 workdir: the listed files are grouped into areas (top-level folders, descending through
 single-folder wrappers like `src/pkg`, splitting the largest area while there is room;
 loose top-level files (and a split folder's own files) form one area of ten in reading
-order for the objective, the rest going to further areas while there is room; folders a cut listing only names become areas
-known by name and file count), the areas are ranked by the objective's words in their paths,
-then by source files, then by a phase hint, and each chosen area gets one subtask.
+order for the objective, the rest going to further areas while there is room; folders a
+cut listing only names become areas known by name and file count), the areas are ranked
+by the objective's words in their paths, then by source files, then by a phase hint, and
+each chosen area gets one subtask.
 `_rank_files` orders an area's files for reading; subagents use it too.
 """
 

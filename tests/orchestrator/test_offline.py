@@ -244,9 +244,7 @@ class TestResearchPolicyLead:
         assert all(len(scope) == 10 for scope in loose)
         assert len({p for scope in loose for p in scope}) == 30  # no file twice
 
-    def test_a_split_folder_s_own_files_go_to_further_subagents_by_the_objective(
-        self, tmp_path
-    ):
+    def test_a_split_folder_s_own_files_go_to_further_subagents_by_the_objective(self, tmp_path):
         # a package with one subfolder beside 17 modules (like `httpx/`): its own files are
         # ranked by the objective and, with room, all of them are surveyed, ten to an area
         files = {f"pkg/_m{i:02d}.py": f'"""Module {i}."""\n' for i in range(16)}
