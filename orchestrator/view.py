@@ -194,7 +194,7 @@ class LiveView:
 
     def _apply(self, event: Event) -> None:
         kind = event.get("event")
-        if kind == "start":
+        if kind in ("start", "resume"):
             self.title = f"tether · {event['task_id']}"
         elif kind == "phase":
             self.phase, self.index = event["phase"], (event["index"], event["total"])

@@ -134,3 +134,12 @@ def test_the_closing_panel_is_printed_once_after_the_live_one():
     assert "✗ exploration-pkg29 failed" in closing[4]
     assert "exploration-pkg28" not in "\n".join(closing)  # only failures are listed again
     assert tail.count("╭─ tether") == 1
+
+
+def test_a_resumed_task_is_named_in_the_panel_title():
+    view, _ = _view(80, 24)
+    view({"event": "resume", "task_id": "t7", "source": "langgraph", "path": None})
+    view({"event": "phase", "phase": "review", "index": 4, "total": 4})
+    lines = _lines(view)
+    assert lines[0].startswith("╭─ tether · t7 ")
+    assert "resuming task t7 (langgraph)" in "\n".join(lines)
