@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
             per(tether),
             f"{tether.wall / bare.wall:.1f}x (vs sync: {tether.wall / bare_sync.wall:.1f}x; "
             f"cpu {tether.cpu / bare_sync.cpu:.1f}x; vs create_agent workers: "
-            f"{tether.wall / agents_sync.wall:.1f}x, cpu {tether.cpu / agents_sync.cpu:.1f}x)",
+            f"{tether.wall / agents_sync.wall:.2f}x, cpu {tether.cpu / agents_sync.cpu:.2f}x)",
         ),
         (
             "fixed cost of a run (1 subagent)",
@@ -359,8 +359,8 @@ def main(argv: list[str] | None = None) -> None:
             f"each further subagent (runs of {n} less runs of 1)",
             f"tether {marginal(tether, tether_one)}",
             f"create_agent workers {marginal(agents_sync, agents_one)}; ratio "
-            f"{(tether.wall - tether_one.wall) / (agents_sync.wall - agents_one.wall):.1f}x "
-            f"(cpu {(tether.cpu - tether_one.cpu) / (agents_sync.cpu - agents_one.cpu):.1f}x)",
+            f"{(tether.wall - tether_one.wall) / (agents_sync.wall - agents_one.wall):.2f}x "
+            f"(cpu {(tether.cpu - tether_one.cpu) / (agents_sync.cpu - agents_one.cpu):.2f}x)",
         ),
         (
             f"resume {args.resume_size}-subagent run killed at {written}",
