@@ -20,7 +20,9 @@ It prints one table with:
    Two more rows split a run's cost: a run of one subagent (tether's fixed cost: lead
    planning turn, plan, merged, snapshot and checkpoint files, the final merge; and the
    create_agent workers' graph with one worker), and what each further subagent adds
-   (the run of N less the run of one, over N - 1).
+   (the run of N less the run of one, over N - 1). Every tether run uses a new memory
+   directory, as the workers' graph a new database; one more row times the one-subagent
+   run as a further task in an existing memory directory (a user's usual case).
 2. **Resume of a 200-subagent run killed half-way**: a forked child runs one phase of
    `--resume-size` subtasks and SIGKILLs itself after the `n/2`-th findings file
    (`TETHER_FAULT=subagent_after_findings:n/2`); the time of `Orchestrator.resume` is
@@ -176,12 +178,14 @@ def time_bare(n: int, durable: bool, root: Path, parallel: int, agents: bool = F
     return elapsed
 
 
-def time_tether(n: int, root: Path, parallel: int) -> float:
+def time_tether(n: int, root: Path, parallel: int, memory: Path | None = None) -> float:
+    """One run of `n` subagents in a new memory directory, or as a further task in
+    `memory` (a user's second task: its folders and databases exist already)."""
     from orchestrator.api import Orchestrator
 
     workflow = root / "one.yaml"
     workflow.write_text("name: bench\nphases: [exploration]\n")
-    memory = root / f"tether-{time.monotonic_ns()}"
+    memory = memory or root / f"tether-{time.monotonic_ns()}"
     orch = Orchestrator(
         memory_dir=memory,
         workdir=root,
@@ -191,7 +195,7 @@ def time_tether(n: int, root: Path, parallel: int) -> float:
         max_subtasks=n,
     )
     start = time.perf_counter()
-    result = orch.run(OBJECTIVE, task_id="bench")
+    result = orch.run(OBJECTIVE, task_id=f"bench-{time.monotonic_ns()}")
     elapsed = time.perf_counter() - start
     assert result.status == "done" and len(result.findings) == n, result.failed
     return elapsed
@@ -297,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         root = Path(tmp)
-        time_tether(4, root, args.parallel)  # warm up imports and caches
+        existing = root / "existing-memory"
+        time_tether(4, root, args.parallel, existing)  # warm up imports and caches
         time_bare(4, True, root, args.parallel, True)
         n, par = args.fanout, args.parallel
         kinds = {  # one-subagent runs: the fixed cost of a run, and what each further adds
@@ -307,6 +312,7 @@ def main(argv: list[str] | None = None) -> None:
             "tether": lambda: timed(time_tether, n, root, par),
             "agents_one": lambda: timed(time_bare, 1, True, root, par, True),
             "tether_one": lambda: timed(time_tether, 1, root, par),
+            "tether_one_existing": lambda: timed(time_tether, 1, root, par, existing),
         }
         # rounds of one run of each kind, so a slow spell of a shared machine hits every
         # row of a ratio alike instead of only the rows measured during it
@@ -314,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.repeat):
             for kind, run in kinds.items():
                 samples[kind].append(run())
-        bare, bare_sync, agents_sync, tether, agents_one, tether_one = (
+        bare, bare_sync, agents_sync, tether, agents_one, tether_one, tether_existing = (
             best(samples[kind]) for kind in kinds
         )
         # best of 3 kill-and-resume pairs (each in fresh processes, a fresh memory)
@@ -354,6 +360,11 @@ def main(argv: list[str] | None = None) -> None:
             f"tether {tether_one.wall * 1000:.1f} ms (cpu {tether_one.cpu * 1000:.1f})",
             f"create_agent workers {agents_one.wall * 1000:.1f} ms "
             f"(cpu {agents_one.cpu * 1000:.1f})",
+        ),
+        (
+            "  the same, a further task in an existing memory",
+            f"tether {tether_existing.wall * 1000:.1f} ms (cpu {tether_existing.cpu * 1000:.1f})",
+            "folders, memory.db and the LangGraph database exist already",
         ),
         (
             f"each further subagent (runs of {n} less runs of 1)",
