@@ -319,6 +319,12 @@ class BaseBackend(abc.ABC):
         doc = self.get_document(path, offset=offset)
         return None if doc is None else doc.data
 
+    def read_document_head(self, path: str, size: int) -> bytes | None:
+        """At most the first `size` bytes of the document, or `None` (a reader that only
+        needs a file's first lines: the files backend reads no more than that)."""
+        data = self.read_document_bytes(path)
+        return None if data is None else data[:size]
+
     @abc.abstractmethod
     def stat_document(self, path: str) -> DocumentInfo | None:
         """The document's metadata without its bytes (cheap), or `None`."""

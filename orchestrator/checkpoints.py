@@ -29,7 +29,8 @@ from memory.errors import MemoryStoreError
 from orchestrator.docs import CHECKPOINTS, Docs
 from orchestrator.errors import CheckpointError, RecoveryError
 from orchestrator.paths import iso_timestamp, slug, timestamp
-from orchestrator.readback import list_checkpoints, loads_strict
+from orchestrator.readback import checkpoint_infos, loads_strict, task_of
+from orchestrator.readback import list_checkpoints as list_checkpoints  # re-exported
 from orchestrator.templates import (
     CHECKPOINT_TEMPLATE,
     JsonObject,
@@ -194,7 +195,10 @@ def latest_valid_checkpoint(
     """
     docs = Docs.of(memory)
     warnings: list[str] = []
-    for path in list_checkpoints(docs):
+    for info in checkpoint_infos(docs):
+        if task_id is not None and task_of(docs, info) not in (task_id, None):
+            continue  # another task's (one that cannot be read is loaded, and reported)
+        path = docs.path(info.path)
         try:
             cp = load_checkpoint(path, docs)
         except CheckpointError as exc:

@@ -132,6 +132,13 @@ class Docs:
         except InvalidInputError:
             return None
 
+    def read_head(self, rel: str, size: int) -> bytes | None:
+        """At most the first `size` bytes of document `rel` (None as `read_bytes`)."""
+        try:
+            return self.backend.read_document_head(rel, size)
+        except InvalidInputError:
+            return None
+
     def read_named(self, path: str | os.PathLike[str]) -> bytes | None:
         """The bytes of the document a person or a listing named by `path` (see `inside`);
         None when `path` names no document of this memory (then it is a file elsewhere)."""

@@ -17,6 +17,7 @@ and the recovery of a run's state read files through it. Nothing here writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable
@@ -250,16 +251,44 @@ def list_checkpoints(memory: Any, task_id: str | None = None) -> list[Path]:
     `latest_valid_checkpoint` reports them).
     """
     docs = Docs.of(memory)
-    found = docs.list(CHECKPOINTS, ".json")
-    found.sort(key=lambda i: _sort_key(docs, i), reverse=True)
+    found = checkpoint_infos(docs)
     if task_id is not None:
-        found = [i for i in found if _task_of(docs, i.path) == task_id]
+        found = [i for i in found if task_of(docs, i) == task_id]
     return [docs.path(i.path) for i in found]
 
 
-def _task_of(docs: Docs, rel: str) -> str | None:
+def checkpoint_infos(docs: Docs) -> list[DocumentInfo]:
+    """The checkpoint documents, newest first (see `list_checkpoints`)."""
+    found = docs.list(CHECKPOINTS, ".json")
+    found.sort(key=lambda i: _sort_key(docs, i), reverse=True)
+    return found
+
+
+#: The opening of a checkpoint as tether renders it: its id, then its task (JSON strings).
+_OPENING = re.compile(
+    rb'\A\s*\{\s*"checkpoint_id"\s*:\s*"(?:[^"\\\n]|\\.)*"\s*,'
+    rb'\s*"task_id"\s*:\s*("(?:[^"\\\n]|\\.)*")\s*,'
+)
+_HEAD = 2048
+
+
+def task_of(docs: Docs, info: DocumentInfo) -> str | None:
+    """The task a checkpoint file names; None when it cannot be read or parsed.
+
+    A memory holds the checkpoints of every task it ran (a dozen per task): asking for one
+    task's must not parse them all. A file that opens as tether writes it (its id, then
+    its task) and ends as a JSON object is taken at its opening; any other is parsed whole.
+    """
+    head = docs.read_head(info.path, _HEAD)
+    if head is not None and len(head) < info.size and (m := _OPENING.match(head)):
+        tail = docs.read_bytes(info.path, offset=max(0, info.size - 16)) or b""
+        if tail.rstrip().endswith(b"}"):
+            with contextlib.suppress(ValueError):
+                task = json.loads(m.group(1))
+                if isinstance(task, str):
+                    return task
     try:
-        obj = loads_strict(docs.read_bytes(rel) or b"")
+        obj = loads_strict(docs.read_bytes(info.path) or b"")
     except (OSError, ValueError):
         return None
     return obj.get("task_id") if isinstance(obj, dict) else None

@@ -28,7 +28,13 @@ from typing import Any
 from orchestrator.docs import CHECKPOINTS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.gauge import total_tokens
-from orchestrator.readback import list_checkpoints, list_snapshots, loads_strict, read_snapshot
+from orchestrator.readback import (
+    checkpoint_infos,
+    list_snapshots,
+    loads_strict,
+    read_snapshot,
+    task_of,
+)
 from orchestrator.rebuild import state_from_checkpoint
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.tasks import TaskRecord, TaskRegistry, resume_command, task_running
@@ -94,7 +100,10 @@ def _latest_checkpoint(docs: Docs, task_id: str) -> tuple[Path | None, dict | No
     Files are read newest first and only until a usable one of the task is found.
     """
     newest: Path | None = None
-    for path in list_checkpoints(docs):
+    for info in checkpoint_infos(docs):
+        if task_of(docs, info) not in (task_id, None):
+            continue  # another task's, found without reading it whole
+        path = docs.path(info.path)
         try:
             data = loads_strict(docs.read_bytes(docs.rel(path)) or b"")
         except (OSError, ValueError):

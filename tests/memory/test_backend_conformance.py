@@ -368,6 +368,9 @@ def test_a_log_grown_by_many_appends_reads_back_whole_from_any_offset(backend):
         doc = backend.get_document(path, offset=offset)
         assert doc.data == whole[offset:] and doc.size == len(whole), offset
         assert backend.read_document_bytes(path, offset=offset) == whole[offset:], offset
+    for size in (0, 1, 9, len(whole), len(whole) + 7):  # a reader of first lines only
+        assert backend.read_document_head(path, size) == whole[:size], size
+    assert backend.read_document_head("working/t/no.jsonl", 10) is None
     backend.put_document(path, b"replaced\n")  # a rewrite drops what was appended
     assert backend.get_document(path).data == b"replaced\n"
     assert backend.append_lines(path, ["again"]) == 2

@@ -232,6 +232,30 @@ class TestLatestValid:
         assert (path, cp.task_id, warnings) == (mine, "mine", [])
         assert checkpoints.list_checkpoints(layout, "mine") == [mine]
 
+    def test_filters_by_task_among_many_files_in_any_layout(self, layout):
+        # a memory holds a dozen checkpoints per task it ran: a task's are picked out by
+        # their opening, and a file in another layout or cut short is still judged right
+        subtasks = [{"id": f"s{i:02d}", "title": "x" * 60, "scope": ["src"]} for i in range(40)]
+        written = [_write(layout, task=t, subtasks=subtasks) for t in ["mine", "other"] * 4]
+        assert all(p.stat().st_size > 4096 for p in written)  # longer than their opening
+        mine = written[0::2]
+        reordered = _write(layout, task="mine", subtasks=subtasks)  # keys sorted, 4 spaces
+        reordered.write_text(
+            json.dumps(json.loads(reordered.read_text()), sort_keys=True, indent=4)
+        )
+        invalid = _write(layout, task="other", subtasks=subtasks)  # another task's, invalid
+        obj = json.loads(invalid.read_text())
+        del obj["state"]["findings_count"]
+        invalid.write_text(json.dumps(obj, indent=2))
+        cut = _write(layout, task="mine", subtasks=subtasks)  # its opening intact, cut short
+        cut.write_text(cut.read_text()[:3000])
+        assert checkpoints.list_checkpoints(layout, "mine") == [reordered, *reversed(mine)]
+        assert checkpoints.list_checkpoints(layout, "other") == [invalid, *reversed(written[1::2])]
+        cp, path, warnings = checkpoints.latest_valid_checkpoint(layout, "mine")
+        assert (path, cp.task_id) == (reordered, "mine")
+        # the cut file may be this task's: reported; the other task's invalid one is not
+        assert [w.split(" ", 3)[2] for w in warnings] == [repr(str(cut))]
+
     def test_none_valid_raises_recovery_error(self, layout):
         bad = _write(layout)
         bad.write_text("{")

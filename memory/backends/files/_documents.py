@@ -174,6 +174,14 @@ class DocumentFiles:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
+    def read_document_head(self, path: str, size: int) -> bytes | None:
+        file = self._file(path)
+        try:
+            with open(file, "rb") as fh:
+                return fh.read(size)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
     def document_exists(self, path: str) -> bool:
         try:
             return stat.S_ISREG(os.stat(self._file(path)).st_mode)
