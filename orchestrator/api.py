@@ -48,7 +48,7 @@ from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.nodes.subagent import repair_findings, repaired_message
-from orchestrator.paths import new_suffix, utc
+from orchestrator.paths import name_timestamp, new_suffix, utc
 from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise, state_from_checkpoint
 from orchestrator.recovery import choose_recovery
@@ -106,7 +106,7 @@ class RunResult:
             plan=plan if docs.exists(plan) else None,
             findings=sorted(v["path"] for v in (values.get("findings") or {}).values()),
             merged=dict(values.get("merged") or {}),
-            checkpoints=[docs.rel(p) for p in list_checkpoints(docs, task_id)],
+            checkpoints=_checkpoints_of(values, docs, source),
             snapshots=list(values.get("snapshots") or []),
             failed=dict(values.get("failed") or {}),
             tokens=dict(values.get("tokens") or {}),
@@ -117,6 +117,16 @@ class RunResult:
             source=source,
             warnings=warnings,
         )
+
+
+def _checkpoints_of(values: dict[str, Any], docs: Docs, source: str) -> list[str]:
+    """The task's checkpoint files, newest first. A new task's are all this run's, which
+    its state records; a resumed one's are looked for among the memory's (which holds a
+    dozen per task it ever ran)."""
+    if source != "run":
+        return [docs.rel(p) for p in list_checkpoints(docs, values["task_id"])]
+    recorded = (values.get("checkpoints") or {}).values()
+    return sorted(recorded, key=lambda rel: (name_timestamp(rel) or "", rel), reverse=True)
 
 
 class Orchestrator:

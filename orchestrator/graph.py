@@ -33,7 +33,7 @@ from langgraph.graph import END, START, StateGraph
 
 from orchestrator.docs import Docs
 from orchestrator.errors import Interrupted, ModelCallError
-from orchestrator.nodes._core import write_checkpoint
+from orchestrator.nodes._core import checkpoint_update, write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.advance import advance_node, route_advance
 from orchestrator.nodes.merge import merge_node
@@ -196,9 +196,13 @@ def _lead_failed(
         tokens=tokens,
     )
     if values.get("task_id"):
-        write_checkpoint(
+        rel = write_checkpoint(
             ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
         )
+        values["checkpoints"] = {
+            **(values.get("checkpoints") or {}),
+            **checkpoint_update(rel)["checkpoints"],
+        }
     TaskRegistry(ctx.docs).note(task_id, status="failed", error=error[:500])
     ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
     return values

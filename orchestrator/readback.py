@@ -280,9 +280,10 @@ def task_of(docs: Docs, info: DocumentInfo) -> str | None:
     its task) and ends as a JSON object is taken at its opening; any other is parsed whole.
     """
     head = docs.read_head(info.path, _HEAD)
-    if head is not None and len(head) < info.size and (m := _OPENING.match(head)):
-        tail = docs.read_bytes(info.path, offset=max(0, info.size - 16)) or b""
-        if tail.rstrip().endswith(b"}"):
+    if head is not None and (m := _OPENING.match(head)):
+        whole = len(head) >= info.size
+        tail = head if whole else docs.read_bytes(info.path, offset=max(0, info.size - 16))
+        if (tail or b"").rstrip().endswith(b"}"):
             with contextlib.suppress(ValueError):
                 task = json.loads(m.group(1))
                 if isinstance(task, str):

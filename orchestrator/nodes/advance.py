@@ -73,7 +73,8 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
         update["phase_index"] = state["phase_index"] + 1
         update["warned"] = state.get("warned", False)
         return update
-    return {**update, **_finish(ctx, state)}
+    finished = _finish(ctx, state)  # records its own checkpoint beside this one
+    return {**finished, "checkpoints": {**update["checkpoints"], **finished["checkpoints"]}}
 
 
 def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:

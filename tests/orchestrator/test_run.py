@@ -78,6 +78,24 @@ class TestOfflineRun:
         names = {p.name.split("_")[1] for p in paths}
         assert names == {"exploration", "review"}
 
+    def test_the_result_lists_the_task_s_checkpoints_newest_first(
+        self, run, fixture_repo, tiny_workflow
+    ):
+        # another task in the same memory: its checkpoints are not the first task's
+        result, _, mem = run
+        other = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow).run(
+            "Survey the shop service again", task_id="again"
+        )
+        for res in (result, other):
+            own = [
+                f"checkpoints/{p.name}"
+                for p in (mem / "checkpoints").glob("cp_*.json")
+                if json.loads(p.read_text())["task_id"] == res.task_id
+            ]
+            assert len(own) >= 5 and sorted(res.checkpoints) == sorted(own)
+            stamps = [json.loads((mem / c).read_text())["timestamp"] for c in res.checkpoints]
+            assert stamps == sorted(stamps, reverse=True)
+
     def test_lead_messages_are_logged_in_working_memory(self, run):
         _, _, mem = run
         lines = (mem / "working" / "shop" / "messages.jsonl").read_text().splitlines()
