@@ -4,6 +4,7 @@ Run::
 
     python -m bench.orchestration            # default sizes
     python -m bench.orchestration --fanout 100 --resume-size 200 --checkpoints 200
+    python -m bench.orchestration --history 300   # adds a run in a memory of 300 tasks
 
 It prints one table with:
 
@@ -201,6 +202,17 @@ def time_tether(n: int, root: Path, parallel: int, memory: Path | None = None) -
     return elapsed
 
 
+def grown_memory(tasks: int, root: Path, parallel: int) -> tuple[float, float]:
+    """`(best of 3 one-subagent runs in a memory that has run `tasks` tasks, the same in a
+    new memory)`: what a user's long-lived memory directory adds to a run."""
+    memory = root / "grown-memory"
+    for _ in range(tasks):
+        time_tether(1, root, parallel, memory)
+    grown = min(time_tether(1, root, parallel, memory) for _ in range(3))
+    fresh = min(time_tether(1, root, parallel) for _ in range(3))
+    return grown, fresh
+
+
 # -- resume after a kill ------------------------------------------------------------------
 
 
@@ -297,6 +309,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallel", type=int, default=4, help="max concurrency")
     parser.add_argument("--resume-size", type=int, default=200)
     parser.add_argument("--checkpoints", type=int, default=200)
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="also time a one-subagent run in a memory that has run this many tasks",
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
@@ -327,6 +345,7 @@ def main(argv: list[str] | None = None) -> None:
         resumes = [time_resume(args.resume_size, root / f"resume-{i}") for i in range(3)]
         resume, ran, reused, findings, written = min(resumes)
         p50, p95 = checkpoint_latency(args.checkpoints, root)
+        history = grown_memory(args.history, root, par) if args.history else None
 
     def per(t: Timed) -> str:
         return f"{t.wall / n * 1000:.2f} ms/subagent (cpu {t.cpu / n * 1000:.2f})"
@@ -385,6 +404,14 @@ def main(argv: list[str] | None = None) -> None:
             f"p95 {p95:.2f} ms",
         ),
     ]
+    if history is not None:
+        rows.append(
+            (
+                f"1-subagent run after {args.history} tasks in the memory",
+                f"{history[0] * 1000:.1f} ms",
+                f"{history[1] * 1000:.1f} ms in a new memory: {history[0] / history[1]:.2f}x",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     print(f"fan-out of {n} subagents, max_parallel {args.parallel}, best of {args.repeat} rounds")
     for row in rows:
