@@ -346,7 +346,8 @@ class _Facts:
             read = " or ".join(self.ev.read)
             return [f"Which of {read} should a plan for {objective!r} start from, and why?"]
         if self.phase == "exploration" and not self.tests and self.ev.code():
-            return [f"How is {self.where} tested? No related test file was listed."]
+            verb = "are" if len(self.scope) > 1 else "is"  # several files, or one folder
+            return [f"How {verb} {self.where} tested? No related test file was listed."]
         return []
 
 

@@ -106,6 +106,7 @@ class TestResearchPolicyWording:
         several, _ = self._findings(tools, ["py.typed", "__init__.py"])
         assert several.summary.startswith("py.typed, __init__.py: __init__.py (Dashboard parts.).")
         assert "Main files" not in several.summary  # the lead sentence named them
+        assert "How are py.typed, __init__.py tested?" in " ".join(several.open_questions)
 
     def test_main_files_name_the_first_files_read_that_say_what_they_are(self, tmp_path):
         # the two files read first have no docstring: "Main files:" names the one that has
