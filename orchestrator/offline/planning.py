@@ -91,7 +91,10 @@ def group_areas(
     while len(areas) < room:
         for area in sorted(areas, key=lambda a: (-len(a.files), a.name)):
             parts = _split(area, goal)
-            if parts and len(areas) - 1 + len(parts) <= room:
+            free = room - len(areas) + 1  # the area's own slot and the ones left
+            if parts and len(parts) > free >= 2:  # too many parts: the biggest, and the rest
+                parts = _partial(area, parts, free)
+            if parts and len(parts) <= free:
                 areas = [a for a in areas if a is not area] + parts
                 break
         else:
@@ -149,6 +152,18 @@ def _split(area: Area, goal: Sequence[str] = ()) -> list[Area]:
     if direct:  # in reading order for the objective, as the workdir's loose files
         parts.append(_loose_area(_rank_files(direct, goal), 0, area.name))
     return parts if len(parts) >= 2 else []
+
+
+def _partial(area: Area, parts: list[Area], slots: int) -> list[Area]:
+    """`area` in `slots` areas when its parts are more: its biggest parts on their own,
+    everything else in one area (which is not split again). A big folder with many small
+    subfolders still gets the room, instead of a small folder elsewhere being split."""
+    ranked = sorted(parts, key=lambda a: (-len(a.files), a.name))
+    taken, rest = ranked[: slots - 1], ranked[slots - 1 :]
+    named = ", ".join(a.name for a in taken)
+    scope = [path for a in rest for path in a.scope]
+    files = [f for a in rest for f in a.files]
+    return [*taken, Area(f"{area.name} (other than {named})", scope, files)]
 
 
 def _source_count(files: Sequence[str]) -> int:

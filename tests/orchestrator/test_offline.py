@@ -265,6 +265,35 @@ class TestResearchPolicyLead:
         assert "pkg/_redirects.py" in own[0].scope  # named by the objective: read first
         assert len({p for s in own for p in s.scope}) == 17  # every module, none twice
 
+    def test_a_big_folder_with_many_parts_takes_the_room_before_a_small_one(self, tmp_path):
+        # like npm: lib/ (commands 30, utils 15, cli 2, 5 own files) beside a small bin/
+        # (5 files and a 2-file subfolder): with room for four subagents, lib/'s biggest
+        # part gets one and the rest of lib/ another; bin/ is not cut in two
+        files = {f"lib/commands/c{i:02d}.js": "x = 1\n" for i in range(30)}
+        files |= {f"lib/utils/u{i:02d}.js": "x = 1\n" for i in range(15)}
+        files |= {f"lib/cli/k{i}.js": "x = 1\n" for i in range(2)}
+        files |= {f"lib/m{i}.js": "x = 1\n" for i in range(5)}
+        files |= {f"bin/b{i}.js": "x = 1\n" for i in range(5)}
+        files |= {f"bin/gyp/g{i}": "x = 1\n" for i in range(2)}
+        files |= {"README.md": "# tool\n"}
+        repo = make_repo(tmp_path / "tool", files)
+        plan, _ = run_agent(
+            OfflineChatModel(),
+            workdir_tools(repo),
+            PhasePlan,
+            lead_prompt("Map the project", max_subtasks=4),
+        )
+        scopes = {s.title.removeprefix("Survey "): s.scope for s in plan.subtasks}
+        assert set(scopes) == {
+            "bin",
+            "lib/commands",
+            "lib (other than lib/commands)",
+            "top-level files",
+        }
+        rest = scopes["lib (other than lib/commands)"]
+        assert rest[0] == "lib/utils" and "lib/cli" in rest
+        assert sorted(p for p in rest if p.endswith(".js")) == [f"lib/m{i}.js" for i in range(5)]
+
     def test_different_repos_give_different_plans(self, tmp_path):
         objective = "Map the project"
         plans = []
