@@ -34,9 +34,30 @@ _LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
 _NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
 _GREP_RE = re.compile(r"^(.+?):(\d+): (.*)$")
 _DEF_RE = re.compile(
-    r"^\s*(?:export\s+)?(?:pub\s+)?(?:async\s+)?(class|def|function|func|fn|interface|struct)\s+"
-    r"([A-Za-z_][A-Za-z0-9_]*)"
+    r"^\s*(?:export\s+)?(?:default\s+)?(?:pub\s+)?(?:async\s+)?"
+    r"(class|def|function|func|fn|interface|struct)\s+([A-Za-z_][A-Za-z0-9_]*)"
 )
+#: JavaScript's other definitions: a function or arrow function given a name
+#: (`const f = async (a) => {`), and a class method (`async run (args) {` ending its line).
+_ASSIGNED_FN_RE = re.compile(
+    r"^\s*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?"
+    r"(?:function\b|\([^()]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)"
+)
+_METHOD_RE = re.compile(
+    r"^\s*(?:static\s+)?(?:async\s+)?(?:[gs]et\s+)?"
+    r"(?!(?:if|for|while|switch|catch|return|function|else|with)\b)"
+    r"([A-Za-z_$][\w$]*)\s*\([^()]*\)\s*\{\s*$"
+)
+
+
+def def_name(line: str) -> str | None:
+    """The name a line of code defines (a function, class, method...), or None."""
+    if m := _DEF_RE.match(line):
+        return m.group(2)
+    m = _ASSIGNED_FN_RE.match(line) or _METHOD_RE.match(line)
+    return m.group(1) if m else None
+
+
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
     """a an and are as at be by can do does for from has have how in into is it its of on or
@@ -279,7 +300,7 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
         if len(s) >= 3:  # an ASCII-art banner or a rule: not a description
             continue
         prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
-    defs = [m.group(2) for ln in lines if (m := _DEF_RE.match(ln))]
+    defs = [name for ln in lines if (name := def_name(ln))]
     return first, list(dict.fromkeys(defs))
 
 
@@ -298,9 +319,9 @@ def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str]
     for p, n, t in hits:
         if PurePosixPath(p).suffix not in _CODE_SUFFIXES:
             continue  # prose mentioning a name is neither a definition nor a call
-        m = _DEF_RE.match(t)
-        if m and regex.search(m.group(2) + "("):
-            defs.append(f"{p}:{n} {m.group(2)}")
+        defined = def_name(t)
+        if defined and regex.search(defined + "("):
+            defs.append(f"{p}:{n} {defined}")
             continue
         name = next((c for c in _CALL_NAME_RE.findall(t) if regex.search(c + "(")), "")
         if name:
@@ -350,9 +371,7 @@ def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
 
 
 def _defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:
-    return list(
-        dict.fromkeys((m.group(2), i) for i, ln in enumerate(lines, 1) if (m := _DEF_RE.match(ln)))
-    )
+    return list(dict.fromkeys((name, i) for i, ln in enumerate(lines, 1) if (name := def_name(ln))))
 
 
 # -- tests and TODO notes (subagent) -------------------------------------------------------

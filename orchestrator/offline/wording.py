@@ -19,7 +19,6 @@ from typing import Any
 from orchestrator.offline.evidence import (
     _CALL_SUFFIX,
     _CODE_SUFFIXES,
-    _DEF_RE,
     _DEFAULT_PHASE,
     _PHASES,
     _STRING_GREP,
@@ -36,6 +35,7 @@ from orchestrator.offline.evidence import (
     _tested_name,
     chain,
     clip,
+    def_name,
     describe,
     outline,
     related_tests,
@@ -361,11 +361,11 @@ def _recommendations(
     # definitions named like the objective (in files read, or grep hits): places to act
     found = [(p, n) for p, lines in ev.read.items() for n in describe(lines, p)[1]]
     found += [
-        (p, m.group(2))
+        (p, name)
         for k, hits in ev.greps.items()
         if k not in (_TODO_GREP, _STRING_GREP)
         for p, _, t in hits
-        if (m := _DEF_RE.match(t))
+        if (name := def_name(t))
     ]
     matching = [
         (p, n)

@@ -120,3 +120,34 @@ class TestResearchPolicyWording:
         read = [args["path"] for name, args, _ in transcript if name == "read_file"]
         assert read[-1] == "c.py" and len(read) == 3
         assert findings.summary.endswith(" Main files: c.py (Widget wiring.).")
+
+    def test_javascript_methods_and_arrow_functions_are_definitions(self, tmp_path):
+        # JavaScript defines most functions as class methods and named arrow functions:
+        # a file's outline names them (and neither a callback nor an `if` block)
+        files = {
+            "lib/doctor.js": (
+                "class Doctor {\n"
+                "  async checkWidget (npm) {\n"
+                "    if (npm) {\n"
+                "      return widgetFor(npm)\n"
+                "    }\n"
+                "  }\n"
+                "}\n"
+            ),
+            "lib/utils.js": (
+                "const widgetFor = async (spec) => {\n"
+                "  setTimeout(function () {\n"
+                "  })\n"
+                "  return spec\n"
+                "}\n"
+                "module.exports = { widgetFor }\n"
+            ),
+        }
+        repo = make_repo(tmp_path / "w", files)
+        findings, _ = self._findings(workdir_tools(repo), ["lib"])
+        assert "lib/doctor.js: no docstring or heading; defines Doctor, checkWidget." in (
+            findings.key_discoveries
+        )
+        notes = {f.path: f.description for f in findings.files}
+        assert notes["lib/utils.js"].endswith("6 lines read; defines widgetFor (line 1)")
+        assert notes["lib/doctor.js"].endswith("defines Doctor (line 1); checkWidget (line 2)")
