@@ -325,10 +325,11 @@ class _Facts:
             return ""
         key = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)].replace("\\", "")
         shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key!r}"
-        return (
-            f"Call chain: {shown}. Defined at {_short(defs, 8) or 'no line shown'}; "
-            f"called at {_short(calls, 8) or 'no line shown'}."
-        )
+        if not defs:
+            return f"Call chain: {shown}. Called at {_short(calls, 8)}; no definition among them."
+        if not calls:
+            return f"Call chain: {shown}. Defined at {_short(defs, 8)}; no call among them."
+        return f"Call chain: {shown}. Defined at {_short(defs, 8)}; called at {_short(calls, 8)}."
 
     def word_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
         """What a grep for `pattern` (the term actually searched) found, with real totals."""

@@ -151,3 +151,24 @@ class TestResearchPolicyWording:
         notes = {f.path: f.description for f in findings.files}
         assert notes["lib/utils.js"].endswith("6 lines read; defines widgetFor (line 1)")
         assert notes["lib/doctor.js"].endswith("defines Doctor (line 1); checkWidget (line 2)")
+
+    def test_a_call_chain_without_a_definition_says_so(self, tmp_path):
+        # the function is defined outside the scope: its calls are cited, and the line
+        # does not pretend to know where it is defined
+        files = {
+            "lib/a.js": "const x = renderWidget(1)\n",
+            "lib/b.js": "module.exports = () => renderWidget(2)\n",
+        }
+        repo = make_repo(tmp_path / "w", files)
+        sub = PhasePlan.model_validate(
+            {
+                "strategy": "s",
+                "subtasks": [{"id": "x", "title": "Look", "description": "d", "scope": ["lib"]}],
+            }
+        ).subtasks[0]
+        prompt = sub_prompt("Where is the widget handled?", sub, phase="exploration")
+        findings, _ = run_agent(OfflineChatModel(), workdir_tools(repo), SubmitFindings, prompt)
+        chain = next(d for d in findings.key_discoveries if d.startswith("Call chain"))
+        assert chain.endswith(
+            "Called at lib/a.js:1 renderWidget, lib/b.js:1 renderWidget; no definition among them."
+        )
