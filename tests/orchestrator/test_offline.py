@@ -77,6 +77,17 @@ def lead_prompt(objective, phase="exploration", max_subtasks=3, agents=""):
     return text + (f"Agents: {agents}\n" if agents else "")
 
 
+def plan_for(repo, objective: str, max_subtasks: int = 4) -> PhasePlan:
+    """The offline lead's plan of `repo` for `objective`."""
+    plan, _ = run_agent(
+        OfflineChatModel(),
+        workdir_tools(repo),
+        PhasePlan,
+        lead_prompt(objective, max_subtasks=max_subtasks),
+    )
+    return plan
+
+
 def sub_prompt(objective, subtask, phase="exploration", extra=""):
     return (
         f"Objective: {objective}\nPhase: {phase}\nSubtask: {subtask.id}\n"
@@ -230,12 +241,7 @@ class TestResearchPolicyLead:
         files = {f"_mod{i:02d}.py": f'"""Module {i}."""\n' for i in range(30)}
         files |= {"live.py": '"""Live display refresh."""\n', "data/x.py": "x = 1\n"}
         repo = make_repo(tmp_path / "pkg", files)
-        plan, _ = run_agent(
-            OfflineChatModel(),
-            workdir_tools(repo),
-            PhasePlan,
-            lead_prompt("Where is the live display refreshed?", max_subtasks=4),
-        )
+        plan = plan_for(repo, "Where is the live display refreshed?")
         top = next(s for s in plan.subtasks if "data" not in s.scope)
         assert "live.py" in top.scope and len(top.scope) == 10
         # with room for four subagents, the next loose files go to further subagents
@@ -251,12 +257,7 @@ class TestResearchPolicyLead:
         files |= {"pkg/_redirects.py": '"""Redirects."""\nMAX_REDIRECTS = 20\n'}
         files |= {f"pkg/_transports/t{i}.py": "x = 1\n" for i in range(4)}
         repo = make_repo(tmp_path / "lib", files)
-        plan, _ = run_agent(
-            OfflineChatModel(),
-            workdir_tools(repo),
-            PhasePlan,
-            lead_prompt("What limits the number of redirects?", max_subtasks=4),
-        )
+        plan = plan_for(repo, "What limits the number of redirects?")
         own = [s for s in plan.subtasks if s.scope != ["pkg/_transports"]]
         assert [s.title for s in own] == [
             "Survey pkg (top level)",
@@ -277,12 +278,7 @@ class TestResearchPolicyLead:
         files |= {f"bin/gyp/g{i}": "x = 1\n" for i in range(2)}
         files |= {"README.md": "# tool\n"}
         repo = make_repo(tmp_path / "tool", files)
-        plan, _ = run_agent(
-            OfflineChatModel(),
-            workdir_tools(repo),
-            PhasePlan,
-            lead_prompt("Map the project", max_subtasks=4),
-        )
+        plan = plan_for(repo, "Map the project")
         scopes = {s.title.removeprefix("Survey "): s.scope for s in plan.subtasks}
         assert set(scopes) == {
             "bin",
@@ -299,12 +295,7 @@ class TestResearchPolicyLead:
         plans = []
         for name, files in (("billing", BILLING), ("weather", WEATHER)):
             repo = make_repo(tmp_path / name, files)
-            plan, _ = run_agent(
-                OfflineChatModel(),
-                workdir_tools(repo),
-                PhasePlan,
-                lead_prompt(objective, max_subtasks=4),
-            )
+            plan = plan_for(repo, objective)
             plans.append(sorted(p for s in plan.subtasks for p in s.scope))
             assert all((repo / p).exists() for p in plans[-1])
         assert plans[0] != plans[1]
