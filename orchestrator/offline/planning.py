@@ -88,8 +88,12 @@ def group_areas(
     areas.sort(key=lambda a: a.name)
     if loose:
         areas.append(_loose_area(_rank_files(loose, goal), 0))
+    named = _telling({stem(w) for w in goal}, paths)
     while len(areas) < room:
-        for area in sorted(areas, key=lambda a: (-len(a.files), a.name)):
+        # the room goes where the objective points first (its words in the files' paths),
+        # then to the biggest area
+        order = sorted(areas, key=lambda a: (-_goal_score(a, named), -len(a.files), a.name))
+        for area in order:
             parts = _split(area, goal)
             free = room - len(areas) + 1  # the area's own slot and the ones left
             if parts and len(parts) > free >= 2:  # too many parts: the biggest, and the rest
@@ -164,6 +168,13 @@ def _partial(area: Area, parts: list[Area], slots: int) -> list[Area]:
     scope = [path for a in rest for path in a.scope]
     files = [f for a in rest for f in a.files]
     return [*taken, Area(f"{area.name} (other than {named})", scope, files)]
+
+
+def _telling(goal: set[str], paths: Sequence[str]) -> set[str]:
+    """The objective's words that tell areas apart: not one in every path (the project's
+    own name, such as "pip" in "pip/...", names them all)."""
+    split = [_path_words(p) for p in paths]
+    return {w for w in goal if not split or not all(named_in({w}, ws) for ws in split)}
 
 
 def _source_count(files: Sequence[str]) -> int:

@@ -290,6 +290,24 @@ class TestResearchPolicyLead:
         assert rest[0] == "lib/utils" and "lib/cli" in rest
         assert sorted(p for p in rest if p.endswith(".js")) == [f"lib/m{i}.js" for i in range(5)]
 
+    def test_the_room_goes_to_the_folder_the_objective_names(self, tmp_path):
+        # like pip: a big vendored folder and the package's own code, every path under the
+        # project's name: the objective's other words choose the folder to split
+        files = {f"proj/_vendor/a/m{i:02d}.py": "x = 1\n" for i in range(30)}
+        files |= {f"proj/_vendor/b/m{i:02d}.py": "x = 1\n" for i in range(20)}
+        files |= {f"proj/_internal/wheel/w{i}.py": "x = 1\n" for i in range(4)}
+        files |= {"proj/_internal/wheel/wheel.py": "x = 1\n", "proj/_internal/x.py": ""}
+        files |= {f"proj/_internal/utils/u{i}.py": "x = 1\n" for i in range(9)}
+        repo = make_repo(tmp_path / "proj", files)
+        plan = plan_for(repo, "How does proj pick a compatible wheel?")
+        scopes = sorted(s.scope[0] for s in plan.subtasks)
+        assert scopes == [
+            "proj/_internal/utils",
+            "proj/_internal/wheel",
+            "proj/_internal/x.py",
+            "proj/_vendor",
+        ]
+
     def test_different_repos_give_different_plans(self, tmp_path):
         objective = "Map the project"
         plans = []
