@@ -9,7 +9,8 @@ module reads what the tools returned):
   keeping what lies in the subtask's scope (and the whole workdir listing apart);
 * `describe` (first prose line and definitions of a file), `related_tests`,
   `untested_modules` and `real_todo` (a TODO/FIXME/XXX grep hit that really opens a
-  comment, not a word inside a string or prose) read that evidence;
+  comment, not a word inside a string or prose) read that evidence (which name a line
+  of code defines is `orchestrator.offline.defs`);
 
 It also holds the small vocabulary both modules share: the `Brief` parsed from the
 prompt, the `Call` records of the tool history, content words and stems, path
@@ -30,34 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from orchestrator.offline.defs import def_name, defs_with_lines
+
 _LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
 _NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
 _GREP_RE = re.compile(r"^(.+?):(\d+): (.*)$")
-_DEF_RE = re.compile(
-    r"^\s*(?:export\s+)?(?:default\s+)?(?:pub\s+)?(?:async\s+)?"
-    r"(class|def|function|func|fn|interface|struct)\s+([A-Za-z_][A-Za-z0-9_]*)"
-)
-#: JavaScript's other definitions: a function or arrow function given a name
-#: (`const f = async (a) => {`), and a class method (`async run (args) {` ending its line).
-_ASSIGNED_FN_RE = re.compile(
-    r"^\s*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?"
-    r"(?:function\b|\([^()]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)"
-)
-_METHOD_RE = re.compile(
-    r"^\s*(?:static\s+)?(?:async\s+)?(?:[gs]et\s+)?"
-    r"(?!(?:if|for|while|switch|catch|return|function|else|with)\b)"
-    r"([A-Za-z_$][\w$]*)\s*\([^()]*\)\s*\{\s*$"
-)
-
-
-def def_name(line: str) -> str | None:
-    """The name a line of code defines (a function, class, method...), or None."""
-    if m := _DEF_RE.match(line):
-        return m.group(2)
-    m = _ASSIGNED_FN_RE.match(line) or _METHOD_RE.match(line)
-    return m.group(1) if m else None
-
-
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
     """a an and are as at be by can do does for from has have how in into is it its of on or
@@ -248,7 +226,7 @@ def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
             for node in tree.body:
                 out += _ast_defs(node, "")
             return out
-    return [(n, i, "") for n, i in _defs_with_lines(lines)]
+    return [(n, i, "") for n, i in defs_with_lines(lines)]
 
 
 def _ast_defs(node: ast.AST, prefix: str) -> list[tuple[str, int, str]]:
@@ -368,10 +346,6 @@ def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
         if 3 * len(wanted & have) >= 2 * len(wanted):
             out.append(str(f.get("path") or key))
     return out
-
-
-def _defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:
-    return list(dict.fromkeys((name, i) for i, ln in enumerate(lines, 1) if (name := def_name(ln))))
 
 
 # -- tests and TODO notes (subagent) -------------------------------------------------------

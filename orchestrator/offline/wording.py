@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from orchestrator.offline.defs import def_name, defs_with_lines
 from orchestrator.offline.evidence import (
     _CALL_SUFFIX,
     _CODE_SUFFIXES,
@@ -26,7 +27,6 @@ from orchestrator.offline.evidence import (
     _WORD_RE,
     Brief,
     Evidence,
-    _defs_with_lines,
     _in_scope,
     _is_test,
     _module_name,
@@ -35,7 +35,6 @@ from orchestrator.offline.evidence import (
     _tested_name,
     chain,
     clip,
-    def_name,
     describe,
     outline,
     related_tests,
@@ -228,7 +227,7 @@ class _Facts:
         """Change sites: definitions with line numbers, TODOs, modules with no named test."""
         out = []
         for path, lines in self.ev.read.items():
-            defs = _defs_with_lines(lines)
+            defs = defs_with_lines(lines)
             if self.ev.is_test_area():
                 cases = [n for n, _ in defs if n.startswith(("test", "Test"))]
                 helpers = [n for n, _ in defs if not n.startswith(("test", "Test"))]
