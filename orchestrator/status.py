@@ -103,14 +103,13 @@ def _latest_checkpoint(docs: Docs, task_id: str) -> tuple[Path | None, dict | No
     for info in checkpoint_infos(docs):
         if task_of(docs, info) not in (task_id, None):
             continue  # another task's, found without reading it whole
-        path = docs.path(info.path)
         try:
-            data = loads_strict(docs.read_bytes(docs.rel(path)) or b"")
+            data = loads_strict(docs.read_bytes(info.path) or b"")
         except (OSError, ValueError):
             continue  # torn or corrupt: an older checkpoint is read instead
         if not isinstance(data, dict) or data.get("task_id") != task_id:
             continue
-        newest = newest or path
+        newest = newest or docs.path(info.path)
         if _usable(data):
             return newest, data
     return newest, None
