@@ -35,8 +35,8 @@ import memory.durable as durable
 from memory.backends.files._documents import DocumentFiles, is_document_path, walk_documents
 from memory.backends.files._entries import EntryStore
 from memory.backends.files._entry_sql import MIGRATIONS as ENTRY_MIGRATIONS
-from memory.backends.files._index import MIGRATIONS as INDEX_MIGRATIONS
 from memory.backends.files._index import Index
+from memory.backends.files._index_schema import MIGRATIONS as INDEX_MIGRATIONS
 from memory.backends.files._planner import Query
 from memory.backends.files._records import MIGRATIONS as RECORD_MIGRATIONS
 from memory.backends.files._records import RecordTables

@@ -51,107 +51,25 @@ from memory.backends.blocks import (
     split_blocks,
 )
 from memory.backends.files._host import FilesHost
+from memory.backends.files._index_schema import (
+    INSERT_UPSERTED_SQL,
+    MIGRATIONS,
+    SELECT_UPSERTED_SQL,
+    TABLES,
+    delete_docs,
+    drop_index_tables,
+    has_table,
+    next_doc_id,
+    table_for,
+    watermarks,
+)
 from memory.backends.files._watch import Watch
 from memory.base import IndexReport, SearchDoc
 from memory.errors import MemoryStoreError
 
-TOKENIZER = "porter unicode61"
-
-#: FTS5 table per view family; every source not listed here goes to `idx_doc`.
-TABLE_OF_SOURCE = {"messages": "idx_msg", "entries": "idx_ent"}
-FILE_TABLE = "idx_doc"
-TABLES = ("idx_msg", "idx_ent", "idx_doc")
-
 #: Rows applied per write transaction during a large sync (bounds memory and lock time).
 BATCH_ROWS = 20_000
 READ_CHUNK = 1 << 20
-
-
-def table_for(source: str) -> str:
-    """The FTS5 table that holds rows of `source`."""
-    return TABLE_OF_SOURCE.get(source, FILE_TABLE)
-
-
-# -- schema ----------------------------------------------------------------------------
-CREATE_FILES = """
-CREATE TABLE IF NOT EXISTS idx_files (
-    id INTEGER PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    source TEXT NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    done_bytes INTEGER NOT NULL DEFAULT 0,
-    done_lines INTEGER NOT NULL DEFAULT 0,
-    tail_off INTEGER NOT NULL DEFAULT 0,
-    tail_hash TEXT NOT NULL DEFAULT ''
-)"""
-CREATE_DOCS = """
-CREATE TABLE IF NOT EXISTS idx_docs (
-    id INTEGER PRIMARY KEY,
-    source TEXT NOT NULL,
-    file_id INTEGER,
-    line INTEGER,
-    entry_id TEXT,
-    cite TEXT,
-    path TEXT
-)"""
-CREATE_DOCS_FILE_INDEX = "CREATE INDEX IF NOT EXISTS idx_docs_file ON idx_docs(file_id)"
-CREATE_DOCS_ENTRY_INDEX = "CREATE INDEX IF NOT EXISTS idx_docs_entry ON idx_docs(entry_id)"
-CREATE_STATE = "CREATE TABLE IF NOT EXISTS idx_state (key TEXT PRIMARY KEY, value INTEGER)"
-ADD_DOC_ID_SQL = "ALTER TABLE idx_docs ADD COLUMN doc_id TEXT"
-CREATE_DOC_ID_INDEX = (
-    "CREATE UNIQUE INDEX IF NOT EXISTS idx_docs_doc_id ON idx_docs(doc_id) WHERE doc_id IS NOT NULL"
-)
-SELECT_UPSERTED_SQL = """
-SELECT d.doc_id, d.source, d.path, d.line, t.body FROM idx_docs d
-JOIN (SELECT rowid AS id, body FROM idx_msg UNION ALL SELECT rowid, body FROM idx_ent
-      UNION ALL SELECT rowid, body FROM idx_doc) t ON t.id = d.id
-WHERE d.doc_id IS NOT NULL ORDER BY d.id
-"""
-INSERT_UPSERTED_SQL = (
-    "INSERT INTO idx_docs(id, source, line, cite, path, doc_id) VALUES (?, ?, ?, ?, ?, ?)"
-)
-CREATE_FTS = "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(body, tokenize = '{tok}')"
-
-
-def create_index_tables(conn: sqlite3.Connection) -> None:
-    """Create every index table (idempotent); used by the migration and by `rebuild()`."""
-    for sql in (
-        CREATE_FILES,
-        CREATE_DOCS,
-        CREATE_DOCS_FILE_INDEX,
-        CREATE_DOCS_ENTRY_INDEX,
-        CREATE_STATE,
-    ):
-        conn.execute(sql)
-    for table in TABLES:
-        conn.execute(CREATE_FTS.format(table=table, tok=TOKENIZER))
-
-
-def drop_index_tables(conn: sqlite3.Connection) -> None:
-    for table in (*TABLES, "idx_docs", "idx_files", "idx_state"):
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-def add_doc_ids(conn: sqlite3.Connection) -> None:
-    """Rows added through the contract's `index_upsert` carry their own id (`doc_id`)."""
-    conn.execute(ADD_DOC_ID_SQL)
-    conn.execute(CREATE_DOC_ID_INDEX)
-
-
-def add_message_days(conn: sqlite3.Connection) -> None:
-    """Each message row keeps the UTC day of its `ts`, for questions that name a day (rows
-    indexed before this get it at the next `memory reindex`)."""
-    conn.execute("ALTER TABLE idx_docs ADD COLUMN day TEXT")
-    conn.execute("CREATE INDEX IF NOT EXISTS idx_docs_day ON idx_docs(day) WHERE day IS NOT NULL")
-
-
-#: Named and append-only; `rebuild()` replays them after dropping the tables.
-MIGRATIONS = [
-    ("m101_index_tables", create_index_tables),
-    ("m102_index_doc_ids", add_doc_ids),
-    ("m103_message_days", add_message_days),
-]
 
 
 def read_complete_lines(
@@ -316,9 +234,9 @@ class Index:
 
     @staticmethod
     def _upsert(conn: sqlite3.Connection, docs: list[SearchDoc]) -> None:
-        next_id = _next_doc_id(conn)
+        next_id = next_doc_id(conn)
         for doc in docs:
-            _delete_docs(conn, "doc_id = ?", (doc.doc_id,))
+            delete_docs(conn, "doc_id = ?", (doc.doc_id,))
             line = doc.meta.get("line") if isinstance(doc.meta.get("line"), int) else None
             row = (next_id, doc.source, line, doc.doc_id, doc.path or None, doc.doc_id)
             conn.execute(INSERT_UPSERTED_SQL, row)
@@ -332,7 +250,7 @@ class Index:
 
         def run(conn: sqlite3.Connection) -> None:
             for doc_id in dict.fromkeys(doc_ids):
-                removed[0] += _delete_docs(conn, "doc_id = ?", (doc_id,))
+                removed[0] += delete_docs(conn, "doc_id = ?", (doc_id,))
 
         self._write(run, derived=False)
         return removed[0]
@@ -504,7 +422,7 @@ class Index:
     def _apply_files(
         self, conn: sqlite3.Connection, batch: list[_FileWork], report: IndexReport
     ) -> None:
-        next_id = _next_doc_id(conn)
+        next_id = next_doc_id(conn)
         for work in batch:
             row = conn.execute(
                 "SELECT * FROM idx_files WHERE path = ?", (work.seen.rel,)
@@ -537,7 +455,7 @@ class Index:
         else:
             file_id = row["id"]
             if not work.append:
-                report.rows_removed += _delete_docs(conn, "file_id = ?", (file_id,))
+                report.rows_removed += delete_docs(conn, "file_id = ?", (file_id,))
         table = table_for(item.source)
         ids = range(next_id, next_id + len(work.rows))
         days = work.days or [None] * len(work.rows)
@@ -584,21 +502,21 @@ class Index:
             )
             if current.fetchone() is None:
                 continue  # another process already handled it
-            report.rows_removed += _delete_docs(conn, "file_id = ?", (row["id"],))
+            report.rows_removed += delete_docs(conn, "file_id = ?", (row["id"],))
             conn.execute("DELETE FROM idx_files WHERE id = ?", (row["id"],))
             report.files_removed += 1
 
     # -- entries ----------------------------------------------------------------------
     def _sync_entries(self, report: IndexReport) -> None:
         conn = self.conn
-        if not _has_table(conn, "entries"):
+        if not has_table(conn, "entries"):
             return
-        marks = _watermarks(conn)
+        marks = watermarks(conn)
         new = conn.execute(
             "SELECT seq, id FROM entries WHERE seq > ? ORDER BY seq", (marks["entries_seq"],)
         ).fetchall()
         dead: list[sqlite3.Row] = []
-        if _has_table(conn, "entry_tombstones"):
+        if has_table(conn, "entry_tombstones"):
             dead = conn.execute(
                 "SELECT seq, id FROM entry_tombstones WHERE seq > ? ORDER BY seq",
                 (marks["tombstones_seq"],),
@@ -639,11 +557,11 @@ class Index:
         last_dead: int,
         report: IndexReport,
     ) -> None:
-        if _watermarks(conn) != marks:
+        if watermarks(conn) != marks:
             return  # another process indexed these meanwhile; the next sync sees the rest
-        next_id = _next_doc_id(conn)
+        next_id = next_doc_id(conn)
         for _seq, entry_id, (path, rows) in planned:
-            _delete_docs(conn, "entry_id = ?", (entry_id,))
+            delete_docs(conn, "entry_id = ?", (entry_id,))
             for cite, text in rows:
                 conn.execute(
                     "INSERT INTO idx_docs(id, source, entry_id, cite, path) "
@@ -655,7 +573,7 @@ class Index:
             report.entries_added += 1
             report.rows_added += len(rows)
         for entry_id in dead_ids:
-            removed = _delete_docs(conn, "entry_id = ?", (entry_id,))
+            removed = delete_docs(conn, "entry_id = ?", (entry_id,))
             report.rows_removed += removed
             report.entries_removed += 1 if removed else 0
         conn.executemany(
@@ -681,38 +599,3 @@ def _scandir(path: str) -> list[os.DirEntry]:
             return list(it)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return (
-        conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-        ).fetchone()
-        is not None
-    )
-
-
-def _watermarks(conn: sqlite3.Connection) -> dict[str, int]:
-    marks = {"entries_seq": 0, "tombstones_seq": 0}
-    for key, value in conn.execute("SELECT key, value FROM idx_state"):
-        if key in marks:
-            marks[key] = int(value)
-    return marks
-
-
-def _next_doc_id(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT coalesce(max(id), 0) + 1 FROM idx_docs").fetchone()[0]
-
-
-def _delete_docs(conn: sqlite3.Connection, where: str, args: tuple) -> int:
-    """Delete the rows matching `where` from `idx_docs` and their FTS tables."""
-    rows = conn.execute(f"SELECT id, source FROM idx_docs WHERE {where}", args).fetchall()
-    if not rows:
-        return 0
-    by_table: dict[str, list[tuple[int]]] = {}
-    for row in rows:
-        by_table.setdefault(table_for(row["source"]), []).append((row["id"],))
-    for table, ids in by_table.items():
-        conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", ids)
-    conn.execute(f"DELETE FROM idx_docs WHERE {where}", args)
-    return len(rows)

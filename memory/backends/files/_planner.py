@@ -37,7 +37,7 @@ import math
 import sqlite3
 from dataclasses import dataclass
 
-from memory.backends.files._index import FILE_TABLE, TABLES, table_for
+from memory.backends.files._index_schema import FILE_TABLE, TABLES, table_for
 from memory.backends.files._text import (
     RERANK_MAX_CHARS,
     TEMP_SETUP,
