@@ -14,7 +14,9 @@ It prints one table with:
    graph is measured twice, without a checkpointer and with `SqliteSaver` +
    `durability="sync"`, so the table separates LangGraph's own durability cost from
    tether's (plan/findings/merged files, registry, JSON checkpoints, events). Same
-   process, same model, best of `--repeat` rounds, imports excluded; a round runs every
+   process, same model, best of `--repeat` rounds, imports excluded, closing the
+   databases included on both sides (SQLite copies its WAL into the database file at the
+   last close, as a run's end does); a round runs every
    row once, so a slow spell of a shared machine slows all rows of a ratio alike. Each row
    also gives the process's CPU time per subagent (all threads), which other jobs on a
    shared machine disturb less than wall time.
@@ -172,10 +174,10 @@ def time_bare(n: int, durable: bool, root: Path, parallel: int, agents: bool = F
     config = {"configurable": {"thread_id": "t"}, "max_concurrency": parallel}
     start = time.perf_counter()
     out = graph.invoke({"n": n}, config, durability="sync" if durable else None)
+    if saver is not None:  # timed, as tether's run closes its databases before it returns
+        saver.conn.close()
     elapsed = time.perf_counter() - start
     assert len(out["findings"]) == n
-    if saver is not None:
-        saver.conn.close()
     return elapsed
 
 
