@@ -1,15 +1,31 @@
-"""Which name a line of code defines: Python, Go, Rust, C-like keywords, and JavaScript's
-methods and named functions. The offline model's outlines, call chains and change sites
-read definitions through `def_name`."""
+"""Which name a line of code defines: Python, Go (methods too), Rust, Kotlin, Swift, the
+C-like keywords, Java/C#-like methods after a modifier, and JavaScript's methods and
+named functions. The offline model's outlines, call chains and change sites read
+definitions through `def_name`."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
+#: Modifiers before a definition's keyword (`pub(crate) async fn`, `export default class`,
+#: `public static final class`, `data class`, `suspend fun`).
+_MODIFIERS = (
+    r"(?:(?:export|default|pub(?:\([^)]*\))?|public|private|protected|internal|static|final"
+    r"|abstract|sealed|open|override|async|unsafe|const|extern(?:\s+\"C\")?|data|inline"
+    r"|suspend|partial|readonly|virtual)\s+)*"
+)
 _DEF_RE = re.compile(
-    r"^\s*(?:export\s+)?(?:default\s+)?(?:pub\s+)?(?:async\s+)?"
-    r"(class|def|function|func|fn|interface|struct)\s+([A-Za-z_][A-Za-z0-9_]*)"
+    rf"^\s*{_MODIFIERS}"
+    r"(class|def|function|func|fn|fun|interface|struct|enum|trait|protocol|object|record)\s+"
+    r"(?:\([^()]*\)\s*)?"  # a Go method's receiver: `func (c *Command) Execute(`
+    r"([A-Za-z_][A-Za-z0-9_]*)"
+)
+#: A Java/C#-like method: at least one modifier, a return type, the name and `(`
+#: (`public static String joinPath(`); a call or an assignment has no modifier first.
+_TYPED_METHOD_RE = re.compile(
+    r"^\s*(?:(?:public|private|protected|internal|static|final|abstract|synchronized|override"
+    r"|virtual|async|native)\s+)+[\w<>\[\],.? ]+?\s+([A-Za-z_]\w*)\s*\("
 )
 #: JavaScript's other definitions: a function or arrow function given a name
 #: (`const f = async (a) => {`), and a class method (`async run (args) {` ending its line).
@@ -28,7 +44,7 @@ def def_name(line: str) -> str | None:
     """The name a line of code defines (a function, class, method...), or None."""
     if m := _DEF_RE.match(line):
         return m.group(2)
-    m = _ASSIGNED_FN_RE.match(line) or _METHOD_RE.match(line)
+    m = _ASSIGNED_FN_RE.match(line) or _TYPED_METHOD_RE.match(line) or _METHOD_RE.match(line)
     return m.group(1) if m else None
 
 

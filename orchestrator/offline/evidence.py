@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -47,9 +48,14 @@ _STOPWORDS = frozenset(
     tether workdir top level
     fit fits fitting together overall whole part parts piece pieces thing things stuff also
     just like well one ones other others more most some such than then there here over
-    give tell show identify change changes study""".split()
+    give tell show identify change changes study
+    handle handled handles handling decide decides decided determine determines determined
+    happen happens happened""".split()
 )
-_CODE_SUFFIXES = frozenset({".py", ".js", ".ts", ".go", ".rs", ".java", ".c", ".cpp", ".rb"})
+_CODE_SUFFIXES = frozenset(
+    ".py .js .mjs .cjs .jsx .ts .tsx .go .rs .java .kt .kts .scala .swift .c .cc .cpp .cs .m"
+    " .php .rb .lua .ex .exs .erl .hs .ml .dart .clj .zig".split()
+)
 _PHASES = {
     # phase: (title verb, what to do, what to report, files it favours)
     "exploration": (
@@ -202,6 +208,22 @@ _CLOSING_QUOTES_RE = re.compile(r"\"\"\"|'''")
 _MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
 
 
+_DRAWN_SUFFIXES = (".svg", ".map")
+_IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_TAG_RE = re.compile(r"<[^>]*>")
+
+
+def _visible(text: str) -> str:
+    """What a reader sees of a markdown/HTML line: no images (badges), links as their
+    text, no tags (`<p align="center">`); nothing for a line of links alone (a row of
+    badges, a language switch `[[Deutsch](...)]`, a menu `[Docs](...) | [API](...)`)."""
+    text = _TAG_RE.sub("", _IMAGE_RE.sub("", text))
+    if not re.search(r"[^\W\d_]", _LINK_RE.sub("", text)):
+        return ""
+    return _LINK_RE.sub(r"\1", text).strip()
+
+
 def _is_words(text: str) -> bool:
     """Mostly letters and at least one real word (not ASCII art such as `/__)  _  _`)."""
     visible = [c for c in text if not c.isspace()]
@@ -226,6 +248,8 @@ def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
             for node in tree.body:
                 out += _ast_defs(node, "")
             return out
+    if PurePosixPath(path).suffix.lower() in _PROSE_SUFFIXES:
+        return []
     return [(n, i, "") for n, i in defs_with_lines(lines)]
 
 
@@ -259,10 +283,13 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     first prose line means the file has no description (an empty string).
     """
     first = ""
+    if PurePosixPath(path).suffix.lower() in _DRAWN_SUFFIXES:
+        return "", []  # markup that draws: its first text is a style or a path
     if lines and lines[0].strip() == "---":  # YAML front matter
         end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), 0)
         lines = lines[end + 1 :]
     prose = PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES
+    text_file = prose  # markdown, HTML, plain text: badges and tags are not a description
     for raw in lines:
         s = raw.strip()
         if not s or s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
@@ -272,13 +299,17 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
         s = _MARKER_RE.sub("", s).strip()
         s = _CLOSING_QUOTES_RE.split(s, maxsplit=1)[0].rstrip("\"'").strip()  # text after `"""x"""`
         s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
+        if text_file:
+            s = _visible(s)
         if len(s) >= 3 and _is_words(s):
             first = clip(s, 160)
             break
         if len(s) >= 3:  # an ASCII-art banner or a rule: not a description
             continue
         prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
-    defs = [name for ln in lines if (name := def_name(ln))]
+    # prose ("object storage is...") defines nothing, even where it reads like code
+    suffix = PurePosixPath(path).suffix.lower()
+    defs = [] if suffix in _PROSE_SUFFIXES else [n for ln in lines if (n := def_name(ln))]
     return first, list(dict.fromkeys(defs))
 
 
@@ -567,6 +598,27 @@ class Evidence:
         least = "at least " if capped else ""
         cap = " (capped)" if capped else ""
         return f"{least}{lines} line(s) in {least}{files} file(s){cap}"
+
+    def centrality(self, terms: Sequence[str]) -> dict[str, float]:
+        """How central each file is to the objective, from the grep hits.
+
+        A file scores for each of `terms` found on its hit lines, the more the fewer files
+        hold that term (a word in every file tells little), plus a tie-breaking trifle per
+        hit of any grep: a file holding both of "gitignor" and "hidden" comes before one
+        holding many lines of either.
+        """
+        hits = [h for k, found in self.greps.items() if k != _TODO_GREP for h in found]
+        found_in: dict[str, set[str]] = {}
+        for path, _, text in hits:
+            low = text.lower()
+            found_in.setdefault(path, set()).update(t for t in terms if t in low)
+        holders = Counter(t for found in found_in.values() for t in found)
+        score: dict[str, float] = {}
+        for path, _, _ in hits:
+            score[path] = score.get(path, 0.0) + 1e-6
+        for path, found in found_in.items():
+            score[path] += sum(1 / holders[t] for t in found)
+        return score
 
     def code(self) -> list[str]:
         """Listed source files of the scope (tests excluded), in listing order."""

@@ -34,9 +34,9 @@ from orchestrator.offline.evidence import (
 from orchestrator.protocol import PhasePlan
 
 _PRIORITY_STEMS = ("readme", "__init__", "main", "__main__", "index", "cli", "app", "core")
-_TEXT_SUFFIXES = tuple(
-    ".py .md .rst .txt .toml .yaml .yml .json .js .ts .go .rs .java .c .h .cpp .rb .sh .cfg"
-    " .ini".split()
+_TEXT_SUFFIXES = (
+    *_CODE_SUFFIXES,
+    *".md .rst .txt .toml .yaml .yml .json .h .hpp .sh .cfg .ini .gradle .sql .proto".split(),
 )
 
 
@@ -285,16 +285,17 @@ def _rank_files(
         hits = -len(named_in(goal_set, _path_words(path)))
         tiny = int(bool(sizes) and sizes.get(path, 1000) < 40)
         suffix = p.suffix.lower()
-        rest = (int(suffix not in _TEXT_SUFFIXES), len(p.parts), path)
+        data = int(suffix not in _TEXT_SUFFIXES)  # an image, a lock file: read last
+        rest = (data, len(p.parts), path)
         code = int(suffix not in _CODE_SUFFIXES)
         big = -sizes.get(path, 0)
         if central and phase != "review":
-            return (tiny, -central.get(path, 0), code, big, *rest)
+            return (tiny, -central.get(path, 0), code, data, big, *rest)
         if phase == "planning":
             doc = int(suffix not in (".md", ".rst", ".txt"))
             return (tiny, hits, doc, int(path in explored), prio, *rest)
         if phase == "implementation":
-            return (tiny, hits, code, int(name.startswith("__")), big, *rest)
+            return (tiny, hits, code, int(name.startswith("__")), data, big, *rest)
         if phase == "review":
             return (
                 tiny,
@@ -302,6 +303,7 @@ def _rank_files(
                 hits,
                 int(path not in untested),
                 code,
+                data,
                 big,
                 *rest,
             )

@@ -38,8 +38,11 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
 * `SubmitFindings` bound (subagent): one tool call per step: `list_files(".")` (the whole
   workdir: tests of a package often live in `tests/<pkg>/` or `tests/test_<module>.py`),
   the scope itself only if that listing missed it, `read_file` on the 3 most relevant
-  files (the order depends on the phase, see `_rank_files`), `grep_files` for one key word
-  of the task and for comment-anchored TODO/FIXME/XXX markers, plus one grep for triple
+  files (the order depends on the phase, see `_rank_files`; outside review the files where
+  the most and rarest of the objective's words were found come first), one `grep_files`
+  for any of the objective's three best words (`gitignor|overrid|hidden`), one for calls of
+  functions named like the first when the objective asks how or where, one for
+  comment-anchored TODO/FIXME/XXX markers, plus one grep for triple
   quotes when a `.py` hit may sit inside a multi-line string (see `real_todo`); then
   `SubmitFindings` built from those results (real paths, first docstring/heading lines,
   definitions, grep hits, related tests), worded per phase so phases do not repeat each
@@ -55,7 +58,6 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -282,12 +284,12 @@ class ResearchPolicy:
         ev = Evidence.from_history(history, scope)
         # several scope paths are searched together, not the whole workdir for them
         where = ", ".join(scope)
-        key = keywords(brief, scope, ev.listed, root=ev.root)[:1]
+        terms = keywords(brief, scope, ev.listed, root=ev.root)[:MAX_TERMS]
         if "grep_files" in names:
-            # the objective's word first: the files it occurs in are the ones to read
-            greps = [(k, 50) for k in key]
-            if key and brief.phase in ("exploration", "implementation") and asks_flow(brief):
-                greps.append((call_pattern(key[0]), 200))
+            # the objective's words first: the files they occur in are the ones to read
+            greps = [(terms_pattern(terms), 100)] if terms else []
+            if terms and brief.phase in ("exploration", "implementation") and asks_flow(brief):
+                greps.append((call_pattern(terms[0]), 200))
             for pattern, limit in greps:
                 if ("grep_files", pattern) not in done:
                     args = {"pattern": pattern, "path": where, "max_matches": limit}
@@ -298,7 +300,7 @@ class ResearchPolicy:
         if "read_file" in names:
             candidates = list(ev.listed) + [s for s in scope if _looks_like_file(s)]
             untested = untested_modules(ev.code(), related_tests(scope, list(ev.workdir)))
-            central = Counter(h[0] for hits in ev.greps.values() for h in hits)
+            central = ev.centrality(terms)
             ranked = _rank_files(
                 dict.fromkeys(candidates), goal, brief.phase, ev.listed, untested, central
             )
@@ -323,6 +325,15 @@ class ResearchPolicy:
         """An extractive reply: the informative lines of the last human message."""
         last = next((str(m.text) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
         return AIMessage(content=extract(last))
+
+
+#: Words of the objective grepped for together (one step of the subagent's budget).
+MAX_TERMS = 3
+
+
+def terms_pattern(terms: Sequence[str]) -> str:
+    """One grep for any of `terms` (stems: `gitignor|overrid|hidden`)."""
+    return "|".join(re.escape(t) for t in terms)
 
 
 def keywords(

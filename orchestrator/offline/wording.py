@@ -236,6 +236,12 @@ class _Facts:
                     f"{path} targets {target!r}: {len(cases)} test case(s) in the lines read"
                     + (f"; helpers/fixtures: {', '.join(helpers[:4])}." if helpers else ".")
                 )
+            elif held := self._holding(path, defs, len(lines)):
+                sites = ", ".join(
+                    f"{n} (line {i}: {k} matching line{'s' if k > 1 else ''})"
+                    for (n, i), k in held[:6]
+                )
+                out.append(f"Change sites in {path}, where the objective's words are: {sites}.")
             elif defs:
                 sites = ", ".join(f"{n} (line {i})" for n, i in defs[:6])
                 out.append(f"Change sites in {path}: {sites}.")
@@ -246,6 +252,25 @@ class _Facts:
                 f"{_short(self.untested)}."
             )
         return out
+
+    def _holding(
+        self, path: str, defs: list[tuple[str, int]], read: int
+    ) -> list[tuple[tuple[str, int], int]]:
+        """The definitions of `path` whose bodies hold hits of the objective's words (the
+        last definition above each hit in the lines read), most hits first."""
+        lines = {
+            n
+            for k, hits in self.ev.greps.items()
+            if k not in (_TODO_GREP, _STRING_GREP) and not k.endswith(_CALL_SUFFIX)
+            for p, n, _ in hits
+            if p == path and n <= read
+        }
+        held: Counter[tuple[str, int]] = Counter()
+        for n in lines:
+            above = [d for d in defs if d[1] <= n]
+            if above:
+                held[above[-1]] += 1
+        return sorted(held.items(), key=lambda item: (-item[1], item[0][1]))
 
     def _review(self) -> list[str]:
         """Risks: open notes, the biggest modules, and gaps in the test coverage."""

@@ -1,0 +1,128 @@
+"""What the offline subagent searches for and what it reads into its findings: several of
+the objective's words in one search, the files and functions holding them, definitions in
+languages other than Python and JavaScript, and READMEs that open with badges."""
+
+from __future__ import annotations
+
+from orchestrator.offline import OfflineChatModel
+from orchestrator.protocol import PhasePlan, SubmitFindings
+from orchestrator.workdir import workdir_tools
+from tests.orchestrator.test_offline import make_repo, run_agent, sub_prompt
+
+OBJECTIVE = "How does the finder skip gitignored and hidden files, and how can a user override it?"
+
+# The walker holds the answer but never spells "gitignore"; four other files mention it once
+# in passing, which is what a search for the objective's longest word alone would rank first.
+FINDER = {
+    "src/cli.rs": "// Options of the finder (see the gitignore docs).\npub struct Opts {}\n",
+    "src/config.rs": "// Read once; gitignore handling lives elsewhere.\npub struct Config {}\n",
+    "src/main.rs": "// The entry point (gitignore aware).\nfn main() {\n    run();\n}\n",
+    "src/output.rs": "// Printing. Nothing about gitignore here.\npub fn print() {}\n",
+    "src/walk.rs": (
+        "// Walking the tree.\n"
+        "pub struct Walker {}\n"
+        "\n"
+        "fn spawn_senders() {\n"
+        "    send();\n"
+        "}\n"
+        "\n"
+        "pub fn build_walker(opts: &Opts) -> Walker {\n"
+        "    let mut builder = WalkBuilder::new();\n"
+        "    builder.hidden(opts.ignore_hidden);\n"
+        "    builder.overrides(build_overrides(opts));\n"
+        "    builder.build()\n"
+        "}\n"
+    ),
+}
+
+
+def findings_for(repo, scope, objective=OBJECTIVE, phase="exploration"):
+    sub = PhasePlan.model_validate(
+        {
+            "strategy": "s",
+            "subtasks": [{"id": "x", "title": "Look", "description": "d", "scope": scope}],
+        }
+    ).subtasks[0]
+    prompt = sub_prompt(objective, sub, phase=phase)
+    return run_agent(OfflineChatModel(), workdir_tools(repo), SubmitFindings, prompt)
+
+
+def test_the_file_holding_more_of_the_objectives_words_is_read_first(tmp_path):
+    repo = make_repo(tmp_path / "finder", FINDER)
+    findings, transcript = findings_for(repo, ["src"])
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert greps[0] == "gitignor|overrid|hidden"  # one search, the three best words
+    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    assert read[0] == "src/walk.rs"
+    # the count is the real number of lines holding any of them
+    assert any(
+        d.startswith("6 line(s) in 5 file(s) of src match 'gitignor|overrid|hidden'")
+        for d in findings.key_discoveries
+    )
+
+
+def test_change_sites_are_the_functions_holding_the_words(tmp_path):
+    repo = make_repo(tmp_path / "finder", FINDER)
+    findings, _ = findings_for(repo, ["src"], phase="implementation")
+    assert (
+        "Change sites in src/walk.rs, where the objective's words are: "
+        "build_walker (line 8: 2 matching lines)."
+    ) in findings.key_discoveries
+
+
+def test_definitions_of_go_rust_kotlin_and_java(tmp_path):
+    files = {
+        "cmd/command.go": (
+            "package cmd\n\ntype Command struct {}\n\n"
+            "func (c *Command) Execute() error {\n\treturn nil\n}\n\n"
+            "func NewCommand() *Command {\n\treturn &Command{}\n}\n"
+        ),
+        "cmd/walk.rs": (
+            "pub(crate) fn scan() {}\npub enum State { Go }\npub trait Filter {}\n"
+            "impl Filter for State {}\n"
+        ),
+        "cmd/App.kt": "data class User(val name: String)\n\nsuspend fun fetch(): User {\n}\n",
+        "cmd/Paths.java": (
+            "public final class Paths {\n"
+            "    private final Map<String, String> cache = new HashMap<>();\n"
+            "    public static String join(String a, String b) {\n"
+            "        return a + b;\n"
+            "    }\n"
+            "}\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "poly", files)
+    notes = {}
+    for pair in (["cmd/command.go", "cmd/walk.rs"], ["cmd/App.kt", "cmd/Paths.java"]):
+        findings, _ = findings_for(repo, pair, objective="What does each file define?")
+        notes |= {f.path: f.description for f in findings.files}
+    assert notes["cmd/command.go"].endswith("defines Execute (line 5); NewCommand (line 9)")
+    assert notes["cmd/walk.rs"].endswith("defines scan (line 1); State (line 2); Filter (line 3)")
+    assert notes["cmd/App.kt"].endswith("defines User (line 1); fetch (line 3)")
+    assert notes["cmd/Paths.java"].endswith("defines Paths (line 1); join (line 3)")
+
+
+def test_a_readme_opening_with_badges_is_described_by_its_first_sentence(tmp_path):
+    files = {
+        "README.md": (
+            "# fw\n\n"
+            "[![CI](https://ci.example/fw/badge.svg)](https://ci.example/fw)\n"
+            "[[Deutsch](https://example.org/fw-de)]\n"
+            '<p align="center"><img src="logo.png" alt="fw logo"></p>\n\n'
+            "`fw` finds widgets in [large trees](https://example.org/trees).\n"
+        ),
+        "docs/diagram.svg": '<svg xmlns="http://www.w3.org/2000/svg"><style>.a{x:1}</style>\n',
+        "docs/guide.md": "# Guide\n\nHow to find widgets in trees of any size and shape.\n",
+    }
+    repo = make_repo(tmp_path / "fw", files)
+    findings, _ = findings_for(repo, ["README.md"], objective="What is fw?")
+    notes = {f.path: f.description for f in findings.files}
+    assert notes["README.md"] == "`fw` finds widgets in large trees"
+    findings, transcript = findings_for(repo, ["docs"], objective="What is fw?")
+    notes = {f.path: f.description for f in findings.files}
+    # a drawing says nothing about the project, and is read after the text
+    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    assert read == ["docs/guide.md", "docs/diagram.svg"]
+    assert (
+        notes["docs/guide.md"] == "Guide" and notes["docs/diagram.svg"] == "no docstring or heading"
+    )
