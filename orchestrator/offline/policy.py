@@ -72,7 +72,6 @@ from orchestrator.offline.evidence import (
     Evidence,
     _in_scope,
     _path_words,
-    describe,
     parse_folders,
     parse_grep,
     parse_listing,
@@ -84,6 +83,7 @@ from orchestrator.offline.evidence import (
     untested_modules,
     words,
 )
+from orchestrator.offline.filetext import describe
 from orchestrator.offline.planning import (
     Area,
     _rank_files,

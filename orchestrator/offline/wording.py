@@ -34,14 +34,12 @@ from orchestrator.offline.evidence import (
     _path_words,
     _tested_name,
     chain,
-    clip,
-    describe,
-    outline,
     related_tests,
     stem,
     stems,
     untested_modules,
 )
+from orchestrator.offline.filetext import clip, describe, outline
 from orchestrator.protocol import SubmitFindings
 
 

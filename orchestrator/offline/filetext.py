@@ -1,0 +1,122 @@
+"""What a file says about itself: its first prose line (a docstring, a comment, a heading,
+a README's first sentence past its badges) and the names it defines, for the offline
+model's findings. Drawings (`.svg`) say nothing; prose defines nothing."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from orchestrator.offline.defs import def_name, defs_with_lines
+from orchestrator.offline.evidence import _CODE_SUFFIXES, _PROSE_SUFFIXES
+
+_PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
+_CLOSING_QUOTES_RE = re.compile(r"\"\"\"|'''")
+_MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
+
+
+_DRAWN_SUFFIXES = (".svg", ".map")
+_IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_TAG_RE = re.compile(r"<[^>]*>")
+
+
+def _visible(text: str) -> str:
+    """What a reader sees of a markdown/HTML line: no images (badges), links as their
+    text, no tags (`<p align="center">`); nothing for a line of links alone (a row of
+    badges, a language switch `[[Deutsch](...)]`, a menu `[Docs](...) | [API](...)`)."""
+    text = _TAG_RE.sub("", _IMAGE_RE.sub("", text))
+    if not re.search(r"[^\W\d_]", _LINK_RE.sub("", text)):
+        return ""
+    return _LINK_RE.sub(r"\1", text).strip()
+
+
+def _is_words(text: str) -> bool:
+    """Mostly letters and at least one real word (not ASCII art such as `/__)  _  _`)."""
+    visible = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in visible)
+    return bool(re.search(r"[A-Za-z]{3}", text)) and letters * 2 >= len(visible)
+
+
+def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
+    """`(name, line, first docstring line)` of the definitions in the lines read.
+
+    Python read from its first line is parsed with `ast` (classes, functions and their
+    methods as `Class.method`); anything else, or Python that does not parse (a partial
+    read), falls back to a regex over the lines with an empty docstring.
+    """
+    if PurePosixPath(path).suffix in (".py", ".pyi"):
+        try:
+            tree = ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            out = []
+            for node in tree.body:
+                out += _ast_defs(node, "")
+            return out
+    if PurePosixPath(path).suffix.lower() in _PROSE_SUFFIXES:
+        return []
+    return [(n, i, "") for n, i in defs_with_lines(lines)]
+
+
+def _ast_defs(node: ast.AST, prefix: str) -> list[tuple[str, int, str]]:
+    if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    doc = clip((ast.get_docstring(node) or "").strip().split("\n")[0], 100)
+    out = [(prefix + node.name, node.lineno, doc)]
+    if isinstance(node, ast.ClassDef):
+        for child in node.body:
+            out += _ast_defs(child, f"{node.name}.")
+    return out
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word boundary with `…` marking the cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
+
+
+def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
+    """The first prose line of a file and the names it defines.
+
+    Prose is a docstring, a comment or a heading; in text files (`.md`, `.txt`, ...) any
+    line counts. YAML front matter and shebang/encoding lines are skipped. Code before the
+    first prose line means the file has no description (an empty string).
+    """
+    first = ""
+    if PurePosixPath(path).suffix.lower() in _DRAWN_SUFFIXES:
+        return "", []  # markup that draws: its first text is a style or a path
+    if lines and lines[0].strip() == "---":  # YAML front matter
+        end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), 0)
+        lines = lines[end + 1 :]
+    prose = PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES
+    text_file = prose  # markdown, HTML, plain text: badges and tags are not a description
+    for raw in lines:
+        s = raw.strip()
+        if not s or s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
+            continue
+        if not prose and not _PROSE_RE.match(s):
+            break
+        s = _MARKER_RE.sub("", s).strip()
+        s = _CLOSING_QUOTES_RE.split(s, maxsplit=1)[0].rstrip("\"'").strip()  # text after `"""x"""`
+        s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
+        if text_file:
+            s = _visible(s)
+        if len(s) >= 3 and _is_words(s):
+            first = clip(s, 160)
+            break
+        if len(s) >= 3:  # an ASCII-art banner or a rule: not a description
+            continue
+        prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
+    # prose ("object storage is...") defines nothing, even where it reads like code
+    suffix = PurePosixPath(path).suffix.lower()
+    defs = [] if suffix in _PROSE_SUFFIXES else [n for ln in lines if (n := def_name(ln))]
+    return first, list(dict.fromkeys(defs))
