@@ -9,12 +9,17 @@ import re
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-from orchestrator.offline.defs import def_name, defs_with_lines
+from orchestrator.offline.defs import defs_with_lines
 from orchestrator.offline.evidence import _CODE_SUFFIXES, _PROSE_SUFFIXES
 
 _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
 _CLOSING_QUOTES_RE = re.compile(r"\"\"\"|'''")
-_MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+|/\*+|\*+|--|;+|<!--|\{#-?)\s*")
+_MARKER_RE = re.compile(r"^([rbu]?\"\"\"|'\'\'|#+|//+!?|/\*+!?|\*+|--|;+|<!--|\{#-?)\s*")
+#: A licence header's lines: the comment block they open is not the file's description.
+_LICENSE_RE = re.compile(
+    r"copyright|licen[cs]ed?\b|spdx-license|all rights reserved|permission is hereby granted",
+    re.IGNORECASE,
+)
 
 
 _DRAWN_SUFFIXES = (".svg", ".map")
@@ -57,9 +62,7 @@ def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
             for node in tree.body:
                 out += _ast_defs(node, "")
             return out
-    if PurePosixPath(path).suffix.lower() in _PROSE_SUFFIXES:
-        return []
-    return [(n, i, "") for n, i in defs_with_lines(lines)]
+    return [(n, i, "") for n, i in code_defs(lines, path)]
 
 
 def _ast_defs(node: ast.AST, prefix: str) -> list[tuple[str, int, str]]:
@@ -99,12 +102,19 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
         lines = lines[end + 1 :]
     prose = PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES
     text_file = prose  # markdown, HTML, plain text: badges and tags are not a description
+    license = False  # inside a licence header (to its first blank line)
     for raw in lines:
         s = raw.strip()
-        if not s or s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
+        if not s:
+            license = False
+            continue
+        if s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
             continue
         if not prose and not _PROSE_RE.match(s):
             break
+        if license or (not text_file and _LICENSE_RE.search(s)):
+            license = True
+            continue
         s = _MARKER_RE.sub("", s).strip()
         s = _CLOSING_QUOTES_RE.split(s, maxsplit=1)[0].rstrip("\"'").strip()  # text after `"""x"""`
         s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
@@ -117,6 +127,14 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             continue
         prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
     # prose ("object storage is...") defines nothing, even where it reads like code
-    suffix = PurePosixPath(path).suffix.lower()
-    defs = [] if suffix in _PROSE_SUFFIXES else [n for ln in lines if (n := def_name(ln))]
-    return first, list(dict.fromkeys(defs))
+    return first, list(dict.fromkeys(n for n, _ in code_defs(lines, path)))
+
+
+def is_prose(path: str) -> bool:
+    """A text for people (`.md`, `.rst`, `.txt`, `.html`): its code-like lines define nothing."""
+    return PurePosixPath(path).suffix.lower() in _PROSE_SUFFIXES
+
+
+def code_defs(lines: Sequence[str], path: str) -> list[tuple[str, int]]:
+    """`(name, line)` of the definitions in a file's lines read; none in prose."""
+    return [] if is_prose(path) else defs_with_lines(lines)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from orchestrator.offline.defs import def_name, defs_with_lines
+from orchestrator.offline.defs import def_name
 from orchestrator.offline.evidence import (
     _CALL_SUFFIX,
     _CODE_SUFFIXES,
@@ -39,7 +39,7 @@ from orchestrator.offline.evidence import (
     stems,
     untested_modules,
 )
-from orchestrator.offline.filetext import clip, describe, outline
+from orchestrator.offline.filetext import clip, code_defs, describe, is_prose, outline
 from orchestrator.protocol import SubmitFindings
 
 
@@ -225,7 +225,7 @@ class _Facts:
         """Change sites: definitions with line numbers, TODOs, modules with no named test."""
         out = []
         for path, lines in self.ev.read.items():
-            defs = defs_with_lines(lines)
+            defs = code_defs(lines, path)
             if self.ev.is_test_area():
                 cases = [n for n, _ in defs if n.startswith(("test", "Test"))]
                 helpers = [n for n, _ in defs if not n.startswith(("test", "Test"))]
@@ -388,7 +388,7 @@ def _recommendations(
         for k, hits in ev.greps.items()
         if k not in (_TODO_GREP, _STRING_GREP)
         for p, _, t in hits
-        if (name := def_name(t))
+        if not is_prose(p) and (name := def_name(t))
     ]
     matching = [
         (p, n)

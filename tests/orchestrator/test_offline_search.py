@@ -126,3 +126,46 @@ def test_a_readme_opening_with_badges_is_described_by_its_first_sentence(tmp_pat
     assert (
         notes["docs/guide.md"] == "Guide" and notes["docs/diagram.svg"] == "no docstring or heading"
     )
+
+
+APACHE = (
+    "// Copyright 2013-2023 The Widget Authors\n"
+    "//\n"
+    '// Licensed under the Apache License, Version 2.0 (the "License");\n'
+    "// you may not use this file except in compliance with the License.\n"
+    "\n"
+)
+
+
+def test_a_licence_header_is_not_a_files_description(tmp_path):
+    files = {
+        "w/command.go": APACHE + "// Package w runs widget commands.\npackage w\n\nfunc Run() {}\n",
+        "w/args.go": APACHE + "package w\n\nfunc NoArgs() {}\n",
+        "w/lib.rs": "//! Widget parsing for the command line.\n\npub fn parse() {}\n",
+    }
+    repo = make_repo(tmp_path / "w", files)
+    findings, _ = findings_for(repo, ["w"], objective="What is in w?")
+    notes = {f.path: f.description for f in findings.files}
+    assert notes["w/command.go"].startswith("Package w runs widget commands.")
+    assert notes["w/args.go"].startswith("no docstring or heading")
+    assert notes["w/lib.rs"].startswith("Widget parsing for the command line.")
+    assert "Copyright" not in str(findings.model_dump())
+
+
+def test_code_in_a_markdown_guide_is_no_change_site(tmp_path):
+    files = {
+        "docs/guide.md": (
+            "# Widgets\n\nHow widgets are flushed:\n\n```go\nfunc main() {\n"
+            "    widget.Flush()\n}\n```\n"
+        ),
+        "docs/flush.go": "package docs\n\nfunc flushWidgets() {\n    widget.Flush()\n}\n",
+    }
+    repo = make_repo(tmp_path / "w", files)
+    findings, _ = findings_for(
+        repo, ["docs"], objective="Where are widgets flushed?", phase="implementation"
+    )
+    sites = [d for d in findings.key_discoveries if d.startswith("Change sites")]
+    assert sites == [
+        "Change sites in docs/flush.go, where the objective's words are: "
+        "flushWidgets (line 3: 2 matching lines)."
+    ]
