@@ -1,7 +1,7 @@
-"""Which name a line of code defines: Python, Go (methods too), Rust, Kotlin, Swift, the
-C-like keywords, Java/C#-like methods after a modifier, and JavaScript's methods and
-named functions. The offline model's outlines, call chains and change sites read
-definitions through `def_name`."""
+"""Which name a line of code defines: Python, Go (methods and types too), Rust, Kotlin,
+Swift, the C-like keywords, Java/C#-like methods after a modifier, TypeScript's types and
+JavaScript's methods and named functions. The offline model's outlines, call chains and
+change sites read definitions through `def_name`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ _DEF_RE = re.compile(
     r"(class|def|function|func|fn|fun|interface|struct|enum|trait|protocol|object|record)\s+"
     r"(?:\([^()]*\)\s*)?"  # a Go method's receiver: `func (c *Command) Execute(`
     r"([A-Za-z_][A-Za-z0-9_]*)"
+)
+#: A type given a name: Go's `type Command struct {`, TypeScript's `export type Id = string`.
+_TYPE_RE = re.compile(
+    r"^\s*(?:export\s+)?type\s+([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)?"
+    r"(?:(?:struct|interface)\b|(?:<[^>]*>\s*)?=)"
 )
 #: A Java/C#-like method: at least one modifier, a return type, the name and `(`
 #: (`public static String joinPath(`); a call or an assignment has no modifier first.
@@ -44,7 +49,12 @@ def def_name(line: str) -> str | None:
     """The name a line of code defines (a function, class, method...), or None."""
     if m := _DEF_RE.match(line):
         return m.group(2)
-    m = _ASSIGNED_FN_RE.match(line) or _TYPED_METHOD_RE.match(line) or _METHOD_RE.match(line)
+    m = (
+        _TYPE_RE.match(line)
+        or _ASSIGNED_FN_RE.match(line)
+        or _TYPED_METHOD_RE.match(line)
+        or _METHOD_RE.match(line)
+    )
     return m.group(1) if m else None
 
 

@@ -10,6 +10,7 @@ the tools returned), nothing known in advance, no clock and no randomness.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -234,7 +235,7 @@ class _Facts:
                     f"{path} targets {target!r}: {len(cases)} test case(s) in the lines read"
                     + (f"; helpers/fixtures: {', '.join(helpers[:4])}." if helpers else ".")
                 )
-            elif held := self._holding(path, defs, len(lines)):
+            elif held := self._holding(path, defs, lines):
                 sites = ", ".join(
                     f"{n} (line {i}: {k} matching line{'s' if k > 1 else ''})"
                     for (n, i), k in held[:6]
@@ -252,22 +253,22 @@ class _Facts:
         return out
 
     def _holding(
-        self, path: str, defs: list[tuple[str, int]], read: int
+        self, path: str, defs: list[tuple[str, int]], lines: list[str]
     ) -> list[tuple[tuple[str, int], int]]:
-        """The definitions of `path` whose bodies hold hits of the objective's words (the
-        last definition above each hit in the lines read), most hits first."""
-        lines = {
-            n
-            for k, hits in self.ev.greps.items()
+        """The definitions of `path` whose bodies hold the objective's words (the last
+        definition above each line read that a word search matches), most lines first.
+        The lines read are searched again: the search's own hits stop at its cap."""
+        searches = [
+            re.compile(k, re.IGNORECASE)
+            for k in self.ev.greps
             if k not in (_TODO_GREP, _STRING_GREP) and not k.endswith(_CALL_SUFFIX)
-            for p, n, _ in hits
-            if p == path and n <= read
-        }
+        ]
         held: Counter[tuple[str, int]] = Counter()
-        for n in lines:
-            above = [d for d in defs if d[1] <= n]
-            if above:
-                held[above[-1]] += 1
+        for n, text in enumerate(lines, 1):
+            if any(s.search(text) for s in searches):
+                above = [d for d in defs if d[1] <= n]
+                if above:
+                    held[above[-1]] += 1
         return sorted(held.items(), key=lambda item: (-item[1], item[0][1]))
 
     def _review(self) -> list[str]:

@@ -96,7 +96,9 @@ def test_definitions_of_go_rust_kotlin_and_java(tmp_path):
     for pair in (["cmd/command.go", "cmd/walk.rs"], ["cmd/App.kt", "cmd/Paths.java"]):
         findings, _ = findings_for(repo, pair, objective="What does each file define?")
         notes |= {f.path: f.description for f in findings.files}
-    assert notes["cmd/command.go"].endswith("defines Execute (line 5); NewCommand (line 9)")
+    assert notes["cmd/command.go"].endswith(
+        "defines Command (line 3); Execute (line 5); NewCommand (line 9)"
+    )
     assert notes["cmd/walk.rs"].endswith("defines scan (line 1); State (line 2); Filter (line 3)")
     assert notes["cmd/App.kt"].endswith("defines User (line 1); fetch (line 3)")
     assert notes["cmd/Paths.java"].endswith("defines Paths (line 1); join (line 3)")
