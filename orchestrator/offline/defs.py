@@ -38,10 +38,16 @@ _ASSIGNED_FN_RE = re.compile(
     r"^\s*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?"
     r"(?:function\b|\([^()]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)"
 )
+#: TypeScript's too: modifiers, a `#private` name, type parameters, parameters holding a
+#: function type (one level of parentheses) and a return type (`async #retry<T>(fn: () =>
+#: T): Promise<T> {`); a call with a callback (`setTimeout(function () {`) never closes
+#: its parentheses before the brace.
 _METHOD_RE = re.compile(
-    r"^\s*(?:static\s+)?(?:async\s+)?(?:[gs]et\s+)?"
-    r"(?!(?:if|for|while|switch|catch|return|function|else|with)\b)"
-    r"([A-Za-z_$][\w$]*)\s*\([^()]*\)\s*\{\s*$"
+    r"^\s*(?:(?:public|private|protected|static|async|readonly|override|abstract)\s+)*"
+    r"(?:[gs]et\s+)?"
+    r"(?!(?:if|for|while|switch|catch|return|function|else|with|await|new|throw)\b)"
+    r"#?([A-Za-z_$][\w$]*)\s*(?:<(?:[^()]|\([^()]*\))*?>)?\s*\((?:[^()]|\([^()]*\))*\)"
+    r"\s*(?::\s*[^{};=]+?)?\s*\{\s*$"
 )
 
 
@@ -52,8 +58,8 @@ def def_name(line: str) -> str | None:
     m = (
         _TYPE_RE.match(line)
         or _ASSIGNED_FN_RE.match(line)
-        or _TYPED_METHOD_RE.match(line)
         or _METHOD_RE.match(line)
+        or _TYPED_METHOD_RE.match(line)
     )
     return m.group(1) if m else None
 

@@ -58,6 +58,7 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -67,6 +68,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from orchestrator.offline.evidence import (
     _STRING_GREP,
     _TODO_GREP,
+    _WORD_RE,
     Brief,
     Call,
     Evidence,
@@ -343,18 +345,20 @@ def keywords(
 
     Objective words come before subtask words; words of the scope paths and of the
     workdir's own name (`root`: "how does filelock ..." asked in `filelock/`) are skipped
-    (they match everywhere), words already visible in file names go last (reads cover
-    those), longer words first. Empty when nothing specific is left (e.g. "survey this
-    repo").
+    (they match everywhere); a word the objective says twice ("how does ky retry ... trigger
+    a retry?") is its subject and comes first; words already visible in file names go
+    last (reads cover those), longer words first. Empty when nothing specific is left
+    (e.g. "survey this repo").
     """
     scope_words = set().union(*(_path_words(s) for s in [*scope, root] if s))
     seen = set().union(*(_path_words(p) for p in paths)) if paths else set()
     own = [stem(w) for w in words(brief.objective) if len(w) >= 4]
     more = [stem(w) for w in words(brief.title) if len(w) >= 4]
-    key = {}  # stem -> (from the title, already in a file name, shorter, position)
+    said = Counter(stem(w) for w in _WORD_RE.findall(brief.objective.lower()))
+    key = {}  # stem -> (from the title, said once, already in a file name, shorter, position)
     for i, w in enumerate(own + more):
         if w not in scope_words and w not in key:
-            key[w] = (i >= len(own), w in seen, -len(w), i)
+            key[w] = (i >= len(own), said[w] < 2, w in seen, -len(w), i)
     # grep for the stem, so `invoices` also finds `invoice`
     return sorted(key, key=key.__getitem__)
 

@@ -91,9 +91,23 @@ def test_definitions_of_go_rust_kotlin_and_java(tmp_path):
             "}\n"
         ),
     }
+    files["cmd/client.ts"] = (
+        "export type Id = string;\n"
+        "export class Client {\n"
+        "\tstatic create(input: Input): Client {\n"
+        "\t\tsetTimeout(function () {\n"
+        "\t\t});\n"
+        "\t}\n"
+        "\tasync #retry<T>(operation: () => Promise<T>): Promise<T> {\n"
+        "\t\tif (this.done) {\n"
+        "\t\t}\n"
+        "\t}\n"
+        "}\n"
+    )
     repo = make_repo(tmp_path / "poly", files)
     notes = {}
-    for pair in (["cmd/command.go", "cmd/walk.rs"], ["cmd/App.kt", "cmd/Paths.java"]):
+    pairs = (["cmd/command.go", "cmd/walk.rs"], ["cmd/App.kt", "cmd/Paths.java"], ["cmd/client.ts"])
+    for pair in pairs:
         findings, _ = findings_for(repo, pair, objective="What does each file define?")
         notes |= {f.path: f.description for f in findings.files}
     assert notes["cmd/command.go"].endswith(
@@ -102,6 +116,9 @@ def test_definitions_of_go_rust_kotlin_and_java(tmp_path):
     assert notes["cmd/walk.rs"].endswith("defines scan (line 1); State (line 2); Filter (line 3)")
     assert notes["cmd/App.kt"].endswith("defines User (line 1); fetch (line 3)")
     assert notes["cmd/Paths.java"].endswith("defines Paths (line 1); join (line 3)")
+    assert notes["cmd/client.ts"].endswith(
+        "defines Id (line 1); Client (line 2); create (line 3); retry (line 7)"
+    )
 
 
 def test_a_readme_opening_with_badges_is_described_by_its_first_sentence(tmp_path):
