@@ -188,3 +188,17 @@ def test_code_in_a_markdown_guide_is_no_change_site(tmp_path):
         "Change sites in docs/flush.go, where the objective's words are: "
         "flushWidgets (line 3: 2 matching lines)."
     ]
+
+
+def test_a_word_the_objective_says_twice_is_searched_first(tmp_path):
+    # "retry" names a file, which alone would put it after every other word; said twice,
+    # it is the question's subject
+    files = {
+        "src/retry.ts": "export const retry = {limit: 2, statusCodes: [408, 413]};\n",
+        "src/client.ts": "// Requests fail with a status; hooks trigger on them.\nexport class C {}\n",
+    }
+    repo = make_repo(tmp_path / "ky", files)
+    objective = "How does ky retry failed requests, and which status codes trigger a retry?"
+    _, transcript = findings_for(repo, ["src"], objective=objective)
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert greps[0] == "retry|trigger|statu"
