@@ -37,6 +37,10 @@ SCOPES = (
 )
 SOURCES = SCOPES[1:]
 SNIPPET_CHARS = 300
+#: How far a search widens to make up for repeated texts (at most `limit` x this hits).
+MAX_WIDENING = 8
+#: Two results of one view with this share of their words in common are one (Jaccard).
+SAME_WORDS = 0.8
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 _LINE_ID = re.compile(r"#L(\d+)$")
@@ -86,8 +90,35 @@ def search(
         raise InvalidQueryError(f"invalid limit {limit!r}: give a number of results >= 1")
     backend: BaseBackend = getattr(memory, "backend", memory)
     backend.sync_index()
-    hits = backend.index_query(query, sources=sources, limit=limit)
-    return [to_result(hit, query) for hit in hits]
+    asked = limit
+    while True:
+        hits = backend.index_query(query, sources=sources, limit=asked)
+        results = distinct([to_result(hit, query) for hit in hits])
+        # copies were dropped and the index may hold more: ask again for more (rarely)
+        if len(results) >= limit or len(hits) < asked or asked >= limit * MAX_WIDENING:
+            return results[:limit]
+        asked *= 2
+
+
+def distinct(results: Sequence[SearchResult]) -> list[SearchResult]:
+    """`results` without near-repeats of an earlier result of the same view: thirteen
+    checkpoints quote the same objective line (their other fields differ a little), a
+    merged file repeats its findings. Near means `SAME_WORDS` of their words in common.
+    Messages are kept as they are (two turns saying the same are two turns)."""
+    kept: list[tuple[SearchResult, set[str]]] = []
+    for result in results:
+        words = {w for w in _WORD.findall(result.text.lower()) if len(w) > 2}
+        if result.source != "messages" and any(
+            other.source == result.source and _overlap(words, seen) >= SAME_WORDS
+            for other, seen in kept
+        ):
+            continue
+        kept.append((result, words))
+    return [result for result, _ in kept]
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def resolve_scope(scope: str | Sequence[str]) -> tuple[str, ...]:

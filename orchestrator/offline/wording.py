@@ -368,7 +368,7 @@ class _Facts:
     def questions(self, objective: str) -> list[str]:
         if self.phase == "planning" and self.ev.read:
             read = " or ".join(self.ev.read)
-            return [f"Which of {read} should a plan for {objective!r} start from, and why?"]
+            return [f"Which of {read} should the plan start from, and why?"]
         if self.phase == "exploration" and not self.tests and self.ev.code():
             verb = "are" if len(self.scope) > 1 else "is"  # several files, or one folder
             return [f"How {verb} {self.where} tested? No related test file was listed."]
@@ -401,7 +401,7 @@ def _recommendations(
     if brief.phase == "planning" and top:
         recs += [f"Step {i}: understand {p} before changing it." for i, p in enumerate(top, 1)]
         recs += [
-            f"Step {len(top) + 1}: decide how {objective!r} changes {n} in {p}."
+            f"Step {len(top) + 1}: decide how the objective changes {n} in {p}."
             for p, n in matching[:1]
         ]
     elif brief.phase == "implementation":
@@ -434,5 +434,7 @@ def _recommendations(
                 )
     if top:
         verb = _PHASES.get(brief.phase, _DEFAULT_PHASE)[0].lower()
-        recs.append(f"To {verb} {where} for {objective!r}, start from {' and '.join(top)}.")
+        # the objective is not quoted again: each finding's file says it, and a search
+        # for its words should find what was found, not the question repeated
+        recs.append(f"To {verb} {where}, start from {' and '.join(top)}.")
     return recs

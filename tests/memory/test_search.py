@@ -417,3 +417,33 @@ def test_yesterday_means_the_utc_day_before_today(store):
     )  # fmt: skip
     assert "during deploy" in store.search("why did the warmup fail")[0].text
     assert store.search("why did the warmup fail yesterday")[0].text == "user: The warmup failed."
+
+
+def test_near_copies_in_one_view_are_one_result_and_the_search_goes_on(memory_dir):
+    # every checkpoint of a task quotes its objective; a search for its words must not
+    # fill the results with copies of that line, and what else matches still comes
+    (memory_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    objective = "How does the finder skip hidden files and gitignore rules?"
+    for i in range(12):
+        body = {"objective": objective, "workdir": "/w", "phase_index": i % 4, "step": i}
+        durable.atomic_write_text(
+            memory_dir / "checkpoints" / f"cp_exploration_2026{i:02d}.json",
+            json.dumps(body, indent=0),
+        )
+    (memory_dir / "findings").mkdir(parents=True, exist_ok=True)
+    durable.atomic_write_text(
+        memory_dir / "findings" / "researcher_1.md",
+        "# Findings\n\nsrc/walk.rs: build_walker sets hidden(opts.ignore_hidden) and the "
+        "gitignore rules of the walk.\n",
+    )
+    with MemoryStore(memory_dir) as store:
+        results = store.search("hidden files gitignore rules", limit=3)
+    quoted = [r for r in results if r.source == "checkpoints"]
+    assert len(quoted) == 1 and objective in quoted[0].text
+    assert any("build_walker" in r.text for r in results)
+    # messages are turns: two saying the same are both kept
+    with MemoryStore(memory_dir) as store:
+        said = {"role": "user", "content": "the gitignore rules hide dotfiles"}
+        _log_days(store, [said, said])
+        found = store.search("gitignore rules hide dotfiles", scope="messages", limit=5)
+    assert sorted(r.line for r in found) == [1, 2]
