@@ -107,12 +107,14 @@ def distinct(results: Sequence[SearchResult]) -> list[SearchResult]:
     Messages are kept as they are (two turns saying the same are two turns)."""
     kept: list[tuple[SearchResult, set[str]]] = []
     for result in results:
-        words = {w for w in _WORD.findall(result.text.lower()) if len(w) > 2}
-        if result.source != "messages" and any(
-            other.source == result.source and _overlap(words, seen) >= SAME_WORDS
-            for other, seen in kept
-        ):
-            continue
+        words: set[str] = set()
+        if result.source != "messages":
+            words = {w for w in _WORD.findall(result.text.lower()) if len(w) > 2}
+            if any(
+                other.source == result.source and _overlap(words, seen) >= SAME_WORDS
+                for other, seen in kept
+            ):
+                continue
         kept.append((result, words))
     return [result for result, _ in kept]
 
