@@ -272,9 +272,17 @@ def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
 # -- tests and TODO notes (subagent) -------------------------------------------------------
 
 
+_CAMEL_TEST_RE = re.compile(r"^(?:Test([A-Z]\w*)|([A-Z]\w*?)(?:Tests?|Spec|IT))$")
+
+
 def _tested_name(path: str) -> str:
-    """What a test file is named after: `test_cli_entries.py` -> `cli_entries`."""
-    name = PurePosixPath(path).stem.lower()
+    """What a test file is named after: `test_cli_entries.py` -> `cli_entries`, and
+    Java/Kotlin/C#'s `FieldAttributesTest.java`, `TestParser.kt` -> `fieldattributes`,
+    `parser`."""
+    stem_ = PurePosixPath(path).stem
+    if camel := _CAMEL_TEST_RE.match(stem_):
+        return (camel.group(1) or camel.group(2)).lower()
+    name = stem_.lower()
     for pre in ("test_", "tests_"):
         name = name[len(pre) :] if name.startswith(pre) else name
     for suf in ("_test", "_tests", ".test", ".spec"):

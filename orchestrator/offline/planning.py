@@ -89,6 +89,7 @@ def group_areas(
     if loose:
         areas.append(_loose_area(_rank_files(loose, goal), 0))
     named = _telling({stem(w) for w in goal}, paths)
+    areas = _share_dominant(areas, room, goal)
     while len(areas) < room:
         # the room goes where the objective points first (its words in the files' paths),
         # then to the biggest area
@@ -168,6 +169,45 @@ def _partial(area: Area, parts: list[Area], slots: int) -> list[Area]:
     scope = [path for a in rest for path in a.scope]
     files = [f for a in rest for f in a.files]
     return [*taken, Area(f"{area.name} (other than {named})", scope, files)]
+
+
+def _share_dominant(areas: list[Area], room: int, goal: Sequence[str]) -> list[Area]:
+    """With no room left to split, an area holding at least half of the source files (a
+    Maven module `gson/` of 210 files beside `extras/`, `proto/` and `metrics/`) is cut
+    down until no part holds most of its source files, then into the `room // 2` parts
+    holding the most and one area for the rest of it: the core of a project gets several
+    subagents instead of one reading 3 of its files. The parts compete with the other
+    areas for the room (`choose_areas`)."""
+    want = room // 2
+    if want < 2 or len(areas) < room:
+        return areas
+    total = sum(_source_count(a.files) for a in areas)
+    big = max(areas, key=lambda a: (_source_count(a.files), a.name))
+    if not total or 2 * _source_count(big.files) < total:
+        return areas
+    # down through wrappers (`gson/src/main/java/com/google/gson`) until no part holds
+    # most of its source files
+    parts, whole = [big], _source_count(big.files)
+    while True:
+        target = max(parts, key=lambda p: (_source_count(p.files), p.name))
+        split = _split(target, goal) if 2 * _source_count(target.files) > whole else []
+        if not split:
+            break
+        parts = [p for p in parts if p is not target] + split
+    if len(parts) == 1:
+        return areas
+    ranked = sorted(parts, key=lambda p: (-_source_count(p.files), p.name))
+    taken, rest = ranked[:want], ranked[want:]
+    if len(rest) > 1:
+        named = ", ".join(a.name for a in taken)
+        rest = [
+            Area(
+                f"{big.name} (other than {named})",
+                [path for a in rest for path in a.scope],
+                [f for a in rest for f in a.files],
+            )
+        ]
+    return [a for a in areas if a is not big] + taken + rest
 
 
 def _telling(goal: set[str], paths: Sequence[str]) -> set[str]:

@@ -217,3 +217,29 @@ class TestResearchPolicyLead:
         assert len(plan.subtasks) == 2
         assert all(s.id.startswith("planning-") and s.agent == "planner" for s in plan.subtasks)
         assert plan.subtasks[0].scope == ["src/billing"]  # holds tax.py
+
+
+def test_a_module_holding_most_of_the_code_gets_several_subagents(tmp_path):
+    # a Maven-shaped project: one module holds most of the code beside small ones; with
+    # no room left to split, the big module alone would get one subagent reading 3 of
+    # its 40 files
+    core = "core/src/main/java/com/acme/core"
+    files = {f"{core}/internal/Bind{i}.java": "class B {}\n" for i in range(20)}
+    files |= {f"{core}/stream/Reader{i}.java": "class R {}\n" for i in range(5)}
+    files |= {f"{core}/Api{i}.java": "class A {}\n" for i in range(15)}
+    files |= {f"core/src/test/java/com/acme/core/Api{i}Test.java": "class T {}\n" for i in range(8)}
+    for small in ("extras", "metrics", "proto"):
+        files |= {
+            f"{small}/src/main/java/com/acme/{small}/M{i}.java": "class M {}\n" for i in range(3)
+        }
+    files |= {"README.md": "# Acme\n", "pom.xml": "<project/>\n"}
+    repo = make_repo(tmp_path / "acme", files)
+    plan = plan_for(repo, "How are records bound?")
+    scopes = [s.scope for s in plan.subtasks]
+    assert len(scopes) == 4
+    assert [f"{core}/internal"] in scopes  # the biggest part of the core apart
+    assert any(s[0].startswith(f"{core}/Api") for s in scopes)  # the core's own files
+    # the rest of the core module is one more area, not left out
+    rest = next(s for s in plan.subtasks if s.title.endswith(")") and "other than" in s.title)
+    assert f"{core}/stream" in rest.scope
+    assert "Left out for now: " in " ".join(plan.constraints)

@@ -202,3 +202,16 @@ def test_a_word_the_objective_says_twice_is_searched_first(tmp_path):
     _, transcript = findings_for(repo, ["src"], objective=objective)
     greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
     assert greps[0] == "retry|request|trigger"
+
+
+def test_java_tests_named_after_their_class_are_related(tmp_path):
+    files = {
+        "lib/src/main/java/p/Parser.java": "public class Parser {\n}\n",
+        "lib/src/main/java/p/Lexer.java": "public class Lexer {\n}\n",
+        "lib/src/test/java/p/ParserTest.java": "public class ParserTest {\n}\n",
+    }
+    repo = make_repo(tmp_path / "j", files)
+    scope = ["lib/src/main/java/p/Parser.java", "lib/src/main/java/p/Lexer.java"]
+    findings, _ = findings_for(repo, scope, objective="What does p hold?", phase="review")
+    gap = next(d for d in findings.key_discoveries if d.startswith("Coverage gap"))
+    assert gap.endswith("(1 related test files listed): lib/src/main/java/p/Lexer.java.")
