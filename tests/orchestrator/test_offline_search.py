@@ -195,7 +195,7 @@ def test_a_word_the_objective_says_twice_is_searched_first(tmp_path):
     # it is the question's subject
     files = {
         "src/retry.ts": "export const retry = {limit: 2, statusCodes: [408, 413]};\n",
-        "src/client.ts": "// Requests fail with a status; hooks trigger on them.\nexport class C {}\n",
+        "src/client.ts": "// Requests fail with a status; hooks trigger.\nexport class C {}\n",
     }
     repo = make_repo(tmp_path / "ky", files)
     objective = "How does ky retry failed requests, and which status codes trigger a retry?"
