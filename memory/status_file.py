@@ -88,15 +88,26 @@ def _names(backend: Any, folder: str, prefix: str, suffix: str) -> list[Document
     ]
 
 
-def gather_status(store: Any, task_id: str | None = None) -> StatusInfo:
-    """Read what STATUS.md should say about `task_id` (default: the latest checkpoint's task)."""
+def gather_status(
+    store: Any, task_id: str | None = None, *, latest: str | None = None
+) -> StatusInfo:
+    """Read what STATUS.md should say about `task_id` (default: the latest checkpoint's task).
+
+    `latest`: the checkpoint document the caller has just written for `task_id` (a run
+    refreshing the file after its checkpoint), read instead of listing every checkpoint of
+    the memory to find the newest.
+    """
     backend = store.backend
     info = StatusInfo(memory_root=store.location)
-    for doc in _newest([i.path for i in _names(backend, "checkpoints", "cp_", ".json")]):
-        data = _read_checkpoint(backend, doc)
-        if data is not None and (task_id is None or data["task_id"] == task_id):
-            info.checkpoint, info.checkpoint_path = data, doc
-            break
+    data = _read_checkpoint(backend, latest) if latest is not None else None
+    if data is not None and (task_id is None or data["task_id"] == task_id):
+        info.checkpoint, info.checkpoint_path = data, latest
+    else:  # the newest valid checkpoint of the task among all of them
+        for doc in _newest([i.path for i in _names(backend, "checkpoints", "cp_", ".json")]):
+            data = _read_checkpoint(backend, doc)
+            if data is not None and (task_id is None or data["task_id"] == task_id):
+                info.checkpoint, info.checkpoint_path = data, doc
+                break
     info.task_id = task_id or (info.checkpoint or {}).get("task_id")
     plans = _names(backend, "research_plans", "", ".md")
     if info.task_id is None and plans:
@@ -178,7 +189,11 @@ def _merge(existing: str, block: str) -> str:
 
 
 def write_status_file(
-    store: Any, path: str | os.PathLike[str] | None = None, *, task_id: str | None = None
+    store: Any,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    task_id: str | None = None,
+    latest: str | None = None,
 ) -> Path:
     """Write or refresh the status block in `path` (a file, or a folder for its STATUS.md).
 
@@ -186,6 +201,7 @@ def write_status_file(
         store: the `MemoryStore` to describe.
         path: where to write; default `./STATUS.md`.
         task_id: the task to describe; default the task of the latest checkpoint.
+        latest: the checkpoint document just written for `task_id` (see `gather_status`).
 
     Raises:
         InvalidInputError: `path` is in a folder that does not exist, or the existing file
@@ -198,7 +214,7 @@ def write_status_file(
         raise InvalidInputError(
             f"cannot write {str(target)!r}: folder {str(target.parent)!r} does not exist"
         )
-    block = render_block(gather_status(store, task_id))
+    block = render_block(gather_status(store, task_id, latest=latest))
     with store.backend.mutex(FILE_NAME):
         try:
             existing = target.read_text(encoding="utf-8") if target.exists() else ""

@@ -201,7 +201,7 @@ def write_checkpoint(
     path = write_checkpoint_file(ctx.docs, Checkpoint(**payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
     if trigger in STATUS_TRIGGERS and status_file:
-        refresh_status_file(ctx, state)
+        refresh_status_file(ctx, state, latest=ctx.docs.rel(path))
     return ctx.docs.rel(path)
 
 
@@ -210,13 +210,19 @@ def write_checkpoint(
 STATUS_TRIGGERS = frozenset({"phase_transition", "phase_failed", "task_complete", "interrupted"})
 
 
-def refresh_status_file(ctx: RunContext, state: OrchestratorState) -> None:
-    """Rewrite tether's block in `<workdir>/STATUS.md`; a failure is a warning, not a crash."""
+def refresh_status_file(
+    ctx: RunContext, state: OrchestratorState, latest: str | None = None
+) -> None:
+    """Rewrite tether's block in `<workdir>/STATUS.md`; a failure is a warning, not a crash.
+
+    `latest`: the checkpoint just written (the status reads it instead of looking for the
+    newest among every checkpoint of the memory).
+    """
     workdir = state.get("workdir")
     if not workdir:
         return
     try:
-        write_status_file(ctx.store, workdir, task_id=state["task_id"])
+        write_status_file(ctx.store, workdir, task_id=state["task_id"], latest=latest)
     except (OSError, MemoryStoreError) as exc:
         ctx.emit("warning", message=f"STATUS.md not updated in {workdir}: {exc}")
 

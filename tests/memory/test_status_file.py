@@ -79,3 +79,28 @@ def test_missing_folder_is_one_error_line(tmp_path, memory_dir):
         f"Error: cannot write {str(tmp_path / 'nowhere' / 'STATUS.md')!r}: folder "
         f"{str(tmp_path / 'nowhere')!r} does not exist\n"
     )
+
+
+def test_a_run_names_the_checkpoint_it_just_wrote_and_falls_back_when_it_is_unreadable(
+    tmp_path, memory_dir
+):
+    from memory import MemoryStore
+    from memory.status_file import write_status_file
+
+    _checkpoint(memory_dir, "cp_exploration_20261123T100000000000Z", "shop", "exploration")
+    _checkpoint(memory_dir, "cp_planning_20261123T110000000000Z", "shop", "planning")
+    # another task's checkpoint is the newest by name: `latest` is this task's
+    _checkpoint(memory_dir, "cp_review_20261123T120000000000Z", "other", "review")
+    with MemoryStore(memory_dir) as store:
+        write_status_file(
+            store,
+            tmp_path,
+            task_id="shop",
+            latest="checkpoints/cp_exploration_20261123T100000000000Z.json",
+        )
+        assert "cp_exploration_20261123T100000000000Z.json" in (tmp_path / "STATUS.md").read_text()
+        # a torn `latest`: the newest valid checkpoint of the task instead
+        torn = memory_dir / "checkpoints" / "cp_planning_20261123T130000000000Z.json"
+        torn.write_text("{torn")
+        write_status_file(store, tmp_path, task_id="shop", latest=f"checkpoints/{torn.name}")
+    assert "cp_planning_20261123T110000000000Z.json" in (tmp_path / "STATUS.md").read_text()
