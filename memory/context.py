@@ -154,7 +154,7 @@ class ContextBuilder:
         self.budgets = budgets or ContextBudgets()
         self.wm = archive.wm if archive is not None else WorkingMemory(store, task_id)
         self.archive = archive or Archive(self.wm)
-        self._search = search or (lambda q, n: store.search(q, limit=n))
+        self._search = search or (lambda q, n: store.search(q, limit=n, widen=False))
         self._index_pending = memory_index
 
     def build(self, system_prompt: str, query: str | None = None) -> BuiltContext:

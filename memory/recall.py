@@ -37,8 +37,10 @@ SCOPES = (
 )
 SOURCES = SCOPES[1:]
 SNIPPET_CHARS = 300
-#: How far a search widens to make up for repeated texts (at most `limit` x this hits).
-MAX_WIDENING = 8
+#: Hits asked for beyond the limit, to stand in for near-copies dropped (`distinct`).
+SPARE = 5
+#: The most hits a search asks for again when near-copies left it short.
+MAX_ASKED = 80
 #: Two results of one view with this share of their words in common are one (Jaccard).
 SAME_WORDS = 0.8
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -68,15 +70,23 @@ class SearchResult:
 
 
 def search(
-    memory: BaseBackend | Any, query: str, scope: str | Sequence[str] = "all", limit: int = 5
+    memory: BaseBackend | Any,
+    query: str,
+    scope: str | Sequence[str] = "all",
+    limit: int = 5,
+    *,
+    widen: bool = True,
 ) -> list[SearchResult]:
-    """Ranked recall of `query` over the views named by `scope`.
+    """Ranked recall of `query` over the views named by `scope`, near-copies dropped.
 
     Args:
         memory: the storage backend (or a `MemoryStore`) whose index is searched, synced first.
         query: natural-language text; not every word has to match.
         scope: one of `SCOPES`, a comma-separated string of them, or a list.
         limit: the most results to return (>= 1).
+        widen: ask the index again for more hits while near-copies leave the results
+            short (up to `MAX_ASKED` hits); False: one query (a context builder, which
+            fills its budget with what it gets, in a memory of many alike tasks).
 
     Raises:
         InvalidQueryError: empty query, unknown scope or limit below 1.
@@ -90,12 +100,12 @@ def search(
         raise InvalidQueryError(f"invalid limit {limit!r}: give a number of results >= 1")
     backend: BaseBackend = getattr(memory, "backend", memory)
     backend.sync_index()
-    asked = limit
+    # a few more than asked for, so that near-copies dropped leave the limit filled
+    asked = limit + min(limit, SPARE)
     while True:
         hits = backend.index_query(query, sources=sources, limit=asked)
         results = distinct([to_result(hit, query) for hit in hits])
-        # copies were dropped and the index may hold more: ask again for more (rarely)
-        if len(results) >= limit or len(hits) < asked or asked >= limit * MAX_WIDENING:
+        if len(results) >= limit or len(hits) < asked or not widen or 2 * asked > MAX_ASKED:
             return results[:limit]
         asked *= 2
 

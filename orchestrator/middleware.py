@@ -218,7 +218,9 @@ class TetherMemoryMiddleware(AgentMiddleware):
         if not query.strip():
             return system
         try:
-            hits = self.store.search(query, scope=RECALL_SCOPES, limit=self.recall_limit)
+            hits = self.store.search(
+                query, scope=RECALL_SCOPES, limit=self.recall_limit, widen=False
+            )
         except Exception as exc:  # recall is best effort
             self._emit("warning", message=f"recall failed: {type(exc).__name__}: {exc}")
             return system

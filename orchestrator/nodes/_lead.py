@@ -85,7 +85,7 @@ def working_context(ctx: RunContext, state: OrchestratorState, *, recall: bool =
         store,
         state["task_id"],
         budgets,
-        search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n),
+        search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n, widen=False),
         memory_index=False,  # the lead injects the memory index itself, once
     ).build("", query=query)
     for warning in built.warnings:
