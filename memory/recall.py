@@ -37,8 +37,6 @@ SCOPES = (
 )
 SOURCES = SCOPES[1:]
 SNIPPET_CHARS = 300
-#: Hits asked for beyond the limit, to stand in for near-copies dropped (`distinct`).
-SPARE = 5
 #: The most hits a search asks for again when near-copies left it short.
 MAX_ASKED = 80
 #: Two results of one view with this share of their words in common are one (Jaccard).
@@ -84,9 +82,10 @@ def search(
         query: natural-language text; not every word has to match.
         scope: one of `SCOPES`, a comma-separated string of them, or a list.
         limit: the most results to return (>= 1).
-        widen: ask the index again for more hits while near-copies leave the results
-            short (up to `MAX_ASKED` hits); False: one query (a context builder, which
-            fills its budget with what it gets, in a memory of many alike tasks).
+        widen: ask the index again for twice as many hits while near-copies leave the
+            results short (up to `MAX_ASKED` hits); False: one query, fewer results (a
+            context builder, which fills its budget with what it gets, in a memory of
+            many alike tasks).
 
     Raises:
         InvalidQueryError: empty query, unknown scope or limit below 1.
@@ -100,8 +99,7 @@ def search(
         raise InvalidQueryError(f"invalid limit {limit!r}: give a number of results >= 1")
     backend: BaseBackend = getattr(memory, "backend", memory)
     backend.sync_index()
-    # a few more than asked for, so that near-copies dropped leave the limit filled
-    asked = limit + min(limit, SPARE)
+    asked = limit
     while True:
         hits = backend.index_query(query, sources=sources, limit=asked)
         results = distinct([to_result(hit, query) for hit in hits])

@@ -441,7 +441,7 @@ def test_near_copies_in_one_view_are_one_result_and_the_search_goes_on(memory_di
     quoted = [r for r in results if r.source == "checkpoints"]
     assert len(quoted) == 1 and objective in quoted[0].text
     assert any("build_walker" in r.text for r in results)
-    # a context builder asks once (a few spare hits): fewer results, no copies, no cost
+    # a context builder asks once: fewer results, no copies, and no cost
     # growing with a memory of many alike tasks
     with MemoryStore(memory_dir) as store:
         once = store.search("hidden files gitignore rules", limit=3, widen=False)
