@@ -54,7 +54,9 @@ def test_memory_url_after_the_verb_reaches_the_shared_memory(tmp_path, fixture_r
 
         found = _cli(
             "memory",
-            ["search", "shop service survey", "--json", f"--memory-url={url}"],
+            # words of what the subagents found (the objective's own words find the
+            # task's plan, snapshot and checkpoints, which quote it)
+            ["search", "which files define the shop", "--json", f"--memory-url={url}"],
             tmp_path / "b",
         )
         assert found.returncode == 0, found.stderr
