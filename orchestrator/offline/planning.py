@@ -171,6 +171,13 @@ def _partial(area: Area, parts: list[Area], slots: int) -> list[Area]:
     return [*taken, Area(f"{area.name} (other than {named})", scope, files)]
 
 
+#: Folders of code that is not the project's own, however much of it there is.
+_SIDE_FOLDERS = frozenset(
+    "example examples sample samples demo demos doc docs benchmark benchmarks bench vendor "
+    "third_party thirdparty fixtures testdata".split()
+)
+
+
 def _share_dominant(areas: list[Area], room: int, goal: Sequence[str]) -> list[Area]:
     """With no room left to split, an area holding at least half of the source files (a
     Maven module `gson/` of 210 files beside `extras/`, `proto/` and `metrics/`) is cut
@@ -185,6 +192,8 @@ def _share_dominant(areas: list[Area], room: int, goal: Sequence[str]) -> list[A
     big = max(areas, key=lambda a: (_source_count(a.files), a.name))
     if not total or 2 * _source_count(big.files) < total:
         return areas
+    if big.name.split("/", 1)[0].lower() in _SIDE_FOLDERS:
+        return areas  # express: 79 example apps beside a `lib/` of 6 modules
     # down through wrappers (`gson/src/main/java/com/google/gson`) until no part holds
     # most of its source files
     parts, whole = [big], _source_count(big.files)

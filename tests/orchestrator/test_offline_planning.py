@@ -243,3 +243,19 @@ def test_a_module_holding_most_of_the_code_gets_several_subagents(tmp_path):
     rest = next(s for s in plan.subtasks if s.title.endswith(")") and "other than" in s.title)
     assert f"{core}/stream" in rest.scope
     assert "Left out for now: " in " ".join(plan.constraints)
+
+
+def test_example_apps_outnumbering_the_library_are_not_its_core(tmp_path):
+    # an express-shaped project: many example apps beside a small `lib/`; the examples
+    # hold most of the code but are not cut into several areas at the library's expense
+    files = {f"examples/app{i}/index.js": "const x = 1\n" for i in range(30)}
+    files |= {f"lib/m{i}.js": "module.exports = 1\n" for i in range(6)}
+    files |= {f"test/t{i}.js": "it('x', () => {})\n" for i in range(20)}
+    files |= {"index.js": "module.exports = require('./lib/m0')\n", "Readme.md": "# x\n"}
+    repo = make_repo(tmp_path / "web", files)
+    plan = plan_for(repo, "How is a request routed?")
+    assert sorted(s.scope[0] for s in plan.subtasks if len(s.scope) == 1) == [
+        "examples",
+        "lib",
+        "test",
+    ]
