@@ -388,7 +388,7 @@ def build_plan(
     if left_out:
         constraints.append(f"Left out for now: {', '.join(a.name for a in left_out)}.")
     questions = [f"Which files in {a.name} matter for: {objective}?" for a in chosen[:2]]
-    questions.append(f"What should the {brief.phase} phase report about {objective}?")
+    questions.append(f"What should the {brief.phase} phase report for: {objective}?")
     return PhasePlan.model_validate(
         {
             "strategy": (
