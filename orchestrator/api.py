@@ -324,7 +324,7 @@ class Orchestrator:
 
         Raises:
             OrchestratorUserError: bad objective, brief, task id, phase, workdir or model.
-            Interrupted: Ctrl-C (the task can be resumed).
+            Interrupted: Ctrl-C or SIGTERM (the task can be resumed).
         """
         self._check_writable("run a task")
         if brief is not None:
@@ -434,7 +434,7 @@ class Orchestrator:
         Raises:
             UnknownTaskError: no such task.
             RecoveryError: nothing valid to resume from.
-            Interrupted: Ctrl-C again (resume again).
+            Interrupted: Ctrl-C or SIGTERM again (resume again).
         """
         self._check_writable("resume a task")
         if from_checkpoint and from_snapshot:

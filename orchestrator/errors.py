@@ -26,6 +26,8 @@ Messages are one line, show the offending value with `!r` and say what to do nex
 
 from __future__ import annotations
 
+import signal
+
 
 class OrchestratorError(Exception):
     """Base class of every error raised by the orchestrator package."""
@@ -91,13 +93,28 @@ class AgentLoopError(ModelCallError):
 
 
 class Interrupted(OrchestratorRuntimeError):
-    """The run was stopped by Ctrl-C; it can be resumed with `resume` (a shell command)."""
+    """The run was stopped by Ctrl-C (or SIGTERM: `signum`); it can be resumed with
+    `resume` (a shell command)."""
 
-    def __init__(self, task_id: str, checkpoint: str | None, memory_dir: str | None, resume: str):
+    def __init__(
+        self,
+        task_id: str,
+        checkpoint: str | None,
+        memory_dir: str | None,
+        resume: str,
+        signum: int = signal.SIGINT,
+    ):
         self.task_id = task_id
         self.checkpoint = checkpoint
         self.memory_dir = memory_dir
-        super().__init__(f"Interrupted; resume with `{resume}`")
+        self.signum = signum
+        how = "Terminated (SIGTERM)" if signum == signal.SIGTERM else "Interrupted"
+        super().__init__(f"{how}; resume with `{resume}`")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout`, `docker stop`, a service manager), raised in the main
+    thread where Ctrl-C raises `KeyboardInterrupt`: the run stops the same graceful way."""
 
 
 class Stopped(KeyboardInterrupt):

@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from orchestrator.docs import Docs
-from orchestrator.errors import Interrupted, ModelCallError
+from orchestrator.errors import Interrupted, ModelCallError, Terminated
 from orchestrator.nodes._core import checkpoint_update, write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.advance import advance_node, route_advance
@@ -119,7 +119,7 @@ def run_graph(
     a checkpoint and the task's record); a failed subagent already does so in `advance`.
 
     Raises:
-        Interrupted: Ctrl-C, after a checkpoint of what LangGraph saved.
+        Interrupted: Ctrl-C or SIGTERM, after a checkpoint of what LangGraph saved.
     """
     graph = compile_graph(saver)
     config = run_config(ctx.thread_id, ctx.max_parallel)
@@ -129,8 +129,9 @@ def run_graph(
                 state, config, context=ctx, durability=DURABILITY, stream_mode="updates"
             ):
                 pass
-    except KeyboardInterrupt:
-        raise _interrupted(graph.get_state(config).values, ctx, task_id) from None
+    except KeyboardInterrupt as exc:
+        signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+        raise _interrupted(graph.get_state(config).values, ctx, task_id, signum) from None
     except ModelCallError as exc:
         return _lead_failed(graph.get_state(config).values, ctx, task_id, exc)
     return graph.get_state(config).values
@@ -138,37 +139,46 @@ def run_graph(
 
 @contextlib.contextmanager
 def _stop_on_ctrl_c(stop: threading.Event) -> Iterator[None]:
-    """Ctrl-C also sets `stop`, for the agents running in worker threads.
+    """Ctrl-C (and SIGTERM) also set `stop`, for the agents running in worker threads.
 
     The `KeyboardInterrupt` reaches the main thread only, and LangGraph then waits for
     every task of the super-step it already handed to its thread pool: without `stop`,
     queued subagents would start and every running one would finish its whole tool loop
-    first (at `--max-parallel 1`, the rest of the phase). Only the main thread can
-    install a signal handler; elsewhere (a server's worker) this does nothing.
+    first (at `--max-parallel 1`, the rest of the phase). SIGTERM (`kill`, `timeout`,
+    `docker stop`) stops the run the same way, as `Terminated`, instead of killing it
+    between two writes without its `interrupted` checkpoint. A signal ignored before the
+    run stays ignored. Only the main thread can install a signal handler; elsewhere (a
+    server's worker) this does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
+    raised = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}
+    previous = {signum: signal.getsignal(signum) for signum in raised}
 
     def handler(signum: int, frame: Any) -> None:
-        if previous == signal.SIG_IGN:
+        before = previous[signum]
+        if before == signal.SIG_IGN:
             return
         stop.set()
-        if callable(previous):
-            previous(signum, frame)
+        if callable(before):
+            before(signum, frame)  # Python's own for Ctrl-C raises KeyboardInterrupt
         else:
-            raise KeyboardInterrupt
+            raise raised[signum]
 
-    signal.signal(signal.SIGINT, handler)
+    for signum in raised:
+        signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, before in previous.items():
+            signal.signal(signum, before)
 
 
-def _interrupted(values: dict[str, Any], ctx: RunContext, task_id: str) -> Interrupted:
-    """Ctrl-C: checkpoint what LangGraph saved, and say how to resume."""
+def _interrupted(
+    values: dict[str, Any], ctx: RunContext, task_id: str, signum: int = signal.SIGINT
+) -> Interrupted:
+    """Ctrl-C or SIGTERM: checkpoint what LangGraph saved, and say how to resume."""
     docs = ctx.docs
     cp = None
     if values.get("task_id"):
@@ -176,7 +186,7 @@ def _interrupted(values: dict[str, Any], ctx: RunContext, task_id: str) -> Inter
             ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
         )
         cp = str(docs.path(rel))
-    return Interrupted(task_id, cp, docs.location, resume_command(task_id, docs))
+    return Interrupted(task_id, cp, docs.location, resume_command(task_id, docs), signum)
 
 
 def _lead_failed(

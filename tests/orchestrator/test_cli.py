@@ -113,9 +113,15 @@ class TestRunInASubprocess:
         agent_files = [p for p in (memory_dir / "findings").glob("researcher-*.md")]
         assert len(agent_files) == 6  # exploration's 3 were not redone
 
+    @pytest.mark.parametrize(
+        ("signum", "code", "said"),
+        [(signal.SIGINT, 130, "Interrupted"), (signal.SIGTERM, 143, "Terminated (SIGTERM)")],
+    )
     def test_ctrl_c_stops_cleanly_with_a_checkpoint_and_resume_finishes(
-        self, fixture_repo, tiny_workflow, cli_env, memory_dir
+        self, fixture_repo, tiny_workflow, cli_env, memory_dir, signum, code, said
     ):
+        # SIGTERM (`kill`, `timeout`, `docker stop`) stops a run as Ctrl-C does: its
+        # `interrupted` checkpoint, the resume hint, 128 + the signal's number
         proc = subprocess.Popen(
             [
                 *CMD,
@@ -138,10 +144,10 @@ class TestRunInASubprocess:
             if list((memory_dir / "checkpoints").glob("cp_*.json")):
                 break
             time.sleep(0.005)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 130, err
-        assert "orchestrator resume --task int" in err
+        assert proc.returncode == code, err
+        assert f"{said}; resume with `orchestrator resume --task int" in err
         resumed = orch("resume", env=cli_env)
         assert resumed.returncode == 0 and resumed.stdout.startswith("Task int: done")
 

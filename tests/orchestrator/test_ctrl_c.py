@@ -15,6 +15,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import os, sys, time
@@ -71,7 +73,12 @@ def _calls(root) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_ctrl_c_stops_queued_and_running_subagents_and_resume_loses_nothing(tmp_path):
+@pytest.mark.parametrize(
+    ("signum", "said"), [(signal.SIGINT, "Interrupted"), (signal.SIGTERM, "Terminated (SIGTERM)")]
+)
+def test_ctrl_c_stops_queued_and_running_subagents_and_resume_loses_nothing(tmp_path, signum, said):
+    # through the Python API: SIGTERM (no handler of the program's own) stops the run as
+    # Ctrl-C does
     script = tmp_path / "slow_run.py"
     script.write_text(SCRIPT)
     proc = subprocess.Popen(
@@ -83,10 +90,10 @@ def test_ctrl_c_stops_queued_and_running_subagents_and_resume_loses_nothing(tmp_
     deadline = time.monotonic() + 60
     while _calls(tmp_path) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out + err
-    assert "resume --task cc" in out
+    assert proc.returncode == 130, out + err  # the script's own exit code for `Interrupted`
+    assert f"{said}; resume with `" in out and "resume --task cc" in out
     # the first subagent stopped at its next call, the other five never started
     assert _calls(tmp_path) < CALLS_PER_SUBAGENT + 1
     resumed = subprocess.run(
