@@ -343,8 +343,12 @@ class WorkdirFiles:
             whole = None
         elif anchored:
             whole = re.compile(regex.pattern, regex.flags | re.MULTILINE)
-        hits: list[str] = []
-        files: set[str] = set()
+        hits: list[tuple[str, int, str]] = []  # (file, line number, shown line)
+        # per file: its match count and first lines, so that a capped search shows lines of
+        # many files (not the first file's fifty) and says where the matches are
+        per_file: dict[str, list[tuple[str, int, str]]] = {}
+        counts: dict[str, int] = {}
+        sample = max(3, limit // 10)
         total = 0
         seen: set[Path] = set()
         for file in (f for start in starts for f in self.iter_files(start)):
@@ -371,18 +375,46 @@ class WorkdirFiles:
             for no, line in enumerate(text.splitlines(), start=1):
                 if regex.search(line):
                     total += 1
-                    files.add(rel)
+                    counts[rel] = counts.get(rel, 0) + 1
+                    shown = (rel, no, f"{rel}:{no}: {line.strip()[:MAX_LINE_CHARS]}")
                     if len(hits) < limit:
-                        hits.append(f"{rel}:{no}: {line.strip()[:MAX_LINE_CHARS]}")
+                        hits.append(shown)
+                    if counts[rel] <= sample:
+                        per_file.setdefault(rel, []).append(shown)
         where = ", ".join(self.rel(start) for start in starts)
         if not hits:
             return f"# no matches for {pattern!r} under {where!r}"
-        if total > len(hits):
-            hits.append(
-                f"# {total} lines in {len(files)} file(s) match {pattern!r}; "
-                f"{total - len(hits)} more matches not shown: narrow the path or pattern"
-            )
-        return "\n".join(hits)
+        if total <= len(hits):
+            return "\n".join(shown for _, _, shown in hits)
+        out = _spread(hits, per_file, limit)
+        busiest = sorted(counts, key=lambda r: -counts[r])[:10]
+        out += [
+            f"# {total} lines in {len(counts)} file(s) match {pattern!r}; "
+            f"{total - len(out)} more matches not shown: narrow the path or pattern",
+            "# most matches: " + ", ".join(f"{r} ({counts[r]})" for r in busiest),
+        ]
+        return "\n".join(out)
+
+
+def _spread(
+    first: list[tuple[str, int, str]],
+    per_file: dict[str, list[tuple[str, int, str]]],
+    limit: int,
+) -> list[str]:
+    """`limit` lines of a capped search taken across its files: each file's first lines
+    in turn (round by round, files in search order), then more of the first lines found;
+    shown in search order (file by file, line by line)."""
+    picked: dict[tuple[str, int, str], None] = {}
+    for k in range(max(len(lines) for lines in per_file.values())):
+        for lines in per_file.values():
+            if k < len(lines) and len(picked) < limit:
+                picked.setdefault(lines[k], None)
+    for hit in first:
+        if len(picked) >= limit:
+            break
+        picked.setdefault(hit, None)
+    order = {rel: i for i, rel in enumerate(per_file)}
+    return [shown for _, _, shown in sorted(picked, key=lambda h: (order[h[0]], h[1]))]
 
 
 #: The arguments model LangChain infers from each tool function's signature, kept from the

@@ -396,6 +396,8 @@ def real_todo(path: str, text: str, before: Sequence[str] | None) -> bool:
 
 
 _GREP_TOTAL_RE = re.compile(r"^# (\d+) lines in (\d+) file\(s\) match ")
+_BUSIEST_RE = re.compile(r"^# most matches: (.*)$", re.MULTILINE)
+_COUNT_RE = re.compile(r"(\S+) \((\d+)\)(?:, |$)")
 
 
 def _grep_totals(
@@ -433,6 +435,8 @@ class Evidence:
     grep_totals: dict[str, tuple[int, int, bool]] = field(default_factory=dict)
     #: pattern -> the hits the tool showed, in scope or not
     grep_shown: dict[str, int] = field(default_factory=dict)
+    #: file -> matching lines a capped search counted there (its "# most matches" line)
+    matches: dict[str, int] = field(default_factory=dict)
     root: str = ""
     """The workdir's own name, from a listing of `.` (`# N text files under '.' (workdir
     'name')`)."""
@@ -460,6 +464,9 @@ class Evidence:
                 whole = all(_in_scope(p.strip() or ".", scope) for p in searched)
                 ev.grep_totals[pattern] = _grep_totals(res, all_hits, hits, whole)
                 ev.grep_shown[pattern] = len(all_hits)
+                if busiest := _BUSIEST_RE.search(res):  # a capped search's per-file counts
+                    for path, n in _COUNT_RE.findall(busiest.group(1)):
+                        ev.matches[path] = ev.matches.get(path, 0) + int(n)
         return ev
 
     def _quotes_before(self, path: str, line: int) -> list[str] | None:
@@ -502,8 +509,8 @@ class Evidence:
 
         A file scores for each of `terms` found on its hit lines, the more the fewer files
         hold that term (a word in every file tells little), plus a tie-breaking trifle per
-        hit of any grep: a file holding both of "gitignor" and "hidden" comes before one
-        holding many lines of either.
+        matching line (as a capped search counted them, else as shown): a file holding both
+        of "gitignor" and "hidden" comes before one holding many lines of either.
         """
         hits = [h for k, found in self.greps.items() if k != _TODO_GREP for h in found]
         found_in: dict[str, set[str]] = {}
@@ -514,6 +521,9 @@ class Evidence:
         score: dict[str, float] = {}
         for path, _, _ in hits:
             score[path] = score.get(path, 0.0) + 1e-6
+        for path, n in self.matches.items():
+            if path in score:
+                score[path] = max(score[path], 1e-6 * n)
         for path, found in found_in.items():
             score[path] += sum(1 / holders[t] for t in found)
         return score

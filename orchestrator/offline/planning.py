@@ -316,8 +316,9 @@ def _rank_files(
     implementation goal-named code, then the biggest
     modules; review test files, then modules no test is named after (`untested`), then
     the biggest ones. So the phases read (and report) different files of one area.
-    Outside review, the files where the objective's word was found most (`central`, grep
-    hits per file) come first: they are the ones that answer it.
+    Outside review, the files where the objective's words were found most (`central`,
+    `Evidence.centrality`) come first, a file named by one of them counting as one more:
+    they are the ones that answer it.
     """
     central = central or {}
     goal_set = {stem(g) for g in goal}
@@ -339,7 +340,9 @@ def _rank_files(
         code = int(suffix not in _CODE_SUFFIXES)
         big = -sizes.get(path, 0)
         if central and phase != "review":
-            return (tiny, -central.get(path, 0), code, data, big, *rest)
+            # a file named by the objective's word (`parser.py` for "parse") counts as one
+            # more of its words found there
+            return (tiny, -(central.get(path, 0) - hits), code, data, big, *rest)
         if phase == "planning":
             doc = int(suffix not in (".md", ".rst", ".txt"))
             return (tiny, hits, doc, int(path in explored), prio, *rest)

@@ -271,11 +271,14 @@ class TestGrepFiles:
         )
 
     def test_max_matches(self, tools):
+        # a capped search shows lines of as many files as it can (not the first file's
+        # lines only), then its totals and the files holding the most matches
         out = tools["grep_files"].invoke({"pattern": "e", "max_matches": 2})
-        lines = out.splitlines()
-        assert len(lines) == 3 and lines[-1].endswith(
-            "more matches not shown: narrow the path or pattern"
-        )
+        *shown, total, busiest = out.splitlines()
+        assert len(shown) == 2 and len({line.split(":")[0] for line in shown}) == 2
+        assert total.endswith("5 more matches not shown: narrow the path or pattern")
+        assert total.startswith("# 7 lines in 3 file(s) match 'e'")
+        assert busiest == "# most matches: pkg/core.py (4), README.md (2), pkg/__init__.py (1)"
 
 
 def test_wrong_argument_types_come_back_as_errors(tools):
