@@ -171,6 +171,10 @@ def _partial(area: Area, parts: list[Area], slots: int) -> list[Area]:
     return [*taken, Area(f"{area.name} (other than {named})", scope, files)]
 
 
+#: Source files a module needs before it is cut into several areas when there is no room:
+#: one subagent surveys fewer well enough (fd's `src/`, 22 modules, stays one area beside
+#: its README, docs and tests).
+MIN_CORE = 30
 #: Folders of code that is not the project's own, however much of it there is.
 _SIDE_FOLDERS = frozenset(
     "example examples sample samples demo demos doc docs benchmark benchmarks bench vendor "
@@ -190,7 +194,7 @@ def _share_dominant(areas: list[Area], room: int, goal: Sequence[str]) -> list[A
         return areas
     total = sum(_source_count(a.files) for a in areas)
     big = max(areas, key=lambda a: (_source_count(a.files), a.name))
-    if not total or 2 * _source_count(big.files) < total:
+    if not total or 2 * _source_count(big.files) < total or _source_count(big.files) < MIN_CORE:
         return areas
     if big.name.split("/", 1)[0].lower() in _SIDE_FOLDERS:
         return areas  # express: 79 example apps beside a `lib/` of 6 modules

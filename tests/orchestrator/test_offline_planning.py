@@ -259,3 +259,18 @@ def test_example_apps_outnumbering_the_library_are_not_its_core(tmp_path):
         "lib",
         "test",
     ]
+
+
+def test_a_small_core_stays_one_area_beside_its_docs(tmp_path):
+    # fd-shaped: all 22 modules in `src/`, beside docs, tests and scripts; one subagent
+    # surveys a core this size, and the README and docs keep their places
+    files = {f"src/m{i:02d}.rs": "fn f() {}\n" for i in range(18)}
+    files |= {f"src/filter/f{i}.rs": "fn g() {}\n" for i in range(4)}
+    files |= {f"doc/page{i}.md": "# Page\n" for i in range(4)}
+    files |= {f"tests/t{i}.rs": "fn t() {}\n" for i in range(2)}
+    files |= {f"scripts/s{i}.sh": "echo\n" for i in range(2)}
+    files |= {"README.md": "# fd\n", "Cargo.toml": "[package]\n"}
+    repo = make_repo(tmp_path / "fd", files)
+    plan = plan_for(repo, "How are hidden files skipped?")
+    scopes = [s.scope for s in plan.subtasks]
+    assert ["src"] in scopes and ["doc"] in scopes
