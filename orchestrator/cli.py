@@ -18,7 +18,6 @@ import functools
 import json
 import os
 import shlex
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,38 +29,17 @@ from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
 from memory.paths import Layout
 from memory.store import MemoryStore
+from orchestrator._exits import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    exit_now,
+    stop_gracefully_on_sigterm,
+)
 from orchestrator.brief import read_brief
 from orchestrator.defaults import TOKEN_THRESHOLD
 from orchestrator.errors import Interrupted, OrchestratorError, Terminated
 from orchestrator.readback import list_checkpoints, list_snapshots
-
-EXIT_FAILED = 3
-"""The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
-
-
-def _terminated(signum: int, frame: Any) -> None:
-    raise Terminated
-
-
-def _stop_gracefully_on_sigterm() -> None:
-    """SIGTERM raises `Terminated` in the main thread, as Ctrl-C raises KeyboardInterrupt:
-    a run stops with its `interrupted` checkpoint and the resume hint (exit 143) instead of
-    dying between two writes. Left alone when a parent set SIGTERM to be ignored."""
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminated)
-
-
-def _exit_now(code: int) -> None:
-    """Exit at once: worker threads may sit in a hung model request, and waiting for them
-    at interpreter shutdown would ignore the first Ctrl-C (everything durable is written)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
 
 
 class _Group(click.Group):
@@ -79,7 +57,7 @@ class _Group(click.Group):
                 click.echo(str(exc), err=True)
                 if exc.checkpoint:
                     click.echo(f"Checkpoint: {exc.checkpoint}", err=True)
-                _exit_now(128 + exc.signum)  # 130 after Ctrl-C, 143 after SIGTERM
+                exit_now(128 + exc.signum)  # 130 after Ctrl-C, 143 after SIGTERM
             raise click.ClickException(" ".join(str(exc).split())) from None
         except click.UsageError as exc:
             # One line, like every other error (click would add the usage and a hint).
@@ -87,7 +65,7 @@ class _Group(click.Group):
         except KeyboardInterrupt as exc:
             how = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
             click.echo(f"{how}; resume with `orchestrator resume`", err=True)
-            _exit_now(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
+            exit_now(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(0)
@@ -615,7 +593,7 @@ def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
 @functools.wraps(cli)
 def main(*args: Any, **kwargs: Any) -> Any:
     """Console-script entry point."""
-    _stop_gracefully_on_sigterm()
+    stop_gracefully_on_sigterm()
     return cli(*args, **kwargs)
 
 
