@@ -125,6 +125,8 @@ class TestWrite:
              "['meta'] is not a string"),
             ("extra", {"when": object()}, "extra': Value error, object at ['when'] is not a "
              "JSON value"),
+            ("extra", {"runs": ({"at": [1, ("x", b"y")]},)}, "extra': Value error, bytes at "
+             "['runs'][0]['at'][1][1] is not a JSON value"),
         ],
     )  # fmt: skip
     def test_values_that_are_not_json_name_where_and_write_nothing(
