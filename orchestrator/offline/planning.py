@@ -33,6 +33,10 @@ from orchestrator.offline.evidence import (
 )
 from orchestrator.protocol import PhasePlan
 
+#: What a file named by an objective word counts for when none of the searched words is in
+#: it (`resource-limits.md` for "where could a user limit ..." beside files that hold
+#: "redirect" and "follow"): less than one of those words found.
+NAME_ALONE = 0.1
 _PRIORITY_STEMS = ("readme", "__init__", "main", "__main__", "index", "cli", "app", "core")
 _TEXT_SUFFIXES = (
     *_CODE_SUFFIXES,
@@ -321,8 +325,9 @@ def _rank_files(
     modules; review test files, then modules no test is named after (`untested`), then
     the biggest ones. So the phases read (and report) different files of one area.
     Outside review, the files where the objective's words were found most (`central`,
-    `Evidence.centrality`) come first, a file named by one of them counting as one more:
-    they are the ones that answer it.
+    `Evidence.centrality`) come first, a file named by one of them counting as one more
+    (only `NAME_ALONE` of one when no searched word is in it): they are the ones that
+    answer it.
     """
     central = central or {}
     goal_set = {stem(g) for g in goal}
@@ -346,7 +351,9 @@ def _rank_files(
         if central and phase != "review":
             # a file named by the objective's word (`parser.py` for "parse") counts as one
             # more of its words found there
-            return (tiny, -(central.get(path, 0) - hits), code, data, big, *rest)
+            found = central.get(path, 0.0)
+            named = -hits if found else -hits * NAME_ALONE
+            return (tiny, -(found + named), code, data, big, *rest)
         if phase == "planning":
             doc = int(suffix not in (".md", ".rst", ".txt"))
             return (tiny, hits, doc, int(path in explored), prio, *rest)

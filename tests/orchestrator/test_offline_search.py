@@ -215,3 +215,30 @@ def test_java_tests_named_after_their_class_are_related(tmp_path):
     findings, _ = findings_for(repo, scope, objective="What does p hold?", phase="review")
     gap = next(d for d in findings.key_discoveries if d.startswith("Coverage gap"))
     assert gap.endswith("(1 related test files listed): lib/src/main/java/p/Lexer.java.")
+
+
+def test_a_file_named_by_a_minor_word_does_not_outrank_the_files_holding_the_searched_ones(
+    tmp_path,
+):
+    """"limit" is the objective's fourth word: `resource-limits.md` is named by it but holds
+    none of the three searched words; the guide that explains redirects is read first."""
+    docs = {
+        "docs/resource-limits.md": "# Resource limits\n\nSize the connection pool.\n",
+        "docs/guide.md": (
+            "# Guide\n\nClients follow a redirect when `follow_redirects=True`.\n"
+            "Disable it per request.\n"
+        ),
+        "docs/api.md": "# API\n\n`is_redirect` tells whether a response redirects.\n",
+        "docs/proxies.md": "# Proxies\n\nSet a proxy; disable it with `trust_env=False`.\n",
+    }
+    repo = make_repo(tmp_path / "client", docs)
+    objective = (
+        "How does the client decide to follow a redirect, and where can a user limit or "
+        "disable it?"
+    )
+    _, transcript = findings_for(repo, ["docs"], objective=objective)
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert greps[0] == "redirect|follow|disabl"
+    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    assert read[0] == "docs/guide.md"
+    assert "docs/resource-limits.md" not in read  # three reads: the files holding the words
