@@ -220,7 +220,7 @@ def test_java_tests_named_after_their_class_are_related(tmp_path):
 def test_a_file_named_by_a_minor_word_does_not_outrank_the_files_holding_the_searched_ones(
     tmp_path,
 ):
-    """"limit" is the objective's fourth word: `resource-limits.md` is named by it but holds
+    """ "limit" is the objective's fourth word: `resource-limits.md` is named by it but holds
     none of the three searched words; the guide that explains redirects is read first."""
     docs = {
         "docs/resource-limits.md": "# Resource limits\n\nSize the connection pool.\n",
@@ -233,8 +233,7 @@ def test_a_file_named_by_a_minor_word_does_not_outrank_the_files_holding_the_sea
     }
     repo = make_repo(tmp_path / "client", docs)
     objective = (
-        "How does the client decide to follow a redirect, and where can a user limit or "
-        "disable it?"
+        "How does the client decide to follow a redirect, and where can a user limit or disable it?"
     )
     _, transcript = findings_for(repo, ["docs"], objective=objective)
     greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
