@@ -174,7 +174,8 @@ class WorkdirFiles:
         if not target.exists():
             raise FileNotFoundError(f"path {raw!r} does not exist in the workdir")
         parts = target.relative_to(self.root).parts
-        if any(p in SKIP_DIRS for p in parts) or (parts and parts[-1].startswith(".env")):
+        folders = parts if target.is_dir() else parts[:-1]  # a script named `build` is a file
+        if any(p in SKIP_DIRS for p in folders) or (parts and parts[-1].startswith(".env")):
             raise PathEscapeError(
                 f"path {raw!r} is excluded from the file tools (tool or "
                 "VCS folder, or an .env file)"

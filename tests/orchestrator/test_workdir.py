@@ -196,6 +196,19 @@ class TestConfinement:
         assert tools["read_file"].invoke({"path": ".github/ci.yml"}).endswith("1: on: push")
         assert ".github" not in tools["list_files"].invoke({})
 
+    def test_a_file_named_like_a_skipped_folder_is_a_file(self, tools, repo):
+        (repo / "scripts").mkdir()
+        (repo / "scripts" / "build").write_text("#!/bin/sh\npython -m build --wheel\n")
+        (repo / "build").mkdir()
+        (repo / "build" / "out.txt").write_text("python -m build output\n")
+        read = tools["read_file"].invoke
+        assert "scripts/build" in tools["list_files"].invoke({"path": "scripts"})
+        assert read({"path": "scripts/build"}).endswith("2: python -m build --wheel")
+        assert tools["grep_files"].invoke({"pattern": "wheel"}) == (
+            "scripts/build:2: python -m build --wheel"
+        )
+        assert read({"path": "build/out.txt"}).startswith("Error: path 'build/out.txt' is excluded")
+
     def test_symlinks_out_are_not_listed_or_grepped(self, tools, repo, tmp_path):
         (repo / "secret_link.txt").symlink_to(tmp_path / "outside" / "secret.txt")
         (repo / "link_out").symlink_to(tmp_path / "outside", target_is_directory=True)
