@@ -355,15 +355,36 @@ class _Facts:
         return f"Call chain: {shown}. Defined at {_short(defs, 8)}; called at {_short(calls, 8)}."
 
     def word_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
-        """What a grep for `pattern` (the term actually searched) found, with real totals."""
-        p, n, t = hits[0]
-        files = list(dict.fromkeys(h[0] for h in hits))
+        """What a grep for `pattern` (the terms actually searched) found, with real totals;
+        the lines quoted are those of the files holding most and rarest of the terms
+        (`Evidence.centrality`), the lines holding most of them first, two per file."""
+        ranked = self._best_hits(pattern, hits)
+        p, n, t = ranked[0]
+        files = list(dict.fromkeys(h[0] for h in ranked))
         counted = f"{self.ev.count(pattern)} of {self.where} match {pattern!r}"
         if self.phase == "exploration":
             return f"{counted}, e.g. {p}:{n}: {clip(t, 100)}"
         if self.phase == "planning":
             return f"{counted}: {_short(files, 4)}."
-        return f"{counted}: " + ", ".join(f"{h[0]}:{h[1]}" for h in hits[:5]) + "."
+        per_file: Counter[str] = Counter()
+        shown = []
+        for path, line, _ in ranked:
+            per_file[path] += 1
+            if per_file[path] <= 2:
+                shown.append(f"{path}:{line}")
+        return f"{counted}: " + ", ".join(shown[:5]) + "."
+
+    def _best_hits(
+        self, pattern: str, hits: list[tuple[str, int, str]]
+    ) -> list[tuple[str, int, str]]:
+        terms = [re.sub(r"\\(.)", r"\1", t) for t in pattern.split("|")]
+        central = self.ev.centrality(terms)
+
+        def key(hit: tuple[str, int, str]) -> tuple:
+            low = hit[2].lower()
+            return (-central.get(hit[0], 0.0), -sum(t in low for t in terms), hit[0], hit[1])
+
+        return sorted(hits, key=key)
 
     def questions(self, objective: str) -> list[str]:
         if self.phase == "planning" and self.ev.read:

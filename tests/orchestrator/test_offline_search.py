@@ -235,9 +235,14 @@ def test_a_file_named_by_a_minor_word_does_not_outrank_the_files_holding_the_sea
     objective = (
         "How does the client decide to follow a redirect, and where can a user limit or disable it?"
     )
-    _, transcript = findings_for(repo, ["docs"], objective=objective)
+    findings, transcript = findings_for(repo, ["docs"], objective=objective)
     greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
     assert greps[0] == "redirect|follow|disabl"
+    # the line quoted is the one holding most of the words, not the first file's
+    assert (
+        "4 line(s) in 3 file(s) of docs match 'redirect|follow|disabl', e.g. docs/guide.md:3: "
+        "Clients follow a redirect when `follow_redirects=True`."
+    ) in findings.key_discoveries
     read = [args["path"] for name, args, _ in transcript if name == "read_file"]
     assert read[0] == "docs/guide.md"
     assert "docs/resource-limits.md" not in read  # three reads: the files holding the words
