@@ -41,6 +41,9 @@ SNIPPET_CHARS = 300
 MAX_ASKED = 80
 #: Two results of one view with this share of their words in common are one (Jaccard).
 SAME_WORDS = 0.8
+#: A result quoting this many words in a row of an earlier result's match (two of them
+#: query words) echoes it.
+ECHO_WORDS = 8
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 _LINE_ID = re.compile(r"#L(\d+)$")
@@ -99,32 +102,68 @@ def search(
         raise InvalidQueryError(f"invalid limit {limit!r}: give a number of results >= 1")
     backend: BaseBackend = getattr(memory, "backend", memory)
     backend.sync_index()
-    asked = limit
+    # twice the limit: room to put echoes last (the index ranks the same candidates anyway)
+    asked = 2 * limit if widen else limit
     while True:
         hits = backend.index_query(query, sources=sources, limit=asked)
-        results = distinct([to_result(hit, query) for hit in hits])
+        results = distinct([to_result(hit, query) for hit in hits], query)
         if len(results) >= limit or len(hits) < asked or not widen or 2 * asked > MAX_ASKED:
             return results[:limit]
         asked *= 2
 
 
-def distinct(results: Sequence[SearchResult]) -> list[SearchResult]:
-    """`results` without near-repeats of an earlier result of the same view: thirteen
-    checkpoints quote the same objective line (their other fields differ a little), a
-    merged file repeats its findings. Near means `SAME_WORDS` of their words in common.
-    Messages are kept as they are (two turns saying the same are two turns)."""
+def distinct(results: Sequence[SearchResult], query: str = "") -> list[SearchResult]:
+    """`results` without near-repeats, and echoes last.
+
+    Near-repeats of one view are dropped: thirteen checkpoints quote the same objective
+    line (their other fields differ a little), a merged file repeats its findings; near
+    means `SAME_WORDS` of their words in common. Messages are never dropped (two turns
+    saying the same are two turns).
+
+    Echoes, of any view, come after the other results: with `query`, a result quoting the
+    passage an earlier result matched (`ECHO_WORDS` words in a row, two of them query
+    words) says nothing new. A task's objective, which its plan, snapshots, checkpoints,
+    episode and the lead's messages all repeat, would otherwise fill the results of any
+    question asked in its words.
+    """
+    asked = _query_prefixes(query)
     kept: list[tuple[SearchResult, set[str]]] = []
+    echoed: list[SearchResult] = []
+    passages: set[tuple[str, ...]] = set()
     for result in results:
-        words: set[str] = set()
-        if result.source != "messages":
-            words = {w for w in _WORD.findall(result.text.lower()) if len(w) > 2}
-            if any(
-                other.source == result.source and _overlap(words, seen) >= SAME_WORDS
-                for other, seen in kept
-            ):
-                continue
+        tokens = [w for w in _WORD.findall(result.text.lower()) if len(w) > 2]
+        words = set(tokens)
+        if result.source != "messages" and any(
+            other.source == result.source and _overlap(words, seen) >= SAME_WORDS
+            for other, seen in kept
+        ):
+            continue
+        mine = _passages(tokens, asked)
+        if mine & passages:
+            echoed.append(result)
+            continue
+        passages |= mine
         kept.append((result, words))
-    return [result for result, _ in kept]
+    return [result for result, _ in kept] + echoed
+
+
+def _query_prefixes(query: str) -> set[str]:
+    """The query's words as stem-like prefixes (`redirects` -> `redir`), stopwords left out."""
+    return {w[:5] for w in _WORD.findall(query.lower()) if len(w) > 2 and w not in STOPWORDS}
+
+
+def _passages(tokens: list[str], asked: set[str]) -> set[tuple[str, ...]]:
+    """Runs of `ECHO_WORDS` words of `tokens` holding at least two of the query's words (one
+    when the query has one)."""
+    need = min(2, len(asked))
+    if not need:
+        return set()
+    hit = [t[:5] in asked for t in tokens]
+    runs: set[tuple[str, ...]] = set()
+    for i in range(len(tokens) - ECHO_WORDS + 1):
+        if sum(hit[i : i + ECHO_WORDS]) >= need:
+            runs.add(tuple(tokens[i : i + ECHO_WORDS]))
+    return runs
 
 
 def _overlap(a: set[str], b: set[str]) -> float:

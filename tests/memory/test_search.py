@@ -452,3 +452,30 @@ def test_near_copies_in_one_view_are_one_result_and_the_search_goes_on(memory_di
         _log_days(store, [said, said])
         found = store.search("gitignore rules hide dotfiles", scope="messages", limit=5)
     assert sorted(r.line for r in found) == [1, 2]
+
+
+def test_a_passage_other_views_repeat_comes_once_before_what_else_matches(memory_dir):
+    """The objective is quoted by the plan, a snapshot, checkpoints and the lead's messages;
+    asked in its words, search shows it once, then the findings, then the other quotes."""
+    objective = "How does the client decide to follow a redirect, and where can a user disable it?"
+    files = {
+        "research_plans/t1.md": f"# Plan\n\n## Objective\n{objective}\n",
+        "context_snapshots/snap_1.md": f"# Snapshot\n\nObjective: {objective}\nPhase: review\n",
+        "checkpoints/cp_review_1.json": json.dumps({"objective": objective, "phase": "review"}),
+        "findings/researcher_1.md": (
+            "# Findings\n\nBy default the client does not follow a redirect; "
+            "`follow_redirects=True` turns it on per request.\n"
+        ),
+        "findings/researcher_2.md": "# Findings\n\nA user can disable retries with `retries=0`.\n",
+    }
+    for name, text in files.items():
+        (memory_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        durable.atomic_write_text(memory_dir / name, text)
+    with MemoryStore(memory_dir) as store:
+        _log_days(store, [{"role": "user", "content": f"Objective: {objective} Phase: review"}])
+        results = store.search("where can a user disable a redirect", limit=5)
+    quoting = [i for i, r in enumerate(results) if "where can a user disable it" in r.text]
+    answers = [i for i, r in enumerate(results) if r.source == "findings"]
+    assert len(results) == 5 and len(answers) == 2
+    assert quoting[0] < answers[0]  # the best match first, as ranked
+    assert max(answers) < quoting[1]  # its repeats after everything else
