@@ -26,6 +26,10 @@ _DRAWN_SUFFIXES = (".svg", ".map")
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TAG_RE = re.compile(r"<[^>]*>")
+#: Small print and links: a sponsor's note in `<sup>`, a logo or a tagline inside `<a>`.
+_ASIDE_SPAN_RE = re.compile(r"<(sup|sub|small)\b[^>]*>.*?</\1\s*>", re.IGNORECASE)
+_ASIDE_OPEN_RE = re.compile(r"<(?:a|sup|sub|small)\b[^>]*>", re.IGNORECASE)
+_ASIDE_CLOSE_RE = re.compile(r"</(?:a|sup|sub|small)\s*>", re.IGNORECASE)
 
 
 def _visible(text: str) -> str:
@@ -103,11 +107,19 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     prose = PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES
     text_file = prose  # markdown, HTML, plain text: badges and tags are not a description
     license = False  # inside a licence header (to its first blank line)
+    aside = 0  # inside a link or small print spanning lines (a banner's sponsors)
     for raw in lines:
         s = raw.strip()
         if not s:
             license = False
             continue
+        if text_file:
+            s = _ASIDE_SPAN_RE.sub("", s)
+            opened = len(_ASIDE_OPEN_RE.findall(s)) - len(_ASIDE_CLOSE_RE.findall(s))
+            was, aside = aside, max(0, aside + opened)
+            if was or aside:  # its text is a link's or small print, not the file's
+                continue
+            s = re.sub(r"^(>\s*)+", "", s)  # a tagline quoted as `> ...`
         if s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
             continue
         if not prose and not _PROSE_RE.match(s):

@@ -147,6 +147,21 @@ def test_a_readme_opening_with_badges_is_described_by_its_first_sentence(tmp_pat
     )
 
 
+def test_a_readme_opening_with_a_sponsor_banner_is_described_by_its_tagline(tmp_path):
+    banner = (
+        '<div align="center">\n\t<img width="360" src="media/logo.svg" alt="Got">\n'
+        "\t<p>\n\t\t<sup>\n\t\t\tOur open source work is supported by the community.\n"
+        "\t\t</sup>\n\t</p>\n"
+        '\t<a href="https://sponsor.example">\n\t\t<div>\n\t\t\t<img src="sponsor.svg">\n'
+        "\t\t</div>\n\t\t<b>Fast remote container builds.</b>\n\t</a>\n</div>\n\n"
+        "> Human-friendly HTTP request library\n\n"
+    )
+    repo = make_repo(tmp_path / "got", {"readme.md": banner, "source/index.ts": "export {};\n"})
+    findings, _ = findings_for(repo, ["readme.md"], objective="What is got?")
+    notes = {f.path: f.description for f in findings.files}
+    assert notes["readme.md"] == "Human-friendly HTTP request library"
+
+
 APACHE = (
     "// Copyright 2013-2023 The Widget Authors\n"
     "//\n"
