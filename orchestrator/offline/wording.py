@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from orchestrator.offline.defs import def_name
+from orchestrator.offline.defs import def_name, test_calls
 from orchestrator.offline.evidence import (
     _CALL_SUFFIX,
     _CODE_SUFFIXES,
@@ -229,7 +229,10 @@ class _Facts:
             defs = code_defs(lines, path)
             if self.ev.is_test_area():
                 cases = [n for n, _ in defs if n.startswith(("test", "Test"))]
-                helpers = [n for n, _ in defs if not n.startswith(("test", "Test"))]
+                cases += [n for n, _ in test_calls(lines)]
+                helpers = list(
+                    dict.fromkeys(n for n, _ in defs if not n.startswith(("test", "Test")))
+                )
                 target = _tested_name(path)
                 out.append(
                     f"{path} targets {target!r}: {len(cases)} test case(s) in the lines read"

@@ -261,3 +261,19 @@ def test_a_file_named_by_a_minor_word_does_not_outrank_the_files_holding_the_sea
     read = [args["path"] for name, args, _ in transcript if name == "read_file"]
     assert read[0] == "docs/guide.md"
     assert "docs/resource-limits.md" not in read  # three reads: the files holding the words
+
+
+def test_javascript_test_cases_declared_by_calls_are_counted(tmp_path):
+    spec = (
+        "import test from 'ava';\n"
+        "const echo = (request, response) => {\n\tresponse.end(request.url);\n};\n"
+        "const echo = (request, response) => {\n\tresponse.end('');\n};\n"
+        "test('async hooks', withServer, async t => {\n\tt.pass();\n});\n"
+        'test.serial("retries once", async t => {\n\tt.pass();\n});\n'
+        "it(`follows a redirect`, () => {});\n"
+    )
+    repo = make_repo(tmp_path / "got", {"test/hooks.ts": spec, "source/hooks.ts": "export {};\n"})
+    findings, _ = findings_for(repo, ["test"], phase="implementation")
+    assert (
+        "test/hooks.ts targets 'hooks': 3 test case(s) in the lines read; helpers/fixtures: echo."
+    ) in findings.key_discoveries
