@@ -38,6 +38,8 @@ _LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
 _NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
 _GREP_RE = re.compile(r"^(.+?):(\d+): (.*)$")
 _WORD_RE = re.compile(r"[a-z0-9]+")
+#: A name with its version after a slash is one word, as code spells it: `HTTP/2` -> `http2`.
+_VERSIONED_RE = re.compile(r"\b([a-z]+)/(\d)\b")
 _STOPWORDS = frozenset(
     """a an and are as at be by can do does for from has have how in into is it its of on or
     the this that these those to was what when where which who why will with without all any
@@ -118,7 +120,7 @@ def words(text: str) -> list[str]:
     """Lower-case content words of `text` (stop words, their other forms such as
     `implemented`, and short words dropped), in order."""
     seen: dict[str, None] = {}
-    for w in _WORD_RE.findall(text.lower()):
+    for w in _WORD_RE.findall(_VERSIONED_RE.sub(r"\1\2", text.lower())):
         if len(w) >= 3 and w not in _STOPWORDS and not w.isdigit() and stem(w) not in _STOP_STEMS:
             seen.setdefault(w, None)
     return list(seen)

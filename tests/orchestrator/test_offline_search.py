@@ -277,3 +277,16 @@ def test_javascript_test_cases_declared_by_calls_are_counted(tmp_path):
     assert (
         "test/hooks.ts targets 'hooks': 3 test case(s) in the lines read; helpers/fixtures: echo."
     ) in findings.key_discoveries
+
+
+def test_a_versioned_name_is_searched_as_code_spells_it(tmp_path):
+    files = {
+        "source/options.ts": "import http2wrapper from 'http2-wrapper';\nconst http = 1;\n",
+        "source/agent.ts": "import http from 'node:http';\nimport https from 'node:https';\n",
+    }
+    repo = make_repo(tmp_path / "client", files)
+    _, transcript = findings_for(repo, ["source"], objective="How is HTTP/2 enabled?")
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert greps[0] == "http2|enabl"  # not `http`, which every request module holds
+    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    assert read[0] == "source/options.ts"
