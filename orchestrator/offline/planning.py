@@ -390,7 +390,7 @@ def build_plan(
     goal = words(objective)
     named = any(_goal_score(a, set(map(stem, goal))) for a in chosen)
     basis = (
-        f" ranked by the objective's words ({', '.join(goal[:4])})"
+        f" ranked by the objective's words ({', '.join(_one_per_stem(goal)[:4])})"
         if named
         else " ranked by size (source files), as the objective names no area"
     )
@@ -465,3 +465,11 @@ def _pick_agent(brief: Brief) -> str:
         return "researcher"
     stem = brief.phase[:4]
     return next((a for a in brief.agents if stem and a.lower().startswith(stem)), brief.agents[0])
+
+
+def _one_per_stem(found: Sequence[str]) -> list[str]:
+    """`found` with one word per stem (`cookies, cookie` -> `cookies`)."""
+    firsts: dict[str, str] = {}
+    for w in found:
+        firsts.setdefault(stem(w), w)
+    return list(firsts.values())

@@ -274,3 +274,10 @@ def test_a_small_core_stays_one_area_beside_its_docs(tmp_path):
     plan = plan_for(repo, "How are hidden files skipped?")
     scopes = [s.scope for s in plan.subtasks]
     assert ["src"] in scopes and ["doc"] in scopes
+
+
+def test_the_strategy_names_each_word_of_the_objective_once(tmp_path):
+    files = {"source/cookies.ts": "export {};\n", "docs/jar.md": "# Cookie jar\n"}
+    repo = make_repo(tmp_path / "client", files)
+    plan = plan_for(repo, "Where are cookies handled and how does a user plug in a cookie jar?")
+    assert "ranked by the objective's words (cookies, user, plug, jar):" in plan.strategy
