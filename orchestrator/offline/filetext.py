@@ -22,6 +22,12 @@ _LICENSE_RE = re.compile(
 )
 
 
+#: A comment that talks to a tool, not to a reader (`//go:build darwin`, `// eslint-disable`).
+_DIRECTIVE_RE = re.compile(
+    r"^(go:\w+|\+build\b|nolint\b|eslint[- ]|@ts-|prettier-ignore|tslint:|jshint\b"
+    r"|istanbul ignore|type:\s*ignore|pylint:|mypy:|noqa\b|fmt:\s*(off|on|skip)|#?(end)?region\b)",
+    re.IGNORECASE,
+)
 _DRAWN_SUFFIXES = (".svg", ".map")
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
@@ -130,6 +136,8 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
         s = _MARKER_RE.sub("", s).strip()
         s = _CLOSING_QUOTES_RE.split(s, maxsplit=1)[0].rstrip("\"'").strip()  # text after `"""x"""`
         s = re.sub(r"\s*(-?#\}|\*/|-->)$", "", s)  # comment closers
+        if not text_file and _DIRECTIVE_RE.match(s):
+            continue
         if text_file:
             s = _visible(s)
         if len(s) >= 3 and _is_words(s):

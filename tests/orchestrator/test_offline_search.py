@@ -290,3 +290,17 @@ def test_a_versioned_name_is_searched_as_code_spells_it(tmp_path):
     assert greps[0] == "http2|enabl"  # not `http`, which every request module holds
     read = [args["path"] for name, args, _ in transcript if name == "read_file"]
     assert read[0] == "source/options.ts"
+
+
+def test_tool_directives_are_not_a_files_description(tmp_path):
+    files = {
+        "ui/ignore_darwin.go": (
+            "//go:build darwin\n// +build darwin\n\npackage ui\n\nfunc ignorePatterns() {}\n"
+        ),
+        "ui/options.ts": "/* eslint-disable no-console */\n// Parses the options.\nexport {};\n",
+    }
+    repo = make_repo(tmp_path / "glow", files)
+    findings, _ = findings_for(repo, ["ui"], objective="How are ignore patterns chosen?")
+    notes = {f.path: f.description for f in findings.files}
+    assert notes["ui/ignore_darwin.go"].startswith("no docstring or heading")
+    assert notes["ui/options.ts"].startswith("Parses the options")
