@@ -32,6 +32,7 @@ _DRAWN_SUFFIXES = (".svg", ".map")
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TAG_RE = re.compile(r"<[^>]*>")
+_TEMPLATE_TAG_RE = re.compile(r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}")  # Jinja, Liquid, Handlebars
 #: Small print and links: a sponsor's note in `<sup>`, a logo or a tagline inside `<a>`.
 _ASIDE_SPAN_RE = re.compile(r"<(sup|sub|small)\b[^>]*>.*?</\1\s*>", re.IGNORECASE)
 _ASIDE_OPEN_RE = re.compile(r"<(?:a|sup|sub|small)\b[^>]*>", re.IGNORECASE)
@@ -42,10 +43,10 @@ def _visible(text: str) -> str:
     """What a reader sees of a markdown/HTML line: no images (badges), links as their
     text, no tags (`<p align="center">`); nothing for a line of links alone (a row of
     badges, a language switch `[[Deutsch](...)]`, a menu `[Docs](...) | [API](...)`)."""
-    text = _TAG_RE.sub("", _IMAGE_RE.sub("", text))
+    text = _TAG_RE.sub("", _IMAGE_RE.sub("", _TEMPLATE_TAG_RE.sub("", text)))
     if not re.search(r"[^\W\d_]", _LINK_RE.sub("", text)):
         return ""
-    return _LINK_RE.sub(r"\1", text).strip()
+    return _LINK_RE.sub(r"\1", text).strip(" \t-|:")
 
 
 def _is_words(text: str) -> bool:
@@ -126,6 +127,8 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             if was or aside:  # its text is a link's or small print, not the file's
                 continue
             s = re.sub(r"^(>\s*)+", "", s)  # a tagline quoted as `> ...`
+            if s.startswith(".. "):  # a reStructuredText directive or comment
+                continue
         if s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
             continue
         if not prose and not _PROSE_RE.match(s):

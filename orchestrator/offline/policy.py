@@ -352,9 +352,15 @@ def keywords(
     """
     scope_words = set().union(*(_path_words(s) for s in [*scope, root] if s))
     seen = set().union(*(_path_words(p) for p in paths)) if paths else set()
-    own = [stem(w) for w in words(brief.objective) if len(w) >= 4]
-    more = [stem(w) for w in words(brief.title) if len(w) >= 4]
     said = Counter(stem(w) for w in _WORD_RE.findall(brief.objective.lower()))
+    # three letters are too short a word, unless an acronym (URL, API) or said twice
+    acronyms = {w.lower() for w in re.findall(r"\b[A-Z][A-Z0-9]{2}\b", brief.objective)}
+    own = [
+        stem(w)
+        for w in words(brief.objective)
+        if len(w) >= 4 or w in acronyms or said[stem(w)] >= 2
+    ]
+    more = [stem(w) for w in words(brief.title) if len(w) >= 4]
     key = {}  # stem -> (from the title, said once, already in a file name, shorter, position)
     for i, w in enumerate(own + more):
         if w not in scope_words and w not in key:

@@ -43,6 +43,12 @@ from orchestrator.offline.evidence import (
 from orchestrator.offline.filetext import clip, code_defs, describe, is_prose, outline
 from orchestrator.protocol import SubmitFindings
 
+#: A line that only brings a name in: `import x`, `from x import y`, `use a::b;`,
+#: `#include <x>`, `const x = require('x')`, `import x from 'x'`.
+_IMPORT_RE = re.compile(
+    r"^\s*(import\b|from\s+\S+\s+import\b|use\s|#include\b|(const|let|var)\s.*=\s*require\()"
+)
+
 
 def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any) -> SubmitFindings:
     """`SubmitFindings` built only from the evidence the tools returned.
@@ -385,7 +391,9 @@ class _Facts:
 
         def key(hit: tuple[str, int, str]) -> tuple:
             low = hit[2].lower()
-            return (-central.get(hit[0], 0.0), -sum(t in low for t in terms), hit[0], hit[1])
+            held = -sum(t in low for t in terms)
+            imports = bool(_IMPORT_RE.match(low))  # `from x import BadRequest` says little
+            return (-central.get(hit[0], 0.0), imports, held, hit[0], hit[1])
 
         return sorted(hits, key=key)
 

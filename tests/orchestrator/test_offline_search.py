@@ -304,3 +304,36 @@ def test_tool_directives_are_not_a_files_description(tmp_path):
     notes = {f.path: f.description for f in findings.files}
     assert notes["ui/ignore_darwin.go"].startswith("no docstring or heading")
     assert notes["ui/options.ts"].startswith("Parses the options")
+
+
+def test_an_acronym_is_searched_and_import_lines_are_quoted_last(tmp_path):
+    files = {
+        "src/app.py": (
+            "from werkzeug.urls import url_converter, function_map\n"
+            "def add_url_rule(rule, view_func):\n"
+            "    # match the URL rule to its view function\n"
+            "    url_map.add(Rule(rule, endpoint=view_func))\n"
+        ),
+        "src/config.py": "ROOT = '/'\n",
+    }
+    repo = make_repo(tmp_path / "web", files)
+    objective = "How is a URL matched to a view function, and where are URL converters added?"
+    findings, transcript = findings_for(repo, ["src"], objective=objective)
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert greps[0] == "url|converter|function"  # URL, said twice, is the subject
+    example = next(d for d in findings.key_discoveries if " match 'url|" in d)
+    assert example.endswith("e.g. src/app.py:3: # match the URL rule to its view function")
+
+
+def test_directives_and_template_tags_of_text_files_are_not_descriptions(tmp_path):
+    files = {
+        "docs/views.rst": ".. currentmodule:: flask\n\nClass-based Views\n=================\n",
+        "docs/base.html": (
+            "<!doctype html>\n<title>{% block title %}{% endblock %} - Flaskr</title>\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "site", files)
+    findings, _ = findings_for(repo, ["docs"], objective="What do the docs say about views?")
+    notes = {f.path: f.description for f in findings.files}
+    assert notes["docs/views.rst"] == "Class-based Views"
+    assert notes["docs/base.html"] == "Flaskr"
