@@ -51,7 +51,8 @@ SKIP_DIRS = frozenset(
 BINARY_SUFFIXES = frozenset(
     """.png .jpg .jpeg .gif .bmp .ico .webp .pdf .zip .gz .tgz .bz2 .xz .7z .tar .whl .jar
     .so .dylib .dll .exe .bin .o .a .pyc .pyo .class .db .sqlite .sqlite3 .woff .woff2 .ttf
-    .otf .mp3 .mp4 .wav .mov .avi .npy .npz .pkl .parquet .onnx .pt .safetensors""".split()
+    .otf .mp3 .mp4 .wav .mov .avi .npy .npz .pkl .parquet .onnx .pt .safetensors .ai .eps .psd
+    .sketch .fig .xcf .tif .tiff .heic .avif .icns .dmg .iso .rlib .wasm""".split()
 )
 #: Extensions of source and text files, taken as text without opening them (a tree of 19K
 #: files: one open each made up most of a listing).

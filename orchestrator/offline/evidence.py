@@ -52,7 +52,10 @@ _STOPWORDS = frozenset(
     just like well one ones other others more most some such than then there here over
     give tell show identify change changes study
     handle handled handles handling decide decides decided determine determines determined
-    happen happens happened""".split()
+    happen happens happened
+    whether either neither although though unless whereas whom whose however therefore
+    instead rather really actually mainly mostly usually often very even still shall upon
+    onto within through during across between""".split()
 )
 _CODE_SUFFIXES = frozenset(
     ".py .js .mjs .cjs .jsx .ts .tsx .go .rs .java .kt .kts .scala .swift .c .cc .cpp .cs .m"

@@ -337,3 +337,12 @@ def test_directives_and_template_tags_of_text_files_are_not_descriptions(tmp_pat
     notes = {f.path: f.description for f in findings.files}
     assert notes["docs/views.rst"] == "Class-based Views"
     assert notes["docs/base.html"] == "Flaskr"
+
+
+def test_function_words_of_a_question_are_not_searched(tmp_path):
+    files = {"src/adapters.py": "def cert_verify(conn, verify, cert):\n    pass\n"}
+    repo = make_repo(tmp_path / "client", files)
+    objective = "How does the client decide whether to verify certificates, either way?"
+    _, transcript = findings_for(repo, ["src"], objective=objective)
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert greps[0] == "certificat|verify"

@@ -150,6 +150,13 @@ class TestReadFile:
             "# ... 1 more lines: call read_file with start_line=6",
         ]
 
+    def test_design_files_that_look_like_text_are_binary(self, tools, repo):
+        # an Illustrator file opens as PDF text: objects and streams, no NUL in its head
+        (repo / "logo.ai").write_text("%PDF-1.5\n1 0 obj\n<< /Type /Catalog >>\nendobj\n")
+        read = tools["read_file"].invoke({"path": "logo.ai"})
+        assert read.startswith("Error: 'logo.ai' is a binary file")
+        assert "logo.ai" not in tools["grep_files"].invoke({"pattern": "Catalog"})
+
     def test_binary_and_directory_are_errors_not_exceptions(self, tools):
         assert (
             tools["read_file"]
