@@ -28,6 +28,7 @@ _DIRECTIVE_RE = re.compile(
     r"|istanbul ignore|type:\s*ignore|pylint:|mypy:|noqa\b|fmt:\s*(off|on|skip)|#?(end)?region\b)",
     re.IGNORECASE,
 )
+_GENERIC_HEADINGS = frozenset({"name", "synopsis", "contents", "table of contents", "toc"})
 _DRAWN_SUFFIXES = (".svg", ".map")
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
@@ -127,7 +128,7 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             if was or aside:  # its text is a link's or small print, not the file's
                 continue
             s = re.sub(r"^(>\s*)+", "", s)  # a tagline quoted as `> ...`
-            if s.startswith(".. "):  # a reStructuredText directive or comment
+            if s.startswith((".. ", "% ")):  # a reStructuredText directive, a pandoc title
                 continue
         if s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
             continue
@@ -143,6 +144,8 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             continue
         if text_file:
             s = _visible(s)
+        if s.lower() in _GENERIC_HEADINGS:  # a man page's "NAME", a "Table of Contents"
+            continue
         if len(s) >= 3 and _is_words(s):
             first = clip(s, 160)
             break

@@ -44,9 +44,11 @@ from orchestrator.offline.filetext import clip, code_defs, describe, is_prose, o
 from orchestrator.protocol import SubmitFindings
 
 #: A line that only brings a name in: `import x`, `from x import y`, `use a::b;`,
-#: `#include <x>`, `const x = require('x')`, `import x from 'x'`.
+#: `pub(crate) mod colors;`, `#include <x>`, `const x = require('x')`, `import x from 'x'`.
 _IMPORT_RE = re.compile(
-    r"^\s*(import\b|from\s+\S+\s+import\b|use\s|#include\b|(const|let|var)\s.*=\s*require\()"
+    r"^\s*(import\b|from\s+\S+\s+import\b|(pub(\([^)]*\))?\s+)?(use\s.*;|mod\s+\w+\s*;)"
+    r"|extern crate\b"
+    r"|#include\b|(const|let|var)\s.*=\s*require\()"
 )
 
 

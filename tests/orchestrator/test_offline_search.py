@@ -346,3 +346,23 @@ def test_function_words_of_a_question_are_not_searched(tmp_path):
     _, transcript = findings_for(repo, ["src"], objective=objective)
     greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
     assert greps[0] == "certificat|verify"
+
+
+def test_rust_module_lines_are_quoted_last_and_a_man_page_by_its_name_line(tmp_path):
+    files = {
+        "src/lib.rs": (
+            "pub(crate) mod byte_colors;\n"
+            "use crate::colors::{COLOR_NULL, COLOR_ASCII};\n"
+            "fn byte_color(byte: u8) -> Color {\n"
+            "    // the color of each byte category\n"
+            "}\n"
+        ),
+        "doc/hexyl.1.md": "% HEXYL(1) hexyl\n\n# NAME\n\nhexyl - a command-line hex viewer\n",
+    }
+    repo = make_repo(tmp_path / "hexyl", files)
+    findings, _ = findings_for(repo, ["src"], objective="How is the color of each byte chosen?")
+    example = next(d for d in findings.key_discoveries if " match 'color|byt'" in d)
+    assert example.endswith("e.g. src/lib.rs:3: fn byte_color(byte: u8) -> Color {")
+    findings, _ = findings_for(repo, ["doc"], objective="What is hexyl?")
+    notes = {f.path: f.description for f in findings.files}
+    assert notes["doc/hexyl.1.md"] == "hexyl - a command-line hex viewer"
