@@ -169,10 +169,22 @@ def _partial(area: Area, parts: list[Area], slots: int) -> list[Area]:
     subfolders still gets the room, instead of a small folder elsewhere being split."""
     ranked = sorted(parts, key=lambda a: (-len(a.files), a.name))
     taken, rest = ranked[: slots - 1], ranked[slots - 1 :]
-    named = ", ".join(a.name for a in taken)
     scope = [path for a in rest for path in a.scope]
     files = [f for a in rest for f in a.files]
-    return [*taken, Area(f"{area.name} (other than {named})", scope, files)]
+    return [*taken, Area(_other_than(area.name, taken), scope, files)]
+
+
+def _other_than(name: str, taken: Sequence[Area]) -> str:
+    """`gson (other than internal and gson's top level)`: the rest of `name` beside the
+    areas `taken` from it, each named by its last folder (its full path is its own name)."""
+    short = []
+    for area in taken:
+        rel = area.name[len(name) + 1 :] if area.name.startswith(name + "/") else area.name
+        path, _, note = rel.partition(" (")
+        tail = path.rsplit("/", 1)[-1]
+        short.append(f"{tail}'s {note.rstrip(')')}" if note else tail)
+    listed = ", ".join(short[:-1]) + f" and {short[-1]}" if len(short) > 1 else short[0]
+    return f"{name} (other than {listed})"
 
 
 #: Source files a module needs before it is cut into several areas when there is no room:
@@ -216,10 +228,9 @@ def _share_dominant(areas: list[Area], room: int, goal: Sequence[str]) -> list[A
     ranked = sorted(parts, key=lambda p: (-_source_count(p.files), p.name))
     taken, rest = ranked[:want], ranked[want:]
     if len(rest) > 1:
-        named = ", ".join(a.name for a in taken)
         rest = [
             Area(
-                f"{big.name} (other than {named})",
+                _other_than(big.name, taken),
                 [path for a in rest for path in a.scope],
                 [f for a in rest for f in a.files],
             )

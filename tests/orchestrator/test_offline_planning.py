@@ -102,10 +102,10 @@ class TestResearchPolicyLead:
         assert set(scopes) == {
             "bin",
             "lib/commands",
-            "lib (other than lib/commands)",
+            "lib (other than commands)",
             "top-level files",
         }
-        rest = scopes["lib (other than lib/commands)"]
+        rest = scopes["lib (other than commands)"]
         assert rest[0] == "lib/utils" and "lib/cli" in rest
         assert sorted(p for p in rest if p.endswith(".js")) == [f"lib/m{i}.js" for i in range(5)]
 
@@ -242,6 +242,8 @@ def test_a_module_holding_most_of_the_code_gets_several_subagents(tmp_path):
     # the rest of the core module is one more area, not left out
     rest = next(s for s in plan.subtasks if s.title.endswith(")") and "other than" in s.title)
     assert f"{core}/stream" in rest.scope
+    # named by the parts' last folders, not their paths again
+    assert rest.title == "Survey core/src (other than internal and core's top level)"
     assert "Left out for now: " in " ".join(plan.constraints)
 
 
