@@ -62,9 +62,7 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     review lists risks (TODOs, untested modules, the biggest files, test coverage).
     """
     # a long scope (the loose files of a folder) is named by its first paths
-    where = (
-        ", ".join(scope) if len(scope) <= 4 else f"{', '.join(scope[:3])} and {len(scope) - 3} more"
-    )
+    where = _scope_name(scope)
     objective = (brief.objective or brief.title or "the task").rstrip(" .?!")
     todo = ev.todos()
     word_hits = {
@@ -472,3 +470,16 @@ def _recommendations(
         # for its words should find what was found, not the question repeated
         recs.append(f"To {verb} {where}, start from {' and '.join(top)}.")
     return recs
+
+
+def _scope_name(scope: Sequence[str]) -> str:
+    """How the findings name a scope: its paths, a long one by its first three
+    (`gson/src/main/java/com/google/gson/{FieldAttributes.java, Gson.java, GsonBuilder.java
+    and 7 more}` when the files share a folder)."""
+    if len(scope) <= 4:
+        return ", ".join(scope)
+    folders = {str(PurePosixPath(p).parent) for p in scope}
+    if len(folders) == 1 and (folder := folders.pop()) != ".":
+        names = ", ".join(PurePosixPath(p).name for p in scope[:3])
+        return f"{folder}/{{{names} and {len(scope) - 3} more}}"
+    return f"{', '.join(scope[:3])} and {len(scope) - 3} more"

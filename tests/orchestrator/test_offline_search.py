@@ -366,3 +366,12 @@ def test_rust_module_lines_are_quoted_last_and_a_man_page_by_its_name_line(tmp_p
     findings, _ = findings_for(repo, ["doc"], objective="What is hexyl?")
     notes = {f.path: f.description for f in findings.files}
     assert notes["doc/hexyl.1.md"] == "hexyl - a command-line hex viewer"
+
+
+def test_a_long_scope_of_one_folders_files_is_named_by_the_folder_once(tmp_path):
+    folder = "gson/src/main/java/com/google/gson"
+    names = ["Gson.java", "GsonBuilder.java", "JsonArray.java", "JsonElement.java", "JsonNull.java"]
+    repo = make_repo(tmp_path / "gson", {f"{folder}/{n}": "class X {}\n" for n in names})
+    findings, _ = findings_for(repo, [f"{folder}/{n}" for n in names], objective="What is Gson?")
+    where = f"{folder}/{{Gson.java, GsonBuilder.java, JsonArray.java and 2 more}}"
+    assert findings.summary.startswith(f"{where}: ")
