@@ -25,7 +25,7 @@ _LICENSE_RE = re.compile(
 #: A comment that talks to a tool, not to a reader (`//go:build darwin`, `// eslint-disable`).
 _DIRECTIVE_RE = re.compile(
     r"^(go:\w+|\+build\b|nolint\b|eslint[- ]|@ts-|prettier-ignore|tslint:|jshint\b"
-    r"|istanbul ignore|type:\s*ignore|pylint:|mypy:|noqa\b|fmt:\s*(off|on|skip)|#?(end)?region\b)",
+    r"|istanbul ignore|type:\s*ignore|pylint:|mypy:|noqa\b|fmt:\s*(off|on|skip)|#(end)?region\b)",
     re.IGNORECASE,
 )
 _GENERIC_HEADINGS = frozenset({"name", "synopsis", "contents", "table of contents", "toc"})
@@ -120,6 +120,7 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
         s = raw.strip()
         if not s:
             license = False
+            aside = 0  # a blank line ends an HTML block, closed or not
             continue
         if text_file:
             s = _ASIDE_SPAN_RE.sub("", s)

@@ -156,10 +156,16 @@ def test_a_readme_opening_with_a_sponsor_banner_is_described_by_its_tagline(tmp_
         "\t\t</div>\n\t\t<b>Fast remote container builds.</b>\n\t</a>\n</div>\n\n"
         "> Human-friendly HTTP request library\n\n"
     )
-    repo = make_repo(tmp_path / "got", {"readme.md": banner, "source/index.ts": "export {};\n"})
+    unclosed = '<a href="https://example.org">\n<img src="logo.png">\n\nA tool for widgets.\n'
+    files = {"readme.md": banner, "docs/intro.md": unclosed, "source/index.ts": "export {};\n"}
+    repo = make_repo(tmp_path / "got", files)
     findings, _ = findings_for(repo, ["readme.md"], objective="What is got?")
     notes = {f.path: f.description for f in findings.files}
     assert notes["readme.md"] == "Human-friendly HTTP request library"
+    # a link left open ends with its HTML block, at the blank line
+    findings, _ = findings_for(repo, ["docs"], objective="What is got?")
+    notes = {f.path: f.description for f in findings.files}
+    assert notes["docs/intro.md"] == "A tool for widgets"
 
 
 APACHE = (
@@ -298,12 +304,14 @@ def test_tool_directives_are_not_a_files_description(tmp_path):
             "//go:build darwin\n// +build darwin\n\npackage ui\n\nfunc ignorePatterns() {}\n"
         ),
         "ui/options.ts": "/* eslint-disable no-console */\n// Parses the options.\nexport {};\n",
+        "ui/arena.rs": "// Region-based allocation of the views.\nfn x() {}\n",
     }
     repo = make_repo(tmp_path / "glow", files)
     findings, _ = findings_for(repo, ["ui"], objective="How are ignore patterns chosen?")
     notes = {f.path: f.description for f in findings.files}
     assert notes["ui/ignore_darwin.go"].startswith("no docstring or heading")
     assert notes["ui/options.ts"].startswith("Parses the options")
+    assert notes["ui/arena.rs"].startswith("Region-based allocation of the views")
 
 
 def test_an_acronym_is_searched_and_import_lines_are_quoted_last(tmp_path):
