@@ -31,6 +31,7 @@ from orchestrator.offline.evidence import (
     stems,
     words,
 )
+from orchestrator.offline.filetext import _DRAWN_SUFFIXES
 from orchestrator.protocol import PhasePlan
 
 #: What a file named by an objective word counts for when none of the searched words is in
@@ -364,7 +365,8 @@ def _rank_files(
             # more of its words found there
             found = central.get(path, 0.0)
             named = -hits if found else -hits * NAME_ALONE
-            return (tiny, -(found + named), code, data, big, *rest)
+            drawn = int(suffix in _DRAWN_SUFFIXES)  # a logo's markup matches words too
+            return (tiny, drawn, -(found + named), code, data, big, *rest)
         if phase == "planning":
             doc = int(suffix not in (".md", ".rst", ".txt"))
             return (tiny, hits, doc, int(path in explored), prio, *rest)

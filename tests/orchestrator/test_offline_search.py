@@ -383,3 +383,18 @@ def test_a_long_scope_of_one_folders_files_is_named_by_the_folder_once(tmp_path)
     findings, _ = findings_for(repo, [f"{folder}/{n}" for n in names], objective="What is Gson?")
     where = f"{folder}/{{Gson.java, GsonBuilder.java, JsonArray.java and 2 more}}"
     assert findings.summary.startswith(f"{where}: ")
+
+
+def test_a_drawing_matching_the_words_is_read_after_the_texts(tmp_path):
+    logo = '<svg><path fill="url(#a)"/><path fill="url(#b)"/><text>url converter</text></svg>\n'
+    files = {
+        "docs/logo.svg": logo,
+        "docs/routing.md": "# Routing\n\nEach URL rule maps to a view.\n",
+        "docs/intro.md": "# Intro\n\nWhat the framework is, and who it is for.\n",
+    }
+    repo = make_repo(tmp_path / "web", files)
+    objective = "How is a URL matched, and where are URL converters added?"
+    _, transcript = findings_for(repo, ["docs"], objective=objective)
+    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    assert read[0] == "docs/routing.md"
+    assert read.index("docs/logo.svg") > read.index("docs/intro.md")
