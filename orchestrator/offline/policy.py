@@ -352,14 +352,11 @@ def keywords(
     """
     scope_words = set().union(*(_path_words(s) for s in [*scope, root] if s))
     seen = set().union(*(_path_words(p) for p in paths)) if paths else set()
-    said = Counter(stem(w) for w in _WORD_RE.findall(brief.objective.lower()))
+    objective = _FRAME_RE.sub(" ", brief.objective)  # "how can a user ..." asks about ...
+    said = Counter(stem(w) for w in _WORD_RE.findall(objective.lower()))
     # three letters are too short a word, unless an acronym (URL, API) or said twice
-    acronyms = {w.lower() for w in re.findall(r"\b[A-Z][A-Z0-9]{2}\b", brief.objective)}
-    own = [
-        stem(w)
-        for w in words(brief.objective)
-        if len(w) >= 4 or w in acronyms or said[stem(w)] >= 2
-    ]
+    acronyms = {w.lower() for w in re.findall(r"\b[A-Z][A-Z0-9]{2}\b", objective)}
+    own = [stem(w) for w in words(objective) if len(w) >= 4 or w in acronyms or said[stem(w)] >= 2]
     more = [stem(w) for w in words(brief.title) if len(w) >= 4]
     key = {}  # stem -> (from the title, said once, already in a file name, shorter, position)
     for i, w in enumerate(own + more):
@@ -369,6 +366,12 @@ def keywords(
     return sorted(key, key=key.__getitem__)
 
 
+#: Who asks, not what about: "can a user", "could the user", "a user can", "users may".
+_FRAME_RE = re.compile(
+    r"\b(?:(?:can|could|should|would|may|might|do|does|will)\s+(?:a|the|an?)?\s*users?"
+    r"|(?:a|the)?\s*users?\s+(?:can|could|should|would|may|might|will))\b",
+    re.IGNORECASE,
+)
 _FLOW_RE = re.compile(r"\b(how|where|flow|flows|handled?|called|calls|path|chain)\b")
 
 

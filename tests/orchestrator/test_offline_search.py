@@ -398,3 +398,18 @@ def test_a_drawing_matching_the_words_is_read_after_the_texts(tmp_path):
     read = [args["path"] for name, args, _ in transcript if name == "read_file"]
     assert read[0] == "docs/routing.md"
     assert read.index("docs/logo.svg") > read.index("docs/intro.md")
+
+
+def test_who_asks_is_not_searched_but_a_subject_named_user_is(tmp_path):
+    files = {
+        "src/colors.rs": "pub fn color_of(byte: u8) {}\n",
+        "CONTRIBUTING.md": "# Contributing\n\nThank the user who reported it (@user).\n",
+    }
+    repo = make_repo(tmp_path / "viewer", files)
+    asked = "How are colors picked for each byte, and how can a user turn colors off?"
+    _, transcript = findings_for(repo, ["src", "CONTRIBUTING.md"], objective=asked)
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert "user" not in greps[0].split("|")
+    _, transcript = findings_for(repo, ["src"], objective="How are users authenticated?")
+    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    assert "user" in greps[0].split("|")
