@@ -365,8 +365,9 @@ def _rank_files(
             # more of its words found there
             found = central.get(path, 0.0)
             named = -hits if found else -hits * NAME_ALONE
-            drawn = int(suffix in _DRAWN_SUFFIXES)  # a logo's markup matches words too
-            return (tiny, drawn, -(found + named), code, data, big, *rest)
+            # a logo's markup and a lock file's package names match words too
+            made = int(suffix in _DRAWN_SUFFIXES or _is_lock_file(p.name))
+            return (tiny, made, -(found + named), code, data, big, *rest)
         if phase == "planning":
             doc = int(suffix not in (".md", ".rst", ".txt"))
             return (tiny, hits, doc, int(path in explored), prio, *rest)
@@ -486,3 +487,15 @@ def _one_per_stem(found: Sequence[str]) -> list[str]:
     for w in found:
         firsts.setdefault(stem(w), w)
     return list(firsts.values())
+
+
+_LOCK_NAMES = frozenset(
+    "package-lock.json npm-shrinkwrap.json yarn.lock pnpm-lock.yaml go.sum composer.lock"
+    " Gemfile.lock Pipfile.lock".split()
+)
+
+
+def _is_lock_file(name: str) -> bool:
+    """A dependency lock file (`Cargo.lock`, `poetry.lock`, `package-lock.json`, ...):
+    generated, and full of package names."""
+    return name in _LOCK_NAMES or name.endswith(".lock")

@@ -385,10 +385,11 @@ def test_a_long_scope_of_one_folders_files_is_named_by_the_folder_once(tmp_path)
     assert findings.summary.startswith(f"{where}: ")
 
 
-def test_a_drawing_matching_the_words_is_read_after_the_texts(tmp_path):
+def test_a_drawing_or_a_lock_file_matching_the_words_is_read_after_the_texts(tmp_path):
     logo = '<svg><path fill="url(#a)"/><path fill="url(#b)"/><text>url converter</text></svg>\n'
     files = {
         "docs/logo.svg": logo,
+        "docs/Cargo.lock": '[[package]]\nname = "url"\n[[package]]\nname = "url-converter"\n',
         "docs/routing.md": "# Routing\n\nEach URL rule maps to a view.\n",
         "docs/intro.md": "# Intro\n\nWhat the framework is, and who it is for.\n",
     }
@@ -398,6 +399,7 @@ def test_a_drawing_matching_the_words_is_read_after_the_texts(tmp_path):
     read = [args["path"] for name, args, _ in transcript if name == "read_file"]
     assert read[0] == "docs/routing.md"
     assert read.index("docs/logo.svg") > read.index("docs/intro.md")
+    assert "docs/Cargo.lock" not in read[:2]  # a lock file's package names match words too
 
 
 def test_who_asks_is_not_searched_but_a_subject_named_user_is(tmp_path):
