@@ -343,6 +343,10 @@ def main(argv: list[str] | None = None) -> None:
         bare, bare_sync, agents_sync, tether, agents_one, tether_one, tether_existing = (
             best(samples[kind]) for kind in kinds
         )
+        # the ratio in each round, whose two runs met the same state of the machine
+        paired = sorted(
+            t.wall / a.wall for t, a in zip(samples["tether"], samples["agents_sync"], strict=True)
+        )
         # best of 3 kill-and-resume pairs (each in fresh processes, a fresh memory)
         resumes = [time_resume(args.resume_size, root / f"resume-{i}") for i in range(3)]
         resume, ran, reused, findings, written = min(resumes)
@@ -375,6 +379,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{tether.wall / bare.wall:.1f}x (vs sync: {tether.wall / bare_sync.wall:.1f}x; "
             f"cpu {tether.cpu / bare_sync.cpu:.1f}x; vs create_agent workers: "
             f"{tether.wall / agents_sync.wall:.2f}x, cpu {tether.cpu / agents_sync.cpu:.2f}x)",
+        ),
+        (
+            "  the same ratio round by round",
+            f"median {statistics.median(paired):.2f}x",
+            f"{paired[0]:.2f}x to {paired[-1]:.2f}x over {len(paired)} rounds "
+            "(each round's tether and workers runs back to back)",
         ),
         (
             "fixed cost of a run (1 subagent)",
