@@ -350,7 +350,7 @@ def test_directives_and_template_tags_of_text_files_are_not_descriptions(tmp_pat
 def test_function_words_of_a_question_are_not_searched(tmp_path):
     files = {"src/adapters.py": "def cert_verify(conn, verify, cert):\n    pass\n"}
     repo = make_repo(tmp_path / "client", files)
-    objective = "How does the client decide whether to verify certificates, either way?"
+    objective = "How does the client decide whether to verify certificates? Any risks?"
     _, transcript = findings_for(repo, ["src"], objective=objective)
     greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
     assert greps[0] == "certificat|verify"
