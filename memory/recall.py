@@ -102,8 +102,8 @@ def search(
         raise InvalidQueryError(f"invalid limit {limit!r}: give a number of results >= 1")
     backend: BaseBackend = getattr(memory, "backend", memory)
     backend.sync_index()
-    # twice the limit: room to put echoes last (the index ranks the same candidates anyway)
-    asked = 2 * limit if widen else limit
+    # up to twice the limit: room to put echoes last (the index ranks the same candidates)
+    asked = max(limit, min(2 * limit, MAX_ASKED)) if widen else limit
     while True:
         hits = backend.index_query(query, sources=sources, limit=asked)
         results = distinct([to_result(hit, query) for hit in hits], query)
