@@ -231,6 +231,9 @@ def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> N
         os._exit(1)  # the fault should have killed us
     events: list[dict] = []
     orch.on_event = events.append
+    from orchestrator._process import settle_imports
+
+    settle_imports()  # as `orchestrator resume` does before it starts
     start = time.perf_counter()
     result = orch.resume("big")
     elapsed = time.perf_counter() - start

@@ -36,6 +36,7 @@ from orchestrator._exits import (
     exit_now,
     stop_gracefully_on_sigterm,
 )
+from orchestrator._process import settle_imports
 from orchestrator.brief import read_brief
 from orchestrator.defaults import TOKEN_THRESHOLD
 from orchestrator.errors import Interrupted, OrchestratorError, Terminated
@@ -288,6 +289,7 @@ def _drive(
 ) -> Any:
     """Run or resume a task (`start` gets the `Orchestrator`) under a view; report it."""
     view, on_event = _with_view(json_mode)
+    settle_imports()
     with view:
         result = start(_orchestrator(memory_dir, on_event, **options))
     _report(result, json_mode)
