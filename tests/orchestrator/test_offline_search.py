@@ -47,12 +47,30 @@ def findings_for(repo, scope, objective=OBJECTIVE, phase="exploration"):
     return run_agent(OfflineChatModel(), workdir_tools(repo), SubmitFindings, prompt)
 
 
+def first_search(repo, scope, objective):
+    """The pattern of the subagent's first grep: the objective's words it searches for."""
+    _, transcript = findings_for(repo, scope, objective=objective)
+    return calls(transcript, "grep_files")[0]
+
+
+def descriptions(repo, scope, objective):
+    """What the subagent's findings say of each file: `{path: description}`."""
+    findings, _ = findings_for(repo, scope, objective=objective)
+    return {f.path: f.description for f in findings.files}
+
+
+def calls(transcript, tool):
+    """The arguments the subagent gave `tool`, in order: a grep's patterns, a read's paths."""
+    key = "pattern" if tool == "grep_files" else "path"
+    return [args[key] for name, args, _ in transcript if name == tool]
+
+
 def test_the_file_holding_more_of_the_objectives_words_is_read_first(tmp_path):
     repo = make_repo(tmp_path / "finder", FINDER)
     findings, transcript = findings_for(repo, ["src"])
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    greps = calls(transcript, "grep_files")
     assert greps[0] == "gitignor|overrid|hidden"  # one search, the three best words
-    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    read = calls(transcript, "read_file")
     assert read[0] == "src/walk.rs"
     # the count is the real number of lines holding any of them
     assert any(
@@ -134,13 +152,12 @@ def test_a_readme_opening_with_badges_is_described_by_its_first_sentence(tmp_pat
         "docs/guide.md": "# Guide\n\nHow to find widgets in trees of any size and shape.\n",
     }
     repo = make_repo(tmp_path / "fw", files)
-    findings, _ = findings_for(repo, ["README.md"], objective="What is fw?")
-    notes = {f.path: f.description for f in findings.files}
+    notes = descriptions(repo, ["README.md"], "What is fw?")
     assert notes["README.md"] == "`fw` finds widgets in large trees"
     findings, transcript = findings_for(repo, ["docs"], objective="What is fw?")
     notes = {f.path: f.description for f in findings.files}
     # a drawing says nothing about the project, and is read after the text
-    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    read = calls(transcript, "read_file")
     assert read == ["docs/guide.md", "docs/diagram.svg"]
     assert (
         notes["docs/guide.md"] == "Guide" and notes["docs/diagram.svg"] == "no docstring or heading"
@@ -159,12 +176,10 @@ def test_a_readme_opening_with_a_sponsor_banner_is_described_by_its_tagline(tmp_
     unclosed = '<a href="https://example.org">\n<img src="logo.png">\n\nA tool for widgets.\n'
     files = {"readme.md": banner, "docs/intro.md": unclosed, "source/index.ts": "export {};\n"}
     repo = make_repo(tmp_path / "got", files)
-    findings, _ = findings_for(repo, ["readme.md"], objective="What is got?")
-    notes = {f.path: f.description for f in findings.files}
+    notes = descriptions(repo, ["readme.md"], "What is got?")
     assert notes["readme.md"] == "Human-friendly HTTP request library"
     # a link left open ends with its HTML block, at the blank line
-    findings, _ = findings_for(repo, ["docs"], objective="What is got?")
-    notes = {f.path: f.description for f in findings.files}
+    notes = descriptions(repo, ["docs"], "What is got?")
     assert notes["docs/intro.md"] == "A tool for widgets"
 
 
@@ -220,9 +235,7 @@ def test_a_word_the_objective_says_twice_is_searched_first(tmp_path):
     }
     repo = make_repo(tmp_path / "ky", files)
     objective = "How does ky retry failed requests, and which status codes trigger a retry?"
-    _, transcript = findings_for(repo, ["src"], objective=objective)
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
-    assert greps[0] == "retry|request|trigger"
+    assert first_search(repo, ["src"], objective) == "retry|request|trigger"
 
 
 def test_java_tests_named_after_their_class_are_related(tmp_path):
@@ -257,14 +270,14 @@ def test_a_file_named_by_a_minor_word_does_not_outrank_the_files_holding_the_sea
         "How does the client decide to follow a redirect, and where can a user limit or disable it?"
     )
     findings, transcript = findings_for(repo, ["docs"], objective=objective)
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    greps = calls(transcript, "grep_files")
     assert greps[0] == "redirect|follow|disabl"
     # the line quoted is the one holding most of the words, not the first file's
     assert (
         "4 line(s) in 3 file(s) of docs match 'redirect|follow|disabl', e.g. docs/guide.md:3: "
         "Clients follow a redirect when `follow_redirects=True`."
     ) in findings.key_discoveries
-    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    read = calls(transcript, "read_file")
     assert read[0] == "docs/guide.md"
     assert "docs/resource-limits.md" not in read  # three reads: the files holding the words
 
@@ -292,9 +305,9 @@ def test_a_versioned_name_is_searched_as_code_spells_it(tmp_path):
     }
     repo = make_repo(tmp_path / "client", files)
     _, transcript = findings_for(repo, ["source"], objective="How is HTTP/2 enabled?")
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    greps = calls(transcript, "grep_files")
     assert greps[0] == "http2|enabl"  # not `http`, which every request module holds
-    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    read = calls(transcript, "read_file")
     assert read[0] == "source/options.ts"
 
 
@@ -307,8 +320,7 @@ def test_tool_directives_are_not_a_files_description(tmp_path):
         "ui/arena.rs": "// Region-based allocation of the views.\nfn x() {}\n",
     }
     repo = make_repo(tmp_path / "glow", files)
-    findings, _ = findings_for(repo, ["ui"], objective="How are ignore patterns chosen?")
-    notes = {f.path: f.description for f in findings.files}
+    notes = descriptions(repo, ["ui"], "How are ignore patterns chosen?")
     assert notes["ui/ignore_darwin.go"].startswith("no docstring or heading")
     assert notes["ui/options.ts"].startswith("Parses the options")
     assert notes["ui/arena.rs"].startswith("Region-based allocation of the views")
@@ -327,7 +339,7 @@ def test_an_acronym_is_searched_and_import_lines_are_quoted_last(tmp_path):
     repo = make_repo(tmp_path / "web", files)
     objective = "How is a URL matched to a view function, and where are URL converters added?"
     findings, transcript = findings_for(repo, ["src"], objective=objective)
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
+    greps = calls(transcript, "grep_files")
     assert greps[0] == "url|converter|function"  # URL, said twice, is the subject
     example = next(d for d in findings.key_discoveries if " match 'url|" in d)
     assert example.endswith("e.g. src/app.py:3: # match the URL rule to its view function")
@@ -341,8 +353,7 @@ def test_directives_and_template_tags_of_text_files_are_not_descriptions(tmp_pat
         ),
     }
     repo = make_repo(tmp_path / "site", files)
-    findings, _ = findings_for(repo, ["docs"], objective="What do the docs say about views?")
-    notes = {f.path: f.description for f in findings.files}
+    notes = descriptions(repo, ["docs"], "What do the docs say about views?")
     assert notes["docs/views.rst"] == "Class-based Views"
     assert notes["docs/base.html"] == "Flaskr"
 
@@ -351,9 +362,7 @@ def test_function_words_of_a_question_are_not_searched(tmp_path):
     files = {"src/adapters.py": "def cert_verify(conn, verify, cert):\n    pass\n"}
     repo = make_repo(tmp_path / "client", files)
     objective = "How does the client decide whether to verify certificates? Any risks?"
-    _, transcript = findings_for(repo, ["src"], objective=objective)
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
-    assert greps[0] == "certificat|verify"
+    assert first_search(repo, ["src"], objective) == "certificat|verify"
 
 
 def test_rust_module_lines_are_quoted_last_and_a_man_page_by_its_name_line(tmp_path):
@@ -371,8 +380,7 @@ def test_rust_module_lines_are_quoted_last_and_a_man_page_by_its_name_line(tmp_p
     findings, _ = findings_for(repo, ["src"], objective="How is the color of each byte chosen?")
     example = next(d for d in findings.key_discoveries if " match 'color|byt'" in d)
     assert example.endswith("e.g. src/lib.rs:3: fn byte_color(byte: u8) -> Color {")
-    findings, _ = findings_for(repo, ["doc"], objective="What is hexyl?")
-    notes = {f.path: f.description for f in findings.files}
+    notes = descriptions(repo, ["doc"], "What is hexyl?")
     assert notes["doc/hexyl.1.md"] == "hexyl - a command-line hex viewer"
 
 
@@ -396,7 +404,7 @@ def test_a_drawing_or_a_lock_file_matching_the_words_is_read_after_the_texts(tmp
     repo = make_repo(tmp_path / "web", files)
     objective = "How is a URL matched, and where are URL converters added?"
     _, transcript = findings_for(repo, ["docs"], objective=objective)
-    read = [args["path"] for name, args, _ in transcript if name == "read_file"]
+    read = calls(transcript, "read_file")
     assert read[0] == "docs/routing.md"
     assert read.index("docs/logo.svg") > read.index("docs/intro.md")
     assert "docs/Cargo.lock" not in read[:2]  # a lock file's package names match words too
@@ -409,9 +417,5 @@ def test_who_asks_is_not_searched_but_a_subject_named_user_is(tmp_path):
     }
     repo = make_repo(tmp_path / "viewer", files)
     asked = "How are colors picked for each byte, and how can a user turn colors off?"
-    _, transcript = findings_for(repo, ["src", "CONTRIBUTING.md"], objective=asked)
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
-    assert "user" not in greps[0].split("|")
-    _, transcript = findings_for(repo, ["src"], objective="How are users authenticated?")
-    greps = [args["pattern"] for name, args, _ in transcript if name == "grep_files"]
-    assert "user" in greps[0].split("|")
+    assert "user" not in first_search(repo, ["src", "CONTRIBUTING.md"], asked).split("|")
+    assert "user" in first_search(repo, ["src"], "How are users authenticated?").split("|")
