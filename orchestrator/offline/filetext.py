@@ -33,6 +33,9 @@ _DRAWN_SUFFIXES = (".svg", ".map")
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TAG_RE = re.compile(r"<[^>]*>")
+_EMPHASIS_RE = re.compile(r"(\*\*|__)(\S.*?)\1")
+#: A reference-style link (`[WSGI]`, `[text][ref]`): its text.
+_REF_LINK_RE = re.compile(r"\[([^\]]+)\](?:\[[^\]]*\])?(?![(:])")
 _TEMPLATE_TAG_RE = re.compile(r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}")  # Jinja, Liquid, Handlebars
 #: Small print and links: a sponsor's note in `<sup>`, a logo or a tagline inside `<a>`.
 _ASIDE_SPAN_RE = re.compile(r"<(sup|sub|small)\b[^>]*>.*?</\1\s*>", re.IGNORECASE)
@@ -47,7 +50,7 @@ def _visible(text: str) -> str:
     text = _TAG_RE.sub("", _IMAGE_RE.sub("", _TEMPLATE_TAG_RE.sub("", text)))
     if not re.search(r"[^\W\d_]", _LINK_RE.sub("", text)):
         return ""
-    return _LINK_RE.sub(r"\1", text).strip(" \t-|:")
+    return _REF_LINK_RE.sub(r"\1", _LINK_RE.sub(r"\1", text)).strip(" \t-|:")
 
 
 def _is_words(text: str) -> bool:
@@ -116,7 +119,9 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     text_file = prose  # markdown, HTML, plain text: badges and tags are not a description
     license = False  # inside a licence header (to its first blank line)
     aside = 0  # inside a link or small print spanning lines (a banner's sponsors)
-    for raw in lines:
+    readme = PurePosixPath(path).name.lower().startswith("readme")
+    title = ""  # a README's title is the project's name: what follows says what it is
+    for i, raw in enumerate(lines):
         s = raw.strip()
         if not s:
             license = False
@@ -129,6 +134,7 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
             if was or aside:  # its text is a link's or small print, not the file's
                 continue
             s = re.sub(r"^(>\s*)+", "", s)  # a tagline quoted as `> ...`
+            s = _EMPHASIS_RE.sub(r"\2", s)  # `**Requests** is ...`
             if s.startswith((".. ", "% ")):  # a reStructuredText directive, a pandoc title
                 continue
         if s.startswith(("#!", "# -*-", "#-*-", "{{", "{%")) or "coding:" in s[:30]:
@@ -148,13 +154,27 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
         if s.lower() in _GENERIC_HEADINGS:  # a man page's "NAME", a "Table of Contents"
             continue
         if len(s) >= 3 and _is_words(s):
+            heading = raw.lstrip().startswith("#") or _underlined(lines, i)
+            if readme and not title and heading and len(s.split()) <= 3:
+                title = s
+                continue
+            if title and heading:  # straight into its sections: the title alone
+                break
+            if title and not s.lower().startswith(title.lower()):
+                s = f"{title}: {s}"
             first = clip(s, 160)
             break
         if len(s) >= 3:  # an ASCII-art banner or a rule: not a description
             continue
         prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
     # prose ("object storage is...") defines nothing, even where it reads like code
-    return first, list(dict.fromkeys(n for n, _ in code_defs(lines, path)))
+    return first or title, list(dict.fromkeys(n for n, _ in code_defs(lines, path)))
+
+
+def _underlined(lines: Sequence[str], i: int) -> bool:
+    """Is line `i` a reStructuredText or setext title (the next line a rule of = - ~)?"""
+    following = lines[i + 1].strip() if i + 1 < len(lines) else ""
+    return len(following) >= 3 and set(following) <= set("=-~^")
 
 
 def is_prose(path: str) -> bool:

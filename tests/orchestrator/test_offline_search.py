@@ -419,3 +419,16 @@ def test_who_asks_is_not_searched_but_a_subject_named_user_is(tmp_path):
     asked = "How are colors picked for each byte, and how can a user turn colors off?"
     assert "user" not in first_search(repo, ["src", "CONTRIBUTING.md"], asked).split("|")
     assert "user" in first_search(repo, ["src"], "How are users authenticated?").split("|")
+
+
+def test_a_readme_is_described_by_what_follows_its_title(tmp_path):
+    files = {
+        "a/README.md": "# widgets\n\n**widgets** is a [fast][1] tool for trees.\n\n[1]: https://x\n",
+        "b/README.rst": "Sprockets\n=========\n\nFinds sprockets in trees.\n",
+        "c/README.md": "# gears\n\n## Install\n\npip install gears\n",
+    }
+    repo = make_repo(tmp_path / "mono", files)
+    notes = descriptions(repo, ["a/README.md", "b/README.rst", "c/README.md"], "What is here?")
+    assert notes["a/README.md"] == "widgets is a fast tool for trees"
+    assert notes["b/README.rst"] == "Sprockets: Finds sprockets in trees"
+    assert notes["c/README.md"] == "gears"  # straight into its sections: the title alone
