@@ -62,8 +62,8 @@ def test_what_was_found_quotes_the_findings_with_their_citations(interrupted, me
         path = re.search(r"`(findings/[^`]+\.md)`", item).group(1)
         finding = read_findings(memory_dir / path)
         summary = finding["summary"].replace("'Survey the shop'", "the objective")
-        quoted = item.split(".md`: ", 1)[1].split(" Cites ")[0]
-        assert quoted in summary  # a verbatim sentence: the same figures as the finding
+        quoted = item.split(".md`: ", 1)[1].split(" Cites ")[0].removesuffix(" ...")
+        assert quoted in summary  # a verbatim sentence (or its start): the finding's figures
         for cite in re.findall(r"`([^`]+):(\d+)`", item):  # a line the finding names
             file, line = cite
             assert f"{file}:{line}" in finding["text"] or (
