@@ -246,6 +246,14 @@ def _telling(goal: set[str], paths: Sequence[str]) -> set[str]:
     return {w for w in goal if not split or not all(named_in({w}, ws) for ws in split)}
 
 
+#: Folders of code copied in from elsewhere (jq's `vendor/decNumber`).
+_VENDORED = frozenset("vendor vendored third_party thirdparty third-party external deps".split())
+
+
+def _vendored(area: Area) -> bool:
+    return area.name.split("/", 1)[0].lower() in _VENDORED
+
+
 def _source_count(files: Sequence[str]) -> int:
     """Code files that are not tests: how much of the project an area holds."""
     return sum(1 for f in files if PurePosixPath(f).suffix in _CODE_SUFFIXES and not _is_test(f))
@@ -307,12 +315,14 @@ def choose_areas(areas: Sequence[Area], brief: Brief, limit: int) -> tuple[list,
         return ranked, []
     goal = stems(brief.objective)
     named = [a for a in ranked if _goal_score(a, goal) > 0][:limit]
-    sources = [a for a in ranked if a not in named and _source_count(a.files)]
+    # vendored code is someone else's: after the project's own, unless the objective names it
+    sources = [a for a in ranked if a not in named and _source_count(a.files) and not _vendored(a)]
     free = limit - len(named)
     if free and len(sources) > free:
         shift = (_phase_position(brief) * free) % len(sources)
         sources = sources[shift:] + sources[:shift]
     rest = [a for a in ranked if a not in named and a not in sources]
+    rest.sort(key=_vendored)  # stable: the vendored ones last
     picked = (named + sources + rest)[:limit]
     chosen = [a for a in ranked if a in picked]
     return chosen, [a for a in ranked if a not in picked]

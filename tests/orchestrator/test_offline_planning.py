@@ -283,3 +283,18 @@ def test_the_strategy_names_each_word_of_the_objective_once(tmp_path):
     repo = make_repo(tmp_path / "client", files)
     plan = plan_for(repo, "Where are cookies handled and how does a user plug in a cookie jar?")
     assert "ranked by the objective's words (cookies, user, plug, jar):" in plan.strategy
+
+
+def test_vendored_code_comes_after_the_projects_own(tmp_path):
+    # jq-shaped: a vendored library with more C files than any folder of the project's own
+    files = {f"vendor/decNumber/dec{i}.c": "int f(void);\n" for i in range(12)}
+    files |= {f"src/m{i}.c": "int g(void);\n" for i in range(8)}
+    files |= {f"scripts/s{i}.sh": "echo\n" for i in range(3)}
+    files |= {f"tests/t{i}.test": "x\n" for i in range(3)}
+    files |= {"docs/manual.md": "# Manual\n", "README.md": "# tool\n"}
+    repo = make_repo(tmp_path / "tool", files)
+    plan = plan_for(repo, "How is a filter expression parsed?")
+    scopes = [s.scope[0] for s in plan.subtasks]
+    assert len(scopes) == 4 and "vendor/decNumber" not in scopes and "src" in scopes
+    plan = plan_for(repo, "How is decNumber used for big numbers?")
+    assert "vendor/decNumber" in [s.scope[0] for s in plan.subtasks]  # named: it counts
