@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from orchestrator.offline.defs import defs_with_lines
-from orchestrator.offline.evidence import _CODE_SUFFIXES, _PROSE_SUFFIXES
+from orchestrator.offline.evidence import _PROSE_SUFFIXES
 
 _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
 _CLOSING_QUOTES_RE = re.compile(r"\"\"\"|'''")
@@ -30,6 +30,11 @@ _DIRECTIVE_RE = re.compile(
 )
 _GENERIC_HEADINGS = frozenset({"name", "synopsis", "contents", "table of contents", "toc"})
 _DRAWN_SUFFIXES = (".svg", ".map")
+#: Files whose first line of text may describe them (no suffix: README, LICENSE, NEWS).
+_READ_AS_TEXT = frozenset(
+    (*_PROSE_SUFFIXES, "", ".markdown", ".adoc", ".org", ".htm", ".tex", ".json", ".yaml",
+     ".yml", ".toml", ".cfg", ".ini", ".xml", ".csv", ".tsv", ".in", ".spec", ".properties")
+)  # fmt: skip
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TAG_RE = re.compile(r"<[^>]*>")
@@ -115,7 +120,11 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
     if lines and lines[0].strip() == "---":  # YAML front matter
         end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), 0)
         lines = lines[end + 1 :]
-    prose = PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES
+    suffix = PurePosixPath(path).suffix.lower()
+    shebang = bool(lines) and lines[0].startswith("#!")  # a script, whatever its name
+    # text for people or data: any line may say what it is; anything else (code, also in a
+    # language not listed: `builtin.jq`, `parser.y`) only says so in a comment
+    prose = suffix in _READ_AS_TEXT and not shebang
     text_file = prose  # markdown, HTML, plain text: badges and tags are not a description
     license = False  # inside a licence header (to its first blank line)
     aside = 0  # inside a link or small print spanning lines (a banner's sponsors)

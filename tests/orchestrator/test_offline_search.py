@@ -432,3 +432,22 @@ def test_a_readme_is_described_by_what_follows_its_title(tmp_path):
     assert notes["a/README.md"] == "widgets is a fast tool for trees"
     assert notes["b/README.rst"] == "Sprockets: Finds sprockets in trees"
     assert notes["c/README.md"] == "gears"  # straight into its sections: the title alone
+
+
+def test_code_in_an_unlisted_language_or_a_script_is_described_by_its_comments_only(tmp_path):
+    files = {
+        "src/builtin.jq": "def halt_error: halt_error(5);\ndef todate: strftime(1);\n",
+        "src/lexer.l": "/* The lexer of filters. */\n%{\n#include <x.h>\n%}\n",
+        "scripts/version": "#!/bin/sh\nset -e\necho 1.0\n",
+        "scripts/build": "#!/bin/sh\n# Builds the release archives.\nmake dist\n",
+        "docs/manual.yml": "headline: The Manual\nbody: text\n",
+    }
+    repo = make_repo(tmp_path / "jq", files)
+    notes = descriptions(repo, ["src/builtin.jq", "src/lexer.l"], "What is in the tool?")
+    notes |= descriptions(repo, ["scripts/version", "scripts/build"], "What is in the tool?")
+    notes |= descriptions(repo, ["docs/manual.yml"], "What is in the tool?")
+    assert notes["src/builtin.jq"].startswith("no docstring or heading")  # not its first def
+    assert notes["src/lexer.l"].startswith("The lexer of filters")
+    assert notes["scripts/version"].startswith("no docstring or heading")  # not `set -e`
+    assert notes["scripts/build"].startswith("Builds the release archives")
+    assert notes["docs/manual.yml"].startswith("headline: The Manual")
