@@ -69,12 +69,14 @@ def defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:
     return list(dict.fromkeys((name, i) for i, ln in enumerate(lines, 1) if (name := def_name(ln))))
 
 
-#: A JavaScript/TypeScript test case: `test('name', ...)`, `it("name", ...)`,
-#: `test.serial(`...`)` (ava, mocha, jest, vitest, node:test).
-_TEST_CALL_RE = re.compile(r"""^\s*(?:test|it)(?:\.\w+)*\s*\(\s*(['"`])(.+?)\1""")
+#: A test case declared by a call: `test('name', ...)`, `it("name", ...)`,
+#: `test.serial(`...`)` (ava, mocha, jest, vitest, node:test), `it "name" do` (RSpec,
+#: minitest's spec style).
+_TEST_CALL_RE = re.compile(r"""^\s*(?:test|it|specify)(?:\.\w+)*(?:\s*\(\s*|\s+)(['"`])(.+?)\1""")
 
 
 def test_calls(lines: Sequence[str]) -> list[tuple[str, int]]:
-    """`(name, line number)` of each test case a JavaScript-like test file declares by a
-    call (`test('async hooks', ...)`), which defines no function of its own name."""
+    """`(name, line number)` of each test case a JavaScript-like or Ruby test file declares
+    by a call (`test('async hooks', ...)`, `it "matches" do`), which defines no function of
+    its own name."""
     return [(m.group(2), i) for i, ln in enumerate(lines, 1) if (m := _TEST_CALL_RE.match(ln))]

@@ -25,7 +25,8 @@ _LICENSE_RE = re.compile(
 #: A comment that talks to a tool, not to a reader (`//go:build darwin`, `// eslint-disable`).
 _DIRECTIVE_RE = re.compile(
     r"^(go:\w+|\+build\b|nolint\b|eslint[- ]|@ts-|prettier-ignore|tslint:|jshint\b"
-    r"|istanbul ignore|type:\s*ignore|pylint:|mypy:|noqa\b|fmt:\s*(off|on|skip)|#(end)?region\b)",
+    r"|istanbul ignore|type:\s*ignore|pylint:|mypy:|noqa\b|fmt:\s*(off|on|skip)|#(end)?region\b"
+    r"|frozen_string_literal:|typed:\s*\w+$|rubocop:|warn_indent:|shareable_constant_value:)",
     re.IGNORECASE,
 )
 _GENERIC_HEADINGS = frozenset({"name", "synopsis", "contents", "table of contents", "toc"})
@@ -38,6 +39,7 @@ _READ_AS_TEXT = frozenset(
 _IMAGE_RE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK_RE = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TAG_RE = re.compile(r"<[^>]*>")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 _EMPHASIS_RE = re.compile(r"(\*\*|__)(\S.*?)\1")
 #: A reference-style link (`[WSGI]`, `[text][ref]`): its text.
 _REF_LINK_RE = re.compile(r"\[([^\]]+)\](?:\[[^\]]*\])?(?![(:])")
@@ -169,6 +171,8 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
                 continue
             if title and heading:  # straight into its sections: the title alone
                 break
+            if text_file:
+                s = _sentence(s, lines[i + 1 :])
             if title and not s.lower().startswith(title.lower()):
                 s = f"{title}: {s}"
             first = clip(s, 160)
@@ -178,6 +182,22 @@ def describe(lines: Sequence[str], path: str = "") -> tuple[str, list[str]]:
         prose = prose or raw.strip() in ('"""', "'''", 'r"""')  # docstring text follows
     # prose ("object storage is...") defines nothing, even where it reads like code
     return first or title, list(dict.fromkeys(n for n, _ in code_defs(lines, path)))
+
+
+def _sentence(start: str, following: Sequence[str]) -> str:
+    """The first sentence of the paragraph `start` opens, its wrapped lines joined
+    ("Sinatra is a DSL for" / "quickly creating web applications in Ruby with minimal
+    effort:" is one sentence), at most about 160 characters."""
+    text = start
+    for raw in following:
+        line = raw.strip()
+        if _SENTENCE_END.search(text) or len(text) >= 160:
+            break
+        if not line or line.startswith(("#", "- ", "* ", "|", "```", "<", ">", "=")):
+            break
+        text = f"{text} {_visible(line)}"
+    end = _SENTENCE_END.search(text)
+    return text[: end.start() + 1] if end else text
 
 
 def _underlined(lines: Sequence[str], i: int) -> bool:

@@ -451,3 +451,24 @@ def test_code_in_an_unlisted_language_or_a_script_is_described_by_its_comments_o
     assert notes["scripts/version"].startswith("no docstring or heading")  # not `set -e`
     assert notes["scripts/build"].startswith("Builds the release archives")
     assert notes["docs/manual.yml"].startswith("headline: The Manual")
+
+
+def test_ruby_specs_magic_comments_and_wrapped_readme_sentences(tmp_path):
+    files = {
+        "README.md": (
+            "# web\n\nweb is a DSL for\nquickly creating web applications\nin Ruby. It is small.\n"
+        ),
+        "lib/web/base.rb": (
+            "# frozen_string_literal: true\n\n# Routes requests to blocks.\nmodule Web\nend\n"
+        ),
+        "test/routing_test.rb": (
+            "require_relative 'test_helper'\n\nclass RoutingTest < Minitest::Test\n"
+            "  it \"matches a plain route\" do\n  end\n\n  it 'extracts params' do\n  end\nend\n"
+        ),
+    }
+    repo = make_repo(tmp_path / "web", files)
+    notes = descriptions(repo, ["README.md", "lib/web/base.rb"], "What is web?")
+    assert notes["README.md"] == "web is a DSL for quickly creating web applications in Ruby"
+    assert notes["lib/web/base.rb"].startswith("Routes requests to blocks")
+    findings, _ = findings_for(repo, ["test"], phase="implementation")
+    assert any("2 test case(s) in the lines read" in d for d in findings.key_discoveries)
