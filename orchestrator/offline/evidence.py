@@ -36,6 +36,7 @@ from orchestrator.offline.defs import def_name
 
 _LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
 _NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
+_MORE_LINES_RE = re.compile(r"^# \.\.\. (\d+) more lines", re.MULTILINE)
 _GREP_RE = re.compile(r"^(.+?):(\d+): (.*)$")
 _WORD_RE = re.compile(r"[a-z0-9]+")
 #: A name with its version after a slash is one word, as code spells it: `HTTP/2` -> `http2`.
@@ -443,6 +444,13 @@ class Evidence:
     grep_shown: dict[str, int] = field(default_factory=dict)
     #: file -> matching lines a capped search counted there (its "# most matches" line)
     matches: dict[str, int] = field(default_factory=dict)
+    #: file -> lines actually read (`read` pads a later window's gap with empty lines, so
+    #: that its index stays the line number)
+    lines_read: dict[str, int] = field(default_factory=dict)
+    #: file -> its line count when a read stopped before its end
+    length: dict[str, int] = field(default_factory=dict)
+    #: file -> `(first, last)` line of each read of it
+    spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     root: str = ""
     """The workdir's own name, from a listing of `.` (`# N text files under '.' (workdir
     'name')`)."""
@@ -460,7 +468,7 @@ class Evidence:
                 ev.workdir.update(parse_listing(res))
                 ev.listed.update((p, n) for p, n in parse_listing(res) if _in_scope(p, scope))
             elif call.name == "read_file" and call.result is not None:
-                ev.read[str(call.args.get("path", ""))] = parse_read(res)
+                ev._add_read(str(call.args.get("path", "")), res)
             elif call.name == "grep_files" and call.result is not None:
                 all_hits = parse_grep(res)
                 hits = [h for h in all_hits if _in_scope(h[0], scope)]
@@ -474,6 +482,29 @@ class Evidence:
                     for path, n in _COUNT_RE.findall(busiest.group(1)):
                         ev.matches[path] = ev.matches.get(path, 0) + int(n)
         return ev
+
+    def _add_read(self, path: str, result: str) -> None:
+        """A `read_file` result, from line 1 or a window further down (`start_line`)."""
+        numbered = [
+            (int(m.group(1)), m.group(2))
+            for ln in result.splitlines()
+            if (m := _NUMBERED_RE.match(ln))
+        ]
+        if more := _MORE_LINES_RE.search(result):
+            last = numbered[-1][0] if numbered else 0
+            self.length[path] = last + int(more.group(1))
+        lines = self.read.setdefault(path, [])
+        for number, text in numbered:
+            if number > len(lines):
+                lines.extend([""] * (number - 1 - len(lines)))
+                lines.append(text)
+        self.lines_read[path] = self.lines_read.get(path, 0) + len(numbered)
+        if numbered:
+            self.spans.setdefault(path, []).append((numbered[0][0], numbered[-1][0]))
+
+    def span_start(self, path: str, line: int) -> int:
+        """The first line of the read of `path` that holds `line` (1 when unknown)."""
+        return next((a for a, b in self.spans.get(path, ()) if a <= line <= b), 1)
 
     def _quotes_before(self, path: str, line: int) -> list[str] | None:
         """The file's lines before `line` that may hold triple quotes (None: unknown)."""

@@ -306,9 +306,12 @@ class ResearchPolicy:
             ranked = _rank_files(
                 dict.fromkeys(candidates), goal, brief.phase, ev.listed, untested, central
             )
-            for path in ranked[: self.max_reads]:
+            for i, path in enumerate(ranked[: self.max_reads]):
                 if ("read_file", path) not in done:
                     return _call("read_file", {"path": path, "max_lines": self.read_lines})
+                # the most central file's words further down come before a third file
+                if i == 0 and (window := self._window(ev, path, history)) is not None:
+                    return window
         if "grep_files" in names:
             patterns = [self.TODO_PATTERN]
             if ev.needs_string_check():
@@ -321,6 +324,27 @@ class ResearchPolicy:
                     )
         return None
 
+    def _window(self, ev: Evidence, path: str, history: Sequence[Call]) -> AIMessage | None:
+        """One more read of `path` when the objective's words were found past the lines
+        read (sinatra's `base.rb` defines `process_route` at line 1,098 of 2,000): from a
+        little above the search hits, as many lines as a read takes, so that definitions
+        and change sites come from where the words are. One per subagent."""
+        if any(c.name == "read_file" and c.args.get("start_line", 1) != 1 for c in history):
+            return None
+        seen = ev.lines_read.get(path, 0)
+        if path not in ev.length or not seen:
+            return None  # read to its end, or not read
+        hits = sorted(
+            {n for key, found in ev.greps.items() if key != self.TODO_PATTERN
+             for p, n, _ in found if p == path and n > seen}
+        )  # fmt: skip
+        if not hits:
+            return None
+        # the start from which one read covers the most hits
+        best = max(hits, key=lambda h: sum(h <= n < h + self.read_lines for n in hits))
+        start = max(seen + 1, best - WINDOW_CONTEXT)
+        return _call("read_file", {"path": path, "start_line": start, "max_lines": self.read_lines})
+
     # -- chat ------------------------------------------------------------------------------
 
     def chat(self, messages: Sequence[BaseMessage]) -> AIMessage:
@@ -331,6 +355,8 @@ class ResearchPolicy:
 
 #: Words of the objective grepped for together (one step of the subagent's budget).
 MAX_TERMS = 3
+#: Lines read above the first search hit of a window further down a file (its definition).
+WINDOW_CONTEXT = 40
 
 
 def terms_pattern(terms: Sequence[str]) -> str:

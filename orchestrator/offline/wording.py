@@ -142,7 +142,8 @@ def _file_notes(ev: Evidence) -> list[dict]:
         shown = [f"{n} (line {i}{': ' + d if d else ''})" for n, i, d in defs[:8]]
         more = f" and {len(defs) - 8} more" if len(defs) > 8 else ""
         note = (first or _undescribed(lines)).rstrip(".") + (
-            f"{'' if first.endswith('…') else '.'} {len(lines)} lines read; "
+            f"{'' if first.endswith('…') else '.'} {ev.lines_read.get(path, len(lines))} lines "
+            "read; "
             f"defines {'; '.join(shown)}{more}"
             if defs
             else ""
@@ -219,7 +220,8 @@ class _Facts:
         for path, lines in self.ev.read.items():
             defs = describe(lines, path)[1]
             out.append(
-                f"{path} ({len(lines)} lines read) exposes {len(defs)} definition(s), "
+                f"{path} ({self.ev.lines_read.get(path, len(lines))} lines read) exposes "
+                f"{len(defs)} definition(s), "
                 f"starting with {', '.join(defs[:4])}."
                 if defs
                 else f"{path}: no definition in its first {len(lines)} lines (prose or data)."
@@ -275,7 +277,8 @@ class _Facts:
         held: Counter[tuple[str, int]] = Counter()
         for n, text in enumerate(lines, 1):
             if any(s.search(text) for s in searches):
-                above = [d for d in defs if d[1] <= n]
+                start = self.ev.span_start(path, n)  # a definition of the same read
+                above = [d for d in defs if start <= d[1] <= n]
                 if above:
                     held[above[-1]] += 1
         return sorted(held.items(), key=lambda item: (-item[1], item[0][1]))

@@ -4,6 +4,8 @@ languages other than Python and JavaScript, and READMEs that open with badges.""
 
 from __future__ import annotations
 
+import re
+
 from orchestrator.offline import OfflineChatModel
 from orchestrator.protocol import PhasePlan, SubmitFindings
 from orchestrator.workdir import workdir_tools
@@ -472,3 +474,24 @@ def test_ruby_specs_magic_comments_and_wrapped_readme_sentences(tmp_path):
     assert notes["lib/web/base.rb"].startswith("Routes requests to blocks")
     findings, _ = findings_for(repo, ["test"], phase="implementation")
     assert any("2 test case(s) in the lines read" in d for d in findings.key_discoveries)
+
+
+def test_words_found_past_the_lines_read_are_read_where_they_are(tmp_path):
+    filler = "".join(f"def helper_{i}():\n    return {i}\n\n" for i in range(300))  # 900 lines
+    body = (
+        filler
+        + "def process_route(pattern, block):\n"
+        + "    match = pattern.match(path)  # the route's params\n"
+        + "    return block(match)\n"
+    )
+    repo = make_repo(tmp_path / "web", {"lib/base.py": body, "lib/util.py": "X = 1\n"})
+    objective = "How does the framework match a route and extract its params?"
+    findings, transcript = findings_for(repo, ["lib"], objective=objective, phase="implementation")
+    reads = [args for name, args, _ in transcript if name == "read_file"]
+    assert reads[0] == {"path": "lib/base.py", "max_lines": 800}
+    assert reads[1]["path"] == "lib/base.py" and 801 <= reads[1]["start_line"] <= 901
+    sites = next(d for d in findings.key_discoveries if d.startswith("Change sites in lib/base.py"))
+    assert "process_route (line 901: 2 matching lines)" in sites
+    note = next(f.description for f in findings.files if f.path == "lib/base.py")
+    read_count = int(re.search(r"(\d+) lines read", note).group(1))
+    assert 800 < read_count < 903  # the lines read, not the span they cover
