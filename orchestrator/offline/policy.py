@@ -325,8 +325,8 @@ class ResearchPolicy:
         return None
 
     def _window(self, ev: Evidence, path: str, history: Sequence[Call]) -> AIMessage | None:
-        """One more read of `path` when the objective's words were found past the lines
-        read (sinatra's `base.rb` defines `process_route` at line 1,098 of 2,000): from a
+        """One more read of `path` when the objective's words were found mostly past the
+        lines read (sinatra's `base.rb` defines `process_route` at line 1,098 of 2,000): from a
         little above the search hits, as many lines as a read takes, so that definitions
         and change sites come from where the words are. One per subagent."""
         if any(c.name == "read_file" and c.args.get("start_line", 1) != 1 for c in history):
@@ -334,12 +334,13 @@ class ResearchPolicy:
         seen = ev.lines_read.get(path, 0)
         if path not in ev.length or not seen:
             return None  # read to its end, or not read
-        hits = sorted(
-            {n for key, found in ev.greps.items() if key != self.TODO_PATTERN
-             for p, n, _ in found if p == path and n > seen}
-        )  # fmt: skip
-        if not hits:
-            return None
+        found = {
+            n for key, hits in ev.greps.items() if key != self.TODO_PATTERN
+            for p, n, _ in hits if p == path
+        }  # fmt: skip
+        hits = sorted(n for n in found if n > seen)
+        if len(hits) <= len(found) - len(hits):
+            return None  # most of them were in the lines read
         # the start from which one read covers the most hits
         best = max(hits, key=lambda h: sum(h <= n < h + self.read_lines for n in hits))
         start = max(seen + 1, best - WINDOW_CONTEXT)

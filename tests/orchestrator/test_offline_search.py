@@ -495,3 +495,14 @@ def test_words_found_past_the_lines_read_are_read_where_they_are(tmp_path):
     note = next(f.description for f in findings.files if f.path == "lib/base.py")
     read_count = int(re.search(r"(\d+) lines read", note).group(1))
     assert 800 < read_count < 903  # the lines read, not the span they cover
+
+
+def test_no_window_when_most_of_the_words_were_in_the_lines_read(tmp_path):
+    head = "def process_route(pattern):\n    match = pattern.match(path)  # route params\n\n"
+    filler = "".join(f"def helper_{i}():\n    return {i}\n\n" for i in range(300))
+    tail = "def other_route(pattern):\n    return pattern.match(path)\n"
+    repo = make_repo(tmp_path / "web", {"lib/base.py": head + filler + tail})
+    objective = "How does the framework match a route and extract its params?"
+    _, transcript = findings_for(repo, ["lib"], objective=objective, phase="implementation")
+    reads = calls(transcript, "read_file")
+    assert reads == ["lib/base.py"]  # one read: the words are mostly in its first lines
