@@ -377,7 +377,8 @@ def _rank_files(
             named = -hits if found else -hits * NAME_ALONE
             # a logo's markup and a lock file's package names match words too
             made = int(suffix in _DRAWN_SUFFIXES or _is_lock_file(p.name))
-            return (tiny, made, -(found + named), code, data, big, *rest)
+            # beside the code it tests, a test file repeats the words: the code first
+            return (tiny, made, int(_is_test(path)), -(found + named), code, data, big, *rest)
         if phase == "planning":
             doc = int(suffix not in (".md", ".rst", ".txt"))
             return (tiny, hits, doc, int(path in explored), prio, *rest)

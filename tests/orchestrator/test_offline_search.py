@@ -506,3 +506,16 @@ def test_no_window_when_most_of_the_words_were_in_the_lines_read(tmp_path):
     _, transcript = findings_for(repo, ["lib"], objective=objective, phase="implementation")
     reads = calls(transcript, "read_file")
     assert reads == ["lib/base.py"]  # one read: the words are mostly in its first lines
+
+
+def test_code_is_read_before_the_tests_beside_it_and_which_wins_is_not_searched(tmp_path):
+    files = {
+        "viper.go": "package viper\n\n// find returns a value: from a flag, else the config.\n",
+        "viper_test.go": "package viper\n\n// where a flag and the config meet\n",
+        "windows.go": "package viper\n\n// paths on windows\n",
+    }
+    repo = make_repo(tmp_path / "cfg", files)
+    scope = ["viper.go", "viper_test.go", "windows.go"]
+    assert first_search(repo, scope, "Which flag wins, env or config?") == "config|flag"
+    _, transcript = findings_for(repo, scope, "Where do the flag, env and config meet?")
+    assert calls(transcript, "read_file")[:2] == ["viper.go", "viper_test.go"]
