@@ -396,7 +396,8 @@ class _Facts:
             low = hit[2].lower()
             held = -sum(t in low for t in terms)
             imports = bool(_IMPORT_RE.match(low))  # `from x import BadRequest` says little
-            return (-central.get(hit[0], 0.0), imports, held, hit[0], hit[1])
+            tests = _is_test(hit[0])  # a test repeats the words of the code it tests
+            return (tests, -central.get(hit[0], 0.0), imports, held, hit[0], hit[1])
 
         return sorted(hits, key=key)
 

@@ -517,5 +517,7 @@ def test_code_is_read_before_the_tests_beside_it_and_which_wins_is_not_searched(
     repo = make_repo(tmp_path / "cfg", files)
     scope = ["viper.go", "viper_test.go", "windows.go"]
     assert first_search(repo, scope, "Which flag wins, env or config?") == "config|flag"
-    _, transcript = findings_for(repo, scope, "Where do the flag, env and config meet?")
+    findings, transcript = findings_for(repo, scope, "Where do the flag, env and config meet?")
     assert calls(transcript, "read_file")[:2] == ["viper.go", "viper_test.go"]
+    quoted = next(d for d in findings.key_discoveries if " match 'config|flag|meet'" in d)
+    assert "e.g. viper.go:3: " in quoted  # the code's line, not its test's
