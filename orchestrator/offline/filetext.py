@@ -211,6 +211,14 @@ def is_prose(path: str) -> bool:
     return PurePosixPath(path).suffix.lower() in _PROSE_SUFFIXES
 
 
+_PY_DEF_RE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
+
+
 def code_defs(lines: Sequence[str], path: str) -> list[tuple[str, int]]:
-    """`(name, line)` of the definitions in a file's lines read; none in prose."""
-    return [] if is_prose(path) else defs_with_lines(lines)
+    """`(name, line)` of the definitions in a file's lines read; none in prose. Python's
+    are its `def`s and `class`es only (a docstring's "object to send" defines nothing)."""
+    if is_prose(path):
+        return []
+    if PurePosixPath(path).suffix in (".py", ".pyi"):
+        return [(m.group(1), i) for i, ln in enumerate(lines, 1) if (m := _PY_DEF_RE.match(ln))]
+    return defs_with_lines(lines)

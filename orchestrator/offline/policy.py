@@ -287,6 +287,15 @@ class ResearchPolicy:
         # several scope paths are searched together, not the whole workdir for them
         where = ", ".join(scope)
         terms = keywords(brief, scope, ev.listed, root=ev.root)[:MAX_TERMS]
+        # names from the code are searched alone: common words beside them would fill a
+        # capped search's lines; the words come back when the names are not in this scope
+        named = [t for t in terms if t in identifiers(brief.objective)]
+        if named:
+            alone = terms_pattern(named)
+            if ("grep_files", alone) not in done or ev.greps.get(alone):
+                terms = named
+            else:
+                terms = [t for t in terms if t not in named]
         if "grep_files" in names:
             # the objective's words first: the files they occur in are the ones to read
             greps = [(terms_pattern(terms), 100)] if terms else []
@@ -385,12 +394,40 @@ def keywords(
     acronyms = {w.lower() for w in re.findall(r"\b[A-Z][A-Z0-9]{2}\b", objective)}
     own = [stem(w) for w in words(objective) if len(w) >= 4 or w in acronyms or said[stem(w)] >= 2]
     more = [stem(w) for w in words(brief.title) if len(w) >= 4]
+    # a name from the code (`Session.merge_environment_settings`, `handleRequest`) is
+    # searched as it is, before anything else; its parts are not searched on their own
+    names = identifiers(objective)
+    parts = {stem(w) for name in names for w in _WORD_RE.findall(_split_name(name))}
     key = {}  # stem -> (from the title, said once, already in a file name, shorter, position)
     for i, w in enumerate(own + more):
-        if w not in scope_words and w not in key:
+        if w not in scope_words and w not in key and w not in parts:
             key[w] = (i >= len(own), said[w] < 2, w in seen, -len(w), i)
     # grep for the stem, so `invoices` also finds `invoice`
-    return sorted(key, key=key.__getitem__)
+    return [*names, *sorted(key, key=key.__getitem__)]
+
+
+_IDENTIFIER_RE = re.compile(r"`?\b([A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*)\b`?")
+
+
+def identifiers(text: str) -> list[str]:
+    """Names from code in `text`, lower-cased, the last part of a dotted one: a snake_case
+    or camelCase word, or one in backticks (`Session.merge_environment_settings` ->
+    `merge_environment_settings`)."""
+    found: dict[str, None] = {}
+    for match in _IDENTIFIER_RE.finditer(text):
+        whole = match.group(0)
+        name = re.split(r"\.|::", match.group(1))[-1]
+        quoted = whole.startswith("`") and whole.endswith("`")
+        snake = "_" in name.strip("_")
+        camel = bool(re.search(r"[a-z][A-Z]", name))
+        if (quoted or snake or camel) and len(name) >= 3:
+            found.setdefault(name.lower(), None)
+    return list(found)
+
+
+def _split_name(name: str) -> str:
+    """`merge_environment_settings` / `handleRequest` as words."""
+    return re.sub(r"([a-z])([A-Z])", r"\1 \2", name).replace("_", " ").lower()
 
 
 #: Who asks, not what about: "can a user", "could the user", "a user can", "users may".

@@ -391,10 +391,12 @@ class _Facts:
     ) -> list[tuple[str, int, str]]:
         terms = [re.sub(r"\\(.)", r"\1", t) for t in pattern.split("|")]
         central = self.ev.centrality(terms)
+        # a rare word (a name from the code) says more than a common one
+        holders = Counter(t for t in terms for p in {h[0] for h in hits if t in h[2].lower()})
 
         def key(hit: tuple[str, int, str]) -> tuple:
             low = hit[2].lower()
-            held = -sum(t in low for t in terms)
+            held = -sum(1 / holders[t] for t in terms if t in low)
             imports = bool(_IMPORT_RE.match(low))  # `from x import BadRequest` says little
             tests = _is_test(hit[0])  # a test repeats the words of the code it tests
             return (tests, -central.get(hit[0], 0.0), imports, held, hit[0], hit[1])

@@ -521,3 +521,29 @@ def test_code_is_read_before_the_tests_beside_it_and_which_wins_is_not_searched(
     assert calls(transcript, "read_file")[:2] == ["viper.go", "viper_test.go"]
     quoted = next(d for d in findings.key_discoveries if " match 'config|flag|meet'" in d)
     assert "e.g. viper.go:3: " in quoted  # the code's line, not its test's
+
+
+def test_a_name_from_the_code_is_searched_alone_and_words_only_where_it_is_absent(tmp_path):
+    sessions = (
+        "class Session:\n"
+        '    """A session: it keeps settings."""\n'
+        "\n"
+        "    def request(self, method, url):\n"
+        '        """:param url: the URL, or an\n'
+        '            object to send (merge_environment_settings reads it)."""\n'
+        "        settings = self.merge_environment_settings(url)\n"
+        "        return settings\n"
+        "\n"
+        "    def merge_environment_settings(self, url):\n"
+        "        return {}\n"
+    )
+    files = {"src/sessions.py": sessions, "README.md": "# client\n\nKeeps a session's settings.\n"}
+    repo = make_repo(tmp_path / "client", files)
+    asked = "What would break if we removed Session.merge_environment_settings?"
+    findings, transcript = findings_for(repo, ["src"], asked, phase="implementation")
+    assert calls(transcript, "grep_files")[0] == "merge_environment_settings"
+    sites = next(d for d in findings.key_discoveries if d.startswith("Change sites"))
+    assert "request (line 4: 2 matching lines)" in sites and " to (" not in sites
+    # no such name in the README: its words are searched instead
+    _, transcript = findings_for(repo, ["README.md"], asked)
+    assert calls(transcript, "grep_files")[:2] == ["merge_environment_settings", "session|remov"]
