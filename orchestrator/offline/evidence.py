@@ -53,7 +53,7 @@ _STOPWORDS = frozenset(
     just like well one ones other others more most some such than then there here over
     give tell show identify change changes study
     handle handled handles handling decide decides decided determine determines determined
-    choose chooses chose chosen risk risks win wins won same break breaks
+    choose chooses chose chosen risk risks win wins won same break breaks called defined
     happen happens happened
     whether either neither although though unless whereas whom whose however therefore
     instead rather really actually mainly mostly usually often very even still shall upon
