@@ -1,6 +1,10 @@
-"""What the offline subagent searches for and what it reads into its findings: several of
-the objective's words in one search, the files and functions holding them, definitions in
-languages other than Python and JavaScript, and READMEs that open with badges."""
+"""What the offline subagent searches for, what it reads and what its findings say: the
+objective's words (names from the code alone, never the words that frame a question), the
+files and functions holding them (code before its tests, drawings and lock files last, a
+window further down a long file), definitions and test cases in several languages, and
+how files describe themselves (READMEs past their banners and titles, not tool directives
+or licence headers). Each test was written against a repository where the old behaviour
+misled: fd, ky, gson, httpx, got, glow, flask, requests, hexyl, jq, sinatra, viper."""
 
 from __future__ import annotations
 
