@@ -54,6 +54,7 @@ _STOPWORDS = frozenset(
     give tell show identify change changes study
     handle handled handles handling decide decides decided determine determines determined
     choose chooses chose chosen risk risks win wins won same break breaks called defined
+    passed passes passing
     happen happens happened
     whether either neither although though unless whereas whom whose however therefore
     instead rather really actually mainly mostly usually often very even still shall upon

@@ -367,7 +367,7 @@ def test_directives_and_template_tags_of_text_files_are_not_descriptions(tmp_pat
 def test_function_words_of_a_question_are_not_searched(tmp_path):
     files = {"src/adapters.py": "def cert_verify(conn, verify, cert):\n    pass\n"}
     repo = make_repo(tmp_path / "client", files)
-    objective = "Where is verify called, or defined? Do certificates break the same way?"
+    objective = "Where is verify called or defined? Are certificates passed the same way?"
     assert first_search(repo, ["src"], objective) == "certificat|verify"
 
 
