@@ -185,6 +185,16 @@ def parse_read(text: str) -> list[str]:
     return [m.group(2) for ln in text.splitlines() if (m := _NUMBERED_RE.match(ln))]
 
 
+def grep_counts(text: str) -> dict[str, int]:
+    """Matching lines per file of a `grep_files` result: the lines shown, or what a capped
+    search counted for its busiest files (`# most matches: a.py (41), ...`), the larger."""
+    counts = Counter(path for path, _, _ in parse_grep(text))
+    if busiest := _BUSIEST_RE.search(text):
+        for path, n in _COUNT_RE.findall(busiest.group(1)):
+            counts[path] = max(counts[path], int(n))
+    return dict(counts)
+
+
 def parse_grep(text: str) -> list[tuple[str, int, str]]:
     """`(path, line, text)` hits from a `grep_files` result."""
     return [

@@ -24,6 +24,7 @@ from orchestrator.offline.evidence import (
     _DEFAULT_PHASE,
     _PHASES,
     Brief,
+    _in_scope,
     _is_test,
     _path_words,
     named_in,
@@ -73,6 +74,7 @@ def group_areas(
     room: int,
     folders: dict[str, int] | None = None,
     goal: Sequence[str] = (),
+    found: dict[str, int] | None = None,
 ) -> list[Area]:
     """Group listed files into areas; split the biggest area while `room` allows.
 
@@ -91,14 +93,19 @@ def group_areas(
     unseen = sorted(set(folders or {}) - set(top))
     areas += [Area(name, [name], [], (folders or {})[name]) for name in unseen]
     areas.sort(key=lambda a: a.name)
-    if loose:
-        areas.append(_loose_area(_rank_files(loose, goal), 0))
+    found = found or {}
+    if loose:  # the files holding the objective's names from the code first
+        ranked = _rank_files(loose, goal)
+        areas.append(_loose_area(sorted(ranked, key=lambda p: -found.get(p, 0)), 0))
     named = _telling({stem(w) for w in goal}, paths)
     areas = _share_dominant(areas, room, goal)
     while len(areas) < room:
-        # the room goes where the objective points first (its words in the files' paths),
-        # then to the biggest area
-        order = sorted(areas, key=lambda a: (-_goal_score(a, named), -len(a.files), a.name))
+        # the room goes where the objective's names from the code were found, where its
+        # words point (in the files' paths), then to the biggest area
+        order = sorted(
+            areas,
+            key=lambda a: (-_found_in(a, found), -_goal_score(a, named), -len(a.files), a.name),
+        )
         for area in order:
             parts = _split(area, goal)
             free = room - len(areas) + 1  # the area's own slot and the ones left
@@ -254,6 +261,13 @@ def _vendored(area: Area) -> bool:
     return area.name.split("/", 1)[0].lower() in _VENDORED
 
 
+def _found_in(area: Area, found: dict[str, int]) -> int:
+    """Matching lines of a search for the objective's names from the code in `area`."""
+    if not found:
+        return 0
+    return sum(n for path, n in found.items() if _in_scope(path, area.scope) or path in area.files)
+
+
 def _source_count(files: Sequence[str]) -> int:
     """Code files that are not tests: how much of the project an area holds."""
     return sum(1 for f in files if PurePosixPath(f).suffix in _CODE_SUFFIXES and not _is_test(f))
@@ -304,17 +318,23 @@ def _phase_position(brief: Brief) -> int:
     return order.index(brief.phase) if brief.phase in order else 0
 
 
-def choose_areas(areas: Sequence[Area], brief: Brief, limit: int) -> tuple[list, list]:
-    """`(chosen, left_out)`: areas named by the objective, then source packages, then rest.
+def choose_areas(
+    areas: Sequence[Area], brief: Brief, limit: int, found: dict[str, int] | None = None
+) -> tuple[list, list]:
+    """`(chosen, left_out)`: areas holding the objective's names from the code (`found`,
+    most lines first), areas named by its words, then source packages, then the rest.
 
     When more source packages than free slots remain, each phase takes the next window of
     them (by phase position), so that over the phases every package is covered once.
     """
+    found = found or {}
     ranked = rank_areas(areas, brief)
     if len(ranked) <= limit:
         return ranked, []
     goal = stems(brief.objective)
-    named = [a for a in ranked if _goal_score(a, goal) > 0][:limit]
+    holding = sorted((a for a in ranked if _found_in(a, found)), key=lambda a: -_found_in(a, found))
+    named = [*holding, *(a for a in ranked if _goal_score(a, goal) > 0 and a not in holding)]
+    named = named[:limit]
     # vendored code is someone else's: after the project's own, unless the objective names it
     sources = [a for a in ranked if a not in named and _source_count(a.files) and not _vendored(a)]
     free = limit - len(named)
@@ -401,15 +421,20 @@ def _rank_files(
 
 
 def build_plan(
-    brief: Brief, files: Sequence[str], folders: dict[str, int] | None = None
+    brief: Brief,
+    files: Sequence[str],
+    folders: dict[str, int] | None = None,
+    found: dict[str, int] | None = None,
 ) -> PhasePlan:
     """The `PhasePlan` for this phase from the objective and the listed files (and, when
-    the listing was cut, the file count of every top folder)."""
+    the listing was cut, the file count of every top folder; `found`: matching lines per
+    file of a search for the names from the code that the objective gives)."""
     action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
     limit = max(1, brief.max_subtasks)
     goal_words = words(brief.objective or "")
-    areas = group_areas(files, limit, folders, goal_words)
-    chosen, left_out = choose_areas(areas, brief, limit)
+    found = found or {}
+    areas = group_areas(files, limit, folders, goal_words, found)
+    chosen, left_out = choose_areas(areas, brief, limit, found)
     objective = (brief.objective or "the task").rstrip(" .?!")
     subtasks = _subtasks(brief, chosen, objective)
     goal = words(objective)
@@ -419,6 +444,9 @@ def build_plan(
         if named
         else " ranked by size (source files), as the objective names no area"
     )
+    if found:  # the search for the objective's names from the code
+        where = f"{sum(found.values())} matching line(s) in {len(found)} file(s)"
+        basis = f" ranked by where the names it gives occur ({where}), then{basis[7:]}"
     names = ", ".join(a.name for a in chosen) or "the workdir"
     constraints = [
         "Read-only access to the workdir (list_files, read_file, grep_files).",

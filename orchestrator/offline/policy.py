@@ -74,6 +74,7 @@ from orchestrator.offline.evidence import (
     Evidence,
     _in_scope,
     _path_words,
+    grep_counts,
     parse_folders,
     parse_grep,
     parse_listing,
@@ -253,9 +254,22 @@ class ResearchPolicy:
         if "list_files" in names and not any(c.name == "list_files" for c in history):
             args = {"path": ".", "max_entries": self.listing_entries}
             return _call("list_files", args, "Listing the workdir to plan the subtasks.")
+        # a name from the code in the objective: where it occurs decides the areas
+        code_names = identifiers(brief.objective)[:MAX_TERMS]
+        greps = [c for c in history if c.name == "grep_files" and c.result is not None]
+        total = _listed_total(listings[-1].result or "") if listings else 0
+        if (
+            code_names
+            and total <= LEAD_SEARCH_FILES  # every phase's plan searches again
+            and "grep_files" in names
+            and not any(c.name == "grep_files" for c in history)
+        ):
+            args = {"pattern": terms_pattern(code_names), "path": ".", "max_matches": 200}
+            return _call("grep_files", args, f"Finding where {', '.join(code_names)} occur.")
+        found = grep_counts(greps[-1].result or "") if greps else {}
         files = [p for c in listings[-1:] for p, _ in parse_listing(c.result or "")]
         folders = {k: v for c in listings[-1:] for k, v in parse_folders(c.result or "").items()}
-        return _call(PLAN_TOOL, build_plan(brief, files, folders).model_dump())
+        return _call(PLAN_TOOL, build_plan(brief, files, folders, found).model_dump())
 
     # -- subagent --------------------------------------------------------------------------
 
@@ -365,6 +379,18 @@ class ResearchPolicy:
 
 #: Words of the objective grepped for together (one step of the subagent's budget).
 MAX_TERMS = 3
+#: The lead searches the workdir for the objective's names from the code when it has at
+#: most this many text files (Python's own library, 19K files, took 8 s a search).
+LEAD_SEARCH_FILES = 5_000
+_TOTAL_RE = re.compile(r"^# (\d+) text files under", re.MULTILINE)
+
+
+def _listed_total(listing: str) -> int:
+    """The text files a `list_files` result says the folder holds (0 when it does not)."""
+    match = _TOTAL_RE.search(listing)
+    return int(match.group(1)) if match else 0
+
+
 #: Lines read above the first search hit of a window further down a file (its definition).
 WINDOW_CONTEXT = 40
 

@@ -298,3 +298,25 @@ def test_vendored_code_comes_after_the_projects_own(tmp_path):
     assert len(scopes) == 4 and "vendor/decNumber" not in scopes and "src" in scopes
     plan = plan_for(repo, "How is decNumber used for big numbers?")
     assert "vendor/decNumber" in [s.scope[0] for s in plan.subtasks]  # named: it counts
+
+
+def test_a_name_from_the_code_places_the_subagents_where_it_occurs(tmp_path):
+    # the stdlib's shape: the definition in a loose top-level module past the first ten,
+    # its callers in one package among several that never mention it
+    files = {f"a{i:02d}.py": "x = 1\n" for i in range(14)}
+    files["socket.py"] = "def create_connection(address, timeout=None):\n    pass\n"
+    files["ftp/client.py"] = "import socket\nsock = socket.create_connection(host)\n"
+    for pkg in ("email", "json", "xml", "zlib"):
+        files |= {f"{pkg}/m{i}.py": "y = 2\n" for i in range(6)}
+    repo = make_repo(tmp_path / "lib", files)
+    model = OfflineChatModel()
+    plan, transcript = run_agent(
+        model, workdir_tools(repo), PhasePlan, lead_prompt("Where is create_connection called?")
+    )
+    assert [name for name, _, _ in transcript] == ["list_files", "grep_files", "PhasePlan"]
+    assert transcript[1][1]["pattern"] == "create_connection"
+    scopes = [path for sub in plan.subtasks for path in sub.scope]
+    assert "socket.py" in scopes and any(p.startswith("ftp") for p in scopes)
+    assert "ranked by where the names it gives occur (2 matching line(s) in 2 file(s))" in (
+        plan.strategy
+    )
