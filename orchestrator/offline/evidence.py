@@ -143,9 +143,12 @@ def named_in(goal: set[str], path_words: set[str]) -> set[str]:
 
 
 def stem(word: str) -> str:
-    """A crude suffix stripper so `invoices`, `invoice` and `taxed`, `tax` meet."""
+    """A crude suffix stripper so `invoices`, `invoice` and `taxed`, `tax` meet. A final
+    `e`/`es` stays on a short word: `tree` and `trees` are `tree` (a search for `tre`
+    finds "street" and "retrieve")."""
     for suffix in ("ing", "ed", "es", "s", "e"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+        keep = 4 if suffix in ("es", "e") else 3
+        if word.endswith(suffix) and len(word) - len(suffix) >= keep:
             return word[: -len(suffix)]
     return word
 

@@ -384,7 +384,7 @@ def test_rust_module_lines_are_quoted_last_and_a_man_page_by_its_name_line(tmp_p
     }
     repo = make_repo(tmp_path / "hexyl", files)
     findings, _ = findings_for(repo, ["src"], objective="How is the color of each byte chosen?")
-    example = next(d for d in findings.key_discoveries if " match 'color|byt'" in d)
+    example = next(d for d in findings.key_discoveries if " match 'color|byte'" in d)
     assert example.endswith("e.g. src/lib.rs:3: fn byte_color(byte: u8) -> Color {")
     notes = descriptions(repo, ["doc"], "What is hexyl?")
     assert notes["doc/hexyl.1.md"] == "hexyl - a command-line hex viewer"
@@ -551,3 +551,9 @@ def test_a_name_from_the_code_is_searched_alone_and_words_only_where_it_is_absen
     # no such name in the README: its words are searched instead
     _, transcript = findings_for(repo, ["README.md"], asked)
     assert calls(transcript, "grep_files")[:2] == ["merge_environment_settings", "session|remov"]
+
+
+def test_a_short_word_keeps_its_final_e(tmp_path):
+    files = {"src/tree.kt": "class Tree { fun log() {} }\n", "src/street.kt": "val street = 1\n"}
+    repo = make_repo(tmp_path / "timber", files)
+    assert first_search(repo, ["src"], "How does a tree log its messages?") == "messag|tree"
