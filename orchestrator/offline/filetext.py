@@ -211,13 +211,17 @@ def is_prose(path: str) -> bool:
     return PurePosixPath(path).suffix.lower() in _PROSE_SUFFIXES
 
 
+#: Build scripts and configuration: `def check = tasks.create('check')` defines no function.
+_CONFIG_SUFFIXES = frozenset(
+    ".gradle .cmake .mk .toml .cfg .ini .json .yaml .yml .xml .properties .lock .in".split()
+)
 _PY_DEF_RE = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 
 
 def code_defs(lines: Sequence[str], path: str) -> list[tuple[str, int]]:
     """`(name, line)` of the definitions in a file's lines read; none in prose. Python's
     are its `def`s and `class`es only (a docstring's "object to send" defines nothing)."""
-    if is_prose(path):
+    if is_prose(path) or PurePosixPath(path).suffix.lower() in _CONFIG_SUFFIXES:
         return []
     if PurePosixPath(path).suffix in (".py", ".pyi"):
         return [(m.group(1), i) for i, ln in enumerate(lines, 1) if (m := _PY_DEF_RE.match(ln))]

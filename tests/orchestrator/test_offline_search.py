@@ -557,3 +557,12 @@ def test_a_short_word_keeps_its_final_e(tmp_path):
     files = {"src/tree.kt": "class Tree { fun log() {} }\n", "src/street.kt": "val street = 1\n"}
     repo = make_repo(tmp_path / "timber", files)
     assert first_search(repo, ["src"], "How does a tree log its messages?") == "messag|tree"
+
+
+def test_build_scripts_define_no_change_sites(tmp_path):
+    gradle = "def check = tasks.create('check')\ncheck.dependsOn(japicmp)\nbaseline('x') {\n}\n"
+    repo = make_repo(tmp_path / "lib", {"lib/build.gradle": gradle, "lib/Log.kt": "fun log() {}\n"})
+    findings, _ = findings_for(
+        repo, ["lib"], "How is the check task built?", phase="implementation"
+    )
+    assert not any("Change sites in lib/build.gradle" in d for d in findings.key_discoveries)
