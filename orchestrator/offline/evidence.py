@@ -36,6 +36,7 @@ from orchestrator.offline.defs import def_name
 
 _LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
 _NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
+_TOTAL_RE = re.compile(r"^# (\d+) text files under", re.MULTILINE)
 _MORE_LINES_RE = re.compile(r"^# \.\.\. (\d+) more lines", re.MULTILINE)
 _GREP_RE = re.compile(r"^(.+?):(\d+): (.*)$")
 _WORD_RE = re.compile(r"[a-z0-9]+")
@@ -183,9 +184,22 @@ def parse_folders(text: str) -> dict[str, int]:
     }
 
 
+def parse_numbered(text: str) -> list[tuple[int, str]]:
+    """`(line number, line)` pairs of a `read_file` result."""
+    return [
+        (int(m.group(1)), m.group(2)) for ln in text.splitlines() if (m := _NUMBERED_RE.match(ln))
+    ]
+
+
 def parse_read(text: str) -> list[str]:
     """The file lines of a `read_file` result, without their numbers."""
-    return [m.group(2) for ln in text.splitlines() if (m := _NUMBERED_RE.match(ln))]
+    return [line for _, line in parse_numbered(text)]
+
+
+def listed_total(listing: str) -> int:
+    """The text files a `list_files` result says the folder holds (0 when it does not)."""
+    match = _TOTAL_RE.search(listing)
+    return int(match.group(1)) if match else 0
 
 
 def grep_counts(text: str) -> dict[str, int]:
@@ -499,11 +513,7 @@ class Evidence:
 
     def _add_read(self, path: str, result: str) -> None:
         """A `read_file` result, from line 1 or a window further down (`start_line`)."""
-        numbered = [
-            (int(m.group(1)), m.group(2))
-            for ln in result.splitlines()
-            if (m := _NUMBERED_RE.match(ln))
-        ]
+        numbered = parse_numbered(result)
         if more := _MORE_LINES_RE.search(result):
             last = numbered[-1][0] if numbered else 0
             self.length[path] = last + int(more.group(1))

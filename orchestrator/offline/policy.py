@@ -75,6 +75,7 @@ from orchestrator.offline.evidence import (
     _in_scope,
     _path_words,
     grep_counts,
+    listed_total,
     parse_folders,
     parse_grep,
     parse_listing,
@@ -257,7 +258,7 @@ class ResearchPolicy:
         # a name from the code in the objective: where it occurs decides the areas
         code_names = identifiers(brief.objective)[:MAX_TERMS]
         greps = [c for c in history if c.name == "grep_files" and c.result is not None]
-        total = _listed_total(listings[-1].result or "") if listings else 0
+        total = listed_total(listings[-1].result or "") if listings else 0
         if (
             code_names
             and total <= LEAD_SEARCH_FILES  # every phase's plan searches again
@@ -358,8 +359,8 @@ class ResearchPolicy:
         if path not in ev.length or not seen:
             return None  # read to its end, or not read
         found = {
-            n for key, hits in ev.greps.items() if key != self.TODO_PATTERN
-            for p, n, _ in hits if p == path
+            n for key, shown in ev.greps.items() if key != self.TODO_PATTERN
+            for p, n, _ in shown if p == path
         }  # fmt: skip
         hits = sorted(n for n in found if n > seen)
         if len(hits) <= len(found) - len(hits):
@@ -382,13 +383,6 @@ MAX_TERMS = 3
 #: The lead searches the workdir for the objective's names from the code when it has at
 #: most this many text files (Python's own library, 19K files, took 8 s a search).
 LEAD_SEARCH_FILES = 5_000
-_TOTAL_RE = re.compile(r"^# (\d+) text files under", re.MULTILINE)
-
-
-def _listed_total(listing: str) -> int:
-    """The text files a `list_files` result says the folder holds (0 when it does not)."""
-    match = _TOTAL_RE.search(listing)
-    return int(match.group(1)) if match else 0
 
 
 #: Lines read above the first search hit of a window further down a file (its definition).
