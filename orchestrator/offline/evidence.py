@@ -55,7 +55,7 @@ _STOPWORDS = frozenset(
     give tell show identify change changes study
     handle handled handles handling decide decides decided determine determines determined
     choose chooses chose chosen risk risks win wins won same break breaks called defined
-    passed passes passing
+    passed passes passing support supports supported supporting
     happen happens happened
     whether either neither although though unless whereas whom whose however therefore
     instead rather really actually mainly mostly usually often very even still shall upon
@@ -525,6 +525,15 @@ class Evidence:
         self.lines_read[path] = self.lines_read.get(path, 0) + len(numbered)
         if numbered:
             self.spans.setdefault(path, []).append((numbered[0][0], numbered[-1][0]))
+
+    def read_breaks(self, path: str) -> set[int]:
+        """The lines of `path` where a read starts after lines not read (a window)."""
+        breaks, covered = set(), 0
+        for a, b in sorted(self.spans.get(path, ())):
+            if a > covered + 1:
+                breaks.add(a)
+            covered = max(covered, b)
+        return breaks
 
     def span_start(self, path: str, line: int) -> int:
         """The first line of the read of `path` that holds `line` (1 when unknown)."""

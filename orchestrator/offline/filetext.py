@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import PurePosixPath
 
 from orchestrator.offline.defs import defs_with_lines
@@ -67,24 +67,30 @@ def _is_words(text: str) -> bool:
     return bool(re.search(r"[A-Za-z]{3}", text)) and letters * 2 >= len(visible)
 
 
-def outline(lines: Sequence[str], path: str = "") -> list[tuple[str, int, str]]:
+def outline(
+    lines: Sequence[str], path: str = "", breaks: Collection[int] = ()
+) -> list[tuple[str, int, str]]:
     """`(name, line, first docstring line)` of the definitions in the lines read.
 
-    Python read from its first line is parsed with `ast` (classes, functions and their
-    methods as `Class.method`); anything else, or Python that does not parse (a partial
-    read), falls back to a regex over the lines with an empty docstring.
+    Python is parsed with `ast` (classes, functions and their methods as `Class.method`)
+    up to the last top-level definition that makes the lines parse (a read cut short ends
+    inside one); the rest, and anything that is not Python, goes through `qualified_defs`
+    with an empty docstring. `breaks` are the lines where a later read of the file starts.
     """
     if PurePosixPath(path).suffix in (".py", ".pyi"):
-        try:
-            tree = ast.parse("\n".join(lines))
-        except (SyntaxError, ValueError):
-            tree = None
-        if tree is not None:
-            out = []
-            for node in tree.body:
-                out += _ast_defs(node, "")
-            return out
-    return [(n, i, "") for n, i in code_defs(lines, path)]
+        cut = min(breaks, default=len(lines) + 1) - 1  # `ast` reads the first read only
+        for _ in range(_PARSE_TRIES):
+            try:
+                tree = ast.parse("\n".join(lines[:cut]))
+            except (SyntaxError, ValueError):
+                cut = next((i for i in range(cut - 1, 0, -1) if _TOP_LEVEL_RE.match(lines[i])), 0)
+                if not cut:
+                    break
+                continue
+            parsed = [d for node in tree.body for d in _ast_defs(node, "")]
+            rest = qualified_defs(lines[cut:], path, {b - cut for b in breaks})
+            return parsed + [(n, i + cut, "") for n, i in rest]
+    return [(n, i, "") for n, i in qualified_defs(lines, path, breaks)]
 
 
 def _ast_defs(node: ast.AST, prefix: str) -> list[tuple[str, int, str]]:
@@ -226,3 +232,39 @@ def code_defs(lines: Sequence[str], path: str) -> list[tuple[str, int]]:
     if PurePosixPath(path).suffix in (".py", ".pyi"):
         return [(m.group(1), i) for i, ln in enumerate(lines, 1) if (m := _PY_DEF_RE.match(ln))]
     return defs_with_lines(lines)
+
+
+#: A Python line that starts a top-level statement a read may be cut back to.
+_TOP_LEVEL_RE = re.compile(r"(?:@|class\s|def\s|async\s+def\s)")
+_PARSE_TRIES = 4
+_PY_CLASS_RE = re.compile(r"class\s")
+
+
+def qualified_defs(
+    lines: Sequence[str], path: str, breaks: Collection[int] = ()
+) -> list[tuple[str, int]]:
+    """`code_defs`, a Python method named after the classes it is indented under
+    (`Route.__init__`, as `outline` names it), so that a read cut short, which `ast` cannot
+    parse, still tells one `__init__` from another; a function inside a function keeps its
+    own name. `breaks` are the lines where a later read starts: what was open above them is
+    not known to hold them."""
+    defs = code_defs(lines, path)
+    if PurePosixPath(path).suffix not in (".py", ".pyi") or not defs:
+        return defs
+    names = {i: n for n, i in defs}
+    out = []
+    scopes: list[tuple[int, str]] = []  # (indentation, class name or "" for a function)
+    for i, line in enumerate(lines, 1):
+        if i in breaks:
+            scopes.clear()
+        text = line.lstrip()
+        if not text or not (text[0].isalpha() or text[0] in "_@"):
+            continue  # blank, a comment, a string, a bracket closing a signature
+        indent = len(line) - len(text)
+        while scopes and scopes[-1][0] >= indent:
+            scopes.pop()
+        if (name := names.get(i)) is not None:
+            classes = [n for _, n in scopes]
+            out.append((".".join([*classes, name]) if all(classes) else name, i))
+            scopes.append((indent, name if _PY_CLASS_RE.match(text) else ""))
+    return out

@@ -40,7 +40,13 @@ from orchestrator.offline.evidence import (
     stems,
     untested_modules,
 )
-from orchestrator.offline.filetext import clip, code_defs, describe, is_prose, outline
+from orchestrator.offline.filetext import (
+    clip,
+    describe,
+    is_prose,
+    outline,
+    qualified_defs,
+)
 from orchestrator.protocol import SubmitFindings
 
 #: A line that only brings a name in: `import x`, `from x import y`, `use a::b;`,
@@ -138,7 +144,7 @@ def _file_notes(ev: Evidence) -> list[dict]:
     notes = []
     for path, lines in ev.read.items():
         first = describe(lines, path)[0]
-        defs = outline(lines, path)
+        defs = outline(lines, path, ev.read_breaks(path))
         shown = [f"{n} (line {i}{': ' + d if d else ''})" for n, i, d in defs[:8]]
         more = f" and {len(defs) - 8} more" if len(defs) > 8 else ""
         note = (first or _undescribed(lines)).rstrip(".") + (
@@ -234,13 +240,12 @@ class _Facts:
         """Change sites: definitions with line numbers, TODOs, modules with no named test."""
         out = []
         for path, lines in self.ev.read.items():
-            defs = code_defs(lines, path)
+            defs = qualified_defs(lines, path, self.ev.read_breaks(path))
             if self.ev.is_test_area():
-                cases = [n for n, _ in defs if n.startswith(("test", "Test"))]
+                named = [(n, n.rpartition(".")[2].startswith(("test", "Test"))) for n, _ in defs]
+                cases = [n for n, case in named if case]
                 cases += [n for n, _ in test_calls(lines)]
-                helpers = list(
-                    dict.fromkeys(n for n, _ in defs if not n.startswith(("test", "Test")))
-                )
+                helpers = list(dict.fromkeys(n for n, case in named if not case))
                 target = _tested_name(path)
                 out.append(
                     f"{path} targets {target!r}: {len(cases)} test case(s) in the lines read"

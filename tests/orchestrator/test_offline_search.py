@@ -566,3 +566,55 @@ def test_build_scripts_define_no_change_sites(tmp_path):
         repo, ["lib"], "How is the check task built?", phase="implementation"
     )
     assert not any("Change sites in lib/build.gradle" in d for d in findings.key_discoveries)
+
+
+ROUTING = (
+    "class NoMatch(Exception):\n"
+    '    """Raised when nothing matches\n'
+    "    a route.\n"
+    '    """\n'
+    "\n"
+    "    def __init__(self, name):\n"
+    "        super().__init__(name)\n"
+    "\n"
+    "\n"
+    "class Route:\n"
+    "    def __init__(\n"
+    "        self,\n"
+    "        middleware=None,\n"
+    "    ):\n"
+    "        self.middleware = middleware\n"
+    "\n"
+    "    def handle(self, request):\n"
+    "        def call(app):\n"
+    "            return self.middleware(app)\n"
+    "        return call\n"
+    "\n"
+    "\n"
+    "class Router:\n"
+    '    """Routes requests to endpoints."""\n'
+    "\n"
+    "    def __init__(self, routes, middleware=None):\n"
+    "        self.middleware_stack = middleware\n"
+    "\n"
+) + "".join(f"def helper_{i}():\n    return {i}\n\n" for i in range(300))  # a read cut short
+
+
+def test_methods_are_named_after_their_class_also_in_a_read_cut_short(tmp_path):
+    repo = make_repo(tmp_path / "web", {"web/routing.py": ROUTING})
+    objective = "Where would I add support for route-level middleware?"
+    assert first_search(repo, ["web"], objective) == "middlewar|rout"  # not 'support'
+    findings, _ = findings_for(repo, ["web"], objective=objective, phase="implementation")
+    sites = next(d for d in findings.key_discoveries if d.startswith("Change sites"))
+    # two `__init__`s told apart; a function inside a method keeps its own name
+    assert sites == (
+        "Change sites in web/routing.py, where the objective's words are: "
+        "Route.__init__ (line 11: 2 matching lines), Router (line 23: 2 matching lines), "
+        "Router.__init__ (line 26: 2 matching lines), NoMatch (line 1: 1 matching line), "
+        "Route (line 10: 1 matching line), call (line 18: 1 matching line)."
+    )
+    note = next(f.description for f in findings.files if f.path == "web/routing.py")
+    # the 800 lines read do not parse whole; the definitions above the cut still do
+    assert note.startswith("no docstring or heading. 800 lines read; defines NoMatch (line 1: ")
+    assert "NoMatch (line 1: Raised when nothing matches); NoMatch.__init__ (line 6)" in note
+    assert "Router (line 23: Routes requests to endpoints.)" in note
