@@ -399,14 +399,16 @@ def keywords(
 ) -> list[str]:
     """Stems worth grepping for, best first.
 
-    Objective words come before subtask words; words of the scope paths and of the
+    Objective words come before subtask words; words of the scope's folders and of the
     workdir's own name (`root`: "how does filelock ..." asked in `filelock/`) are skipped
     (they match everywhere); a word the objective says twice ("how does ky retry ... trigger
     a retry?") is its subject and comes first; words already visible in file names go
     last (reads cover those), longer words first. Empty when nothing specific is left
     (e.g. "survey this repo").
     """
-    scope_words = set().union(*(_path_words(s) for s in [*scope, root] if s))
+    # a scope of files (`web/routing.py`, ...) is searched for its files' own words
+    folders = [s.rpartition("/")[0] if _looks_like_file(s) else s for s in [*scope, root]]
+    scope_words = set().union(*(_path_words(f) for f in folders if f))
     seen = set().union(*(_path_words(p) for p in paths)) if paths else set()
     objective = _FRAME_RE.sub(" ", brief.objective)  # "how can a user ..." asks about ...
     said = Counter(stem(w) for w in _WORD_RE.findall(objective.lower()))

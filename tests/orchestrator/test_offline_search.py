@@ -618,3 +618,15 @@ def test_methods_are_named_after_their_class_also_in_a_read_cut_short(tmp_path):
     assert note.startswith("no docstring or heading. 800 lines read; defines NoMatch (line 1: ")
     assert "NoMatch (line 1: Raised when nothing matches); NoMatch.__init__ (line 6)" in note
     assert "Router (line 23: Routes requests to endpoints.)" in note
+
+
+def test_a_scope_of_files_is_searched_for_the_words_of_their_names(tmp_path):
+    files = {
+        "web/routing.py": "def route(request):\n    return match(request)\n",
+        "web/app.py": "def serve(request):\n    return route(request)\n",
+    }
+    repo = make_repo(tmp_path / "web", files)
+    objective = "How does a request get routed to its endpoint?"
+    # 'rout' is in a file's name, not the scope's folder: it does not match everywhere
+    scope = ["web/routing.py", "web/app.py"]
+    assert first_search(repo, scope, objective) == "endpoint|request|rout"
