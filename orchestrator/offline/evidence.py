@@ -49,7 +49,7 @@ _STOPWORDS = frozenset(
     survey explore exploration map find check review plan planning implement implementation
     code project repo repository package module modules file files folder folders work task
     look make use using used write read describe explain understand main new add get set
-    tether workdir top level
+    tether workdir
     fit fits fitting together overall whole part parts piece pieces thing things stuff also
     just like well one ones other others more most some such than then there here over
     give tell show identify change changes study
@@ -59,7 +59,7 @@ _STOPWORDS = frozenset(
     happen happens happened
     whether either neither although though unless whereas whom whose however therefore
     instead rather really actually mainly mostly usually often very even still shall upon
-    onto within through during across between""".split()
+    onto within through during across between below above""".split()
 )
 _CODE_SUFFIXES = frozenset(
     ".py .js .mjs .cjs .jsx .ts .tsx .go .rs .java .kt .kts .scala .swift .c .cc .cpp .cs .m"
@@ -123,10 +123,26 @@ class Call:
 # -- words, paths and tool results ------------------------------------------------------
 
 
+#: What the lead adds to an area's name (`gson (top level)`, `top-level files 11-20`,
+#: `hooks (other than slog)`): words of the plan, not of the objective.
+_AREA_MARKS_RE = re.compile(
+    r"\s*\((?:top level|other than)[^)]*\)|\btop-level files(?: \d+-\d+)?", re.IGNORECASE
+)
+#: `route-level middleware` is middleware of a route: its `level` names no level.
+_LEVEL_OF_RE = re.compile(r"(?<=\w)-level\b", re.IGNORECASE)
+
+
+def area_subject(name: str) -> str:
+    """An area's name or a text naming areas without the lead's marks (`gson (top level)`
+    is `gson`)."""
+    return _AREA_MARKS_RE.sub("", name)
+
+
 def words(text: str) -> list[str]:
     """Lower-case content words of `text` (stop words, their other forms such as
-    `implemented`, and short words dropped), in order."""
+    `implemented`, short words and the marks of area names dropped), in order."""
     seen: dict[str, None] = {}
+    text = _LEVEL_OF_RE.sub("", area_subject(text))
     for w in _WORD_RE.findall(_VERSIONED_RE.sub(r"\1\2", text.lower())):
         if len(w) >= 3 and w not in _STOPWORDS and not w.isdigit() and stem(w) not in _STOP_STEMS:
             seen.setdefault(w, None)
@@ -146,12 +162,28 @@ def named_in(goal: set[str], path_words: set[str]) -> set[str]:
 def stem(word: str) -> str:
     """A crude suffix stripper so `invoices`, `invoice` and `taxed`, `tax` meet. A final
     `e`/`es` stays on a short word: `tree` and `trees` are `tree` (a search for `tre`
-    finds "street" and "retrieve")."""
+    finds "street" and "retrieve"); see `_verb_base` for `-ed` and `-ing`."""
     for suffix in ("ing", "ed", "es", "s", "e"):
         keep = 4 if suffix in ("es", "e") else 3
         if word.endswith(suffix) and len(word) - len(suffix) >= keep:
-            return word[: -len(suffix)]
+            base = word[: -len(suffix)]
+            if suffix in ("ing", "ed"):
+                return _verb_base(word, base)
+            return base
     return word
+
+
+def _verb_base(word: str, base: str) -> str:
+    """What is left of `word` without its `-ed`/`-ing`: `string` stays (no vowel in
+    `str`), a doubled consonant is one (`logged`: `log`; `called`: `call`), and a short
+    consonant-vowel-consonant base gets its `e` back (`fired`: `fire`, not `fir`)."""
+    if not re.search("[aeiouy]", base):
+        return word
+    if len(base) >= 4 and base[-1] == base[-2] in "bdgmnprt":
+        return base[:-1]
+    if len(base) == 3 and re.fullmatch("[^aeiou][aeiou][^aeiouwxy]", base):
+        return base + "e"
+    return base
 
 
 #: Stems of the stop words: `implemented` and `described` are as empty as `implement`.

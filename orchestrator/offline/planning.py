@@ -27,6 +27,7 @@ from orchestrator.offline.evidence import (
     _in_scope,
     _is_test,
     _path_words,
+    area_subject,
     named_in,
     stem,
     stems,
@@ -276,7 +277,7 @@ def _source_count(files: Sequence[str]) -> int:
 def _goal_score(area: Area, goal: set[str]) -> float:
     """How strongly the objective's content words name an area (0: not at all)."""
     hits = sum(1 for f in area.files if named_in(goal, _path_words(f)))
-    return 3.0 * len(named_in(goal, _path_words(area.name))) + min(5, hits)
+    return 3.0 * len(named_in(goal, _path_words(area_subject(area.name)))) + min(5, hits)
 
 
 def rank_areas(areas: Sequence[Area], brief: Brief) -> list[Area]:

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -411,10 +411,16 @@ def keywords(
     scope_words = set().union(*(_path_words(f) for f in folders if f))
     seen = set().union(*(_path_words(p) for p in paths)) if paths else set()
     objective = _FRAME_RE.sub(" ", brief.objective)  # "how can a user ..." asks about ...
-    said = Counter(stem(w) for w in _WORD_RE.findall(objective.lower()))
+    said_stems = [stem(w) for w in _WORD_RE.findall(objective.lower())]
+    one = _one_form(said_stems)
+    said = Counter(one(s) for s in said_stems)
     # three letters are too short a word, unless an acronym (URL, API) or said twice
     acronyms = {w.lower() for w in re.findall(r"\b[A-Z][A-Z0-9]{2}\b", objective)}
-    own = [stem(w) for w in words(objective) if len(w) >= 4 or w in acronyms or said[stem(w)] >= 2]
+    own = [
+        one(stem(w))
+        for w in words(objective)
+        if len(w) >= 4 or w in acronyms or said[one(stem(w))] >= 2
+    ]
     more = [stem(w) for w in words(brief.title) if len(w) >= 4]
     # a name from the code (`Session.merge_environment_settings`, `handleRequest`) is
     # searched as it is, before anything else; its parts are not searched on their own
@@ -426,6 +432,13 @@ def keywords(
             key[w] = (i >= len(own), said[w] < 2, w in seen, -len(w), i)
     # grep for the stem, so `invoices` also finds `invoice`
     return [*names, *sorted(key, key=key.__getitem__)]
+
+
+def _one_form(stems: Sequence[str]) -> Callable[[str], str]:
+    """A word said both as `entry` and `entries` (stems `entry`, `entri`) is one word,
+    searched as `entr`, which finds both; any other stem stays as it is."""
+    both = {s[:-1] for s in stems if s.endswith("y")} & {s[:-1] for s in stems if s.endswith("i")}
+    return lambda s: s[:-1] if s[-1:] in ("y", "i") and s[:-1] in both and len(s) > 4 else s
 
 
 _IDENTIFIER_RE = re.compile(r"`?\b([A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*)\b`?")

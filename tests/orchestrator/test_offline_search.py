@@ -630,3 +630,32 @@ def test_a_scope_of_files_is_searched_for_the_words_of_their_names(tmp_path):
     # 'rout' is in a file's name, not the scope's folder: it does not match everywhere
     scope = ["web/routing.py", "web/app.py"]
     assert first_search(repo, scope, objective) == "endpoint|request|rout"
+
+
+def test_a_word_said_in_two_forms_is_one_search_and_a_level_is_a_word(tmp_path):
+    files = {
+        "hooks.go": "func (hooks LevelHooks) Fire(level Level, entry *Entry) error {\n}\n",
+        "entry.go": "func (entry *Entry) log(level Level) {\n\tentry.fireHooks()\n}\n",
+    }
+    repo = make_repo(tmp_path / "logrus", files)
+    objective = (
+        "How do hooks get fired when an entry is logged, and how would I add a hook that "
+        "drops entries below a level?"
+    )
+    # `entry` and `entries` are one word said twice, found by `entr`; `below` frames
+    assert first_search(repo, ["."], objective) == "entr|hook|level"
+
+
+def test_the_marks_of_an_area_name_are_not_searched(tmp_path):
+    repo = make_repo(tmp_path / "app", {"lib/log.py": "LEVEL = 'info'\n", "lib/top.py": "X = 1\n"})
+    sub = PhasePlan.model_validate(
+        {
+            "strategy": "s",
+            "subtasks": [
+                {"id": "x", "title": "Survey lib (top level)", "description": "d", "scope": ["lib"]}
+            ],
+        }
+    ).subtasks[0]
+    prompt = sub_prompt("Where is the logging level set?", sub)
+    _, transcript = run_agent(OfflineChatModel(), workdir_tools(repo), SubmitFindings, prompt)
+    assert calls(transcript, "grep_files")[0] == "level|log"  # not `top`: the lead's mark
