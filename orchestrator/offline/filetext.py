@@ -238,18 +238,25 @@ def code_defs(lines: Sequence[str], path: str) -> list[tuple[str, int]]:
 _TOP_LEVEL_RE = re.compile(r"(?:@|class\s|def\s|async\s+def\s)")
 _PARSE_TRIES = 4
 _PY_CLASS_RE = re.compile(r"class\s")
+_GO_RECEIVER_RE = re.compile(r"\s*func\s*\(\s*(?:\w+\s+)?\*?\s*([A-Za-z_]\w*)")
 
 
 def qualified_defs(
     lines: Sequence[str], path: str, breaks: Collection[int] = ()
 ) -> list[tuple[str, int]]:
-    """`code_defs`, a Python method named after the classes it is indented under
-    (`Route.__init__`, as `outline` names it), so that a read cut short, which `ast` cannot
-    parse, still tells one `__init__` from another; a function inside a function keeps its
-    own name. `breaks` are the lines where a later read starts: what was open above them is
-    not known to hold them."""
+    """`code_defs`, a method named after its type: in Python the classes it is indented
+    under (`Route.__init__`, as `outline` names it), so that a read cut short, which `ast`
+    cannot parse, still tells one `__init__` from another (a function inside a function
+    keeps its own name); in Go its receiver's type (`LevelHooks.Fire`). `breaks` are the
+    lines where a later read starts: what was open above them is not known to hold them."""
     defs = code_defs(lines, path)
-    if PurePosixPath(path).suffix not in (".py", ".pyi") or not defs:
+    suffix = PurePosixPath(path).suffix
+    if suffix == ".go":  # a method is named after its receiver's type: `LevelHooks.Fire`
+        return [
+            (f"{m.group(1)}.{n}" if (m := _GO_RECEIVER_RE.match(lines[i - 1])) else n, i)
+            for n, i in defs
+        ]
+    if suffix not in (".py", ".pyi") or not defs:
         return defs
     names = {i: n for n, i in defs}
     out = []

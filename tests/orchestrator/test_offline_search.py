@@ -135,7 +135,7 @@ def test_definitions_of_go_rust_kotlin_and_java(tmp_path):
         findings, _ = findings_for(repo, pair, objective="What does each file define?")
         notes |= {f.path: f.description for f in findings.files}
     assert notes["cmd/command.go"].endswith(
-        "defines Command (line 3); Execute (line 5); NewCommand (line 9)"
+        "defines Command (line 3); Command.Execute (line 5); NewCommand (line 9)"
     )
     assert notes["cmd/walk.rs"].endswith("defines scan (line 1); State (line 2); Filter (line 3)")
     assert notes["cmd/App.kt"].endswith("defines User (line 1); fetch (line 3)")
