@@ -38,6 +38,12 @@ _ASSIGNED_FN_RE = re.compile(
     r"^\s*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?"
     r"(?:function\b|\([^()]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)"
 )
+#: A function given to a property (`app.route = function route(path) {`,
+#: `Router.prototype.handle = (req) => {`, `exports.parse = function`): its dotted target.
+_PROPERTY_FN_RE = re.compile(
+    r"^\s*((?:[A-Za-z_$][\w$]*\.)+[A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?"
+    r"(?:function\b|\([^()]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)"
+)
 #: TypeScript's too: modifiers, a `#private` name, type parameters, parameters holding a
 #: function type (one level of parentheses) and a return type (`async #retry<T>(fn: () =>
 #: T): Promise<T> {`); a call with a callback (`setTimeout(function () {`) never closes
@@ -55,6 +61,8 @@ def def_name(line: str) -> str | None:
     """The name a line of code defines (a function, class, method...), or None."""
     if m := _DEF_RE.match(line):
         return m.group(2)
+    if target := property_target(line):
+        return target.rpartition(".")[2]
     m = (
         _TYPE_RE.match(line)
         or _ASSIGNED_FN_RE.match(line)
@@ -62,6 +70,16 @@ def def_name(line: str) -> str | None:
         or _TYPED_METHOD_RE.match(line)
     )
     return m.group(1) if m else None
+
+
+def property_target(line: str) -> str | None:
+    """The property a line gives a function to, without `prototype` and `exports`
+    (`app.route`, `Router.handle`, `parse`), or None (also for `module.exports = function`,
+    which names nothing)."""
+    if not (m := _PROPERTY_FN_RE.match(line)):
+        return None
+    parts = [p for p in m.group(1).split(".") if p not in ("prototype", "module", "exports")]
+    return ".".join(parts) or None
 
 
 def defs_with_lines(lines: Sequence[str]) -> list[tuple[str, int]]:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import PurePosixPath
 
-from orchestrator.offline.defs import defs_with_lines
+from orchestrator.offline.defs import defs_with_lines, property_target
 from orchestrator.offline.evidence import _PROSE_SUFFIXES
 
 _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
@@ -247,8 +247,9 @@ def qualified_defs(
     """`code_defs`, a method named after its type: in Python the classes it is indented
     under (`Route.__init__`, as `outline` names it), so that a read cut short, which `ast`
     cannot parse, still tells one `__init__` from another (a function inside a function
-    keeps its own name); in Go its receiver's type (`LevelHooks.Fire`). `breaks` are the
-    lines where a later read starts: what was open above them is not known to hold them."""
+    keeps its own name); in Go its receiver's type (`LevelHooks.Fire`); in JavaScript the
+    property it is given to (`app.route`). `breaks` are the lines where a later read
+    starts: what was open above them is not known to hold them."""
     defs = code_defs(lines, path)
     suffix = PurePosixPath(path).suffix
     if suffix == ".go":  # a method is named after its receiver's type: `LevelHooks.Fire`
@@ -256,8 +257,8 @@ def qualified_defs(
             (f"{m.group(1)}.{n}" if (m := _GO_RECEIVER_RE.match(lines[i - 1])) else n, i)
             for n, i in defs
         ]
-    if suffix not in (".py", ".pyi") or not defs:
-        return defs
+    if suffix not in (".py", ".pyi"):  # `app.route = function route(path) {`: `app.route`
+        return [(property_target(lines[i - 1]) or n, i) for n, i in defs]
     names = {i: n for n, i in defs}
     out = []
     scopes: list[tuple[int, str]] = []  # (indentation, class name or "" for a function)

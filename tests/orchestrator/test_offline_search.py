@@ -659,3 +659,30 @@ def test_the_marks_of_an_area_name_are_not_searched(tmp_path):
     prompt = sub_prompt("Where is the logging level set?", sub)
     _, transcript = run_agent(OfflineChatModel(), workdir_tools(repo), SubmitFindings, prompt)
     assert calls(transcript, "grep_files")[0] == "level|log"  # not `top`: the lead's mark
+
+
+def test_javascript_functions_given_to_properties_are_definitions(tmp_path):
+    app = (
+        "var app = exports = module.exports = {};\n"
+        "\n"
+        "app.handle = function handle(req, res) {\n"
+        "  this.router.handle(req, res);  // the router matches the path\n"
+        "};\n"
+        "\n"
+        "Router.prototype.route = (path) => {\n"
+        "  return new Route(path);  // a route for the path\n"
+        "};\n"
+        "\n"
+        "exports.compile = function(path) {\n"
+        "  return path;\n"
+        "};\n"
+    )
+    repo = make_repo(tmp_path / "web", {"lib/application.js": app})
+    objective = "Where is the path of a route compiled?"
+    findings, _ = findings_for(repo, ["lib"], objective=objective, phase="implementation")
+    sites = next(d for d in findings.key_discoveries if d.startswith("Change sites"))
+    assert sites == (
+        "Change sites in lib/application.js, where the objective's words are: "
+        "Router.route (line 7: 2 matching lines), compile (line 11: 2 matching lines), "
+        "app.handle (line 3: 1 matching line)."
+    )
