@@ -55,7 +55,9 @@ def memory_search(
       memory search "retry policy" --scope detail,facts --json
     """
     text = " ".join(query)
-    results = get_store(ctx).search(text, scope=list(scopes) or "all", limit=limit)
+    results = get_store(ctx).search(
+        text, scope=list(scopes) or "all", limit=limit, past_echoes=True
+    )
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
     else:

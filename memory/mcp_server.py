@@ -104,7 +104,8 @@ def _search_tools(server: Any, store: Any) -> None:
         scope: Annotated[str, Field(description=_SCOPES)] = "all",
         limit: Annotated[int, Field(ge=1, le=50, description="Most results to return.")] = 5,
     ) -> str:
-        return format_results(query, store.search(query, scope=scope, limit=limit))
+        found = store.search(query, scope=scope, limit=limit, past_echoes=True)
+        return format_results(query, found)
 
     def memory_log(
         content: Annotated[str, Field(description="The large output to store, verbatim.")],

@@ -77,6 +77,7 @@ def search(
     limit: int = 5,
     *,
     widen: bool = True,
+    past_echoes: bool = False,
 ) -> list[SearchResult]:
     """Ranked recall of `query` over the views named by `scope`, near-copies dropped.
 
@@ -89,6 +90,11 @@ def search(
             results short (up to `MAX_ASKED` hits); False: one query, fewer results (a
             context builder, which fills its budget with what it gets, in a memory of
             many alike tasks).
+        past_echoes: with `widen`, also ask again while echoes leave the results short of
+            new ones: a task's objective, which its plan, checkpoints, snapshots and the
+            lead's prompts all quote, fills the first hits of a question asked in its
+            words. For a person or an agent reading the results (`memory search`, the
+            recall tool); it costs further queries wherever memory repeats itself.
 
     Raises:
         InvalidQueryError: empty query, unknown scope or limit below 1.
@@ -106,9 +112,10 @@ def search(
     asked = max(limit, min(2 * limit, MAX_ASKED)) if widen else limit
     while True:
         hits = backend.index_query(query, sources=sources, limit=asked)
-        results = distinct([to_result(hit, query) for hit in hits], query)
-        if len(results) >= limit or len(hits) < asked or not widen or 2 * asked > MAX_ASKED:
-            return results[:limit]
+        kept, echoes = _distinct([to_result(hit, query) for hit in hits], query)
+        short = len(kept) + len(echoes) < limit or (past_echoes and len(kept) < limit)
+        if not short or not widen or len(hits) < asked or 2 * asked > MAX_ASKED:
+            return (kept + echoes)[:limit]
         asked *= 2
 
 
@@ -126,25 +133,33 @@ def distinct(results: Sequence[SearchResult], query: str = "") -> list[SearchRes
     episode and the lead's messages all repeat, would otherwise fill the results of any
     question asked in its words.
     """
+    kept, echoes = _distinct(results, query)
+    return kept + echoes
+
+
+def _distinct(
+    results: Sequence[SearchResult], query: str
+) -> tuple[list[SearchResult], list[SearchResult]]:
+    """`distinct`'s two parts: the results that say something new, then the echoes."""
     asked = _query_prefixes(query)
     kept: list[tuple[SearchResult, set[str]]] = []
-    echoed: list[SearchResult] = []
+    echoed: list[tuple[SearchResult, set[str]]] = []
     passages: set[tuple[str, ...]] = set()
     for result in results:
         tokens = [w for w in _WORD.findall(result.text.lower()) if len(w) > 2]
         words = set(tokens)
-        if result.source != "messages" and any(
+        if result.source != "messages" and any(  # echoes too: 39 checkpoints, one copy
             other.source == result.source and _overlap(words, seen) >= SAME_WORDS
-            for other, seen in kept
+            for other, seen in kept + echoed
         ):
             continue
         mine = _passages(tokens, asked)
         if mine & passages:
-            echoed.append(result)
+            echoed.append((result, words))
             continue
         passages |= mine
         kept.append((result, words))
-    return [result for result, _ in kept] + echoed
+    return [result for result, _ in kept], [result for result, _ in echoed]
 
 
 def _query_prefixes(query: str) -> set[str]:

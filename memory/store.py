@@ -186,10 +186,18 @@ class MemoryStore:
 
     # -- recall ------------------------------------------------------------------------
     def search(
-        self, query: str, *, scope: str | Sequence[str] = "all", limit: int = 5, widen: bool = True
+        self,
+        query: str,
+        *,
+        scope: str | Sequence[str] = "all",
+        limit: int = 5,
+        widen: bool = True,
+        past_echoes: bool = False,
     ) -> list[SearchResult]:
         """Ranked full-text recall over every view of the memory (see `memory.recall.search`)."""
-        return search(self.backend, query, scope=scope, limit=limit, widen=widen)
+        return search(
+            self.backend, query, scope=scope, limit=limit, widen=widen, past_echoes=past_echoes
+        )
 
     def sync_index(self) -> IndexReport:
         """Bring the index up to date with the documents (cheap when nothing changed)."""

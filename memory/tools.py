@@ -198,7 +198,8 @@ def memory_tools(store: Any, task_id: str | None = None) -> list[BaseTool]:
 
     @_guarded
     def recall_memory(query: str, scope: str = "all", limit: int = 5) -> str:
-        return format_results(query, store.search(query, scope=scope, limit=limit))
+        found = store.search(query, scope=scope, limit=limit, past_echoes=True)
+        return format_results(query, found)
 
     @_guarded
     def memory_log(content: str, tags: list[str] | None = None, type: str = "output") -> str:

@@ -11,8 +11,10 @@ import json
 from datetime import timedelta
 
 import pytest
+from click.testing import CliRunner
 
 from memory import MemoryStore, durable
+from memory.cli import cli
 from memory.errors import InvalidQueryError
 from memory.recall import SCOPES, SearchResult, format_results, search
 
@@ -479,3 +481,60 @@ def test_a_passage_other_views_repeat_comes_once_before_what_else_matches(memory
     assert len(results) == 5 and len(answers) == 2
     assert quoting[0] < answers[0]  # the best match first, as ranked
     assert max(answers) < quoting[1]  # its repeats after everything else
+
+
+def test_copies_of_a_passage_already_shown_are_one_copy(memory_dir):
+    """A long run's checkpoints all quote the objective its plan states: they echo the plan,
+    and they are near-repeats of each other too, so they come as one copy, after what else
+    matches (the finding that answers the question), not as five."""
+    objective = "How does express match a request path, and where are route parameters parsed?"
+    durable.atomic_write_text(
+        memory_dir / "research_plans/t1.md", f"# Plan\n\n## Objective\n{objective}\n"
+    )
+    for i in range(30):
+        checkpoint = {"objective": objective, "workdir": "/src/express", "phase_index": i % 4}
+        durable.atomic_write_text(
+            memory_dir / f"checkpoints/cp_review_{i}.json", json.dumps(checkpoint, indent=1)
+        )
+    durable.atomic_write_text(
+        memory_dir / "findings/researcher_1.md",
+        "# Findings\n\nRoute parameters such as `:id` are parsed by `app.param` in "
+        "lib/application.js:322.\n",
+    )
+    with MemoryStore(memory_dir) as store:
+        results = store.search("where are route parameters parsed", limit=5)
+    assert [r.source for r in results] == ["plans", "findings", "checkpoints"]
+
+
+def test_copies_of_the_objective_filling_the_first_hits_make_search_look_further(memory_dir):
+    """The lead's prompts of a long run all quote the objective, as its checkpoint does:
+    more copies than a search first asks for do not hide the finding that answers it from
+    a person or an agent (`past_echoes`)."""
+    objective = "How does express match a request path, and where are route parameters parsed?"
+    durable.atomic_write_text(
+        memory_dir / "checkpoints/cp_review_1.json", json.dumps({"objective": objective})
+    )
+    durable.atomic_write_text(
+        memory_dir / "findings/researcher_1.md",
+        "# Findings\n\nThe parameters of a route (`:id`) are read when `app.param` callbacks run; "
+        "the router parsed them from the path before.\n",
+    )
+    prompts = [
+        {"role": "user", "content": f"Objective: {objective} Phase {i}: plan area {i * 7}."}
+        for i in range(30)
+    ]
+    question = "where are route parameters parsed"
+    with MemoryStore(memory_dir) as store:
+        _log_days(store, prompts)
+        asked = store.search(question, limit=3)  # a program's search: no further queries
+        results = store.search(question, limit=3, past_echoes=True)
+    assert not any(r.source == "findings" for r in asked)
+    assert len(results) == 3
+    assert [r.path for r in results if r.source == "findings"] == ["findings/researcher_1.md"]
+    # `memory search`, the command a person reads, looks past them
+    shown = CliRunner().invoke(
+        cli, ["--memory-dir", str(memory_dir), "search", question, "--limit", "3", "--json"]
+    )
+    assert shown.exit_code == 0, shown.output
+    found = json.loads(shown.output)
+    assert "findings/researcher_1.md" in [r["path"] for r in found]
