@@ -295,7 +295,7 @@ def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str]
     return defs, calls
 
 
-_QUESTION_WORDS = frozenset("which matter matters phase report should".split())
+_QUESTION_WORDS = frozenset("which matter matters phase report should objective".split())
 
 
 def answered_by(question: str, findings: dict[str, dict]) -> list[str]:

@@ -455,8 +455,11 @@ def build_plan(
     ]
     if left_out:
         constraints.append(f"Left out for now: {', '.join(a.name for a in left_out)}.")
-    questions = [f"Which files in {a.name} matter for: {objective}?" for a in chosen[:2]]
-    questions.append(f"What should the {brief.phase} phase report for: {objective}?")
+    # the objective's words, not the objective again: the plan states it once, and every
+    # copy of it is one more search hit that only repeats the question
+    about = "the objective" + (f" ({', '.join(_one_per_stem(goal)[:4])})" if goal else "")
+    questions = [f"Which files in {a.name} matter for {about}?" for a in chosen[:2]]
+    questions.append(f"What should the {brief.phase} phase report for {about}?")
     return PhasePlan.model_validate(
         {
             "strategy": (

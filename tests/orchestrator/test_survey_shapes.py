@@ -112,7 +112,7 @@ def test_library(tmp_path):
     assert f"{real} line(s) in 2 file(s) of src/fetchlib match 'redirect'" in findings
     assert "/__)" not in findings  # the banner is no description
     assert "- [x] Which files in src/fetchlib matter for" in plan
-    assert re.search(r"src/fetchlib matter for: How are redirects handled\? \(see findings/", plan)
+    assert re.search(r"src/fetchlib matter for the objective \(redirects\)\? \(see findings/", plan)
 
 
 def test_cli_app(tmp_path):
@@ -212,7 +212,7 @@ def test_a_question_about_one_folder_cites_only_its_findings(tmp_path):
     )
     questions = {
         m.group(1): m.group(2)
-        for m in re.finditer(r"- \[x\] Which files in (\w+) matter for: .*?\(see (.*?)\)", plan)
+        for m in re.finditer(r"- \[x\] Which files in (\w+) matter for .*?\(see (.*?)\)", plan)
     }
     assert set(questions) == {"webapp", "worker"}, plan
     for folder, cited in questions.items():
