@@ -426,10 +426,12 @@ def build_plan(
     files: Sequence[str],
     folders: dict[str, int] | None = None,
     found: dict[str, int] | None = None,
+    root: str = "",
 ) -> PhasePlan:
     """The `PhasePlan` for this phase from the objective and the listed files (and, when
     the listing was cut, the file count of every top folder; `found`: matching lines per
-    file of a search for the names from the code that the objective gives)."""
+    file of a search for the names from the code that the objective gives; `root`: the
+    workdir's name, which the plan does not list among the objective's words)."""
     action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
     limit = max(1, brief.max_subtasks)
     goal_words = words(brief.objective or "")
@@ -440,8 +442,10 @@ def build_plan(
     subtasks = _subtasks(brief, chosen, objective)
     goal = words(objective)
     named = any(_goal_score(a, set(map(stem, goal))) for a in chosen)
+    project = stems(root.replace("-", " ").replace("_", " "))  # "how does express ..."
+    said = [w for w in _one_per_stem(goal) if stem(w) not in project][:4]
     basis = (
-        f" ranked by the objective's words ({', '.join(_one_per_stem(goal)[:4])})"
+        f" ranked by the objective's words ({', '.join(said)})"
         if named
         else " ranked by size (source files), as the objective names no area"
     )
@@ -457,7 +461,7 @@ def build_plan(
         constraints.append(f"Left out for now: {', '.join(a.name for a in left_out)}.")
     # the objective's words, not the objective again: the plan states it once, and every
     # copy of it is one more search hit that only repeats the question
-    about = "the objective" + (f" ({', '.join(_one_per_stem(goal)[:4])})" if goal else "")
+    about = "the objective" + (f" ({', '.join(said)})" if said else "")
     questions = [f"Which files in {a.name} matter for {about}?" for a in chosen[:2]]
     questions.append(f"What should the {brief.phase} phase report for {about}?")
     return PhasePlan.model_validate(

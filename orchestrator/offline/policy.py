@@ -270,7 +270,9 @@ class ResearchPolicy:
         found = grep_counts(greps[-1].result or "") if greps else {}
         files = [p for c in listings[-1:] for p, _ in parse_listing(c.result or "")]
         folders = {k: v for c in listings[-1:] for k, v in parse_folders(c.result or "").items()}
-        return _call(PLAN_TOOL, build_plan(brief, files, folders, found).model_dump())
+        root = Evidence.from_history(listings[-1:], ["."]).root
+        plan = build_plan(brief, files, folders, found, root=root)
+        return _call(PLAN_TOOL, plan.model_dump())
 
     # -- subagent --------------------------------------------------------------------------
 

@@ -285,6 +285,17 @@ def test_the_strategy_names_each_word_of_the_objective_once(tmp_path):
     assert "ranked by the objective's words (cookies, user, plug, jar):" in plan.strategy
 
 
+def test_the_projects_own_name_is_no_word_of_the_objective(tmp_path):
+    files = {"lib/route.js": "exports.route = function (path) {};\n", "docs/api.md": "# API\n"}
+    repo = make_repo(tmp_path / "express", files)
+    plan = plan_for(repo, "How does express match a request path to a route?")
+    assert "ranked by the objective's words (match, request, path, route):" in plan.strategy
+    # the key questions name the same words, not the objective again
+    assert "Which files in lib matter for the objective (match, request, path, route)?" in (
+        plan.key_questions
+    )
+
+
 def test_vendored_code_comes_after_the_projects_own(tmp_path):
     # jq-shaped: a vendored library with more C files than any folder of the project's own
     files = {f"vendor/decNumber/dec{i}.c": "int f(void);\n" for i in range(12)}
