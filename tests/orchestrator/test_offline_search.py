@@ -686,3 +686,18 @@ def test_javascript_functions_given_to_properties_are_definitions(tmp_path):
         "Router.route (line 7: 2 matching lines), compile (line 11: 2 matching lines), "
         "app.handle (line 3: 1 matching line)."
     )
+
+
+def test_a_search_cut_at_its_cap_still_reads_the_file_holding_most_matches_first(tmp_path):
+    files = {
+        # click-shaped: the module holding most lines, none of them with the rarest word
+        "lib/core.py": "".join(f"option_{i} = parse({i})\n" for i in range(300)),
+        "lib/term.py": "# multiple options of the prompt\ndef prompt(text):\n    return text\n",
+        "lib/pager.py": "# multiple options of the pager\ndef page(text):\n    return text\n",
+    }
+    repo = make_repo(tmp_path / "cli", files)
+    objective = "How are options with multiple values parsed?"
+    findings, transcript = findings_for(repo, ["lib"], objective=objective)
+    # the search counted 302 lines, more than its cap of 100: it showed a few of core.py's
+    assert any(d.startswith("302 line(s) in 3 file(s) of lib") for d in findings.key_discoveries)
+    assert calls(transcript, "read_file")[0] == "lib/core.py"
