@@ -65,6 +65,12 @@ def descriptions(repo, scope, objective):
     return {f.path: f.description for f in findings.files}
 
 
+def change_sites(repo, scope, objective):
+    """The first "Change sites in ..." line of the subagent's implementation findings."""
+    findings, _ = findings_for(repo, scope, objective=objective, phase="implementation")
+    return next(d for d in findings.key_discoveries if d.startswith("Change sites"))
+
+
 def calls(transcript, tool):
     """The arguments the subagent gave `tool`, in order: a grep's patterns, a read's paths."""
     key = "pattern" if tool == "grep_files" else "path"
@@ -679,9 +685,7 @@ def test_javascript_functions_given_to_properties_are_definitions(tmp_path):
     )
     repo = make_repo(tmp_path / "web", {"lib/application.js": app})
     objective = "Where is the path of a route compiled?"
-    findings, _ = findings_for(repo, ["lib"], objective=objective, phase="implementation")
-    sites = next(d for d in findings.key_discoveries if d.startswith("Change sites"))
-    assert sites == (
+    assert change_sites(repo, ["lib"], objective) == (
         "Change sites in lib/application.js, where the objective's words are: "
         "Router.route (line 7: 2 matching lines), compile (line 11: 2 matching lines), "
         "app.handle (line 3: 1 matching line)."
