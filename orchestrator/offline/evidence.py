@@ -282,18 +282,43 @@ def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str]
     call site; the name is the first called name on the line that the pattern matches.
     """
     regex = re.compile(pattern, re.IGNORECASE)
+    key = call_key(pattern)
+
+    def holds(name: str) -> bool:
+        return bool(regex.search(name + "(")) and _starts_a_part(name, key)
+
     defs, calls = [], []
     for p, n, t in hits:
         if PurePosixPath(p).suffix not in _CODE_SUFFIXES:
             continue  # prose mentioning a name is neither a definition nor a call
         defined = def_name(t)
-        if defined and regex.search(defined + "("):
+        if defined and holds(defined):
             defs.append(f"{p}:{n} {defined}")
             continue
-        name = next((c for c in _CALL_NAME_RE.findall(t) if regex.search(c + "(")), "")
+        name = next((c for c in _CALL_NAME_RE.findall(t) if holds(c)), "")
         if name:
             calls.append(f"{p}:{n} {name}")
     return defs, calls
+
+
+def call_key(pattern: str) -> str:
+    """The word a `call_pattern` grep looks for in names (`rout` of `\\b\\w*rout\\w*\\s*\\(`)."""
+    return pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)].replace("\\", "")
+
+
+def _starts_a_part(name: str, key: str) -> bool:
+    """Does `key` start one of the words of `name` (`add_route`, `getRouter`, `XMLRoute`,
+    `ROUTES`), not the middle of one (`iscoroutinefunction` holds no route)?"""
+    low, key = name.lower(), key.lower()
+    at = low.find(key)
+    while at != -1:
+        before = name[at - 1] if at else ""
+        if not before.isalpha():
+            return True
+        if name[at].isupper() and (before.islower() or name[at + 1 : at + 2].islower()):
+            return True
+        at = low.find(key, at + 1)
+    return False
 
 
 _QUESTION_WORDS = frozenset("which matter matters phase report should objective".split())

@@ -34,6 +34,7 @@ from orchestrator.offline.evidence import (
     _names_module,
     _path_words,
     _tested_name,
+    call_key,
     chain,
     related_tests,
     stem,
@@ -363,7 +364,7 @@ class _Facts:
         defs, calls = chain(pattern, hits)
         if not defs and not calls:
             return ""
-        key = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)].replace("\\", "")
+        key = call_key(pattern)
         shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key!r}"
         if not defs:
             return f"Call chain: {shown}. Called at {_short(calls, 8)}; no definition among them."

@@ -705,3 +705,21 @@ def test_a_search_cut_at_its_cap_still_reads_the_file_holding_most_matches_first
     # the search counted 302 lines, more than its cap of 100: it showed a few of core.py's
     assert any(d.startswith("302 line(s) in 3 file(s) of lib") for d in findings.key_discoveries)
     assert calls(transcript, "read_file")[0] == "lib/core.py"
+
+
+def test_a_call_chain_names_functions_whose_words_begin_with_the_searched_one(tmp_path):
+    code = (
+        "def iscoroutine_or_partial(f):\n    return f\n\n"
+        "def add_route(path):\n    return path\n\n"
+        "class Router:\n    def getRoute(self, path):\n        return add_route(path)\n\n"
+        "iscoroutine_or_partial(add_route)\n"
+    )
+    repo = make_repo(tmp_path / "web", {"web/routing.py": code})
+    objective = "Where is a route looked up, and how is a route matched?"
+    findings, _ = findings_for(repo, ["web"], objective=objective)
+    chain = next(d for d in findings.key_discoveries if d.startswith("Call chain"))
+    # 'rout' starts a word of add_route and getRoute; in iscoroutine it is inside one
+    assert chain.endswith(
+        "Defined at web/routing.py:4 add_route, web/routing.py:8 getRoute; "
+        "called at web/routing.py:9 add_route."
+    )
