@@ -256,7 +256,8 @@ class ResearchPolicy:
             args = {"path": ".", "max_entries": self.listing_entries}
             return _call("list_files", args, "Listing the workdir to plan the subtasks.")
         # a name from the code in the objective: where it occurs decides the areas
-        code_names = identifiers(brief.objective)[:MAX_TERMS]
+        root = Evidence.from_history(listings[-1:], ["."]).root
+        code_names = identifiers(brief.objective, root)[:MAX_TERMS]
         greps = [c for c in history if c.name == "grep_files" and c.result is not None]
         total = listed_total(listings[-1].result or "") if listings else 0
         if (
@@ -270,7 +271,6 @@ class ResearchPolicy:
         found = grep_counts(greps[-1].result or "") if greps else {}
         files = [p for c in listings[-1:] for p, _ in parse_listing(c.result or "")]
         folders = {k: v for c in listings[-1:] for k, v in parse_folders(c.result or "").items()}
-        root = Evidence.from_history(listings[-1:], ["."]).root
         plan = build_plan(brief, files, folders, found, root=root)
         return _call(PLAN_TOOL, plan.model_dump())
 
@@ -306,7 +306,7 @@ class ResearchPolicy:
         terms = keywords(brief, scope, ev.listed, root=ev.root)[:MAX_TERMS]
         # names from the code are searched alone: common words beside them would fill a
         # capped search's lines; the words come back when the names are not in this scope
-        named = [t for t in terms if t in identifiers(brief.objective)]
+        named = [t for t in terms if t in identifiers(brief.objective, ev.root)]
         if named:
             alone = terms_pattern(named)
             if ("grep_files", alone) not in done or ev.greps.get(alone):
@@ -426,7 +426,7 @@ def keywords(
     more = [stem(w) for w in words(brief.title) if len(w) >= 4]
     # a name from the code (`Session.merge_environment_settings`, `handleRequest`) is
     # searched as it is, before anything else; its parts are not searched on their own
-    names = identifiers(objective)
+    names = identifiers(objective, root)
     parts = {stem(w) for name in names for w in _WORD_RE.findall(_split_name(name))}
     key = {}  # stem -> (from the title, said once, already in a file name, shorter, position)
     for i, w in enumerate(own + more):
@@ -446,10 +446,12 @@ def _one_form(stems: Sequence[str]) -> Callable[[str], str]:
 _IDENTIFIER_RE = re.compile(r"`?\b([A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)*)\b`?")
 
 
-def identifiers(text: str) -> list[str]:
+def identifiers(text: str, root: str = "") -> list[str]:
     """Names from code in `text`, lower-cased, the last part of a dotted one: a snake_case
     or camelCase word, or one in backticks (`Session.merge_environment_settings` ->
-    `merge_environment_settings`)."""
+    `merge_environment_settings`). The workdir's own name (`root`: "how does serde_json
+    ..." asked in `serde_json/`) is not one: every file names it."""
+    project = root.lower().replace("-", "_")
     found: dict[str, None] = {}
     for match in _IDENTIFIER_RE.finditer(text):
         whole = match.group(0)
@@ -457,7 +459,7 @@ def identifiers(text: str) -> list[str]:
         quoted = whole.startswith("`") and whole.endswith("`")
         snake = "_" in name.strip("_")
         camel = bool(re.search(r"[a-z][A-Z]", name))
-        if (quoted or snake or camel) and len(name) >= 3:
+        if (quoted or snake or camel) and len(name) >= 3 and name.lower() != project:
             found.setdefault(name.lower(), None)
     return list(found)
 

@@ -723,3 +723,14 @@ def test_a_call_chain_names_functions_whose_words_begin_with_the_searched_one(tm
         "Defined at web/routing.py:4 add_route, web/routing.py:8 getRoute; "
         "called at web/routing.py:9 add_route."
     )
+
+
+def test_the_projects_own_name_is_no_name_from_the_code(tmp_path):
+    files = {
+        "src/number.rs": "pub fn parse_number(s: &str) -> f64 { s.parse().unwrap() }\n",
+        "src/lib.rs": "//! serde_json: JSON for serde_json users\npub mod number;\n",
+    }
+    repo = make_repo(tmp_path / "serde_json", files)
+    objective = "How does serde_json parse a number, and where would I add NaN?"
+    # `NaN` is a name to search alone; `serde_json` names the workdir and every file
+    assert first_search(repo, ["src"], objective) == "nan"
