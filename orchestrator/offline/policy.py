@@ -416,8 +416,8 @@ def keywords(
     said_stems = [stem(w) for w in _WORD_RE.findall(objective.lower())]
     one = _one_form(said_stems)
     said = Counter(one(s) for s in said_stems)
-    # three letters are too short a word, unless an acronym (URL, API) or said twice
-    acronyms = {w.lower() for w in re.findall(r"\b[A-Z][A-Z0-9]{2}\b", objective)}
+    # three letters are too short a word, unless an acronym (URL, API, NaN) or said twice
+    acronyms = {w.lower() for w in re.findall(r"\b[A-Z][A-Za-z0-9][A-Z0-9]\b", objective)}
     own = [
         one(stem(w))
         for w in words(objective)
@@ -458,7 +458,7 @@ def identifiers(text: str, root: str = "") -> list[str]:
         name = re.split(r"\.|::", match.group(1))[-1]
         quoted = whole.startswith("`") and whole.endswith("`")
         snake = "_" in name.strip("_")
-        camel = bool(re.search(r"[a-z][A-Z]", name))
+        camel = bool(re.search(r"[a-z][A-Z]", name)) and len(name) >= 4  # not `NaN`, `IoT`
         if (quoted or snake or camel) and len(name) >= 3 and name.lower() != project:
             found.setdefault(name.lower(), None)
     return list(found)

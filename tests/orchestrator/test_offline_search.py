@@ -731,6 +731,6 @@ def test_the_projects_own_name_is_no_name_from_the_code(tmp_path):
         "src/lib.rs": "//! serde_json: JSON for serde_json users\npub mod number;\n",
     }
     repo = make_repo(tmp_path / "serde_json", files)
-    objective = "How does serde_json parse a number, and where would I add NaN?"
-    # `NaN` is a name to search alone; `serde_json` names the workdir and every file
-    assert first_search(repo, ["src"], objective) == "nan"
+    objective = "How does serde_json parse a number, and where would I add parsing NaN?"
+    # `serde_json` names the workdir and every file; `NaN` is a word, like an acronym
+    assert first_search(repo, ["src"], objective) == "pars|nan|number"
