@@ -238,6 +238,10 @@ def code_defs(lines: Sequence[str], path: str) -> list[tuple[str, int]]:
 _TOP_LEVEL_RE = re.compile(r"(?:@|class\s|def\s|async\s+def\s)")
 _PARSE_TRIES = 4
 _PY_CLASS_RE = re.compile(r"class\s")
+#: A Rust `impl` block's type: `impl Error {`, `impl<'de> Deserialize<'de> for Number {`.
+_RUST_IMPL_RE = re.compile(
+    r"impl\b(?:\s*<[^{]*?>)?\s+(?:(?:dyn\s+)?[\w:]+(?:<[^{]*?>)?\s+for\s+)?&?(?:[\w]+::)*([A-Za-z_]\w*)"
+)
 _GO_RECEIVER_RE = re.compile(r"\s*func\s*\(\s*(?:\w+\s+)?\*?\s*([A-Za-z_]\w*)")
 
 
@@ -247,9 +251,10 @@ def qualified_defs(
     """`code_defs`, a method named after its type: in Python the classes it is indented
     under (`Route.__init__`, as `outline` names it), so that a read cut short, which `ast`
     cannot parse, still tells one `__init__` from another (a function inside a function
-    keeps its own name); in Go its receiver's type (`LevelHooks.Fire`); in JavaScript the
-    property it is given to (`app.route`). `breaks` are the lines where a later read
-    starts: what was open above them is not known to hold them."""
+    keeps its own name); in Go its receiver's type (`LevelHooks.Fire`), in Rust its `impl`
+    block's (`Number.as_f64`); in JavaScript the property it is given to (`app.route`).
+    `breaks` are the lines where a later read starts: what was open above them is not
+    known to hold them."""
     defs = code_defs(lines, path)
     suffix = PurePosixPath(path).suffix
     if suffix == ".go":  # a method is named after its receiver's type: `LevelHooks.Fire`
@@ -257,6 +262,8 @@ def qualified_defs(
             (f"{m.group(1)}.{n}" if (m := _GO_RECEIVER_RE.match(lines[i - 1])) else n, i)
             for n, i in defs
         ]
+    if suffix == ".rs":  # a method is named after the type of its `impl` block
+        return _rust_qualified(lines, defs)
     if suffix not in (".py", ".pyi"):  # `app.route = function route(path) {`: `app.route`
         return [(property_target(lines[i - 1]) or n, i) for n, i in defs]
     names = {i: n for n, i in defs}
@@ -276,3 +283,17 @@ def qualified_defs(
             out.append((".".join([*classes, name]) if all(classes) else name, i))
             scopes.append((indent, name if _PY_CLASS_RE.match(text) else ""))
     return out
+
+
+def _rust_qualified(lines: Sequence[str], defs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Rust's `fn`s indented inside an `impl` block named after its type (`Number.as_f64`);
+    the block ends at the next line starting in its first column."""
+    owner_at: dict[int, str] = {}
+    owner = ""
+    for i, line in enumerate(lines, 1):
+        if line[:1].strip():  # a line in the first column opens or closes a block
+            m = _RUST_IMPL_RE.match(line)
+            owner = m.group(1) if m else ""
+        elif owner:
+            owner_at[i] = owner
+    return [(f"{owner_at[i]}.{n}" if i in owner_at and n != owner_at[i] else n, i) for n, i in defs]

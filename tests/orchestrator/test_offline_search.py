@@ -734,3 +734,19 @@ def test_the_projects_own_name_is_no_name_from_the_code(tmp_path):
     objective = "How does serde_json parse a number, and where would I add parsing NaN?"
     # `serde_json` names the workdir and every file; `NaN` is a word, like an acronym
     assert first_search(repo, ["src"], objective) == "pars|nan|number"
+
+
+def test_rust_methods_are_named_after_their_impl_blocks_type(tmp_path):
+    number = (
+        "pub struct Number { n: f64 }\n\n"
+        "impl Number {\n    pub fn is_nan(&self) -> bool {\n        self.n.is_nan()\n    }\n}\n\n"
+        "impl<'de> Deserialize<'de> for Number {\n"
+        "    fn deserialize(d: D) -> Number {\n        parse_nan(d)\n    }\n}\n\n"
+        "fn parse_nan(d: D) -> Number {\n    todo!() // NaN\n}\n"
+    )
+    repo = make_repo(tmp_path / "json", {"src/number.rs": number})
+    assert change_sites(repo, ["src"], "Where is NaN handled?") == (
+        "Change sites in src/number.rs, where the objective's words are: "
+        "Number.is_nan (line 4: 2 matching lines), parse_nan (line 15: 2 matching lines), "
+        "Number.deserialize (line 10: 1 matching line)."
+    )
