@@ -242,6 +242,7 @@ _PY_CLASS_RE = re.compile(r"class\s")
 _RUST_IMPL_RE = re.compile(
     r"impl\b(?:\s*<[^{]*?>)?\s+(?:(?:dyn\s+)?[\w:]+(?:<[^{]*?>)?\s+for\s+)?&?(?:[\w]+::)*([A-Za-z_]\w*)"
 )
+_RUST_ASSOCIATED_RE = re.compile(r"\s+type\s")
 _GO_RECEIVER_RE = re.compile(r"\s*func\s*\(\s*(?:\w+\s+)?\*?\s*([A-Za-z_]\w*)")
 
 
@@ -296,4 +297,9 @@ def _rust_qualified(lines: Sequence[str], defs: list[tuple[str, int]]) -> list[t
             owner = m.group(1) if m else ""
         elif owner:
             owner_at[i] = owner
-    return [(f"{owner_at[i]}.{n}" if i in owner_at and n != owner_at[i] else n, i) for n, i in defs]
+    return [
+        (f"{owner_at[i]}.{n}" if i in owner_at and n != owner_at[i] else n, i)
+        for n, i in defs
+        # an impl's associated type (`type Error = Error;`) names what a trait asks for
+        if not (i in owner_at and _RUST_ASSOCIATED_RE.match(lines[i - 1]))
+    ]

@@ -741,12 +741,13 @@ def test_rust_methods_are_named_after_their_impl_blocks_type(tmp_path):
         "pub struct Number { n: f64 }\n\n"
         "impl Number {\n    pub fn is_nan(&self) -> bool {\n        self.n.is_nan()\n    }\n}\n\n"
         "impl<'de> Deserialize<'de> for Number {\n"
-        "    fn deserialize(d: D) -> Number {\n        parse_nan(d)\n    }\n}\n\n"
+        "    fn deserialize(d: D) -> Number {\n        parse_nan(d)\n    }\n"
+        "    type Error = NanError;\n}\n\n"
         "fn parse_nan(d: D) -> Number {\n    todo!() // NaN\n}\n"
     )
     repo = make_repo(tmp_path / "json", {"src/number.rs": number})
     assert change_sites(repo, ["src"], "Where is NaN handled?") == (
         "Change sites in src/number.rs, where the objective's words are: "
-        "Number.is_nan (line 4: 2 matching lines), parse_nan (line 15: 2 matching lines), "
-        "Number.deserialize (line 10: 1 matching line)."
+        "Number.is_nan (line 4: 2 matching lines), Number.deserialize (line 10: 2 matching "
+        "lines), parse_nan (line 16: 2 matching lines)."  # no `Number.Error`: a trait's type
     )
