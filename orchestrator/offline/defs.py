@@ -73,12 +73,13 @@ def def_name(line: str) -> str | None:
 
 
 def property_target(line: str) -> str | None:
-    """The property a line gives a function to, without `prototype` and `exports`
-    (`app.route`, `Router.handle`, `parse`), or None (also for `module.exports = function`,
-    which names nothing)."""
+    """The property a line gives a function to, without `prototype`, `exports` and `this`
+    (`app.route`, `Router.handle`, `parse`, `_stopRetry`), or None (also for
+    `module.exports = function`, which names nothing)."""
     if not (m := _PROPERTY_FN_RE.match(line)):
         return None
-    parts = [p for p in m.group(1).split(".") if p not in ("prototype", "module", "exports")]
+    drop = ("prototype", "module", "exports", "this")
+    parts = [p for p in m.group(1).split(".") if p not in drop]
     return ".".join(parts) or None
 
 

@@ -243,6 +243,17 @@ _RUST_IMPL_RE = re.compile(
     r"impl\b(?:\s*<[^{]*?>)?\s+(?:(?:dyn\s+)?[\w:]+(?:<[^{]*?>)?\s+for\s+)?&?(?:[\w]+::)*([A-Za-z_]\w*)"
 )
 _RUST_ASSOCIATED_RE = re.compile(r"\s+type\s")
+#: Languages whose methods sit indented inside a class-like block.
+_CLASS_SUFFIXES = frozenset(
+    ".java .kt .kts .cs .swift .scala .ts .tsx .js .jsx .mjs .cjs .php .dart".split()
+)
+#: A class-like block's first line (`public final class Paths {`, `export class Client {`,
+#: `data class User(`, `object Registry {`, `interface Hook {`, `enum State {`).
+_CLASS_LIKE_RE = re.compile(
+    r"(?:(?:export|default|public|private|protected|internal|abstract|final|sealed|open"
+    r"|data|static|partial|inner|enum)\s+)*(?:class|interface|enum|record|struct|object"
+    r"|trait|protocol|extension)\s"
+)
 _GO_RECEIVER_RE = re.compile(r"\s*func\s*\(\s*(?:\w+\s+)?\*?\s*([A-Za-z_]\w*)")
 
 
@@ -252,7 +263,8 @@ def qualified_defs(
     """`code_defs`, a method named after its type: in Python the classes it is indented
     under (`Route.__init__`, as `outline` names it), so that a read cut short, which `ast`
     cannot parse, still tells one `__init__` from another (a function inside a function
-    keeps its own name); in Go its receiver's type (`LevelHooks.Fire`), in Rust its `impl`
+    keeps its own name), and likewise in the languages of `_CLASS_SUFFIXES` (`Paths.join`,
+    `Client.create`); in Go its receiver's type (`LevelHooks.Fire`), in Rust its `impl`
     block's (`Number.as_f64`); in JavaScript the property it is given to (`app.route`).
     `breaks` are the lines where a later read starts: what was open above them is not
     known to hold them."""
@@ -265,24 +277,31 @@ def qualified_defs(
         ]
     if suffix == ".rs":  # a method is named after the type of its `impl` block
         return _rust_qualified(lines, defs)
-    if suffix not in (".py", ".pyi"):  # `app.route = function route(path) {`: `app.route`
-        return [(property_target(lines[i - 1]) or n, i) for n, i in defs]
-    names = {i: n for n, i in defs}
+    if suffix in (".py", ".pyi"):
+        is_class = _PY_CLASS_RE.match
+    elif suffix in _CLASS_SUFFIXES:  # Java, Kotlin, C#, Swift, TypeScript...: by indentation
+        is_class = _CLASS_LIKE_RE.match
+    else:
+        return defs
+    # `app.route = function route(path) {` is named by its property: `app.route`
+    names = {i: (property_target(lines[i - 1]) or n, n) for n, i in defs}
     out = []
     scopes: list[tuple[int, str]] = []  # (indentation, class name or "" for a function)
     for i, line in enumerate(lines, 1):
         if i in breaks:
             scopes.clear()
         text = line.lstrip()
-        if not text or not (text[0].isalpha() or text[0] in "_@"):
-            continue  # blank, a comment, a string, a bracket closing a signature
+        if not text or not (text[0].isalpha() or text[0] in "_@#$"):
+            continue  # blank, a comment, a string, a bracket closing a signature or block
         indent = len(line) - len(text)
         while scopes and scopes[-1][0] >= indent:
             scopes.pop()
-        if (name := names.get(i)) is not None:
+        if (named := names.get(i)) is not None:
+            shown, name = named
             classes = [n for _, n in scopes]
-            out.append((".".join([*classes, name]) if all(classes) else name, i))
-            scopes.append((indent, name if _PY_CLASS_RE.match(text) else ""))
+            qualify = all(classes) and shown == name
+            out.append((".".join([*classes, name]) if qualify else shown, i))
+            scopes.append((indent, name if is_class(text) else ""))
     return out
 
 

@@ -145,9 +145,9 @@ def test_definitions_of_go_rust_kotlin_and_java(tmp_path):
     )
     assert notes["cmd/walk.rs"].endswith("defines scan (line 1); State (line 2); Filter (line 3)")
     assert notes["cmd/App.kt"].endswith("defines User (line 1); fetch (line 3)")
-    assert notes["cmd/Paths.java"].endswith("defines Paths (line 1); join (line 3)")
+    assert notes["cmd/Paths.java"].endswith("defines Paths (line 1); Paths.join (line 3)")
     assert notes["cmd/client.ts"].endswith(
-        "defines Id (line 1); Client (line 2); create (line 3); retry (line 7)"
+        "defines Id (line 1); Client (line 2); Client.create (line 3); Client.retry (line 7)"
     )
 
 

@@ -150,7 +150,8 @@ class TestResearchPolicyWording:
         )
         notes = {f.path: f.description for f in findings.files}
         assert notes["lib/utils.js"].endswith("6 lines read; defines widgetFor (line 1)")
-        assert notes["lib/doctor.js"].endswith("defines Doctor (line 1); checkWidget (line 2)")
+        doctor = notes["lib/doctor.js"]
+        assert doctor.endswith("defines Doctor (line 1); Doctor.checkWidget (line 2)")
 
     def test_a_call_chain_without_a_definition_says_so(self, tmp_path):
         # the function is defined outside the scope: its calls are cited, and the line
