@@ -26,6 +26,9 @@ from orchestrator.offline.evidence import (
     Brief,
     _in_scope,
     _is_test,
+)
+from orchestrator.offline.filetext import _DRAWN_SUFFIXES
+from orchestrator.offline.terms import (
     _path_words,
     area_subject,
     named_in,
@@ -33,7 +36,6 @@ from orchestrator.offline.evidence import (
     stems,
     words,
 )
-from orchestrator.offline.filetext import _DRAWN_SUFFIXES
 from orchestrator.protocol import PhasePlan
 
 #: What a file named by an objective word counts for when none of the searched words is in

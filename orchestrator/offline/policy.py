@@ -68,12 +68,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from orchestrator.offline.evidence import (
     _STRING_GREP,
     _TODO_GREP,
-    _WORD_RE,
     Brief,
     Call,
     Evidence,
     _in_scope,
-    _path_words,
     grep_counts,
     listed_total,
     parse_folders,
@@ -82,10 +80,7 @@ from orchestrator.offline.evidence import (
     parse_read,
     real_todo,
     related_tests,
-    stem,
-    stems,
     untested_modules,
-    words,
 )
 from orchestrator.offline.filetext import describe
 from orchestrator.offline.planning import (
@@ -95,6 +90,13 @@ from orchestrator.offline.planning import (
     choose_areas,
     group_areas,
     rank_areas,
+)
+from orchestrator.offline.terms import (
+    _WORD_RE,
+    _path_words,
+    stem,
+    stems,
+    words,
 )
 from orchestrator.offline.wording import build_findings
 from orchestrator.protocol import FINDINGS_TOOL, PLAN_TOOL

@@ -25,20 +25,16 @@ from orchestrator.offline.evidence import (
     _PHASES,
     _STRING_GREP,
     _TODO_GREP,
-    _WORD_RE,
     Brief,
     Evidence,
     _in_scope,
     _is_test,
     _module_name,
     _names_module,
-    _path_words,
     _tested_name,
     call_key,
     chain,
     related_tests,
-    stem,
-    stems,
     untested_modules,
 )
 from orchestrator.offline.filetext import (
@@ -47,6 +43,12 @@ from orchestrator.offline.filetext import (
     is_prose,
     outline,
     qualified_defs,
+)
+from orchestrator.offline.terms import (
+    _WORD_RE,
+    _path_words,
+    stem,
+    stems,
 )
 from orchestrator.protocol import SubmitFindings
 
