@@ -5,7 +5,10 @@ shipped ones, so a project overrides a template by giving a file the same name. 
 is sandboxed (`SandboxedEnvironment`) with `StrictUndefined`, so a missing variable fails
 loudly instead of writing an empty section. JSON templates must pass every value through
 `tojson`; that filter escapes `<`, `>`, `&` and `'` as `\\u` sequences, which keeps the
-output valid JSON for any string (quotes, newlines, unicode, `{{`, `</script>`).
+output valid JSON for any string (quotes, newlines, unicode, `{{`, `</script>`). `tojson`
+encodes with orjson (keys sorted, compact, UTF-8 text as it is): the standard encoder took
+a third of a checkpoint's write. `tojson(indent=N)` and what orjson refuses (an integer
+beyond 64 bits, a key that is not a string) go through the standard encoder.
 
 Jinja is imported here only, and only when a template is rendered. Compiled templates are
 kept in Jinja's bytecode cache in `memory.cachedir`, so a new process does not compile them
@@ -16,9 +19,12 @@ without a usable cache folder nothing is cached.
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from memory.cachedir import cache_dir
 from memory.errors import TemplateRenderError
@@ -31,7 +37,7 @@ def _environment(project_dir: str):
     from jinja2.sandbox import SandboxedEnvironment
 
     search = [Path(project_dir) / "templates", shipped_dir("templates")]
-    return SandboxedEnvironment(
+    env = SandboxedEnvironment(
         loader=jinja2.FileSystemLoader([str(p) for p in search]),
         bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
@@ -40,6 +46,20 @@ def _environment(project_dir: str):
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.policies["json.dumps_function"] = _tojson_dumps
+    return env
+
+
+def _tojson_dumps(obj: Any, **kwargs: Any) -> str:
+    """`json.dumps` for Jinja's `tojson` (called with `sort_keys=True`, and `indent` when
+    the template asks), through orjson when it can; NaN and infinities become `null`."""
+    if kwargs.get("indent") is None:
+        option = orjson.OPT_SORT_KEYS if kwargs.get("sort_keys") else 0
+        try:
+            return orjson.dumps(obj, option=option).decode("utf-8")
+        except orjson.JSONEncodeError:
+            pass
+    return json.dumps(obj, **kwargs)
 
 
 @functools.lru_cache(maxsize=1)

@@ -93,6 +93,17 @@ class Checkpoint(BaseModel):
     """Subtask id -> findings path."""
     extra: JsonObject = Field(default_factory=dict)
 
+    @classmethod
+    def own(cls, fields: Mapping[str, Any]) -> Checkpoint:
+        """A checkpoint of `fields` that tether assembled from its own state, not validated
+        here (that was a sixth of a write): `write_checkpoint` checks the JSON it renders
+        against the schema, which asks as much, and a value that is not JSON fails to
+        render."""
+        given = dict(fields)
+        given["state"] = CheckpointState.model_construct(**given.get("state", {}))
+        given["langgraph"] = LangGraphRef.model_construct(**given.get("langgraph", {}))
+        return cls.model_construct(**given)
+
 
 def default_recovery_instructions(cp: Checkpoint) -> str:
     """The text written when a caller leaves `recovery_instructions` empty."""
@@ -102,6 +113,9 @@ def default_recovery_instructions(cp: Checkpoint) -> str:
         "findings listed here, skip completed subtasks, rerun pending and blocked ones, "
         f"then continue with: {cp.next_action or 'the next phase'}."
     )
+
+
+_AS_GIVEN = frozenset({"subtasks", "extra"})
 
 
 def write_checkpoint(
@@ -130,7 +144,12 @@ def write_checkpoint(
 
     def render_as(stem: str) -> str:
         data.checkpoint_id = given_id or stem
-        return render_checkpoint(data.model_dump(mode="json"), project_dir)
+        # the two JSON-object fields are the bulk of a checkpoint and JSON already (their
+        # validator checked each value): `tojson` takes them as they are, uncopied
+        fields = data.model_dump(mode="json", exclude=_AS_GIVEN)
+        return render_checkpoint(
+            {**fields, **{f: getattr(data, f) for f in _AS_GIVEN}}, project_dir
+        )
 
     stem = f"cp_{slug(data.phase, 'phase')}_{timestamp(now)}"
     return Docs.of(memory).create_unique(CHECKPOINTS, stem, ".json", render_as)

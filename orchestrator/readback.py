@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from memory.base import DocumentInfo
 from orchestrator.docs import CHECKPOINTS, CONTEXT_SNAPSHOTS, FINDINGS, Docs
 from orchestrator.errors import ArtifactError, SnapshotError
@@ -47,7 +49,16 @@ _STRICT = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def loads_strict(text: str | bytes) -> Any:
-    """`json.loads` that refuses NaN and Infinity (Python accepts them; JSON does not)."""
+    """`json.loads` that refuses NaN and Infinity (Python accepts them; JSON does not).
+
+    orjson parses first (strict already, and several times faster on a checkpoint); what it
+    refuses goes through the standard parser, which names the problem (or accepts what
+    orjson cannot hold, such as an integer beyond 64 bits).
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
     return _STRICT.decode(text.decode("utf-8") if isinstance(text, bytes) else text)
 
 

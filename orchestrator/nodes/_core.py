@@ -198,7 +198,7 @@ def write_checkpoint(
     last phase transition, right before `task_complete`).
     """
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
-    path = write_checkpoint_file(ctx.docs, Checkpoint(**payload), project_dir=ctx.project_dir)
+    path = write_checkpoint_file(ctx.docs, Checkpoint.own(payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
     if trigger in STATUS_TRIGGERS and status_file:
         refresh_status_file(ctx, state, latest=ctx.docs.rel(path))

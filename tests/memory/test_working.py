@@ -78,7 +78,7 @@ class TestNotes:
         text = path.read_text()
         assert text.startswith("# Auth design\n")
         meta = note_meta(text)
-        assert meta["keywords"] == '["auth", "jwt"]'
+        assert json.loads(meta["keywords"]) == ["auth", "jwt"]
         assert meta["created"].endswith("Z")
         assert "## Content\nDecided JWT." in text
         assert wm.notes() == [path]

@@ -147,6 +147,40 @@ class TestWrite:
         expected = {**sub, "scope": ["a", "b"]}
         assert data["subtasks"] == [expected] and data["extra"] == {"k": [expected]}
 
+    def test_own_fields_are_written_as_validated_ones_are(self, layout):
+        # what tether assembles from its own state skips the model's validation; the file
+        # must be the same, and the rendered JSON is still checked against the schema
+        fields = {
+            "task_id": "t",
+            "phase": "p",
+            "timestamp": "2026-01-02T03:04:05.000006Z",
+            "checkpoint_id": "cp_p_x",
+            "state": {"completed_subtasks": ["a"], "findings_count": 1},
+            "subtasks": [{"id": "a", "scope": ("x", "ü"), "n": 2**70}],
+            "extra": {"tokens": {"lead": 10}, "note": "</script> é"},
+        }
+        own = checkpoints.write_checkpoint(layout, Checkpoint.own(fields))
+        validated = checkpoints.write_checkpoint(layout, fields)
+        assert own.read_bytes() == validated.read_bytes()
+        data = json.loads(own.read_text(encoding="utf-8"))
+        assert data["subtasks"] == [{"id": "a", "scope": ["x", "ü"], "n": 2**70}]
+        assert data["state"]["pending_subtasks"] == [] and data["extra"]["note"] == "</script> é"
+
+    @pytest.mark.parametrize(
+        ("fields", "problem"),
+        [
+            ({"extra": {"when": {1, 2}}}, "could not serialise a value"),
+            ({"subtasks": [{"title": "no id"}]}, "fails the checkpoint schema at 'subtasks/0'"),
+            ({"state": {"findings_count": -1}}, "at 'state/findings_count': -1 is less than"),
+        ],
+    )
+    def test_own_fields_that_are_wrong_are_not_written(self, layout, fields, problem):
+        with pytest.raises(TemplateError, match=re.escape(problem)):
+            checkpoints.write_checkpoint(
+                layout, Checkpoint.own({"task_id": "t", "phase": "p", **fields})
+            )
+        assert list(layout.checkpoints.iterdir()) == []
+
 
 class TestLoad:
     @pytest.mark.parametrize(

@@ -390,7 +390,7 @@ def test_findings_names_already_taken_by_other_files(setup):
     foreign: dict[Path, str] = {}
     for path in (base / "baseline" / "findings").glob("researcher-*.md"):
         name = _TS.sub("20300102T030405000006Z", path.name)
-        text = path.read_text().replace(f'"task_id": "{TASK}"', '"task_id": "another-task"')
+        text = path.read_text().replace(f'"task_id":"{TASK}"', '"task_id":"another-task"')
         assert text != path.read_text()
         foreign[memory / "findings" / name] = text
     (memory / "findings").mkdir(parents=True)

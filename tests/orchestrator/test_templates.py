@@ -9,6 +9,7 @@ markdown, project `templates/` override shipped ones, and every failure is a one
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -201,6 +202,21 @@ class TestOverridesAndErrors:
             )  # fmt: skip
             seen.append(done.stdout.strip())
         assert seen == ["ONE a", "TWO a", "ONE a"]
+
+    def test_override_may_indent_its_json(self, layout, tmp_path):
+        # `tojson(indent=N)` goes through the standard encoder (orjson has no indent width)
+        shipped = (shipped_dir("templates") / "checkpoint.json.j2").read_text()
+        (tmp_path / "templates").mkdir()
+        (tmp_path / "templates" / "checkpoint.json.j2").write_text(
+            shipped.replace("{{ subtasks | tojson }}", "{{ subtasks | tojson(indent=2) }}")
+        )
+        subtasks = [{"id": "a", "title": "A"}]
+        cp = {"task_id": "t", "phase": "p", "subtasks": subtasks, "extra": {"ratio": math.nan}}
+        path = checkpoints.write_checkpoint(layout, cp, project_dir=tmp_path)
+        text = path.read_text()
+        assert '"subtasks": [\n  {\n    "id": "a",\n    "title": "A"\n  }\n]' in text
+        # NaN is no JSON value: `tojson` writes null rather than a file no parser reads
+        assert json.loads(text)["extra"] == {"ratio": None}
 
     def test_undefined_variable_in_override_is_an_error(self, layout, tmp_path):
         (tmp_path / "templates").mkdir()
