@@ -18,6 +18,7 @@ turns on every lead call without re-reading a log that grows to millions of line
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import secrets
@@ -256,18 +257,17 @@ class WorkingMemory:
     def messages_after(self, line: int) -> list[Message]:
         """Messages whose line number is greater than `line`."""
         self._refresh()
-        lo, hi = 0, len(self._cache)
-        while lo < hi:  # the cache is sorted by line number
-            mid = (lo + hi) // 2
-            if self._cache[mid].line <= line:
-                lo = mid + 1
-            else:
-                hi = mid
-        return self._cache[lo:]
+        return self._cache[self._index_after(line) :]
 
     def message_range(self, first: int, last: int) -> list[Message]:
-        """Messages with `first <= line <= last`."""
-        return [m for m in self.messages_after(first - 1) if m.line <= last]
+        """Messages with `first <= line <= last` (two binary searches: a recalled line's
+        neighbours are looked up this way on every context build)."""
+        self._refresh()
+        return self._cache[self._index_after(first - 1) : self._index_after(last)]
+
+    def _index_after(self, line: int) -> int:
+        """The position of the first cached message whose line number is above `line`."""
+        return bisect.bisect_right(self._cache, line, key=lambda m: m.line)
 
     def line_count(self) -> int:
         """Complete lines in the log (good or bad); the last line number handed out."""

@@ -126,6 +126,20 @@ class TestMessages:
             (3, "after crash"),
         ]
 
+    def test_message_range_is_by_line_number_around_torn_lines(self, wm):
+        wm.append_messages([{"role": "user", "content": f"m{i}"} for i in (1, 2)])
+        with open(wm.messages_path, "ab") as fh:
+            fh.write(b'{"role": "assist\n')  # line 3: torn, then closed by a newline
+        wm.append_messages([{"role": "user", "content": f"m{i}"} for i in (4, 5, 6)])
+        reader = WorkingMemory(wm.store, "task-1")
+        assert [m.line for m in reader.message_range(2, 4)] == [2, 4]
+        assert reader.message_range(3, 3) == []
+        assert [m.content for m in reader.message_range(6, 9)] == ["m6"]
+        assert [m.line for m in reader.message_range(0, 1)] == [1]
+        assert reader.message_range(5, 4) == [] and reader.message_range(7, 9) == []
+        wm.append_message("user", "m7")  # a range reads what was appended since
+        assert [m.content for m in reader.message_range(6, 7)] == ["m6", "m7"]
+
     @pytest.mark.parametrize(
         "role, content, error",
         [
