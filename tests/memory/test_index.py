@@ -155,8 +155,11 @@ class TestMessages:
         assert store.search("badger") == []
         assert _citations(store, "stoat") == ["working/T1/messages.jsonl#L1"]
 
-    def test_big_log_is_indexed_in_bounded_batches(self, store, monkeypatch):
+    @pytest.mark.parametrize("pipeline", [False, True], ids=["inline", "planned-ahead"])
+    def test_big_log_is_indexed_in_bounded_batches(self, store, monkeypatch, pipeline):
+        # planned ahead: a helper thread plans the next slice while the last one is written
         monkeypatch.setattr(index_module, "BATCH_ROWS", 7)
+        monkeypatch.setattr(index_module, "PIPELINE_BYTES", 0 if pipeline else 1 << 40)
         log = store.layout.messages("T1")
         durable.append_jsonl(
             log, [{"role": "user", "content": f"heron {i}"} for i in range(50)], many=True
@@ -169,6 +172,34 @@ class TestMessages:
         assert store.sync_index().rows_added == 1
         assert _citations(store, "egret") == ["working/T1/messages.jsonl#L51"]
         assert store.index.row_count() == 51
+
+    def test_many_files_planned_ahead_index_as_planned_inline(self, memory_dir, monkeypatch):
+        monkeypatch.setattr(index_module, "BATCH_ROWS", 5)
+        layout = MemoryStore(memory_dir).layout
+        for t in range(4):
+            rows = [{"role": "user", "content": f"gecko {t} note {i}"} for i in range(9)]
+            durable.append_jsonl(layout.messages(f"T{t}"), rows, many=True)
+            _note(
+                MemoryStore(memory_dir), f"n{t}.md", f"# Gecko {t}\n\nplain gecko text\n", f"T{t}"
+            )
+        found = {}
+        for threshold in (1 << 40, 0):
+            monkeypatch.setattr(index_module, "PIPELINE_BYTES", threshold)
+            store = MemoryStore(memory_dir)
+            report = store.reindex()
+            assert (report.files_indexed, report.rows_added) == (8, 40)
+            assert store.index.row_count() == 40
+            found[threshold] = sorted(_citations(store, "gecko", limit=50))
+            assert _citations(store, "gecko 2 note 7", limit=1) == ["working/T2/messages.jsonl#L8"]
+            store.close()
+        assert found[0] == found[1 << 40] and len(found[0]) > 30
+
+    def test_text_after_a_nul_is_searchable(self, store):
+        log = store.layout.messages("T1")
+        durable.append_jsonl(log, {"role": "tool", "content": "binary junk\u0000then a quokka"})
+        _note(store, "dump.md", "a blob \x00 and a wombat\n")
+        assert _citations(store, "quokka") == ["working/T1/messages.jsonl#L1"]
+        assert _citations(store, "wombat") == ["working/T1/detail/dump.md#L1"]
 
     def test_message_text_has_no_json_noise(self, store):
         durable.append_jsonl(

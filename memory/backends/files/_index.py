@@ -40,6 +40,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from memory.backends.blocks import (
@@ -59,6 +60,8 @@ from memory.backends.files._index_schema import (
     delete_docs,
     drop_index_tables,
     has_table,
+    indexable,
+    json_array,
     next_doc_id,
     table_for,
     watermarks,
@@ -69,6 +72,8 @@ from memory.errors import MemoryStoreError
 
 #: Rows applied per write transaction during a large sync (bounds memory and lock time).
 BATCH_ROWS = 20_000
+#: A sync with more bytes than this to read plans in a helper thread beside its writes.
+PIPELINE_BYTES = 4 << 20
 READ_CHUNK = 1 << 20
 
 
@@ -126,6 +131,22 @@ class _FileWork:
     tail_hash: str = ""
     partial: bool = False
     """True when a big jsonl stopped after `BATCH_ROWS` rows; the rest follows in turn."""
+
+
+def _stat_of(row: sqlite3.Row | None) -> tuple[int, int] | None:
+    return None if row is None else (row["mtime_ns"], row["size"])
+
+
+def _row_after(work: _FileWork) -> dict[str, int | str]:
+    """The `idx_files` values `_apply_file` writes for the slice `work` (what a plan reads)."""
+    return {
+        "mtime_ns": -1,
+        "size": work.done_bytes,
+        "done_bytes": work.done_bytes,
+        "done_lines": work.done_lines,
+        "tail_off": work.tail_off,
+        "tail_hash": work.tail_hash,
+    }
 
 
 def _state_of(row: sqlite3.Row | None) -> tuple | None:
@@ -343,22 +364,53 @@ class Index:
         gone = [row for path, row in known.items() if path not in seen]
         if gone:
             self._write(lambda c: self._remove_files(c, gone, report))
+        changed = [
+            (item, known.get(rel))
+            for rel, item in seen.items()
+            if _stat_of(known.get(rel)) != (item.mtime_ns, item.size)
+        ]
+        for batch in self._batches(changed):
+            self._write(lambda c, b=batch: self._apply_files(c, b, report))
+
+    def _batches(self, changed: list[tuple[_Seen, sqlite3.Row | None]]) -> Iterator[list]:
+        """The work of the changed files in write batches (`BATCH_ROWS` rows, or up to a
+        big jsonl's slice). With more than `PIPELINE_BYTES` to read, a helper thread plans
+        the next batch while the caller writes the last one: SQLite releases the GIL while
+        it inserts and tokenizes, so reading and parsing the next rows runs beside it."""
+        batches = self._group(self._plan_steps(changed))
+        if sum(item.size for item, _ in changed) < PIPELINE_BYTES:
+            yield from batches
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="tether-index-plan") as pool:
+            ahead = pool.submit(next, batches, None)
+            while (batch := ahead.result()) is not None:
+                ahead = pool.submit(next, batches, None)
+                yield batch
+
+    @staticmethod
+    def _group(works: Iterator[_FileWork]) -> Iterator[list[_FileWork]]:
         batch: list[_FileWork] = []
         pending_rows = 0
-        for rel, item in seen.items():
-            row = known.get(rel)
-            while row is None or (row["mtime_ns"], row["size"]) != (item.mtime_ns, item.size):
+        for work in works:
+            batch.append(work)
+            pending_rows += len(work.rows)
+            if pending_rows >= BATCH_ROWS or work.partial:
+                yield batch
+                batch, pending_rows = [], 0
+        if batch:
+            yield batch
+
+    def _plan_steps(self, changed: list[tuple[_Seen, sqlite3.Row | None]]) -> Iterator[_FileWork]:
+        for item, row in changed:
+            while True:
                 work = self._plan_file(item, row)
-                batch.append(work)
-                pending_rows += len(work.rows)
-                if pending_rows >= BATCH_ROWS or work.partial:
-                    self._write(lambda c, b=batch: self._apply_files(c, b, report))
-                    batch, pending_rows = [], 0
+                yield work
                 if not work.partial:
                     break
-                row = self.conn.execute("SELECT * FROM idx_files WHERE path = ?", (rel,)).fetchone()
-        if batch:
-            self._write(lambda c: self._apply_files(c, batch, report))
+                # the next slice is planned against the row this one leaves (`_apply_file`
+                # records it as a file that ends where the slice stopped); `_apply_files`
+                # checks that basis again and plans afresh if another process moved it
+                row = _row_after(work)
 
     def _plan_file(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
         if item.source == "messages":
@@ -457,18 +509,21 @@ class Index:
             if not work.append:
                 report.rows_removed += delete_docs(conn, "file_id = ?", (file_id,))
         table = table_for(item.source)
-        ids = range(next_id, next_id + len(work.rows))
         days = work.days or [None] * len(work.rows)
-        conn.executemany(
-            "INSERT INTO idx_docs(id, source, file_id, line, day) VALUES (?, ?, ?, ?, ?)",
-            [
-                (i, item.source, file_id, line, day)
-                for i, (line, _), day in zip(ids, work.rows, days, strict=True)
-            ],
+        # one statement per table (see `json_array`): ids run from `next_id` in row order
+        conn.execute(
+            "INSERT INTO idx_docs(id, source, file_id, line, day) SELECT ? + key, ?, ?, "
+            "json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
+            (
+                next_id,
+                item.source,
+                file_id,
+                json_array([[line, day] for (line, _), day in zip(work.rows, days, strict=True)]),
+            ),
         )
-        conn.executemany(
-            f"INSERT INTO {table}(rowid, body) VALUES (?, ?)",
-            [(i, text) for i, (_, text) in zip(ids, work.rows, strict=True)],
+        conn.execute(
+            f"INSERT INTO {table}(rowid, body) SELECT ? + key, value FROM json_each(?)",
+            (next_id, json_array([indexable(text) for _, text in work.rows])),
         )
         # A partly indexed file is recorded as if it ended where indexing stopped, so the
         # next plan continues it as an append.

@@ -17,6 +17,7 @@ import math
 import re
 import sqlite3
 
+from memory.backends.files._index_schema import indexable, json_array
 from memory.words import STOPWORDS
 
 RERANK_MAX_CHARS = 20_000
@@ -74,16 +75,23 @@ def tokenize_query(conn: sqlite3.Connection, text: str) -> tuple[list[tuple[str,
     return pairs, raw
 
 
+_FILL = (  # `[[rowid, text], ...]` as one JSON array (see `json_array`)
+    "INSERT INTO {table}(rowid, body) "
+    "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)"
+)
+
+
 def fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]], *, raw: bool = False) -> None:
     """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once); `raw`
     fills the unstemmed table with the same rows too."""
     conn.execute("SAVEPOINT rq_fill")
     try:
         conn.execute(CLEAR_TOK)
-        conn.executemany("INSERT INTO temp.rq_tok(rowid, body) VALUES (?, ?)", rows)
+        pairs = json_array([[rowid, indexable(text)] for rowid, text in rows])
+        conn.execute(_FILL.format(table="temp.rq_tok"), (pairs,))
         if raw:
             conn.execute(CLEAR_RAW)
-            conn.executemany("INSERT INTO temp.rq_raw(rowid, body) VALUES (?, ?)", rows)
+            conn.execute(_FILL.format(table="temp.rq_raw"), (pairs,))
         conn.execute("RELEASE rq_fill")
     except BaseException:
         conn.execute("ROLLBACK TO rq_fill")
