@@ -131,6 +131,16 @@ class _FileWork:
     tail_hash: str = ""
     partial: bool = False
     """True when a big jsonl stopped after `BATCH_ROWS` rows; the rest follows in turn."""
+    encoded: tuple[str, str] | None = None
+
+    def encode(self) -> tuple[str, str]:
+        """The rows as the two JSON arrays the inserts read: `[line, day]` pairs and texts
+        (made once, by the planning thread when there is one)."""
+        if self.encoded is None:
+            days = self.days or [None] * len(self.rows)
+            places = [[line, day] for (line, _), day in zip(self.rows, days, strict=True)]
+            self.encoded = (json_array(places), json_array([indexable(t) for _, t in self.rows]))
+        return self.encoded
 
 
 def _stat_of(row: sqlite3.Row | None) -> tuple[int, int] | None:
@@ -413,6 +423,11 @@ class Index:
                 row = _row_after(work)
 
     def _plan_file(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
+        work = self._plan_rows(item, row)
+        work.encode()  # here, in the planning thread when there is one
+        return work
+
+    def _plan_rows(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
         if item.source == "messages":
             return self._plan_jsonl(item, row)
         work = _FileWork(item, _state_of(row), append=False)
@@ -509,21 +524,16 @@ class Index:
             if not work.append:
                 report.rows_removed += delete_docs(conn, "file_id = ?", (file_id,))
         table = table_for(item.source)
-        days = work.days or [None] * len(work.rows)
+        places, texts = work.encode()
         # one statement per table (see `json_array`): ids run from `next_id` in row order
         conn.execute(
             "INSERT INTO idx_docs(id, source, file_id, line, day) SELECT ? + key, ?, ?, "
             "json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
-            (
-                next_id,
-                item.source,
-                file_id,
-                json_array([[line, day] for (line, _), day in zip(work.rows, days, strict=True)]),
-            ),
+            (next_id, item.source, file_id, places),
         )
         conn.execute(
             f"INSERT INTO {table}(rowid, body) SELECT ? + key, value FROM json_each(?)",
-            (next_id, json_array([indexable(text) for _, text in work.rows])),
+            (next_id, texts),
         )
         # A partly indexed file is recorded as if it ended where indexing stopped, so the
         # next plan continues it as an append.
