@@ -121,3 +121,34 @@ def test_a_triple_is_answered_from_an_empty_or_small_pair(store, monkeypatch):
     both = query._and("idx_msg", ("alpha", "beta", "gamma"), known)
     assert both == real(query, "idx_msg", '"alpha" AND "beta" AND "gamma"', limit=400, ranked=False)
     assert len(both) == 1 and asked == []
+
+
+@pytest.mark.parametrize(
+    ("full_rows", "ored"), [(1_000, {'"ocelot"', '"lynx"'}), (100, {'"ocelot"'})]
+)
+def test_a_big_table_ranks_fewer_rare_words_and_still_finds_them(
+    store, monkeypatch, full_rows, ored
+):
+    """FTS5 scores every posting of the ranked OR; past `BUDGET_FULL_ROWS` rows its budget
+    shrinks in proportion (here 40 postings, halved at 200 rows against 100), and the words
+    it leaves out are found where they meet the others (the ANDs)."""
+    rows = [{"role": "tool", "content": f"ocelot filler{i}"} for i in range(4)]
+    rows += [{"role": "tool", "content": f"lynx filler{i}"} for i in range(30)]
+    rows += [{"role": "tool", "content": f"puma filler{i}"} for i in range(150)]
+    rows += [{"role": "tool", "content": f"unrelated {i}"} for i in range(15)]
+    rows.append({"role": "tool", "content": "ocelot lynx puma sighting"})
+    durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
+    monkeypatch.setattr(planner, "CANDIDATE_BUDGET", 40)
+    monkeypatch.setattr(planner, "BUDGET_FULL_ROWS", full_rows)
+    ors = []
+    real = planner.Query._match
+
+    def recording(self, table, expr, *, limit, ranked):
+        if ranked:
+            ors.append(set(expr.split(" OR ")))
+        return real(self, table, expr, limit=limit, ranked=ranked)
+
+    monkeypatch.setattr(planner.Query, "_match", recording)
+    hits = store.search("ocelot lynx puma", limit=3)
+    assert ors == [ored]
+    assert hits[0].text == "tool: ocelot lynx puma sighting"

@@ -10,13 +10,13 @@ Query plan (what keeps a question fast at a million rows):
    costs milliseconds.
 3. Candidates, per table: `bm25()` over an OR of the rarest terms while their summed
    document frequencies stay within `CANDIDATE_BUDGET` (so FTS5 never scores every row
-   holding "error" or "test"), plus rows where several terms meet: a few ANDs of the best
-   3- and 2-term combinations of the terms the OR did not fully cover (8, or up to 16 while
-   their shortest posting lists sum to under `AND_POSTING_BUDGET`); intersecting posting
-   lists is cheap even for common words. An OR of all words ranked by
-   `bm25()` costs ~800 ms at 1M rows. A triple whose pair's rows are all known is answered
-   from them (`Query._and`): the walk of three posting lists that meet nowhere is the
-   costliest query a search makes.
+   holding "error" or "test"; less in a table of more than `BUDGET_FULL_ROWS` rows),
+   plus rows where several terms meet: a few ANDs of the best 3- and 2-term combinations of
+   the terms the OR did not fully cover (8, or up to 16 while their shortest posting lists
+   sum to under `AND_POSTING_BUDGET`); intersecting posting lists is cheap even for common
+   words. An OR of all words ranked by `bm25()` costs ~800 ms at 1M rows. A triple whose
+   pair's rows are all known is answered from them (`Query._and`): the walk of three
+   posting lists that meet nowhere is the costliest query a search makes.
 4. The candidates are re-ranked with BM25 over *all* query terms in two fields: the stem
    (global document frequencies, each table's average length) and the query's own word
    form, whose rarer frequency is estimated from the candidates ("errors" against
@@ -62,6 +62,12 @@ SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail"
            "entries", "facts", "episodes")  # fmt: skip
 
 CANDIDATE_BUDGET = 5_000
+#: Above this many rows in a table the OR's budget shrinks in proportion, to a fifth of
+#: `CANDIDATE_BUDGET` at most: FTS5 scores every posting of the OR (about 1.4 us each, most
+#: of a 100K-row search), and in a big table the rows that hold several query words, which
+#: the ANDs find, are the ones the moderately rare words would have added.
+BUDGET_FULL_ROWS = 25_000
+MIN_BUDGET_SHARE = 0.2
 #: Rows one AND query contributes (stepping an FTS5 cursor over more cost half a 1M search).
 AND_CAP = 400
 MAX_AND_QUERIES = 16
@@ -213,9 +219,12 @@ class Query:
         """Rows worth re-ranking: BM25 over the rare terms, plus rows where several query
         terms occur together (which the rare terms alone would miss)."""
         present = sorted((self.df[(table, t)], t) for t in terms if self.df[(table, t)] > 0)
+        rows_in_table = max(self.totals[table][0], 1)
+        share = max(MIN_BUDGET_SHARE, min(1.0, BUDGET_FULL_ROWS / rows_in_table))
+        budget = CANDIDATE_BUDGET * share
         rare, total = [], 0
         for df, term in present:
-            if total + df > CANDIDATE_BUDGET:
+            if total + df > budget:
                 break
             rare.append(term)
             total += df
