@@ -14,7 +14,7 @@ import pytest
 
 from memory import MemoryStore, durable
 from memory.backends.blocks import split_blocks
-from memory.backends.files import _index as index_module
+from memory.backends.files import _index_plan as plan_module
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ class TestFileChanges:
         def no_reads(*args, **kwargs):
             raise AssertionError(f"index opened {args[0]!r} although nothing changed")
 
-        monkeypatch.setattr(index_module, "open", no_reads, raising=False)
+        monkeypatch.setattr(plan_module, "open", no_reads, raising=False)
         assert len(store.search("kiwi")) == 2
 
     def test_hidden_files_and_the_database_are_ignored(self, store):
@@ -158,8 +158,8 @@ class TestMessages:
     @pytest.mark.parametrize("pipeline", [False, True], ids=["inline", "planned-ahead"])
     def test_big_log_is_indexed_in_bounded_batches(self, store, monkeypatch, pipeline):
         # planned ahead: a helper thread plans the next slice while the last one is written
-        monkeypatch.setattr(index_module, "BATCH_ROWS", 7)
-        monkeypatch.setattr(index_module, "PIPELINE_BYTES", 0 if pipeline else 1 << 40)
+        monkeypatch.setattr(plan_module, "BATCH_ROWS", 7)
+        monkeypatch.setattr(plan_module, "PIPELINE_BYTES", 0 if pipeline else 1 << 40)
         log = store.layout.messages("T1")
         durable.append_jsonl(
             log, [{"role": "user", "content": f"heron {i}"} for i in range(50)], many=True
@@ -174,7 +174,7 @@ class TestMessages:
         assert store.index.row_count() == 51
 
     def test_many_files_planned_ahead_index_as_planned_inline(self, memory_dir, monkeypatch):
-        monkeypatch.setattr(index_module, "BATCH_ROWS", 5)
+        monkeypatch.setattr(plan_module, "BATCH_ROWS", 5)
         layout = MemoryStore(memory_dir).layout
         for t in range(4):
             rows = [{"role": "user", "content": f"gecko {t} note {i}"} for i in range(9)]
@@ -184,7 +184,7 @@ class TestMessages:
             )
         found = {}
         for threshold in (1 << 40, 0):
-            monkeypatch.setattr(index_module, "PIPELINE_BYTES", threshold)
+            monkeypatch.setattr(plan_module, "PIPELINE_BYTES", threshold)
             store = MemoryStore(memory_dir)
             report = store.reindex()
             assert (report.files_indexed, report.rows_added) == (8, 40)

@@ -34,24 +34,21 @@ Hidden files and folders (names starting with '.') and `memory.db*` are never in
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
-from memory.backends.blocks import (
-    BLOCK_MAX_LINES,
-    FLAT_FOLDERS,
-    JSON_BLOCK_MAX_LINES,
-    WORDY,
-    message_fields,
-    split_blocks,
-)
+from memory.backends.blocks import FLAT_FOLDERS, WORDY
 from memory.backends.files._host import FilesHost
+from memory.backends.files._index_plan import (
+    FileWork,
+    Seen,
+    batches,
+    plan_file,
+    stat_of,
+    state_of,
+)
 from memory.backends.files._index_schema import (
     INSERT_UPSERTED_SQL,
     MIGRATIONS,
@@ -60,8 +57,6 @@ from memory.backends.files._index_schema import (
     delete_docs,
     drop_index_tables,
     has_table,
-    indexable,
-    json_array,
     next_doc_id,
     table_for,
     watermarks,
@@ -69,100 +64,6 @@ from memory.backends.files._index_schema import (
 from memory.backends.files._watch import Watch
 from memory.base import IndexReport, SearchDoc
 from memory.errors import MemoryStoreError
-
-#: Rows applied per write transaction during a large sync (bounds memory and lock time).
-BATCH_ROWS = 20_000
-#: A sync with more bytes than this to read plans in a helper thread beside its writes.
-PIPELINE_BYTES = 4 << 20
-READ_CHUNK = 1 << 20
-
-
-def read_complete_lines(
-    path: str, start: int, end: int, first_line: int
-) -> Iterator[tuple[int, int, bytes]]:
-    """Yield `(line_no, offset, raw)` for each complete line in bytes `[start, end)`.
-
-    A final fragment without a newline (a torn or in-progress append) is not yielded.
-    """
-    line_no, offset, pending = first_line, start, b""
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        remaining = end - start
-        while remaining > 0:
-            chunk = fh.read(min(READ_CHUNK, remaining))
-            if not chunk:
-                break
-            remaining -= len(chunk)
-            pieces = (pending + chunk).split(b"\n")
-            pending = pieces.pop()
-            for raw in pieces:
-                yield line_no, offset, raw
-                line_no += 1
-                offset += len(raw) + 1
-
-
-def _hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-# -- planning --------------------------------------------------------------------------
-@dataclass
-class _Seen:
-    rel: str
-    source: str
-    abspath: str
-    mtime_ns: int
-    size: int
-
-
-@dataclass
-class _FileWork:
-    """Rows for one file, computed outside the lock against the `basis` row state."""
-
-    seen: _Seen
-    basis: tuple | None
-    append: bool
-    rows: list[tuple[int, str]] = field(default_factory=list)
-    days: list[str | None] = field(default_factory=list)
-    """For a jsonl, the UTC day of each row's message (same order as `rows`)."""
-    done_bytes: int = 0
-    done_lines: int = 0
-    tail_off: int = 0
-    tail_hash: str = ""
-    partial: bool = False
-    """True when a big jsonl stopped after `BATCH_ROWS` rows; the rest follows in turn."""
-    encoded: tuple[str, str] | None = None
-
-    def encode(self) -> tuple[str, str]:
-        """The rows as the two JSON arrays the inserts read: `[line, day]` pairs and texts
-        (made once, by the planning thread when there is one)."""
-        if self.encoded is None:
-            days = self.days or [None] * len(self.rows)
-            places = [[line, day] for (line, _), day in zip(self.rows, days, strict=True)]
-            self.encoded = (json_array(places), json_array([indexable(t) for _, t in self.rows]))
-        return self.encoded
-
-
-def _stat_of(row: sqlite3.Row | None) -> tuple[int, int] | None:
-    return None if row is None else (row["mtime_ns"], row["size"])
-
-
-def _row_after(work: _FileWork) -> dict[str, int | str]:
-    """The `idx_files` values `_apply_file` writes for the slice `work` (what a plan reads)."""
-    return {
-        "mtime_ns": -1,
-        "size": work.done_bytes,
-        "done_bytes": work.done_bytes,
-        "done_lines": work.done_lines,
-        "tail_off": work.tail_off,
-        "tail_hash": work.tail_hash,
-    }
-
-
-def _state_of(row: sqlite3.Row | None) -> tuple | None:
-    if row is None:
-        return None
-    return (row["mtime_ns"], row["size"], row["done_bytes"], row["done_lines"], row["tail_hash"])
 
 
 class Index:
@@ -287,15 +188,15 @@ class Index:
         return removed[0]
 
     # -- scanning ---------------------------------------------------------------------
-    def _scan(self, watch: Watch | None = None) -> dict[str, _Seen]:
-        """Stat every indexable file: `{relative path: _Seen}` (no file is read).
+    def _scan(self, watch: Watch | None = None) -> dict[str, Seen]:
+        """Stat every indexable file: `{relative path: Seen}` (no file is read).
 
         Each folder is watched (`watch`) before it is listed, so a change made while the
         scan runs is seen by the next sync.
         """
         watch = watch or Watch.inactive()
         watch.add(str(self.layout.root), root=True)  # folders created or removed
-        seen: dict[str, _Seen] = {}
+        seen: dict[str, Seen] = {}
         for attr, source, suffixes in FLAT_FOLDERS:
             folder = getattr(self.layout, attr)
             self._scan_dir(
@@ -333,7 +234,7 @@ class Index:
         rel: str,
         source: str,
         suffixes: tuple[str, ...],
-        seen: dict[str, _Seen],
+        seen: dict[str, Seen],
         *,
         recursive: bool,
         watch: Watch | None = None,
@@ -358,18 +259,18 @@ class Index:
 
     @staticmethod
     def _add_file(
-        path: str, rel: str, source: str, seen: dict[str, _Seen], item: os.DirEntry | None = None
+        path: str, rel: str, source: str, seen: dict[str, Seen], item: os.DirEntry | None = None
     ) -> None:
         try:
             st = item.stat() if item is not None else os.stat(path)
         except OSError:
             return
         if (st.st_mode & 0o170000) == 0o100000:  # regular files only
-            seen[rel] = _Seen(rel, source, path, st.st_mtime_ns, st.st_size)
+            seen[rel] = Seen(rel, source, path, st.st_mtime_ns, st.st_size)
 
     # -- files ------------------------------------------------------------------------
     def _sync_files(
-        self, seen: dict[str, _Seen], known: dict[str, sqlite3.Row], report: IndexReport
+        self, seen: dict[str, Seen], known: dict[str, sqlite3.Row], report: IndexReport
     ) -> None:
         gone = [row for path, row in known.items() if path not in seen]
         if gone:
@@ -377,124 +278,20 @@ class Index:
         changed = [
             (item, known.get(rel))
             for rel, item in seen.items()
-            if _stat_of(known.get(rel)) != (item.mtime_ns, item.size)
+            if stat_of(known.get(rel)) != (item.mtime_ns, item.size)
         ]
-        for batch in self._batches(changed):
+        for batch in batches(changed):
             self._write(lambda c, b=batch: self._apply_files(c, b, report))
 
-    def _batches(self, changed: list[tuple[_Seen, sqlite3.Row | None]]) -> Iterator[list]:
-        """The work of the changed files in write batches (`BATCH_ROWS` rows, or up to a
-        big jsonl's slice). With more than `PIPELINE_BYTES` to read, a helper thread plans
-        the next batch while the caller writes the last one: SQLite releases the GIL while
-        it inserts and tokenizes, so reading and parsing the next rows runs beside it."""
-        batches = self._group(self._plan_steps(changed))
-        if sum(item.size for item, _ in changed) < PIPELINE_BYTES:
-            yield from batches
-            return
-        with ThreadPoolExecutor(1, thread_name_prefix="tether-index-plan") as pool:
-            ahead = pool.submit(next, batches, None)
-            while (batch := ahead.result()) is not None:
-                ahead = pool.submit(next, batches, None)
-                yield batch
-
-    @staticmethod
-    def _group(works: Iterator[_FileWork]) -> Iterator[list[_FileWork]]:
-        batch: list[_FileWork] = []
-        pending_rows = 0
-        for work in works:
-            batch.append(work)
-            pending_rows += len(work.rows)
-            if pending_rows >= BATCH_ROWS or work.partial:
-                yield batch
-                batch, pending_rows = [], 0
-        if batch:
-            yield batch
-
-    def _plan_steps(self, changed: list[tuple[_Seen, sqlite3.Row | None]]) -> Iterator[_FileWork]:
-        for item, row in changed:
-            while True:
-                work = self._plan_file(item, row)
-                yield work
-                if not work.partial:
-                    break
-                # the next slice is planned against the row this one leaves (`_apply_file`
-                # records it as a file that ends where the slice stopped); `_apply_files`
-                # checks that basis again and plans afresh if another process moved it
-                row = _row_after(work)
-
-    def _plan_file(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
-        work = self._plan_rows(item, row)
-        work.encode()  # here, in the planning thread when there is one
-        return work
-
-    def _plan_rows(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
-        if item.source == "messages":
-            return self._plan_jsonl(item, row)
-        work = _FileWork(item, _state_of(row), append=False)
-        try:
-            with open(item.abspath, "rb") as fh:
-                data = fh.read(item.size)
-        except OSError:
-            data = b""
-        text = data.decode("utf-8", errors="replace")
-        max_lines = JSON_BLOCK_MAX_LINES if item.rel.endswith(".json") else BLOCK_MAX_LINES
-        work.rows = split_blocks(text, max_lines)
-        return work
-
-    def _plan_jsonl(self, item: _Seen, row: sqlite3.Row | None) -> _FileWork:
-        """Index only the new complete lines when the file just grew, else all of it."""
-        start, first_line, append = 0, 1, False
-        # Append-only growth keeps the indexed prefix; any other change reindexes the file.
-        if row is not None and item.size > row["size"] and row["done_bytes"] > 0:
-            if self._tail_intact(item.abspath, row):
-                start, first_line, append = row["done_bytes"], row["done_lines"] + 1, True
-        work = _FileWork(
-            item, _state_of(row), append=append, done_bytes=start, done_lines=first_line - 1
-        )
-        if append:
-            work.tail_off, work.tail_hash = row["tail_off"], row["tail_hash"]
-        last = None  # the last complete line read: its hash tells an append from a rewrite
-        rows, days = work.rows, work.days
-        try:
-            for line_no, offset, raw in read_complete_lines(
-                item.abspath, start, item.size, first_line
-            ):
-                text, day = message_fields(raw)
-                if text is not None:
-                    rows.append((line_no, text))
-                    days.append(day)
-                last = (line_no, offset, raw)
-                if len(rows) >= BATCH_ROWS and offset + len(raw) + 1 < item.size:
-                    work.partial = True  # bounded memory: the caller comes back for more
-                    break
-        except OSError:
-            pass
-        if last is not None:
-            line_no, offset, raw = last
-            work.done_bytes, work.done_lines = offset + len(raw) + 1, line_no
-            work.tail_off, work.tail_hash = offset, _hash(raw + b"\n")
-        return work
-
-    @staticmethod
-    def _tail_intact(path: str, row: sqlite3.Row) -> bool:
-        length = row["done_bytes"] - row["tail_off"]
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(row["tail_off"])
-                data = fh.read(length)
-        except OSError:
-            return False
-        return len(data) == length and _hash(data) == row["tail_hash"]
-
     def _apply_files(
-        self, conn: sqlite3.Connection, batch: list[_FileWork], report: IndexReport
+        self, conn: sqlite3.Connection, batch: list[FileWork], report: IndexReport
     ) -> None:
         next_id = next_doc_id(conn)
         for work in batch:
             row = conn.execute(
                 "SELECT * FROM idx_files WHERE path = ?", (work.seen.rel,)
             ).fetchone()
-            if _state_of(row) != work.basis:
+            if state_of(row) != work.basis:
                 # Another process synced this file since we planned: redo against its state.
                 if (
                     not work.partial
@@ -502,13 +299,13 @@ class Index:
                     and (row["mtime_ns"], row["size"]) == (work.seen.mtime_ns, work.seen.size)
                 ):
                     continue
-                work = self._plan_file(work.seen, row)
+                work = plan_file(work.seen, row)
             next_id = self._apply_file(conn, work, row, next_id, report)
 
     def _apply_file(
         self,
         conn: sqlite3.Connection,
-        work: _FileWork,
+        work: FileWork,
         row: sqlite3.Row | None,
         next_id: int,
         report: IndexReport,
