@@ -101,8 +101,9 @@ def stat_of(row: sqlite3.Row | None) -> tuple[int, int] | None:
     return None if row is None else (row["mtime_ns"], row["size"])
 
 
-def row_after(work: FileWork) -> dict[str, int | str]:
-    """The `idx_files` values `_apply_file` writes for the slice `work` (what a plan reads)."""
+def _row_after(work: FileWork) -> dict[str, int | str]:
+    """The `idx_files` values `Index._apply_file` writes for the slice `work` (a plan reads
+    them)."""
     return {
         "mtime_ns": -1,
         "size": work.done_bytes,
@@ -124,14 +125,14 @@ def batches(changed: list[tuple[Seen, sqlite3.Row | None]]) -> Iterator[list]:
     big jsonl's slice). With more than `PIPELINE_BYTES` to read, a helper thread plans
     the next batch while the caller writes the last one: SQLite releases the GIL while
     it inserts and tokenizes, so reading and parsing the next rows runs beside it."""
-    batches = _group(_plan_steps(changed))
+    planned = _group(_plan_steps(changed))
     if sum(item.size for item, _ in changed) < PIPELINE_BYTES:
-        yield from batches
+        yield from planned
         return
     with ThreadPoolExecutor(1, thread_name_prefix="tether-index-plan") as pool:
-        ahead = pool.submit(next, batches, None)
+        ahead = pool.submit(next, planned, None)
         while (batch := ahead.result()) is not None:
-            ahead = pool.submit(next, batches, None)
+            ahead = pool.submit(next, planned, None)
             yield batch
 
 
@@ -158,7 +159,7 @@ def _plan_steps(changed: list[tuple[Seen, sqlite3.Row | None]]) -> Iterator[File
             # the next slice is planned against the row this one leaves (`_apply_file`
             # records it as a file that ends where the slice stopped); `_apply_files`
             # checks that basis again and plans afresh if another process moved it
-            row = row_after(work)
+            row = _row_after(work)
 
 
 def plan_file(item: Seen, row: sqlite3.Row | None) -> FileWork:
