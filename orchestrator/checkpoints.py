@@ -144,8 +144,8 @@ def write_checkpoint(
 
     def render_as(stem: str) -> str:
         data.checkpoint_id = given_id or stem
-        # the two JSON-object fields are the bulk of a checkpoint and JSON already (their
-        # validator checked each value): `tojson` takes them as they are, uncopied
+        # the two JSON-object fields are the bulk of a checkpoint: `tojson` takes them as
+        # they are, uncopied (a value that is not JSON fails there; the schema checks the rest)
         fields = data.model_dump(mode="json", exclude=_AS_GIVEN)
         return render_checkpoint(
             {**fields, **{f: getattr(data, f) for f in _AS_GIVEN}}, project_dir
