@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.errors import MemoryStoreError
 from orchestrator.docs import CHECKPOINTS, Docs
-from orchestrator.errors import CheckpointError, RecoveryError
+from orchestrator.errors import CheckpointError, RecoveryError, TemplateError
 from orchestrator.paths import iso_timestamp, slug, timestamp
 from orchestrator.readback import checkpoint_infos, loads_strict, task_of
 from orchestrator.readback import list_checkpoints as list_checkpoints  # re-exported
@@ -100,6 +100,12 @@ class Checkpoint(BaseModel):
         against the schema, which asks as much, and a value that is not JSON fails to
         render."""
         given = dict(fields)
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:  # what the model would refuse is not dropped in silence either
+            raise TemplateError(
+                f"invalid input for template {CHECKPOINT_TEMPLATE!r}: unknown field(s) "
+                + ", ".join(repr(k) for k in unknown)
+            )
         given["state"] = CheckpointState.model_construct(**given.get("state", {}))
         given["langgraph"] = LangGraphRef.model_construct(**given.get("langgraph", {}))
         return cls.model_construct(**given)

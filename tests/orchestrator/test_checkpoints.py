@@ -172,6 +172,7 @@ class TestWrite:
             ({"extra": {"when": {1, 2}}}, "could not serialise a value"),
             ({"subtasks": [{"title": "no id"}]}, "fails the checkpoint schema at 'subtasks/0'"),
             ({"state": {"findings_count": -1}}, "at 'state/findings_count': -1 is less than"),
+            ({"phse": "typo"}, "unknown field(s) 'phse'"),
         ],
     )
     def test_own_fields_that_are_wrong_are_not_written(self, layout, fields, problem):
