@@ -72,6 +72,25 @@ def test_ascii_rows_are_split_as_unicode61_splits_them():
     conn.close()
 
 
+def test_ascii_queries_tokenize_as_the_index_does():
+    """An ASCII query is split and stemmed in Python: the same (stem, word) pairs and
+    unstemmed forms as the TEMP FTS5 tables give (a non-ASCII word at the end takes the
+    query down that path)."""
+    conn = sqlite3.connect(":memory:")
+    for sql in text.TEMP_SETUP:
+        conn.execute(sql)
+    sample = (
+        "".join(chr(c) for c in range(32, 127))
+        + " Why were KeyErrors hidden in merge_record's 3.14 handling-x9Y? can't"
+    )
+    pairs, raw = text.tokenize_query(conn, sample)
+    slow_pairs, slow_raw = text.tokenize_query(conn, sample + " café")
+    assert slow_pairs[-1][1] == "café"
+    assert (pairs, raw) == (slow_pairs[:-1], slow_raw[:-1])
+    assert ("keyerror", "KeyErrors") in pairs and "keyerrors" in raw
+    conn.close()
+
+
 def test_ascii_and_other_rows_rank_alike(store):
     """A row with non-ASCII text takes the FTS5 path, an ASCII one the Python path: the same
     words score the same."""

@@ -44,7 +44,7 @@ from memory.backends.files._text import (
     ascii_words,
     fill_tok,
     fts_totals,
-    min_span,
+    near,
     snippet,
     stem_words,
     stopword_stems,
@@ -354,8 +354,8 @@ class Query:
                 split[rowid] = ascii_words(body or "")
             else:
                 other.append(rowid)
-        stems = stem_words(self.conn, set().union(*split.values()))
-        held = [r for r, words in split.items() if any(stems[w] == term for w in words)]
+        forms = stem_words(self.conn, set().union(*split.values()), keep={term})
+        held = [r for r, words in split.items() if not forms.keys().isdisjoint(words)]
         if other:
             marks = ",".join("?" * len(other))
             sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})"
@@ -397,6 +397,7 @@ class Query:
         for doc_id, offsets in exact.items():
             docs[doc_id]["exact"] = offsets
         self._exact_idf(docs, hits)
+        self._factors()
         scored = []
         for doc_id, doc in docs.items():
             positions = sorted(hits.get(doc_id, []))
@@ -430,9 +431,9 @@ class Query:
         wanted = set(terms)
         texts = {i: d["body"][:RERANK_MAX_CHARS] for i, d in docs.items()}
         split = {i: ascii_words(t) for i, t in texts.items() if t.isascii()}
-        stems = stem_words(self.conn, set().union(*split.values()))
-        forms = {w: stem for w, stem in stems.items() if stem in wanted}
+        forms = stem_words(self.conn, set().union(*split.values()), keep=wanted)
         raw = self.surface_raw
+        own = {w for w, stem in forms.items() if w == raw[stem]}  # the query's own forms
         hits: dict[int, list[tuple[int, str]]] = {}
         exact: dict[int, set[int]] = {}
         for doc, words in split.items():
@@ -441,7 +442,7 @@ class Query:
             found = [(o, w) for o, w in enumerate(words) if w in forms]
             if found:
                 hits[doc] = [(o, forms[w]) for o, w in found]
-                same = {o for o, w in found if w == raw[forms[w]]}
+                same = {o for o, w in found if w in own}
                 if same:
                     exact[doc] = same
         rest = [(i, t) for i, t in texts.items() if i not in split]
@@ -474,25 +475,30 @@ class Query:
         stem_docs: dict[str, int] = {}
         exact_docs: dict[str, int] = {}
         for doc_id, found in hits.items():
-            exact = docs[doc_id].get("exact", ())  # offsets holding the query's own form
-            seen_stem, seen_exact = set(), set()
-            for offset, term in found:
-                seen_stem.add(term)
-                if offset in exact:
-                    seen_exact.add(term)
-            for term in seen_stem:
+            for term in {term for _, term in found}:
                 stem_docs[term] = stem_docs.get(term, 0) + 1
-            for term in seen_exact:
-                exact_docs[term] = exact_docs.get(term, 0) + 1
+            exact = docs[doc_id].get("exact")  # offsets holding the query's own form
+            if exact:
+                for term in {term for offset, term in found if offset in exact}:
+                    exact_docs[term] = exact_docs.get(term, 0) + 1
         self.exact_idf = {}
         for term, weight in self.weight.items():
             ratio = (exact_docs.get(term, 0) + 0.5) / (stem_docs.get(term, 0) + 1)
             df = sum(self.df[(t, term)] for t in self.totals) * min(ratio, 1.0)
             self.exact_idf[term] = weight * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
 
+    def _factors(self) -> None:
+        """What `_score` multiplies by, once per search: each term's weighted idf (stem and
+        own form), each table's average row length, the summed weight of the terms."""
+        self.stem_factor = {term: STEM_WEIGHT * idf for term, idf in self.idf.items()}
+        self.exact_factor = {term: EXACT_WEIGHT * idf for term, idf in self.exact_idf.items()}
+        self.avgdl = {
+            table: max(tokens / rows if rows else 1.0, 1.0)
+            for table, (rows, tokens) in self.totals.items()
+        }
+        self.all_weight = max(sum(self.weight.values()) - 1, 1)
+
     def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
-        rows, tokens = self.totals[doc["table"]]
-        avgdl = tokens / rows if rows else 1.0
         dl = doc.get("length") or len(positions)
         exact = doc.get("exact", ())
         tf: dict[str, float] = {}
@@ -505,17 +511,19 @@ class Query:
             if offset in exact:
                 tf_exact[term] = tf_exact.get(term, 0.0) + 1.0
         score = 0.0
-        lengths = K1 * (1 - B + B * dl / max(avgdl, 1.0))
+        lengths = K1 * (1 - B + B * dl / self.avgdl[doc["table"]])
+        stem_factor, exact_factor = self.stem_factor, self.exact_factor
         for term, count in tf.items():
-            score += STEM_WEIGHT * self.idf[term] * count * (K1 + 1) / (count + lengths)
+            score += stem_factor[term] * count * (K1 + 1) / (count + lengths)
         for term, count in tf_exact.items():
-            score += EXACT_WEIGHT * self.exact_idf[term] * count * (K1 + 1) / (count + lengths)
+            score += exact_factor[term] * count * (K1 + 1) / (count + lengths)
         if self.days and doc.get("day") in self.days:
             score *= 1 + DAY_WEIGHT
         if len(terms) > 1:
-            held = sum(self.weight[t] for t in tf) - 1
-            score *= 1 + COVERAGE_WEIGHT * max(held, 0) / max(sum(self.weight.values()) - 1, 1)
-            if len(tf) > 1 and min_span(positions) <= PROXIMITY_TOKENS:
+            weight = self.weight
+            held = sum(weight[t] for t in tf) - 1
+            score *= 1 + COVERAGE_WEIGHT * max(held, 0) / self.all_weight
+            if len(tf) > 1 and near(positions, PROXIMITY_TOKENS):
                 score *= 1 + PROXIMITY_WEIGHT
         return score
 

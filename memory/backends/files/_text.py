@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 import sqlite3
@@ -63,7 +64,16 @@ def tokenize(conn: sqlite3.Connection, text: str, *, filled: bool = False) -> li
 
 
 def tokenize_query(conn: sqlite3.Connection, text: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """`tokenize(text)`, and each token unstemmed as unicode61 gives it (case-folded)."""
+    """`tokenize(text)`, and each token unstemmed as unicode61 gives it (case-folded).
+
+    An ASCII query is split in Python and its words stemmed through `stem_words`' cache,
+    as ASCII rows are in a re-rank; other text goes through the TEMP tables.
+    """
+    if text.isascii():
+        words = ascii_words(text, fold=False)
+        raw = [word.lower() for word in words]
+        stems = stem_words(conn, set(raw))
+        return [(stems[form], word) for form, word in zip(raw, words, strict=True)], raw
     fill_tok(conn, [(1, text)], raw=True)
     pairs = tokenize(conn, text, filled=True)
     raw = [
@@ -117,17 +127,23 @@ STEM_CACHE_SIZE = 200_000
 
 #: unicode61 on ASCII: letters and digits are token characters (folded to lower case),
 #: every other byte separates tokens.
-_ASCII_FOLD = bytes(c if chr(c).isalnum() else 32 for c in range(128)).lower() + bytes(128)
+_ASCII_SPLIT = bytes(c if chr(c).isalnum() else 32 for c in range(128)) + bytes(128)
+_ASCII_FOLD = _ASCII_SPLIT.lower()
 
 
-def ascii_words(text: str) -> list[str]:
-    """The tokens unicode61 makes of an ASCII `text`, case-folded (5x `_WORD.findall`)."""
-    return text.encode("ascii").translate(_ASCII_FOLD).decode("ascii").split()
+def ascii_words(text: str, *, fold: bool = True) -> list[str]:
+    """The tokens unicode61 makes of an ASCII `text`, case-folded (5x `_WORD.findall`);
+    `fold=False` keeps their case (the surface words `tokenize` pairs with stems)."""
+    table = _ASCII_FOLD if fold else _ASCII_SPLIT
+    return text.encode("ascii").translate(table).decode("ascii").split()
 
 
-def stem_words(conn: sqlite3.Connection, words: set[str]) -> dict[str, str]:
+def stem_words(
+    conn: sqlite3.Connection, words: set[str], keep: set[str] | None = None
+) -> dict[str, str]:
     """`{word: stem}` for lowercased ASCII words (`[a-z0-9]+`), unknown ones stemmed in one
-    pass through the TEMP tokenizer table (one token per word)."""
+    pass through the TEMP tokenizer table (one token per word); with `keep`, only the words
+    whose stem is in it."""
     cache = _STEMS
     new = [w for w in words if w not in cache]
     if new:
@@ -138,6 +154,8 @@ def stem_words(conn: sqlite3.Connection, words: set[str]) -> dict[str, str]:
         if len(got) != len(new):  # cannot happen (one token per word); keep the words then
             got = new
         cache.update(zip(new, got, strict=True))
+    if keep is not None:
+        return {w: stem for w in words if (stem := cache[w]) in keep}
     return {w: cache[w] for w in words}
 
 
@@ -168,16 +186,16 @@ def varints(blob: bytes) -> list[int]:
     return out
 
 
-def min_span(positions: list[tuple[int, str]]) -> int:
-    """Smallest token distance between two different query terms."""
-    best = 1 << 30
+def near(positions: list[tuple[int, str]], tokens: int) -> bool:
+    """Whether two different query terms occur within `tokens` tokens of each other
+    (`positions` in offset order)."""
     last: dict[str, int] = {}
     for offset, term in positions:
         for other, where in last.items():
-            if other != term:
-                best = min(best, offset - where)
+            if other != term and offset - where <= tokens:
+                return True
         last[term] = offset
-    return best
+    return False
 
 
 def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) -> tuple[str, int]:
@@ -185,7 +203,10 @@ def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) 
 
     Returns the snippet and the character offset of the first match it centres on.
     """
-    spans = [m.start() for m in _WORD.finditer(body[:RERANK_MAX_CHARS])]
+    words = _WORD.finditer(body[:RERANK_MAX_CHARS])  # up to the last match only
+    spans = [
+        m.start() for m in itertools.islice(words, max((o for o, _ in positions), default=-1) + 1)
+    ]
     hits = [(spans[o], t) for o, t in positions if o < len(spans)]
     if not hits:
         return _one_line(body[:SNIPPET_CHARS], False, len(body) > SNIPPET_CHARS), 0
