@@ -175,9 +175,14 @@ def _passages(tokens: list[str], asked: set[str]) -> set[tuple[str, ...]]:
         return set()
     hit = [t[:5] in asked for t in tokens]
     runs: set[tuple[str, ...]] = set()
+    if sum(hit) < need:
+        return runs
+    held = sum(hit[: ECHO_WORDS - 1])  # query words in the window, kept as it slides
     for i in range(len(tokens) - ECHO_WORDS + 1):
-        if sum(hit[i : i + ECHO_WORDS]) >= need:
+        held += hit[i + ECHO_WORDS - 1]
+        if held >= need:
             runs.add(tuple(tokens[i : i + ECHO_WORDS]))
+        held -= hit[i]
     return runs
 
 

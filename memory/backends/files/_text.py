@@ -26,7 +26,6 @@ SNIPPET_CHARS = 300
 CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
 CLEAR_RAW = "INSERT INTO temp.rq_raw(rq_raw) VALUES ('delete-all')"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_SPACE = re.compile(r"\s+")
 _NEWLINE = re.compile("\n")
 
 TEMP_SETUP = (
@@ -218,7 +217,12 @@ def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) 
         first, seen = by_line.get(line, (start, set()))
         seen.add(term)
         by_line[line] = (first, seen)
-    best_line = max(by_line, key=lambda n: (math.fsum(idf.get(t, 1.0) for t in by_line[n][1]), -n))
+    if len(by_line) == 1:
+        (best_line,) = by_line
+    else:
+        best_line = max(
+            by_line, key=lambda n: (math.fsum(idf.get(t, 1.0) for t in by_line[n][1]), -n)
+        )
     best_at = by_line[best_line][0]
     # Start at the cited line, so the snippet reads from where the citation points.
     lo = newlines[best_line - 1] + 1 if best_line > 0 else 0
@@ -229,5 +233,5 @@ def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) 
 
 
 def _one_line(text: str, cut_left: bool, cut_right: bool) -> str:
-    text = _SPACE.sub(" ", text).strip()
+    text = " ".join(text.split())  # runs of whitespace (str.isspace, as `\s` matches) as one space
     return ("…" if cut_left else "") + text + ("…" if cut_right else "")
