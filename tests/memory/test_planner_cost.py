@@ -171,3 +171,26 @@ def test_a_big_table_ranks_fewer_rare_words_and_still_finds_them(
     hits = store.search("ocelot lynx puma", limit=3)
     assert ors == [ored]
     assert hits[0].text == "tool: ocelot lynx puma sighting"
+
+
+def test_document_frequencies_are_exact_below_the_sample_and_estimated_above(store, monkeypatch):
+    """A term's document frequency is counted from at most `DF_SAMPLE` postings: exact below
+    it, extrapolated from how far into the rowids they reach above it."""
+    rows = [
+        {"role": "tool", "content": f"row{i} {'common' if i % 2 else 'other'}"
+         + (" rare" if i % 20 == 0 else "")}
+        for i in range(2_000)
+    ]  # fmt: skip
+    durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
+    monkeypatch.setattr(planner, "DF_SAMPLE", 300)
+    seen = {}
+    real = planner.Query._rerank
+
+    def spying(self, candidates, terms):
+        seen.update({term: df for (table, term), df in self.df.items() if table == "idx_msg"})
+        return real(self, candidates, terms)
+
+    monkeypatch.setattr(planner.Query, "_rerank", spying)
+    store.search("common rare", limit=3)
+    assert seen["rare"] == 100  # 100 rows, under the sample: counted
+    assert 900 <= seen["common"] <= 1_100  # 1,000 rows, over it: estimated
