@@ -169,7 +169,11 @@ class Query:
             )
             for t in tables
         }
-        self.df = {(t, term): self._df(t, term) for t in tables for term in terms}
+        self.df = {
+            (t, term): self._df(t, term) if self.totals[t][0] else 0
+            for t in tables
+            for term in terms
+        }
         n_rows = sum(rows for rows, _ in self.totals.values())
         self.idf = {}
         for term in terms:
