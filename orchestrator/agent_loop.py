@@ -47,9 +47,11 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
+from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import AgentLoopError, ModelCallError
+from orchestrator.gauge import UsageRatio
 from orchestrator.protocol_middleware import (
     DEFAULT_INITIAL_DELAY,
     DEFAULT_RETRIES,
@@ -288,6 +290,7 @@ def run_agent(
     retries: int = DEFAULT_RETRIES,
     initial_delay: float | None = None,
     stop: threading.Event | None = None,
+    usage: UsageRatio | None = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -304,6 +307,8 @@ def run_agent(
         initial_delay: the first retry's delay in seconds (default `$TETHER_RETRY_DELAY`,
             else 1).
         stop: once set, the agent raises `Stopped` before its next model call (or retry).
+        usage: the run's reported/estimated token ratio (shared by its agents), which
+            scales `max_context_tokens` into the provider's tokens.
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -319,6 +324,7 @@ def run_agent(
         retries=retries,
         initial_delay=initial_delay,
         stop=stop,
+        usage=usage,
     )
     middleware = tuple(middleware)
     agent, (own_model, own_tools) = _agent(model, tuple(tools), final_tool, middleware)
@@ -329,9 +335,7 @@ def run_agent(
     except ModelCallError as exc:
         exc.tokens = protocol.result.tokens  # the failed agent's spend still counts
         raise
-    except Exception as exc:
-        if type(exc).__name__ != "GraphRecursionError":
-            raise
+    except GraphRecursionError as exc:
         error = AgentLoopError(
             f"agent did not call {final_tool.__name__!r} within {max_steps} steps; "
             "raise the agent's max_steps in the workflow file"
@@ -345,6 +349,12 @@ def run_agent(
     # inside a graph node the agent is a durable subgraph: on resume it continues from
     # its last completed step, so calls of the earlier process are only in the transcript
     result.tokens = max(result.tokens, _transcript_tokens(result.transcript))
+    replies = [m for m in result.transcript if m.type == "ai"]
+    result.calls = max(result.calls, len(replies))
+    result.input_tokens = max(
+        result.input_tokens,
+        sum(int((m.usage_metadata or {}).get("input_tokens") or 0) for m in replies),
+    )
     if protocol.final is None:
         protocol.final = _final_in(result.transcript, final_tool)
     if protocol.final is None:

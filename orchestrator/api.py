@@ -26,23 +26,33 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command
+from pydantic import ValidationError
 
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
+from orchestrator.approvals import decisions_for, pending, select
 from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
 from orchestrator.docs import Docs
-from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
+from orchestrator.errors import (
+    ApprovalError,
+    OrchestratorUserError,
+    ToolConfigError,
+    UnknownTaskError,
+    WorkflowError,
+)
 from orchestrator.faults import fault
-from orchestrator.graph import run_graph, saved_state
+from orchestrator.graph import SavedState, run_graph, saved_state
+from orchestrator.mcp_client import McpServers
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
@@ -53,11 +63,18 @@ from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise, state_from_checkpoint
 from orchestrator.recovery import choose_recovery
 from orchestrator.skills import discover_skills, skills_index
-from orchestrator.state import OrchestratorState, current_phase, initial_state
+from orchestrator.state import (
+    OrchestratorState,
+    current_phase,
+    initial_state,
+    skipped_phases,
+    usage_totals,
+)
 from orchestrator.status import task_status
 from orchestrator.tasks import TaskRecord, TaskRegistry, check_new_task, resume_command, task_lock
+from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workdir import check_workdir
-from orchestrator.workflow import Workflow, load_workflow
+from orchestrator.workflow import AgentSpec, Workflow, _validation_problem, load_workflow
 
 Event = dict[str, Any]
 
@@ -83,8 +100,16 @@ class RunResult:
     model: str
     offline: bool
     source: str = "run"
-    """`run`, `langgraph`, `checkpoint`, `snapshot` or `restart`: where the state came from."""
+    """`run`, `langgraph`, `checkpoint`, `snapshot`, `restart` or `approve`: where the state
+    came from."""
     warnings: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    """Model calls and prompt tokens of the whole task: `{"calls", "input_tokens"}`."""
+    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
+    """With status `waiting`: the requests waiting for `approve` (`PendingApproval`s)."""
+    skipped_phases: list[str] = field(default_factory=list)
+    """Phases not run because the lead declared the objective answered."""
+    done_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,7 +141,28 @@ class RunResult:
             offline=ctx.offline,
             source=source,
             warnings=warnings,
+            usage=usage_totals(values.get("usage")),
+            pending_approvals=list(values.get("pending_approvals") or []),
+            skipped_phases=skipped_phases(values),  # type: ignore[arg-type]
+            done_reason=values.get("done_reason"),
         )
+
+
+def _agent_specs(agents: Mapping[str, Any]) -> dict[str, AgentSpec]:
+    """`AgentSpec`s from specs or dicts of their fields.
+
+    Raises:
+        WorkflowError: a spec that does not validate (one line naming the agent).
+    """
+    out = {}
+    for name, spec in agents.items():
+        try:
+            out[str(name)] = spec if isinstance(spec, AgentSpec) else AgentSpec.model_validate(spec)
+        except ValidationError as exc:
+            raise WorkflowError(f"agents[{name!r}]: {_validation_problem(exc)}") from None
+    if not out:
+        raise WorkflowError("agents: give at least one agent (or leave agents out)")
+    return out
 
 
 def _checkpoints_of(values: dict[str, Any], docs: Docs, source: str) -> list[str]:
@@ -153,6 +199,13 @@ class Orchestrator:
         checkpointer: a LangGraph checkpointer for graph state (e.g. `PostgresSaver`); the
             caller keeps and closes it. Default: the backend's own (`SqliteSaver` in
             `<memory>/.langgraph/`, `PostgresSaver` beside a PostgreSQL memory).
+        tools: the user's tools: LangChain tools (`BaseTool`, `@tool`) or typed functions
+            with a docstring; agents list them by name. A task that uses them can only be
+            continued (`resume`, `approve`) by a process that passes them again, unless
+            the workflow names them in `python_tools`.
+        agents: agent specs (`AgentSpec` or dicts of its fields: description, prompt or
+            prompt_file, tools, model, max_steps, interrupt_on) replacing the workflow's;
+            recorded with the task, so `resume` and `approve` use them too.
     """
 
     def __init__(
@@ -169,6 +222,8 @@ class Orchestrator:
         model_timeout: float | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
         memory_url: str | None = None,
+        tools: Sequence[Any] = (),
+        agents: Mapping[str, AgentSpec | Mapping[str, Any]] | None = None,
     ):
         self.layout = Layout.at(memory_dir)
         self.memory_url = memory_url
@@ -181,6 +236,8 @@ class Orchestrator:
         self.max_parallel = max_parallel
         self.max_subtasks = max_subtasks
         self.on_event = on_event
+        self.tools = list(tools)
+        self.agents = _agent_specs(agents) if agents is not None else None
         self.project_dir = str(Path(project_dir or Path.cwd()).absolute())
         if token_threshold is not None and token_threshold <= 0:
             raise OrchestratorUserError(
@@ -209,10 +266,60 @@ class Orchestrator:
         self._agent_model_cache: dict[int, dict[str, Any]] = {}
 
     # -- options ---------------------------------------------------------------------
-    def _load_workflow(self, path: str | None) -> Workflow:
+    def _load_workflow(
+        self, path: str | None, agents: dict[str, AgentSpec] | None = None
+    ) -> Workflow:
         if path is not None and not Path(path).is_file():
             raise WorkflowError(f"workflow file {path!r} not found; pass an existing YAML file")
-        return load_workflow(path, self.project_dir)
+        workflow = load_workflow(path, self.project_dir)
+        agents = agents if agents is not None else self.agents
+        if agents is not None:
+            source = workflow.source
+            workflow = workflow.model_copy(update={"agents": dict(agents)})
+            workflow._source = source
+            workflow.prompts()  # a bad prompt_file fails now
+        return workflow
+
+    def _task_workflow(self, record: TaskRecord) -> Workflow:
+        """The workflow a task runs with: the one it was started with (file and API agents,
+        as recorded), unless this orchestrator was given a workflow of its own."""
+        if self.workflow_path:
+            return self.workflow
+        recorded = record.get("agents")
+        agents = self.agents
+        if agents is None and isinstance(recorded, dict):
+            agents = _agent_specs(recorded)
+        if record.get("workflow") or agents is not None:
+            return self._load_workflow(record.get("workflow"), agents)
+        return self.workflow
+
+    @contextlib.contextmanager
+    def _toolbox(self, workflow: Workflow, record: TaskRecord | None = None) -> Iterator[Toolbox]:
+        """The run's user tools (Python and MCP; the servers run for the block) after checking
+        every agent's tool names, before anything is written.
+
+        Raises:
+            ToolConfigError: an unknown or doubly provided tool, a Python tool that cannot be
+                imported, an MCP server that cannot start, or (continuing `record`'s task)
+                in-process tools this process was not given.
+        """
+        timeout = workflow.tool_timeout or DEFAULT_TOOL_TIMEOUT
+        search = [Path(self.project_dir)]
+        if workflow.source is not None:
+            search.insert(0, workflow.source.parent)
+        python = Toolbox(self.tools, workflow.python_tools, search=search)  # imports first
+        missing = [n for n in (record or {}).get("in_process_tools") or [] if n not in python.tools]
+        if missing:
+            raise ToolConfigError(
+                f"task {record['task_id']!r} uses tools given in-process "  # type: ignore[index]
+                f"({', '.join(missing)}), which this process cannot rebuild; continue it from "
+                "Python with Orchestrator(tools=[...]), or name them in the workflow's "
+                "python_tools"
+            )
+        with McpServers(workflow.mcp_servers, timeout=timeout) as servers:
+            box = Toolbox(self.tools, workflow.python_tools, servers.tools, search=search)
+            box.check(workflow)
+            yield box
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.on_event is not None:
@@ -233,11 +340,16 @@ class Orchestrator:
         resolved: ResolvedModel | None,
         thread_id: str,
         record: TaskRecord | None = None,
+        toolbox: Toolbox | None = None,
     ) -> RunContext:
         """The run context of the graph (`resolved` None: files only, no model calls)."""
         threshold, ratio, parallel = self._limits(workflow, record)
         model = resolved.model if resolved else None
         return RunContext(
+            toolbox=toolbox or Toolbox(),
+            prompts=workflow.prompts(),
+            tool_timeout=workflow.tool_timeout or DEFAULT_TOOL_TIMEOUT,
+            tool_result_tokens=workflow.thresholds.tool_result_tokens,
             store=store,
             workflow=workflow,
             model=model,
@@ -337,7 +449,11 @@ class Orchestrator:
             objective = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
-        with task_lock(self.docs, task_id), self._store() as store:
+        with (
+            self._toolbox(self.workflow) as toolbox,
+            task_lock(self.docs, task_id),
+            self._store() as store,
+        ):
             if task_id in self.tasks:
                 raise OrchestratorUserError(
                     f"task {task_id!r} already exists; continue it with "
@@ -352,10 +468,14 @@ class Orchestrator:
                 phases=phases,
                 phase_index=phases.index(start_phase) if start_phase else 0,
             )
-            return self._start(store, state, resolved)
+            return self._start(store, state, resolved, toolbox)
 
     def _start(
-        self, store: MemoryStore, state: OrchestratorState, resolved: ResolvedModel
+        self,
+        store: MemoryStore,
+        state: OrchestratorState,
+        resolved: ResolvedModel,
+        toolbox: Toolbox,
     ) -> RunResult:
         task_id, objective = state["task_id"], state["objective"]
         threshold, _ratio, parallel = self._limits(self.workflow, None)
@@ -374,9 +494,15 @@ class Orchestrator:
             thread_id=task_id,
             project_dir=self.project_dir,
             created=utc().isoformat(),
+            in_process_tools=toolbox.in_process,
+            agents=(
+                {k: v.model_dump(exclude_defaults=True) for k, v in self.agents.items()}
+                if self.agents is not None
+                else None
+            ),
         )
         WorkingMemory(store, task_id).ensure(objective=objective)
-        ctx = self._context(store, self.workflow, resolved, task_id)
+        ctx = self._context(store, self.workflow, resolved, task_id, toolbox=toolbox)
         ctx.new_task = True
         self._emit("model", name=resolved.name, offline=resolved.offline)
         self._emit(
@@ -396,7 +522,7 @@ class Orchestrator:
     def _drive(
         self,
         ctx: RunContext,
-        state: OrchestratorState | None,
+        state: OrchestratorState | Command | None,
         task_id: str,
         *,
         source: str,
@@ -408,8 +534,8 @@ class Orchestrator:
         saver = self.checkpointer or ctx.store.backend.checkpointer()
         values = run_graph(ctx, state, task_id, saver)
         result = RunResult.from_state(values, ctx, source=source, warnings=warnings or [])
-        if result.status != "failed":
-            self.tasks.note(task_id, status=result.status, error=None)
+        if result.status not in ("failed", "waiting"):
+            self.tasks.note(task_id, status=result.status, error=None, pending_approvals=[])
         self._emit(
             "finish",
             task_id=result.task_id,
@@ -419,6 +545,10 @@ class Orchestrator:
             findings=len(result.findings),
             snapshots=result.snapshots,
             checkpoints=len(result.checkpoints),
+            usage=result.usage,
+            pending_approvals=result.pending_approvals,
+            skipped=result.skipped_phases,
+            reason=result.done_reason,
         )
         return result
 
@@ -457,8 +587,17 @@ class Orchestrator:
             if snap is None:
                 raise
             record = self.tasks.adopt(task_id, snap, workdir=str(Path(self.workdir or ".")))
-        with task_lock(self.docs, record["task_id"]), self._store() as store:
-            return self._resume(store, record, snap, from_checkpoint)
+        workflow = self._task_workflow(record)
+        if record.get("workdir"):
+            check_workdir(record["workdir"])  # moved or deleted since the run started?
+        resolved = self._resolve_model(workflow, record)
+        self._agent_models(workflow)
+        with (
+            self._toolbox(workflow, record) as toolbox,
+            task_lock(self.docs, record["task_id"]),
+            self._store() as store,
+        ):
+            return self._resume(store, record, snap, from_checkpoint, workflow, resolved, toolbox)
 
     def _resume(
         self,
@@ -466,20 +605,18 @@ class Orchestrator:
         record: TaskRecord,
         snap: dict[str, Any] | None,
         from_checkpoint: str | None,
+        workflow: Workflow,
+        resolved: ResolvedModel,
+        toolbox: Toolbox,
     ) -> RunResult:
         task_id = record["task_id"]
-        workflow = (
-            self._load_workflow(record["workflow"])
-            if record.get("workflow") and not self.workflow_path
-            else self.workflow
-        )
-        if record.get("workdir"):
-            check_workdir(record["workdir"])  # moved or deleted since the run started?
-        resolved = self._resolve_model(workflow, record)
-        self._agent_models(workflow)
         thread = record.get("thread_id") or task_id
         repaired = repair_findings(self.docs, task_id, self.project_dir)
         saved = saved_state(self.docs, thread, self.checkpointer)
+        if saved is not None and saved.interrupts and not (snap or from_checkpoint):
+            # waiting for approval: continuing means answering (`approve`), not rerunning
+            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
+            return self._still_waiting(ctx, saved, task_id)
         plan = choose_recovery(
             self.docs,
             record,
@@ -491,7 +628,7 @@ class Orchestrator:
         if plan.state is not None:  # a rebuilt state runs on a thread of its own
             thread = f"{task_id}~{new_suffix()}"
             self.tasks.note(task_id, thread_id=thread)
-        ctx = self._context(store, workflow, resolved, thread, record)
+        ctx = self._context(store, workflow, resolved, thread, record, toolbox)
         self._emit("model", name=resolved.name, offline=resolved.offline)
         for warning in plan.warnings:
             self._emit("warning", message=warning)
@@ -509,6 +646,68 @@ class Orchestrator:
         state = normalise(plan.state) if plan.state is not None else None
         self._emit_finished(state if state is not None else saved.values if saved else {})
         return self._drive(ctx, state, task_id, source=plan.source, warnings=plan.warnings)
+
+    def _still_waiting(self, ctx: RunContext, saved: SavedState, task_id: str) -> RunResult:
+        """The result of a task that waits for approval (nothing runs)."""
+        waiting = [p.model_dump() for p in pending(self.docs, task_id, saved.interrupts)]
+        values = {**saved.values, "status": "waiting", "pending_approvals": waiting}
+        self._emit("waiting_approval", task_id=task_id, requests=waiting)
+        return RunResult.from_state(values, ctx, source="langgraph", warnings=[])
+
+    # -- approval --------------------------------------------------------------------
+    def approve(
+        self,
+        task_id: str | None = None,
+        approve: bool = True,
+        message: str | None = None,
+        request_id: str | None = None,
+    ) -> RunResult:
+        """Answer the requests a waiting task has (all, or the one `request_id` names) and
+        continue it to its end (or its next wait); blocks like `resume`.
+
+        Args:
+            approve: True approves; False rejects, and the agent gets `message` as the
+                refused tool's result (a rejected phase plan is planned again).
+            request_id: a request id from `status` (a unique prefix is enough).
+
+        Raises:
+            UnknownTaskError: no such task.
+            ApprovalError: the task waits for nothing, or no request matches.
+            Interrupted: Ctrl-C or SIGTERM.
+        """
+        self._check_writable("approve a request")
+        record = self.task_record(task_id)
+        task_id = record["task_id"]
+        workflow = self._task_workflow(record)
+        if record.get("workdir"):
+            check_workdir(record["workdir"])
+        resolved = self._resolve_model(workflow, record)
+        self._agent_models(workflow)
+        with (
+            self._toolbox(workflow, record) as toolbox,
+            task_lock(self.docs, task_id),
+            self._store() as store,
+        ):
+            thread = record.get("thread_id") or task_id
+            saved = saved_state(self.docs, thread, self.checkpointer)
+            if saved is None or not saved.interrupts:
+                if record.get("status") == "waiting" and saved is None:
+                    # LangGraph's database is gone: the run continues from its JSON
+                    # checkpoint, and whoever asked asks again
+                    return self._resume(store, record, None, None, workflow, resolved, toolbox)
+                raise ApprovalError(
+                    f"task {task_id!r} waits for no approval (status "
+                    f"{record.get('status') or 'unknown'}); see `orchestrator status`"
+                )
+            waiting = pending(self.docs, task_id, saved.interrupts)
+            ids = select(waiting, request_id)
+            answers = {i: decisions_for(waiting, i, approve=approve, message=message) for i in ids}
+            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
+            self._emit("model", name=resolved.name, offline=resolved.offline)
+            for ident in ids:
+                self._emit("approved" if approve else "rejected", id=ident, message=message or "")
+            self.tasks.note(task_id, status="running", pending_approvals=[])
+            return self._drive(ctx, Command(resume=answers), task_id, source="approve")
 
     def _emit_finished(self, values: dict[str, Any]) -> None:
         """`done` events for the current phase's subagents that finished before the

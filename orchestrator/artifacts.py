@@ -103,6 +103,7 @@ def write_plan(
     pending: Iterable[str] = (),
     constraints: Iterable[str] = (),
     next_actions: Iterable[str] = (),
+    skipped: Iterable[str] = (),
     project_dir: Pathish | None = None,
 ) -> Path:
     """Write (or rewrite) `research_plans/{task_id}.md`; returns its path.
@@ -124,6 +125,7 @@ def write_plan(
             "pending": list(pending),
             "constraints": list(constraints),
             "next_actions": list(next_actions),
+            "skipped": list(skipped),
             "updated": iso_timestamp(),
         },
         project_dir,

@@ -9,6 +9,8 @@
     │   ├── TemplateError                 a template that fails to render or validate
     │   ├── UnknownTaskError (KeyError)   no task with that id in the memory directory
     │   ├── ModelConfigError              a model string that cannot be resolved
+    │   ├── ToolConfigError               an unknown, doubly provided or unloadable tool
+    │   ├── ApprovalError                 nothing waits for approval, or an unknown request
     │   └── WorkdirError                  a missing or unreadable --workdir
     └── OrchestratorRuntimeError (RuntimeError)
         ├── CheckpointError               a corrupt or unusable checkpoint
@@ -58,6 +60,15 @@ class UnknownTaskError(OrchestratorUserError, KeyError):
 
 class ModelConfigError(OrchestratorUserError):
     """A model string that cannot be resolved (unknown or uninstalled provider)."""
+
+
+class ToolConfigError(OrchestratorUserError):
+    """A tool an agent lists that no source provides, a name two sources provide, a Python
+    tool that cannot be imported, or an MCP server that cannot be started."""
+
+
+class ApprovalError(OrchestratorUserError):
+    """`approve` of a task that waits for nothing, or of an unknown request id."""
 
 
 class WorkdirError(OrchestratorUserError):

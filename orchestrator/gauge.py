@@ -19,11 +19,48 @@ the fixed seed only, far below the threshold for any sensible threshold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 
 OK, WARN, SAVE = "ok", "warn", "save"
+
+
+@dataclass
+class UsageRatio:
+    """Provider-reported input tokens per estimated token, over the calls seen so far.
+
+    tether estimates tokens with LangChain's approximate counter (about 4 characters a
+    token); a provider may count far more (code, other scripts, its own overhead). Budgets
+    that must hold in the provider's tokens (a context cut, the size at which a tool result
+    is evicted to memory) scale the estimate by this ratio. Shared by every agent of a
+    run (thread-safe); 1.0 until a call with reported usage is seen.
+    """
+
+    reported: int = 0
+    estimated: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def observe(self, estimated: int, reported: int) -> None:
+        """One call: the estimate of what was sent, and the input tokens reported for it."""
+        if estimated <= 0 or reported <= 0:
+            return
+        with self._lock:
+            self.estimated += estimated
+            self.reported += reported
+
+    @property
+    def value(self) -> float:
+        """Reported per estimated token (never below 1: the estimate is the floor)."""
+        with self._lock:
+            if not self.estimated:
+                return 1.0
+            return max(1.0, self.reported / self.estimated)
+
+    def tokens(self, estimate: int) -> int:
+        """`estimate` in the provider's tokens."""
+        return int(estimate * self.value)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 ::
 
-    START ─► plan ─► spawn ─Send×N─► subagent ─► merge ─► monitor ─► advance ─► plan | END
-                          └──── (nothing pending) ────► merge
+    START ─► plan ─► approve ─► spawn ─Send×N─► subagent ─► merge ─► monitor ─► advance
+                        │                └──── (nothing pending) ────► merge       │
+                        └─ (plan rejected) ─► plan           plan (next phase) | END ◄┘
 
 `build_graph()` returns the uncompiled `StateGraph` so LangGraph Server (or a test) can
 compile it with its own checkpointer; `compile_graph()` compiles it with the checkpointer it
@@ -17,6 +18,10 @@ pending writes, so they are not run again on resume.
 
 Every node is also idempotent on its own (see `orchestrator.nodes`), so a state rebuilt
 from a JSON checkpoint can enter at `plan` and only do what is left.
+
+A run that stops at an `interrupt` (a tool call or a phase plan waiting for approval,
+`orchestrator.approvals`) ends `waiting`: a `waiting` checkpoint names the requests, the
+task record says `waiting`, and `run_graph` with a `Command(resume=...)` continues it.
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 
+from orchestrator.approvals import PendingApproval, pending
 from orchestrator.docs import Docs
 from orchestrator.errors import Interrupted, ModelCallError, Terminated
 from orchestrator.nodes._core import checkpoint_update, write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.advance import advance_node, route_advance
+from orchestrator.nodes.approve import approve_node, route_approve
 from orchestrator.nodes.merge import merge_node
 from orchestrator.nodes.monitor import monitor_node
 from orchestrator.nodes.plan import plan_node
@@ -53,19 +61,23 @@ class SavedState(NamedTuple):
     values: dict[str, Any]
     finished: bool
     """True when no node is left to run (the task ended `done` or `failed`)."""
+    interrupts: tuple[Any, ...] = ()
+    """LangGraph's pending interrupts (requests waiting for approval)."""
 
 
 def build_graph() -> StateGraph:
     """The uncompiled `StateGraph` of a tether run."""
     graph = StateGraph(OrchestratorState, context_schema=RunContext)
     graph.add_node("plan", plan_node)
+    graph.add_node("approve", approve_node)
     graph.add_node("spawn", spawn_node)
     graph.add_node("subagent", subagent_node)
     graph.add_node("merge", merge_node)
     graph.add_node("monitor", monitor_node)
     graph.add_node("advance", advance_node)
     graph.add_edge(START, "plan")
-    graph.add_edge("plan", "spawn")
+    graph.add_edge("plan", "approve")
+    graph.add_conditional_edges("approve", route_approve, ["spawn", "plan"])
     graph.add_conditional_edges("spawn", route_spawn, ["subagent", "merge"])
     graph.add_edge("subagent", "merge")
     graph.add_edge("merge", "monitor")
@@ -106,14 +118,18 @@ def saved_state(
         return None
     if not snapshot.values:
         return None
-    return SavedState(dict(snapshot.values), not snapshot.next)
+    return SavedState(dict(snapshot.values), not snapshot.next, tuple(snapshot.interrupts))
 
 
 def run_graph(
-    ctx: RunContext, state: OrchestratorState | None, task_id: str, saver: BaseCheckpointSaver
+    ctx: RunContext,
+    state: OrchestratorState | Command | None,
+    task_id: str,
+    saver: BaseCheckpointSaver,
 ) -> dict[str, Any]:
     """Stream the graph on `ctx.thread_id` from `state` (None: continue the thread's saved
-    state) until it ends; returns the final state.
+    state; a `Command(resume=...)`: answer its pending requests) until it ends or waits;
+    returns the final state (with `pending_approvals` when it waits).
 
     A failure of the lead's model after its retries ends the task `failed` (in its state,
     a checkpoint and the task's record); a failed subagent already does so in `advance`.
@@ -134,7 +150,40 @@ def run_graph(
         raise _interrupted(graph.get_state(config).values, ctx, task_id, signum) from None
     except ModelCallError as exc:
         return _lead_failed(graph.get_state(config).values, ctx, task_id, exc)
-    return graph.get_state(config).values
+    snapshot = graph.get_state(config)
+    if snapshot.interrupts:
+        return _waiting(dict(snapshot.values), ctx, task_id, snapshot.interrupts)
+    return snapshot.values
+
+
+def _waiting(
+    values: dict[str, Any], ctx: RunContext, task_id: str, interrupts: Any
+) -> dict[str, Any]:
+    """The state of a run stopped at requests waiting for approval: a `waiting` checkpoint
+    names them, and the task record says `waiting`."""
+    waiting = pending(ctx.docs, task_id, interrupts)
+    listed = [p.model_dump() for p in waiting]
+    values = {**values, "status": "waiting", "pending_approvals": listed}
+    rel = write_checkpoint(
+        ctx,
+        values,
+        trigger="waiting",
+        next_action=f"Approve or reject {len(waiting)} request(s): "
+        f"`orchestrator approve --task {task_id}`",
+        extra={"pending_approvals": listed},
+    )
+    values["checkpoints"] = {
+        **(values.get("checkpoints") or {}),
+        **checkpoint_update(rel)["checkpoints"],
+    }
+    TaskRegistry(ctx.docs).note(task_id, status="waiting", pending_approvals=listed)
+    ctx.emit("waiting_approval", task_id=task_id, requests=listed)
+    return values
+
+
+def pending_of(values: dict[str, Any]) -> list[PendingApproval]:
+    """The requests a run's final state waits on (none unless it ended `waiting`)."""
+    return [PendingApproval.model_validate(p) for p in values.get("pending_approvals") or []]
 
 
 @contextlib.contextmanager

@@ -20,7 +20,11 @@ What it does, per model call:
 * **warns** once per context in the warning zone (`warning_ratio` x threshold);
 * **hands off** at the threshold: writes `context_snapshots/snap_{ts}.md` and sends the
   next calls a fresh context: the first user message, the snapshot, and the newest
-  exchange (so every tool call stays answered); the agent's state keeps everything.
+  exchange (so every tool call stays answered); the agent's state keeps everything;
+* **evicts large tool results** (`orchestrator.offload.OffloadLargeToolResults`, which it
+  extends): a result over `tool_result_tokens` (default 10% of the model's window) is
+  stored as a memory entry and the model gets its head and the entry id, to read more with
+  `memory_fetch` (give the agent `memory.tools.memory_tools(store)`).
 
 Messages carry their LangChain ids into the log, and an id already there is not written
 again (an agent replayed after a crash). Events go to `on_event` (dicts with `event`:
@@ -35,7 +39,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from memory.store import MemoryStore
@@ -43,14 +46,15 @@ from memory.working import WorkingMemory
 from orchestrator.artifacts import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
-from orchestrator.gauge import SAVE, WARN, TokenGauge
+from orchestrator.gauge import SAVE, WARN, TokenGauge, UsageRatio
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
+from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.provider import approx_tokens
 from orchestrator.readback import body_text
 from orchestrator.snapshot_content import agent_content
 
 
-class TetherMemoryMiddleware(AgentMiddleware):
+class TetherMemoryMiddleware(OffloadLargeToolResults):
     """Record, recall, gauge, warn and hand off an agent's context (see the module doc).
 
     Args:
@@ -62,7 +66,10 @@ class TetherMemoryMiddleware(AgentMiddleware):
         recall: add recalled snippets to the first call of each context.
         record_system: also record system messages (the orchestrator's lead, whose system
             prompt is rebuilt every phase, does not).
-        on_event: receives `tokens`, `warning` and `snapshot` events.
+        on_event: receives `tokens`, `warning`, `snapshot` and `offloaded` events.
+        tool_result_tokens: tool results above this many (provider) tokens go to a memory
+            entry (default: 10% of the model's context window, else 8,000).
+        usage: a shared reported/estimated token ratio (default: this middleware's own).
     """
 
     def __init__(
@@ -77,9 +84,17 @@ class TetherMemoryMiddleware(AgentMiddleware):
         recall_limit: int = 3,
         record_system: bool = True,
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        tool_result_tokens: int | None = None,
+        usage: UsageRatio | None = None,
     ) -> None:
-        super().__init__()
-        self.store = memory if hasattr(memory, "backend") else MemoryStore(Path(memory))
+        store = memory if hasattr(memory, "backend") else MemoryStore(Path(memory))
+        super().__init__(
+            store,
+            max_tokens=tool_result_tokens,
+            usage=usage,
+            tags=(f"task:{task_id}",),
+            on_event=lambda event: self._emit(event.pop("event"), **event),
+        )
         self.task_id = task_id
         self.working = WorkingMemory(self.store, task_id)
         self.working.ensure()
@@ -117,6 +132,7 @@ class TetherMemoryMiddleware(AgentMiddleware):
 
     # -- hooks --------------------------------------------------------------------------------
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.note_model(request.model)
         messages = list(request.messages)
         self._record(messages)
         gauge = self.gauge(request.model)
@@ -161,7 +177,9 @@ class TetherMemoryMiddleware(AgentMiddleware):
         usage = getattr(reply, "usage_metadata", None) or {}
         reported = int(usage.get("input_tokens") or 0)
         self.estimated = not reported
-        self.last_tokens = reported or approx_tokens(sent)
+        estimate = approx_tokens(sent)
+        self.usage.observe(estimate, reported)
+        self.last_tokens = reported or estimate
         self._emit(
             "tokens",
             context=self.last_tokens,

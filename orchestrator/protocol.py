@@ -37,9 +37,23 @@ class PhasePlan(BaseModel):
 
     strategy: str = Field(description="High-level approach for this phase, 1-3 sentences.")
     key_questions: list[str] = Field(default_factory=list)
-    subtasks: list[Subtask] = Field(description="Independent subtasks to run in parallel.")
+    subtasks: list[Subtask] = Field(
+        default_factory=list,
+        description="Independent subtasks to run in parallel (none when the phase needs none).",
+    )
     constraints: list[str] = Field(default_factory=list)
     next_actions: list[str] = Field(default_factory=list)
+    done: bool = Field(
+        default=False,
+        description="True when the objective is answered once this phase's subtasks (if any) "
+        "are done: no later phase runs.",
+    )
+    reason: str = Field(default="", description="With done: why the objective is answered.")
+    answered: list[int] = Field(
+        default_factory=list,
+        description="Numbers (1-based, as listed under 'Key questions') of the key questions "
+        "the findings so far answer.",
+    )
 
 
 class FileNote(BaseModel):

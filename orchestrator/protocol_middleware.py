@@ -24,12 +24,14 @@ from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import AgentLoopError, ModelCallError, Stopped
+from orchestrator.gauge import UsageRatio
 from orchestrator.provider import (
     approx_tokens,
     describe,
     fit_context,
     is_context_overflow,
     is_retryable,
+    request_tokens,
     retry_after,
     usage_tokens,
 )
@@ -40,6 +42,10 @@ DEFAULT_INITIAL_DELAY = 1.0
 ENV_RETRY_DELAY = "TETHER_RETRY_DELAY"
 """Seconds before the first retry (doubling each time); default 1."""
 MAX_DELAY = 60.0
+MAX_SHRINKS = 4
+"""Times a request the provider refused as too long is cut (to half, each time) and sent
+again, down to the head and the newest exchange."""
+MIN_CONTEXT = 1000
 
 
 @dataclass
@@ -56,6 +62,10 @@ class AgentResult:
     transcript: list[Any] = field(default_factory=list)
     estimated: bool = False
     """True when some call reported no usage and its tokens were estimated."""
+    calls: int = 0
+    """Model calls made (retries not counted; a repeated call after a refusal is)."""
+    input_tokens: int = 0
+    """Prompt tokens of all calls (reported usage when present, else estimated)."""
 
 
 # -- final answers --------------------------------------------------------------------------
@@ -123,9 +133,11 @@ class ProtocolMiddleware(AgentMiddleware):
         initial_delay: float = DEFAULT_INITIAL_DELAY,
         sleep: Callable[[float], None] = time.sleep,
         stop: threading.Event | None = None,
+        usage: UsageRatio | None = None,
     ) -> None:
         super().__init__()
         self.stop = stop
+        self.usage = usage if usage is not None else UsageRatio()
         self.final_tool = final_tool
         self.final_name = final_tool.__name__
         self.max_steps = max_steps
@@ -150,7 +162,9 @@ class ProtocolMiddleware(AgentMiddleware):
                 f"agent did not call {self.final_name!r} validly within "
                 f"{self.max_steps} steps; raise the agent's max_steps in the workflow file"
             )
-        window = fit_context(list(request.messages), self.max_context_tokens)
+        # the budget holds in the provider's tokens: scale the estimate by what it reports
+        budget = max(MIN_CONTEXT, int(self.max_context_tokens / self.usage.value))
+        window = fit_context(list(request.messages), budget)
         if self.calls >= self.max_steps:
             request = request.override(tool_choice=self.final_name)
         response = self._call(request.override(messages=window), handler)
@@ -207,16 +221,15 @@ class ProtocolMiddleware(AgentMiddleware):
 
     def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """One model call with retries, overflow handling and token accounting."""
-        attempt, shrunk = 0, False
+        attempt, shrinks = 0, 0
         while True:
             try:
                 response = handler(request)
                 break
             except Exception as exc:
-                if is_context_overflow(exc) and not shrunk:
-                    shrunk = True
-                    half = max(1000, approx_tokens(request.messages) // 2)
-                    request = request.override(messages=fit_context(request.messages, half))
+                if is_context_overflow(exc):
+                    request = self._shrunk(request, exc, shrinks)
+                    shrinks += 1
                     continue
                 if not is_retryable(exc) or attempt >= self.retries:
                     raise ModelCallError(
@@ -229,20 +242,42 @@ class ProtocolMiddleware(AgentMiddleware):
                 elif self.stop.wait(delay):  # Ctrl-C during the back-off ends it
                     self._check_stop()
                 attempt += 1
-        self._account(request.messages, response.result[-1])
+        self._account(request, response.result[-1])
         return response
+
+    def _shrunk(self, request: Any, exc: Exception, shrinks: int) -> Any:
+        """The request cut to half after the provider refused it as too long.
+
+        Raises:
+            ModelCallError: it was cut `MAX_SHRINKS` times, or cannot be cut further (the
+                head and the newest exchange alone are too long).
+        """
+        before = approx_tokens(request.messages)
+        half = max(MIN_CONTEXT, before // 2)
+        cut = fit_context(request.messages, half)
+        if shrinks >= MAX_SHRINKS or approx_tokens(cut) >= before:
+            raise ModelCallError(
+                f"the request does not fit the model's context window even cut to "
+                f"~{approx_tokens(cut)} estimated tokens ({describe(exc)}); lower "
+                "thresholds.tool_result_tokens or the subagent_context_tokens budget"
+            ) from exc
+        return request.override(messages=cut)
 
     def _check_stop(self) -> None:
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stopped by Ctrl-C before the next model call")
 
-    def _account(self, sent: list[Any], reply: Any) -> None:
+    def _account(self, request: Any, reply: Any) -> None:
         self.calls += 1
+        self.result.calls += 1
         usage = getattr(reply, "usage_metadata", None) or {}
         context = int(usage.get("input_tokens") or 0)
         if not context:
-            context = approx_tokens(sent)
+            context = approx_tokens(request.messages)
             self.result.estimated = True
+        else:
+            self.usage.observe(request_tokens(request), context)
+        self.result.input_tokens += context
         self.result.context_tokens.append(context)
         self.result.tokens += usage_tokens(reply, context)
         if self.on_step:

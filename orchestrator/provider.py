@@ -29,6 +29,35 @@ def approx_tokens(messages: Sequence[Any]) -> int:
     return int(count_tokens_approximately(list(messages)))
 
 
+_TOOL_TOKENS: dict[int, tuple[Any, int]] = {}
+
+
+def tool_tokens(tools: Sequence[Any]) -> int:
+    """Estimated tokens of the tool schemas sent with a request (each tool counted once
+    per process: converting a schema is costly, and a tool's schema does not change)."""
+    total = 0
+    for tool in tools or ():
+        hit = _TOOL_TOKENS.get(id(tool))
+        if hit is None or hit[0] is not tool:
+            try:
+                n = count_tokens_approximately([], tools=[tool])
+            except Exception:  # a tool LangChain cannot describe: it cannot be sent either
+                n = 0
+            if len(_TOOL_TOKENS) > 4096:
+                _TOOL_TOKENS.clear()
+            hit = _TOOL_TOKENS[id(tool)] = (tool, int(n))
+        total += hit[1]
+    return total
+
+
+def request_tokens(request: Any) -> int:
+    """Estimated tokens of a model request: system message, messages and tool schemas
+    (what a provider counts as input)."""
+    system = getattr(request, "system_message", None)
+    messages = [system, *request.messages] if system is not None else list(request.messages)
+    return approx_tokens(messages) + tool_tokens(getattr(request, "tools", None) or ())
+
+
 def usage_tokens(message: Any, fallback_context: int) -> int:
     """Tokens of one call: the model's `usage_metadata` when present, else an estimate."""
     usage = getattr(message, "usage_metadata", None)

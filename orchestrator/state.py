@@ -46,6 +46,10 @@ def subtask_key(phase: str, subtask_id: str) -> str:
 LEAD_FIELDS = (
     "strategy",
     "key_questions",
+    "answered",
+    "done_reason",
+    "approved",
+    "usage",
     "constraints",
     "next_actions",
     "lead_log",
@@ -79,12 +83,22 @@ class OrchestratorState(TypedDict, total=False):
     """`phase -> merged findings path`."""
     tokens: Annotated[dict[str, int], merge_keyed]
     """Tokens used per agent (`lead` and `{agent}:{subtask_key}`)."""
+    usage: Annotated[dict[str, dict[str, int]], merge_keyed]
+    """Model calls and prompt tokens per agent (same keys as `tokens`):
+    `{"calls": n, "input_tokens": n}`."""
     checkpoints: Annotated[dict[str, str], merge_keyed]
     """`checkpoint_id -> path` of the JSON checkpoints this run wrote."""
 
     plan_path: str
     strategy: str
     key_questions: list[str]
+    answered: list[int]
+    """1-based numbers of the key questions the lead declared answered (`PhasePlan.answered`)."""
+    done_reason: str | None
+    """Set when the lead declared the objective answered (`PhasePlan.done`): the current
+    phase is the last one, the later ones are recorded as skipped with this reason."""
+    approved: list[str]
+    """Phases whose plan passed the `approve` node (`approve_plan`, or nothing to approve)."""
     constraints: list[str]
     next_actions: list[str]
 
@@ -123,10 +137,14 @@ def initial_state(
         failed={},
         merged={},
         tokens={},
+        usage={},
         checkpoints={},
         plan_path="",
         strategy="",
         key_questions=[],
+        answered=[],
+        done_reason=None,
+        approved=[],
         constraints=[],
         next_actions=[],
         lead_log=[],
@@ -149,10 +167,41 @@ def phase_subtasks(state: OrchestratorState, phase: str | None = None) -> dict[s
     return {k: v for k, v in (state.get("subtasks") or {}).items() if v.get("phase") == phase}
 
 
+def last_phase(state: OrchestratorState) -> bool:
+    """True in the workflow's last phase, or once the lead declared the objective answered."""
+    return bool(state.get("done_reason")) or state["phase_index"] + 1 >= len(state["phases"])
+
+
+def skipped_phases(state: OrchestratorState) -> list[str]:
+    """The phases a task that ends now does not run (after `done_reason`)."""
+    if not state.get("done_reason"):
+        return []
+    return list(state["phases"][state["phase_index"] + 1 :])
+
+
 def pending_subtasks(state: OrchestratorState) -> dict[str, dict]:
     """Subtasks of the current phase without findings (failed ones included: retried)."""
     done = state.get("findings") or {}
     return {k: v for k, v in phase_subtasks(state).items() if k not in done}
+
+
+def usage_record(result: Any, before: dict[str, int] | None = None) -> dict[str, int]:
+    """An agent run's model calls and prompt tokens, added to `before` (the lead's so far)."""
+    before = before or {}
+    return {
+        "calls": int(before.get("calls", 0)) + int(getattr(result, "calls", 0) or 0),
+        "input_tokens": int(before.get("input_tokens", 0))
+        + int(getattr(result, "input_tokens", 0) or 0),
+    }
+
+
+def usage_totals(usage: dict[str, dict[str, int]] | None) -> dict[str, int]:
+    """Model calls and prompt tokens of the whole run."""
+    values = list((usage or {}).values())
+    return {
+        "calls": sum(int(v.get("calls", 0)) for v in values),
+        "input_tokens": sum(int(v.get("input_tokens", 0)) for v in values),
+    }
 
 
 def failure_summary(failed: dict[str, dict[str, Any]]) -> str:

@@ -203,6 +203,8 @@ class PlanInput(_Input):
     pending: list[str] = Field(default_factory=list)
     constraints: list[str] = Field(default_factory=list)
     next_actions: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+    """Phases not run because the lead declared the objective answered (with the reason)."""
     updated: str
 
     @field_validator("key_questions", mode="before")
@@ -342,6 +344,7 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
         completed=[md_inline(x) for x in inp.completed],
         in_progress=[md_inline(x) for x in inp.in_progress],
         pending=[md_inline(x) for x in inp.pending],
+        skipped=[md_inline(x) for x in inp.skipped],
         constraints=_blocks(inp.constraints),
         next_actions=_blocks(inp.next_actions),
         meta=inp.model_dump(mode="json"),

@@ -5,24 +5,36 @@ name: survey
 phases: [exploration, planning, implementation, review]
 agents:
   researcher:
-    role: researcher
-    description: Reads the code in its scope and reports what it found.
-    tools: [list_files, read_file, grep_files, recall_memory]
+    description: Reads the code in its scope and reports what it found.  # the lead picks by it
+    prompt: You are a careful code reader.  # or prompt_file: prompts/researcher.md
+    tools: [list_files, read_file, grep_files, recall_memory, count_widgets, mcp:tickets]
+    model: anthropic:claude-sonnet-4-5   # optional, per agent
     max_steps: 8
+    interrupt_on: [write_file]           # or {write_file: {allowed_decisions: [approve, reject]}}
+python_tools: ["mypkg.tools:count_widgets"]   # LangChain tools or typed functions, by import path
+mcp_servers:                                  # langchain-mcp-adapters' connection shape
+  tickets: {command: python, args: [tickets_server.py]}   # transport stdio is added
+approve_plan: false         # true: each phase's plan waits for `orchestrator approve`
+run_all_phases: false       # true: every phase runs even when the lead says it is done
 thresholds:
   token_threshold: 150000   # default: the external-memory skill's triggers
   warning_ratio: 0.8
   max_parallel: 4
   max_subtasks: 4
+  tool_result_tokens: 8000  # default: 10% of the model's window; larger results go to memory
 model: openai:gpt-4o-mini   # optional; --model and $TETHER_MODEL win
 model_timeout: 60           # optional; seconds per model request (default 120)
+tool_timeout: 120           # optional; seconds a tool call may take before it answers an error
 memory_dir: .temp/memory    # optional; relative to the workflow file
 ```
 
 Everything is optional. Precedence, lowest first: built-in defaults, the external-memory
 skill's front matter, the workflow file, then command-line overrides (`with_overrides`).
-Parsing is strict: unknown keys, malformed YAML, empty or duplicate phases, ill-typed agents
-and non-positive thresholds are a `WorkflowError` with one line naming the file.
+Parsing is strict: unknown keys, malformed YAML, empty or duplicate phases, ill-typed agents,
+`prompt` beside `prompt_file`, a `prompt_file` outside the workflow file's folder and
+non-positive thresholds are a `WorkflowError` with one line naming the file. Tool names are
+checked against the tools a run has (tether's, the Python tools, the MCP servers' tools) by
+`orchestrator.toolbox` before anything is written.
 
 Invariant: a `Workflow` that exists is valid (pydantic, `extra="forbid"`), and every phase
 name is usable in a file name.
@@ -63,12 +75,14 @@ DEFAULT_TOOLS = (
     "memory_fetch",
     "memory_read",
 )
-#: Every tool name an agent may list: the workdir tools, then the memory tools.
-#: A test checks this against the tools a run actually builds, so it cannot drift.
+#: tether's own tool names: the workdir tools, the opt-in write tools, then the memory
+#: tools. A test checks this against the tools a run actually builds, so it cannot drift.
 KNOWN_TOOLS = (
     "list_files",
     "read_file",
     "grep_files",
+    "write_file",
+    "edit_file",
     "recall_memory",
     "memory_read",
     "memory_write",
@@ -78,10 +92,13 @@ KNOWN_TOOLS = (
     "memory_log",
     "memory_fetch",
 )
+#: Tools that change the workdir: an agent gets them only when it lists them.
+WRITE_TOOLS = ("write_file", "edit_file")
+DECISIONS = ("approve", "edit", "reject", "respond")
 
 
 class AgentSpec(BaseModel):
-    """A kind of subagent the lead can assign subtasks to."""
+    """A kind of subagent the lead can assign subtasks to (deepagents' `SubAgent` shape)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -89,21 +106,85 @@ class AgentSpec(BaseModel):
     description: StrictStr = (
         "Investigates one subtask with the tools it is given and reports findings."
     )
+    """What the agent is for; the lead assigns subtasks by it."""
+    prompt: StrictStr | None = None
+    """The agent's own instructions, added to tether's protocol text in its system prompt."""
+    prompt_file: StrictStr | None = None
+    """A file holding `prompt`, relative to the workflow file's folder (and inside it)."""
     tools: list[StrictStr] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
-    """Tool names: workdir tools (`list_files`, `read_file`, `grep_files`), memory tools
-    (`recall_memory`, `memory_*`)."""
+    """Tool names: tether's (`KNOWN_TOOLS`), the run's Python tools, MCP tools by name, or
+    `mcp:SERVER` for all of one server's tools."""
     model: StrictStr | None = None
     """`provider:model` for this agent; None means the run's model."""
     max_steps: StrictInt = Field(default=8, gt=0)
     """Model calls the subagent may make before it must submit its findings."""
+    interrupt_on: dict[StrictStr, bool | dict[str, Any]] = Field(default_factory=dict)
+    """Tools whose calls wait for a person's decision (`HumanInTheLoopMiddleware`'s
+    `interrupt_on`; a plain list of tool names is shorthand for `{name: true}`)."""
 
-    @field_validator("tools")
+    @field_validator("interrupt_on", mode="before")
     @classmethod
-    def _known_tools(cls, tools: list[str]) -> list[str]:
-        unknown = [t for t in tools if t not in KNOWN_TOOLS]
-        if unknown:
-            raise ValueError(f"unknown tool {unknown[0]!r}; known tools: {', '.join(KNOWN_TOOLS)}")
-        return tools
+    def _interrupt_list(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            if not all(isinstance(v, str) for v in value):
+                raise ValueError("must be a list of tool names or a mapping of them")
+            return dict.fromkeys(value, True)
+        return value if value is not None else {}
+
+    @field_validator("interrupt_on")
+    @classmethod
+    def _interrupt_configs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name, config in value.items():
+            if isinstance(config, bool):
+                continue
+            unknown = sorted(set(config) - {"allowed_decisions", "description"})
+            if unknown:
+                raise ValueError(
+                    f"tool {name!r}: unknown key {unknown[0]!r}; "
+                    "allowed: allowed_decisions, description"
+                )
+            allowed = config.get("allowed_decisions", list(DECISIONS))
+            if not isinstance(allowed, list) or not allowed:
+                raise ValueError(f"tool {name!r}: allowed_decisions must be a non-empty list")
+            bad = [d for d in allowed if d not in DECISIONS]
+            if bad:
+                raise ValueError(
+                    f"tool {name!r}: unknown decision {bad[0]!r}; use {', '.join(DECISIONS)}"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> AgentSpec:
+        if self.prompt is not None and self.prompt_file is not None:
+            raise ValueError("give 'prompt' or 'prompt_file', not both")
+        return self
+
+    def instructions(self, base: Path | None = None) -> str:
+        """The agent's own prompt text (`prompt`, or `prompt_file` read from `base`).
+
+        Raises:
+            WorkflowError: the prompt file is outside `base`, missing or not UTF-8 text.
+        """
+        if self.prompt_file is None:
+            return (self.prompt or "").strip()
+        return read_prompt_file(self.prompt_file, base)
+
+
+def read_prompt_file(name: str, base: Path | None) -> str:
+    """The text of an agent's `prompt_file`, which must lie inside `base` (the workflow
+    file's folder, else the current directory).
+
+    Raises:
+        WorkflowError: outside `base`, missing, a folder, or not UTF-8 text.
+    """
+    base = (base or Path.cwd()).resolve()
+    path = (base / Path(name).expanduser()).resolve()
+    if not path.is_relative_to(base):
+        raise WorkflowError(
+            f"prompt_file {name!r} is outside the workflow file's folder {str(base)!r}; "
+            "keep agent prompts beside the workflow"
+        )
+    return read_text(path, "prompt file", WorkflowError).strip()
 
 
 class Thresholds(BaseModel):
@@ -121,6 +202,9 @@ class Thresholds(BaseModel):
     """Most subtasks the lead may plan per phase."""
     subagent_context_tokens: StrictInt = Field(default=32_000, gt=0)
     """Budget of each subagent's own context."""
+    tool_result_tokens: StrictInt | None = Field(default=None, gt=0)
+    """A tool result larger than this goes to a memory entry and the agent gets its head
+    and the entry id (default: 10% of the model's context window, else 8,000)."""
 
     @field_validator("warning_ratio", mode="before")
     @classmethod
@@ -147,6 +231,18 @@ class Workflow(BaseModel):
     model: StrictStr | None = None
     model_timeout: float | None = Field(default=None, gt=0)
     """Seconds one model request may take (default 120; `--model-timeout` wins)."""
+    tool_timeout: float | None = Field(default=None, gt=0)
+    """Seconds one tool call may take before the agent gets an error answer (default 120)."""
+    python_tools: list[StrictStr] = Field(default_factory=list)
+    """Tools by import path, `module:attribute` (a LangChain tool or a typed function with a
+    docstring), so any process (`resume`, `approve`, a server) can rebuild them."""
+    mcp_servers: dict[StrictStr, dict[str, Any]] = Field(default_factory=dict)
+    """MCP servers in `langchain-mcp-adapters`' connection shape (`transport: stdio` is
+    added when only `command` is given)."""
+    approve_plan: bool = False
+    """Each phase's plan waits for `orchestrator approve` before its subagents run."""
+    run_all_phases: bool = False
+    """Run every phase even when the lead declares the objective answered."""
     memory_dir: StrictStr | None = None
     _source: Path | None = PrivateAttr(default=None)
 
@@ -166,11 +262,59 @@ class Workflow(BaseModel):
             raise ValueError(f"phase {dupes[0]!r} is listed more than once")
         return phases
 
+    @field_validator("python_tools")
+    @classmethod
+    def _import_paths(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            module, sep, attr = path.partition(":")
+            if not (sep and module.strip() and attr.strip()):
+                raise ValueError(f"{path!r} must be 'module:attribute', e.g. 'mypkg.tools:search'")
+        return paths
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _connections(cls, servers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name, conn in servers.items():
+            if not isinstance(conn, dict):
+                raise ValueError(f"server {name!r} must be a mapping such as {{command: ...}}")
+            conn = dict(conn)
+            if "transport" not in conn and "command" in conn:
+                conn["transport"] = "stdio"
+            transport = conn.get("transport")
+            if transport is None:
+                raise ValueError(
+                    f"server {name!r} needs 'command' (stdio) or 'transport' and 'url'"
+                )
+            if transport == "stdio" and not isinstance(conn.get("command"), str):
+                raise ValueError(f"server {name!r}: stdio needs 'command' (a program name)")
+            if transport != "stdio" and not isinstance(conn.get("url"), str):
+                raise ValueError(f"server {name!r}: transport {transport!r} needs 'url'")
+            out[name] = conn
+        return out
+
     @model_validator(mode="after")
     def _agents(self) -> Workflow:
         if not self.agents:
             raise ValueError("agents: must define at least one agent (or leave 'agents' out)")
         return self
+
+    def prompts(self) -> dict[str, str]:
+        """Each agent's own prompt text (`prompt` or `prompt_file`), by agent name.
+
+        Raises:
+            WorkflowError: a `prompt_file` outside the workflow file's folder, missing, or
+                not UTF-8 text (one line naming the file and the agent).
+        """
+        base = self._source.parent if self._source else None
+        out = {}
+        for name, spec in self.agents.items():
+            try:
+                out[name] = spec.instructions(base)
+            except WorkflowError as exc:
+                where = f"workflow file {str(self._source)!r}: " if self._source else ""
+                raise WorkflowError(f"{where}agent {name!r}: {exc}") from None
+        return out
 
     # -- queries -----------------------------------------------------------------------
     @property
@@ -349,4 +493,5 @@ def load_workflow(
     except ValidationError as exc:
         raise WorkflowError(f"workflow file {str(path)!r}: {_validation_problem(exc)}") from None
     workflow._source = path.absolute()
+    workflow.prompts()  # a bad prompt_file is reported now, before anything is written
     return workflow

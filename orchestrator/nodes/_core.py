@@ -27,18 +27,18 @@ from orchestrator.checkpoints import write_checkpoint as write_checkpoint_file
 from orchestrator.docs import FINDINGS
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.offline.evidence import answered_by
 from orchestrator.paths import merged_name, utc
 from orchestrator.readback import sections
 from orchestrator.registry import find_written, registry_lookup, registry_note
-from orchestrator.state import LEAD_FIELDS, OrchestratorState, current_phase, phase_subtasks
+from orchestrator.state import (
+    LEAD_FIELDS,
+    OrchestratorState,
+    current_phase,
+    phase_subtasks,
+    skipped_phases,
+)
 
 # -- plan and overview ----------------------------------------------------------------------
-
-
-def _cited(question: str, by: list[str]) -> tuple[str, bool]:
-    """A key question, ticked and citing the findings that address it (if any)."""
-    return (f"{question} (see {', '.join(by[:3])})", True) if by else (question, False)
 
 
 def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
@@ -52,13 +52,17 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
     in_progress = [
         f"{k}: {v['title']}" for k, v in current.items() if k not in findings and k not in failed
     ]
-    pending = [f"phase {p}" for p in state["phases"][state["phase_index"] + 1 :]]
+    skipped = skipped_phases(state)
+    pending = [
+        f"phase {p}" for p in state["phases"][state["phase_index"] + 1 :] if p not in skipped
+    ]
     blocked = [
         f"{k}: {v['title']} (failed, retried on resume)"
         for k, v in current.items()
         if k in failed and k not in findings
     ]
-    questions = [_cited(q, answered_by(q, findings)) for q in state.get("key_questions") or []]
+    answered = set(state.get("answered") or [])  # the lead says which (`PhasePlan.answered`)
+    questions = [(q, i in answered) for i, q in enumerate(state.get("key_questions") or [], 1)]
     return write_plan(
         ctx.docs,
         state["task_id"],
@@ -70,6 +74,7 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         pending=pending,
         constraints=list(state.get("constraints") or []),
         next_actions=list(state.get("next_actions") or []),
+        skipped=[f"phase {p} ({state.get('done_reason')})" for p in skipped],
         phase=phase,
         project_dir=ctx.project_dir,
     )

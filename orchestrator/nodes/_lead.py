@@ -35,10 +35,14 @@ LEAD = "lead"
 LEAD_SYSTEM = (
     "You are the lead agent of a tether run: a long, phased, multi-agent task. For the "
     "current phase, look at the project with the tools if needed, then call PhasePlan "
-    "once with a short strategy and independent subtasks for parallel subagents. "
-    "Use the agent names listed. Your plan and the subagents' findings are saved as files; "
-    "the skills below can be loaded when relevant."
+    "once with a short strategy and independent subtasks for parallel subagents (none if "
+    "the phase needs none), each assigned to one of the agents below by what it is for. "
+    "List in `answered` the key questions the findings so far answer. When the findings "
+    "answer the objective (or will, once this phase's subtasks are done), set done=true "
+    "with the reason: the later phases are then skipped. Your plan and the subagents' "
+    "findings are saved as files; the skills below can be loaded when relevant."
 )
+SIZED_NOTE = "This workflow runs every phase (run_all_phases): leave done false."
 
 
 #: Snapshot sections a fresh lead is seeded with (the plan and findings files carry the
@@ -136,10 +140,37 @@ def max_subtasks(ctx: RunContext) -> int:
     return int(ctx.max_subtasks or ctx.workflow.thresholds.max_subtasks)
 
 
+def roster(ctx: RunContext) -> str:
+    """The agents the lead can assign subtasks to, with what each is for."""
+    lines = [
+        f"- {name}: {' '.join(spec.description.split())}"
+        for name, spec in sorted(ctx.workflow.agents.items())
+    ]
+    return "Agents (name: what it is for):\n" + "\n".join(lines)
+
+
+def numbered_questions(state: OrchestratorState) -> str:
+    """The key questions so far, numbered for `PhasePlan.answered`."""
+    questions = state.get("key_questions") or []
+    if not questions:
+        return ""
+    answered = set(state.get("answered") or [])
+    lines = [
+        f"{i}. {q}{' (answered)' if i in answered else ''}" for i, q in enumerate(questions, 1)
+    ]
+    return "Key questions (new ones you add continue the numbering):\n" + "\n".join(lines)
+
+
 def lead_messages(ctx: RunContext, state: OrchestratorState, *, recall: bool = True) -> list[Any]:
     """The lead's context for its next call (see the module docstring); `recall=False`
     leaves the recalled snippets out."""
     system = [LEAD_SYSTEM]
+    if ctx.workflow.run_all_phases:
+        system.append(SIZED_NOTE)
+    system.append(roster(ctx))
+    questions = numbered_questions(state)
+    if questions:
+        system.append(questions)
     if not state.get("first_call_done"):
         index = memory_index_message(ctx.store)
         if index:

@@ -25,9 +25,15 @@ from memory.store import MemoryStore
 from memory.tools import memory_tools
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
+from orchestrator.gauge import UsageRatio
 from orchestrator.registry import registry_records
+from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workdir import workdir_tools
-from orchestrator.workflow import AgentSpec, Workflow
+from orchestrator.workdir_write import write_tools
+from orchestrator.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
+
+#: The lead's tools unless the workflow defines an agent named `lead`.
+LEAD_TOOLS = ("list_files", "read_file", "grep_files", "recall_memory")
 
 Event = dict[str, Any]
 
@@ -56,6 +62,17 @@ class RunContext:
     on_event: Callable[[Event], None] | None = None
     agent_models: dict[str, BaseChatModel] = field(default_factory=dict)
     """Chat models for workflow agents that name their own model."""
+    toolbox: Toolbox = field(default_factory=Toolbox)
+    """The user's tools (Python and MCP) the agents may name."""
+    prompts: dict[str, str] = field(default_factory=dict)
+    """Each workflow agent's own prompt text (`prompt` or `prompt_file`)."""
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    """Seconds a call of one of the user's tools may take."""
+    tool_result_tokens: int | None = None
+    """Tool results above this many (provider) tokens go to a memory entry (None: 10% of
+    the model's context window, else 8,000)."""
+    usage: UsageRatio = field(default_factory=UsageRatio)
+    """Provider-reported tokens per estimated token, seen so far in this run."""
     new_task: bool = False
     """The task started in this run (`Orchestrator.run`): nothing of it can be on disk
     from before, so a subagent does not look for an earlier attempt's findings. Any
@@ -144,17 +161,33 @@ class RunContext:
             )
         )
 
-    def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[BaseTool]:
-        """The agent's tools: workdir tools + memory tools, filtered by the workflow.
+    def write_tools(self, workdir: str) -> list[BaseTool]:
+        """`write_file` and `edit_file` over `workdir`; nothing under the memory is written."""
+        root = getattr(self.store.backend, "root", None)
+        protected = [Path(root)] if root is not None else []
+        return list(
+            self._cached(
+                ("write", workdir), lambda: list(write_tools(workdir, self.store, protected))
+            )
+        )
 
-        The lead gets the workdir tools and `recall_memory`; subagents get all memory
-        tools too. A workflow agent with a `tools` list keeps only the tools it names.
-        """
-        tools = self.workdir_tools(workdir)
-        memory = self.memory_tools(task_id)
-        tools += [t for t in memory if not lead or t.name == "recall_memory"]
+    def tool_names(self, agent: str, *, lead: bool) -> list[str]:
+        """The tool names `agent` works with: its spec's (`mcp:SERVER` expanded), else the
+        defaults (the lead: the read tools and `recall_memory`)."""
         spec = self.agent_spec(agent)
-        wanted = spec.tools if spec is not None else []
-        if wanted:
-            tools = [t for t in tools if t.name in wanted]
-        return tools
+        if spec is None:
+            return list(LEAD_TOOLS if lead else DEFAULT_TOOLS)
+        return self.toolbox.expand(spec.tools, agent)
+
+    def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[BaseTool]:
+        """The agent's tools, in the order its spec names them (see `tool_names`).
+
+        tether's tools are built for the task's workdir and memory; the write tools only
+        when the agent lists them; the user's tools come from the run's `toolbox`.
+        """
+        names = self.tool_names(agent, lead=lead)
+        builtin = {t.name: t for t in self.workdir_tools(workdir)}
+        if any(n in WRITE_TOOLS for n in names):
+            builtin.update((t.name, t) for t in self.write_tools(workdir))
+        builtin.update((t.name, t) for t in self.memory_tools(task_id))
+        return [builtin[n] if n in builtin else self.toolbox.tools[n] for n in names]

@@ -2,7 +2,9 @@
 
 After the last phase it writes the final merged summary of every finding, a closing
 snapshot (so any fresh agent can pick the finished task up), records the episode in
-long-term memory (`memory.reflect.reflect`), and marks the task `done`.
+long-term memory (`memory.reflect.reflect`), and marks the task `done`. A phase whose plan
+declared the objective answered (`done_reason`, `PhasePlan.done`) is the last one: the
+phases after it are recorded as skipped, with the reason, in the plan and the checkpoint.
 
 A phase with a failed subagent ends the task `failed` (checkpoint `phase_failed`, the plan
 names what failed): later phases are never planned without its finding; `resume` reruns
@@ -29,7 +31,13 @@ from orchestrator.nodes._core import (
 )
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
-from orchestrator.state import OrchestratorState, current_phase, failure_summary
+from orchestrator.state import (
+    OrchestratorState,
+    current_phase,
+    failure_summary,
+    last_phase,
+    skipped_phases,
+)
 
 
 def phase_failures(state: OrchestratorState) -> dict[str, dict[str, Any]]:
@@ -60,7 +68,7 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     failed = phase_failures(state)
     if failed:
         return _fail(ctx, state, failed)
-    last = state["phase_index"] + 1 >= len(state["phases"])
+    last = last_phase(state)
     nxt = "finish the task" if last else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
     fault("advance_before_checkpoint")
     # after the last phase, the `task_complete` checkpoint of `_finish` refreshes STATUS.md
@@ -98,17 +106,21 @@ def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
     _reflect(ctx, state, records)
     summary = merged_digest("final", records, state.get("failed") or {})
     snapshots = [*(state.get("snapshots") or []), relative]
+    skipped = skipped_phases(state)
     cp = write_checkpoint(  # the task's final state, closing snapshot included
         ctx,
         {**final_state, "merged": merged_all, "snapshots": snapshots},
         trigger="task_complete",
         next_action="Task complete; nothing to do",
+        extra={"skipped_phases": skipped} if skipped else None,
     )
     ctx.emit(
         "done",
         task_id=state["task_id"],
         merged=str(ctx.docs.path(merged)),
         findings=len(records),
+        skipped=skipped,
+        reason=state.get("done_reason"),
     )
     return {
         "status": "done",
@@ -121,10 +133,13 @@ def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
 
 def _reflect(ctx: RunContext, state: OrchestratorState, records: list[dict]) -> None:
     files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})
+    ran = state["phases"][: state["phase_index"] + 1]
     outcome = (
         f"{len(records)} findings, {len(state.get('failed') or {})} failed, "
-        f"over phases {', '.join(state['phases'])}."
+        f"over phases {', '.join(ran)}."
     )
+    if state.get("done_reason"):
+        outcome += f" Answered early: {state['done_reason']}"
     try:
         reflect(
             ctx.store,

@@ -18,7 +18,7 @@ from orchestrator.gauge import SAVE, WARN, TokenGauge, total_tokens
 from orchestrator.nodes._lead import lead_context_estimated, lead_context_tokens
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
-from orchestrator.state import OrchestratorState
+from orchestrator.state import OrchestratorState, last_phase
 
 
 def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
         return {"warned": True}
     if zone != SAVE:
         return {}
-    if state["phase_index"] + 1 >= len(state["phases"]):
+    if last_phase(state):
         # no lead call follows the last phase; `advance` writes the closing snapshot
         return {}
     if not state.get("warned"):

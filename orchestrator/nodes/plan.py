@@ -24,7 +24,13 @@ from orchestrator.nodes._core import write_plan_file
 from orchestrator.nodes._lead import LEAD, lead_messages, log_lead, max_subtasks
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.protocol import PhasePlan
-from orchestrator.state import OrchestratorState, current_phase, phase_subtasks, subtask_key
+from orchestrator.state import (
+    OrchestratorState,
+    current_phase,
+    phase_subtasks,
+    subtask_key,
+    usage_record,
+)
 
 LEAD_MAX_STEPS = 6
 """Model calls of one planning turn, unless the workflow defines a `lead` agent."""
@@ -85,12 +91,21 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
         f"{v['id']} ({v['agent']}): {v['title']}" for v in subtasks.values()
     )
     seen = [_tool_turn(call, msg) for call, msg in _tool_results(result.transcript)]
+    questions = list(dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions]))
+    answered = {i for i in plan.answered if 1 <= i <= len(questions)}
+    update: dict[str, Any] = {}
+    if plan.done and not ctx.workflow.run_all_phases:
+        update["done_reason"] = " ".join(plan.reason.split()) or (
+            "the lead declared the objective answered"
+        )
+        summary += f" Objective answered after this phase: {update['done_reason']}"
     return {
+        **update,
         "subtasks": subtasks,
         "strategy": plan.strategy,
-        "key_questions": list(
-            dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions])
-        ),
+        "key_questions": questions,
+        "answered": sorted(answered | set(state.get("answered") or [])),
+        "usage": {LEAD: usage_record(result, (state.get("usage") or {}).get(LEAD))},
         "constraints": list(plan.constraints),
         "next_actions": list(plan.next_actions),
         "tokens": {LEAD: (state.get("tokens") or {}).get(LEAD, 0) + result.tokens},
@@ -127,7 +142,7 @@ def lead_middleware(ctx: RunContext, task_id: str) -> Any:
     (Recall is already part of the lead's context: `working_context`.)"""
 
     def forward(event: dict[str, Any]) -> None:
-        if event["event"] in ("warning", "snapshot"):
+        if event["event"] in ("warning", "snapshot", "offloaded"):
             fields = {k: v for k, v in event.items() if k not in ("event", "task_id")}
             ctx.emit(event["event"], agent=LEAD, **fields)
 
@@ -139,6 +154,8 @@ def lead_middleware(ctx: RunContext, task_id: str) -> Any:
         recall=False,
         record_system=False,
         on_event=forward,
+        tool_result_tokens=ctx.tool_result_tokens,
+        usage=ctx.usage,
     )
 
 
@@ -159,6 +176,7 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
         middleware=[lead_middleware(ctx, state["task_id"])],
         stop=ctx.stop,
+        usage=ctx.usage,
     )
     fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
     update = _plan_update(ctx, state, result, fresh)

@@ -1,8 +1,15 @@
 """subagent: one tool-using agent per subtask; writes `findings/{agent}_{ts}.md`.
 
-The subagent gets the workdir tools, `recall_memory` and the memory tools, the skills
-index in its prompt, and its own bounded context (`subagent_context_tokens`). It ends by
-calling `SubmitFindings`.
+The subagent gets the tools its workflow spec names (default: the read-only workdir tools,
+`recall_memory` and the memory tools; always `memory_fetch`, which reads tool results
+evicted to memory), tether's protocol text plus its own prompt (`prompt`/`prompt_file`)
+and the skills index as its system prompt, and its own bounded context
+(`subagent_context_tokens`). Its middleware: tool results over the limit go to memory
+entries (`OffloadLargeToolResults`), the user's tools are timed out
+(`ToolTimeoutMiddleware`), and the tools in its `interrupt_on` wait for a person's decision
+(LangChain's `HumanInTheLoopMiddleware`: a LangGraph `interrupt` that ends the run
+`waiting`; the approved agent continues from its own checkpoint). It ends by calling
+`SubmitFindings`.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
 registry (`orchestrator.registry`):
@@ -26,35 +33,47 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
+from orchestrator.approvals import note_requests
 from orchestrator.artifacts import findings_text, iso_timestamp, write_findings
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
+from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.protocol import SubmitFindings
 from orchestrator.readback import findings_meta, parse_meta
 from orchestrator.registry import find_written, registry_note, registry_records
-from orchestrator.state import DELETE
+from orchestrator.state import DELETE, usage_record
+from orchestrator.toolbox import ToolTimeoutMiddleware
+from orchestrator.workdir_write import CREATED_RE, MODIFIED_RE
 from orchestrator.workflow import AgentSpec
 
 SUBAGENT_SYSTEM = (
-    "You are a subagent of a tether run. Work only on your subtask: explore the files in "
-    "your scope with the tools (list_files, read_file, grep_files; recall_memory for what "
-    "earlier agents found), then call SubmitFindings once with a short summary, concrete "
-    "discoveries (paths, names, line numbers) and the files you examined."
+    "You are a subagent of a tether run. Work only on your subtask, with the tools you are "
+    "given (recall_memory, when you have it, finds what earlier agents found; memory_fetch "
+    "reads a tool result that was too large and went to memory), then call SubmitFindings "
+    "once with a short summary, concrete discoveries (paths, names, line numbers) and the "
+    "files you examined."
 )
-#: Tools that write files (memory files: every workdir tool is read-only).
+#: Tools that write files: memory files, and the workdir (`write_file`, `edit_file`).
 WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
+WORKDIR_WRITES = frozenset({"write_file", "edit_file"})
 
 
-def subagent_prompt(payload: dict[str, Any], skills_index: str, max_steps: int = 8) -> list[Any]:
+def subagent_prompt(
+    payload: dict[str, Any], skills_index: str, max_steps: int = 8, instructions: str = ""
+) -> list[Any]:
     sub = payload["subtask"]
     system = SUBAGENT_SYSTEM
+    if instructions:
+        system += "\n\nYour instructions as this agent:\n" + instructions
     if skills_index:
         system += "\n\nSkills (name: description):\n" + skills_index
     lines = [
@@ -88,15 +107,37 @@ def _record(path: Path, docs: Docs, sub: dict, findings: dict, tokens: int) -> d
     }
 
 
+def _workdir_change(answer: str) -> tuple[str, str] | None:
+    """`(path, "created" | "modified; previous content: ID")` from a write tool's answer."""
+    created = CREATED_RE.match(answer)
+    if created:
+        return created["path"], "created"
+    modified = MODIFIED_RE.match(answer)
+    if modified:
+        return modified["path"], f"modified; previous content: {modified['entry']}"
+    return None
+
+
 def files_written(transcript: list[Any]) -> list[dict[str, str]]:
-    """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing)."""
+    """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing).
+
+    A workdir file is listed as `created`, or `modified; previous content: ENTRY_ID` (the
+    first change keeps the content before the agent touched it); a memory file with the
+    tool's answer.
+    """
+    tools = WRITING_TOOLS | WORKDIR_WRITES
     calls: dict[str, dict] = {}
     written: dict[str, str] = {}
     for message in transcript:
         if isinstance(message, AIMessage):
-            calls.update({c.get("id"): c for c in message.tool_calls if c["name"] in WRITING_TOOLS})
+            calls.update({c.get("id"): c for c in message.tool_calls if c["name"] in tools})
         elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
             call, answer = calls[message.tool_call_id], str(message.content).strip()
+            if call["name"] in WORKDIR_WRITES:
+                change = _workdir_change(answer)
+                if change is not None and change[0] not in written:
+                    written[change[0]] = change[1]
+                continue
             path = (call.get("args") or {}).get("path")
             if path and not answer.startswith("Error"):
                 written[str(path)] = f"{call['name']}: {answer.splitlines()[0][:200]}"
@@ -254,6 +295,33 @@ def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
     }
 
 
+def subagent_middleware(ctx: RunContext, agent: str, task_id: str) -> list[Any]:
+    """The subagent's own middleware: human approval of its `interrupt_on` tools, large
+    tool results to memory, timeouts on the user's tools."""
+    spec = ctx.agent_spec(agent)
+    middleware: list[Any] = []
+    if spec is not None and spec.interrupt_on:
+        middleware.append(
+            HumanInTheLoopMiddleware(
+                interrupt_on=dict(spec.interrupt_on),
+                description_prefix=f"Agent {agent!r} of task {task_id!r} asks to run a tool",
+            )
+        )
+    middleware.append(
+        OffloadLargeToolResults(
+            ctx.store,
+            max_tokens=ctx.tool_result_tokens,
+            usage=ctx.usage,
+            tags=(f"task:{task_id}", f"agent:{agent}"),
+            on_event=lambda event: ctx.emit(event.pop("event"), agent=agent, **event),
+        )
+    )
+    user = [n for n in ctx.tool_names(agent, lead=False) if n in ctx.toolbox.tools]
+    if user:
+        middleware.append(ToolTimeoutMiddleware(ctx.tool_timeout, user))
+    return middleware
+
+
 def _run(ctx: RunContext, payload: dict[str, Any], used: dict[str, int]) -> Any:
     """Run the subagent's tool loop; `used["tokens"]` follows its spend as it goes."""
     sub, key = payload["subtask"], payload["key"]
@@ -265,15 +333,22 @@ def _run(ctx: RunContext, payload: dict[str, Any], used: dict[str, int]) -> Any:
         used["tokens"] = tokens
         ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens)
 
+    tools = ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False)
+    if not any(t.name == "memory_fetch" for t in tools):  # evicted results stay readable
+        tools += [t for t in ctx.memory_tools(payload["task_id"]) if t.name == "memory_fetch"]
     return run_agent(
         ctx.model_for(sub["agent"]),
-        tools=ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False),
+        tools=tools,
         final_tool=SubmitFindings,
-        messages=subagent_prompt(payload, ctx.skills_index, max_steps),
+        messages=subagent_prompt(
+            payload, ctx.skills_index, max_steps, ctx.prompts.get(sub["agent"], "")
+        ),
         max_steps=max_steps,
         max_context_tokens=budget,
         on_step=on_step,
+        middleware=subagent_middleware(ctx, sub["agent"], payload["task_id"]),
         stop=ctx.stop,
+        usage=ctx.usage,
     )
 
 
@@ -291,6 +366,11 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
     used = {"tokens": 0}
     try:
         result = _run(ctx, payload, used)
+    except GraphInterrupt as exc:  # a tool call waits for approval: not a failure
+        note_requests(ctx, task_id, exc, agent=sub["agent"], key=key)
+        raise
+    except GraphBubbleUp:  # LangGraph's own control flow
+        raise
     except Exception as exc:  # any model/tool failure blocks this subagent only
         error = f"{type(exc).__name__}: {exc}"
         ctx.emit(
@@ -328,4 +408,5 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
         "findings": {key: _record(path, ctx.docs, sub, findings, result.tokens)},
         "failed": {key: DELETE},
         "tokens": {f"{sub['agent']}:{key}": result.tokens},
+        "usage": {f"{sub['agent']}:{key}": usage_record(result)},
     }

@@ -98,6 +98,7 @@ from orchestrator.offline.terms import (
     stems,
     words,
 )
+from orchestrator.offline.ticks import answered_questions
 from orchestrator.offline.wording import build_findings
 from orchestrator.protocol import FINDINGS_TOOL, PLAN_TOOL
 
@@ -242,7 +243,13 @@ class ResearchPolicy:
         brief = parse_brief(messages)
         history = tool_history(messages)
         if PLAN_TOOL in names:
-            return self.plan(brief, history, names)
+            reply = self.plan(brief, history, names)
+            for call in reply.tool_calls:
+                if call["name"] == PLAN_TOOL:  # the key questions the findings answer
+                    call["args"]["answered"] = answered_questions(
+                        messages, call["args"].get("key_questions") or []
+                    )
+            return reply
         if FINDINGS_TOOL in names:
             # a human turn after the work started (e.g. "budget exhausted") means: finish now
             nudged = bool(history) and isinstance(messages[-1], HumanMessage)

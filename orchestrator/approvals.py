@@ -1,0 +1,153 @@
+"""Human approval: the requests a task waits on, and the decisions that answer them.
+
+A request is a LangGraph `interrupt` raised by LangChain's `HumanInTheLoopMiddleware` in a
+subagent (a tool in its `interrupt_on`) or by the `approve` node (`approve_plan`). Its value
+is a `HITLRequest` (`action_requests` + `review_configs`); its id is LangGraph's interrupt
+id, the same in every process. When the interrupt passes through a node, `note_requests`
+records who asked (agent, subtask) in the task's artifact registry, so `status` can show
+the request without LangGraph, and `orchestrator approve` from any process or machine can
+answer it.
+
+A decision is LangChain's payload, one per action of the request:
+`{"decisions": [{"type": "approve"} | {"type": "reject", "message": ...}]}`; a LangGraph
+Server client resumes the thread with `Command(resume={interrupt_id: payload})`, and the
+CLI builds the same (`decisions_for`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from orchestrator.errors import ApprovalError
+from orchestrator.registry import registry_note, registry_records
+
+ARGS_SHOWN = 200
+"""Characters of a request's arguments shown on its status line."""
+PREFIX = "approval:"
+
+
+class PendingApproval(BaseModel):
+    """One action waiting for a person's decision."""
+
+    id: str
+    """The request's id (LangGraph's interrupt id); one request may hold several actions."""
+    agent: str
+    """The agent that asked (`lead` for a phase plan)."""
+    key: str = ""
+    """The subtask key (`phase/id`), or `phase/plan`."""
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    allowed_decisions: list[str] = Field(default_factory=lambda: ["approve", "reject"])
+    description: str = ""
+
+    def line(self) -> str:
+        """The request as one status line: id, agent, tool and its arguments (cut)."""
+        args = _short(self.args)
+        return f"{self.id[:12]}  {self.agent} ({self.key})  {self.tool}({args})"
+
+
+def _short(args: Any) -> str:
+    import json
+
+    text = json.dumps(args, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
+
+
+def actions_of(value: Any, ident: str, agent: str, key: str) -> list[PendingApproval]:
+    """The pending actions of one interrupt value (a `HITLRequest`)."""
+    if not isinstance(value, dict):
+        return [PendingApproval(id=ident, agent=agent, key=key, tool="?", args={})]
+    configs = {c.get("action_name"): c for c in value.get("review_configs") or []}
+    out = []
+    for action in value.get("action_requests") or []:
+        config = configs.get(action.get("name")) or {}
+        out.append(
+            PendingApproval(
+                id=ident,
+                agent=agent,
+                key=key,
+                tool=str(action.get("name")),
+                args=dict(action.get("args") or {}),
+                allowed_decisions=list(config.get("allowed_decisions") or ["approve", "reject"]),
+                description=str(action.get("description") or ""),
+            )
+        )
+    return out
+
+
+def note_requests(ctx: Any, task_id: str, exc: Any, *, agent: str, key: str) -> None:
+    """Record who raised the interrupts of `exc` (a `GraphInterrupt`) in the registry."""
+    for intr in (exc.args[0] if exc.args else ()) or ():
+        ident = getattr(intr, "id", None)
+        if not ident:
+            continue
+        actions = actions_of(intr.value, ident, agent, key)
+        registry_note(
+            ctx.docs,
+            task_id,
+            PREFIX + ident,
+            agent=agent,
+            key=key,
+            actions=[a.model_dump() for a in actions],
+        )
+        for action in actions:
+            ctx.emit("waiting", id=ident, agent=agent, key=key, tool=action.tool, args=action.args)
+
+
+def pending(docs: Any, task_id: str, interrupts: Iterable[Any]) -> list[PendingApproval]:
+    """The actions of LangGraph's pending `interrupts` of a task, with who asked (from the
+    registry; an interrupt nobody noted is shown with agent `?`)."""
+    records = registry_records(docs, task_id)
+    out: list[PendingApproval] = []
+    for intr in interrupts:
+        rec = records.get(PREFIX + intr.id) or {}
+        out += actions_of(intr.value, intr.id, rec.get("agent", "?"), rec.get("key", ""))
+    return out
+
+
+def select(waiting: Sequence[PendingApproval], request_id: str | None) -> list[str]:
+    """The interrupt ids a decision answers: all, or the one `request_id` names (a prefix
+    of its id is enough when it is unique).
+
+    Raises:
+        ApprovalError: nothing waits, or no (or more than one) request matches.
+    """
+    ids = list(dict.fromkeys(p.id for p in waiting))
+    if not ids:
+        raise ApprovalError("nothing waits for approval in this task")
+    if request_id is None:
+        return ids
+    found = [i for i in ids if i.startswith(request_id.strip())]
+    if len(found) != 1:
+        what = "no request" if not found else f"{len(found)} requests"
+        raise ApprovalError(
+            f"{what} matches id {request_id!r}; waiting: {', '.join(i[:12] for i in ids)}"
+        )
+    return found
+
+
+def decisions_for(
+    waiting: Sequence[PendingApproval], ident: str, *, approve: bool, message: str | None
+) -> dict[str, Any]:
+    """LangChain's decision payload for every action of request `ident`.
+
+    Raises:
+        ApprovalError: the decision is not among an action's `allowed_decisions`.
+    """
+    kind = "approve" if approve else "reject"
+    decisions = []
+    for action in (p for p in waiting if p.id == ident):
+        if kind not in action.allowed_decisions:
+            raise ApprovalError(
+                f"request {ident[:12]} ({action.tool}) does not allow {kind!r}; allowed: "
+                f"{', '.join(action.allowed_decisions)}"
+            )
+        decision: dict[str, Any] = {"type": kind}
+        if not approve and message:
+            decision["message"] = message
+        decisions.append(decision)
+    return {"decisions": decisions}

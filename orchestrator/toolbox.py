@@ -1,0 +1,233 @@
+"""The tools a run's agents can name: tether's own, the user's Python tools, MCP tools.
+
+Sources, every name from exactly one of them:
+
+* **tether's** (`orchestrator.workflow.KNOWN_TOOLS`): the read-only workdir tools, the
+  opt-in `write_file`/`edit_file`, and the memory tools; built per run for the task's
+  workdir and memory (`RunContext.tools_for`);
+* **Python tools**: `Orchestrator(tools=[...])` (LangChain `BaseTool`s, `@tool`s, or plain
+  typed functions with a docstring) and the workflow's `python_tools` import paths
+  (`mypkg.tools:count_widgets`), which any process can rebuild (`resume`, `approve`, a
+  LangGraph Server);
+* **MCP tools**: the tools of the workflow's `mcp_servers`, by name, or all of one
+  server's as `mcp:SERVER` (`orchestrator.mcp_client`).
+
+An agent's `tools` list is checked against these before anything is written: an unknown
+name, a name two sources provide (tether's and a server's, or two servers'), a function
+without a docstring, an import that fails, a server that does not start: one
+`ToolConfigError` line naming them. The user's tools (Python and MCP) are called with a
+timeout (`ToolTimeoutMiddleware`): a tool that hangs answers the agent with an error.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import importlib
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+
+from orchestrator.errors import ToolConfigError
+from orchestrator.workflow import KNOWN_TOOLS, Workflow
+
+MCP_PREFIX = "mcp:"
+DEFAULT_TOOL_TIMEOUT = 120.0
+"""Seconds a user's tool call may take (the workflow's `tool_timeout` overrides it)."""
+
+
+def as_tool(obj: Any, where: str = "Orchestrator(tools=...)") -> BaseTool:
+    """A LangChain tool from a `BaseTool` or a typed function with a docstring.
+
+    Raises:
+        ToolConfigError: neither a tool nor a function, or a function without docstring.
+    """
+    if isinstance(obj, BaseTool):
+        return obj
+    if not callable(obj):
+        raise ToolConfigError(
+            f"{where}: {obj!r} is not a LangChain tool or a function; pass a BaseTool, "
+            "an @tool, or a typed function with a docstring"
+        )
+    name = getattr(obj, "__name__", repr(obj))
+    if not (getattr(obj, "__doc__", None) or "").strip():
+        raise ToolConfigError(
+            f"{where}: function {name!r} has no docstring; the model reads it to know what "
+            "the tool does, so add one"
+        )
+    from langchain_core.tools import tool as make_tool
+
+    try:
+        return make_tool(obj)
+    except Exception as exc:  # LangChain refuses signatures it cannot describe
+        raise ToolConfigError(f"{where}: function {name!r} cannot be a tool: {exc}") from None
+
+
+def import_tool(path: str, search: Iterable[Path] = ()) -> BaseTool:
+    """The tool at `module:attribute` (the folders in `search` are importable too).
+
+    Raises:
+        ToolConfigError: the module or attribute is missing, or is not a tool.
+    """
+    module_name, _, attr = path.partition(":")
+    for folder in search:
+        if str(folder) not in sys.path:
+            sys.path.append(str(folder))
+    try:
+        module = importlib.import_module(module_name.strip())
+    except Exception as exc:  # any import failure, e.g. a SyntaxError in the user's module
+        raise ToolConfigError(
+            f"python_tools {path!r}: cannot import {module_name!r} ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); is it installed or beside "
+            "the workflow file?"
+        ) from None
+    try:
+        obj = getattr(module, attr.strip())
+    except AttributeError:
+        raise ToolConfigError(
+            f"python_tools {path!r}: module {module_name!r} has no {attr.strip()!r}"
+        ) from None
+    return as_tool(obj, f"python_tools {path!r}")
+
+
+class Toolbox:
+    """The user's tools of a run, by name, with where each came from.
+
+    Args:
+        tools: in-process tools (`Orchestrator(tools=...)`).
+        python_tools: import paths from the workflow.
+        mcp_tools: MCP server name -> its tools (`McpServers.tools`).
+        search: folders the import paths may be found in (workflow folder, project).
+
+    Raises:
+        ToolConfigError: a tool that cannot be built, or a name two sources provide.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Any] = (),
+        python_tools: Sequence[str] = (),
+        mcp_tools: Mapping[str, Sequence[BaseTool]] | None = None,
+        *,
+        search: Iterable[Path] = (),
+    ) -> None:
+        self.tools: dict[str, BaseTool] = {}
+        self.sources: dict[str, str] = {name: "tether" for name in KNOWN_TOOLS}
+        self.servers: dict[str, list[str]] = {}
+        self.in_process: list[str] = []
+        """Names given in-process only: a process without them cannot continue the task."""
+        search = list(search)
+        for path in python_tools:
+            self._add(import_tool(path, search), f"python_tools {path!r}")
+        for obj in tools:
+            tool = as_tool(obj)
+            if self.tools.get(tool.name) is not None and self.sources[tool.name].startswith(
+                "python_tools"
+            ):
+                continue  # the same tool by import path and in-process: one tool
+            self._add(tool, "Orchestrator(tools=...)")
+            self.in_process.append(tool.name)
+        for server, server_tools in (mcp_tools or {}).items():
+            self.servers[server] = []
+            for tool in server_tools:
+                self._add(tool, f"MCP server {server!r}")
+                self.servers[server].append(tool.name)
+
+    def _add(self, tool: BaseTool, source: str) -> None:
+        before = self.sources.get(tool.name)
+        if before is not None:
+            raise ToolConfigError(
+                f"tool name {tool.name!r} is provided twice: by {before} and by {source}; "
+                "rename one (MCP servers: give the server another tool name)"
+            )
+        self.tools[tool.name] = tool
+        self.sources[tool.name] = source
+
+    # -- names --------------------------------------------------------------------------
+    def expand(self, names: Iterable[str], agent: str = "") -> list[str]:
+        """`names` with each `mcp:SERVER` replaced by that server's tool names.
+
+        Raises:
+            ToolConfigError: an unknown tool or server (one line naming the agent).
+        """
+        out: list[str] = []
+        who = f"agent {agent!r}" if agent else "an agent"
+        for name in names:
+            if name.startswith(MCP_PREFIX):
+                server = name[len(MCP_PREFIX) :]
+                if server not in self.servers:
+                    known = ", ".join(sorted(self.servers)) or "none declared"
+                    raise ToolConfigError(
+                        f"{who} lists {name!r}, but no MCP server {server!r} is declared "
+                        f"(mcp_servers: {known})"
+                    )
+                out += self.servers[server]
+            elif name in self.sources:
+                out.append(name)
+            else:
+                raise ToolConfigError(
+                    f"{who} lists unknown tool {name!r}; known tools: "
+                    f"{', '.join(sorted(self.sources))}"
+                    + ("; MCP servers as mcp:NAME" if self.servers else "")
+                )
+        return list(dict.fromkeys(out))
+
+    def check(self, workflow: Workflow) -> None:
+        """Every agent's tools and `interrupt_on` name tools this run has.
+
+        Raises:
+            ToolConfigError: one line naming the agent and the tool.
+        """
+        for agent, spec in workflow.agents.items():
+            names = self.expand(spec.tools, agent)
+            for gated in spec.interrupt_on:
+                if gated not in names:
+                    raise ToolConfigError(
+                        f"agent {agent!r}: interrupt_on names {gated!r}, which is not among "
+                        f"its tools ({', '.join(names)})"
+                    )
+
+    def user_tools(self, names: Iterable[str]) -> list[BaseTool]:
+        """The user's tools among `names` (tether's are built by the run context)."""
+        return [self.tools[n] for n in names if n in self.tools]
+
+
+# -- timeouts -------------------------------------------------------------------------------
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="tether-tool")
+
+
+class ToolTimeoutMiddleware(AgentMiddleware):
+    """Calls of the named tools that take longer than `timeout` seconds answer the agent
+    with an error (the call goes on in the background; a Python thread cannot be killed).
+
+    Args:
+        timeout: seconds per call.
+        names: the tools it applies to (the user's; tether's own are bounded already).
+    """
+
+    def __init__(self, timeout: float, names: Iterable[str]) -> None:
+        super().__init__()
+        self.timeout = timeout
+        self.names = frozenset(names)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        call = request.tool_call
+        if call["name"] not in self.names:
+            return handler(request)
+        context = contextvars.copy_context()
+        future = _POOL.submit(context.run, handler, request)
+        try:
+            return future.result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            return ToolMessage(
+                content=f"Error: tool {call['name']!r} did not finish within "
+                f"{self.timeout:g} s; try narrower arguments or another tool",
+                tool_call_id=call.get("id") or "",
+                name=call["name"],
+                status="error",
+            )
