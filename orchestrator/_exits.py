@@ -13,6 +13,8 @@ from orchestrator.errors import Terminated
 
 EXIT_FAILED = 3
 """The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
+EXIT_WAITING = 4
+"""The task waits for approval: `orchestrator approve` (or `--reject`) continues it."""
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

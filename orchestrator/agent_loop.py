@@ -252,6 +252,19 @@ def _agent(
     )
 
 
+def _closing(message: Any) -> bool:
+    """The empty reply `ProtocolMiddleware` ends an agent with (not a model call)."""
+    return str(message.id or "").startswith("end-") and not message.tool_calls
+
+
+def _has_after_model(middleware: Any) -> bool:
+    cls = type(middleware)
+    return (
+        cls.after_model is not AgentMiddleware.after_model
+        or cls.aafter_model is not AgentMiddleware.aafter_model
+    )
+
+
 def _transcript_tokens(transcript: list[Any]) -> int:
     return sum(
         int((getattr(m, "usage_metadata", None) or {}).get("total_tokens") or 0)
@@ -325,6 +338,7 @@ def run_agent(
         initial_delay=initial_delay,
         stop=stop,
         usage=usage,
+        jump=not any(_has_after_model(m) for m in middleware),
     )
     middleware = tuple(middleware)
     agent, (own_model, own_tools) = _agent(model, tuple(tools), final_tool, middleware)
@@ -349,7 +363,7 @@ def run_agent(
     # inside a graph node the agent is a durable subgraph: on resume it continues from
     # its last completed step, so calls of the earlier process are only in the transcript
     result.tokens = max(result.tokens, _transcript_tokens(result.transcript))
-    replies = [m for m in result.transcript if m.type == "ai"]
+    replies = [m for m in result.transcript if m.type == "ai" and not _closing(m)]
     result.calls = max(result.calls, len(replies))
     result.input_tokens = max(
         result.input_tokens,

@@ -91,7 +91,7 @@ def note_requests(ctx: Any, task_id: str, exc: Any, *, agent: str, key: str) -> 
             task_id,
             PREFIX + ident,
             agent=agent,
-            key=key,
+            subtask=key,
             actions=[a.model_dump() for a in actions],
         )
         for action in actions:
@@ -105,7 +105,7 @@ def pending(docs: Any, task_id: str, interrupts: Iterable[Any]) -> list[PendingA
     out: list[PendingApproval] = []
     for intr in interrupts:
         rec = records.get(PREFIX + intr.id) or {}
-        out += actions_of(intr.value, intr.id, rec.get("agent", "?"), rec.get("key", ""))
+        out += actions_of(intr.value, intr.id, rec.get("agent", "?"), rec.get("subtask", ""))
     return out
 
 

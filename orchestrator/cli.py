@@ -33,6 +33,7 @@ from orchestrator._exits import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
+    EXIT_WAITING,
     exit_now,
     stop_gracefully_on_sigterm,
 )
@@ -280,8 +281,37 @@ def _report(result: Any, json_mode: bool) -> None:
         )
     if result.status == "failed":
         lines.append(f"Failed:   {failure_summary(result.failed)}")
-    lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
+    if result.skipped_phases:
+        lines.append(
+            f"Skipped:  {', '.join(result.skipped_phases)} (answered: {result.done_reason})"
+        )
+    if result.usage.get("calls"):
+        lines.append(_usage_line(result.usage, result.offline))
+    if result.status == "waiting":
+        lines += waiting_lines(result.pending_approvals, result.task_id, memory)
+    else:
+        lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
     click.echo("\n".join(lines))
+
+
+def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
+    what = " (estimates of an offline run)" if offline else ""
+    return (
+        f"Usage:    {usage.get('calls', 0):,} model call(s), "
+        f"{usage.get('input_tokens', 0):,} prompt tokens{what}"
+    )
+
+
+def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
+    """What a waiting task waits for, a line per request, and the commands to answer."""
+    from orchestrator.approvals import PendingApproval
+    from orchestrator.tasks import approve_command
+
+    lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
+    lines += [f"  waits for approval: {PendingApproval.model_validate(r).line()}" for r in requests]
+    lines.append(f"Approve:  {approve_command(task_id, memory)}")
+    lines.append(f"Reject:   {approve_command(task_id, memory, reject=True)}")
+    return lines
 
 
 def _drive(
@@ -295,6 +325,8 @@ def _drive(
     _report(result, json_mode)
     if result.status == "failed":
         click.get_current_context().exit(EXIT_FAILED)
+    if result.status == "waiting":
+        click.get_current_context().exit(EXIT_WAITING)
     return result
 
 
@@ -383,6 +415,47 @@ def resume_cmd(
     )
 
 
+@cli.command("approve")
+@task_option
+@click.option("--id", "request_id", default=None, help="Answer only this request (see status).")
+@click.option("--reject", is_flag=True, help="Refuse instead of approving.")
+@click.option(
+    "--message", default=None, help="With --reject: why; the agent gets it as the tool's result."
+)
+@run_options
+def approve_cmd(
+    task_id: str | None,
+    request_id: str | None,
+    reject: bool,
+    message: str | None,
+    memory_dir: str | None,
+    json_mode: bool,
+    **settings: Any,
+) -> None:
+    """Approve (or reject) what a waiting task waits for, and continue it.
+
+    Answers every pending request, or the one --id names; exits like `run` (0 done,
+    3 failures, 4 when something waits again, 130 interrupted).
+
+    \b
+    Examples:
+      orchestrator approve
+      orchestrator approve --task auth-map --id 3f9a1c2b
+      orchestrator approve --reject --message "Do not touch setup.py"
+    """
+    if message is not None and not reject:
+        raise click.UsageError("--message goes with --reject (an approval needs no reason)")
+    _drive(
+        json_mode,
+        memory_dir,
+        lambda orch: orch.approve(
+            task_id, approve=not reject, message=message, request_id=request_id
+        ),
+        workdir=None,
+        **settings,
+    )
+
+
 @cli.command("handoff")
 @task_option
 @memory_option
@@ -434,9 +507,22 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
         f"Latest snapshot: {info['latest_snapshot'] or '-'}",
     ]
     lines += [f"Failed: {k}: {e}" for k, e in (info.get("errors") or {}).items() if e]
+    if (info.get("usage") or {}).get("calls"):
+        lines.append(_usage_line(info["usage"]).replace("Usage:    ", "Usage: "))
+    if info.get("pending_approvals"):
+        lines += waiting_lines(info["pending_approvals"], info["task_id"], _status_memory(info))
     if info.get("resume"):
         lines.append(f"Resume: {info['resume']}")
     click.echo("\n".join(lines))
+
+
+def _status_memory(info: dict[str, Any]) -> Any:
+    """The memory named in printed commands: the URL (password hidden) or the directory."""
+    from memory.backends.savers import redact
+
+    if "url" in _SHARED:
+        return redact(_SHARED["url"])
+    return info["memory_dir"]
 
 
 @cli.group("checkpoint", cls=_Group)

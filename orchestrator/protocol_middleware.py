@@ -134,8 +134,13 @@ class ProtocolMiddleware(AgentMiddleware):
         sleep: Callable[[float], None] = time.sleep,
         stop: threading.Event | None = None,
         usage: UsageRatio | None = None,
+        jump: bool = True,
     ) -> None:
         super().__init__()
+        self.jump = jump
+        """End the agent with a `jump_to: end` (one super-step). An agent with `after_model`
+        middleware (e.g. `HumanInTheLoopMiddleware`) routes after that middleware, where
+        the jump is not seen; it ends with a closing empty assistant message instead."""
         self.stop = stop
         self.usage = usage if usage is not None else UsageRatio()
         self.final_tool = final_tool
@@ -155,7 +160,7 @@ class ProtocolMiddleware(AgentMiddleware):
         # Checked here rather than in a `before_model` hook, which would be a super-step of
         # its own (a durable checkpoint) before every model call.
         if self.final is not None:  # accepted by the tool step: end without a model call
-            return _end(ModelResponse(result=[]))
+            return self._end(ModelResponse(result=[]))
         self._check_stop()
         if self.calls > self.max_steps:
             raise AgentLoopError(
@@ -213,7 +218,7 @@ class ProtocolMiddleware(AgentMiddleware):
         answer = ToolMessage(
             content="accepted", tool_call_id=call.get("id") or "", name=call["name"]
         )
-        return _end(
+        return self._end(
             ModelResponse(
                 result=[*result.result, answer], structured_response=result.structured_response
             )
@@ -343,12 +348,17 @@ class ProtocolMiddleware(AgentMiddleware):
             )
         return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
 
-
-def _end(response: Any) -> Any:
-    """`response`, then the agent's end (no tool step, no further model call)."""
-    return ExtendedModelResponse(
-        model_response=response, command=Command(update={"jump_to": "end"})
-    )
+    def _end(self, response: Any) -> Any:
+        """`response`, then the agent's end (no tool step, no further model call)."""
+        if not self.jump:  # a reply without tool calls ends the agent loop wherever it routes
+            closing = AIMessage(content="", id=f"end-{_call_id()}")
+            return ModelResponse(
+                result=[*response.result, closing],
+                structured_response=response.structured_response,
+            )
+        return ExtendedModelResponse(
+            model_response=response, command=Command(update={"jump_to": "end"})
+        )
 
 
 def _call_id() -> str:

@@ -36,8 +36,14 @@ from orchestrator.readback import (
     task_of,
 )
 from orchestrator.rebuild import state_from_checkpoint
-from orchestrator.state import OrchestratorState, current_phase, initial_state
-from orchestrator.tasks import TaskRecord, TaskRegistry, resume_command, task_running
+from orchestrator.state import OrchestratorState, current_phase, initial_state, usage_totals
+from orchestrator.tasks import (
+    TaskRecord,
+    TaskRegistry,
+    approve_command,
+    resume_command,
+    task_running,
+)
 
 
 def task_status(
@@ -68,6 +74,9 @@ def task_status(
     if status == "running" and record.get("status") == "failed":
         status = "failed"  # the lead's model failed (recorded with the task)
         failed = {**failed, "lead": {"error": record.get("error")}}
+    waiting = list(record.get("pending_approvals") or [])
+    if record.get("status") == "waiting" and waiting and status not in ("done", "failed"):
+        status = "waiting"  # requests wait for `orchestrator approve`
     if status == "running" and not task_running(docs, task):
         status = "interrupted"
     findings = state.get("findings") or {}
@@ -79,7 +88,10 @@ def task_status(
         "status": status,
         "source": source,
         "errors": {k: v.get("error") for k, v in sorted(failed.items())},
-        "resume": None if status == "done" else resume_command(task, docs),
+        "resume": None if status in ("done", "waiting") else resume_command(task, docs),
+        "pending_approvals": waiting if status == "waiting" else [],
+        "approve": approve_command(task, docs) if status == "waiting" else None,
+        "usage": usage_totals(state.get("usage")),
         "phase": current_phase(state),
         "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
         "phases": list(state["phases"]),

@@ -57,6 +57,14 @@ def resume_command(task_id: str, memory: Any = None) -> str:
     return command
 
 
+def approve_command(task_id: str, memory: Any = None, *, reject: bool = False) -> str:
+    """The shell command that approves (or rejects) what `task_id` waits for."""
+    command = resume_command(task_id, memory).replace("orchestrator resume", "orchestrator approve")
+    if reject:
+        command += ' --reject --message "why"'
+    return command
+
+
 def check_new_task(
     objective: str,
     task_id: str | None,

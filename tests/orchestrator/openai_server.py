@@ -19,8 +19,10 @@ client). A step is a dict:
 * `{"text": "..."}`: a plain assistant message.
 
 `usage` (a callable `prompt_tokens -> prompt_tokens to report`, or None for no usage
-block) sets what the server reports. Every request body is kept in `requests`, with the
-HTTP status it got in `statuses`.
+block) sets what the server reports. `scale` makes the server's tokenizer count `scale`
+times more tokens than 4 characters a token (as a real tokenizer does on code or other
+scripts): both the window check and the reported usage use the scaled count. Every request
+body is kept in `requests`, with the HTTP status it got in `statuses`.
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class ScriptedOpenAI:
         responder: Callable[[dict[str, Any]], dict[str, Any]] | None = policy_responder,
         window: int = 1_000_000,
         usage: Callable[[int], int] | None = lambda n: n,
+        scale: float = 1.0,
     ):
+        self.scale = scale
         self.steps: deque = deque(steps or [])
         self.responder = responder
         self.window = window
@@ -127,7 +131,7 @@ class ScriptedOpenAI:
         missing = unanswered_calls(body.get("messages", []))
         if missing:
             return _error(400, UNANSWERED.format(ids=missing), "invalid_request_error")
-        tokens = prompt_tokens(body)
+        tokens = int(prompt_tokens(body) * self.scale)
         if tokens > self.window:
             return _error(
                 400,

@@ -1,0 +1,89 @@
+"""Agents played by rules, for the scripted OpenAI-compatible server (`openai_server.py`).
+
+`agents(plan=..., steps=...)` returns a responder: the lead's requests (the `PhasePlan`
+tool is offered) get `plan(phase)`; a subagent's requests (`SubmitFindings` offered) get its
+agent's next step, `steps[agent][n]` for its n-th reply (counted from the assistant messages
+of its conversation; the last step repeats). A step is a server step (`{"tool": NAME,
+"args": {...}}`) or a callable `body -> step`, which can read what the tools answered.
+Which agent a request belongs to is read from its system prompt (the agent's own prompt
+starts with `AGENT=<name>`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+Step = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def text_of(message: dict[str, Any]) -> str:
+    """A message's text (text parts of a list content joined; other parts as JSON)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
+        if all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+            return "".join(parts)
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def tool_answers(body: dict[str, Any]) -> list[str]:
+    """What the tools answered so far in this conversation, in order."""
+    return [text_of(m) for m in body["messages"] if m["role"] == "tool"]
+
+
+def phase_of(body: dict[str, Any]) -> str:
+    users = [text_of(m) for m in body["messages"] if m["role"] == "user"]
+    found = re.search(r"^Phase: (\S+)", users[-1] if users else "", re.MULTILINE)
+    return found.group(1) if found else ""
+
+
+def agent_of(body: dict[str, Any]) -> str:
+    system = " ".join(text_of(m) for m in body["messages"] if m["role"] == "system")
+    found = re.search(r"AGENT=(\w+)", system)
+    return found.group(1) if found else "?"
+
+
+def offered(body: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in body.get("tools") or []}
+
+
+def findings(summary: str, **fields: Any) -> dict[str, Any]:
+    return {"tool": "SubmitFindings", "args": {"summary": summary, **fields}}
+
+
+def agents(
+    plan: Callable[[str], dict[str, Any]], steps: dict[str, list[Step]]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        tools = offered(body)
+        if "PhasePlan" in tools:
+            return {"tool": "PhasePlan", "args": plan(phase_of(body))}
+        if "SubmitFindings" in tools:
+            script = steps[agent_of(body)]
+            n = sum(1 for m in body["messages"] if m["role"] == "assistant")
+            step = script[min(n, len(script) - 1)]
+            return step(body) if callable(step) else step
+        return {"text": "ok"}
+
+    return respond
+
+
+def one_subtask(agent: str, *, done: bool = True, **extra: Any) -> Callable[[str], dict]:
+    """A lead that plans one subtask for `agent` in every phase (done after the first)."""
+
+    def plan(phase: str) -> dict[str, Any]:
+        return {
+            "strategy": f"One {agent} subtask.",
+            "subtasks": [
+                {"id": f"{agent}-1", "title": f"Work of {agent}", "description": "Do it.",
+                 "agent": agent}
+            ],
+            "done": done,
+            "reason": "the one subtask answers it" if done else "",
+            **extra,
+        }  # fmt: skip
+
+    return plan
