@@ -39,7 +39,7 @@ from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
-from orchestrator.approvals import decisions_for, pending, select
+from orchestrator.approvals import decisions_for, note_decisions, pending, select
 from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
 from orchestrator.docs import Docs
@@ -613,10 +613,11 @@ class Orchestrator:
         thread = record.get("thread_id") or task_id
         repaired = repair_findings(self.docs, task_id, self.project_dir)
         saved = saved_state(self.docs, thread, self.checkpointer)
-        if saved is not None and saved.interrupts and not (snap or from_checkpoint):
+        waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
+        if waiting and not (snap or from_checkpoint):
             # waiting for approval: continuing means answering (`approve`), not rerunning
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
-            return self._still_waiting(ctx, saved, task_id)
+            return self._still_waiting(ctx, saved, task_id)  # type: ignore[arg-type]
         plan = choose_recovery(
             self.docs,
             record,
@@ -690,7 +691,8 @@ class Orchestrator:
         ):
             thread = record.get("thread_id") or task_id
             saved = saved_state(self.docs, thread, self.checkpointer)
-            if saved is None or not saved.interrupts:
+            waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
+            if not waiting:
                 if record.get("status") == "waiting" and saved is None:
                     # LangGraph's database is gone: the run continues from its JSON
                     # checkpoint, and whoever asked asks again
@@ -699,9 +701,9 @@ class Orchestrator:
                     f"task {task_id!r} waits for no approval (status "
                     f"{record.get('status') or 'unknown'}); see `orchestrator status`"
                 )
-            waiting = pending(self.docs, task_id, saved.interrupts)
             ids = select(waiting, request_id)
             answers = {i: decisions_for(waiting, i, approve=approve, message=message) for i in ids}
+            note_decisions(self.docs, task_id, answers)
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
             self._emit("model", name=resolved.name, offline=resolved.offline)
             for ident in ids:

@@ -99,14 +99,29 @@ def note_requests(ctx: Any, task_id: str, exc: Any, *, agent: str, key: str) -> 
 
 
 def pending(docs: Any, task_id: str, interrupts: Iterable[Any]) -> list[PendingApproval]:
-    """The actions of LangGraph's pending `interrupts` of a task, with who asked (from the
-    registry; an interrupt nobody noted is shown with agent `?`)."""
+    """The actions of LangGraph's pending `interrupts` of a task that nobody has answered
+    yet, with who asked (from the registry; an interrupt nobody noted is shown with agent
+    `?`).
+
+    An answered request stays among LangGraph's interrupts until the step it paused
+    completes (a process killed while continuing it leaves it there, with the answer); the
+    registry's `decided` says it needs no second answer: a resume continues it.
+    """
     records = registry_records(docs, task_id)
     out: list[PendingApproval] = []
     for intr in interrupts:
         rec = records.get(PREFIX + intr.id) or {}
+        if rec.get("decided"):
+            continue
         out += actions_of(intr.value, intr.id, rec.get("agent", "?"), rec.get("subtask", ""))
     return out
+
+
+def note_decisions(docs: Any, task_id: str, answers: dict[str, dict[str, Any]]) -> None:
+    """Record that requests were answered (before the run continues with the answers)."""
+    for ident, payload in answers.items():
+        kinds = sorted({d.get("type", "?") for d in payload.get("decisions") or []})
+        registry_note(docs, task_id, PREFIX + ident, decided="/".join(kinds))
 
 
 def select(waiting: Sequence[PendingApproval], request_id: str | None) -> list[str]:

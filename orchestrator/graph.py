@@ -151,7 +151,7 @@ def run_graph(
     except ModelCallError as exc:
         return _lead_failed(graph.get_state(config).values, ctx, task_id, exc)
     snapshot = graph.get_state(config)
-    if snapshot.interrupts:
+    if snapshot.interrupts and pending(ctx.docs, task_id, snapshot.interrupts):
         return _waiting(dict(snapshot.values), ctx, task_id, snapshot.interrupts)
     return snapshot.values
 
