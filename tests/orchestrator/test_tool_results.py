@@ -1,0 +1,140 @@
+"""Large tool results go to memory: the model gets their head and an entry id, reads more
+with `memory_fetch`, and a provider that counts far more tokens than tether's estimate
+never sees a request over its window.
+
+Through the real `langchain-openai` client against the scripted server, which can count
+`scale` times more tokens than 4 characters a token and refuses a prompt over its window
+with `context_length_exceeded` (as the real API does).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from langchain.agents import create_agent
+from langchain_openai import ChatOpenAI
+
+from memory import MemoryStore
+from memory.tools import memory_tools
+from orchestrator import TetherMemoryMiddleware
+from orchestrator.api import Orchestrator
+from tests.orchestrator.fixtures.widget_tools import big_report
+from tests.orchestrator.openai_server import ScriptedOpenAI
+from tests.orchestrator.scripted_agents import agents, findings, one_subtask, tool_answers
+
+ENTRY = re.compile(r"entry (mem-[0-9]{8}-[0-9]{6}-[0-9a-f]{8})")
+REPORTER = """
+phases: [exploration]
+agents:
+  reporter:
+    description: Reads the inventory report.
+    prompt: AGENT=reporter
+    tools: [big_report, memory_fetch]
+"""
+
+
+def client(server: ScriptedOpenAI, window: int | None = None) -> ChatOpenAI:
+    profile = {"max_input_tokens": window} if window else None
+    return ChatOpenAI(
+        model="gpt-4o-mini", base_url=server.base_url, api_key="sk-test", max_retries=0,
+        **({"profile": profile} if profile else {}),
+    )  # fmt: skip
+
+
+def fetch_first_chunk(body: dict) -> dict:
+    entry = ENTRY.search(tool_answers(body)[-1]).group(1)
+    return {"tool": "memory_fetch", "args": {"entry_id": entry, "chunk": 0}}
+
+
+def test_a_200_kb_tool_result_is_never_sent_whole_and_memory_returns_it_exactly(
+    tmp_path, memory_dir
+):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(REPORTER)
+    report = big_report(3600)
+    assert len(report.encode()) > 200_000
+    steps = {
+        "reporter": [
+            {"tool": "big_report", "args": {"lines": 3600}},
+            fetch_first_chunk,
+            lambda body: findings("Read the report head and its first chunk."),
+        ]
+    }
+    with ScriptedOpenAI(responder=agents(one_subtask("reporter"), steps)) as server:
+        result = Orchestrator(
+            workdir=tmp_path, workflow=wf, model=client(server), tools=[big_report]
+        ).run("What does the inventory report say?", task_id="r1")
+    assert result.status == "done", result.failed
+    bodies = [json.dumps(b) for b in server.requests]
+    assert max(len(b) for b in bodies) < 60_000  # never the whole 200 KB
+    assert not any("line 003599" in b for b in bodies)  # the report's last line never sent
+    answers = [a for b in server.requests for a in tool_answers(b)]
+    reference = next(a for a in answers if "over the" in a and "memory as entry" in a)
+    assert reference.startswith("line 000000: widget inventory row")  # its head comes first
+    entry = ENTRY.search(reference).group(1)
+    assert MemoryStore(memory_dir).fetch(entry) == report  # byte for byte
+    chunk = next(a for a in answers if a.startswith("line 000000") and "entry" not in a)
+    assert chunk == MemoryStore(memory_dir).fetch(entry, chunk=0)  # memory_fetch by chunk
+
+
+def test_a_provider_counting_far_more_tokens_never_gets_an_oversized_request(tmp_path, memory_dir):
+    """The server counts 6x more tokens than the estimate and its window is 12,000: two
+    2.6 KB results (~650 estimated, ~3,900 of the provider's tokens each) would overflow it;
+    with the ratio known from the lead's first call, each is evicted (over 10% of the
+    window) and every request fits."""
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(REPORTER)
+    steps = {
+        "reporter": [
+            {"tool": "big_report", "args": {"lines": 45}},
+            {"tool": "big_report", "args": {"lines": 45}},
+            lambda body: findings("Two reports read."),
+        ]
+    }
+    with ScriptedOpenAI(
+        responder=agents(one_subtask("reporter"), steps), window=12_000, scale=6
+    ) as server:
+        result = Orchestrator(
+            workdir=tmp_path, workflow=wf, model=client(server, window=12_000),
+            tools=[big_report],
+        ).run("Read the report twice", task_id="s1")  # fmt: skip
+    assert result.status == "done", result.failed
+    assert 400 not in server.statuses  # no context_length_exceeded, ever
+    evicted = [a for b in server.requests for a in tool_answers(b) if "memory as entry" in a]
+    assert evicted  # the results went to memory
+    assert MemoryStore(memory_dir).list_entries(tag="tool:big_report", limit=None)
+
+
+def test_any_create_agent_with_tether_memory_middleware_evicts_large_results(tmp_path):
+    """A plain `create_agent` agent: a 15 KB file under heavy reported usage goes to memory
+    instead of filling the context, so no snapshot loop starts."""
+    store = MemoryStore(tmp_path / "mem")
+    page = "".join(f"row {i}: " + "x" * 70 + "\n" for i in range(200))  # ~15 KB
+
+    def read_page(name: str) -> str:
+        """Read a page of the wiki."""
+        return page
+
+    script = [
+        {"tool": "read_page", "args": {"name": "home"}},
+        {"tool": "read_page", "args": {"name": "home"}},
+        {"text": "The page lists 200 rows."},
+    ]
+    events: list[dict] = []
+    with ScriptedOpenAI(script, responder=None, window=60_000, scale=10) as server:
+        agent = create_agent(
+            client(server, window=60_000),
+            tools=[read_page, *[t for t in memory_tools(store, "T1") if t.name == "memory_fetch"]],
+            middleware=[TetherMemoryMiddleware(store, "T1", threshold=40_000, on_event=events.append)],
+        )  # fmt: skip
+        out = agent.invoke({"messages": [{"role": "user", "content": "Summarise the home page"}]})
+    assert out["messages"][-1].content == "The page lists 200 rows."
+    assert 400 not in server.statuses
+    kinds = [e["event"] for e in events]
+    assert kinds.count("offloaded") == 2 and "snapshot" not in kinds
+    entry = ENTRY.search(str(out["messages"][2].content)).group(1)
+    assert store.fetch(entry) == page
+    log = Path(tmp_path / "mem" / "working" / "T1" / "messages.jsonl").read_text()
+    assert entry in log  # the reference, as the model saw it, is in the message log
