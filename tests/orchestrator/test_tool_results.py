@@ -124,11 +124,11 @@ def test_any_create_agent_with_tether_memory_middleware_evicts_large_results(tmp
     ]
     events: list[dict] = []
     with ScriptedOpenAI(script, responder=None, window=60_000, scale=10) as server:
+        fetch = [t for t in memory_tools(store, "T1") if t.name == "memory_fetch"]
+        memory = TetherMemoryMiddleware(store, "T1", threshold=40_000, on_event=events.append)
         agent = create_agent(
-            client(server, window=60_000),
-            tools=[read_page, *[t for t in memory_tools(store, "T1") if t.name == "memory_fetch"]],
-            middleware=[TetherMemoryMiddleware(store, "T1", threshold=40_000, on_event=events.append)],
-        )  # fmt: skip
+            client(server, window=60_000), tools=[read_page, *fetch], middleware=[memory]
+        )
         out = agent.invoke({"messages": [{"role": "user", "content": "Summarise the home page"}]})
     assert out["messages"][-1].content == "The page lists 200 rows."
     assert 400 not in server.statuses
