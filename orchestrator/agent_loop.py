@@ -363,7 +363,13 @@ def run_agent(
     # inside a graph node the agent is a durable subgraph: on resume it continues from
     # its last completed step, so calls of the earlier process are only in the transcript
     result.tokens = max(result.tokens, _transcript_tokens(result.transcript))
-    replies = [m for m in result.transcript if m.type == "ai" and not _closing(m)]
+    # replies of real calls (a lead's earlier turns, given back as text, and the closing
+    # reply carry no provider metadata), also those of an earlier process (a resumed agent)
+    replies = [
+        m
+        for m in result.transcript
+        if m.type == "ai" and (m.usage_metadata or m.response_metadata) and not _closing(m)
+    ]
     result.calls = max(result.calls, len(replies))
     result.input_tokens = max(
         result.input_tokens,
