@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from orchestrator.api import Orchestrator, RunResult
+    from orchestrator.approvals import PendingApproval
     from orchestrator.errors import (
+        ApprovalError,
         CheckpointError,
         Interrupted,
         ModelCallError,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         RecoveryError,
         SkillError,
         TemplateError,
+        ToolConfigError,
         UnknownTaskError,
         WorkdirError,
         WorkflowError,
@@ -35,20 +38,25 @@ if TYPE_CHECKING:
     from orchestrator.gauge import TokenGauge
     from orchestrator.graph import build_graph
     from orchestrator.middleware import TetherMemoryMiddleware
+    from orchestrator.offload import OffloadLargeToolResults
     from orchestrator.protocol import PhasePlan, SubmitFindings, Subtask
     from orchestrator.state import OrchestratorState
-    from orchestrator.workflow import Workflow, load_workflow
+    from orchestrator.workflow import AgentSpec, Workflow, load_workflow
 
 _EXPORTS = {
+    "AgentSpec": "orchestrator.workflow",
+    "ApprovalError": "orchestrator.errors",
     "CheckpointError": "orchestrator.errors",
     "Interrupted": "orchestrator.errors",
     "ModelCallError": "orchestrator.errors",
     "ModelConfigError": "orchestrator.errors",
+    "OffloadLargeToolResults": "orchestrator.offload",
     "Orchestrator": "orchestrator.api",
     "OrchestratorError": "orchestrator.errors",
     "OrchestratorRuntimeError": "orchestrator.errors",
     "OrchestratorState": "orchestrator.state",
     "OrchestratorUserError": "orchestrator.errors",
+    "PendingApproval": "orchestrator.approvals",
     "PhasePlan": "orchestrator.protocol",
     "RecoveryError": "orchestrator.errors",
     "RunResult": "orchestrator.api",
@@ -58,6 +66,7 @@ _EXPORTS = {
     "TemplateError": "orchestrator.errors",
     "TetherMemoryMiddleware": "orchestrator.middleware",
     "TokenGauge": "orchestrator.gauge",
+    "ToolConfigError": "orchestrator.errors",
     "UnknownTaskError": "orchestrator.errors",
     "WorkdirError": "orchestrator.errors",
     "Workflow": "orchestrator.workflow",
@@ -67,15 +76,19 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AgentSpec",
+    "ApprovalError",
     "CheckpointError",
     "Interrupted",
     "ModelCallError",
     "ModelConfigError",
+    "OffloadLargeToolResults",
     "Orchestrator",
     "OrchestratorError",
     "OrchestratorRuntimeError",
     "OrchestratorState",
     "OrchestratorUserError",
+    "PendingApproval",
     "PhasePlan",
     "RecoveryError",
     "RunResult",
@@ -85,6 +98,7 @@ __all__ = [
     "TemplateError",
     "TetherMemoryMiddleware",
     "TokenGauge",
+    "ToolConfigError",
     "UnknownTaskError",
     "WorkdirError",
     "Workflow",

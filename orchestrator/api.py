@@ -143,7 +143,11 @@ class RunResult:
             warnings=warnings,
             usage=usage_totals(values.get("usage")),
             pending_approvals=list(values.get("pending_approvals") or []),
-            skipped_phases=skipped_phases(values),  # type: ignore[arg-type]
+            skipped_phases=(
+                skipped_phases(values)  # type: ignore[arg-type]
+                if values.get("status") == "done"
+                else []
+            ),
             done_reason=values.get("done_reason"),
         )
 
@@ -706,6 +710,15 @@ class Orchestrator:
             note_decisions(self.docs, task_id, answers)
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
             self._emit("model", name=resolved.name, offline=resolved.offline)
+            self._emit(
+                "resume", task_id=task_id, source="approve", path=None,
+                memory_dir=self.docs.location, model=resolved.name, offline=resolved.offline,
+            )  # fmt: skip
+            values = saved.values  # type: ignore[union-attr]
+            phase = current_phase(values)  # type: ignore[arg-type]
+            index = values["phase_index"] + 1
+            self._emit("phase", phase=phase, index=index, total=len(values["phases"]))
+            self._emit_finished(values)
             for ident in ids:
                 self._emit("approved" if approve else "rejected", id=ident, message=message or "")
             self.tasks.note(task_id, status="running", pending_approvals=[])

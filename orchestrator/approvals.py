@@ -94,8 +94,8 @@ def note_requests(ctx: Any, task_id: str, exc: Any, *, agent: str, key: str) -> 
             subtask=key,
             actions=[a.model_dump() for a in actions],
         )
-        for action in actions:
-            ctx.emit("waiting", id=ident, agent=agent, key=key, tool=action.tool, args=action.args)
+        if agent != "lead":
+            ctx.emit("agent", key=key, agent=agent, state="waiting")
 
 
 def pending(docs: Any, task_id: str, interrupts: Iterable[Any]) -> list[PendingApproval]:

@@ -285,7 +285,7 @@ def _report(result: Any, json_mode: bool) -> None:
         lines.append(
             f"Skipped:  {', '.join(result.skipped_phases)} (answered: {result.done_reason})"
         )
-    if result.usage.get("calls"):
+    if result.usage.get("calls") and result.status != "waiting":
         lines.append(_usage_line(result.usage, result.offline))
     if result.status == "waiting":
         lines += waiting_lines(result.pending_approvals, result.task_id, memory)
@@ -507,7 +507,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
         f"Latest snapshot: {info['latest_snapshot'] or '-'}",
     ]
     lines += [f"Failed: {k}: {e}" for k, e in (info.get("errors") or {}).items() if e]
-    if (info.get("usage") or {}).get("calls"):
+    if (info.get("usage") or {}).get("calls") and info["status"] != "waiting":
         lines.append(_usage_line(info["usage"]).replace("Usage:    ", "Usage: "))
     if info.get("pending_approvals"):
         lines += waiting_lines(info["pending_approvals"], info["task_id"], _status_memory(info))

@@ -38,9 +38,9 @@ from rich.text import Text
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 
 Event = dict[str, Any]
-STATE_MARK = {"pending": "·", "running": "▶", "done": "✓", "failed": "✗"}
+STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
 #: The order agents are listed (and counted) in: what needs an eye first.
-STATE_ORDER = ("running", "failed", "pending", "done")
+STATE_ORDER = ("waiting", "running", "failed", "pending", "done")
 
 
 def describe(event: Event) -> str | None:
@@ -239,7 +239,9 @@ class LiveView:
         phase.add_row(Text(f"phase {self.phase} ({k}/{n})", style="bold"), f" {self.elapsed()}")
         tally = self.counts()
         parts = [f"{tally['done']}/{len(self.agents)} agents done"]
-        parts += [f"{tally[s]} {s}" for s in ("running", "failed", "pending") if tally[s]]
+        parts += [
+            f"{tally[s]} {s}" for s in ("waiting", "running", "failed", "pending") if tally[s]
+        ]
         line = Text(" · ".join(parts), overflow="ellipsis", no_wrap=True)
         if tally["failed"]:
             line.stylize("red")
@@ -286,7 +288,8 @@ class LiveView:
             by_state.setdefault(row.get("state", "pending"), []).append(key)
         done = [k for k in reversed(self.finished) if self.agents[k].get("state") == "done"]
         done += [k for k in by_state["done"] if k not in done]
-        return by_state["running"] + by_state["failed"] + by_state["pending"] + done
+        first = by_state["waiting"] + by_state["running"] + by_state["failed"]
+        return first + by_state["pending"] + done
 
     def _agent_table(self, keys: list[str], rest: list[str]) -> Any:
 
@@ -300,7 +303,9 @@ class LiveView:
         for key in keys:
             row = self.agents[key]
             state = row.get("state", "pending")
-            style = {"done": "green", "failed": "red", "running": "cyan"}.get(state, "dim")
+            style = {"done": "green", "failed": "red", "running": "cyan", "waiting": "yellow"}.get(
+                state, "dim"
+            )
             error = f": {row['error']}" if state == "failed" and row.get("error") else ""
             # the phase is in the head and a single role says nothing: the row keeps the
             # words that tell agents apart in a narrow terminal

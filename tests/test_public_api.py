@@ -36,15 +36,19 @@ MEMORY_API = [
 
 
 ORCHESTRATOR_API = [
+    "AgentSpec",
+    "ApprovalError",
     "CheckpointError",
     "Interrupted",
     "ModelCallError",
     "ModelConfigError",
+    "OffloadLargeToolResults",
     "Orchestrator",
     "OrchestratorError",
     "OrchestratorRuntimeError",
     "OrchestratorState",
     "OrchestratorUserError",
+    "PendingApproval",
     "PhasePlan",
     "RecoveryError",
     "RunResult",
@@ -54,6 +58,7 @@ ORCHESTRATOR_API = [
     "TemplateError",
     "TetherMemoryMiddleware",
     "TokenGauge",
+    "ToolConfigError",
     "UnknownTaskError",
     "WorkdirError",
     "Workflow",
