@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.api import Orchestrator, RunResult
+    from orchestrator.api import Orchestrator
     from orchestrator.approvals import PendingApproval
     from orchestrator.errors import (
         ApprovalError,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from orchestrator.middleware import TetherMemoryMiddleware
     from orchestrator.offload import OffloadLargeToolResults
     from orchestrator.protocol import PhasePlan, SubmitFindings, Subtask
+    from orchestrator.result import RunResult
     from orchestrator.state import OrchestratorState
     from orchestrator.workflow import AgentSpec, Workflow, load_workflow
 
@@ -59,7 +60,7 @@ _EXPORTS = {
     "PendingApproval": "orchestrator.approvals",
     "PhasePlan": "orchestrator.protocol",
     "RecoveryError": "orchestrator.errors",
-    "RunResult": "orchestrator.api",
+    "RunResult": "orchestrator.result",
     "SkillError": "orchestrator.errors",
     "SubmitFindings": "orchestrator.protocol",
     "Subtask": "orchestrator.protocol",

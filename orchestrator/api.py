@@ -27,156 +27,47 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
-from pydantic import ValidationError
 
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.approvals import decisions_for, note_decisions, pending, select
+from orchestrator.assembly import agent_specs, open_toolbox, run_workflow, task_workflow
 from orchestrator.brief import brief_objective, brief_title, store_brief
-from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
+from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
 from orchestrator.docs import Docs
 from orchestrator.errors import (
     ApprovalError,
     OrchestratorUserError,
-    ToolConfigError,
     UnknownTaskError,
-    WorkflowError,
 )
 from orchestrator.faults import fault
 from orchestrator.graph import SavedState, run_graph, saved_state
-from orchestrator.mcp_client import McpServers
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.nodes.subagent import repair_findings, repaired_message
-from orchestrator.paths import name_timestamp, new_suffix, utc
+from orchestrator.paths import new_suffix, utc
 from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise, state_from_checkpoint
 from orchestrator.recovery import choose_recovery
+from orchestrator.result import RunResult
 from orchestrator.skills import discover_skills, skills_index
-from orchestrator.state import (
-    OrchestratorState,
-    current_phase,
-    initial_state,
-    skipped_phases,
-    usage_totals,
-)
+from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.status import task_status
 from orchestrator.tasks import TaskRecord, TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workdir import check_workdir
-from orchestrator.workflow import AgentSpec, Workflow, _validation_problem, load_workflow
+from orchestrator.workflow import AgentSpec, Workflow
 
 Event = dict[str, Any]
-
-
-@dataclass
-class RunResult:
-    """What a run or resume produced (paths relative to `memory_dir`)."""
-
-    task_id: str
-    status: str
-    memory_dir: str
-    phases: list[str]
-    phase: str
-    plan: str | None
-    findings: list[str]
-    merged: dict[str, str]
-    checkpoints: list[str]
-    snapshots: list[str]
-    failed: dict[str, Any]
-    tokens: dict[str, int]
-    lead_calls: list[dict[str, Any]]
-    final_summary: str | None
-    model: str
-    offline: bool
-    source: str = "run"
-    """`run`, `langgraph`, `checkpoint`, `snapshot`, `restart` or `approve`: where the state
-    came from."""
-    warnings: list[str] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    """Model calls and prompt tokens of the whole task: `{"calls", "input_tokens"}`."""
-    pending_approvals: list[dict[str, Any]] = field(default_factory=list)
-    """With status `waiting`: the requests waiting for `approve` (`PendingApproval`s)."""
-    skipped_phases: list[str] = field(default_factory=list)
-    """Phases not run because the lead declared the objective answered."""
-    done_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_state(
-        cls, values: dict[str, Any], ctx: RunContext, *, source: str, warnings: list[str]
-    ) -> RunResult:
-        """The result of a run that ended in the graph state `values`."""
-        docs = ctx.docs
-        task_id = values["task_id"]
-        plan = docs.plan(task_id)
-        return cls(
-            task_id=task_id,
-            status=values.get("status", "running"),
-            memory_dir=docs.location,
-            phases=list(values["phases"]),
-            phase=current_phase(values),
-            plan=plan if docs.exists(plan) else None,
-            findings=sorted(v["path"] for v in (values.get("findings") or {}).values()),
-            merged=dict(values.get("merged") or {}),
-            checkpoints=_checkpoints_of(values, docs, source),
-            snapshots=list(values.get("snapshots") or []),
-            failed=dict(values.get("failed") or {}),
-            tokens=dict(values.get("tokens") or {}),
-            lead_calls=list(values.get("lead_calls") or []),
-            final_summary=values.get("final_summary"),
-            model=ctx.model_name,
-            offline=ctx.offline,
-            source=source,
-            warnings=warnings,
-            usage=usage_totals(values.get("usage")),
-            pending_approvals=list(values.get("pending_approvals") or []),
-            skipped_phases=(
-                skipped_phases(values)  # type: ignore[arg-type]
-                if values.get("status") == "done"
-                else []
-            ),
-            done_reason=values.get("done_reason"),
-        )
-
-
-def _agent_specs(agents: Mapping[str, Any]) -> dict[str, AgentSpec]:
-    """`AgentSpec`s from specs or dicts of their fields.
-
-    Raises:
-        WorkflowError: a spec that does not validate (one line naming the agent).
-    """
-    out = {}
-    for name, spec in agents.items():
-        try:
-            out[str(name)] = spec if isinstance(spec, AgentSpec) else AgentSpec.model_validate(spec)
-        except ValidationError as exc:
-            raise WorkflowError(f"agents[{name!r}]: {_validation_problem(exc)}") from None
-    if not out:
-        raise WorkflowError("agents: give at least one agent (or leave agents out)")
-    return out
-
-
-def _checkpoints_of(values: dict[str, Any], docs: Docs, source: str) -> list[str]:
-    """The task's checkpoint files, newest first. A new task's are all this run's, which
-    its state records; a resumed one's are looked for among the memory's (which holds a
-    dozen per task it ever ran)."""
-    if source != "run":
-        return [docs.rel(p) for p in list_checkpoints(docs, values["task_id"])]
-    recorded = (values.get("checkpoints") or {}).values()
-    return sorted(recorded, key=lambda rel: (name_timestamp(rel) or "", rel), reverse=True)
 
 
 class Orchestrator:
@@ -241,7 +132,7 @@ class Orchestrator:
         self.max_subtasks = max_subtasks
         self.on_event = on_event
         self.tools = list(tools)
-        self.agents = _agent_specs(agents) if agents is not None else None
+        self.agents = agent_specs(agents) if agents is not None else None
         self.project_dir = str(Path(project_dir or Path.cwd()).absolute())
         if token_threshold is not None and token_threshold <= 0:
             raise OrchestratorUserError(
@@ -273,57 +164,17 @@ class Orchestrator:
     def _load_workflow(
         self, path: str | None, agents: dict[str, AgentSpec] | None = None
     ) -> Workflow:
-        if path is not None and not Path(path).is_file():
-            raise WorkflowError(f"workflow file {path!r} not found; pass an existing YAML file")
-        workflow = load_workflow(path, self.project_dir)
-        agents = agents if agents is not None else self.agents
-        if agents is not None:
-            source = workflow.source
-            workflow = workflow.model_copy(update={"agents": dict(agents)})
-            workflow._source = source
-            workflow.prompts()  # a bad prompt_file fails now
-        return workflow
+        return run_workflow(path, self.project_dir, agents if agents is not None else self.agents)
 
     def _task_workflow(self, record: TaskRecord) -> Workflow:
-        """The workflow a task runs with: the one it was started with (file and API agents,
-        as recorded), unless this orchestrator was given a workflow of its own."""
+        """The workflow a task runs with (see `orchestrator.assembly.task_workflow`)."""
         if self.workflow_path:
             return self.workflow
-        recorded = record.get("agents")
-        agents = self.agents
-        if agents is None and isinstance(recorded, dict):
-            agents = _agent_specs(recorded)
-        if record.get("workflow") or agents is not None:
-            return self._load_workflow(record.get("workflow"), agents)
-        return self.workflow
+        return task_workflow(record, self.project_dir, self.agents) or self.workflow
 
-    @contextlib.contextmanager
-    def _toolbox(self, workflow: Workflow, record: TaskRecord | None = None) -> Iterator[Toolbox]:
-        """The run's user tools (Python and MCP; the servers run for the block) after checking
-        every agent's tool names, before anything is written.
-
-        Raises:
-            ToolConfigError: an unknown or doubly provided tool, a Python tool that cannot be
-                imported, an MCP server that cannot start, or (continuing `record`'s task)
-                in-process tools this process was not given.
-        """
-        timeout = workflow.tool_timeout or DEFAULT_TOOL_TIMEOUT
-        search = [Path(self.project_dir)]
-        if workflow.source is not None:
-            search.insert(0, workflow.source.parent)
-        python = Toolbox(self.tools, workflow.python_tools, search=search)  # imports first
-        missing = [n for n in (record or {}).get("in_process_tools") or [] if n not in python.tools]
-        if missing:
-            raise ToolConfigError(
-                f"task {record['task_id']!r} uses tools given in-process "  # type: ignore[index]
-                f"({', '.join(missing)}), which this process cannot rebuild; continue it from "
-                "Python with Orchestrator(tools=[...]), or name them in the workflow's "
-                "python_tools"
-            )
-        with McpServers(workflow.mcp_servers, timeout=timeout) as servers:
-            box = Toolbox(self.tools, workflow.python_tools, servers.tools, search=search)
-            box.check(workflow)
-            yield box
+    def _toolbox(self, workflow: Workflow, record: TaskRecord | None = None) -> Any:
+        """The run's user tools, checked (`orchestrator.assembly.open_toolbox`)."""
+        return open_toolbox(workflow, self.tools, self.project_dir, record)
 
     def _emit(self, event: str, **fields: Any) -> None:
         if self.on_event is not None:

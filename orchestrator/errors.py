@@ -18,7 +18,9 @@
         │   └── SnapshotError             a snapshot that is missing or not tether's
         ├── RecoveryError                 nothing valid to resume from
         ├── ModelCallError                a model failed during a run
-        │   └── AgentLoopError            no valid final answer within the step budget
+        │   ├── AgentLoopError            no valid final answer within the step budget
+    │   ├── ContextOverflowError      a request over the window even cut to its head
+    │   └── ContextLoopError          a context that refills the threshold right after a snapshot
         └── Interrupted                   Ctrl-C; the message carries the resume command
 
     Stopped (KeyboardInterrupt)           Ctrl-C reaching an agent in a worker thread
@@ -101,6 +103,16 @@ class SnapshotError(ArtifactError):
 
 class AgentLoopError(ModelCallError):
     """The agent did not produce a valid final answer within its step budget."""
+
+
+class ContextOverflowError(ModelCallError):
+    """The provider refused a request as too long even after cutting it to its head and the
+    newest exchange."""
+
+
+class ContextLoopError(ModelCallError):
+    """A context that reaches the token threshold again right after a snapshot, even
+    compacted: another snapshot would not help, so the agent stops with this one line."""
 
 
 class Interrupted(OrchestratorRuntimeError):

@@ -19,8 +19,14 @@ What it does, per model call:
   min(`threshold`, `context_ratio` x the model profile's `max_input_tokens`);
 * **warns** once per context in the warning zone (`warning_ratio` x threshold);
 * **hands off** at the threshold: writes `context_snapshots/snap_{ts}.md` and sends the
-  next calls a fresh context: the first user message, the snapshot, and the newest
-  exchange (so every tool call stays answered); the agent's state keeps everything;
+  next calls a fresh context: the system message (instructions never vanish), the first
+  user message, the snapshot, and the newest exchange (so every tool call stays answered);
+  the agent's state keeps everything;
+* **never snapshots in a loop**: a context that reaches the threshold again within
+  `REFILL_CALLS` calls of a handoff learned nothing new; the middleware then compacts what it
+  sends (every tool result over `COMPACT_SHARE` of the threshold goes to a memory entry, the
+  seed keeps only what is left to do) and, if even that refills, raises `ContextLoopError`
+  (one line) instead of writing another snapshot;
 * **evicts large tool results** (`orchestrator.offload.OffloadLargeToolResults`, which it
   extends): a result over `tool_result_tokens` (default 10% of the model's window) is
   stored as a memory entry and the model gets its head and the entry id, to read more with
@@ -46,12 +52,19 @@ from memory.working import WorkingMemory
 from orchestrator.artifacts import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
+from orchestrator.errors import ContextLoopError
 from orchestrator.gauge import SAVE, WARN, TokenGauge, UsageRatio
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
 from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.provider import approx_tokens
 from orchestrator.readback import body_text
 from orchestrator.snapshot_content import agent_content
+
+REFILL_CALLS = 3
+"""A handoff followed by the threshold again within this many model calls made no progress."""
+COMPACT_SHARE = 0.05
+"""In compact mode, tool results over this share of the threshold are sent as references."""
+SHORT_SEED_CHARS = 2000
 
 
 class TetherMemoryMiddleware(OffloadLargeToolResults):
@@ -115,6 +128,11 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         self.estimated = True
         self.warned = False
         self.snapshots: list[Path] = []
+        self.calls_since_handoff: int | None = None
+        """Model calls since the last handoff (None before the first one)."""
+        self.compact = False
+        """Set after a refill: large tool results and most of the seed are left out."""
+        self._evicted: dict[str, Any] = {}
 
     # -- the gauge --------------------------------------------------------------------------
     def gauge(self, model: Any = None) -> TokenGauge:
@@ -137,7 +155,10 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         self._record(messages)
         gauge = self.gauge(request.model)
         zone = gauge.zone(self.last_tokens)
-        if zone == SAVE:
+        refill = self.calls_since_handoff is not None and self.calls_since_handoff < REFILL_CALLS
+        if zone == SAVE and refill:
+            self._refilled(gauge)
+        elif zone == SAVE:
             self._handoff(messages, gauge)
         elif zone == WARN and not self.warned:
             self.warned = True
@@ -151,9 +172,32 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         if self.recall and (len(sent) <= 2 or self.seed is not None and len(sent) <= 4):
             system = self._with_recall(system, messages)
         response = handler(request.override(messages=sent, system_message=system))
+        if self.calls_since_handoff is not None:
+            self.calls_since_handoff += 1
         self._measure(sent, response.result[-1], gauge)
         self._record([*messages, *response.result])
         return response
+
+    def _refilled(self, gauge: TokenGauge) -> None:
+        """The threshold again right after a handoff: compact once, then give up.
+
+        Raises:
+            ContextLoopError: the compacted context refilled too.
+        """
+        if self.compact:
+            raise ContextLoopError(
+                f"the context of task {self.task_id!r} reaches the {gauge.threshold}-token "
+                f"threshold again right after a snapshot ({self.shown()} tokens, even "
+                "compacted): raise the threshold or give the agent smaller tool results"
+            )
+        self.compact = True
+        self.calls_since_handoff = 0
+        tokens, self.last_tokens = self.last_tokens, 0
+        self._emit(
+            "warning",
+            message=f"context {tokens} tokens refilled right after a snapshot; sending large "
+            "tool results as memory references and a shorter seed instead of snapshotting again",
+        )
 
     def after_agent(self, state: Any, runtime: Any) -> None:
         self._record(list(state["messages"]))
@@ -193,12 +237,31 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         """What to send: everything, or after a handoff the seed and what came since."""
         if self.seed is None:
             return messages
+        # instructions never vanish: a system message in the conversation stays at its head
+        system = next((m for m in messages if isinstance(m, SystemMessage)), None)
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
-        head = [m for m in (first,) if m is not None]
-        seed = HumanMessage(
-            f"You continue from this context snapshot (fresh context):\n{self.seed}"
-        )
-        return [*head, seed, *_answered(messages[self.cut :])]
+        head = [m for m in (system, first) if m is not None]
+        text = self.seed
+        recent = _answered(messages[self.cut :])
+        if self.compact:  # after a refill: the seed's head, and large results as references
+            whole = self.snapshots[-1] if self.snapshots else None
+            text = text[:SHORT_SEED_CHARS] + (
+                f"\n[... the whole snapshot: {whole}]" if whole else ""
+            )
+            recent = [self._compacted(m) for m in recent]
+        seed = HumanMessage(f"You continue from this context snapshot (fresh context):\n{text}")
+        return [*head, seed, *recent]
+
+    def _compacted(self, message: Any) -> Any:
+        """A tool message as sent in compact mode: a reference when it is large (stored in
+        memory once per tool call)."""
+        if not isinstance(message, ToolMessage):
+            return message
+        key = message.tool_call_id
+        if key not in self._evicted:
+            limit = max(200, int(self.threshold * COMPACT_SHARE))
+            self._evicted[key] = self.offload(message, limit)
+        return self._evicted[key]
 
     def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
         # the log already holds `messages`: `wrap_model_call` records them first
@@ -220,6 +283,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         self.seed = body_text(path, Docs.of(self.store))
         self.cut = _last_exchange_start(messages)
         self.warned = False
+        self.calls_since_handoff = 0
         tokens, self.last_tokens = self.last_tokens, 0
         self._emit(
             "snapshot",

@@ -121,14 +121,15 @@ class OffloadLargeToolResults(AgentMiddleware):
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return self.offload(handler(request))
 
-    def offload(self, result: Any) -> Any:
-        """`result` with its content replaced by a reference when it is over the limit."""
+    def offload(self, result: Any, limit: int | None = None) -> Any:
+        """`result` with its content replaced by a reference when it is over the limit
+        (`limit`, else `offload_limit()`)."""
         if not isinstance(result, ToolMessage):
             return result  # a Command or anything else a tool may return
         text = _text(result.content)
         if text is None:
             return result
-        limit = self.offload_limit()
+        limit = limit or self.offload_limit()
         tokens = self.usage.tokens(len(text) // CHARS_PER_TOKEN + 1)
         if tokens <= limit:
             return result

@@ -23,7 +23,7 @@ from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import AgentLoopError, ModelCallError, Stopped
+from orchestrator.errors import AgentLoopError, ContextOverflowError, ModelCallError, Stopped
 from orchestrator.gauge import UsageRatio
 from orchestrator.provider import (
     approx_tokens,
@@ -261,7 +261,7 @@ class ProtocolMiddleware(AgentMiddleware):
         half = max(MIN_CONTEXT, before // 2)
         cut = fit_context(request.messages, half)
         if shrinks >= MAX_SHRINKS or approx_tokens(cut) >= before:
-            raise ModelCallError(
+            raise ContextOverflowError(
                 f"the request does not fit the model's context window even cut to "
                 f"~{approx_tokens(cut)} estimated tokens ({describe(exc)}); lower "
                 "thresholds.tool_result_tokens or the subagent_context_tokens budget"

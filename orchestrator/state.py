@@ -50,6 +50,7 @@ LEAD_FIELDS = (
     "done_reason",
     "approved",
     "usage",
+    "lean_seed",
     "constraints",
     "next_actions",
     "lead_log",
@@ -99,6 +100,9 @@ class OrchestratorState(TypedDict, total=False):
     phase is the last one, the later ones are recorded as skipped with this reason."""
     approved: list[str]
     """Phases whose plan passed the `approve` node (`approve_plan`, or nothing to approve)."""
+    lean_seed: bool
+    """The lead's fresh context was itself over the threshold (or the window): its contexts
+    are the lean ones from then on (`_lead.lead_messages`)."""
     constraints: list[str]
     next_actions: list[str]
 
@@ -145,6 +149,7 @@ def initial_state(
         answered=[],
         done_reason=None,
         approved=[],
+        lean_seed=False,
         constraints=[],
         next_actions=[],
         lead_log=[],

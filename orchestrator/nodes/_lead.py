@@ -161,9 +161,24 @@ def numbered_questions(state: OrchestratorState) -> str:
     return "Key questions (new ones you add continue the numbering):\n" + "\n".join(lines)
 
 
-def lead_messages(ctx: RunContext, state: OrchestratorState, *, recall: bool = True) -> list[Any]:
+LEAN_PLAN_CHARS = 4000
+LEAN_TURNS = 2
+
+
+def lead_messages(
+    ctx: RunContext, state: OrchestratorState, *, recall: bool = True, lean: bool = False
+) -> list[Any]:
     """The lead's context for its next call (see the module docstring); `recall=False`
-    leaves the recalled snippets out."""
+    leaves the recalled snippets out.
+
+    `lean` (or the state's `lean_seed`, set when even a fresh context was over the
+    threshold): the smallest context that still carries the task: the protocol text, the
+    agents, the key questions, the research plan (cut), the snapshot's path, the newest
+    turns and the instruction; no memory index, skills, overview or recall.
+    """
+    lean = lean or bool(state.get("lean_seed"))
+    if lean:
+        return _lean_messages(ctx, state)
     system = [LEAD_SYSTEM]
     if ctx.workflow.run_all_phases:
         system.append(SIZED_NOTE)
@@ -190,6 +205,33 @@ def lead_messages(ctx: RunContext, state: OrchestratorState, *, recall: bool = T
     messages: list[Any] = [SystemMessage("\n\n".join(system))]
     task_id = state["task_id"]
     for turn in state.get("lead_log") or []:
+        cls = AIMessage if turn["role"] == "assistant" else HumanMessage
+        messages.append(cls(turn["content"], id=turn_id(task_id, turn["role"], turn["content"])))
+    instruction = phase_instruction(ctx, state)
+    messages.append(HumanMessage(instruction, id=turn_id(task_id, "user", instruction)))
+    return messages
+
+
+def _lean_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
+    system = [LEAD_SYSTEM, roster(ctx)]
+    questions = numbered_questions(state)
+    if questions:
+        system.append(questions)
+    docs = ctx.docs
+    plan = docs.plan(state["task_id"])
+    plan_text = body_text(docs.path(plan), docs)
+    if plan_text:
+        cut = plan_text[:LEAN_PLAN_CHARS]
+        more = f"\n[... the whole plan: {plan}]" if len(plan_text) > LEAN_PLAN_CHARS else ""
+        system.append("Current research plan:\n" + cut + more)
+    if state.get("seed_snapshot"):
+        system.append(
+            f"You continue in a fresh context; the snapshot {state['seed_snapshot']} holds "
+            "what was found and what is left (read it with recall_memory if you need it)."
+        )
+    messages: list[Any] = [SystemMessage("\n\n".join(system))]
+    task_id = state["task_id"]
+    for turn in (state.get("lead_log") or [])[-LEAN_TURNS:]:
         cls = AIMessage if turn["role"] == "assistant" else HumanMessage
         messages.append(cls(turn["content"], id=turn_id(task_id, turn["role"], turn["content"])))
     instruction = phase_instruction(ctx, state)

@@ -53,6 +53,18 @@ def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     if last_phase(state):
         # no lead call follows the last phase; `advance` writes the closing snapshot
         return {}
+    calls = state.get("lead_calls") or []
+    if calls and calls[-1].get("fresh") and int(calls[-1].get("tokens") or 0) >= gauge.threshold:
+        # the fresh context itself was over the threshold: another snapshot would refill at
+        # once; the lead goes on from the lean context instead (never snapshots in a loop)
+        if not state.get("lean_seed"):
+            ctx.emit(
+                "warning",
+                message=f"the lead's fresh context was already {calls[-1]['tokens']} tokens, "
+                f"over the {gauge.threshold} threshold; continuing from a lean context "
+                "(plan, snapshot path, newest turns) instead of another snapshot",
+            )
+        return {"lean_seed": True}
     if not state.get("warned"):
         ctx.emit("warning", message=f"lead context ~{lead} tokens passed the warning zone")
     path = write_lead_snapshot(ctx, state, reason="token_limit", token_count=lead)

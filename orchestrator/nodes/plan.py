@@ -18,12 +18,15 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
+from orchestrator.errors import ContextOverflowError
 from orchestrator.faults import fault
 from orchestrator.middleware import TetherMemoryMiddleware
+from orchestrator.models import context_window
 from orchestrator.nodes._core import write_plan_file
 from orchestrator.nodes._lead import LEAD, lead_messages, log_lead, max_subtasks
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.protocol import PhasePlan
+from orchestrator.provider import approx_tokens, tool_tokens
 from orchestrator.state import (
     OrchestratorState,
     current_phase,
@@ -159,6 +162,25 @@ def lead_middleware(ctx: RunContext, task_id: str) -> Any:
     )
 
 
+WINDOW_MARGIN = 0.95
+"""Share of the model's window a lead context may fill before the lean one is used."""
+
+
+def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -> Any:
+    spec = ctx.agent_spec(LEAD)
+    return run_agent(
+        ctx.model,
+        tools=ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True),
+        final_tool=PhasePlan,
+        messages=messages,
+        max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
+        max_context_tokens=max(ctx.token_threshold * 2, 4000),
+        middleware=[lead_middleware(ctx, state["task_id"])],
+        stop=ctx.stop,
+        usage=ctx.usage,
+    )
+
+
 def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Plan the current phase (once) and write the research plan."""
     ctx = runtime.context
@@ -166,18 +188,27 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
     ctx.emit("phase", phase=phase, index=state["phase_index"] + 1, total=len(state["phases"]))
     if phase_subtasks(state):
         return {}
-    spec = ctx.agent_spec(LEAD)
-    result = run_agent(
-        ctx.model,
-        tools=ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True),
-        final_tool=PhasePlan,
-        messages=lead_messages(ctx, state),
-        max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
-        max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        middleware=[lead_middleware(ctx, state["task_id"])],
-        stop=ctx.stop,
-        usage=ctx.usage,
-    )
+    messages = lead_messages(ctx, state)
+    window = context_window(ctx.model)
+    tools = [*ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True), PhasePlan]
+    expected = ctx.usage.tokens(approx_tokens(messages) + tool_tokens(tools))
+    if window and expected > window * WINDOW_MARGIN and not state.get("lean_seed"):
+        # the provider counts more than the estimate: this context would be refused
+        ctx.emit(
+            "warning",
+            message=f"lead context ~{expected} tokens (as the provider counts) is over the "
+            f"model's {window}-token window; planning from the lean context",
+        )
+        messages = lead_messages(ctx, state, lean=True)
+    try:
+        result = _plan_turn(ctx, state, messages)
+    except ContextOverflowError as exc:  # even cut, the context is over the model's window
+        ctx.emit(
+            "warning",
+            message=f"lead context over the model's window ({exc}); planning again from "
+            "the lean context (plan, snapshot path, newest turns)",
+        )
+        result = _plan_turn(ctx, state, lead_messages(ctx, state, lean=True))
     fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
     update = _plan_update(ctx, state, result, fresh)
     subtasks = update["subtasks"]
