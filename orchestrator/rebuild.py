@@ -24,6 +24,7 @@ from typing import Any
 
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
+from orchestrator.findings import finding_ref
 from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.readback import (
     findings_meta,
@@ -59,15 +60,19 @@ def _findings_record(
                 "recommendations",
             )
         }
-    return {
-        "path": path,
-        "agent": sub.get("agent", "researcher"),
-        "title": sub.get("title", key),
-        "phase": sub.get("phase") or key.split("/", 1)[0],
-        "id": sub.get("id") or key,
-        "tokens": 0,
-        **payload,
-    }
+    return dict(
+        finding_ref(
+            {
+                "path": path,
+                "agent": sub.get("agent", "researcher"),
+                "title": sub.get("title", key),
+                "phase": sub.get("phase") or key.split("/", 1)[0],
+                "id": sub.get("id") or key,
+                "tokens": 0,
+                **payload,
+            }
+        )
+    )
 
 
 def registry_findings(memory: Any, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:

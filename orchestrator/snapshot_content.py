@@ -252,13 +252,19 @@ def open_questions(records: Sequence[Mapping[str, Any]], objective: str | None =
     return found
 
 
-def what_is_left(state: Mapping[str, Any], budget: int = LEFT_CHARS) -> str:
-    """Pending subtasks, failures, unplanned phases and open questions of a task's state."""
+def what_is_left(
+    state: Mapping[str, Any],
+    budget: int = LEFT_CHARS,
+    records: Sequence[Mapping[str, Any]] | None = None,
+) -> str:
+    """Pending subtasks, failures, unplanned phases and open questions of a task's state
+    (the open questions from `records`, the whole findings; default: the state's own)."""
     phases = list(state.get("phases") or [])
     index = int(state.get("phase_index") or 0)
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
-    records = [{"key": k, **v} for k, v in sorted(findings.items())]
+    if records is None:
+        records = [{"key": k, **v} for k, v in sorted(findings.items())]
     lines: list[str] = []
     if state.get("status") == "done":
         lines.append("Nothing: the task is done; no subtask is pending.")
@@ -440,7 +446,11 @@ def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
     """The digests of an orchestrator task (its state, findings and lead conversation)."""
     phases = list(state.get("phases") or [])
     index = int(state.get("phase_index") or 0)
-    records = [{"key": k, **v} for k, v in sorted((state.get("findings") or {}).items())]
+    task_id = state["task_id"]
+    records = [
+        {"key": k, **ctx.finding(task_id, k, v)}
+        for k, v in sorted((state.get("findings") or {}).items())
+    ]
     found, left, said = budgets(ctx.token_threshold)
     return SnapshotContent(
         what_was_found=what_was_found(
@@ -451,7 +461,7 @@ def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
             objective=state.get("objective"),
             budget=found,
         ),
-        what_is_left=what_is_left(state, left),
+        what_is_left=what_is_left(state, left, records),
         conversation_summary=task_conversation(
             ctx.store, state["task_id"], state.get("lead_log") or [], said
         ),

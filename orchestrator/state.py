@@ -77,7 +77,9 @@ class OrchestratorState(TypedDict, total=False):
     subtasks: Annotated[dict[str, dict[str, Any]], merge_keyed]
     """`subtask_key -> {id, title, description, agent, scope, phase}`, all phases."""
     findings: Annotated[dict[str, dict[str, Any]], merge_keyed]
-    """`subtask_key -> {path, agent, status, summary, ...}` for every finished subagent."""
+    """`subtask_key -> FindingRef` (`orchestrator.findings`: path, agent, title, phase, id,
+    tokens, status, counts) for every finished subagent; the texts are in the registry and
+    the findings file, never in the graph state (which every super-step stores again)."""
     failed: Annotated[dict[str, dict[str, Any]], merge_keyed]
     """`subtask_key -> {agent, error}` for subagents that raised; retried on resume."""
     merged: Annotated[dict[str, str], merge_keyed]

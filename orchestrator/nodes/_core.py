@@ -238,11 +238,15 @@ def checkpoint_update(path: str) -> dict[str, Any]:
 
 
 # -- merged findings ----------------------------------------------------------------------
-def phase_findings(state: OrchestratorState, phase: str) -> list[dict[str, Any]]:
-    """Findings records of `phase`, in subtask-key order (stable across runs)."""
+def phase_findings(
+    ctx: RunContext, state: OrchestratorState, phase: str | None = None
+) -> list[dict[str, Any]]:
+    """Whole findings records (texts included, with `key`) of `phase` (None: every phase),
+    in subtask-key order (stable across runs), expanded from the state's references."""
     findings = state.get("findings") or {}
-    keys = sorted(k for k in phase_subtasks(state, phase) if k in findings)
-    return [{"key": k, **findings[k]} for k in keys]
+    keys = sorted(findings if phase is None else (k for k in phase_subtasks(state, phase)))
+    task_id = state["task_id"]
+    return [{"key": k, **ctx.finding(task_id, k, findings[k])} for k in keys if k in findings]
 
 
 def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, Any]) -> str:

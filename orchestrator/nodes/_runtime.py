@@ -25,7 +25,10 @@ from memory.store import MemoryStore
 from memory.tools import memory_tools
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
+from orchestrator.errors import ArtifactError
+from orchestrator.findings import finding_record
 from orchestrator.gauge import UsageRatio
+from orchestrator.readback import read_findings
 from orchestrator.registry import registry_records
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workdir import workdir_tools
@@ -137,6 +140,19 @@ class RunContext:
             records = self._cache.get(("registry", task_id))
             if records is not None:
                 records[key] = {**records.get(key, {}), "key": key, **fields}
+
+    def finding(self, task_id: str, key: str, ref: dict[str, Any]) -> dict[str, Any]:
+        """The whole finding of subtask `key` from its state reference (`FindingRef`):
+        texts from the artifact registry, else from its findings file."""
+        docs = self.docs
+
+        def read_file(path: str) -> dict[str, Any] | None:
+            try:
+                return read_findings(docs.path(path), docs)
+            except (ArtifactError, OSError):
+                return None
+
+        return finding_record(key, ref, lambda rk: self.registry_record(task_id, rk), read_file)
 
     def remember_lead_context(self, state: dict[str, Any], tokens: int) -> None:
         """Keep the monitor's measure of the lead's context for the rest of this phase."""

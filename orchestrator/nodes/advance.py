@@ -26,6 +26,7 @@ from orchestrator.nodes._core import (
     checkpoint_update,
     merge_findings,
     merged_digest,
+    phase_findings,
     write_checkpoint,
     write_plan_file,
 )
@@ -86,7 +87,7 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
 
 
 def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
-    records = [{"key": k, **v} for k, v in sorted((state.get("findings") or {}).items())]
+    records = phase_findings(ctx, state)
     final_state = {**state, "status": "done"}
     merged = merge_findings(ctx, final_state, "final", records)
     write_plan_file(  # the plan of a finished task says so, and where the summary is

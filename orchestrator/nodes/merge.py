@@ -36,7 +36,7 @@ def merge_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[s
     phase = current_phase(state)
     if phase in (state.get("merged") or {}):
         return {}
-    records = phase_findings(state, phase)
+    records = phase_findings(ctx, state, phase)
     failed = {
         k: v
         for k, v in (state.get("failed") or {}).items()

@@ -44,6 +44,7 @@ from orchestrator.artifacts import findings_text, iso_timestamp, write_findings
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
+from orchestrator.findings import finding_ref
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.paths import agent_file_name, findings_name
@@ -96,15 +97,20 @@ def _note(ctx: RunContext, task_id: str, key: str, **fields: Any) -> None:
 
 
 def _record(path: Path, docs: Docs, sub: dict, findings: dict, tokens: int) -> dict:
-    return {
-        "path": docs.rel(path),
-        "agent": sub["agent"],
-        "title": sub["title"],
-        "phase": sub["phase"],
-        "id": sub["id"],
-        "tokens": tokens,
-        **findings,
-    }
+    """The state's reference to a finding (its texts are in the registry and the file)."""
+    return dict(
+        finding_ref(
+            {
+                "path": docs.rel(path),
+                "agent": sub["agent"],
+                "title": sub["title"],
+                "phase": sub["phase"],
+                "id": sub["id"],
+                "tokens": tokens,
+                **findings,
+            }
+        )
+    )
 
 
 def _workdir_change(answer: str) -> tuple[str, str] | None:
