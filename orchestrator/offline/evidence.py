@@ -8,10 +8,12 @@ module reads what the tools returned):
   `read_file` and `grep_files` calls (`parse_listing`, `parse_read`, `parse_grep`),
   keeping what lies in the subtask's scope (and the whole workdir listing apart);
 * `Evidence.centrality` ranks the files by the objective's words on their grep hits;
-  `related_tests`, `untested_modules` and `real_todo` (a TODO/FIXME/XXX grep hit that
-  really opens a comment, not a word inside a string or prose) read that evidence
-  (which name a line of code defines is `orchestrator.offline.defs`; what a file says
-  about itself, `describe`, is `orchestrator.offline.filetext`);
+  `related_tests` and `untested_modules` read that evidence, `chain` the definitions
+  and call sites in the code of its hit lines (a TODO that really is a comment and the
+  code of a line without its comment are `orchestrator.offline.comments`; which name a
+  line of code defines is `orchestrator.offline.defs`; what a file says about itself,
+  `describe`, is `orchestrator.offline.filetext`);
+* `answered_by` tells which findings answer a plan's key question;
 
 It also holds the small vocabulary both modules share: the `Brief` parsed from the
 prompt, the `Call` records of the tool history, path predicates and the phase table

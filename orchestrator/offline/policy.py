@@ -40,7 +40,8 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
   the scope itself only if that listing missed it, `read_file` on the 3 most relevant
   files (the order depends on the phase, see `_rank_files`; outside review the files where
   the most and rarest of the objective's words were found come first), one `grep_files`
-  for any of the objective's three best words (`gitignor|overrid|hidden`), one for calls of
+  for any of the objective's three best words (`gitignor|overrid|hidden`; a word of three
+  letters as said, `res`, as a word of its own), one for calls of
   functions named like the first when the objective asks how or where, one for
   comment-anchored TODO/FIXME/XXX markers, plus one grep for triple
   quotes when a `.py` hit may sit inside a multi-line string (see `real_todo`); then
