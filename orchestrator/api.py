@@ -153,6 +153,9 @@ class Orchestrator:
         checkpointer: a LangGraph checkpointer for graph state (e.g. `PostgresSaver`); the
             caller keeps and closes it. Default: the backend's own (`SqliteSaver` in
             `<memory>/.langgraph/`, `PostgresSaver` beside a PostgreSQL memory).
+        status_file: refresh tether's block in the workdir's `STATUS.md` after each
+            phase (also when the workflow's `status_file` is true; default: never write
+            in the workdir).
     """
 
     def __init__(
@@ -169,8 +172,10 @@ class Orchestrator:
         model_timeout: float | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
         memory_url: str | None = None,
+        status_file: bool = False,
     ):
         self.layout = Layout.at(memory_dir)
+        self.status_file = status_file
         self.memory_url = memory_url
         self.model_timeout = model_timeout
         self.checkpointer = checkpointer
@@ -252,6 +257,7 @@ class Orchestrator:
             on_event=self.on_event,
             agent_models=self._agent_models(workflow) if resolved is not None else {},
             max_subtasks=self.max_subtasks or (record or {}).get("max_subtasks"),
+            status_file=self.status_file or workflow.status_file,
         )
 
     def _agent_models(self, workflow: Workflow) -> dict[str, Any]:

@@ -130,6 +130,13 @@ def run_options(func: Callable) -> Callable:
                 default=None,
                 help="Subagents running at once (default: workflow, 4).",
             ),
+            click.option(
+                "--status-file",
+                is_flag=True,
+                default=False,
+                help="Keep tether's block in the workdir's STATUS.md current after each "
+                "phase (default: the workflow's status_file, else nothing is written there).",
+            ),
             memory_option,
             json_option,
         ]
@@ -306,7 +313,10 @@ def _drive(
 )
 @task_option
 @path_option(
-    "--workdir", "Project the agents read (read-only). Default: current directory.", default="."
+    "--workdir",
+    "Project the agents read (read-only unless an agent lists write tools). "
+    "Default: current directory.",
+    default=".",
 )
 @path_option("--workflow", "Workflow YAML: phases, agents, tools, thresholds.")
 @click.option("--phase", "start_phase", default=None, help="Start at this workflow phase.")

@@ -148,6 +148,10 @@ class Workflow(BaseModel):
     model_timeout: float | None = Field(default=None, gt=0)
     """Seconds one model request may take (default 120; `--model-timeout` wins)."""
     memory_dir: StrictStr | None = None
+    status_file: bool = False
+    """Refresh tether's block in the workdir's `STATUS.md` after each phase and at the
+    task's end (`--status-file` asks for it too); off by default, so a run leaves the
+    workdir as it found it."""
     _source: Path | None = PrivateAttr(default=None)
 
     @field_validator("phases")

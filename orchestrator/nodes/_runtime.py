@@ -56,6 +56,9 @@ class RunContext:
     on_event: Callable[[Event], None] | None = None
     agent_models: dict[str, BaseChatModel] = field(default_factory=dict)
     """Chat models for workflow agents that name their own model."""
+    status_file: bool = False
+    """Refresh the workdir's STATUS.md after each phase (`--status-file`, or the
+    workflow's `status_file`); otherwise the run writes nothing in the workdir."""
     new_task: bool = False
     """The task started in this run (`Orchestrator.run`): nothing of it can be on disk
     from before, so a subagent does not look for an earlier attempt's findings. Any

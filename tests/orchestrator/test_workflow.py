@@ -112,7 +112,7 @@ class TestQueries:
         (
             "phasez: [a]\n",
             "unknown key 'phasez'; allowed: name, phases, agents, thresholds, model, "
-            "model_timeout, memory_dir",
+            "model_timeout, memory_dir, status_file",
         ),
         (
             "thresholds:\n  tokens: 5\n",
