@@ -438,7 +438,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     ]
     lines += [f"  {v['state']:<7} {k} [{v['agent']}]" for k, v in info["subtasks"].items()]
     lines += [
-        f"Tokens: {info['tokens']['total']:,} total",
+        _tokens_line(info),
         f"Plan: {info['plan'] or '-'}",
         f"Latest checkpoint: {info['latest_checkpoint'] or '-'}",
         f"Latest snapshot: {info['latest_snapshot'] or '-'}",
@@ -447,6 +447,13 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     if info.get("resume"):
         lines.append(f"Resume: {info['resume']}")
     click.echo("\n".join(lines))
+
+
+def _tokens_line(info: dict[str, Any]) -> str:
+    total = f"{info['tokens']['total']:,}"
+    if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
+        return f"Tokens: ~{total} total (estimated for the offline model: no provider called)"
+    return f"Tokens: {total} total"
 
 
 @cli.group("checkpoint", cls=_Group)
