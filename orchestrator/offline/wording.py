@@ -101,7 +101,7 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
             else:
                 discoveries.append(facts.word_line(pattern, hits))
     if not ev.read:
-        questions.append(f"No readable text file was found in {where}.")
+        questions.append(_sentence(f"No readable text file was found in {where}"))
     questions += facts.questions(objective)
     counts = "".join(f"{ev.count(k)} matching {shown(k)}, " for k in word_hits)
     searched = _TODO_GREP in ev.greps
