@@ -504,9 +504,17 @@ class Evidence:
 
     def needs_string_check(self) -> bool:
         """A `.py` hit could sit inside a multi-line string and nothing tells yet."""
-        return any(
-            p.endswith(".py") and self._quotes_before(p, n) is None
-            for p, n, _ in self.todo_candidates()
+        return bool(self.string_check_files())
+
+    def string_check_files(self) -> list[str]:
+        """The `.py` files holding a TODO hit that may sit inside a multi-line string,
+        where nothing tells yet (their triple quotes are searched, file by file)."""
+        return sorted(
+            {
+                p
+                for p, n, _ in self.todo_candidates()
+                if p.endswith(".py") and self._quotes_before(p, n) is None
+            }
         )
 
     def todos(self) -> list[tuple[str, int, str]]:

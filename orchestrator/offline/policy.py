@@ -347,15 +347,15 @@ class ResearchPolicy:
                 if i == 0 and (window := self._window(ev, path, history)) is not None:
                     return window
         if "grep_files" in names:
-            patterns = [self.TODO_PATTERN]
-            if ev.needs_string_check():
-                patterns.append(_STRING_GREP)
-            for pattern in patterns:
+            # the triple quotes of the files holding a TODO only: a search of a whole
+            # package stops at its cap before it has shown every file's
+            patterns = [(self.TODO_PATTERN, where, 50)]
+            if unsure := ev.string_check_files():
+                patterns.append((_STRING_GREP, ", ".join(unsure), 1000))
+            for pattern, path, limit in patterns:
                 if ("grep_files", pattern) not in done:
-                    limit = 1000 if pattern == _STRING_GREP else 50
-                    return _call(
-                        "grep_files", {"pattern": pattern, "path": where, "max_matches": limit}
-                    )
+                    args = {"pattern": pattern, "path": path, "max_matches": limit}
+                    return _call("grep_files", args)
         return None
 
     def _window(self, ev: Evidence, path: str, history: Sequence[Call]) -> AIMessage | None:

@@ -197,3 +197,23 @@ class TestAnsweredBy:
         assert answered_by(question, found) == []
         found["b"] = _finding("b.md", "exploration", ["lib/router/index.js"], text)
         assert answered_by(question, found) == ["b.md"]
+
+
+def test_a_todo_quoted_in_a_docstring_of_a_big_package_is_no_note(tmp_path):
+    # a package with more triple quotes than one search shows: the docstring holding the
+    # quoted marker opens past what a search of the whole package would show of its file
+    # (the bigger modules are read, not this one)
+    doc = "".join(f'def f{i}():\n    """Step {i}."""\n' for i in range(60))
+    files = {f"pkg/m{i:02d}.py": doc * 2 for i in range(30)}
+    files["pkg/notes.py"] = doc + (
+        'def real_todo(line):\n    """Is it a note?\n\n    The marker opens a comment (`# TODO`).\n'
+        '    """\n    # TODO: a real note\n    return line\n'
+    )
+    repo = make_repo(tmp_path / "big", files)
+    found, transcript = findings(repo, ["pkg"], "Survey this package", phase="review")
+    notes = [d for d in found.key_discoveries if "note at" in d]
+    lines = files["pkg/notes.py"].splitlines()
+    real = next(i for i, ln in enumerate(lines, 1) if ln.strip() == "# TODO: a real note")
+    assert notes == [f"Risk: unresolved note at pkg/notes.py:{real}: # TODO: a real note"]
+    quotes = [a for n, a, _ in transcript if n == "grep_files" and '"' in a["pattern"]]
+    assert [q["path"] for q in quotes] == ["pkg/notes.py"]  # that file's quotes, all shown
