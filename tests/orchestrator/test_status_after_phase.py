@@ -4,13 +4,11 @@ each phase and never reads it back; otherwise a run leaves the workdir as it fou
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from click.testing import CliRunner
 
 from orchestrator import Orchestrator
+from orchestrator.cli import cli
 from orchestrator.workdir import workdir_tools
-
-CMD = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def tree(root):
@@ -33,17 +31,15 @@ def test_run_writes_status_md_that_the_survey_ignores(fixture_repo, tiny_workflo
     assert "STATUS.md" not in listing.invoke({"path": "."})
 
 
-def test_a_run_not_asked_leaves_the_workdir_untouched(fixture_repo, tiny_workflow, cli_env):
+def test_a_run_not_asked_leaves_the_workdir_untouched(fixture_repo, tiny_workflow):
     before = tree(fixture_repo)
-    run = [*CMD, "run", "Survey the shop", "--task", "t", "--workdir", str(fixture_repo)]
-    done = subprocess.run(
-        [*run, "--workflow", str(tiny_workflow)], env=cli_env, capture_output=True
-    )
-    assert done.returncode == 0, done.stderr
+    run = ["run", "Survey the shop", "--task", "t", "--workdir", str(fixture_repo)]
+    done = CliRunner().invoke(cli, [*run, "--workflow", str(tiny_workflow)])
+    assert done.exit_code == 0, done.output
     assert tree(fixture_repo) == before
 
 
-def test_the_flag_or_the_workflow_asks_for_it(fixture_repo, tmp_path, cli_env):
+def test_the_flag_or_the_workflow_asks_for_it(fixture_repo, tmp_path):
     asked = tmp_path / "asked.yaml"
     asked.write_text("phases: [exploration]\nstatus_file: true\n")
     plain = tmp_path / "plain.yaml"
@@ -51,9 +47,7 @@ def test_the_flag_or_the_workflow_asks_for_it(fixture_repo, tmp_path, cli_env):
     status = fixture_repo / "STATUS.md"
     for task, workflow, flag in (("w", asked, []), ("f", plain, ["--status-file"])):
         status.unlink(missing_ok=True)
-        run = [*CMD, "run", "Survey the shop", "--task", task, "--workdir", str(fixture_repo)]
-        done = subprocess.run(
-            [*run, "--workflow", str(workflow), *flag], env=cli_env, capture_output=True
-        )
-        assert done.returncode == 0, done.stderr
+        run = ["run", "Survey the shop", "--task", task, "--workdir", str(fixture_repo)]
+        done = CliRunner().invoke(cli, [*run, "--workflow", str(workflow), *flag])
+        assert done.exit_code == 0, done.output
         assert f"- Task: `{task}`" in status.read_text(), (task, flag)
