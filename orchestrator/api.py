@@ -101,6 +101,9 @@ class Orchestrator:
         agents: agent specs (`AgentSpec` or dicts of its fields: description, prompt or
             prompt_file, tools, model, max_steps, interrupt_on) replacing the workflow's;
             recorded with the task, so `resume` and `approve` use them too.
+        status_file: refresh tether's block in the workdir's `STATUS.md` after each
+            phase (also when the workflow's `status_file` is true; default: never write
+            in the workdir).
     """
 
     def __init__(
@@ -119,8 +122,10 @@ class Orchestrator:
         memory_url: str | None = None,
         tools: Sequence[Any] = (),
         agents: Mapping[str, AgentSpec | Mapping[str, Any]] | None = None,
+        status_file: bool = False,
     ):
         self.layout = Layout.at(memory_dir)
+        self.status_file = status_file
         self.memory_url = memory_url
         self.model_timeout = model_timeout
         self.checkpointer = checkpointer
@@ -219,6 +224,7 @@ class Orchestrator:
             on_event=self.on_event,
             agent_models=self._agent_models(workflow) if resolved is not None else {},
             max_subtasks=self.max_subtasks or (record or {}).get("max_subtasks"),
+            status_file=self.status_file or workflow.status_file,
         )
 
     def _agent_models(self, workflow: Workflow) -> dict[str, Any]:

@@ -15,6 +15,7 @@ the live view, checkpoint validation), so `--help` and `status` load no more tha
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import shlex
@@ -102,6 +103,22 @@ def json_option(func: Callable) -> Callable:
     )(func)
 
 
+#: Subagents one process runs at once, at most: each is a thread with its own model calls,
+#: and a phase plans a handful of subtasks (4 by default), so more only hides a typo.
+MAX_PARALLEL = 64
+
+
+def _capped_parallel(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    if value is not None and value > MAX_PARALLEL:
+        click.echo(
+            f"Warning: --max-parallel {value} is more than {MAX_PARALLEL}; "
+            f"running at most {MAX_PARALLEL} subagents at once.",
+            err=True,
+        )
+        return MAX_PARALLEL
+    return value
+
+
 def run_options(func: Callable) -> Callable:
     """Options shared by `run` and `resume`: the model and the limits reach the command as
     keyword arguments it passes on to `Orchestrator` (`**settings`)."""
@@ -129,7 +146,15 @@ def run_options(func: Callable) -> Callable:
                 "--max-parallel",
                 type=click.IntRange(min=1),
                 default=None,
-                help="Subagents running at once (default: workflow, 4).",
+                callback=_capped_parallel,
+                help=f"Subagents running at once (default: workflow, 4; at most {MAX_PARALLEL}).",
+            ),
+            click.option(
+                "--status-file",
+                is_flag=True,
+                default=False,
+                help="Keep tether's block in the workdir's STATUS.md current after each "
+                "phase (default: the workflow's status_file, else nothing is written there).",
             ),
             memory_option,
             json_option,
@@ -336,9 +361,18 @@ def _drive(
     "--objective-file",
     "A long brief (markdown) instead of OBJECTIVE: stored once in memory and referenced.",
 )
-@task_option
+@click.option(
+    "--task",
+    "task_id",
+    default=None,
+    help="Id of the new task (default: the objective's first words and a short hash, "
+    "e.g. map-the-auth-flow-3f2a1c).",
+)
 @path_option(
-    "--workdir", "Project the agents read (read-only). Default: current directory.", default="."
+    "--workdir",
+    "Project the agents read (read-only unless an agent lists write tools). "
+    "Default: current directory.",
+    default=".",
 )
 @path_option("--workflow", "Workflow YAML: phases, agents, tools, thresholds.")
 @click.option("--phase", "start_phase", default=None, help="Start at this workflow phase.")
@@ -369,6 +403,7 @@ def run_cmd(
     if objective is None and objective_file is None:
         raise click.UsageError("missing OBJECTIVE (or --objective-file FILE for a long brief)")
     brief = read_brief(objective_file) if objective_file is not None else None
+    _warn_if_nothing_to_read(workdir)
     _drive(
         json_mode,
         memory_dir,
@@ -377,6 +412,25 @@ def run_cmd(
         workflow=workflow,
         **settings,
     )
+
+
+def _warn_if_nothing_to_read(workdir: str) -> None:
+    """One warning line when the workdir holds no file the agents' tools would show (the
+    run still goes on: an objective may not need any, and a bad path is the run's error)."""
+    from orchestrator.errors import WorkdirError
+    from orchestrator.workdir import WorkdirFiles, check_workdir, is_binary
+
+    try:
+        root = check_workdir(workdir)
+    except WorkdirError:
+        return
+    files = WorkdirFiles(root).iter_files(root)
+    if not any(not is_binary(f) for f in itertools.islice(files, 1000)):
+        click.echo(
+            f"Warning: the workdir {str(root)!r} holds no text file the agents can read "
+            "(empty, or only hidden, ignored or binary files): nothing to survey there.",
+            err=True,
+        )
 
 
 @cli.command("resume")
@@ -501,7 +555,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     ]
     lines += [f"  {v['state']:<7} {k} [{v['agent']}]" for k, v in info["subtasks"].items()]
     lines += [
-        f"Tokens: {info['tokens']['total']:,} total",
+        _tokens_line(info),
         f"Plan: {info['plan'] or '-'}",
         f"Latest checkpoint: {info['latest_checkpoint'] or '-'}",
         f"Latest snapshot: {info['latest_snapshot'] or '-'}",
@@ -523,6 +577,13 @@ def _status_memory(info: dict[str, Any]) -> Any:
     if "url" in _SHARED:
         return redact(_SHARED["url"])
     return info["memory_dir"]
+
+
+def _tokens_line(info: dict[str, Any]) -> str:
+    total = f"{info['tokens']['total']:,}"
+    if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
+        return f"Tokens: ~{total} total (estimated for the offline model: no provider called)"
+    return f"Tokens: {total} total"
 
 
 @cli.group("checkpoint", cls=_Group)

@@ -13,7 +13,11 @@ fraction of a second. It reads:
   backend, or the injected checkpointer), which is what `resume` continues from first:
   `source` is `langgraph`, else `checkpoint`;
 * whether a live process holds the task's run lock: an unfinished task nobody runs is
-  `interrupted`, with the command that resumes it.
+  `interrupted`, with the command that resumes it;
+* the snapshots, newest first, for the task's newest (written by the run or on request).
+
+Token totals of a task run by the offline model are LangChain's estimates
+(`tokens_estimated`): no provider counted them and nothing was spent.
 
 Checkpoints are written at every step that changes what status shows (before spawning,
 after merging, at each phase's end, at the task's end or failure), so the answer is the
@@ -28,6 +32,7 @@ from typing import Any
 from orchestrator.docs import CHECKPOINTS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.gauge import total_tokens
+from orchestrator.models import OFFLINE_SPECS
 from orchestrator.readback import (
     checkpoint_infos,
     list_snapshots,
@@ -99,6 +104,9 @@ def task_status(
         "findings": len(findings),
         "failed": sorted(failed),
         "tokens": {"total": total_tokens(state.get("tokens")), **dict(state.get("tokens") or {})},
+        "model": record.get("model"),
+        # the offline model reports LangChain's estimates: no provider counted or billed them
+        "tokens_estimated": str(record.get("model") or "").lower() in OFFLINE_SPECS,
         "plan": str(docs.path(docs.plan(task))) if docs.exists(docs.plan(task)) else None,
         "latest_checkpoint": str(newest) if newest else None,
         "latest_snapshot": _latest_snapshot(docs, state),
@@ -207,23 +215,22 @@ def _phase_order(state: OrchestratorState, item: tuple[str, dict]) -> tuple[int,
 
 
 def _latest_snapshot(docs: Docs, state: OrchestratorState) -> str | None:
-    """The newest snapshot the run wrote (not a handoff on request, not another task's)."""
+    """The task's newest snapshot: one the run wrote, its closing one, or one written on
+    request since (`orchestrator handoff`), not another task's. Snapshots are read newest
+    first, and only those newer than the newest one the run lists."""
     written = set(state.get("snapshots") or [])
-    done = state.get("status") == "done"
     for path in list_snapshots(docs):
-        if docs.rel(path) in written or (done and _closing(docs, path, state["task_id"])):
+        if docs.rel(path) in written or _of_task(docs, path, state["task_id"]):
             return str(path)
     return None
 
 
-def _closing(docs: Docs, path: Path, task_id: str) -> bool:
-    """Whether `path` is the task's closing snapshot, which the final checkpoint of a task
-    finished by an earlier tether version does not list."""
+def _of_task(docs: Docs, path: Path, task_id: str) -> bool:
+    """Whether snapshot `path` is of task `task_id` (False when it cannot be read)."""
     try:
-        snap = read_snapshot(path, docs)
+        return read_snapshot(path, docs).get("task_id") == task_id
     except (ArtifactError, OSError):
         return False
-    return snap.get("task_id") == task_id and snap.get("reason") == "phase_end"
 
 
 def _langgraph_holds(docs: Docs, thread_id: str, checkpointer: Any) -> bool:

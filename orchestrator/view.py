@@ -9,11 +9,14 @@ The orchestrator reports progress as event dicts (`{"event": "phase", ...}`, see
   subagent (running, failed, pending, then the newest done) and the last notable lines
   (checkpoints, snapshots, warnings) take the rows left; agents that do not fit are
   counted on one line (`+12 pending, +30 done`). Rows are cut with an ellipsis, never
-  wrapped, so a 60-column terminal stays readable. When the run ends (or Ctrl-C stops
+  wrapped, so a 60-column terminal stays readable. A row is labelled by one rule in
+  every phase (`agent_label`). An offline run's token counts are estimates: the title
+  and the count line say so and `~` marks each figure. When the run ends (or Ctrl-C stops
   it) the live panel is erased and a short closing panel (head and failed agents) is
   printed once, above the command's report.
 * `PlainView` (not a TTY): one short line per state change, no ANSI codes, so a pipe or
-  a log file stays clean; per-step token updates are not printed.
+  a log file stays clean; per-step token updates are not printed, and the tokens line
+  of an offline run says its figures are estimates.
 * `JsonView` (`--json`): one JSON object per line per event on stdout.
 
 Invariant: a view never raises into the run (the context swallows view errors) and
@@ -43,8 +46,12 @@ STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", 
 STATE_ORDER = ("waiting", "running", "failed", "pending", "done")
 
 
-def describe(event: Event) -> str | None:
-    """The plain one-line text of an event, or None for events not worth a line."""
+def describe(event: Event, *, offline: bool = False) -> str | None:
+    """The plain one-line text of an event, or None for events not worth a line.
+
+    `offline`: the run uses the offline model, whose token counts are estimates (`~`)
+    and cost nothing; the tokens line says so.
+    """
     kind = event.get("event")
     if kind == "start":
         return (
@@ -75,10 +82,11 @@ def describe(event: Event) -> str | None:
     if kind == "warning":
         return f"warning: {event['message']}"
     if kind == "tokens" and event.get("zone"):
+        approx = "~" if offline or event.get("estimated", True) else ""
         return (
-            f"tokens: lead context {'~' if event.get('estimated', True) else ''}"
-            f"{event['context']} / {event['threshold']} "
-            f"({event['zone']}), total {event.get('total', 0)}"
+            f"tokens{' (offline estimates, nothing spent)' if offline else ''}: lead context "
+            f"{approx}{event['context']} / {event['threshold']} ({event['zone']}), "
+            f"total {'~' if offline else ''}{event.get('total', 0)}"
         )
     if kind == "done":
         return f"done: {event['findings']} finding(s); summary -> {event['merged']}"
@@ -90,9 +98,12 @@ class PlainView:
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
+        self.offline = False
 
     def __call__(self, event: Event) -> None:
-        line = describe(event)
+        if event.get("event") in ("model", "start") and "offline" in event:
+            self.offline = bool(event["offline"])
+        line = describe(event, offline=self.offline)
         if line:
             self.stream.write(line + "\n")
             self.stream.flush()
@@ -119,6 +130,14 @@ class JsonView:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+def agent_label(key: str) -> str:
+    """An agent's row label, the same rule for every row whatever the current phase: its
+    subtask id when that names its phase already (`exploration-json` of
+    `exploration/exploration-json`), else the whole key (`review/auth-flow`)."""
+    phase, _, sid = key.partition("/")
+    return sid if sid and sid.startswith(phase) else key
 
 
 def _short_count(n: int) -> str:
@@ -160,6 +179,8 @@ class LiveView:
         }
         self.log: list[str] = []
         self.title = "tether"
+        self.offline = False
+        """The run uses the offline model: every token count is an estimate (`~`)."""
         self._lock = threading.Lock()
         self._live: Any = None
 
@@ -194,6 +215,8 @@ class LiveView:
 
     def _apply(self, event: Event) -> None:
         kind = event.get("event")
+        if kind in ("model", "start") and "offline" in event:
+            self.offline = bool(event["offline"])
         if kind in ("start", "resume"):
             self.title = f"tether · {event['task_id']}"
         elif kind == "phase":
@@ -209,7 +232,7 @@ class LiveView:
             keys = ("context", "threshold", "warning_ratio", "total", "estimated")
             self.lead.update({k: event[k] for k in keys if k in event})
         if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume"}:
-            line = describe(event)
+            line = describe(event, offline=self.offline)
             if line:
                 self.log = (self.log + [line])[-self.LOG_LINES :]
 
@@ -242,6 +265,8 @@ class LiveView:
         parts += [
             f"{tally[s]} {s}" for s in ("waiting", "running", "failed", "pending") if tally[s]
         ]
+        if self.offline:  # last: a narrow terminal cuts it first, `~` still marks each figure
+            parts.append("~ tokens: offline estimates, nothing spent")
         line = Text(" · ".join(parts), overflow="ellipsis", no_wrap=True)
         if tally["failed"]:
             line.stylize("red")
@@ -260,7 +285,7 @@ class LiveView:
         used = int(self.lead["context"])
         warn_at = int(threshold * float(self.lead["warning_ratio"]))
         label = "save" if used >= threshold else "warn" if used >= warn_at else "ok"
-        approx = "~" if self.lead.get("estimated") else ""
+        approx = "~" if self.lead.get("estimated") or self.offline else ""
         numbers = f"{approx}{used:,}/{threshold:,} {label}"
         # the panel's borders and padding, "lead ", and a space before the numbers
         room = self._panel_width() - 4 - 5 - 1 - len(numbers)
@@ -307,13 +332,13 @@ class LiveView:
                 state, "dim"
             )
             error = f": {row['error']}" if state == "failed" and row.get("error") else ""
-            # the phase is in the head and a single role says nothing: the row keeps the
-            # words that tell agents apart in a narrow terminal
-            name = key.removeprefix(f"{self.phase}/") + (f" [{row['agent']}]" if roles else "")
+            # a single role says nothing: the row keeps the words that tell agents apart
+            name = agent_label(key) + (f" [{row['agent']}]" if roles else "")
+            approx = "~" if self.offline else ""
             table.add_row(
                 Text(STATE_MARK.get(state, "?"), style=style),
                 Text(f"{name} {state}{error}", style=style),
-                Text(f"{count(row['tokens'])} tok", style="dim"),
+                Text(f"{approx}{count(row['tokens'])} tok", style="dim"),
             )
         if rest:
             tally: dict[str, int] = {}
@@ -356,8 +381,8 @@ class LiveView:
         return max(20, self.console.size.width - 2)
 
     def _panel(self, parts: list[Any]) -> Any:
-
-        return Panel(Group(*parts), title=self.title, title_align="left", width=self._panel_width())
+        title = f"{self.title} · offline" if self.offline else self.title
+        return Panel(Group(*parts), title=title, title_align="left", width=self._panel_width())
 
     def summary(self) -> Any:
         """The closing panel: head and failed agents, printed once when the view ends."""

@@ -244,6 +244,10 @@ class Workflow(BaseModel):
     run_all_phases: bool = False
     """Run every phase even when the lead declares the objective answered."""
     memory_dir: StrictStr | None = None
+    status_file: bool = False
+    """Refresh tether's block in the workdir's `STATUS.md` after each phase and at the
+    task's end (`--status-file` asks for it too); off by default, so a run leaves the
+    workdir as it found it."""
     _source: Path | None = PrivateAttr(default=None)
 
     @field_validator("phases")

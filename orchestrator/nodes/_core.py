@@ -2,7 +2,8 @@
 
 * `write_checkpoint` writes `checkpoints/cp_{phase}_{ts}.json` from the state
   (`checkpoint_payload`), reports it, and after a phase's or the task's end refreshes the
-  workdir's `STATUS.md`; `checkpoint_update` is the state update that records it.
+  workdir's `STATUS.md` when the run asks for it (`RunContext.status_file`);
+  `checkpoint_update` is the state update that records it.
 * `write_plan_file` rewrites `research_plans/{task_id}.md` from the state (a person's edits
   are kept, see `orchestrator.artifacts.keep_hand_edits`).
 * `update_overview` keeps `working/{task}/overview.md` current.
@@ -205,7 +206,7 @@ def write_checkpoint(
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
     path = write_checkpoint_file(ctx.docs, Checkpoint.own(payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
-    if trigger in STATUS_TRIGGERS and status_file:
+    if trigger in STATUS_TRIGGERS and status_file and ctx.status_file:
         refresh_status_file(ctx, state, latest=ctx.docs.rel(path))
     return ctx.docs.rel(path)
 

@@ -76,6 +76,9 @@ class RunContext:
     the model's context window, else 8,000)."""
     usage: UsageRatio = field(default_factory=UsageRatio)
     """Provider-reported tokens per estimated token, seen so far in this run."""
+    status_file: bool = False
+    """Refresh the workdir's STATUS.md after each phase (`--status-file`, or the
+    workflow's `status_file`); otherwise the run writes nothing in the workdir."""
     new_task: bool = False
     """The task started in this run (`Orchestrator.run`): nothing of it can be on disk
     from before, so a subagent does not look for an earlier attempt's findings. Any

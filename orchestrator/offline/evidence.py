@@ -8,10 +8,12 @@ module reads what the tools returned):
   `read_file` and `grep_files` calls (`parse_listing`, `parse_read`, `parse_grep`),
   keeping what lies in the subtask's scope (and the whole workdir listing apart);
 * `Evidence.centrality` ranks the files by the objective's words on their grep hits;
-  `related_tests`, `untested_modules` and `real_todo` (a TODO/FIXME/XXX grep hit that
-  really opens a comment, not a word inside a string or prose) read that evidence
-  (which name a line of code defines is `orchestrator.offline.defs`; what a file says
-  about itself, `describe`, is `orchestrator.offline.filetext`);
+  `related_tests` and `untested_modules` read that evidence, `chain` the definitions
+  and call sites in the code of its hit lines (a TODO that really is a comment and the
+  code of a line without its comment are `orchestrator.offline.comments`; which name a
+  line of code defines is `orchestrator.offline.defs`; what a file says about itself,
+  `describe`, is `orchestrator.offline.filetext`);
+* `answered_by` tells which findings answer a plan's key question;
 
 It also holds the small vocabulary both modules share: the `Brief` parsed from the
 prompt, the `Call` records of the tool history, path predicates and the phase table
@@ -32,8 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from orchestrator.offline.comments import (
+    _STRING_GREP,
+    _TODO_GREP,
+    code_part,
+    open_quotes,
+    real_todo,
+)
 from orchestrator.offline.defs import def_name
-from orchestrator.offline.terms import _WORD_RE, stem, words
+from orchestrator.offline.terms import _WORD_RE, bare, holds, is_whole, stem, words
 
 _LISTING_RE = re.compile(r"^(.+) \((\d+) bytes\)$")
 _NUMBERED_RE = re.compile(r"^(\d+): ?(.*)$")
@@ -176,11 +185,15 @@ _CALL_SUFFIX = r"\w*\s*\("
 _CALL_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
 
 
-def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str], list[str]]:
+def chain(
+    pattern: str, hits: Sequence[tuple[str, int, str]], ev: Evidence | None = None
+) -> tuple[list[str], list[str]]:
     """Definitions and call sites among the hits of a `call_pattern` grep, as `file:line name`.
 
-    A hit is a definition when its line defines the name (`def`, `class`, ...), else a
-    call site; the name is the first called name on the line that the pattern matches.
+    Only the code of a line counts (`code_part`): a name in a comment, a JSDoc example or
+    a docstring (as far as `ev`, the evidence the hits came with, tells) is neither. A hit
+    is a definition when its code defines the name (`def`, `class`, ...), else a call
+    site; the name is the first called name on the line that the pattern matches.
     """
     regex = re.compile(pattern, re.IGNORECASE)
     key = call_key(pattern)
@@ -192,11 +205,12 @@ def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str]
     for p, n, t in hits:
         if PurePosixPath(p).suffix not in _CODE_SUFFIXES:
             continue  # prose mentioning a name is neither a definition nor a call
-        defined = def_name(t)
+        code = ev.code_of(p, n, t) if ev is not None else code_part(p, t)
+        defined = def_name(code)
         if defined and holds(defined):
             defs.append(f"{p}:{n} {defined}")
             continue
-        name = next((c for c in _CALL_NAME_RE.findall(t) if holds(c)), "")
+        name = next((c for c in _CALL_NAME_RE.findall(code) if holds(c)), "")
         if name:
             calls.append(f"{p}:{n} {name}")
     return defs, calls
@@ -204,7 +218,8 @@ def chain(pattern: str, hits: Sequence[tuple[str, int, str]]) -> tuple[list[str]
 
 def call_key(pattern: str) -> str:
     """The word a `call_pattern` grep looks for in names (`rout` of `\\b\\w*rout\\w*\\s*\\(`)."""
-    return pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)].replace("\\", "")
+    key = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)]
+    return bare(key) if is_whole(key) else key.replace("\\", "")
 
 
 def _starts_a_part(name: str, key: str) -> bool:
@@ -226,41 +241,58 @@ _QUESTION_WORDS = frozenset("which matter matters phase report should objective"
 
 
 def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
-    """The findings (their `path`, else their key) that address a plan's key question.
+    """The findings (their `path`, else their key) that answer a plan's key question.
 
-    A finding addresses the question when its discoveries and file paths (not its summary,
-    which quotes the objective) hold at least two thirds of the question's content words
-    (stemmed; generic words such as "which" left out) and, when the question names a
-    phase, the finding is of that phase; when it names a top folder of the cited files,
-    the finding cites a file in it. A question with no content word is never answered
-    this way.
+    A finding answers it when one of its key discoveries, on its own, answers it: the
+    discovery cites a file the finding examined (by its path) and holds at least two
+    thirds of the question's content words (stemmed; generic words such as "which", the
+    phase and the folder the question names left out; a search pattern it quotes, such as
+    `match 'location|header'`, does not count). When the question names a folder of the
+    cited files (`Which files in lib/router matter ...`), the file cited lies in it; when
+    it names a phase, the finding is of that phase. A question left with no content word
+    (`Which files in docs matter for the objective?` of a survey) is never answered this
+    way: a file of the folder is no answer to why it matters.
     """
     named = [p for p in _PHASES if re.search(rf"\b{p}\b", question.lower())]
-    wanted = {stem(w) for w in words(question)} - {stem(w) for w in _QUESTION_WORDS}
-    wanted -= {stem(p) for p in _PHASES}
-    for w in re.findall(r"[\w./-]+/[\w./-]*", question):  # paths named in the question
-        wanted |= {stem(x) for x in _WORD_RE.findall(w.lower())}
-    if not wanted:
-        return []
     cited = {
         key: [str(x.get("path", "")) for x in f.get("files") or [] if isinstance(x, dict)]
         for key, f in findings.items()
     }
-    # a top folder of the cited files that the question names: only findings citing a
-    # file in it answer ("Which files in commands matter" is not answered from utils/)
-    folders = {p.split("/", 1)[0] for paths in cited.values() for p in paths if "/" in p}
-    areas = {a for a in folders if re.search(rf"(?<![\w./-]){re.escape(a)}(?![\w-])", question)}
+    paths = {p for ps in cited.values() for p in ps if p}
+    # the folders the question names: path-like words that cited files lie under
+    tokens = set(re.findall(r"[\w.-]+(?:/[\w.-]+)*", question))
+    folders = {t for t in tokens if any(p.startswith(t.rstrip("/") + "/") for p in paths)}
+    wanted = {stem(w) for w in words(question)} - {stem(w) for w in _QUESTION_WORDS}
+    wanted -= {stem(p) for p in _PHASES}
+    wanted -= {stem(w) for f in folders for w in _WORD_RE.findall(f.lower())}
+    if not wanted:
+        return []
     out = []
     for key, f in findings.items():
-        if not f.get("key_discoveries") or (named and f.get("phase") not in named):
+        if named and f.get("phase") not in named:
             continue
-        if areas and not any(p.split("/", 1)[0] in areas for p in cited[key]):
-            continue
-        text = " ".join([*map(str, f["key_discoveries"]), *cited[key]])
-        have = {stem(w) for w in _WORD_RE.findall(text.lower())}
-        if 3 * len(wanted & have) >= 2 * len(wanted):
+        if any(
+            _answers(str(d), cited[key], folders, wanted) for d in f.get("key_discoveries") or []
+        ):
             out.append(str(f.get("path") or key))
     return out
+
+
+#: A search pattern quoted in a discovery (`match 'location|header'`): the words searched,
+#: not words found.
+_QUOTED_SEARCH_RE = re.compile(r"match(?:es|ing)? '[^']*'")
+
+
+def _answers(discovery: str, files: Sequence[str], folders: set[str], wanted: set[str]) -> bool:
+    """Does one key discovery answer a question (see `answered_by`)?"""
+    shown = [p for p in files if p and p in discovery]
+    if folders:
+        shown = [p for p in shown if any(p.startswith(d.rstrip("/") + "/") for d in folders)]
+    if not shown:
+        return False
+    text = _QUOTED_SEARCH_RE.sub(" ", discovery).lower()
+    have = {stem(w) for w in _WORD_RE.findall(text)}
+    return 3 * len(wanted & have) >= 2 * len(wanted)
 
 
 # -- tests and TODO notes (subagent) -------------------------------------------------------
@@ -335,60 +367,6 @@ def untested_modules(code: Sequence[str], tests: Sequence[str]) -> list[str]:
     ]
 
 
-_TODO_GREP = r"(#|//|<!--|/\*|^\s*\*|\{#)\s*(TODO|FIXME|XXX)\b"
-_STRING_GREP = "\"{3}|'{3}"  # triple quotes, written so this line holds none
-_TODO_START_RE = re.compile(r"(#|//|<!--|/\*|\{#)\s*(TODO|FIXME|XXX)\b")
-_PROSE_SUFFIXES = (".md", ".rst", ".txt", ".html")
-
-
-def _scan(line: str, quote: str | None) -> tuple[int | None, str | None]:
-    """Where `line`'s comment starts outside string literals, and the open triple quote.
-
-    A small lexer for Python-like code: `quote` is the triple quote open at the start of
-    the line (None outside); single-quoted strings end on their line (backslash escapes
-    honoured); `#`, `//`, `/*`, `<!--` and `{#` outside strings start a comment.
-    """
-    i = 0
-    while i < len(line):
-        if quote:
-            j = line.find(quote, i)
-            if j < 0:
-                return None, quote
-            i, quote = j + 3, None
-        elif line.startswith(('"""', "'''"), i):
-            quote, i = line[i : i + 3], i + 3
-        elif line[i] in "\"'":
-            j = i + 1
-            while j < len(line) and line[j] != line[i]:
-                j += 2 if line[j] == "\\" else 1
-            i = j + 1
-        elif line.startswith(("#", "//", "/*", "<!--", "{#"), i):
-            return i, None
-        else:
-            i += 1
-    return None, quote
-
-
-def real_todo(path: str, text: str, before: Sequence[str] | None) -> bool:
-    """Is this grep hit a real TODO/FIXME/XXX comment, not a word in a string or prose?
-
-    The marker must open a comment (`# TODO`, `// FIXME`, `<!-- TODO`, `* TODO` in a
-    block comment) outside any string literal; in prose files only `<!-- TODO` counts.
-    `before` are the file's earlier lines holding triple quotes (for `.py` files: a hit
-    inside a multi-line string is fixture text), or None when unknown.
-    """
-    suffix = PurePosixPath(path).suffix.lower()
-    if suffix in _PROSE_SUFFIXES:
-        return bool(re.search(r"<!--\s*(TODO|FIXME|XXX)\b", text))
-    if suffix not in (".py", ".pyi") and re.match(r"\*+\s*(TODO|FIXME|XXX)\b", text.strip()):
-        return True
-    quote = None
-    for line in before or () if suffix in (".py", ".pyi") else ():
-        quote = _scan(line, quote)[1]
-    start, _ = _scan(text.strip(), quote)
-    return start is not None and bool(_TODO_START_RE.match(text.strip()[start:]))
-
-
 _GREP_TOTAL_RE = re.compile(r"^# (\d+) lines in (\d+) file\(s\) match ")
 _BUSIEST_RE = re.compile(r"^# most matches: (.*)$", re.MULTILINE)
 _COUNT_RE = re.compile(r"(\S+) \((\d+)\)(?:, |$)")
@@ -438,6 +416,8 @@ class Evidence:
     length: dict[str, int] = field(default_factory=dict)
     #: file -> `(first, last)` line of each read of it
     spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    #: Python file -> the triple quote open at the start of each line read (`code_of`)
+    _quotes: dict[str, list[str | None]] = field(default_factory=dict, repr=False)
     root: str = ""
     """The workdir's own name, from a listing of `.` (`# N text files under '.' (workdir
     'name')`)."""
@@ -507,15 +487,34 @@ class Evidence:
             return [t for p, n, t in self.greps[_STRING_GREP] if p == path and n < line]
         return None
 
+    def code_of(self, path: str, line: int, text: str) -> str:
+        """`code_part` of a hit's `text`, at `line` of `path`: in a Python file read up to
+        there, a line inside a triple-quoted string is no code (its states are worked out
+        once per file)."""
+        read = self.read.get(path)
+        if not path.endswith((".py", ".pyi")) or read is None or len(read) < line:
+            return code_part(path, text)
+        if path not in self._quotes:
+            self._quotes[path] = open_quotes(read)
+        return code_part(path, text, inside=self._quotes[path][line - 1] is not None)
+
     def todo_candidates(self) -> list[tuple[str, int, str]]:
         """Comment-anchored TODO grep hits (before the string-literal check)."""
         return self.greps.get(_TODO_GREP, [])
 
     def needs_string_check(self) -> bool:
         """A `.py` hit could sit inside a multi-line string and nothing tells yet."""
-        return any(
-            p.endswith(".py") and self._quotes_before(p, n) is None
-            for p, n, _ in self.todo_candidates()
+        return bool(self.string_check_files())
+
+    def string_check_files(self) -> list[str]:
+        """The `.py` files holding a TODO hit that may sit inside a multi-line string,
+        where nothing tells yet (their triple quotes are searched, file by file)."""
+        return sorted(
+            {
+                p
+                for p, n, _ in self.todo_candidates()
+                if p.endswith(".py") and self._quotes_before(p, n) is None
+            }
         )
 
     def todos(self) -> list[tuple[str, int, str]]:
@@ -548,7 +547,7 @@ class Evidence:
         found_in: dict[str, set[str]] = {}
         for path, _, text in hits:
             low = text.lower()
-            found_in.setdefault(path, set()).update(t for t in terms if t in low)
+            found_in.setdefault(path, set()).update(t for t in terms if holds(t, low))
         holders = Counter(t for found in found_in.values() for t in found)
         score: dict[str, float] = {}
         for path, _, _ in hits:

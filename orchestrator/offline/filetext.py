@@ -9,8 +9,8 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import PurePosixPath
 
+from orchestrator.offline.comments import _PROSE_SUFFIXES
 from orchestrator.offline.defs import defs_with_lines, property_target
-from orchestrator.offline.evidence import _PROSE_SUFFIXES
 
 _PROSE_RE = re.compile(r"^(\"\"\"|'\'\'|#+\s|#$|//|/\*|\*|--|;|<!--|[rbu]?\"\"\")")
 _CLOSING_QUOTES_RE = re.compile(r"\"\"\"|'''")

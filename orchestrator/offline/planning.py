@@ -461,6 +461,11 @@ def build_plan(
     ]
     if left_out:
         constraints.append(f"Left out for now: {', '.join(a.name for a in left_out)}.")
+    if files and not folders and not any(_is_test(f) for f in files):  # a whole listing
+        constraints.append(
+            f"The workdir ships no test file ({len(files)} files listed): the findings make "
+            "no claim about test coverage."
+        )
     # the objective's words, not the objective again: the plan states it once, and every
     # copy of it is one more search hit that only repeats the question
     about = "the objective" + (f" ({', '.join(said)})" if said else "")

@@ -40,7 +40,8 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
   the scope itself only if that listing missed it, `read_file` on the 3 most relevant
   files (the order depends on the phase, see `_rank_files`; outside review the files where
   the most and rarest of the objective's words were found come first), one `grep_files`
-  for any of the objective's three best words (`gitignor|overrid|hidden`), one for calls of
+  for any of the objective's three best words (`gitignor|overrid|hidden`; a word of three
+  letters as said, `res`, as a word of its own), one for calls of
   functions named like the first when the objective asks how or where, one for
   comment-anchored TODO/FIXME/XXX markers, plus one grep for triple
   quotes when a `.py` hit may sit inside a multi-line string (see `real_todo`); then
@@ -94,8 +95,12 @@ from orchestrator.offline.planning import (
 from orchestrator.offline.terms import (
     _WORD_RE,
     _path_words,
+    bare,
+    is_whole,
     stem,
     stems,
+    terms_pattern,
+    whole,
     words,
 )
 from orchestrator.offline.ticks import answered_questions
@@ -275,7 +280,8 @@ class ResearchPolicy:
             and "grep_files" in names
             and not any(c.name == "grep_files" for c in history)
         ):
-            args = {"pattern": terms_pattern(code_names), "path": ".", "max_matches": 200}
+            pattern = terms_pattern([_as_searched(n) for n in code_names])
+            args = {"pattern": pattern, "path": ".", "max_matches": 200}
             return _call("grep_files", args, f"Finding where {', '.join(code_names)} occur.")
         found = grep_counts(greps[-1].result or "") if greps else {}
         files = [p for c in listings[-1:] for p, _ in parse_listing(c.result or "")]
@@ -315,7 +321,7 @@ class ResearchPolicy:
         terms = keywords(brief, scope, ev.listed, root=ev.root)[:MAX_TERMS]
         # names from the code are searched alone: common words beside them would fill a
         # capped search's lines; the words come back when the names are not in this scope
-        named = [t for t in terms if t in identifiers(brief.objective, ev.root)]
+        named = [t for t in terms if bare(t) in identifiers(brief.objective, ev.root)]
         if named:
             alone = terms_pattern(named)
             if ("grep_files", alone) not in done or ev.greps.get(alone):
@@ -348,15 +354,15 @@ class ResearchPolicy:
                 if i == 0 and (window := self._window(ev, path, history)) is not None:
                     return window
         if "grep_files" in names:
-            patterns = [self.TODO_PATTERN]
-            if ev.needs_string_check():
-                patterns.append(_STRING_GREP)
-            for pattern in patterns:
+            # the triple quotes of the files holding a TODO only: a search of a whole
+            # package stops at its cap before it has shown every file's
+            patterns = [(self.TODO_PATTERN, where, 50)]
+            if unsure := ev.string_check_files():
+                patterns.append((_STRING_GREP, ", ".join(unsure), 1000))
+            for pattern, path, limit in patterns:
                 if ("grep_files", pattern) not in done:
-                    limit = 1000 if pattern == _STRING_GREP else 50
-                    return _call(
-                        "grep_files", {"pattern": pattern, "path": where, "max_matches": limit}
-                    )
+                    args = {"pattern": pattern, "path": path, "max_matches": limit}
+                    return _call("grep_files", args)
         return None
 
     def _window(self, ev: Evidence, path: str, history: Sequence[Call]) -> AIMessage | None:
@@ -400,11 +406,6 @@ LEAD_SEARCH_FILES = 5_000
 WINDOW_CONTEXT = 40
 
 
-def terms_pattern(terms: Sequence[str]) -> str:
-    """One grep for any of `terms` (stems: `gitignor|overrid|hidden`)."""
-    return "|".join(re.escape(t) for t in terms)
-
-
 def keywords(
     brief: Brief, scope: Sequence[str], paths: Sequence[str] = (), *, root: str = ""
 ) -> list[str]:
@@ -414,8 +415,9 @@ def keywords(
     workdir's own name (`root`: "how does filelock ..." asked in `filelock/`) are skipped
     (they match everywhere); a word the objective says twice ("how does ky retry ... trigger
     a retry?") is its subject and comes first; words already visible in file names go
-    last (reads cover those), longer words first. Empty when nothing specific is left
-    (e.g. "survey this repo").
+    last (reads cover those), longer words first. A word of three letters or fewer as said
+    (an acronym, a word said twice: `res`) is searched whole (`terms.whole`), a stem as
+    the start of any word. Empty when nothing specific is left (e.g. "survey this repo").
     """
     # a scope of files (`web/routing.py`, ...) is searched for its files' own words
     folders = [s.rpartition("/")[0] if _looks_like_file(s) else s for s in [*scope, root]]
@@ -441,8 +443,16 @@ def keywords(
     for i, w in enumerate(own + more):
         if w not in scope_words and w not in key and w not in parts:
             key[w] = (i >= len(own), said[w] < 2, w in seen, -len(w), i)
-    # grep for the stem, so `invoices` also finds `invoice`
-    return [*names, *sorted(key, key=key.__getitem__)]
+    # grep for the stem, so `invoices` also finds `invoice`; a short word alone
+    said_words = words(objective)
+    short = {w for w in said_words if len(w) <= 3} - {stem(w) for w in said_words if len(w) > 3}
+    found = [*names, *sorted(key, key=key.__getitem__)]
+    return [whole(t) if t in short or t in names and len(t) <= 3 else t for t in found]
+
+
+def _as_searched(name: str) -> str:
+    """A name from the code as the lead searches it: a short one (`res`) whole."""
+    return whole(name) if len(name) <= 3 else name
 
 
 def _one_form(stems: Sequence[str]) -> Callable[[str], str]:
@@ -493,8 +503,10 @@ def asks_flow(brief: Brief) -> bool:
 
 
 def call_pattern(key: str) -> str:
-    """A grep for definitions and call sites of names holding `key` (`resolve_key(`)."""
-    return rf"\b\w*{re.escape(key)}\w*\s*\("  # \b: linear on long lines
+    """A grep for definitions and call sites of names holding `key` (`resolve_key(`; a
+    `whole` word as a part of its own: `url_for(`, not `curl(`)."""
+    held = key if is_whole(key) else re.escape(key)
+    return rf"\b\w*{held}\w*\s*\("  # \b: linear on long lines
 
 
 def extract(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:

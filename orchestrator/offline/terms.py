@@ -8,6 +8,7 @@ Pure functions of their text, shared by `evidence`, `planning`, `policy` and `wo
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 #: A name with its version after a slash is one word, as code spells it: `HTTP/2` -> `http2`.
@@ -102,6 +103,59 @@ _STOP_STEMS = frozenset(stem(w) for w in _STOPWORDS if len(w) >= 5)
 def stems(text: str) -> set[str]:
     """Stems of the content words of `text`."""
     return {stem(w) for w in words(text)}
+
+
+#: A short word searched as a word of its own: no letter on either side (`res.location`,
+#: `is_nan`, `NaN` hold one; "express" and "response" do not).
+_WHOLE_RE = re.compile(r"^\(\?<!\[a-z\]\)(.+)\(\?!\[a-z\]\)$")
+
+
+def whole(word: str) -> str:
+    """`word` as a search term for itself alone (`(?<![a-z])res(?![a-z])`, the grep being
+    case-insensitive): a short word said in the objective (`res`, `NaN`) is no part of
+    "express" or "response", though it is of the name `is_nan`; a stem (`invoic`, `tax`
+    of "taxed") is searched anywhere, to find its other forms."""
+    return rf"(?<![a-z]){re.escape(word)}(?![a-z])"
+
+
+def is_whole(term: str) -> bool:
+    """Is `term` a `whole` word (not a stem searched anywhere)?"""
+    return _WHOLE_RE.match(term) is not None
+
+
+def bare(term: str) -> str:
+    """The word of a search term (`res` of a `whole` word, `invoic` of `invoic`)."""
+    m = _WHOLE_RE.match(term)
+    return re.sub(r"\\(.)", r"\1", m.group(1)) if m else term
+
+
+def terms_pattern(terms: Sequence[str]) -> str:
+    """One grep for any of `terms` (stems: `gitignor|overrid|hidden`; `whole` words as
+    they are)."""
+    return "|".join(t if is_whole(t) else re.escape(t) for t in terms)
+
+
+def pattern_terms(pattern: str) -> list[str]:
+    """The terms of a `terms_pattern` grep, as they were given."""
+    return [p if is_whole(p) else re.sub(r"\\(.)", r"\1", p) for p in pattern.split("|")]
+
+
+def shown(pattern: str) -> str:
+    """A `terms_pattern` grep as findings quote it: its words, with the ones searched as
+    words of their own named (`'location|res|redirect' (res as a word)`)."""
+    terms = pattern_terms(pattern)
+    alone = [bare(t) for t in terms if is_whole(t)]
+    if not alone:
+        return f"'{pattern}'"
+    note = f" ({', '.join(alone)} as {'a word' if len(alone) == 1 else 'words'})"
+    return "'" + "|".join(bare(t) if is_whole(t) else t for t in terms) + "'" + note
+
+
+def holds(term: str, text: str) -> bool:
+    """Does lower-case `text` hold `term` as the grep for it finds it?"""
+    if is_whole(term):
+        return re.search(term, text) is not None
+    return term in text
 
 
 def _path_words(path: str) -> set[str]:

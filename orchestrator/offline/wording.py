@@ -47,6 +47,9 @@ from orchestrator.offline.filetext import (
 from orchestrator.offline.terms import (
     _WORD_RE,
     _path_words,
+    holds,
+    pattern_terms,
+    shown,
     stem,
     stems,
 )
@@ -64,11 +67,14 @@ _IMPORT_RE = re.compile(
 def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any) -> SubmitFindings:
     """`SubmitFindings` built only from the evidence the tools returned.
 
-    Each phase reports a different side of the same area, so consecutive phases do not
-    repeat each other: exploration maps it (modules, what the files read define, where
-    its tests are), planning proposes steps and questions, implementation points at
-    change sites (definitions with line numbers, TODOs, modules without a named test),
-    review lists risks (TODOs, untested modules, the biggest files, test coverage).
+    Each phase reports its own side of an area and nothing an earlier phase of the default
+    order reports, so that a task says each fact once: exploration maps it (modules, what
+    the files read define, where its tests are, where the objective's words and the
+    functions named like them are), planning proposes steps (with the sizes of the
+    modules), implementation points at change sites (definitions with line numbers),
+    review lists open TODO/FIXME notes and the modules no test file is named after (only
+    when the workdir has tests: a package that ships none gets no coverage claims). A
+    phase of another name reports as exploration.
     """
     # a long scope (the loose files of a folder) is named by its first paths
     where = _scope_name(scope)
@@ -83,16 +89,21 @@ def build_findings(brief: Brief, scope: Sequence[str], ev: Evidence, policy: Any
     facts = _Facts(brief.phase, where, ev, todo, tests, list(scope))
     discoveries = facts.discoveries()
     questions = []
-    discoveries += [facts.chain_line(k, v) for k, v in ev.greps.items() if k.endswith(_CALL_SUFFIX)]
-    for pattern, hits in word_hits.items():
-        if not hits:
-            questions.append(f"No line of {where} matches {pattern!r}: where is it handled?")
-        else:
-            discoveries.append(facts.word_line(pattern, hits))
+    if facts.phase_name == "exploration":  # where the objective's words are: said once
+        discoveries += [
+            facts.chain_line(k, v) for k, v in ev.greps.items() if k.endswith(_CALL_SUFFIX)
+        ]
+        for pattern, hits in word_hits.items():
+            if not hits:
+                questions.append(
+                    f"No line of {where} matches {shown(pattern)}: where is it handled?"
+                )
+            else:
+                discoveries.append(facts.word_line(pattern, hits))
     if not ev.read:
-        questions.append(f"No readable text file was found in {where}.")
+        questions.append(_sentence(f"No readable text file was found in {where}"))
     questions += facts.questions(objective)
-    counts = "".join(f"{ev.count(k)} matching {k!r}, " for k in word_hits)
+    counts = "".join(f"{ev.count(k)} matching {shown(k)}, " for k in word_hits)
     searched = _TODO_GREP in ev.greps
     todo_count = f"{len(todo)} TODO/FIXME comment(s), " if searched else "TODO/FIXME not searched, "
     firsts = {p: describe(lines, p)[0] for p, lines in ev.read.items()}
@@ -215,32 +226,19 @@ class _Facts:
             first, defs = describe(lines, path)
             said = f"{path}: {clip(first, 100).rstrip('.') or _undescribed(lines)}"
             out.append(f"{said}; defines {', '.join(defs[:8])}." if defs else _sentence(said))
-        if self.todo:
-            spots = ", ".join(f"{p}:{n}" for p, n, _ in self.todo[:4])
-            out.append(f"{len(self.todo)} TODO/FIXME comment(s) in {where}: {spots}.")
         out.append(self.test_line() if not ev.is_test_area() else self.coverage()[0])
         return out
 
     def _planning(self) -> list[str]:
-        """Inputs for a plan: the biggest modules and the size of each file's interface."""
-        out = []
+        """Inputs for a plan that exploring did not give: the sizes of the biggest modules
+        (what each file defines is exploration's; the steps are recommendations)."""
         if self.biggest():
-            out.append(f"Largest modules of {self.where}: {', '.join(self.biggest())}.")
-        for path, lines in self.ev.read.items():
-            defs = describe(lines, path)[1]
-            out.append(
-                f"{path} ({self.ev.lines_read.get(path, len(lines))} lines read) exposes "
-                f"{len(defs)} definition(s), "
-                f"starting with {', '.join(defs[:4])}."
-                if defs
-                else f"{path}: no definition in its first {len(lines)} lines (prose or data)."
-                if lines
-                else f"{path}: an empty file."
-            )
-        return out
+            return [f"Largest modules of {self.where}: {', '.join(self.biggest())}."]
+        return []
 
     def _implementation(self) -> list[str]:
-        """Change sites: definitions with line numbers, TODOs, modules with no named test."""
+        """Change sites: definitions with line numbers (in a test area, what each test
+        file targets). TODO notes and untested modules are review's."""
         out = []
         for path, lines in self.ev.read.items():
             defs = qualified_defs(lines, path, self.ev.read_breaks(path))
@@ -263,12 +261,6 @@ class _Facts:
             elif defs:
                 sites = ", ".join(f"{n} (line {i})" for n, i in defs[:6])
                 out.append(f"Change sites in {path}: {sites}.")
-        out += [f"TODO comment at {p}:{n}: {clip(t, 100)}" for p, n, t in self.todo[:3]]
-        if self.untested and not self.ev.is_test_area():
-            out.append(
-                f"Modules of {self.where} with no test file named after them: "
-                f"{_short(self.untested)}."
-            )
         return out
 
     def _holding(
@@ -292,30 +284,30 @@ class _Facts:
         return sorted(held.items(), key=lambda item: (-item[1], item[0][1]))
 
     def _review(self) -> list[str]:
-        """Risks: open notes, the biggest modules, and gaps in the test coverage."""
+        """Open notes, and the modules no test file is named after when the workdir has
+        tests and some of them belong to this area (exploration said where they are, or
+        that none does); no claim about code no test is near."""
         out = [f"Risk: unresolved note at {p}:{n}: {clip(t, 100)}" for p, n, t in self.todo[:3]]
         if self.ev.is_test_area():
             return out + self.coverage()[1:]
-        if self.biggest(2):
-            out.append(
-                "Risk: the biggest modules are the hardest to change safely: "
-                f"{', '.join(self.biggest(2))}."
-            )
         # the same count as `coverage`: named modules only (`__init__`-like files excluded)
         code = [p for p in self.ev.code() if _module_name(p)]
-        if self.untested:
+        if self.tests and self.untested:
             out.append(
-                f"Coverage gap: {len(self.untested)} of {len(code)} module(s) of {self.where} "
-                "have no test "
-                f"file named after them ({len(self.tests)} related test files listed): "
+                f"No test file is named after {len(self.untested)} of the {len(code)} "
+                f"module(s) of {self.where} ({len(self.tests)} related test file(s) listed): "
                 f"{_short(self.untested)}."
             )
-        elif not self.tests and code:
-            out.append(self.test_line())
         return out
 
+    @property
+    def workdir_tested(self) -> bool:
+        """Does the workdir listing hold a test file at all?"""
+        return any(_is_test(p) for p in self.ev.workdir)
+
     def test_line(self) -> str:
-        """Where the scope's tests are, as an observation with its evidence."""
+        """Where the scope's tests are, as an observation with its evidence ("" when the
+        workdir lists no test at all: that is one fact of the workdir, not of each area)."""
         if self.tests:
             inside = [t for t in self.tests if _in_scope(t, self.scope)]
             named = [t for t in self.tests if _tested_name(t) != PurePosixPath(t).stem.lower()]
@@ -323,7 +315,7 @@ class _Facts:
                 f"Tests for {self.where}: {len(self.tests)} file(s) in the workdir listing "
                 f"({len(inside)} inside it), e.g. {_short(named or self.tests, 3)}."
             )
-        if not self.ev.code():
+        if not self.ev.code() or not self.workdir_tested:
             return ""
         return (
             f"No test file among the {len(self.ev.workdir)} listed workdir files lies in "
@@ -356,14 +348,14 @@ class _Facts:
         missing.sort(key=lambda p: (-ev.workdir.get(p, 0), p))
         if missing:
             lines.append(
-                f"Coverage gap: {len(missing)} source module(s) have no test file named "
-                f"after them, biggest first: {_short(missing, 6)}."
+                f"No test file is named after {len(missing)} source module(s) of the "
+                f"workdir, biggest first: {_short(missing, 6)}."
             )
         return lines
 
     def chain_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
         """Where the functions named like the objective's word are defined and called."""
-        defs, calls = chain(pattern, hits)
+        defs, calls = chain(pattern, hits, self.ev)
         if not defs and not calls:
             return ""
         key = call_key(pattern)
@@ -375,36 +367,24 @@ class _Facts:
         return f"Call chain: {shown}. Defined at {_short(defs, 8)}; called at {_short(calls, 8)}."
 
     def word_line(self, pattern: str, hits: list[tuple[str, int, str]]) -> str:
-        """What a grep for `pattern` (the terms actually searched) found, with real totals;
-        the lines quoted are those of the files holding most and rarest of the terms
-        (`Evidence.centrality`), the lines holding most of them first, two per file."""
-        ranked = self._best_hits(pattern, hits)
-        p, n, t = ranked[0]
-        files = list(dict.fromkeys(h[0] for h in ranked))
-        counted = f"{self.ev.count(pattern)} of {self.where} match {pattern!r}"
-        if self.phase == "exploration":
-            return f"{counted}, e.g. {p}:{n}: {clip(t, 100)}"
-        if self.phase == "planning":
-            return f"{counted}: {_short(files, 4)}."
-        per_file: Counter[str] = Counter()
-        shown = []
-        for path, line, _ in ranked:
-            per_file[path] += 1
-            if per_file[path] <= 2:
-                shown.append(f"{path}:{line}")
-        return f"{counted}: " + ", ".join(shown[:5]) + "."
+        """What a grep for `pattern` (the terms actually searched) found, with real totals,
+        and the line that says most: one of the file holding most and rarest of the terms
+        (`Evidence.centrality`), holding most of them."""
+        p, n, t = self._best_hits(pattern, hits)[0]
+        counted = f"{self.ev.count(pattern)} of {self.where} match {shown(pattern)}"
+        return f"{counted}, e.g. {p}:{n}: {clip(t, 100)}"
 
     def _best_hits(
         self, pattern: str, hits: list[tuple[str, int, str]]
     ) -> list[tuple[str, int, str]]:
-        terms = [re.sub(r"\\(.)", r"\1", t) for t in pattern.split("|")]
+        terms = pattern_terms(pattern)
         central = self.ev.centrality(terms)
         # a rare word (a name from the code) says more than a common one
-        holders = Counter(t for t in terms for p in {h[0] for h in hits if t in h[2].lower()})
+        holders = Counter(t for t in terms for p in {h[0] for h in hits if holds(t, h[2].lower())})
 
         def key(hit: tuple[str, int, str]) -> tuple:
             low = hit[2].lower()
-            held = -sum(1 / holders[t] for t in terms if t in low)
+            held = -sum(1 / holders[t] for t in terms if holds(t, low))
             imports = bool(_IMPORT_RE.match(low))  # `from x import BadRequest` says little
             tests = _is_test(hit[0])  # a test repeats the words of the code it tests
             return (tests, -central.get(hit[0], 0.0), imports, held, hit[0], hit[1])
@@ -415,7 +395,12 @@ class _Facts:
         if self.phase == "planning" and self.ev.read:
             read = " or ".join(self.ev.read)
             return [f"Which of {read} should the plan start from, and why?"]
-        if self.phase == "exploration" and not self.tests and self.ev.code():
+        if (
+            self.phase == "exploration"
+            and not self.tests
+            and self.ev.code()
+            and self.workdir_tested
+        ):
             verb = "are" if len(self.scope) > 1 else "is"  # several files, or one folder
             return [f"How {verb} {self.where} tested? No related test file was listed."]
         return []
@@ -451,29 +436,23 @@ def _recommendations(
             for p, n in matching[:1]
         ]
     elif brief.phase == "implementation":
-        recs += [f"Resolve the TODO at {p}:{n}: {clip(t, 100)}" for p, n, t in facts.todo[:2]]
         recs += [f"Likely change point: {n} in {p}." for p, n in matching[:3]]
-        if not ev.is_test_area() and facts.untested:
-            recs.append(
-                f"Before changing {facts.untested[0]}, find the tests that exercise it "
-                "(no test file is named after it)."
-            )
     elif brief.phase == "review":
         recs += [f"Decide on the note at {p}:{n} before release." for p, n, _ in facts.todo[:2]]
         if ev.is_test_area():
-            gaps = [m for m in facts.coverage()[1:] if m.startswith("Coverage gap")]
+            gaps = [m for m in facts.coverage()[1:] if m.startswith("No test file is named")]
             recs += [
                 f"Check which tests exercise {g.split('biggest first: ')[-1].rstrip('.')}: "
                 "no test file is named after them."
                 for g in gaps
             ]
-        else:
+        elif facts.workdir_tested:  # a package that ships no tests: nothing to check against
             recs += [
                 f"Check that {n} in {p} is covered by a test."
                 for p, n in matching[:3]
                 if not _is_test(p)
             ]
-            if facts.untested:
+            if facts.tests and facts.untested:
                 recs.append(
                     f"Look for edge cases in {facts.untested[0]}: the biggest module of "
                     f"{where} that no test file is named after."

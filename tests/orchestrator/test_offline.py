@@ -73,6 +73,17 @@ def run_agent(model, tools, final, prompt: str, max_steps: int = 15):
     raise AssertionError(f"no {final.__name__} after {max_steps} steps: {transcript}")
 
 
+def cited_lines_say(repo: Path, text: str, needle: str) -> bool:
+    """Every `path:line` cited in `text` is a line of that file where the regex `needle`
+    matches, and there is at least one."""
+    cited = re.findall(r"([\w./-]+\.\w+):(\d+)", text)
+    lines = {p: (repo / p).read_text().splitlines() for p, _ in cited if (repo / p).is_file()}
+    return bool(cited) and all(
+        p in lines and 0 < int(n) <= len(lines[p]) and re.search(needle, lines[p][int(n) - 1])
+        for p, n in cited
+    )
+
+
 def lead_prompt(objective, phase="exploration", max_subtasks=3, agents=""):
     text = f"Objective: {objective}\nPhase: {phase}\nMax subtasks: {max_subtasks}\n"
     return text + (f"Agents: {agents}\n" if agents else "")
@@ -227,7 +238,16 @@ class TestResearchPolicySubagent:
         notes = {f.path: f.description for f in findings.files}
         assert notes["src/billing/invoice.py"].startswith("Invoice creation and totals.")
         assert any("Invoice" in d and "total" in d for d in findings.key_discoveries)
-        assert any("src/billing/invoice.py:9" in d for d in findings.key_discoveries)  # the TODO
+        # the TODO is review's to report (once per task), citing the line that holds it
+        assert not any("TODO" in d for d in findings.key_discoveries)
+        review, _ = run_agent(
+            OfflineChatModel(),
+            tools,
+            SubmitFindings,
+            sub_prompt("How are invoices taxed?", sub, phase="review"),
+        )
+        todo = [d for d in review.key_discoveries if "TODO" in d]
+        assert todo and all(cited_lines_say(repo, d, "TODO") for d in todo)
         # one grep ran on the stems of the objective's words (`invoices` finds `Invoice`,
         # `taxed` finds `tax`); the finding names the terms actually searched and the real
         # count of lines holding either
@@ -320,12 +340,12 @@ class TestResearchPolicySubagent:
             OfflineChatModel(), tools, SubmitFindings, sub_prompt("retries", sub)
         )
         assert any("No line of weather matches 'retri'" in q for q in findings.open_questions)
-        # no test anywhere in the workdir: said as an observation, with its evidence
-        assert any(
-            d.startswith("No test file among the 5 listed workdir files lies in weather")
-            for d in findings.key_discoveries
-        )
-        assert not any("test" in r.lower() for r in findings.recommendations)
+        # no test anywhere in the workdir: no finding about one area's tests (the lead's
+        # plan says it once for the workdir)
+        said = findings.key_discoveries + findings.recommendations + findings.open_questions
+        assert not any("test" in d.lower() for d in said)
+        plan, _ = run_agent(OfflineChatModel(), tools, PhasePlan, lead_prompt("retries"))
+        assert "The workdir ships no test file (5 files listed)" in " ".join(plan.constraints)
         notes = {f.path: f.description for f in findings.files}
         assert notes == {
             "weather/api.py": "no docstring or heading. 7 lines read; defines fetch (line 6)",
@@ -395,20 +415,17 @@ def subagent(repo, scope, phase, objective=SURVEY, title="Survey"):
 class TestFindingsQuality:
     def test_only_real_todo_comments_count(self, tmp_path):
         repo = make_repo(tmp_path / "core", CORE)
-        findings = subagent(repo, "core", "implementation")
-        todo = [d for d in findings.key_discoveries if d.startswith("TODO comment at")]
+        findings = subagent(repo, "core", "review")
+        notes = [d for d in findings.key_discoveries if "note at" in d]
         # the regex, the string literals and the multi-line fixture text do not count
-        assert [d.split(":")[0] for d in todo] == ["TODO comment at core/notes.py"] * 2
-        assert [d.split(": ")[0] for d in todo] == [
-            "TODO comment at core/notes.py:14",
-            "TODO comment at core/notes.py:15",
-        ]
+        assert re.findall(r"core/notes\.py:(\d+)", " ".join(notes)) == ["14", "15"]
+        assert all(cited_lines_say(repo, d, r"# (TODO|FIXME):") for d in notes)
         assert "2 TODO/FIXME comment(s)" in findings.summary
         # exploring does not read notes.py: a grep for triple quotes tells the fixture apart
+        # (it counts them; the notes themselves are review's to report)
         explored = subagent(repo, "core", "exploration")
-        assert "2 TODO/FIXME comment(s) in core: core/notes.py:14, core/notes.py:15." in (
-            explored.key_discoveries
-        )
+        assert "2 TODO/FIXME comment(s)" in explored.summary
+        assert not any("notes.py:1" in d for d in explored.key_discoveries)
         docs = subagent(repo, "docs", "implementation")  # prose: only `<!-- TODO` counts
         assert "1 TODO/FIXME comment(s)" in docs.summary
 
@@ -428,8 +445,9 @@ class TestFindingsQuality:
         findings = subagent(repo, "tests", "review", objective="Review test_step0 and run")
         assert not any("covered by a test" in r for r in findings.recommendations)
         # about what the tests cover instead: modules no test file is named after
-        gap = next(d for d in findings.key_discoveries if d.startswith("Coverage gap"))
+        gap = next(d for d in findings.key_discoveries if d.startswith("No test file is named"))
         assert "core/mod2.py" in gap and "core/mod0.py" not in gap and "bench/speed.py" not in gap
+        assert all((repo / p).is_file() for p in re.findall(r"[\w/]+\.py", gap))
 
     def test_filler_words_do_not_rank_and_every_package_gets_a_phase(self, tmp_path):
         files = dict(CORE)
@@ -451,15 +469,25 @@ class TestFindingsQuality:
         assert {"core", "bench", "alpha", "beta", "gamma", "fit"} <= covered
 
     def test_phases_say_different_things_about_one_area(self, tmp_path):
+        # the same fact once per task: no line, no `file:line` cited and no search result
+        # is reported by two phases
         repo = make_repo(tmp_path / "core", CORE)
         seen: dict[str, str] = {}
+        facts: dict[str, str] = {}
         for phase in ("exploration", "planning", "implementation", "review"):
             findings = subagent(repo, "core", phase)
             for line in findings.key_discoveries:
                 assert line not in seen, f"{phase} repeats {seen.get(line)}: {line}"
                 seen[line] = phase
+                cited = re.findall(r"[\w/]+\.py:\d+|match '[^']+'|Tests for|No test file", line)
+                for fact in set(cited):
+                    assert fact not in facts, f"{phase} repeats {facts[fact]}'s {fact}: {line}"
+                    facts[fact] = phase
         phases = set(seen.values())
         assert phases == {"exploration", "planning", "implementation", "review"}
         assert any(d.startswith("Modules of core:") for d in seen if seen[d] == "exploration")
         assert any("(line " in d for d in seen if seen[d] == "implementation")
-        assert any(d.startswith("Coverage gap") for d in seen if seen[d] == "review")
+        review = [d for d in seen if seen[d] == "review"]
+        assert any(d.startswith("No test file is named after") for d in review)
+        assert any("core/notes.py:14" in d for d in review)
+        assert not any("biggest" in d.lower() for d in seen)  # size is no risk by itself

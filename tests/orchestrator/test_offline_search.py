@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.offline import OfflineChatModel
+from orchestrator.offline.terms import terms_pattern, whole
 from orchestrator.protocol import PhasePlan, SubmitFindings
 from orchestrator.workdir import workdir_tools
 from tests.orchestrator.test_offline import make_repo, run_agent, sub_prompt
@@ -180,8 +181,8 @@ def test_java_tests_named_after_their_class_are_related(tmp_path):
     repo = make_repo(tmp_path / "j", files)
     scope = ["lib/src/main/java/p/Parser.java", "lib/src/main/java/p/Lexer.java"]
     findings, _ = findings_for(repo, scope, objective="What does p hold?", phase="review")
-    gap = next(d for d in findings.key_discoveries if d.startswith("Coverage gap"))
-    assert gap.endswith("(1 related test files listed): lib/src/main/java/p/Lexer.java.")
+    gap = next(d for d in findings.key_discoveries if d.startswith("No test file is named"))
+    assert gap.endswith("(1 related test file(s) listed): lib/src/main/java/p/Lexer.java.")
 
 
 def test_a_file_named_by_a_minor_word_does_not_outrank_the_files_holding_the_searched_ones(
@@ -257,8 +258,10 @@ def test_an_acronym_is_searched_and_import_lines_are_quoted_last(tmp_path):
     objective = "How is a URL matched to a view function, and where are URL converters added?"
     findings, transcript = findings_for(repo, ["src"], objective=objective)
     greps = calls(transcript, "grep_files")
-    assert greps[0] == "url|converter|function"  # URL, said twice, is the subject
+    # URL, said twice, is the subject; a short word, searched as a word of its own
+    assert greps[0] == terms_pattern([whole("url"), "converter", "function"])
     example = next(d for d in findings.key_discoveries if " match 'url|" in d)
+    assert " match 'url|converter|function' (url as a word), " in example
     assert example.endswith("e.g. src/app.py:3: # match the URL rule to its view function")
 
 
@@ -534,4 +537,4 @@ def test_the_projects_own_name_is_no_name_from_the_code(tmp_path):
     repo = make_repo(tmp_path / "serde_json", files)
     objective = "How does serde_json parse a number, and where would I add parsing NaN?"
     # `serde_json` names the workdir and every file; `NaN` is a word, like an acronym
-    assert first_search(repo, ["src"], objective) == "pars|nan|number"
+    assert first_search(repo, ["src"], objective) == terms_pattern(["pars", whole("nan"), "number"])

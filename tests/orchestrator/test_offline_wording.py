@@ -75,10 +75,13 @@ class TestResearchPolicyWording:
 
     def test_an_empty_file_is_called_empty(self, loose):
         _, tools = loose
-        findings, _ = self._findings(tools, ["py.typed"], phase="planning")
+        findings, _ = self._findings(tools, ["py.typed"])
         assert "py.typed: an empty file." in findings.key_discoveries
-        # the discovery names the file already: the summary does not say it twice
-        assert findings.summary.startswith("py.typed: an empty file. 1 file(s) seen")
+        assert {f.path: f.description for f in findings.files} == {"py.typed": "an empty file"}
+        # said once per task: planning does not say it again
+        planned, _ = self._findings(tools, ["py.typed"], phase="planning")
+        assert not any("empty" in d for d in planned.key_discoveries)
+        assert planned.summary.startswith("py.typed: no description in the file(s) read.")
 
     def test_a_scope_of_several_files_is_searched_in_those_files_only(self, loose):
         repo, tools = loose
@@ -101,6 +104,8 @@ class TestResearchPolicyWording:
         # a folder's map, and a scope of several files none of which speaks for the others
         repo, tools = loose
         (repo / "__init__.py").write_text('"""Dashboard parts."""\nwidget = None\n')
+        (repo / "tests").mkdir()  # a workdir with tests: an area without any is asked about
+        (repo / "tests" / "test_pkg.py").write_text("def test_m0():\n    pass\n")
         folder, _ = self._findings(tools, ["."])
         assert not folder.summary.startswith(".: .:")
         several, _ = self._findings(tools, ["py.typed", "__init__.py"])

@@ -12,7 +12,7 @@ import re
 import pytest
 from rich.console import Console
 
-from orchestrator.view import LiveView
+from orchestrator.view import LiveView, PlainView
 
 
 class _Clock:
@@ -143,3 +143,55 @@ def test_a_resumed_task_is_named_in_the_panel_title():
     lines = _lines(view)
     assert lines[0].startswith("╭─ tether · t7 ")
     assert "resuming task t7 (langgraph)" in "\n".join(lines)
+
+
+def test_an_offline_runs_token_figures_say_they_are_estimates():
+    view, _ = _view(80, 24)
+    view({"event": "model", "name": "tether:offline", "offline": True})
+    _feed(view, agents=2)
+    view({"event": "agent", "key": "exploration/exploration-pkg00", "agent": "researcher",
+          "state": "done", "tokens": 5_000})  # fmt: skip
+    lines = _lines(view)
+    assert lines[0].startswith("╭─ tether · t1 · offline ")
+    assert "~ tokens: offline estimates, nothing spent" in lines[2]
+    assert re.search(r"lead [█░]{24} ~1,968/150,000 ok", lines[3])
+    assert any(line.rstrip("│ ").endswith("~5,000 tok") for line in lines), lines
+    # a run with a real provider's reported usage shows its figures plain
+    real, _ = _view(80, 24)
+    real({"event": "model", "name": "openai:gpt-4o-mini", "offline": False})
+    _feed(real, agents=2)
+    assert "~" not in "\n".join(_lines(real)) and "offline" not in "\n".join(_lines(real))
+
+
+def test_the_plain_tokens_line_of_an_offline_run_says_nothing_was_spent():
+    out = io.StringIO()
+    view = PlainView(out)
+    tokens = {"event": "tokens", "agent": "lead", "context": 7762, "threshold": 150_000,
+              "zone": "ok", "total": 490_641, "estimated": False}  # fmt: skip
+    view(tokens)
+    view({"event": "model", "name": "tether:offline", "offline": True})
+    view(tokens)
+    first, second = out.getvalue().splitlines()
+    assert first == "tokens: lead context 7762 / 150000 (ok), total 490641"
+    assert second == (
+        "tokens (offline estimates, nothing spent): lead context ~7762 / 150000 (ok), total ~490641"
+    )
+
+
+def test_agent_rows_are_labelled_alike_in_every_phase():
+    view, _ = _view(80, 24)
+    view({"event": "phase", "phase": "exploration", "index": 1, "total": 2})
+    for key in ("exploration/exploration-json", "exploration/auth-flow"):
+        view({"event": "agent", "key": key, "agent": "researcher", "state": "done"})
+    view({"event": "phase", "phase": "planning", "index": 2, "total": 2})
+    for key in ("planning/planning-json", "planning/auth-flow"):
+        view({"event": "agent", "key": key, "agent": "researcher", "state": "running"})
+    rows = [line for line in _lines(view) if "✓" in line or "▶" in line]
+    names = sorted(re.search(r"[✓▶] (\S+)", row).group(1) for row in rows)
+    # an id naming its phase stands alone; one that does not keeps its phase, in any phase
+    assert names == [
+        "exploration-json",
+        "exploration/auth-flow",
+        "planning-json",
+        "planning/auth-flow",
+    ]

@@ -113,7 +113,7 @@ class TestQueries:
             "phasez: [a]\n",
             "unknown key 'phasez'; allowed: name, phases, agents, thresholds, model, "
             "model_timeout, tool_timeout, python_tools, mcp_servers, approve_plan, "
-            "run_all_phases, memory_dir",
+            "run_all_phases, memory_dir, status_file",
         ),
         (
             "thresholds:\n  tokens: 5\n",
