@@ -4,8 +4,8 @@ A real lead reads the findings and lists the questions they answer in `PhasePlan
 (1-based, as its system message numbers them under "Key questions"). The offline lead does
 the same from what its conversation holds: the numbered questions (those already marked
 "(answered)" stay answered, also after a fresh context) and the merged findings digests
-(`Findings of phase P (...)` turns: each subagent's discoveries, with the `file:line`
-citations in them taken as the files it cited), judged by `evidence.answered_by`.
+(`Findings of phase P (...)` turns: each subagent's discoveries, with the file paths they
+name taken as the files it cited), judged by `evidence.answered_by`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from orchestrator.offline.evidence import answered_by
 _BLOCK_RE = re.compile(r"^Key questions[^\n]*:\n((?:\d+\. [^\n]*\n?)+)", re.MULTILINE)
 _ITEM_RE = re.compile(r"^(\d+)\. (.*?)( \(answered\))?$", re.MULTILINE)
 _RECORD_RE = re.compile(r"^- (\S+) \[[^\]]*\]: ", re.MULTILINE)
-_CITED_RE = re.compile(r"([\w.-]+(?:/[\w.-]+)*\.\w+):\d+")
+_CITED_RE = re.compile(r"(?<![\w./-])([\w.-]+(?:/[\w.-]+)*\.[A-Za-z]\w*)(?=[:;,)\s]|$)")
 
 
 def _numbered(messages: Sequence[BaseMessage]) -> tuple[list[str], set[int]]:
