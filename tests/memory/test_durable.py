@@ -72,6 +72,8 @@ def check_target(target: Path) -> int:
 
 
 def check_log(log: Path) -> tuple[int, bool]:
+    if not log.exists():  # killed before its first append (a loaded machine starts slowly)
+        return 0, False
     result = read_jsonl(log)
     for _, record in result.records:
         expected = BIG_PAD if "i" not in record else SMALL_PAD
