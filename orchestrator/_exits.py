@@ -15,6 +15,9 @@ EXIT_FAILED = 3
 """The task finished with failures (a failed agent): `orchestrator resume` reruns them."""
 EXIT_WAITING = 4
 """The task waits for approval: `orchestrator approve` (or `--reject`) continues it."""
+EXIT_UNREACHABLE = 5
+"""The provider could not be reached (every failure is a `ProviderUnreachableError`): the
+task stopped resumably; `orchestrator resume` continues once the endpoint answers."""
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

@@ -56,6 +56,7 @@ from orchestrator.protocol_middleware import (
     DEFAULT_INITIAL_DELAY,
     DEFAULT_RETRIES,
     ENV_RETRY_DELAY,
+    WATCH_EVERY,
     AgentResult,
     ProtocolMiddleware,
     _final_tool_object,
@@ -304,6 +305,8 @@ def run_agent(
     initial_delay: float | None = None,
     stop: threading.Event | None = None,
     usage: UsageRatio | None = None,
+    notify: Callable[[str], None] | None = None,
+    watch_every: float = WATCH_EVERY,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -322,6 +325,8 @@ def run_agent(
         stop: once set, the agent raises `Stopped` before its next model call (or retry).
         usage: the run's reported/estimated token ratio (shared by its agents), which
             scales `max_context_tokens` into the provider's tokens.
+        notify: receives a line for each retry and, every `watch_every` seconds, while a
+            call waits.
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -339,6 +344,8 @@ def run_agent(
         stop=stop,
         usage=usage,
         jump=not any(_has_after_model(m) for m in middleware),
+        notify=notify,
+        watch_every=watch_every,
     )
     middleware = tuple(middleware)
     agent, (own_model, own_tools) = _agent(model, tuple(tools), final_tool, middleware)

@@ -34,6 +34,7 @@ from orchestrator._exits import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
+    EXIT_UNREACHABLE,
     EXIT_WAITING,
     exit_now,
     stop_gracefully_on_sigterm,
@@ -304,7 +305,9 @@ def _report(result: Any, json_mode: bool) -> None:
             f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
             f"{flag} {shlex.quote(str(memory))}"
         )
-    if result.status == "failed":
+    if result.status == "failed" and unreachable(result.failed):
+        lines.append(f"Provider unreachable: {next(iter(result.failed.values()))['error']}")
+    elif result.status == "failed":
         lines.append(f"Failed:   {failure_summary(result.failed)}")
     if result.skipped_phases:
         lines.append(
@@ -317,6 +320,12 @@ def _report(result: Any, json_mode: bool) -> None:
     else:
         lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
     click.echo("\n".join(lines))
+
+
+def unreachable(failed: dict[str, Any]) -> bool:
+    """Whether every failure of a run is the provider being unreachable (exit code 5)."""
+    kinds = [v.get("kind") for v in failed.values() if isinstance(v, dict)]
+    return bool(kinds) and all(k == "ProviderUnreachableError" for k in kinds)
 
 
 def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
@@ -348,6 +357,8 @@ def _drive(
     with view:
         result = start(_orchestrator(memory_dir, on_event, **options))
     _report(result, json_mode)
+    if result.status == "failed" and unreachable(result.failed):
+        click.get_current_context().exit(EXIT_UNREACHABLE)
     if result.status == "failed":
         click.get_current_context().exit(EXIT_FAILED)
     if result.status == "waiting":

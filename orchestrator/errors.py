@@ -20,6 +20,7 @@
         ├── ModelCallError                a model failed during a run
         │   ├── AgentLoopError            no valid final answer within the step budget
     │   ├── ContextOverflowError      a request over the window even cut to its head
+    │   ├── ProviderUnreachableError  no connection to the provider (or no answer in time)
     │   └── ContextLoopError          a context that refills the threshold right after a snapshot
         └── Interrupted                   Ctrl-C; the message carries the resume command
 
@@ -103,6 +104,11 @@ class SnapshotError(ArtifactError):
 
 class AgentLoopError(ModelCallError):
     """The agent did not produce a valid final answer within its step budget."""
+
+
+class ProviderUnreachableError(ModelCallError):
+    """The provider could not be reached after every retry (connection refused, DNS,
+    timeouts): the task stops resumably and the CLI exits with code 5."""
 
 
 class ContextOverflowError(ModelCallError):

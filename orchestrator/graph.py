@@ -251,7 +251,10 @@ def _lead_failed(
         tokens["lead"] = tokens.get("lead", 0) + spent
     values.update(
         status="failed",
-        failed={**(values.get("failed") or {}), "lead": {"agent": "lead", "error": error}},
+        failed={
+            **(values.get("failed") or {}),
+            "lead": {"agent": "lead", "error": error, "kind": type(exc).__name__},
+        },
         tokens=tokens,
     )
     if values.get("task_id"):

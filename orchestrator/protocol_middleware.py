@@ -23,14 +23,23 @@ from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import AgentLoopError, ContextOverflowError, ModelCallError, Stopped
+from orchestrator.errors import (
+    AgentLoopError,
+    ContextOverflowError,
+    ModelCallError,
+    ProviderUnreachableError,
+    Stopped,
+)
 from orchestrator.gauge import UsageRatio
 from orchestrator.provider import (
     approx_tokens,
     describe,
+    endpoint,
     fit_context,
     is_context_overflow,
     is_retryable,
+    is_unreachable,
+    reason,
     request_tokens,
     retry_after,
     usage_tokens,
@@ -46,6 +55,42 @@ MAX_SHRINKS = 4
 """Times a request the provider refused as too long is cut (to half, each time) and sent
 again, down to the head and the newest exchange."""
 MIN_CONTEXT = 1000
+WATCH_EVERY = 30.0
+"""Seconds between the "still waiting" lines of a model call in flight."""
+
+
+def model_label(model: Any) -> str:
+    """`model-name at https://endpoint` for messages about a provider."""
+    name = getattr(model, "model_name", None) or getattr(model, "model", None) or ""
+    where = endpoint(model)
+    return f"{name} at {where}" if name else where
+
+
+class _Watch:
+    """Calls `notify` every `every` seconds while a model call is in flight."""
+
+    def __init__(self, notify: Callable[[str], None] | None, label: str, every: float) -> None:
+        self.notify, self.label, self.every = notify, label, every
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Watch:
+        if self.notify is not None:
+            self.thread = threading.Thread(target=self._run, daemon=True, name="tether-watch")
+            self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        while not self.done.wait(self.every):
+            waited = time.monotonic() - start
+            try:
+                self.notify(f"still waiting for {self.label}: {waited:.0f} s")  # type: ignore[misc]
+            except Exception:  # noqa: BLE001 - a broken view must not break the call
+                return
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
 
 
 @dataclass
@@ -135,8 +180,13 @@ class ProtocolMiddleware(AgentMiddleware):
         stop: threading.Event | None = None,
         usage: UsageRatio | None = None,
         jump: bool = True,
+        notify: Callable[[str], None] | None = None,
+        watch_every: float = WATCH_EVERY,
     ) -> None:
         super().__init__()
+        self.notify = notify
+        """Receives a line for each retry and while a call waits (none: silent)."""
+        self.watch_every = watch_every
         self.jump = jump
         """End the agent with a `jump_to: end` (one super-step). An agent with `after_model`
         middleware (e.g. `HumanInTheLoopMiddleware`) routes after that middleware, where
@@ -227,9 +277,11 @@ class ProtocolMiddleware(AgentMiddleware):
     def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """One model call with retries, overflow handling and token accounting."""
         attempt, shrinks = 0, 0
+        label = model_label(request.model)
         while True:
             try:
-                response = handler(request)
+                with _Watch(self.notify, label, self.watch_every):
+                    response = handler(request)
                 break
             except Exception as exc:
                 if is_context_overflow(exc):
@@ -237,11 +289,22 @@ class ProtocolMiddleware(AgentMiddleware):
                     shrinks += 1
                     continue
                 if not is_retryable(exc) or attempt >= self.retries:
+                    if is_unreachable(exc):
+                        raise ProviderUnreachableError(
+                            f"the provider could not be reached: {label} ({reason(exc)}) "
+                            f"after {attempt + 1} attempt(s); check the endpoint and the "
+                            "network, then resume the task"
+                        ) from exc
                     raise ModelCallError(
                         f"model call failed after {attempt + 1} attempt(s): {describe(exc)}"
                     ) from exc
                 delay = min(MAX_DELAY, self.initial_delay * (2**attempt))
                 delay = max(delay, min(MAX_DELAY, retry_after(exc) or 0.0))
+                if self.notify is not None:
+                    self.notify(
+                        f"model call to {label} failed ({reason(exc)}); retrying in "
+                        f"{delay:.3g} s (retry {attempt + 1} of {self.retries})"
+                    )
                 if self.stop is None:
                     self.sleep(delay)
                 elif self.stop.wait(delay):  # Ctrl-C during the back-off ends it

@@ -135,6 +135,52 @@ def retry_after(exc: BaseException) -> float | None:
     return None
 
 
+def is_unreachable(exc: BaseException) -> bool:
+    """The provider could not be reached at all: no connection (refused, DNS, reset) or
+    no answer before the timeout, as opposed to an answer that says what went wrong."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout",
+                "ReadTimeout", "TimeoutException", "ConnectionError", "TimeoutError"}:  # fmt: skip
+        return _status(exc) is None
+    cause = exc.__cause__ or exc.__context__
+    return cause is not None and cause is not exc and is_unreachable(cause)
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, in a few words ("connection refused", "timed out", "HTTP 503")."""
+    status = _status(exc)
+    if status:
+        return f"HTTP {status}"
+    chain, seen = exc, set()
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        text = str(chain).lower()
+        for words in ("connection refused", "timed out", "name or service not known",
+                      "connection reset", "no route to host"):  # fmt: skip
+            if words in text:
+                return words
+        if isinstance(chain, TimeoutError) or "timeout" in type(chain).__name__.lower():
+            return "timed out"
+        chain = chain.__cause__ or chain.__context__
+    return type(exc).__name__
+
+
+def endpoint(model: Any) -> str:
+    """Where a chat model sends its requests (its base URL), or its provider's name."""
+    for attr in ("openai_api_base", "base_url", "anthropic_api_url", "api_base", "endpoint"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    client = getattr(model, "root_client", None) or getattr(model, "_client", None)
+    url = getattr(client, "base_url", None)  # an SDK client (e.g. from OPENAI_BASE_URL)
+    if url:
+        return str(url).rstrip("/")
+    name = type(model).__name__
+    if name in ("ChatOpenAI", "AzureChatOpenAI"):
+        return "https://api.openai.com/v1"
+    return name
+
+
 def describe(exc: BaseException) -> str:
     """One line naming a model failure: type, HTTP status when there is one, message."""
     status = _status(exc)

@@ -178,6 +178,7 @@ def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -
         middleware=[lead_middleware(ctx, state["task_id"])],
         stop=ctx.stop,
         usage=ctx.usage,
+        notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
     )
 
 

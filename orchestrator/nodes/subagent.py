@@ -355,6 +355,7 @@ def _run(ctx: RunContext, payload: dict[str, Any], used: dict[str, int]) -> Any:
         middleware=subagent_middleware(ctx, sub["agent"], payload["task_id"]),
         stop=ctx.stop,
         usage=ctx.usage,
+        notify=lambda line: ctx.emit("warning", message=f"{key} [{sub['agent']}]: {line}"),
     )
 
 
@@ -383,7 +384,9 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
             "agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=used["tokens"]
         )
         return {
-            "failed": {key: {"agent": sub["agent"], "error": error[:500]}},
+            "failed": {
+                key: {"agent": sub["agent"], "error": error[:500], "kind": type(exc).__name__}
+            },
             "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
         }
     findings = with_files_written(result.final.model_dump(), result.transcript)
