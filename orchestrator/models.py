@@ -197,9 +197,9 @@ def resolve_run_model(
         ModelConfigError: as `resolve_model`.
     """
     if spec is not None and not isinstance(spec, str):
-        from orchestrator.offline import OfflineChatModel  # LangChain: only for model objects
-
-        return ResolvedModel(spec, type(spec).__name__, isinstance(spec, OfflineChatModel), "api")
+        # by its module, so a real model object never imports the offline model's code
+        offline = type(spec).__module__.startswith("orchestrator.offline")
+        return ResolvedModel(spec, type(spec).__name__, offline, "api")
     seconds = model_timeout(timeout, workflow.model_timeout)
     return resolve_model(spec or recorded, workflow_model=workflow.model, timeout=seconds)
 
