@@ -59,7 +59,7 @@ from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise, state_from_checkpoint
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
-from orchestrator.skills import discover_skills, skills_index
+from orchestrator.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.status import task_status
 from orchestrator.tasks import TaskRecord, TaskRegistry, check_new_task, resume_command, task_lock
@@ -219,6 +219,7 @@ class Orchestrator:
             warning_ratio=ratio,
             max_parallel=parallel,
             skills_index=skills_index(discover_skills(self.project_dir)),
+            triggers=external_memory_triggers(self.project_dir),
             thread_id=thread_id,
             project_dir=self.project_dir,
             on_event=self.on_event,

@@ -197,12 +197,20 @@ def write_checkpoint(
     next_action: str,
     status_file: bool = True,
     **kwargs: Any,
-) -> str:
-    """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root.
+) -> str | None:
+    """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root, or
+    None when the external-memory skill turned this trigger off (`before_spawning`,
+    `agent_completion`, `phase_transition`: false). Checkpoints of a failure, an
+    interruption, a wait for approval, the task's end or a person's request are always
+    written.
 
     `status_file=False`: leave STATUS.md to a checkpoint that follows at once (the task's
     last phase transition, right before `task_complete`).
     """
+    if trigger in OPTIONAL_TRIGGERS and not getattr(ctx.triggers, trigger):
+        if trigger in STATUS_TRIGGERS and status_file and ctx.status_file:
+            refresh_status_file(ctx, state)
+        return None
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
     path = write_checkpoint_file(ctx.docs, Checkpoint.own(payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
@@ -210,6 +218,9 @@ def write_checkpoint(
         refresh_status_file(ctx, state, latest=ctx.docs.rel(path))
     return ctx.docs.rel(path)
 
+
+#: Checkpoints the external-memory skill's triggers can turn off.
+OPTIONAL_TRIGGERS = frozenset({"before_spawning", "agent_completion", "phase_transition"})
 
 #: Checkpoints after which the workdir's STATUS.md is refreshed: a phase's end and the
 #: task's end (not every subagent, which would cost a scan of the memory per finding).
@@ -233,8 +244,11 @@ def refresh_status_file(
         ctx.emit("warning", message=f"STATUS.md not updated in {workdir}: {exc}")
 
 
-def checkpoint_update(path: str) -> dict[str, Any]:
-    """The state update recording checkpoint `path` (relative to the memory root)."""
+def checkpoint_update(path: str | None) -> dict[str, Any]:
+    """The state update recording checkpoint `path` (relative to the memory root; None: no
+    checkpoint was written, nothing to record)."""
+    if path is None:
+        return {}
     return {"checkpoints": {path.rsplit("/", 1)[-1].removesuffix(".json"): path}}
 
 

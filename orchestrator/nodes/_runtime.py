@@ -30,6 +30,7 @@ from orchestrator.findings import finding_record
 from orchestrator.gauge import UsageRatio
 from orchestrator.readback import read_findings
 from orchestrator.registry import registry_records
+from orchestrator.skills import Triggers
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workdir import workdir_tools
 from orchestrator.workdir_write import write_tools
@@ -65,6 +66,8 @@ class RunContext:
     on_event: Callable[[Event], None] | None = None
     agent_models: dict[str, BaseChatModel] = field(default_factory=dict)
     """Chat models for workflow agents that name their own model."""
+    triggers: Triggers = field(default_factory=Triggers)
+    """When checkpoints are written (the external-memory skill's `triggers`)."""
     toolbox: Toolbox = field(default_factory=Toolbox)
     """The user's tools (Python and MCP) the agents may name."""
     prompts: dict[str, str] = field(default_factory=dict)

@@ -83,7 +83,8 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
         update["warned"] = state.get("warned", False)
         return update
     finished = _finish(ctx, state)  # records its own checkpoint beside this one
-    return {**finished, "checkpoints": {**update["checkpoints"], **finished["checkpoints"]}}
+    written = {**update.get("checkpoints", {}), **finished.get("checkpoints", {})}
+    return {**finished, "checkpoints": written}
 
 
 def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
