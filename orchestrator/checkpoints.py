@@ -23,92 +23,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from memory.errors import MemoryStoreError
+from orchestrator.checkpoint_model import (
+    Checkpoint,
+    CheckpointState,
+    LangGraphRef,
+    SavedCheckpoint,
+    checkpoint_problem,
+)
 from orchestrator.docs import CHECKPOINTS, Docs
-from orchestrator.errors import CheckpointError, RecoveryError, TemplateError
+from orchestrator.errors import CheckpointError, RecoveryError
 from orchestrator.paths import iso_timestamp, slug, timestamp
 from orchestrator.readback import checkpoint_infos, loads_strict, task_of
 from orchestrator.readback import list_checkpoints as list_checkpoints  # re-exported
-from orchestrator.templates import (
-    CHECKPOINT_TEMPLATE,
-    JsonObject,
-    Pathish,
-    checkpoint_schema_problem,
-    render_checkpoint,
-    validate_input,
-)
+from orchestrator.templates import CHECKPOINT_TEMPLATE, Pathish, render_checkpoint, validate_input
+
+__all__ = ["Checkpoint", "CheckpointState", "LangGraphRef", "SavedCheckpoint"]
 
 SUMMARY_CHARS = 80
-
-
-class CheckpointState(BaseModel):
-    """What the run was doing: subtasks by state, agents, findings so far."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    completed_subtasks: list[str] = Field(default_factory=list)
-    pending_subtasks: list[str] = Field(default_factory=list)
-    active_agents: list[str] = Field(default_factory=list)
-    blocked_agents: list[str] = Field(default_factory=list)
-    findings_count: int = Field(default=0, ge=0)
-
-
-class LangGraphRef(BaseModel):
-    """Where LangGraph's own durable state for this run is."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    thread_id: str | None = None
-    checkpoint_id: str | None = None
-
-
-class Checkpoint(BaseModel):
-    """One recovery point. Paths are relative to the memory directory."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    task_id: str = Field(min_length=1)
-    phase: str = Field(min_length=1)
-    checkpoint_id: str | None = None
-    """`cp_{phase}_{ts}`; filled in by `write_checkpoint` (equal to the file's stem)."""
-    timestamp: str | None = None
-    """ISO 8601 UTC; filled in by `write_checkpoint` when None."""
-    state: CheckpointState = Field(default_factory=CheckpointState)
-    context_summary: str = ""
-    next_action: str = ""
-    recovery_instructions: str = ""
-    plan: str | None = None
-    findings: list[str] = Field(default_factory=list)
-    entries: list[str] = Field(default_factory=list)
-    langgraph: LangGraphRef = Field(default_factory=LangGraphRef)
-    objective: str = ""
-    workdir: str | None = None
-    phases: list[str] = Field(default_factory=list)
-    phase_index: int = Field(default=0, ge=0)
-    subtasks: list[JsonObject] = Field(default_factory=list)
-    """The current phase's subtasks (full dicts, each with an `id`)."""
-    completed_findings: dict[str, str] = Field(default_factory=dict)
-    """Subtask id -> findings path."""
-    extra: JsonObject = Field(default_factory=dict)
-
-    @classmethod
-    def own(cls, fields: Mapping[str, Any]) -> Checkpoint:
-        """A checkpoint of `fields` that tether assembled from its own state, not validated
-        here (that was a sixth of a write): `write_checkpoint` checks the JSON it renders
-        against the schema, which asks as much, and a value that is not JSON fails to
-        render."""
-        given = dict(fields)
-        unknown = sorted(set(given) - set(cls.model_fields))
-        if unknown:  # what the model would refuse is not dropped in silence either
-            raise TemplateError(
-                f"invalid input for template {CHECKPOINT_TEMPLATE!r}: unknown field(s) "
-                + ", ".join(repr(k) for k in unknown)
-            )
-        given["state"] = CheckpointState.model_construct(**given.get("state", {}))
-        given["langgraph"] = LangGraphRef.model_construct(**given.get("langgraph", {}))
-        return cls.model_construct(**given)
 
 
 def default_recovery_instructions(cp: Checkpoint) -> str:
@@ -191,15 +123,10 @@ def load_checkpoint(path: Pathish, docs: Docs | None = None) -> Checkpoint:
             f"checkpoint {str(path)!r} is not valid JSON ({_one_line(exc)}); "
             "it may be truncated by a crash: use an older one"
         ) from None
-    problem = checkpoint_schema_problem(obj)
+    problem = checkpoint_problem(obj)  # the one validator: `SavedCheckpoint`, the schema's model
     if problem:
         raise CheckpointError(f"checkpoint {str(path)!r} fails the checkpoint schema {problem}")
-    try:
-        return Checkpoint.model_validate(obj)
-    except ValidationError as exc:  # the schema and the model agree; this is a safety net
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise CheckpointError(f"checkpoint {str(path)!r}: {where!r}: {err['msg']}") from None
+    return Checkpoint.model_validate(obj)
 
 
 def _one_line(exc: Exception) -> str:

@@ -611,7 +611,7 @@ def checkpoint_group() -> None:
 
 
 def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | None) -> Any:
-    # validating a checkpoint loads pydantic, Jinja and jsonschema: not on every command
+    # validating a checkpoint loads pydantic and Jinja: not on every command
     from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
     from orchestrator.tasks import TaskRegistry
 

@@ -170,7 +170,7 @@ def _waiting(
         trigger="waiting",
         next_action=f"Approve or reject {len(waiting)} request(s): "
         f"`orchestrator approve --task {task_id}`",
-        extra={"pending_approvals": listed},
+        pending_approvals=listed,
     )
     values["checkpoints"] = {
         **(values.get("checkpoints") or {}),

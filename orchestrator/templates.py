@@ -23,25 +23,19 @@ given, or raises `TemplateError` with a one-line message; it never writes anythi
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
-import json
-import marshal
 import os
 import re
-import sys
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import fastjsonschema
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memory.cachedir import read_cache_file, write_cache_file
 from memory.templating import TemplateRenderError, render
+from orchestrator.checkpoint_model import checkpoint_json_schema, checkpoint_problem
 from orchestrator.errors import TemplateError
+from orchestrator.jsonvalues import JsonObject, _json_problem  # noqa: F401 - re-exported
 from orchestrator.readback import loads_strict
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "checkpoint.schema.json"
@@ -56,59 +50,6 @@ _HEADING_LIKE = re.compile(r"^(\s{0,3})(#{1,6}(?:\s|$)|[-=*_]{3,}\s*$|[=]+\s*$)"
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 
 Pathish = str | os.PathLike[str]
-
-
-def _json_problem(item: Any, where: str = "") -> str | None:
-    """What in `item` is not JSON (strings, numbers, booleans, None, and lists and
-    string-keyed dicts of them), and where; None when nothing."""
-    if item is None or isinstance(item, str | int | float):  # bool is an int
-        return None
-    if isinstance(item, list | tuple):
-        found = (_json_problem(v, f"{where}[{i}]") for i, v in enumerate(item))
-    elif isinstance(item, dict):
-        bad = next((k for k in item if not isinstance(k, str)), None)
-        if bad is not None:
-            return f"key {bad!r} at {where or 'top'} is not a string"
-        found = (_json_problem(v, f"{where}[{k!r}]") for k, v in item.items())
-    else:
-        return f"{type(item).__name__} at {where or 'top'} is not a JSON value"
-    return next((p for p in found if p), None)
-
-
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-
-
-def _json_only(value: dict[str, Any]) -> dict[str, Any]:
-    """`value` when everything in it is JSON. (Pydantic's `JsonValue` checks the same
-    through a tagged union that calls Python for every value: a third of a checkpoint's
-    write; this walk looks at the exact types of the common case first, 0.12 ms for 200
-    subtasks, and names the problem only when there is one.)"""
-    stack: list[Any] = [value]
-    pop, push = stack.pop, stack.append
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is dict:
-            for key, inner in item.items():
-                if type(key) is not str and not isinstance(key, str):
-                    raise ValueError(_json_problem(value))
-                if type(inner) not in _LEAVES:
-                    push(inner)
-        elif kind is list or kind is tuple:
-            stack.extend(inner for inner in item if type(inner) not in _LEAVES)
-        elif item is None or isinstance(item, str | int | float):  # subclasses (StrEnum)
-            continue
-        elif isinstance(item, list | tuple):
-            push(list(item))
-        elif isinstance(item, dict):
-            push(dict(item))
-        else:
-            raise ValueError(_json_problem(value))
-    return value
-
-
-JsonObject = Annotated[dict[str, Any], AfterValidator(_json_only)]
-"""A dict of JSON values (validated as such, passed through as it is)."""
 
 
 # -- markdown helpers -----------------------------------------------------------------
@@ -473,87 +414,16 @@ def render_snapshot(
 
 
 # -- JSON and the checkpoint schema ---------------------------------------------------
-@functools.lru_cache(maxsize=1)
 def checkpoint_schema() -> dict[str, Any]:
-    """The shipped checkpoint JSON Schema (draft 2020-12)."""
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-
-
-@functools.lru_cache(maxsize=1)
-def _validator() -> Any:
-    # `jsonschema` only words a problem the compiled validator found: imported then (50 ms)
-    from jsonschema import Draft202012Validator
-
-    schema = checkpoint_schema()
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
-
-
-@functools.lru_cache(maxsize=1)
-def _fast_validate() -> Callable[[Any], Any]:
-    """The checkpoint schema compiled to Python by `fastjsonschema` (30x `jsonschema`).
-
-    Generating and compiling the validator takes about 10 ms, so its code object is kept in
-    `memory.cachedir`, named after what it is compiled from (schema, fastjsonschema and
-    Python versions): an edited schema gets a validator of its own.
-    """
-    schema = _refs_with_siblings_as_all_of(checkpoint_schema())
-    source = json.dumps(schema, sort_keys=True) + fastjsonschema.VERSION + sys.version
-    name = f"checkpoint-validator-{hashlib.sha256(source.encode()).hexdigest()[:24]}.marshal"
-    data = read_cache_file(name)
-    if data is not None:
-        with contextlib.suppress(Exception):  # a damaged cache file: compile again
-            return _load_validator(marshal.loads(data))
-    from fastjsonschema.ref_resolver import RefResolver
-
-    code = compile(fastjsonschema.compile_to_code(schema), "<checkpoint schema>", "exec")
-    kept = (RefResolver.from_schema(schema).get_scope_name(), code)
-    write_cache_file(name, marshal.dumps(kept))
-    return _load_validator(kept)
-
-
-def _load_validator(kept: tuple[str, Any]) -> Callable[[Any], Any]:
-    entry, code = kept
-    namespace: dict[str, Any] = {}
-    exec(code, namespace)  # noqa: S102 - code fastjsonschema generated from our schema
-    return namespace[entry]
-
-
-def _refs_with_siblings_as_all_of(node: Any) -> Any:
-    """`node` with each `{"$ref": R, **more}` as `{"allOf": [{"$ref": R}, more]}`: the same
-    meaning in JSON Schema 2020-12 (the shipped schema's draft), and the only form in which
-    `fastjsonschema`, which follows draft 7 where a `$ref` hides its siblings, checks `more`."""
-    if isinstance(node, list):
-        return [_refs_with_siblings_as_all_of(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    node = {key: _refs_with_siblings_as_all_of(value) for key, value in node.items()}
-    siblings = {k: v for k, v in node.items() if k not in ("$ref", "$schema", "$id", "$defs")}
-    if "$ref" in node and siblings:
-        kept = {k: v for k, v in node.items() if k in ("$schema", "$id", "$defs")}
-        return {**kept, "allOf": [{"$ref": node["$ref"]}, siblings]}
-    return node
+    """The checkpoint JSON Schema (draft 2020-12), generated from `SavedCheckpoint`; the
+    shipped `orchestrator/schemas/checkpoint.schema.json` is the same, pinned by a test."""
+    return checkpoint_json_schema()
 
 
 def checkpoint_schema_problem(obj: Any) -> str | None:
-    """None when `obj` validates against the checkpoint schema, else the first problem.
-
-    The compiled validator answers first; `jsonschema` runs only when it finds a problem,
-    to word it (and to decide: it is the reference, so a document the compiled one refuses
-    and `jsonschema` accepts is valid).
-    """
-    try:
-        _fast_validate()(obj)
-        return None
-    except fastjsonschema.JsonSchemaException:
-        pass
-    errors = sorted(_validator().iter_errors(obj), key=lambda e: list(e.absolute_path))
-    if not errors:
-        return None
-    err = errors[0]
-    where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
-    message = err.message if len(err.message) <= 200 else err.message[:197] + "..."
-    return f"at {where!r}: {message}"
+    """None when `obj` is a valid checkpoint file, else its first problem (the model is
+    the one validator: `orchestrator.checkpoint_model.checkpoint_problem`)."""
+    return checkpoint_problem(obj)
 
 
 def render_checkpoint(data: Mapping[str, Any], project_dir: Pathish | None = None) -> str:

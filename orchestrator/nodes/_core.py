@@ -127,6 +127,7 @@ def checkpoint_payload(
     active: list[str] | None = None,
     phase: str | None = None,
     extra: dict | None = None,
+    pending_approvals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The fields of a JSON checkpoint for the current state."""
     docs = ctx.docs
@@ -165,6 +166,8 @@ def checkpoint_payload(
         "phase_index": state["phase_index"],
         "subtasks": [{**v, "key": k} for k, v in sorted((state.get("subtasks") or {}).items())],
         "completed_findings": {k: v["path"] for k, v in sorted(findings.items())},
+        "pending_approvals": list(pending_approvals or []),
+        "skipped_phases": skipped_phases(state) if state.get("status") == "done" else [],
         "extra": {
             "trigger": trigger,
             "status": state.get("status", "running"),

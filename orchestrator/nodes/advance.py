@@ -114,7 +114,6 @@ def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
         {**final_state, "merged": merged_all, "snapshots": snapshots},
         trigger="task_complete",
         next_action="Task complete; nothing to do",
-        extra={"skipped_phases": skipped} if skipped else None,
     )
     ctx.emit(
         "done",

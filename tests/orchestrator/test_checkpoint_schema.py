@@ -1,21 +1,21 @@
-"""Checking a checkpoint against the shipped schema (`checkpoint_schema_problem`).
+"""The checkpoint's one typed model and its JSON Schema.
 
-A `fastjsonschema` validator answers first and `jsonschema` words a problem; on every kind
-of document the answer must be the one `jsonschema` gives.
+`SavedCheckpoint` (pydantic, strict) is the one validator of a checkpoint file; the shipped
+`orchestrator/schemas/checkpoint.schema.json` is generated from it and pinned here, and any
+JSON Schema validator (`jsonschema`) gives the same answer as the model on every kind of
+document.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 
 import jsonschema
 import pytest
 
-from orchestrator.templates import checkpoint_schema, checkpoint_schema_problem
+from orchestrator.checkpoint_model import SavedCheckpoint, checkpoint_json_schema
+from orchestrator.templates import SCHEMA_PATH, checkpoint_schema, checkpoint_schema_problem
 
 VALID = {
     "checkpoint_id": "cp_exploration_20250104T120000000000Z",
@@ -89,43 +89,27 @@ CASES = [
 
 
 @pytest.mark.parametrize("name,doc", CASES, ids=[c[0] for c in CASES])
-def test_the_answer_is_jsonschemas(name, doc):
-    """Whichever validator answers, a document is accepted exactly when `jsonschema`
-    accepts it (the compiled one follows draft 7, where a `$ref` hides its siblings such
-    as the `minItems` of `phases`)."""
+def test_the_model_and_its_json_schema_agree(name, doc):
+    """A document is accepted by the model exactly when a JSON Schema validator accepts it
+    under the generated schema; a refusal names where and what."""
     valid = jsonschema.Draft202012Validator(checkpoint_schema()).is_valid(doc)
     problem = checkpoint_schema_problem(doc)
-    assert (problem is None) == valid, name
+    assert (problem is None) == valid, (name, problem)
     if not valid:
-        assert problem.startswith("at ")  # worded by jsonschema: where, then what
+        assert problem.startswith("at ")
+
+
+def test_the_shipped_schema_is_the_models():
+    """Regenerate with `python -m orchestrator.checkpoint_model > orchestrator/schemas/
+    checkpoint.schema.json` after changing the model."""
+    shipped = json.loads(SCHEMA_PATH.read_text())
+    assert shipped == checkpoint_json_schema() == SavedCheckpoint.model_json_schema()
+    jsonschema.Draft202012Validator.check_schema(shipped)
+    assert shipped["$id"] == "urn:tether:schema:checkpoint:2"
+    assert set(shipped["required"]) >= {"checkpoint_id", "task_id", "phase", "timestamp"}
 
 
 def test_what_tether_writes_is_valid():
     from orchestrator.templates import render_checkpoint
 
     assert checkpoint_schema_problem(json.loads(render_checkpoint(VALID))) is None
-
-
-def test_the_compiled_validator_kept_for_new_processes_answers_the_same(tmp_path):
-    # the compiled validator is cached in a private folder of the temp dir for the next
-    # process; a cached one, and a damaged cache file, must give the same answers
-    script = (
-        "import json, sys; from tests.orchestrator.test_checkpoint_schema import CASES; "
-        "from orchestrator.templates import checkpoint_schema_problem as p; "
-        "print(json.dumps([p(doc) is None for _, doc in CASES]))"
-    )
-    expected = [
-        jsonschema.Draft202012Validator(checkpoint_schema()).is_valid(doc) for _, doc in CASES
-    ]
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    answers = []
-    for damage in (False, False, True):
-        if damage:
-            for cached in tmp_path.glob("tether-cache-*/checkpoint-validator-*"):
-                cached.write_bytes(b"\x00 not marshal data")
-        done = subprocess.run(
-            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-        )
-        answers.append(json.loads(done.stdout))
-    assert list(tmp_path.glob("tether-cache-*/checkpoint-validator-*"))  # it was kept
-    assert answers == [expected] * 3

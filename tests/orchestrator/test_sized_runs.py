@@ -82,7 +82,7 @@ def test_a_lead_that_declares_the_objective_answered_ends_the_task_early(tmp_pat
     assert "The answer is 42." in summary  # the final synthesis is written as always
     cp = json.loads((memory_dir / early.checkpoints[0]).read_text())
     assert cp["extra"]["trigger"] == "task_complete"
-    assert cp["extra"]["skipped_phases"] == ["implementation", "review"]
+    assert cp["skipped_phases"] == ["implementation", "review"]
 
 
 def test_a_phase_may_plan_no_subtask(tmp_path, memory_dir):
