@@ -18,7 +18,6 @@ import functools
 import itertools
 import json
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
 from memory.paths import Layout
 from memory.store import MemoryStore
+from orchestrator._cli_report import report_text, status_text, unreachable
 from orchestrator._exits import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -270,84 +270,6 @@ def _with_view(json_mode: bool) -> Any:
     return view, on_event
 
 
-def _report(result: Any, json_mode: bool) -> None:
-    # run and resume only (start-up: see the module docstring)
-    from memory.backends.savers import redact
-    from orchestrator.state import failure_summary
-    from orchestrator.tasks import resume_command
-
-    if json_mode:
-        click.echo(json.dumps({"event": "result", **result.to_dict()}, default=str))
-        return
-    # a shared memory is named by its URL (password hidden), its documents by their paths
-    shared = "url" in _SHARED
-    root = None if shared else Path(result.memory_dir)
-
-    def where(rel: str) -> str:
-        return str(root / rel) if root is not None else rel
-
-    lines = [
-        f"Task {result.task_id}: {result.status} (phase {result.phase}, "
-        f"{len(result.findings)} finding(s), {len(result.failed)} failed)",
-        f"Memory: {result.memory_dir}" if shared else f"Memory directory: {root}",
-        f"  plan:        {where(result.plan) if result.plan else '-'}",
-        f"  findings:    {where('findings')} ({len(result.findings)} + "
-        f"{len(result.merged)} merged)",
-        f"  checkpoints: {where('checkpoints')} ({len(result.checkpoints)})",
-        f"  snapshots:   {', '.join(where(s) for s in result.snapshots) or '-'}",
-    ]
-    if result.merged.get("final"):
-        lines.append(f"  summary:     {where(result.merged['final'])}")
-    memory = redact(_SHARED["url"]) if shared else root
-    flag = "--memory-url" if shared else "--memory-dir"
-    if result.status == "done":
-        lines.append(
-            f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
-            f"{flag} {shlex.quote(str(memory))}"
-        )
-    if result.status == "failed" and unreachable(result.failed):
-        lines.append(f"Provider unreachable: {next(iter(result.failed.values()))['error']}")
-    elif result.status == "failed":
-        lines.append(f"Failed:   {failure_summary(result.failed)}")
-    if result.skipped_phases:
-        lines.append(
-            f"Skipped:  {', '.join(result.skipped_phases)} (answered: {result.done_reason})"
-        )
-    if result.usage.get("calls") and result.status != "waiting":
-        lines.append(_usage_line(result.usage, result.offline))
-    if result.status == "waiting":
-        lines += waiting_lines(result.pending_approvals, result.task_id, memory)
-    else:
-        lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
-    click.echo("\n".join(lines))
-
-
-def unreachable(failed: dict[str, Any]) -> bool:
-    """Whether every failure of a run is the provider being unreachable (exit code 5)."""
-    kinds = [v.get("kind") for v in failed.values() if isinstance(v, dict)]
-    return bool(kinds) and all(k == "ProviderUnreachableError" for k in kinds)
-
-
-def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
-    what = " (estimates of an offline run)" if offline else ""
-    return (
-        f"Usage:    {usage.get('calls', 0):,} model call(s), "
-        f"{usage.get('input_tokens', 0):,} prompt tokens{what}"
-    )
-
-
-def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
-    """What a waiting task waits for, a line per request, and the commands to answer."""
-    from orchestrator.approvals import PendingApproval
-    from orchestrator.tasks import approve_command
-
-    lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
-    lines += [f"  waits for approval: {PendingApproval.model_validate(r).line()}" for r in requests]
-    lines.append(f"Approve:  {approve_command(task_id, memory)}")
-    lines.append(f"Reject:   {approve_command(task_id, memory, reject=True)}")
-    return lines
-
-
 def _drive(
     json_mode: bool, memory_dir: str | None, start: Callable[[Any], Any], **options: Any
 ) -> Any:
@@ -356,7 +278,7 @@ def _drive(
     settle_imports()
     with view:
         result = start(_orchestrator(memory_dir, on_event, **options))
-    _report(result, json_mode)
+    click.echo(report_text(result, json_mode, _SHARED.get("url")))
     if result.status == "failed" and unreachable(result.failed):
         click.get_current_context().exit(EXIT_UNREACHABLE)
     if result.status == "failed":
@@ -556,45 +478,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     if json_mode:
         click.echo(json.dumps(info, default=str))
         return
-    lines = [
-        f"Task {info['task_id']}: {info['status']} ({info['source']})",
-        f"Objective: {info['objective']}",
-        f"Phase: {info['phase']} ({info['phase_number']}/{len(info['phases'])}: "
-        f"{', '.join(info['phases'])})",
-        f"Subtasks: {info['findings']} done, {len(info['failed'])} failed, "
-        f"{len(info['subtasks'])} planned",
-    ]
-    lines += [f"  {v['state']:<7} {k} [{v['agent']}]" for k, v in info["subtasks"].items()]
-    lines += [
-        _tokens_line(info),
-        f"Plan: {info['plan'] or '-'}",
-        f"Latest checkpoint: {info['latest_checkpoint'] or '-'}",
-        f"Latest snapshot: {info['latest_snapshot'] or '-'}",
-    ]
-    lines += [f"Failed: {k}: {e}" for k, e in (info.get("errors") or {}).items() if e]
-    if (info.get("usage") or {}).get("calls") and info["status"] != "waiting":
-        lines.append(_usage_line(info["usage"]).replace("Usage:    ", "Usage: "))
-    if info.get("pending_approvals"):
-        lines += waiting_lines(info["pending_approvals"], info["task_id"], _status_memory(info))
-    if info.get("resume"):
-        lines.append(f"Resume: {info['resume']}")
-    click.echo("\n".join(lines))
-
-
-def _status_memory(info: dict[str, Any]) -> Any:
-    """The memory named in printed commands: the URL (password hidden) or the directory."""
-    from memory.backends.savers import redact
-
-    if "url" in _SHARED:
-        return redact(_SHARED["url"])
-    return info["memory_dir"]
-
-
-def _tokens_line(info: dict[str, Any]) -> str:
-    total = f"{info['tokens']['total']:,}"
-    if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
-        return f"Tokens: ~{total} total (estimated for the offline model: no provider called)"
-    return f"Tokens: {total} total"
+    click.echo(status_text(info, _SHARED.get("url")))
 
 
 @cli.group("checkpoint", cls=_Group)

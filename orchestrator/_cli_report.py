@@ -1,0 +1,126 @@
+"""The text the `orchestrator` command prints for a run's result and a task's status.
+
+Plain functions from data to text (no click, no printing), so the same wording serves the
+CLI, its tests and anything else that shows a `RunResult` or a `task_status` dict.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+
+def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
+    """The closing report of `run`, `resume` and `approve` (`url`: the shared memory)."""
+    from memory.backends.savers import redact
+    from orchestrator.state import failure_summary
+    from orchestrator.tasks import resume_command
+
+    if json_mode:
+        return json.dumps({"event": "result", **result.to_dict()}, default=str)
+    # a shared memory is named by its URL (password hidden), its documents by their paths
+    shared = url is not None
+    root = None if shared else Path(result.memory_dir)
+
+    def where(rel: str) -> str:
+        return str(root / rel) if root is not None else rel
+
+    lines = [
+        f"Task {result.task_id}: {result.status} (phase {result.phase}, "
+        f"{len(result.findings)} finding(s), {len(result.failed)} failed)",
+        f"Memory: {result.memory_dir}" if shared else f"Memory directory: {root}",
+        f"  plan:        {where(result.plan) if result.plan else '-'}",
+        f"  findings:    {where('findings')} ({len(result.findings)} + "
+        f"{len(result.merged)} merged)",
+        f"  checkpoints: {where('checkpoints')} ({len(result.checkpoints)})",
+        f"  snapshots:   {', '.join(where(s) for s in result.snapshots) or '-'}",
+    ]
+    if result.merged.get("final"):
+        lines.append(f"  summary:     {where(result.merged['final'])}")
+    memory = redact(url) if url is not None else root
+    flag = "--memory-url" if shared else "--memory-dir"
+    if result.status == "done":
+        lines.append(
+            f"Hand off: orchestrator handoff --task {shlex.quote(result.task_id)} "
+            f"{flag} {shlex.quote(str(memory))}"
+        )
+    if result.status == "failed" and unreachable(result.failed):
+        lines.append(f"Provider unreachable: {next(iter(result.failed.values()))['error']}")
+    elif result.status == "failed":
+        lines.append(f"Failed:   {failure_summary(result.failed)}")
+    if result.skipped_phases:
+        lines.append(
+            f"Skipped:  {', '.join(result.skipped_phases)} (answered: {result.done_reason})"
+        )
+    if result.usage.get("calls") and result.status != "waiting":
+        lines.append(_usage_line(result.usage, result.offline))
+    if result.status == "waiting":
+        lines += waiting_lines(result.pending_approvals, result.task_id, memory)
+    else:
+        lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
+    return "\n".join(lines)
+
+
+def unreachable(failed: dict[str, Any]) -> bool:
+    """Whether every failure of a run is the provider being unreachable (exit code 5)."""
+    kinds = [v.get("kind") for v in failed.values() if isinstance(v, dict)]
+    return bool(kinds) and all(k == "ProviderUnreachableError" for k in kinds)
+
+
+def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
+    what = " (estimates of an offline run)" if offline else ""
+    return (
+        f"Usage:    {usage.get('calls', 0):,} model call(s), "
+        f"{usage.get('input_tokens', 0):,} prompt tokens{what}"
+    )
+
+
+def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
+    """What a waiting task waits for, a line per request, and the commands to answer."""
+    from orchestrator.approvals import PendingApproval
+    from orchestrator.tasks import approve_command
+
+    lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
+    lines += [f"  waits for approval: {PendingApproval.model_validate(r).line()}" for r in requests]
+    lines.append(f"Approve:  {approve_command(task_id, memory)}")
+    lines.append(f"Reject:   {approve_command(task_id, memory, reject=True)}")
+    return lines
+
+
+def status_text(info: dict[str, Any], url: str | None = None) -> str:
+    """`orchestrator status` as lines (`url`: the shared memory, named in commands)."""
+    from memory.backends.savers import redact
+
+    memory = redact(url) if url is not None else info["memory_dir"]
+    lines = [
+        f"Task {info['task_id']}: {info['status']} ({info['source']})",
+        f"Objective: {info['objective']}",
+        f"Phase: {info['phase']} ({info['phase_number']}/{len(info['phases'])}: "
+        f"{', '.join(info['phases'])})",
+        f"Subtasks: {info['findings']} done, {len(info['failed'])} failed, "
+        f"{len(info['subtasks'])} planned",
+    ]
+    lines += [f"  {v['state']:<7} {k} [{v['agent']}]" for k, v in info["subtasks"].items()]
+    lines += [
+        _tokens_line(info),
+        f"Plan: {info['plan'] or '-'}",
+        f"Latest checkpoint: {info['latest_checkpoint'] or '-'}",
+        f"Latest snapshot: {info['latest_snapshot'] or '-'}",
+    ]
+    lines += [f"Failed: {k}: {e}" for k, e in (info.get("errors") or {}).items() if e]
+    if (info.get("usage") or {}).get("calls") and info["status"] != "waiting":
+        lines.append(_usage_line(info["usage"]).replace("Usage:    ", "Usage: "))
+    if info.get("pending_approvals"):
+        lines += waiting_lines(info["pending_approvals"], info["task_id"], memory)
+    if info.get("resume"):
+        lines.append(f"Resume: {info['resume']}")
+    return "\n".join(lines)
+
+
+def _tokens_line(info: dict[str, Any]) -> str:
+    total = f"{info['tokens']['total']:,}"
+    if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
+        return f"Tokens: ~{total} total (estimated for the offline model: no provider called)"
+    return f"Tokens: {total} total"
