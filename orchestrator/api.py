@@ -449,6 +449,13 @@ class Orchestrator:
             if snap is None:
                 raise
             record = self.tasks.adopt(task_id, snap, workdir=str(Path(self.workdir or ".")))
+        with self._continuing(record) as (store, workflow, resolved, toolbox):
+            return self._resume(store, record, snap, from_checkpoint, workflow, resolved, toolbox)
+
+    @contextlib.contextmanager
+    def _continuing(self, record: TaskRecord) -> Iterator[tuple[Any, Workflow, Any, Toolbox]]:
+        """What continuing a recorded task needs, checked before anything is written: its
+        workflow, workdir, model and tools; then its run lock and the store, for the block."""
         workflow = self._task_workflow(record)
         if record.get("workdir"):
             check_workdir(record["workdir"])  # moved or deleted since the run started?
@@ -459,7 +466,7 @@ class Orchestrator:
             task_lock(self.docs, record["task_id"]),
             self._store() as store,
         ):
-            return self._resume(store, record, snap, from_checkpoint, workflow, resolved, toolbox)
+            yield store, workflow, resolved, toolbox
 
     def _resume(
         self,
@@ -541,16 +548,7 @@ class Orchestrator:
         self._check_writable("approve a request")
         record = self.task_record(task_id)
         task_id = record["task_id"]
-        workflow = self._task_workflow(record)
-        if record.get("workdir"):
-            check_workdir(record["workdir"])
-        resolved = self._resolve_model(workflow, record)
-        self._agent_models(workflow)
-        with (
-            self._toolbox(workflow, record) as toolbox,
-            task_lock(self.docs, task_id),
-            self._store() as store,
-        ):
+        with self._continuing(record) as (store, workflow, resolved, toolbox):
             thread = record.get("thread_id") or task_id
             saved = saved_state(self.docs, thread, self.checkpointer)
             waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
@@ -567,20 +565,26 @@ class Orchestrator:
             answers = {i: decisions_for(waiting, i, approve=approve, message=message) for i in ids}
             note_decisions(self.docs, task_id, answers)
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
-            self._emit("model", name=resolved.name, offline=resolved.offline)
-            self._emit(
-                "resume", task_id=task_id, source="approve", path=None,
-                memory_dir=self.docs.location, model=resolved.name, offline=resolved.offline,
-            )  # fmt: skip
-            values = saved.values  # type: ignore[union-attr]
-            phase = current_phase(values)  # type: ignore[arg-type]
-            index = values["phase_index"] + 1
-            self._emit("phase", phase=phase, index=index, total=len(values["phases"]))
-            self._emit_finished(values)
-            for ident in ids:
-                self._emit("approved" if approve else "rejected", id=ident, message=message or "")
+            self._emit_continuing(ctx, saved.values, ids, approve, message)  # type: ignore[union-attr]
             self.tasks.note(task_id, status="running", pending_approvals=[])
             return self._drive(ctx, Command(resume=answers), task_id, source="approve")
+
+    def _emit_continuing(
+        self, ctx: RunContext, values: dict[str, Any], ids: list[str], approve: bool, message: Any
+    ) -> None:
+        """The events that open an approved run (task, phase, what finished, the answers)."""
+        self._emit("model", name=ctx.model_name, offline=ctx.offline)
+        self._emit(
+            "resume", task_id=values["task_id"], source="approve", path=None,
+            memory_dir=self.docs.location, model=ctx.model_name, offline=ctx.offline,
+        )  # fmt: skip
+        phase = current_phase(values)  # type: ignore[arg-type]
+        self._emit(
+            "phase", phase=phase, index=values["phase_index"] + 1, total=len(values["phases"])
+        )
+        self._emit_finished(values)
+        for ident in ids:
+            self._emit("approved" if approve else "rejected", id=ident, message=message or "")
 
     def _emit_finished(self, values: dict[str, Any]) -> None:
         """`done` events for the current phase's subagents that finished before the
