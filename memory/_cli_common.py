@@ -1,6 +1,9 @@
-"""What every `memory` verb shares: the store of the invocation, opened once."""
+"""What every `memory` verb shares: the store of the invocation, opened once, and the
+warnings the memory library logs (logger `memory`), printed as `Warning: ...` lines."""
 
 from __future__ import annotations
+
+import logging
 
 import click
 
@@ -51,3 +54,24 @@ def get_store(ctx: click.Context) -> MemoryStore:
         obj["store"] = store
         root.obj = obj
     return obj["store"]
+
+
+#: Exit code of a verb that did its work but could not do all of it (the orchestrator's too).
+EXIT_PARTIAL = 3
+
+
+class _WarningLines(logging.Handler):
+    """Each warning of the memory library as one `Warning: ...` line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"Warning: {record.getMessage()}", err=True)
+        except Exception:  # noqa: BLE001 - a warning must never break the command
+            self.handleError(record)
+
+
+def show_warnings() -> None:
+    """Print the memory library's warnings on stderr from now on (idempotent)."""
+    logger = logging.getLogger("memory")
+    if not any(isinstance(h, _WarningLines) for h in logger.handlers):
+        logger.addHandler(_WarningLines(logging.WARNING))

@@ -20,6 +20,7 @@ and the file locks of `memory.durable`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -138,16 +139,12 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         if not durable_commit:
             conn.execute("PRAGMA synchronous = NORMAL")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _db.transaction(conn):
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
         finally:
             if not durable_commit:
-                conn.execute("PRAGMA synchronous = FULL")
+                with contextlib.suppress(sqlite3.Error):  # never hides the error in flight
+                    conn.execute("PRAGMA synchronous = FULL")
 
     def close(self) -> None:
         if self._saver is not None:

@@ -12,9 +12,10 @@ tables they create (`_entry_sql`, `_index`, `_records`); the backend hands them 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from memory.errors import MemoryDirError
@@ -118,6 +119,26 @@ def _unusable(path: Path, exc: Exception) -> MemoryDirError:
     )
 
 
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One `BEGIN IMMEDIATE` ... `COMMIT`; any exception rolls it back and is raised as it was.
+
+    SQLite rolls a transaction back by itself after some errors (a full disk, an I/O
+    error), and a `ROLLBACK` then fails with "cannot rollback - no transaction is active",
+    which would replace the error that says what happened. So the rollback runs only while
+    a transaction is open, and its own failure never hides the original exception.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
 def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
     """Apply the pending ones of `migrations` (idempotent, safe under concurrent openers).
 
@@ -129,8 +150,7 @@ def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
     if all(name in done for name, _ in migrations):
         return []
     applied = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         # Another process may have applied some while we waited for the write lock.
         done = {row[0] for row in conn.execute(APPLIED_SQL)}
         for name, step in sorted(migrations, key=lambda m: m[0]):
@@ -143,10 +163,6 @@ def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
                     conn.execute(statement)
             conn.execute(RECORD_SQL, (name,))
             applied.append(name)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return applied
 
 
