@@ -140,6 +140,7 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
     if chunk is not None:
         pieces = iter([store.fetch(entry_id, chunk=chunk).encode("utf-8")])
     elif isinstance(store.backend, FilesBackend):
+        store.get_entry(entry_id)  # an unknown id (or a damaged memory.db) before any output
         pieces = store.entries.iter_bytes(entry_id)  # the stored bytes, straight from disk
     else:  # one chunk at a time: a huge entry is never all in memory
         entry = store.get_entry(entry_id)

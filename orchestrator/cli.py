@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from memory._cli_common import show_warnings
 from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
 from memory.paths import Layout
@@ -164,6 +165,7 @@ def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
       orchestrator handoff
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
+    show_warnings()  # the memory library's (a damaged memory.db rebuilt, a lost entry)
     if group_memory_dir:
         # Every command resolves its memory directory through $TETHER_MEMORY_DIR when
         # it was not given one of its own, so `orchestrator --memory-dir D status` works.

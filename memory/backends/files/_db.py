@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from memory.backends.files._repair import is_damage, read_only_damage
 from memory.errors import MemoryDirError
 
 BUSY_TIMEOUT_MS = 60_000
@@ -54,6 +55,8 @@ def connect(path: Path) -> sqlite3.Connection:
             check_same_thread=False,
         )
     except sqlite3.DatabaseError as exc:
+        if is_damage(exc):
+            raise  # the backend moves a damaged file aside and starts a new one
         raise _unusable(path, exc) from None
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     delay = 0.01
@@ -64,6 +67,8 @@ def connect(path: Path) -> sqlite3.Connection:
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 conn.close()
+                if is_damage(exc) or "full" in str(exc):
+                    raise  # the backend's own one-line meaning (`_repair.healing`)
                 raise _unusable(path, exc) from None
             if time.monotonic() > deadline:
                 conn.close()
@@ -72,6 +77,8 @@ def connect(path: Path) -> sqlite3.Connection:
             delay = min(delay * 2, 0.2)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if is_damage(exc):
+                raise
             raise _unusable(path, exc) from None
     conn.row_factory = sqlite3.Row
     return conn
@@ -101,6 +108,8 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
             continue
         conn.row_factory = sqlite3.Row
         return conn
+    if last is not None and is_damage(last):
+        raise read_only_damage(path, last)  # cannot be moved aside from here
     raise _unusable(path, last or RuntimeError("unknown error"))
 
 
@@ -115,7 +124,7 @@ def _configure(conn: sqlite3.Connection) -> None:
 
 def _unusable(path: Path, exc: Exception) -> MemoryDirError:
     return MemoryDirError(
-        f"cannot open {str(path)!r} ({exc}); move it aside and run `memory reindex`"
+        f"cannot open {str(path)!r} ({exc}); check that it is a file this user can read and write"
     )
 
 

@@ -66,6 +66,8 @@ def is_document_path(rel: str) -> bool:
     parts = rel.split("/")
     if parts[0] in NOT_DOCUMENTS or any(rel.startswith(d + "/") for d in NOT_DOCUMENT_DIRS):
         return False
+    if len(parts) == 1 and parts[0].startswith("memory.db."):  # a damaged one moved aside
+        return False
     hidden = [p for p in parts if p.startswith(".")]
     return not hidden or (parts[0] == DOCUMENT_DOT_DIR and len(hidden) == 1)
 

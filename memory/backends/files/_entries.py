@@ -112,6 +112,11 @@ class EntryStore:
                     self._check_journal(conn)
         return conn
 
+    def reset(self) -> None:
+        """Check the journal again on next use (a new `memory.db`: restore its entries)."""
+        with self._journal_lock:
+            self._journal_checked = False
+
     def ready(self) -> None:
         """Run the first-use journal check now (restore an emptied table, start a journal)."""
         self._conn  # noqa: B018 - the property does the check
