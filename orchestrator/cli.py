@@ -14,10 +14,12 @@ the live view, checkpoint validation), so `--help` and `status` load no more tha
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import shlex
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +73,23 @@ class _Group(click.Group):
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(0)
+        except (sqlite3.Error, OSError) as exc:
+            raise click.ClickException(_storage_problem(exc)) from None
+
+
+def _storage_problem(exc: Exception) -> str:
+    """One line for a failure of the storage under a command (LangGraph's SQLite state, a
+    file written outside the memory library), e.g. a full disk; a task stays resumable."""
+    if isinstance(exc, sqlite3.Error):
+        what = " ".join(str(exc).split()) or type(exc).__name__
+        return (
+            f"the task's state could not be saved ({what}); free space if the disk is full, "
+            "then run `orchestrator resume`"
+        )
+    where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+    if getattr(exc, "errno", None) == errno.ENOSPC:
+        return f"disk full while writing{where}: free space, then run `orchestrator resume`"
+    return f"{exc.strerror or exc}:{where} (then `orchestrator resume` continues a task)"
 
 
 def memory_option(func: Callable) -> Callable:

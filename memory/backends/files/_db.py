@@ -67,7 +67,7 @@ def connect(path: Path) -> sqlite3.Connection:
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 conn.close()
-                if is_damage(exc) or "full" in str(exc):
+                if is_damage(exc) or "full" in str(exc) or "I/O" in str(exc):
                     raise  # the backend's own one-line meaning (`_repair.healing`)
                 raise _unusable(path, exc) from None
             if time.monotonic() > deadline:

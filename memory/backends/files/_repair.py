@@ -61,16 +61,28 @@ def describe(exc: BaseException) -> str:
 
 
 def storage_error(db: Path, exc: sqlite3.DatabaseError) -> Exception:
-    """The one-line error for a SQLite failure that is not damage (a full disk, I/O)."""
+    """The one-line error for a SQLite failure that is not damage (a full disk, I/O), else
+    `exc` itself. SQLite often reports a full disk as an I/O error (it could not grow the
+    `-wal` or `-shm` file), so the free space of the folder decides."""
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code == SQLITE_FULL or "disk is full" in str(exc):
-        return MemoryRuntimeError(
-            f"disk full while writing {str(db)!r}: free space and retry (what was being "
-            "written was rolled back)"
-        )
-    if code == SQLITE_IOERR:
-        return MemoryRuntimeError(f"cannot write {str(db)!r} ({exc}): check the disk and retry")
+    text = " ".join(str(exc).split())
+    full = code == SQLITE_FULL or "disk is full" in text
+    if full or code == SQLITE_IOERR or "disk I/O error" in text:
+        if full or disk_full(db.parent):
+            return MemoryRuntimeError(
+                f"disk full while writing {str(db)!r}: free space and retry (what was being "
+                "written was rolled back)"
+            )
+        return MemoryRuntimeError(f"cannot write {str(db)!r} ({text}): check the disk and retry")
     return exc
+
+
+def disk_full(folder: Path) -> bool:
+    """Whether the file system holding `folder` has no block left for this user."""
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 def identity(path: Path) -> tuple[int, int] | None:
