@@ -45,7 +45,7 @@ def get_store(ctx: click.Context) -> MemoryStore:
         root.call_on_close(store.close)
         if store.read_only:
             if verb not in READ_ONLY_VERBS:
-                store.check_writable(f"run `memory {verb}`")
+                store.check_writable(f"run `{_command_of(ctx)}`")
             click.echo(
                 f"Note: {store.location!r} is read-only; the index was not refreshed, "
                 "results may be stale",
@@ -54,6 +54,15 @@ def get_store(ctx: click.Context) -> MemoryStore:
         obj["store"] = store
         root.obj = obj
     return obj["store"]
+
+
+def _command_of(ctx: click.Context) -> str:
+    """`memory summary on`: the command as typed, whatever the program was called."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["memory", *reversed(names)])
 
 
 #: Exit code of a verb that did its work but could not do all of it (the orchestrator's too).
