@@ -10,10 +10,11 @@ Each target is one module (or the functions of the run lock) mutated by mutmut a
 against its own test files only, so a mutant that survives is a change no test of that
 module notices. A target runs in a copy of the repository under a temporary directory
 (mutmut writes `mutants/` beside the code it mutates, and its settings go in a
-`[tool.mutmut]` table of the copy's `pyproject.toml`), with pytest on one worker and the
-copy's `mutants/` first on `PYTHONPATH`, so tests that start `memory` or `orchestrator`
-processes run the mutated code too. A target stops after `--minutes`; the mutants it did
-not reach are counted as "not run".
+`[tool.mutmut]` table of the copy's `pyproject.toml`), with pytest on one worker. Tests
+that start processes with the repository on `PYTHONPATH` run the mutants there too; tests
+that start the installed `memory` or `orchestrator` commands run the original code, so a
+mutant only they could notice counts as survived. A target stops after `--minutes`; the
+mutants it did not reach are counted as "not checked".
 
 Prints one table (mutants, killed, survived, no tests, timeout, not run, minutes) and then
 each surviving mutant with its diff, for the issue's report.
@@ -79,6 +80,16 @@ TARGETS = (
     ),
 )
 
+#: Processes a test starts with the mutated code on their path (`PYTHONPATH=<repo copy>`)
+#: run mutants too; but while mutmut maps which tests reach which function ("stats"), the
+#: trampolines of such a process look for mutmut's settings in its working directory (a
+#: test's temporary one) and fail, so there they run the original functions.
+CHILD_SITECUSTOMIZE = """import os
+
+if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+    del os.environ["MUTANT_UNDER_TEST"]
+"""
+
 MUTMUT_TABLE = """
 [tool.mutmut]
 source_paths = ["memory", "orchestrator"]
@@ -123,8 +134,10 @@ def _copy_repo(into: Path, target: Target) -> None:
 
 def _mutmut(args: list[str], cwd: Path, env: dict, timeout: float | None = None) -> str:
     """`mutmut ARGS` in `cwd`; its output (stopped, with its children, after `timeout`)."""
+    # the console script, not `python -m mutmut`: run as `__main__`, mutmut's state would
+    # be a second copy of the one its workers fill
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mutmut", *args],
+        [str(Path(sys.executable).with_name("mutmut")), *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -159,11 +172,12 @@ def run_target(target: Target, minutes: float, children: int, keep: bool) -> Out
     began = time.monotonic()
     try:
         _copy_repo(work, target)
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(work / "mutants"), str(work)]),
-            "CI": "",  # a missing PostgreSQL skips its tests here instead of failing them
-        }
+        # `mutants/` exists before mutmut starts, so the import system finds the mutated
+        # copies in it (a folder missing at start-up is remembered as missing).
+        (work / "mutants").mkdir()
+        (work / "mutants" / "sitecustomize.py").write_text(CHILD_SITECUSTOMIZE)
+        env = {**os.environ, "CI": ""}  # a missing PostgreSQL skips its tests here
+        env.pop("PYTHONPATH", None)
         log = _mutmut(["run", "--max-children", str(children)], work, env, minutes * 60)
         (work / "mutmut-run.log").write_text(log)
         results = _mutmut(["results", "--all", "true"], work, env)
