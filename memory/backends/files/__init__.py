@@ -12,7 +12,13 @@ The pieces, each in its own module of this package:
 * `_entries` (+ `_entry_sql`, `_journal`): entries in their tiers, and their journal;
 * `_index`: the FTS5 index of every file and entry, synced by mtime/size;
 * `_planner`: the query planner and reranker behind `index_query` (`memory search`);
-* `_records`: task records, the registry and task leases.
+* `_records`: task records, the registry and task leases;
+* `_repair`: a damaged `memory.db` moved aside and rebuilt where SQLite reports the damage,
+  and a full disk as one line (every operation that touches the database is `healing`);
+* `_leftovers`: what interrupted writes leave (named by `memory stats`, swept by `prune`);
+* `_tree`: a memory tree as files, for `memory export` and `memory import`.
+
+Nothing that resolves outside the root is indexed, listed or read (`memory.paths.Inside`).
 
 Thread safety: one SQLite connection per thread; processes coordinate through SQLite locking
 and the file locks of `memory.durable`.
