@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from memory._cli_common import get_store
+from memory._cli_common import EXIT_PARTIAL, get_store
 from memory.backends.files._tree import export_tree, import_tree, tree_documents
 
 
@@ -60,11 +60,17 @@ def memory_export(ctx: click.Context, directory: Path) -> None:
 def memory_import(ctx: click.Context, directory: Path) -> None:
     """Load the files and entries of a memory tree DIRECTORY into the backend.
 
+    Nothing that resolves outside DIRECTORY (a symlink leading out) is read. A journal
+    line whose entry cannot be imported is named (file:line) in a warning; the exit code
+    is then 3.
+
     \b
     Examples:
       memory --memory-url postgresql://tether@db/tether import .temp/memory
     """
     tree_documents(directory)  # before opening anything: a missing tree is one error line
-    documents, entries = import_tree(directory, get_store(ctx).backend)
+    documents, entries, problems = import_tree(directory, get_store(ctx).backend)
     more = f" and {entries} entr{'y' if entries == 1 else 'ies'}" if entries else ""
     click.echo(f"Imported {documents} document(s){more} from {str(directory)!r}")
+    if problems:  # each was printed as a `Warning:` line
+        ctx.exit(EXIT_PARTIAL)

@@ -1,6 +1,9 @@
-"""What every `memory` verb shares: the store of the invocation, opened once."""
+"""What every `memory` verb shares: the store of the invocation, opened once, and the
+warnings the memory library logs (logger `memory`), printed as `Warning: ...` lines."""
 
 from __future__ import annotations
+
+import logging
 
 import click
 
@@ -42,7 +45,7 @@ def get_store(ctx: click.Context) -> MemoryStore:
         root.call_on_close(store.close)
         if store.read_only:
             if verb not in READ_ONLY_VERBS:
-                store.check_writable(f"run `memory {verb}`")
+                store.check_writable(f"run `{_command_of(ctx)}`")
             click.echo(
                 f"Note: {store.location!r} is read-only; the index was not refreshed, "
                 "results may be stale",
@@ -51,3 +54,33 @@ def get_store(ctx: click.Context) -> MemoryStore:
         obj["store"] = store
         root.obj = obj
     return obj["store"]
+
+
+def _command_of(ctx: click.Context) -> str:
+    """`memory summary on`: the command as typed, whatever the program was called."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["memory", *reversed(names)])
+
+
+#: Exit code of a verb that did its work but could not do all of it (the orchestrator's too).
+EXIT_PARTIAL = 3
+
+
+class _WarningLines(logging.Handler):
+    """Each warning of the memory library as one `Warning: ...` line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"Warning: {record.getMessage()}", err=True)
+        except Exception:  # noqa: BLE001 - a warning must never break the command
+            self.handleError(record)
+
+
+def show_warnings() -> None:
+    """Print the memory library's warnings on stderr from now on (idempotent)."""
+    logger = logging.getLogger("memory")
+    if not any(isinstance(h, _WarningLines) for h in logger.handlers):
+        logger.addHandler(_WarningLines(logging.WARNING))

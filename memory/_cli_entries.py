@@ -17,6 +17,8 @@ import click
 
 from memory._cli_common import get_store
 from memory.backends.files import FilesBackend
+from memory.backends.files._entries import ORPHAN_GRACE_S
+from memory.backends.files._leftovers import remove_temp_files, temp_files
 from memory.entries import ENTRY_TYPES, Entry, check_type
 from memory.errors import InvalidInputError
 
@@ -140,6 +142,7 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
     if chunk is not None:
         pieces = iter([store.fetch(entry_id, chunk=chunk).encode("utf-8")])
     elif isinstance(store.backend, FilesBackend):
+        store.get_entry(entry_id)  # an unknown id (or a damaged memory.db) before any output
         pieces = store.entries.iter_bytes(entry_id)  # the stored bytes, straight from disk
     else:  # one chunk at a time: a huge entry is never all in memory
         entry = store.get_entry(entry_id)
@@ -257,6 +260,14 @@ def _stats_text(stats: dict) -> str:
         out.append(f"Oldest: {stats['oldest']}")
         out.append(f"Newest: {stats['newest']}")
     out.append(f"Tags: {stats['tags']}  Pruned so far: {stats['pruned']}")
+    left = stats.get("leftovers") or {}
+    found = [*left.get("orphan_folders", []), *left.get("temp_files", [])]
+    if found:
+        shown = ", ".join(found[:5]) + (f", ... ({len(found) - 5} more)" if len(found) > 5 else "")
+        out.append(
+            f"Left by interrupted writes: {len(found)} ({shown}); `memory prune` removes "
+            "them once they are an hour old"
+        )
     return "\n".join(out)
 
 
@@ -271,7 +282,13 @@ def memory_stats(ctx, as_json):
       memory stats
       memory stats --json
     """
-    stats = get_store(ctx).stats()
+    store = get_store(ctx)
+    stats = store.stats()
+    if isinstance(store.backend, FilesBackend):  # only a memory directory keeps such files
+        stats["leftovers"] = {
+            "orphan_folders": store.entries.sweep_orphans(older_than_s=0, dry_run=True),
+            "temp_files": temp_files(store.layout),
+        }
     if as_json:
         _echo_json(stats)
     else:
@@ -288,8 +305,9 @@ def memory_prune(ctx, keep_days, keep_entries, dry_run, as_json):
     """Remove old entries (only entries: never messages, plans, findings or facts).
 
     An entry goes if it is older than --keep-days or not among the newest --keep-entries.
-    Folders under entries/ that no entry points to (a `memory log` killed mid-way) go too,
-    once they are an hour old.
+    What interrupted writes left goes too, once it is an hour old: folders under entries/
+    that no entry points to (a `memory log` killed mid-way) and hidden `.NAME.tmp-*` files
+    (a write killed before its rename). `memory stats` names them.
 
     \b
     Examples:
@@ -298,18 +316,27 @@ def memory_prune(ctx, keep_days, keep_entries, dry_run, as_json):
     """
     store = get_store(ctx)
     removed = store.prune(keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run)
-    orphans = []  # folders left by an interrupted log exist on the files backend only
+    orphans, temps = [], []  # what interrupted writes leave exists on the files backend only
     if isinstance(store.backend, FilesBackend):
         orphans = store.entries.sweep_orphans(dry_run=dry_run)
+        temps = temp_files(store.layout, older_than_s=ORPHAN_GRACE_S)
+        temps = temps if dry_run else remove_temp_files(store.layout, temps)
     if as_json:
-        _echo_json({"entries": [e.to_dict() for e in removed], "orphans": orphans})
+        _echo_json(
+            {"entries": [e.to_dict() for e in removed], "orphans": orphans, "temp_files": temps}
+        )
         return
     verb = "Would remove" if dry_run else "Removed"
     for e in removed:
         click.echo(f"{verb}: {e.id} ({e.tokens} tokens, {e.created_at})")
     for path in orphans:
         click.echo(f"{verb}: {path} (files without an entry, left by an interrupted log)")
+    for path in temps:
+        click.echo(f"{verb}: {path} (a temp file left by an interrupted write)")
     parts = [f"{len(removed)} {'entry' if len(removed) == 1 else 'entries'}"]
     if orphans:
         parts.append(f"{len(orphans)} orphan folder{'s' if len(orphans) != 1 else ''}")
-    click.echo(f"{verb} {' and '.join(parts)}." if removed or orphans else "Nothing to prune.")
+    if temps:
+        parts.append(f"{len(temps)} temp file{'s' if len(temps) != 1 else ''}")
+    anything = removed or orphans or temps
+    click.echo(f"{verb} {' and '.join(parts)}." if anything else "Nothing to prune.")

@@ -11,7 +11,7 @@ import json
 
 import click
 
-from memory._cli_common import get_store
+from memory._cli_common import EXIT_PARTIAL, get_store
 from memory.recall import format_results
 
 
@@ -71,7 +71,9 @@ def memory_reindex(ctx: click.Context) -> None:
 
     Files (or a database's documents) are the truth; the index is derived and can always
     be rebuilt. Searches keep it current on their own, so this is only needed after
-    deleting memory.db or to compact the index.
+    deleting memory.db or to compact the index. Entries come back from
+    entries/journal.jsonl; a line that cannot be restored is named (file:line) in a
+    warning and the exit code is 3.
 
     \b
     Examples:
@@ -85,3 +87,5 @@ def memory_reindex(ctx: click.Context) -> None:
         f"{report.entries_added} entr{'y' if report.entries_added == 1 else 'ies'} "
         f"in {report.seconds:.2f} s"
     )
+    if report.warnings:  # each was printed as a `Warning:` line when it was found
+        ctx.exit(EXIT_PARTIAL)

@@ -141,6 +141,8 @@ class IndexReport:
     rows_total: int = 0
     stale: bool = False
     """True when the memory is read-only and the index could not be brought up to date."""
+    warnings: list[str] = field(default_factory=list)
+    """What a rebuild could not bring back, one line each (e.g. an unreadable journal line)."""
 
     @property
     def changed(self) -> bool:

@@ -30,6 +30,7 @@ import memory._cli_mcp as _cli_mcp
 import memory._cli_search as _cli_search
 import memory._cli_status as _cli_status
 import memory._cli_working as _cli_working
+from memory._cli_common import show_warnings
 from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
 
@@ -84,6 +85,7 @@ def cli(ctx: click.Context, memory_dir: str | None, memory_url: str | None) -> N
       memory fetch mem-20260123-123456-abcd1234 --summary-only
       memory search "why did the auth tests fail" --limit 5
     """
+    show_warnings()
     ctx.obj = {"memory_dir": memory_dir, "memory_url": memory_url}
 
 

@@ -10,7 +10,8 @@ become, never torn.
   file's lock file (the same lock `filelock` takes; threads of one process queue on an
   in-process lock first), in one `write()`, then fsyncs. If an
   earlier writer was killed mid-line, the torn fragment is closed with a newline first, so
-  it stays one bad line and never corrupts the new one.
+  it stays one bad line and never corrupts the new one. A write that fails half-way (a full
+  disk) is cut back to where the file ended, so it leaves no partial line either.
 * `create_exclusive` makes a new file appear whole under a name that was free: written in an
   unnamed `O_TMPFILE` (a hidden temp name where that is missing), then hard-linked.
 * `read_jsonl` returns every good line with its 1-based line number and reports bad ones
@@ -47,11 +48,13 @@ from memory.errors import MemoryRuntimeError
 LOCK_TIMEOUT_S = 60.0
 
 
-def _raise_os(exc: OSError, path: Path) -> None:
+def _raise_os(
+    exc: OSError, path: Path, state: str = "the previous version of the file is intact"
+) -> None:
+    """Raise `exc` as one line; `state` says what the failed write left behind."""
     if exc.errno == errno.ENOSPC:
         raise MemoryRuntimeError(
-            f"disk full while writing {str(path)!r}: free space and retry; "
-            "the previous version of the file is intact"
+            f"disk full while writing {str(path)!r}: free space and retry; {state}"
         ) from None
     raise MemoryRuntimeError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
 
@@ -241,6 +244,7 @@ def append_lines(path: Path, payload: bytes) -> int:
     (counting every physical line).
     """
     path = Path(path)
+    state = "the file is as it was"
     try:
         fd = _open_new(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         thread_lock, process_lock = _append_locks(path)
@@ -256,17 +260,29 @@ def append_lines(path: Path, payload: bytes) -> int:
                         # Close a torn fragment left by a crash; `_count_lines` already
                         # counted it as a line, so the new record's number is unchanged.
                         payload = b"\n" + payload
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(fd, view) :]
+                try:
+                    _write_all(fd, payload, sync=False)
+                except OSError:
+                    state = _cut_back(fd, size)  # no partial line stays (a full disk)
+                    raise
+            state = "its new lines may not be durable"  # written; only the fsync failed
             os.fsync(fd)
         finally:
             os.close(fd)
         if size == 0:
             fsync_dir(path.parent)
     except OSError as exc:
-        _raise_os(exc, path)
+        _raise_os(exc, path, state)
     return first_line
+
+
+def _cut_back(fd: int, size: int) -> str:
+    """Truncate `fd` to `size` after a failed append; what the file is left as."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        return "a partial last line was left (readers skip it)"
+    return "the file is as it was"
 
 
 #: Per appended file: an in-process lock, taken before the file lock, so threads of one

@@ -37,12 +37,14 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 import memory.memfiles as memfiles
+from memory._mcp_stdio import stdio_server
 from memory.errors import MemoryDirError, MemoryStoreError
 from memory.recall import format_results
 from memory.tools import Patch, read_memory_lines
@@ -252,5 +254,15 @@ def build_server(store: Any, providers: Iterable[str] = TOOL_PROVIDERS) -> Any:
 
 
 def serve_stdio(store: Any) -> None:
-    """Serve `store` over stdio until the client closes the stream."""
-    build_server(store).run("stdio")
+    """Serve `store` over stdio until the client closes the stream.
+
+    The transport is `_mcp_stdio`'s (the SDK's, plus JSON-RPC errors for malformed frames
+    and invalid requests), so this drives the low-level server `FastMCP.run` would.
+    """
+    anyio.run(_serve, build_server(store))
+
+
+async def _serve(server: Any) -> None:
+    async with stdio_server() as (read_stream, write_stream):
+        low = server._mcp_server  # what `FastMCP.run_stdio_async` runs, on our transport
+        await low.run(read_stream, write_stream, low.create_initialization_options())

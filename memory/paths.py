@@ -7,7 +7,9 @@ layout (research_plans, findings, checkpoints, ...) is written down exactly once
 
 `confine()` is the path sandbox used by every tool that takes a path from an agent: the
 result is always inside the root (no `..`, no absolute paths, no symlink leading out, no
-NUL bytes, no absurdly long names).
+NUL bytes, no absurdly long names). `Inside` holds the same rule for what tether reads on
+its own (the index's scan, entry files, a tree being imported): nothing that resolves
+outside the memory root is indexed, searched or read.
 """
 
 from __future__ import annotations
@@ -210,3 +212,26 @@ def confine(
     if resolved != real_root and real_root not in resolved.parents:
         raise PathEscapeError(f"path {raw!r} resolves outside {label} (through a symlink)")
     return resolved
+
+
+class Inside:
+    """Whether paths under one root resolve inside it (the root's own real path, once).
+
+    A path with no symlink in it below the root is inside by construction, so callers
+    that walk the tree ask only about the symlinks they meet (`os.DirEntry.is_symlink`
+    costs nothing), and readers of a known file ask once per read.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.real_root = os.path.realpath(root)
+        self._prefix = self.real_root.rstrip(os.sep) + os.sep
+
+    def __call__(self, path: str | os.PathLike[str]) -> bool:
+        """True when `path` (following every symlink in it) is the root or below it."""
+        real = os.path.realpath(path)
+        return real == self.real_root or real.startswith(self._prefix)
+
+    def real(self, path: str | os.PathLike[str]) -> str | None:
+        """`path` with every symlink resolved, or None when that leaves the root."""
+        real = os.path.realpath(path)
+        return real if real == self.real_root or real.startswith(self._prefix) else None

@@ -14,10 +14,12 @@ the live view, checkpoint validation), so `--help` and `status` load no more tha
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +27,7 @@ from typing import Any
 
 import click
 
+from memory._cli_common import show_warnings
 from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
 from memory.paths import Layout
@@ -73,6 +76,23 @@ class _Group(click.Group):
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(0)
+        except (sqlite3.Error, OSError) as exc:
+            raise click.ClickException(_storage_problem(exc)) from None
+
+
+def _storage_problem(exc: Exception) -> str:
+    """One line for a failure of the storage under a command (LangGraph's SQLite state, a
+    file written outside the memory library), e.g. a full disk; a task stays resumable."""
+    if isinstance(exc, sqlite3.Error):
+        what = " ".join(str(exc).split()) or type(exc).__name__
+        return (
+            f"the task's state could not be saved ({what}); free space if the disk is full, "
+            "then run `orchestrator resume`"
+        )
+    where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+    if getattr(exc, "errno", None) == errno.ENOSPC:
+        return f"disk full while writing{where}: free space, then run `orchestrator resume`"
+    return f"{exc.strerror or exc}:{where} (then `orchestrator resume` continues a task)"
 
 
 def memory_option(func: Callable) -> Callable:
@@ -191,6 +211,7 @@ def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
       orchestrator handoff
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
+    show_warnings()  # the memory library's (a damaged memory.db rebuilt, a lost entry)
     if group_memory_dir:
         # Every command resolves its memory directory through $TETHER_MEMORY_DIR when
         # it was not given one of its own, so `orchestrator --memory-dir D status` works.

@@ -20,6 +20,7 @@ import copy
 import functools
 import os
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 
 from memory.resources import shipped_dir
+from orchestrator import _yaml
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import SkillError
 
@@ -88,6 +90,17 @@ class Skill:
         return self.path.parent
 
 
+#: How error messages show a value from a front matter: a project's file may hold a huge one.
+_SHOW = reprlib.Repr()
+_SHOW.maxstring = _SHOW.maxother = 80
+_SHOW.maxlist = _SHOW.maxtuple = _SHOW.maxdict = 4
+_SHOW.maxlevel = 2
+
+
+def _shown(value: Any) -> str:
+    return _SHOW.repr(value)
+
+
 # -- parsing --------------------------------------------------------------------------
 def _read(path: Path) -> str:
     try:
@@ -126,9 +139,10 @@ def yaml_problem(exc: yaml.YAMLError, lines_before: int = 0) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _load_yaml(text: str) -> Any:
-    """`yaml.safe_load`, once per distinct front matter (skills are read on every run and
-    workflow load; parsing the shipped one took most of a `discover_skills` call)."""
-    return yaml.safe_load(text)
+    """The front matter parsed within `_yaml`'s limits (a project's skills are untrusted),
+    once per distinct text (skills are read on every run and workflow load; parsing the
+    shipped one took most of a `discover_skills` call)."""
+    return _yaml.load(text)
 
 
 def parse_skill(path: Path, source: str = "shipped") -> Skill:
@@ -158,11 +172,11 @@ def parse_skill(path: Path, source: str = "shipped") -> Skill:
             raise SkillError(f"skill file {str(path)!r}: front matter has no {key!r}; add one")
         if not isinstance(value, str) or not value.strip():
             raise SkillError(
-                f"skill file {str(path)!r}: {key!r} must be a non-empty string, got {value!r}"
+                f"skill file {str(path)!r}: {key!r} must be a non-empty string, got {_shown(value)}"
             )
     if not NAME_RE.match(name):
         raise SkillError(
-            f"skill file {str(path)!r}: name {name!r} must be lowercase letters, digits and "
+            f"skill file {str(path)!r}: name {_shown(name)} must be lowercase letters, digits and "
             "'-' (at most 64 characters)"
         )
     if len(description) > MAX_DESCRIPTION:
@@ -196,7 +210,7 @@ def normalize_triggers(raw: Any, path: Path) -> dict[str, Any]:
                 out.update({str(k): v for k, v in item.items()})
             else:
                 raise SkillError(
-                    f"skill file {str(path)!r}: trigger {item!r} must be 'name: value'"
+                    f"skill file {str(path)!r}: trigger {_shown(item)} must be 'name: value'"
                 )
         return out
     raise SkillError(
@@ -275,7 +289,7 @@ def triggers_from(raw: dict[str, Any], path: Path) -> Triggers:
     unknown = sorted(set(raw) - set(TRIGGER_KEYS))
     if unknown:
         raise SkillError(
-            f"skill file {str(path)!r}: unknown trigger {unknown[0]!r}; "
+            f"skill file {str(path)!r}: unknown trigger {_shown(unknown[0])}; "
             f"known: {', '.join(TRIGGER_KEYS)}"
         )
     defaults = Triggers()
@@ -283,7 +297,7 @@ def triggers_from(raw: dict[str, Any], path: Path) -> Triggers:
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold <= 0:
         raise SkillError(
             f"skill file {str(path)!r}: token_threshold must be a positive integer, "
-            f"got {threshold!r}"
+            f"got {_shown(threshold)}"
         )
     ratio = raw.get("warning_ratio", defaults.warning_ratio)
     if "warning_zone" in raw and "warning_ratio" not in raw:
@@ -291,19 +305,21 @@ def triggers_from(raw: dict[str, Any], path: Path) -> Triggers:
         if isinstance(zone, bool) or not isinstance(zone, int) or not 0 < zone <= threshold:
             raise SkillError(
                 f"skill file {str(path)!r}: warning_zone must be a token count between 1 and "
-                f"token_threshold ({threshold}), got {zone!r}"
+                f"token_threshold ({threshold}), got {_shown(zone)}"
             )
         ratio = zone / threshold
     if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
         raise SkillError(
-            f"skill file {str(path)!r}: warning_ratio must be a number in (0, 1], got {ratio!r}"
+            f"skill file {str(path)!r}: warning_ratio must be a number in (0, 1], "
+            f"got {_shown(ratio)}"
         )
     flags = {}
     for key in ("phase_transition", "agent_completion", "before_spawning"):
         value = raw.get(key, getattr(defaults, key))
         if not isinstance(value, bool):
             raise SkillError(
-                f"skill file {str(path)!r}: trigger {key!r} must be true or false, got {value!r}"
+                f"skill file {str(path)!r}: trigger {key!r} must be true or false, "
+                f"got {_shown(value)}"
             )
         flags[key] = value
     return Triggers(token_threshold=threshold, warning_ratio=float(ratio), **flags)

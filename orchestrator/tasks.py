@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 from collections.abc import Iterator
 from typing import Any
 
 from memory.base import LockHeldError
 from memory.names import slugify
-from memory.paths import check_name
 from orchestrator.brief import check_objective
 from orchestrator.docs import TASKS, Docs
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
@@ -33,6 +33,22 @@ from orchestrator.paths import new_suffix
 
 TaskRecord = dict[str, Any]
 """A task's merged record: `task_id`, `objective`, `workdir`, `thread_id`, ... (see above)."""
+
+#: A new task's id: it names folders and files and is pasted into shell commands, so only
+#: ASCII letters, digits, '-', '_' and '.', and never a leading '-' (an option) or '.'.
+TASK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+TASK_ID_RULE = "use 1 to 128 letters, digits, '-', '_' or '.', starting with a letter or digit"
+
+
+def check_task_id(task_id: str) -> str:
+    """`task_id` if it is a valid id for a new task (`TASK_ID_RE`).
+
+    Raises:
+        OrchestratorUserError: anything else, with the rule the id breaks.
+    """
+    if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
+        raise OrchestratorUserError(f"invalid task id {task_id!r}: {TASK_ID_RULE}")
+    return task_id
 
 
 def new_task_id(objective: str) -> str:
@@ -87,10 +103,7 @@ def check_new_task(
         raise WorkflowError(
             f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
         )
-    try:
-        task_id = check_name(task_id, "task id") if task_id else new_task_id(objective)
-    except ValueError as exc:
-        raise OrchestratorUserError(str(exc)) from None
+    task_id = check_task_id(task_id) if task_id else new_task_id(objective)
     return task_id, str(check_workdir(workdir or "."))
 
 

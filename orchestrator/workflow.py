@@ -452,9 +452,12 @@ def _skill_thresholds(project_dir: str | os.PathLike[str] | None) -> Thresholds:
 
 
 def _read_yaml(path: Path) -> Any:
+    # here, not at the top: this function is the module's one use of it
+    from orchestrator import _yaml
+
     text = read_text(path, "workflow file", WorkflowError, encoding="utf-8-sig")
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        return _yaml.load(text, _UniqueKeyLoader)  # bounded: a project's file is untrusted
     except yaml.YAMLError as exc:
         raise WorkflowError(
             f"workflow file {str(path)!r}: malformed YAML: {yaml_problem(exc)}"

@@ -12,7 +12,13 @@ The pieces, each in its own module of this package:
 * `_entries` (+ `_entry_sql`, `_journal`): entries in their tiers, and their journal;
 * `_index`: the FTS5 index of every file and entry, synced by mtime/size;
 * `_planner`: the query planner and reranker behind `index_query` (`memory search`);
-* `_records`: task records, the registry and task leases.
+* `_records`: task records, the registry and task leases;
+* `_repair`: a damaged `memory.db` moved aside and rebuilt where SQLite reports the damage,
+  and a full disk as one line (every operation that touches the database is `healing`);
+* `_leftovers`: what interrupted writes leave (named by `memory stats`, swept by `prune`);
+* `_tree`: a memory tree as files, for `memory export` and `memory import`.
+
+Nothing that resolves outside the root is indexed, listed or read (`memory.paths.Inside`).
 
 Thread safety: one SQLite connection per thread; processes coordinate through SQLite locking
 and the file locks of `memory.durable`.
@@ -20,6 +26,7 @@ and the file locks of `memory.durable`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -31,6 +38,7 @@ from typing import Any
 import filelock
 
 import memory.backends.files._db as _db
+import memory.backends.files._repair as _repair
 import memory.durable as durable
 from memory.backends.files._documents import DocumentFiles, is_document_path, walk_documents
 from memory.backends.files._entries import EntryStore
@@ -84,6 +92,7 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         self.entries = EntryStore(self)
         self.index = Index(self)
         self._saver: Any = None
+        self._resync = False
 
     @classmethod
     @contextmanager
@@ -120,16 +129,58 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         """This thread's connection to `memory.db`, migrated on first use."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            # the file this thread opens: `repair` moves it aside only if it is still there
+            self._local.db_id = _repair.identity(self.layout.db)
             if self.read_only:
                 conn = _db.connect_read_only(self.layout.db)
             else:
                 self.layout.ensure()
                 conn = _db.connect(self.layout.db)
-                _db.migrate(conn, MIGRATIONS)
+                try:
+                    _db.migrate(conn, MIGRATIONS)
+                except BaseException:
+                    conn.close()
+                    raise
+            self._local.db_id = _repair.identity(self.layout.db)
             self._local.conn = conn
             with self._conns_lock:
                 self._all_conns.append(conn)
         return conn
+
+    def follow_db(self) -> None:
+        """Reconnect when `memory.db` is no longer the file this thread opened (another
+        process moved a damaged one aside, or a person deleted it): one `stat`."""
+        if getattr(self._local, "conn", None) is None or self.read_only:
+            return
+        if _repair.identity(self.layout.db) != self._local.db_id:
+            self._disconnect()
+
+    def repair(self, exc: BaseException) -> None:
+        """`memory.db` is damaged (`exc`): move it aside and start a new one (`_repair`)."""
+        if self.read_only:
+            raise _repair.read_only_damage(self.layout.db, exc)
+        damaged = getattr(self._local, "db_id", None)
+        self._disconnect()
+        aside = _repair.move_aside(self.layout, damaged)
+        self._resync = True  # a query retried on the new database must not find it empty
+        if aside is not None:
+            _repair.log.warning(
+                f"memory.db was damaged ({_repair.describe(exc)}); moved it to {aside.name!r} "
+                "and started a new one, rebuilt from the files and entries/journal.jsonl"
+            )
+
+    def _disconnect(self) -> None:
+        """Close this thread's connection and forget what was read through it."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._conns_lock:
+                if conn in self._all_conns:
+                    self._all_conns.remove(conn)
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._versions.clear()  # versions of a lost `memory.db` mean nothing in a new one
+        self.entries.reset()  # the new database restores its entries from the journal
 
     @contextmanager
     def _write(self, *, durable_commit: bool = True) -> Iterator[sqlite3.Connection]:
@@ -138,16 +189,12 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         if not durable_commit:
             conn.execute("PRAGMA synchronous = NORMAL")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _db.transaction(conn):
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
         finally:
             if not durable_commit:
-                conn.execute("PRAGMA synchronous = FULL")
+                with contextlib.suppress(sqlite3.Error):  # never hides the error in flight
+                    conn.execute("PRAGMA synchronous = FULL")
 
     def close(self) -> None:
         if self._saver is not None:
@@ -225,6 +272,9 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         wanted = None if sources is None else tuple(dict.fromkeys(sources))
         if wanted == ():
             return []
+        if self._resync:
+            self._resync = False
+            self.index.sync()
         conn = self.connect()
         cache = getattr(self._local, "df_cache", None)
         if cache is None or getattr(self._local, "df_conn", None) is not conn:
@@ -250,6 +300,19 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
 
     def holds_thread(self, thread_id: str) -> bool:
         return sqlite_holds_thread(self.root / LANGGRAPH_DB, thread_id)
+
+
+#: The operations that touch `memory.db`: each repairs a damaged one and runs again, and
+#: turns a full disk into one line (`_repair.healing`).
+HEALED = (
+    "setup get_document stat_document put_document delete_document list_documents "
+    "list_changes log_entry put_entry get_entry fetch_entry list_entries delete_entries "
+    "count_pruned entry_stats index_upsert index_delete index_query sync_index reindex "
+    "put_task get_task list_tasks put_subagent transition_subagent list_subagents "
+    "acquire_lock release_lock get_lock"
+).split()
+for _name in HEALED:
+    setattr(FilesBackend, _name, _repair.healing(getattr(FilesBackend, _name)))
 
 
 def _read_only(root: Path) -> bool:

@@ -12,11 +12,13 @@ tables they create (`_entry_sql`, `_index`, `_records`); the backend hands them 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from memory.backends.files._repair import is_damage, read_only_damage
 from memory.errors import MemoryDirError
 
 BUSY_TIMEOUT_MS = 60_000
@@ -53,6 +55,8 @@ def connect(path: Path) -> sqlite3.Connection:
             check_same_thread=False,
         )
     except sqlite3.DatabaseError as exc:
+        if is_damage(exc):
+            raise  # the backend moves a damaged file aside and starts a new one
         raise _unusable(path, exc) from None
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     delay = 0.01
@@ -63,6 +67,8 @@ def connect(path: Path) -> sqlite3.Connection:
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) and "busy" not in str(exc):
                 conn.close()
+                if is_damage(exc) or "full" in str(exc) or "I/O" in str(exc):
+                    raise  # the backend's own one-line meaning (`_repair.healing`)
                 raise _unusable(path, exc) from None
             if time.monotonic() > deadline:
                 conn.close()
@@ -71,6 +77,8 @@ def connect(path: Path) -> sqlite3.Connection:
             delay = min(delay * 2, 0.2)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if is_damage(exc):
+                raise
             raise _unusable(path, exc) from None
     conn.row_factory = sqlite3.Row
     return conn
@@ -100,6 +108,8 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
             continue
         conn.row_factory = sqlite3.Row
         return conn
+    if last is not None and is_damage(last):
+        raise read_only_damage(path, last)  # cannot be moved aside from here
     raise _unusable(path, last or RuntimeError("unknown error"))
 
 
@@ -114,8 +124,28 @@ def _configure(conn: sqlite3.Connection) -> None:
 
 def _unusable(path: Path, exc: Exception) -> MemoryDirError:
     return MemoryDirError(
-        f"cannot open {str(path)!r} ({exc}); move it aside and run `memory reindex`"
+        f"cannot open {str(path)!r} ({exc}); check that it is a file this user can read and write"
     )
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One `BEGIN IMMEDIATE` ... `COMMIT`; any exception rolls it back and is raised as it was.
+
+    SQLite rolls a transaction back by itself after some errors (a full disk, an I/O
+    error), and a `ROLLBACK` then fails with "cannot rollback - no transaction is active",
+    which would replace the error that says what happened. So the rollback runs only while
+    a transaction is open, and its own failure never hides the original exception.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
@@ -129,8 +159,7 @@ def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
     if all(name in done for name, _ in migrations):
         return []
     applied = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         # Another process may have applied some while we waited for the write lock.
         done = {row[0] for row in conn.execute(APPLIED_SQL)}
         for name, step in sorted(migrations, key=lambda m: m[0]):
@@ -143,10 +172,6 @@ def migrate(conn: sqlite3.Connection, migrations: list[Migration]) -> list[str]:
                     conn.execute(statement)
             conn.execute(RECORD_SQL, (name,))
             applied.append(name)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return applied
 
 

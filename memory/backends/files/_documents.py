@@ -37,7 +37,7 @@ from memory.base import (
     encode_lines,
 )
 from memory.errors import ConflictError, InvalidInputError
-from memory.paths import Layout, confine
+from memory.paths import Inside, Layout, confine
 
 _create_exclusive = durable.create_exclusive  # `create_document`'s `durable` hides the module
 
@@ -66,21 +66,42 @@ def is_document_path(rel: str) -> bool:
     parts = rel.split("/")
     if parts[0] in NOT_DOCUMENTS or any(rel.startswith(d + "/") for d in NOT_DOCUMENT_DIRS):
         return False
+    if len(parts) == 1 and parts[0].startswith("memory.db."):  # a damaged one moved aside
+        return False
     hidden = [p for p in parts if p.startswith(".")]
     return not hidden or (parts[0] == DOCUMENT_DOT_DIR and len(hidden) == 1)
 
 
 def walk_documents(root: Path, under: str = "") -> Iterator[tuple[str, str]]:
-    """`(relative path, absolute path)` of every document file under `root/under`, sorted."""
+    """`(relative path, absolute path)` of every document file under `root/under`, sorted.
+
+    Symlinked folders are not entered, and a symlinked file is a document only when its
+    target is inside `root` (`memory.paths.Inside`): nothing outside the tree is listed,
+    exported or imported.
+    """
     found = []
+    inside = Inside(root)
     start = os.path.join(root, under) if under else str(root)
-    for dirpath, dirnames, filenames in os.walk(start):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if is_document_path(prefix + d + "/x"))
-        for name in filenames:
-            if is_document_path(prefix + name):
-                found.append((prefix + name, os.path.join(dirpath, name)))
+    if os.path.islink(start) and not inside(start):
+        return iter(())
+    base = "" if not under else Path(under).as_posix().rstrip("/") + "/"
+    folders = [(start, base)]
+    while folders:
+        folder, prefix = folders.pop()
+        try:
+            with os.scandir(folder) as it:
+                items = list(it)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        for item in items:
+            rel = prefix + item.name
+            if item.is_dir(follow_symlinks=False):
+                if is_document_path(rel + "/x"):
+                    folders.append((item.path, rel + "/"))
+            elif not is_document_path(rel) or item.is_dir():
+                continue  # tether's own storage, or a symlinked folder
+            elif not item.is_symlink() or inside(item.path):
+                found.append((rel, item.path))
     return iter(sorted(found))
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import memory.durable as durable
+from memory.backends.files._db import transaction
 from memory.backends.files._entry_sql import (
     DATES_SQL,
     DELETE_ENTRY_SQL,
@@ -72,7 +73,8 @@ from memory.entries import (
     pieces,
     prepare_entry,
 )
-from memory.errors import CorruptDataError, MemoryRuntimeError
+from memory.errors import CorruptDataError, MemoryRuntimeError, PathEscapeError
+from memory.paths import Inside
 from memory.summarize import Summarizer
 
 __all__ = ["EntryStore", "MIGRATIONS"]
@@ -94,7 +96,10 @@ class EntryStore:
     def __init__(self, backend: FilesHost):
         self.backend = backend
         self._journal = EntryJournal(backend.layout)
+        self._inside = Inside(backend.layout.root)
         self._journal_checked = False
+        self.unrestored: list[str] = []
+        """One line per journal line the last `restore` could not bring back."""
         self._journal_lock = threading.Lock()
 
     @property
@@ -106,6 +111,11 @@ class EntryStore:
                     self._journal_checked = True  # first: restore() uses this property too
                     self._check_journal(conn)
         return conn
+
+    def reset(self) -> None:
+        """Check the journal again on next use (a new `memory.db`: restore its entries)."""
+        with self._journal_lock:
+            self._journal_checked = False
 
     def ready(self) -> None:
         """Run the first-use journal check now (restore an emptied table, start a journal)."""
@@ -235,11 +245,9 @@ class EntryStore:
     def _insert_row(self, entry: Entry, inline_blob: bytes | None) -> bool:
         """Insert the row and journal it in one write transaction; False if the id is taken."""
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             if conn.execute(ID_TAKEN_SQL, (entry.id, entry.id)).fetchone():
-                conn.execute("ROLLBACK")
-                return False
+                return False  # (the empty transaction commits)
             cursor = conn.execute(
                 INSERT_ENTRY_SQL,
                 (
@@ -263,10 +271,6 @@ class EntryStore:
             # Under the write lock, so journal order is commit order and restore() (which
             # also takes it) never sees a line whose row is about to be inserted.
             self._journal.append_log(entry, inline_blob)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return True
 
     def _rel(self, path: Path) -> str:
@@ -334,6 +338,11 @@ class EntryStore:
         return b"".join(self._read_gz(folder / chunk_name(n)) for n in range(entry.chunks))
 
     def _read_gz(self, path: Path) -> bytes:
+        if self._inside.real(path) is None:  # `entries/{id}` or a chunk swapped for a symlink
+            raise PathEscapeError(
+                f"entry file {self._rel(path)!r} resolves outside the memory directory "
+                "(a symlink); it is not read: restore the entry's folder or prune the entry"
+            )
         try:
             return gzip.decompress(path.read_bytes())
         except FileNotFoundError:
@@ -411,10 +420,12 @@ class EntryStore:
         chunked entries whose files are gone, and unreadable lines. Idempotent.
 
         Returns:
-            How many entries were restored.
+            How many entries were restored; `unrestored` then names the journal lines whose
+            entries could not be (each also logged as a warning).
         """
         self._journal_checked = True
-        return self._journal.restore(self._conn)
+        restored, self.unrestored = self._journal.restore(self._conn)
+        return restored
 
     def _check_journal(self, conn: sqlite3.Connection) -> None:
         """First use: restore an emptied table from the journal, or start a missing journal."""
@@ -465,8 +476,7 @@ class EntryStore:
         """
         wanted = list(dict.fromkeys(entry_ids))
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             victims = [e for e in self._by_ids(wanted)]
             removed_at = iso(self.backend.clock())
             for entry in victims:
@@ -474,10 +484,6 @@ class EntryStore:
                 conn.execute(DELETE_ENTRY_SQL, (entry.id,))
             if victims:  # before COMMIT: a restore must never bring them back
                 self._journal.append_prunes([e.id for e in victims], removed_at)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         for entry in victims:
             if entry.tier != "inline":
                 shutil.rmtree(self._entries_dir / entry.id, ignore_errors=True)

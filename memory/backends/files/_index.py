@@ -40,6 +40,7 @@ import threading
 import time
 
 from memory.backends.blocks import FLAT_FOLDERS, WORDY
+from memory.backends.files._db import transaction
 from memory.backends.files._host import FilesHost
 from memory.backends.files._index_plan import (
     FileWork,
@@ -64,6 +65,7 @@ from memory.backends.files._index_schema import (
 from memory.backends.files._watch import Watch
 from memory.base import IndexReport, SearchDoc
 from memory.errors import MemoryStoreError
+from memory.paths import Inside
 
 
 class Index:
@@ -132,20 +134,17 @@ class Index:
         """Drop every index table and index all files and entries again."""
         began = time.perf_counter()
         self.backend.entries.restore()  # rows lost with a deleted memory.db, from the journal
+        warnings = list(self.backend.entries.unrestored)
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             kept = [SearchDoc(r[0], r[1], r[4], r[2] or "", {"line": r[3]})
                     for r in conn.execute(SELECT_UPSERTED_SQL)]  # fmt: skip
             drop_index_tables(conn)
             for _, step in MIGRATIONS:
                 step(conn)
             self._upsert(conn, kept)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         report = self.sync(full=True)
+        report.warnings = warnings
         self._optimize()
         report.rows_total = self.row_count()
         report.seconds = time.perf_counter() - began
@@ -192,40 +191,39 @@ class Index:
         """Stat every indexable file: `{relative path: Seen}` (no file is read).
 
         Each folder is watched (`watch`) before it is listed, so a change made while the
-        scan runs is seen by the next sync.
+        scan runs is seen by the next sync. Nothing that resolves outside the memory root
+        is taken (`Inside`): a symlinked file counts only when its target is inside (and
+        is read there), a symlinked folder below the layout's own folders is not entered.
         """
         watch = watch or Watch.inactive()
         watch.add(str(self.layout.root), root=True)  # folders created or removed
+        inside = Inside(self.layout.root)
         seen: dict[str, Seen] = {}
         for attr, source, suffixes in FLAT_FOLDERS:
             folder = getattr(self.layout, attr)
-            self._scan_dir(
-                str(folder),
-                self.layout.relative(folder),
-                source,
-                suffixes,
-                seen,
-                recursive=True,
-                watch=watch,
-            )
+            if _leaves(str(folder), inside):
+                continue
+            rel = self.layout.relative(folder)
+            self._scan_dir(str(folder), rel, source, suffixes, seen, inside, watch)
         working = str(self.layout.working)
+        if _leaves(working, inside):
+            return seen
         watch.add(working)
         for task in _scandir(working):
             if task.name.startswith(".") or not task.is_dir():
                 continue
+            if task.is_symlink() and not inside(task.path):
+                continue
             rel_task = f"working/{task.name}"
             watch.add(task.path)
             for name, source in (("overview.md", "overview"), ("messages.jsonl", "messages")):
-                self._add_file(os.path.join(task.path, name), f"{rel_task}/{name}", source, seen)
-            self._scan_dir(
-                os.path.join(task.path, "detail"),
-                f"{rel_task}/detail",
-                "detail",
-                (".md",),
-                seen,
-                recursive=True,
-                watch=watch,
-            )
+                path = os.path.join(task.path, name)
+                _add_file(path, f"{rel_task}/{name}", source, seen, inside)
+            detail = os.path.join(task.path, "detail")
+            if not _leaves(detail, inside):
+                self._scan_dir(
+                    detail, f"{rel_task}/detail", "detail", (".md",), seen, inside, watch
+                )
         return seen
 
     def _scan_dir(
@@ -235,38 +233,19 @@ class Index:
         source: str,
         suffixes: tuple[str, ...],
         seen: dict[str, Seen],
-        *,
-        recursive: bool,
-        watch: Watch | None = None,
+        inside: Inside,
+        watch: Watch,
     ) -> None:
-        if watch is not None:
-            watch.add(folder)
+        watch.add(folder)
         for item in _scandir(folder):
             if item.name.startswith("."):
                 continue
-            if recursive and item.is_dir():
+            if item.is_dir(follow_symlinks=False):
                 self._scan_dir(
-                    item.path,
-                    f"{rel}/{item.name}",
-                    source,
-                    suffixes,
-                    seen,
-                    recursive=True,
-                    watch=watch,
+                    item.path, f"{rel}/{item.name}", source, suffixes, seen, inside, watch
                 )
             elif item.name.endswith(suffixes):
-                self._add_file(item.path, f"{rel}/{item.name}", source, seen, item)
-
-    @staticmethod
-    def _add_file(
-        path: str, rel: str, source: str, seen: dict[str, Seen], item: os.DirEntry | None = None
-    ) -> None:
-        try:
-            st = item.stat() if item is not None else os.stat(path)
-        except OSError:
-            return
-        if (st.st_mode & 0o170000) == 0o100000:  # regular files only
-            seen[rel] = Seen(rel, source, path, st.st_mtime_ns, st.st_size)
+                _add_file(item.path, f"{rel}/{item.name}", source, seen, inside, item)
 
     # -- files ------------------------------------------------------------------------
     def _sync_files(
@@ -453,6 +432,36 @@ class Index:
         """
         with self.backend._write(durable_commit=not derived) as conn:
             fn(conn)
+
+
+def _leaves(folder: str, inside: Inside) -> bool:
+    """True when the folder `folder` is a symlink whose target is outside the memory root."""
+    return os.path.islink(folder) and not inside(folder)
+
+
+def _add_file(
+    path: str,
+    rel: str,
+    source: str,
+    seen: dict[str, Seen],
+    inside: Inside,
+    item: os.DirEntry | None = None,
+) -> None:
+    """Add `path` to `seen` if it is a regular file inside the memory root (a symlink is
+    followed only when its target is inside, and recorded by that target's path)."""
+    try:
+        link = item.is_symlink() if item is not None else os.path.islink(path)
+        if link:
+            path = inside.real(path)
+            if path is None:
+                return
+            st = os.stat(path)
+        else:
+            st = item.stat() if item is not None else os.stat(path)
+    except OSError:
+        return
+    if (st.st_mode & 0o170000) == 0o100000:  # regular files only
+        seen[rel] = Seen(rel, source, path, st.st_mtime_ns, st.st_size)
 
 
 def _scandir(path: str) -> list[os.DirEntry]:

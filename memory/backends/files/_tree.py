@@ -10,6 +10,7 @@ entries from that journal on first use, so the tree is a working memory director
 from __future__ import annotations
 
 import gzip
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,19 +25,30 @@ from memory.backends.files._journal import (
 )
 from memory.base import BaseBackend
 from memory.entries import Entry, pieces
-from memory.errors import InvalidInputError
+from memory.errors import InvalidInputError, PathEscapeError
+from memory.paths import Inside
 
 GZIP_LEVEL = 6
 
+log = logging.getLogger(__name__)
+
 
 def export_tree(backend: BaseBackend, directory: Path) -> tuple[int, int]:
-    """Write every document and entry of `backend` under `directory`; `(documents, entries)`."""
+    """Write every document and entry of `backend` under `directory`; `(documents, entries)`.
+
+    Raises:
+        PathEscapeError: a folder of `directory` that a file would go into is a symlink
+            leading out of it (checked before anything is written).
+    """
+    exported = backend.export_documents()
+    entries = list(reversed(backend.list_entries(limit=None)))  # oldest first, as logged
+    _check_targets(directory, [*exported, "entries/x", *(f"entries/{e.id}/x" for e in entries)])
     documents = 0
-    for path, data in backend.export_documents().items():
+    for path, data in exported.items():
         durable.atomic_write_bytes(directory / path, data)
         documents += 1
     records = []
-    for entry in reversed(backend.list_entries(limit=None)):  # oldest first, as logged
+    for entry in entries:
         data = backend.fetch_entry(entry.id).encode("utf-8")
         entry, blob = _write_entry_files(directory, entry, data)
         records.append(journal_record(entry, blob))
@@ -62,6 +74,17 @@ def _write_entry_files(directory: Path, entry: Entry, data: bytes) -> tuple[Entr
     return replace(entry, path=rel, stored_bytes=stored), None
 
 
+def _check_targets(directory: Path, paths: list[str]) -> None:
+    """Refuse to write through a folder of `directory` that resolves outside it."""
+    inside = Inside(directory)
+    for folder in {str(Path(path).parent) for path in paths}:
+        if not inside(directory / folder):
+            raise PathEscapeError(
+                f"cannot export into {str(directory / folder)!r}: it resolves outside "
+                f"{str(directory)!r} (a symlink); export to a directory without one"
+            )
+
+
 def tree_documents(directory: Path) -> list[str]:
     """The document paths of a memory tree (relative POSIX, sorted)."""
     if not directory.is_dir():
@@ -69,25 +92,32 @@ def tree_documents(directory: Path) -> list[str]:
     return [rel for rel, _ in walk_documents(directory)]
 
 
-def import_tree(directory: Path, backend: BaseBackend) -> tuple[int, int]:
+def import_tree(directory: Path, backend: BaseBackend) -> tuple[int, int, list[str]]:
     """Load the documents and entries of the tree `directory` into `backend`.
 
     Entries keep their ids (citations stay valid); one already there is left as it is.
     A tree that is a live memory directory (with `memory.db`) is read through a files
-    backend, else through its journal. Returns `(documents, entries)` loaded.
+    backend, else through its journal. Nothing that resolves outside the tree is read
+    (`walk_documents`, `read_tree_entries`).
+
+    Returns:
+        `(documents, entries, problems)`: what was loaded, and one line per journal line
+        whose entry was not (each also logged as a warning).
     """
     paths = tree_documents(directory)
     for path in paths:
         backend.put_document(path, (directory / path).read_bytes())
-    loaded = 0
-    for entry, data in _tree_entries(directory):
+    loaded, problems = 0, []
+    for entry, data in _tree_entries(directory, problems):
         loaded += backend.put_entry(entry, data)
-    return len(paths), loaded
+    for problem in problems:
+        log.warning(problem)
+    return len(paths), loaded, problems
 
 
-def _tree_entries(directory: Path):
+def _tree_entries(directory: Path, problems: list[str]):
     if not (directory / "memory.db").exists():
-        yield from read_tree_entries(directory)
+        yield from read_tree_entries(directory, problems)
         return
     with FilesBackend.open(directory) as source:
         for entry in reversed(source.list_entries(limit=None)):
