@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from memory.backends.files._conversation import named_speakers, rescore
+from memory.backends.files._index_schema import table_for
 from memory.backends.files._text import (
     RERANK_MAX_CHARS,
     ascii_words,
@@ -36,6 +38,7 @@ PROXIMITY_WEIGHT = 0.15
 #: much more.
 DAY_WEIGHT = 1.0
 _ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
+MESSAGE_TABLE = table_for("messages")
 
 
 @dataclass
@@ -46,7 +49,7 @@ class Candidate:
 
 class Rerank:
     """The re-ranking methods of `_planner.Query`: they read the query's fields (`conn`,
-    `limit`, `idf`, `weight`, `totals`, `df`, `days`, `surface_raw`)."""
+    `query`, `limit`, `idf`, `weight`, `totals`, `df`, `days`, `surface_raw`)."""
 
     def _rerank(self, candidates: list[Candidate], terms: list[str]) -> list[SearchHit]:
         if not candidates:
@@ -65,6 +68,7 @@ class Rerank:
                 positions = positions[1:]  # "user:" labels a message; it is not its text
             if positions:
                 scored.append((self._score(doc, positions, terms), doc_id, positions))
+        scored = self._as_turns(docs, scored)
         scored.sort(key=lambda s: (-s[0], -s[1]))
         results: list[SearchHit] = []
         at = 0
@@ -72,11 +76,44 @@ class Rerank:
             # Metadata only for the rows returned (more if one lost its idx_docs row).
             batch = scored[at : at + self.limit - len(results)]
             at += len(batch)
+            batch = self._with_text(docs, batch, terms)
             self._describe(docs, [d for _, d, _ in batch])
             results += [
                 self._result(docs[d], score, pos) for score, d, pos in batch if "source" in docs[d]
             ]
         return results
+
+    def _as_turns(self, docs: dict[int, dict], scored: list) -> list:
+        """`scored` with messages rescored as turns of their conversations (`_conversation`).
+
+        Turns beside the best ones that hold no query word join only when more rows match
+        than the search returns: they may take the place of weaker matches, but a search
+        never returns more rows than match it, nor leaves out a match to make room for them
+        when every match fits. They come with no positions (their text is read only if they
+        are returned)."""
+        own = {d: score for score, d, _ in scored if docs[d]["table"] == MESSAGE_TABLE}
+        if not own:
+            return scored
+        speakers = named_speakers(self.conn, self.query)
+        scores = rescore(self.conn, own, self.limit, speakers)
+        out = [(scores.get(d, score), d, positions) for score, d, positions in scored]
+        if len(scored) > self.limit:
+            out += [(score, d, []) for d, score in scores.items() if d not in docs]
+        return out
+
+    def _with_text(self, docs: dict[int, dict], batch: list, terms: list[str]) -> list:
+        """`batch` with the text and term positions of the turns `_as_turns` added."""
+        new = [Candidate(d, MESSAGE_TABLE) for _, d, _ in batch if d not in docs]
+        if not new:
+            return batch
+        added = self._load(new)
+        hits, _ = self._term_hits(added, terms)
+        docs.update(added)
+        return [
+            (score, d, positions or sorted(hits.get(d, [])))
+            for score, d, positions in batch
+            if d in docs
+        ]
 
     def _term_hits(
         self, docs: dict[int, dict], terms: list[str]

@@ -13,10 +13,12 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 import re
 import sqlite3
+import unicodedata
 
 from memory.backends.files._index_schema import indexable, json_array
 from memory.words import STOPWORDS
@@ -135,6 +137,23 @@ def ascii_words(text: str, *, fold: bool = True) -> list[str]:
     `fold=False` keeps their case (the surface words `tokenize` pairs with stems)."""
     table = _ASCII_FOLD if fold else _ASCII_SPLIT
     return text.encode("ascii").translate(table).decode("ascii").split()
+
+
+@functools.lru_cache(maxsize=4096)
+def speaker_key(name: str) -> str | None:
+    """How a message's speaker (its `name`) is stored and matched: its words folded (lower
+    case, no diacritics, as unicode61 folds them) joined by one space; None without words.
+
+    A chat log repeats a few names, hence the cache."""
+    return " ".join(fold_words(name)) or None
+
+
+def fold_words(text: str) -> list[str]:
+    """`text`'s words, lower case and without diacritics ("José" -> "jose")."""
+    if text.isascii():
+        return ascii_words(text)
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return _WORD.findall(plain.lower())
 
 
 def stem_words(

@@ -1,0 +1,104 @@
+"""Messages are turns of conversations: the re-rank reads a turn with the turns around it
+and with its speaker (for the query planner, `_planner`).
+
+* **Context.** An answer often shares no word with the question its neighbour asked
+  ("What kind of jobs are you thinking of?" / "Counseling or mental health, I'd love to
+  support people"), and a conversation stays on one topic for a few turns. A message's
+  score therefore combines its own (BM25 of its text) with its context's: the own scores of
+  the `CONTEXT_TURNS` messages before and after it in the same log, halved per turn of
+  distance (`CONTEXT_DECAY`). The two combine as `hypot(own, context)`: either alone
+  counts in full, both together count more than either but less than their sum, so a
+  turn that merely sits beside matches does not outrank the matches themselves by much,
+  and isolated matches (a fact logged between unrelated tool output) keep their rank.
+* **Speakers.** A message whose speaker (its `name`: a person in a chat log, an agent, a
+  tool) the question names scores `1 + SPEAKER_WEIGHT` times as much, as a message of a
+  day the question names does (`_planner.DAY_WEIGHT`).
+
+What it costs: the turns around the `limit` best messages only (their own scores and the
+rows beside them, which are the ones that can reach the results), found with one
+statement over `idx_docs` (a file's rows are in line order by rowid, so "the rows of the
+same file just before and after" is a seek in `idx_docs_file`); a speaker lookup only when
+the question holds a speaker's name, which one indexed query tells.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+from memory.backends.files._index_schema import json_array
+from memory.backends.files._text import fold_words, tuples
+
+CONTEXT_TURNS = 2
+CONTEXT_DECAY = 0.5
+SPEAKER_WEIGHT = 1.0
+#: A name has at most this many words; a query's first `NAME_SCAN_WORDS` words are looked at.
+NAME_WORDS = 3
+NAME_SCAN_WORDS = 200
+
+_AROUND_SQL = """
+SELECT top.value, d.file_id,
+  (SELECT group_concat(id) FROM (SELECT id FROM idx_docs WHERE file_id = d.file_id
+     AND id < top.value ORDER BY id DESC LIMIT :n)),
+  (SELECT group_concat(id) FROM (SELECT id FROM idx_docs WHERE file_id = d.file_id
+     AND id > top.value ORDER BY id LIMIT :n))
+FROM json_each(:rows) AS top JOIN idx_docs d ON d.id = top.value
+"""
+_NAMED_SQL = "SELECT DISTINCT speaker FROM idx_docs WHERE speaker IN ({marks})"
+_SPOKEN_SQL = (
+    "SELECT id FROM idx_docs WHERE id IN (SELECT value FROM json_each(?)) AND speaker IN ({marks})"
+)
+
+
+def named_speakers(conn: sqlite3.Connection, query: str) -> list[str]:
+    """The speakers of indexed messages whose whole name the query holds (word for word,
+    folded as `speaker_key` folds names)."""
+    words = fold_words(query)[:NAME_SCAN_WORDS]
+    grams = {
+        " ".join(words[i : i + n]) for n in range(1, NAME_WORDS + 1) for i in range(len(words))
+    }
+    if not grams:
+        return []
+    sql = _NAMED_SQL.format(marks=",".join("?" * len(grams)))
+    return [row[0] for row in tuples(conn, sql, sorted(grams))]
+
+
+def rescore(
+    conn: sqlite3.Connection, own: dict[int, float], limit: int, speakers: list[str]
+) -> dict[int, float]:
+    """New scores of message rows: `own` maps each candidate message to its own score.
+
+    Returns the rescored rows, among them turns that were no candidate (own score 0) next
+    to the best ones; a candidate left out keeps its own score (times the speaker factor).
+    """
+    top = sorted(own, key=lambda r: (-own[r], -r))[:limit]
+    after: dict[int, int] = {}  # the next row of the same log, for the rows around `top`
+    before: dict[int, int] = {}
+    near: set[int] = set()
+    for row, _, earlier, later in tuples(
+        conn, _AROUND_SQL, {"rows": json_array(top), "n": 2 * CONTEXT_TURNS}
+    ):
+        chain = [*_ids(earlier), row, *_ids(later)]
+        for a, b in zip(chain, chain[1:], strict=False):
+            after[a], before[b] = b, a
+        at = chain.index(row)
+        near.update(chain[max(0, at - CONTEXT_TURNS) : at + CONTEXT_TURNS + 1])
+    scores = dict(own)
+    for row in near:
+        context, back, ahead, weight = 0.0, row, row, 1.0
+        for _ in range(CONTEXT_TURNS):
+            weight *= CONTEXT_DECAY
+            back, ahead = before.get(back), after.get(ahead)
+            context += weight * (own.get(back, 0.0) + own.get(ahead, 0.0))
+        scores[row] = math.hypot(own.get(row, 0.0), context)
+    if speakers:
+        marks = ",".join("?" * len(speakers))
+        sql = _SPOKEN_SQL.format(marks=marks)
+        for (row,) in tuples(conn, sql, (json_array(list(scores)), *speakers)):
+            scores[row] *= 1 + SPEAKER_WEIGHT
+    return scores
+
+
+def _ids(text: str | None) -> list[int]:
+    """Row ids from `group_concat`, in rowid (= line) order."""
+    return sorted(int(x) for x in text.split(",")) if text else []
