@@ -34,12 +34,15 @@ import argparse
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/locomo.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.recall_worker import Worker, check_checkout
 
 DATA = Path(__file__).resolve().parent / ".data" / "locomo" / "locomo10.json"
 HOW_TO_GET = (
@@ -117,51 +120,6 @@ def write_memory(conv: Conversation, root: Path, *, dates: bool = False) -> Path
     return path
 
 
-# -- the worker: one checkout's `memory` package ---------------------------------------------
-def worker(code: str | None) -> None:
-    """Serve searches over stdin/stdout (JSON lines) with the `memory` package of `code`."""
-    if code:
-        sys.path.insert(0, code)
-    from memory.store import MemoryStore
-
-    stores: dict[str, MemoryStore] = {}
-    for raw in sys.stdin:
-        req = json.loads(raw)
-        store = stores.get(req["root"])
-        if store is None:
-            store = stores[req["root"]] = MemoryStore(req["root"])
-        began = time.perf_counter()
-        hits = store.search(req["q"], scope="messages", limit=req["k"])
-        took = time.perf_counter() - began
-        lines = [h.line for h in hits]
-        print(json.dumps({"lines": lines, "s": took}), flush=True)
-
-
-class Worker:
-    """A process searching with one checkout's code (`None`: this one)."""
-
-    def __init__(self, code: str | None):
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker"]
-        if code:
-            cmd += ["--code", str(Path(code).resolve())]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def search(self, root: Path, q: str, k: int) -> tuple[list[int], float]:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps({"root": str(root), "q": q, "k": k}) + "\n")
-        self.proc.stdin.flush()
-        reply = self.proc.stdout.readline()
-        if not reply:
-            raise RuntimeError("bench.locomo: a search worker died (see its traceback above)")
-        got = json.loads(reply)
-        return got["lines"], got["s"]
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        self.proc.wait()
-
-
 # -- scoring -----------------------------------------------------------------------------------
 def evaluate(conversations: list[Conversation], workers: dict[str, Worker], tmp: Path, dates: bool):
     """`{name: [(conversation index, category, {k: score}, seconds)]}` for every question."""
@@ -176,9 +134,9 @@ def evaluate(conversations: list[Conversation], workers: dict[str, Worker], tmp:
             for name, w in workers.items():
                 scores, took = {}, 0.0
                 for k in KS:
-                    lines, seconds = w.search(roots[name], q["question"], k)
-                    scores[k] = len(gold & set(lines[:k])) / len(gold)
-                    took += seconds if k == max(KS) else 0.0
+                    got = w.search(roots[name], q["question"], k, scope="messages")
+                    scores[k] = len(gold & set(got["lines"][:k])) / len(gold)
+                    took += got["s"] if k == max(KS) else 0.0
                 out[name].append((ci, q["category"], scores, took))
     return out
 
@@ -217,14 +175,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="path to locomo10.json")
     parser.add_argument("--baseline", help="another checkout whose search to run beside this one")
     parser.add_argument("--dates", action="store_true", help="variant: each turn has its date")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(args.code)
-        return
     if not args.data.exists():
         parser.exit(2, f"bench.locomo: {HOW_TO_GET}\n")
+    if args.baseline and (wrong := check_checkout(args.baseline)):
+        parser.exit(2, f"bench.locomo: {wrong}\n")
     conversations = load(args.data)
     workers = {}
     if args.baseline:
