@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memory.backends.files._conversation import named_speakers, rescore
+from memory.backends.files._conversation import named_speakers, rescore, speakers
 from memory.backends.files._index_schema import table_for
 from memory.backends.files._text import (
-    RERANK_MAX_CHARS,
+    SPLIT_MAX_CHARS,
     ascii_words,
     fill_tok,
     near,
@@ -41,6 +41,11 @@ _ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
 MESSAGE_TABLE = table_for("messages")
 
 
+#: A term's matches read per row, in a row longer than `SPLIT_MAX_CHARS`.
+MAX_POSITIONS = 1_000
+_FIRST_HITS_SQL = "SELECT offset FROM temp.rq_inst WHERE term = ? LIMIT ?"  # in offset order
+
+
 @dataclass
 class Candidate:
     rowid: int
@@ -49,7 +54,8 @@ class Candidate:
 
 class Rerank:
     """The re-ranking methods of `_planner.Query`: they read the query's fields (`conn`,
-    `query`, `limit`, `idf`, `weight`, `totals`, `df`, `days`, `surface_raw`)."""
+    `query`, `limit`, `idf`, `weight`, `totals`, `span`, `df`, `df_cache`, `days`,
+    `surface_raw`)."""
 
     def _rerank(self, candidates: list[Candidate], terms: list[str]) -> list[SearchHit]:
         if not candidates:
@@ -76,7 +82,7 @@ class Rerank:
             # Metadata only for the rows returned (more if one lost its idx_docs row).
             batch = scored[at : at + self.limit - len(results)]
             at += len(batch)
-            batch = self._with_text(docs, batch, terms)
+            batch = self._with_text(docs, batch)
             self._describe(docs, [d for _, d, _ in batch])
             results += [
                 self._result(docs[d], score, pos) for score, d, pos in batch if "source" in docs[d]
@@ -94,26 +100,25 @@ class Rerank:
         own = {d: score for score, d, _ in scored if docs[d]["table"] == MESSAGE_TABLE}
         if not own:
             return scored
-        speakers = named_speakers(self.conn, self.query)
-        scores = rescore(self.conn, own, self.limit, speakers)
+        key = ("speakers", self.totals[MESSAGE_TABLE], self.span[MESSAGE_TABLE])
+        known = self.df_cache.get(key, False)
+        if known is False:
+            known = self.df_cache[key] = speakers(self.conn)
+        named = named_speakers(self.conn, self.query, known)
+        scores = rescore(self.conn, own, self.limit, named)
         out = [(scores.get(d, score), d, positions) for score, d, positions in scored]
         if len(scored) > self.limit:
             out += [(score, d, []) for d, score in scores.items() if d not in docs]
         return out
 
-    def _with_text(self, docs: dict[int, dict], batch: list, terms: list[str]) -> list:
-        """`batch` with the text and term positions of the turns `_as_turns` added."""
+    def _with_text(self, docs: dict[int, dict], batch: list) -> list:
+        """`batch` with the text of the turns `_as_turns` added (their snippet is their
+        start: they were no candidate, so they hold few query words if any)."""
         new = [Candidate(d, MESSAGE_TABLE) for _, d, _ in batch if d not in docs]
         if not new:
             return batch
-        added = self._load(new)
-        hits, _ = self._term_hits(added, terms)
-        docs.update(added)
-        return [
-            (score, d, positions or sorted(hits.get(d, [])))
-            for score, d, positions in batch
-            if d in docs
-        ]
+        docs.update(self._load(new))
+        return [item for item in batch if item[1] in docs]
 
     def _term_hits(
         self, docs: dict[int, dict], terms: list[str]
@@ -121,21 +126,24 @@ class Rerank:
         """Where the query terms occur in each candidate: `{doc: [(token offset, stem)]}`, and
         `{doc: offsets}` of the matches in the query's own word form.
 
-        An ASCII row is split in Python (`ascii_words`: unicode61's split and case folding
-        on ASCII) and its words stemmed through `stem_words`; other rows go through the TEMP FTS5
-        tables, stemmed and unstemmed (costlier: ~0.5 ms more per 100 rows).
+        An ASCII row of up to `SPLIT_MAX_CHARS` is split in Python (`ascii_words`:
+        unicode61's split and case folding on ASCII) and its words stemmed through
+        `stem_words`; other rows, whole, go through the TEMP FTS5 tables, stemmed and
+        unstemmed (costlier: ~0.5 ms more per 100 rows, but in C and without a word list
+        in memory: a word at the end of a 100 MB message is found as the index found it).
         """
         wanted = set(terms)
-        texts = {i: d["body"][:RERANK_MAX_CHARS] for i, d in docs.items()}
-        split = {i: ascii_words(t) for i, t in texts.items() if t.isascii()}
+        texts = {i: d["body"] for i, d in docs.items()}
+        split = {
+            i: ascii_words(t) for i, t in texts.items() if len(t) <= SPLIT_MAX_CHARS and t.isascii()
+        }
         forms = stem_words(self.conn, set().union(*split.values()), keep=wanted)
         raw = self.surface_raw
         own = {w for w, stem in forms.items() if w == raw[stem]}  # the query's own forms
         hits: dict[int, list[tuple[int, str]]] = {}
         exact: dict[int, set[int]] = {}
         for doc, words in split.items():
-            if len(texts[doc]) == len(docs[doc]["body"]):  # the whole row: its token count
-                docs[doc]["length"] = len(words)
+            docs[doc]["length"] = len(words)
             found = [(o, w) for o, w in enumerate(words) if w in forms]
             if found:
                 hits[doc] = [(o, forms[w]) for o, w in found]
@@ -143,22 +151,39 @@ class Rerank:
                 if same:
                     exact[doc] = same
         rest = [(i, t) for i, t in texts.items() if i not in split]
-        if not rest:
-            return hits, exact
-        conn = self.conn
-        fill_tok(conn, rest, raw=True)
-        marks = ",".join("?" * len(terms))
-        for doc, term, offset in tuples(
-            conn, f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
-        ):
-            hits.setdefault(doc, []).append((offset, term))
-        forms_raw = list(dict.fromkeys(raw[t] for t in terms))
-        marks = ",".join("?" * len(forms_raw))
-        for doc, offset in tuples(
-            conn, f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})", forms_raw
-        ):
-            exact.setdefault(doc, set()).add(offset)
+        if rest:
+            self._tokenized_hits(rest, terms, hits, exact)
         return hits, exact
+
+    def _tokenized_hits(
+        self, rows: list[tuple[int, str]], terms: list[str], hits: dict, exact: dict
+    ) -> None:
+        """`_term_hits` of `rows` through the TEMP FTS5 tables, added to `hits` and `exact`.
+
+        A row longer than `SPLIT_MAX_CHARS` is tokenized on its own and stemmed only (no
+        own-form matches: half the work), and only a term's first `MAX_POSITIONS` matches
+        in it are read (a row with more is one long output, whose length outweighs its
+        term counts; reading a million matches would cost seconds).
+        """
+        conn, raw = self.conn, self.surface_raw
+        short = [(i, t) for i, t in rows if len(t) <= SPLIT_MAX_CHARS]
+        if short:
+            fill_tok(conn, short, raw=True)
+            marks = ",".join("?" * len(terms))
+            sql = f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})"
+            for doc, term, offset in tuples(conn, sql, terms):
+                hits.setdefault(doc, []).append((offset, term))
+            forms_raw = list(dict.fromkeys(raw[t] for t in terms))
+            marks = ",".join("?" * len(forms_raw))
+            sql = f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})"
+            for doc, offset in tuples(conn, sql, forms_raw):
+                exact.setdefault(doc, set()).add(offset)
+        for doc, text in rows:
+            if len(text) > SPLIT_MAX_CHARS:
+                fill_tok(conn, [(doc, text)])
+                for term in terms:
+                    for (offset,) in tuples(conn, _FIRST_HITS_SQL, (term, MAX_POSITIONS)):
+                        hits.setdefault(doc, []).append((offset, term))
 
     def _exact_idf(self, docs: dict[int, dict], hits: dict[int, list[tuple[int, str]]]) -> None:
         """idf of each query word in its own form (an unstemmed second field, estimated).
