@@ -23,6 +23,7 @@ the question holds a speaker's name, which one indexed query tells.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 
@@ -31,6 +32,8 @@ from memory.backends.files._text import fold_words, tuples
 
 CONTEXT_TURNS = 2
 CONTEXT_DECAY = 0.5
+#: The turns around this many of the best messages are looked up (at most the `limit`).
+CONTEXT_OF = 10
 SPEAKER_WEIGHT = 1.0
 #: A name has at most this many words; a query's first `NAME_SCAN_WORDS` words are looked at.
 NAME_WORDS = 3
@@ -44,19 +47,45 @@ SELECT top.value, d.file_id,
      AND id > top.value ORDER BY id LIMIT :n))
 FROM json_each(:rows) AS top JOIN idx_docs d ON d.id = top.value
 """
+#: Every speaker, one index seek each (a skip-scan of `idx_docs_speaker`).
+_SPEAKERS_SQL = """
+WITH RECURSIVE s(name) AS (
+  SELECT min(speaker) FROM idx_docs WHERE speaker IS NOT NULL
+  UNION ALL
+  SELECT (SELECT min(speaker) FROM idx_docs WHERE speaker > s.name) FROM s
+  WHERE s.name IS NOT NULL
+) SELECT name FROM s WHERE name IS NOT NULL LIMIT ?
+"""
 _NAMED_SQL = "SELECT DISTINCT speaker FROM idx_docs WHERE speaker IN ({marks})"
 _SPOKEN_SQL = (
     "SELECT id FROM idx_docs WHERE id IN (SELECT value FROM json_each(?)) AND speaker IN ({marks})"
 )
+#: Up to this many distinct speakers are kept per connection; a log with more (a name per
+#: message?) is asked each time instead.
+MAX_SPEAKERS = 4_096
 
 
-def named_speakers(conn: sqlite3.Connection, query: str) -> list[str]:
-    """The speakers of indexed messages whose whole name the query holds (word for word,
-    folded as `speaker_key` folds names)."""
+def speakers(conn: sqlite3.Connection) -> frozenset[str] | None:
+    """Every speaker of the indexed messages, or None when there are more than
+    `MAX_SPEAKERS` (the caller keeps it while the messages table is unchanged)."""
+    names = [row[0] for row in tuples(conn, _SPEAKERS_SQL, (MAX_SPEAKERS + 1,))]
+    return frozenset(names) if len(names) <= MAX_SPEAKERS else None
+
+
+def named_speakers(conn: sqlite3.Connection, query: str, known: frozenset[str] | None) -> list[str]:
+    """The speakers whose whole name the query holds, word for word (folded as
+    `speaker_key` folds names); `known` is `speakers(conn)`."""
+    if known is not None and not known:
+        return []
+    longest = NAME_WORDS if known is None else max(name.count(" ") + 1 for name in known)
     words = fold_words(query)[:NAME_SCAN_WORDS]
     grams = {
-        " ".join(words[i : i + n]) for n in range(1, NAME_WORDS + 1) for i in range(len(words))
+        " ".join(words[i : i + n])
+        for n in range(1, min(longest, NAME_WORDS) + 1)
+        for i in range(len(words))
     }
+    if known is not None:
+        return sorted(grams & known)
     if not grams:
         return []
     sql = _NAMED_SQL.format(marks=",".join("?" * len(grams)))
@@ -71,7 +100,7 @@ def rescore(
     Returns the rescored rows, among them turns that were no candidate (own score 0) next
     to the best ones; a candidate left out keeps its own score (times the speaker factor).
     """
-    top = sorted(own, key=lambda r: (-own[r], -r))[:limit]
+    top = heapq.nlargest(min(limit, CONTEXT_OF), own, key=own.__getitem__)
     after: dict[int, int] = {}  # the next row of the same log, for the rows around `top`
     before: dict[int, int] = {}
     near: set[int] = set()
