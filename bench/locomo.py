@@ -4,7 +4,8 @@ Usage (from the repository root)::
 
     python -m bench.locomo                          # this checkout's search
     python -m bench.locomo --baseline ../main       # and a baseline checkout's, same run
-    python -m bench.locomo --dates                  # variant: each turn carries its date
+    python -m bench.locomo --dates text             # variant: each turn carries its date
+    python -m bench.locomo --dates ts               # variant: ... as a timestamp (`ts`)
 
 **Data.** LoCoMo (snap-research/LoCoMo, `data/locomo10.json`, CC BY-NC 4.0) is never part of
 this repository (its licence forbids commercial use): put the file at
@@ -13,12 +14,17 @@ https://github.com/snap-research/LoCoMo. Without it the command says so and exit
 
 **Protocol** (issue 34, so figures compare across rounds): each conversation's turns, in
 session order, become one `messages.jsonl`, one line a turn, `{"role": "user", "name":
-SPEAKER, "content": TEXT}` (no dates; `--dates` adds `"date": "<session date>"` as a
-separate variant). Questions of categories 1-4 whose evidence ids resolve to turns (1,536;
-ids such as `D8:6; D9:17` or `D30:05` are split and normalised). A question's score is the
-share of its evidence turns found in the top k of `MemoryStore(root).search(q,
-scope="messages", limit=k)`, averaged over questions, for k = 5 and 10. Halves by
-conversation: the first five in file order to tune on, the last five held out.
+SPEAKER, "content": TEXT}` (no dates). Questions of categories 1-4 whose evidence ids
+resolve to turns (1,536; ids such as `D8:6; D9:17` or `D30:05` are split and normalised).
+A question's score is the share of its evidence turns found in the top k of
+`MemoryStore(root).search(q, scope="messages", limit=k)`, averaged over questions, for
+k = 5 and 10. Halves by conversation: the first five in file order to tune on, the last
+five held out.
+
+Dates are separate variants: `--dates text` adds `"date": "<session date>"` as LoCoMo
+writes it ("1:56 pm on 8 May, 2023", searched as text); `--dates ts` adds `"ts":
+"2023-05-08T13:56:00Z"` (not text: a day the question names, "on 8 May, 2023", ranks that
+day's messages higher, see `memory/when.py`).
 
 Categories (LoCoMo's numbering): 1 multi-hop, 2 temporal, 3 open-domain / inference,
 4 single-hop.
@@ -37,6 +43,7 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python bench/locomo.py`
@@ -107,21 +114,26 @@ def load(path: Path = DATA) -> list[Conversation]:
     return conversations
 
 
-def write_memory(conv: Conversation, root: Path, *, dates: bool = False) -> Path:
+def write_memory(conv: Conversation, root: Path, *, dates: str | None = None) -> Path:
     """The conversation as one `working/locomo/messages.jsonl` under `root`."""
     path = root / "working" / TASK / "messages.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         for t in conv.turns:
             line = {"role": "user", "name": t["speaker"], "content": t["text"]}
-            if dates:
+            if dates == "text":
                 line["date"] = t["date"]
+            elif dates == "ts":
+                when = datetime.strptime(t["date"], "%I:%M %p on %d %B, %Y")
+                line["ts"] = when.strftime("%Y-%m-%dT%H:%M:00Z")
             fh.write(json.dumps(line) + "\n")
     return path
 
 
 # -- scoring -----------------------------------------------------------------------------------
-def evaluate(conversations: list[Conversation], workers: dict[str, Worker], tmp: Path, dates: bool):
+def evaluate(
+    conversations: list[Conversation], workers: dict[str, Worker], tmp: Path, dates: str | None
+) -> dict[str, list]:
     """`{name: [(conversation index, category, {k: score}, seconds)]}` for every question."""
     out: dict[str, list] = {name: [] for name in workers}
     for ci, conv in enumerate(conversations):
@@ -174,7 +186,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DATA, help="path to locomo10.json")
     parser.add_argument("--baseline", help="another checkout whose search to run beside this one")
-    parser.add_argument("--dates", action="store_true", help="variant: each turn has its date")
+    parser.add_argument(
+        "--dates", choices=("text", "ts"), help="variant: each turn carries its session's date"
+    )
     args = parser.parse_args(argv)
     if not args.data.exists():
         parser.exit(2, f"bench.locomo: {HOW_TO_GET}\n")
