@@ -129,3 +129,16 @@ def test_an_isolated_full_match_outranks_a_turn_between_partial_matches(store):
     lines = _lines(store, "zephyr gateway timeout retries")
     assert lines[0] == 12
     assert lines.index(2) > lines.index(1)  # "Lunch at noon?" only sits between matches
+
+
+def test_a_past_form_of_an_irregular_verb_answers_a_question_in_the_present(store):
+    _log(
+        store,
+        "T1",
+        [
+            _turn("Ana", "We met the auditors on Tuesday, all fine."),
+            _turn("Bo", "The auditors called."),
+        ],
+    )
+    assert _lines(store, "When did we meet the auditors?")[0] == 1
+    assert _lines(store, "Where did the auditors go?") == [2, 1]  # "go" is no form of "met"

@@ -3,7 +3,9 @@
 Query plan (what keeps a question fast at a million rows):
 
 1. The query is tokenized exactly as the index is (`porter unicode61`, through a TEMP
-   FTS5 table and its `fts5vocab` 'instance' view) and stopwords are dropped.
+   FTS5 table and its `fts5vocab` 'instance' view) and stopwords are dropped. An irregular
+   verb's other forms ("went", "gone" for "go": `memory.words.verb_forms`) count as its
+   term everywhere below (an OR in each FTS5 query, the same term in the re-rank).
 2. Each term's document frequency is taken per FTS table from the first `DF_SAMPLE`
    postings (exact below that, else estimated from how far into the rowid range they
    reach): FTS5 stores no document frequencies and counting a common word's postings
@@ -50,7 +52,7 @@ from memory.backends.files._text import (
 from memory.base import SearchHit
 from memory.clock import today_utc
 from memory.when import question_days
-from memory.words import QUESTION_WORDS
+from memory.words import QUESTION_WORDS, verb_forms
 
 #: Every source `memory search` knows (files that are none of these are not indexed).
 SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",
@@ -130,6 +132,7 @@ class Query(Rerank):
         self.surface_raw: dict[str, str] = {}  # the query's own form, as unicode61 gives it
         for (stem, _), form in zip(tokens, raw, strict=True):
             self.surface_raw.setdefault(stem, form)
+        self._verbs(terms)
         # In a question, words that frame it ("what made", "why didn't we go") weigh less.
         asking = "?" in self.query or (tokens and tokens[0][1].lower() in _ASKING)
         self.weight = {
@@ -167,6 +170,22 @@ class Query(Rerank):
             if self.days and table == table_for("messages"):
                 candidates.extend(self._on_days(table, terms))
         return self._rerank(candidates, terms)
+
+    def _verbs(self, terms: list[str]) -> None:
+        """The other forms of the query's irregular verbs ("went", "gone" for "go"): each
+        counts as its term wherever the term is matched (`alternatives`: term -> forms,
+        `term_of`: stem of a form -> term)."""
+        self.alternatives: dict[str, tuple[str, ...]] = {}
+        self.term_of: dict[str, str] = {}
+        for term in terms:
+            forms = verb_forms(self.surface_lower[term])
+            if not forms:
+                continue
+            stems = stem_words(self.conn, set(forms))
+            others = {stems[f]: f for f in forms if stems[f] != term and stems[f] not in terms}
+            if others:
+                self.alternatives[term] = tuple(others.values())
+                self.term_of.update(dict.fromkeys(others, term))
 
     def _on_days(self, table: str, terms: list[str]) -> list[Candidate]:
         """Messages of the days the question names that hold any query word."""
@@ -342,7 +361,8 @@ class Query(Rerank):
                 split[rowid] = ascii_words(body or "")
             else:
                 other.append(rowid)
-        forms = stem_words(self.conn, set().union(*split.values()), keep={term})
+        keep = {term, *(s for s, t in self.term_of.items() if t == term)}
+        forms = stem_words(self.conn, set().union(*split.values()), keep=keep)
         held = [r for r, words in split.items() if not forms.keys().isdisjoint(words)]
         if other:
             marks = ",".join("?" * len(other))
@@ -356,7 +376,12 @@ class Query(Rerank):
         return rows * math.prod(self.df[(table, t)] / rows for t in combo)
 
     def _quote(self, stem: str) -> str:
-        return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
+        """`stem` as an FTS5 query: its word in the query, or any form of that verb."""
+        word = '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
+        others = self.alternatives.get(stem)
+        if not others:
+            return word
+        return "(" + " OR ".join([word, *(f'"{form}"' for form in others)]) + ")"
 
     def _or(self, stems: list[str]) -> str:
         return " OR ".join(self._quote(s) for s in stems)

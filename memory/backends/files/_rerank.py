@@ -55,7 +55,7 @@ class Candidate:
 class Rerank:
     """The re-ranking methods of `_planner.Query`: they read the query's fields (`conn`,
     `query`, `limit`, `idf`, `weight`, `totals`, `span`, `df`, `df_cache`, `days`,
-    `surface_raw`)."""
+    `surface_raw`, `term_of`)."""
 
     def _rerank(self, candidates: list[Candidate], terms: list[str]) -> list[SearchHit]:
         if not candidates:
@@ -132,14 +132,16 @@ class Rerank:
         unstemmed (costlier: ~0.5 ms more per 100 rows, but in C and without a word list
         in memory: a word at the end of a 100 MB message is found as the index found it).
         """
-        wanted = set(terms)
+        wanted = {*terms, *self.term_of}
         texts = {i: d["body"] for i, d in docs.items()}
         split = {
             i: ascii_words(t) for i, t in texts.items() if len(t) <= SPLIT_MAX_CHARS and t.isascii()
         }
         forms = stem_words(self.conn, set().union(*split.values()), keep=wanted)
         raw = self.surface_raw
-        own = {w for w, stem in forms.items() if w == raw[stem]}  # the query's own forms
+        own = {w for w, stem in forms.items() if w == raw.get(stem)}  # the query's own forms
+        if self.term_of:  # another form of a verb counts as the verb
+            forms = {w: self.term_of.get(stem, stem) for w, stem in forms.items()}
         hits: dict[int, list[tuple[int, str]]] = {}
         exact: dict[int, set[int]] = {}
         for doc, words in split.items():
@@ -169,10 +171,11 @@ class Rerank:
         short = [(i, t) for i, t in rows if len(t) <= SPLIT_MAX_CHARS]
         if short:
             fill_tok(conn, short, raw=True)
-            marks = ",".join("?" * len(terms))
+            stems = [*terms, *self.term_of]
+            marks = ",".join("?" * len(stems))
             sql = f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})"
-            for doc, term, offset in tuples(conn, sql, terms):
-                hits.setdefault(doc, []).append((offset, term))
+            for doc, stem, offset in tuples(conn, sql, stems):
+                hits.setdefault(doc, []).append((offset, self.term_of.get(stem, stem)))
             forms_raw = list(dict.fromkeys(raw[t] for t in terms))
             marks = ",".join("?" * len(forms_raw))
             sql = f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})"
@@ -181,8 +184,9 @@ class Rerank:
         for doc, text in rows:
             if len(text) > SPLIT_MAX_CHARS:
                 fill_tok(conn, [(doc, text)])
-                for term in terms:
-                    for (offset,) in tuples(conn, _FIRST_HITS_SQL, (term, MAX_POSITIONS)):
+                for stem in [*terms, *self.term_of]:
+                    term = self.term_of.get(stem, stem)
+                    for (offset,) in tuples(conn, _FIRST_HITS_SQL, (stem, MAX_POSITIONS)):
                         hits.setdefault(doc, []).append((offset, term))
 
     def _exact_idf(self, docs: dict[int, dict], hits: dict[int, list[tuple[int, str]]]) -> None:
