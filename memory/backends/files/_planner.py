@@ -113,6 +113,8 @@ class Query(Rerank):
         self.conn, self.query, self.sources, self.limit = conn, query, sources, limit
         self.df_cache = {} if df_cache is None else df_cache
         self.k = max(RERANK_K, 2 * limit)
+        self.alternatives: dict[str, tuple[str, ...]] = {}  # see `_verbs`
+        self.term_of: dict[str, str] = {}
 
     def run(self) -> list[SearchHit]:
         for sql in TEMP_SETUP:
@@ -175,8 +177,6 @@ class Query(Rerank):
         """The other forms of the query's irregular verbs ("went", "gone" for "go"): each
         counts as its term wherever the term is matched (`alternatives`: term -> forms,
         `term_of`: stem of a form -> term)."""
-        self.alternatives: dict[str, tuple[str, ...]] = {}
-        self.term_of: dict[str, str] = {}
         for term in terms:
             forms = verb_forms(self.surface_lower[term])
             if not forms:
