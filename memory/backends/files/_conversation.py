@@ -23,7 +23,6 @@ the question holds a speaker's name, which one indexed query tells.
 
 from __future__ import annotations
 
-import heapq
 import math
 import sqlite3
 
@@ -32,8 +31,9 @@ from memory.backends.files._text import fold_words, tuples
 
 CONTEXT_TURNS = 2
 CONTEXT_DECAY = 0.5
-#: The turns around this many of the best messages are looked up (at most the `limit`).
+#: The turns around this many of the best messages are looked up.
 CONTEXT_OF = 10
+_WEIGHTS = tuple(CONTEXT_DECAY**k for k in range(1, CONTEXT_TURNS + 1))
 SPEAKER_WEIGHT = 1.0
 #: A name has at most this many words; a query's first `NAME_SCAN_WORDS` words are looked at.
 NAME_WORDS = 3
@@ -93,33 +93,30 @@ def named_speakers(conn: sqlite3.Connection, query: str, known: frozenset[str] |
 
 
 def rescore(
-    conn: sqlite3.Connection, own: dict[int, float], limit: int, speakers: list[str]
+    conn: sqlite3.Connection, own: dict[int, float], top: list[int], speakers: list[str]
 ) -> dict[int, float]:
-    """New scores of message rows: `own` maps each candidate message to its own score.
+    """New scores of message rows: `own` maps each candidate message to its own score,
+    `top` lists the best of them (their first `CONTEXT_OF` are read with their context).
 
     Returns the rescored rows, among them turns that were no candidate (own score 0) next
     to the best ones; a candidate left out keeps its own score (times the speaker factor).
     """
-    top = heapq.nlargest(min(limit, CONTEXT_OF), own, key=own.__getitem__)
-    after: dict[int, int] = {}  # the next row of the same log, for the rows around `top`
-    before: dict[int, int] = {}
-    near: set[int] = set()
-    for row, _, earlier, later in tuples(
-        conn, _AROUND_SQL, {"rows": json_array(top), "n": 2 * CONTEXT_TURNS}
-    ):
-        chain = [*_ids(earlier), row, *_ids(later)]
-        for a, b in zip(chain, chain[1:], strict=False):
-            after[a], before[b] = b, a
-        at = chain.index(row)
-        near.update(chain[max(0, at - CONTEXT_TURNS) : at + CONTEXT_TURNS + 1])
     scores = dict(own)
-    for row in near:
-        context, back, ahead, weight = 0.0, row, row, 1.0
-        for _ in range(CONTEXT_TURNS):
-            weight *= CONTEXT_DECAY
-            back, ahead = before.get(back), after.get(ahead)
-            context += weight * (own.get(back, 0.0) + own.get(ahead, 0.0))
-        scores[row] = math.hypot(own.get(row, 0.0), context)
+    args = {"rows": json_array(top[:CONTEXT_OF]), "n": 2 * CONTEXT_TURNS}
+    for row, _, earlier, later in tuples(conn, _AROUND_SQL, args):
+        # the rows of this log around `row`, 2 * CONTEXT_TURNS each side: the context of
+        # every row within CONTEXT_TURNS of it is among them
+        chain = [*_ids(earlier), row, *_ids(later)]
+        values = [own.get(r, 0.0) for r in chain]
+        at, n = chain.index(row), len(chain)
+        for i in range(max(0, at - CONTEXT_TURNS), min(n, at + CONTEXT_TURNS + 1)):
+            context = 0.0
+            for k, weight in enumerate(_WEIGHTS, start=1):
+                if i >= k:
+                    context += weight * values[i - k]
+                if i + k < n:
+                    context += weight * values[i + k]
+            scores[chain[i]] = math.hypot(values[i], context)
     if speakers:
         marks = ",".join("?" * len(speakers))
         sql = _SPOKEN_SQL.format(marks=marks)

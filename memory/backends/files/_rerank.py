@@ -12,6 +12,7 @@ only the rows returned get their metadata and snippet.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 from memory.backends.files._conversation import named_speakers, rescore, speakers
@@ -39,6 +40,7 @@ PROXIMITY_WEIGHT = 0.15
 DAY_WEIGHT = 1.0
 _ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
 MESSAGE_TABLE = table_for("messages")
+_BEST_FIRST = operator.itemgetter(0, 1)
 
 
 #: A term's matches read per row, in a row longer than `SPLIT_MAX_CHARS`.
@@ -74,8 +76,9 @@ class Rerank:
                 positions = positions[1:]  # "user:" labels a message; it is not its text
             if positions:
                 scored.append((self._score(doc, positions, terms), doc_id, positions))
-        scored = self._as_turns(docs, scored)
-        scored.sort(key=lambda s: (-s[0], -s[1]))
+        scored.sort(key=_BEST_FIRST, reverse=True)  # score, then newest first
+        if self._as_turns(docs, scored):
+            scored.sort(key=_BEST_FIRST, reverse=True)
         results: list[SearchHit] = []
         at = 0
         while len(results) < self.limit and at < len(scored):
@@ -89,8 +92,9 @@ class Rerank:
             ]
         return results
 
-    def _as_turns(self, docs: dict[int, dict], scored: list) -> list:
-        """`scored` with messages rescored as turns of their conversations (`_conversation`).
+    def _as_turns(self, docs: dict[int, dict], scored: list) -> bool:
+        """Rescore the messages of `scored` (best first) as turns of their conversations
+        (`_conversation`), in place; False when there are none.
 
         Turns beside the best ones that hold no query word join only when more rows match
         than the search returns: they may take the place of weaker matches, but a search
@@ -99,17 +103,18 @@ class Rerank:
         are returned)."""
         own = {d: score for score, d, _ in scored if docs[d]["table"] == MESSAGE_TABLE}
         if not own:
-            return scored
+            return False
         key = ("speakers", self.totals[MESSAGE_TABLE], self.span[MESSAGE_TABLE])
         known = self.df_cache.get(key, False)
         if known is False:
             known = self.df_cache[key] = speakers(self.conn)
         named = named_speakers(self.conn, self.query, known)
-        scores = rescore(self.conn, own, self.limit, named)
-        out = [(scores.get(d, score), d, positions) for score, d, positions in scored]
-        if len(scored) > self.limit:
-            out += [(score, d, []) for d, score in scores.items() if d not in docs]
-        return out
+        scores = rescore(self.conn, own, list(own), named)  # `own` is in `scored`'s order
+        matched = len(scored)
+        scored[:] = [(scores.get(d, score), d, positions) for score, d, positions in scored]
+        if matched > self.limit:
+            scored += [(score, d, []) for d, score in scores.items() if d not in docs]
+        return True
 
     def _with_text(self, docs: dict[int, dict], batch: list) -> list:
         """`batch` with the text of the turns `_as_turns` added (their snippet is their
