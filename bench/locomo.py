@@ -134,7 +134,8 @@ def write_memory(conv: Conversation, root: Path, *, dates: str | None = None) ->
 def evaluate(
     conversations: list[Conversation], workers: dict[str, Worker], tmp: Path, dates: str | None
 ) -> dict[str, list]:
-    """`{name: [(conversation index, category, {k: score}, seconds)]}` for every question."""
+    """`{name: [(conversation index, category, {k: score}, seconds, lines)]}` for every
+    question (`lines`: the turns of its top 10)."""
     out: dict[str, list] = {name: [] for name in workers}
     for ci, conv in enumerate(conversations):
         roots = {}
@@ -144,12 +145,13 @@ def evaluate(
         for q in conv.questions:
             gold = set(q["evidence"])
             for name, w in workers.items():
-                scores, took = {}, 0.0
+                scores, took, lines = {}, 0.0, []
                 for k in KS:
                     got = w.search(roots[name], q["question"], k, scope="messages")
                     scores[k] = len(gold & set(got["lines"][:k])) / len(gold)
-                    took += got["s"] if k == max(KS) else 0.0
-                out[name].append((ci, q["category"], scores, took))
+                    if k == max(KS):
+                        took, lines = got["s"], got["lines"]
+                out[name].append((ci, q["category"], scores, took, lines))
     return out
 
 
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--dates", choices=("text", "ts"), help="variant: each turn carries its session's date"
     )
+    parser.add_argument("--dump-ranked", help="write each question's top-10 turns (JSON)")
     args = parser.parse_args(argv)
     if not args.data.exists():
         parser.exit(2, f"bench.locomo: {HOW_TO_GET}\n")
@@ -206,6 +209,9 @@ def main(argv: list[str] | None = None) -> None:
         for w in workers.values():
             w.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.dump_ranked:
+        ranked = {name: [r[4] for r in rows] for name, rows in results.items()}
+        Path(args.dump_ranked).write_text(json.dumps(ranked))
     print(table(results, len(conversations)))
 
 
