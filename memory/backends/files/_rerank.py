@@ -65,17 +65,12 @@ class Rerank:
         docs = self._load(candidates)
         hits, exact = self._term_hits(docs, terms)
         self._lengths(docs)
-        for doc_id, offsets in exact.items():
-            docs[doc_id]["exact"] = offsets
-        self._exact_idf(docs, hits)
+        counted = self._count(docs, hits, exact)
         self._factors()
-        scored = []
-        for doc_id, doc in docs.items():
-            positions = sorted(hits.get(doc_id, []))
-            if positions and positions[0][0] == 0 and doc["body"].startswith(_ROLE_LABELS):
-                positions = positions[1:]  # "user:" labels a message; it is not its text
-            if positions:
-                scored.append((self._score(doc, positions, terms), doc_id, positions))
+        scored = [
+            (self._score(docs[doc_id], positions, tf, tf_exact, terms), doc_id, positions)
+            for doc_id, positions, tf, tf_exact in counted
+        ]
         scored.sort(key=_BEST_FIRST, reverse=True)  # score, then newest first
         if self._as_turns(docs, scored):
             scored.sort(key=_BEST_FIRST, reverse=True)
@@ -194,29 +189,51 @@ class Rerank:
                     for (offset,) in tuples(conn, _FIRST_HITS_SQL, (stem, MAX_POSITIONS)):
                         hits.setdefault(doc, []).append((offset, term))
 
-    def _exact_idf(self, docs: dict[int, dict], hits: dict[int, list[tuple[int, str]]]) -> None:
-        """idf of each query word in its own form (an unstemmed second field, estimated).
+    def _count(self, docs: dict[int, dict], hits: dict, exact: dict) -> list[tuple]:
+        """Each candidate's `(doc, positions, tf, tf_exact)` in one pass, and the idf of
+        each query word in its own form (`exact_idf`: an unstemmed second field, estimated).
 
-        The index holds stems only; the share of the candidates holding a stem that also
-        hold the query's exact form scales the stem's document frequency ("errors" is much
-        rarer than "error"). Candidates are the rows most like the query, so the estimate
-        leans towards the query's own forms and never exceeds the stem's frequency.
+        Two fields, as engines that index both forms do: every match counts for the stem,
+        and a match in the query's own word form also counts for that form, with its own
+        (rarer) frequency: "handling" ranks "handling" first. The index holds stems only;
+        the share of the candidates holding a stem that also hold the query's exact form
+        scales the stem's document frequency ("errors" is much rarer than "error").
+        Candidates are the rows most like the query, so the estimate leans towards the
+        query's own forms and never exceeds the stem's frequency. A message's role label
+        ("user:", which the index holds) is not its text: it counts for the estimate, as
+        the index counts it, but not for the row's score.
         """
-        n_rows = sum(rows for rows, _ in self.totals.values())
+        counted = []
         stem_docs: dict[str, int] = {}
         exact_docs: dict[str, int] = {}
         for doc_id, found in hits.items():
-            for term in {term for _, term in found}:
+            same = exact.get(doc_id, ())
+            tf: dict[str, float] = {}
+            tf_exact: dict[str, float] = {}
+            for offset, term in found:
+                tf[term] = tf.get(term, 0.0) + 1.0
+                if offset in same:
+                    tf_exact[term] = tf_exact.get(term, 0.0) + 1.0
+            for term in tf:
                 stem_docs[term] = stem_docs.get(term, 0) + 1
-            exact = docs[doc_id].get("exact")  # offsets holding the query's own form
-            if exact:
-                for term in {term for offset, term in found if offset in exact}:
-                    exact_docs[term] = exact_docs.get(term, 0) + 1
+            for term in tf_exact:
+                exact_docs[term] = exact_docs.get(term, 0) + 1
+            positions = sorted(found)
+            if positions[0][0] == 0 and docs[doc_id]["body"].startswith(_ROLE_LABELS):
+                label = positions.pop(0)[1]
+                for counts in (tf, tf_exact) if 0 in same else (tf,):
+                    counts[label] -= 1.0
+                    if not counts[label]:
+                        del counts[label]
+            if positions:
+                counted.append((doc_id, positions, tf, tf_exact))
+        n_rows = sum(rows for rows, _ in self.totals.values())
         self.exact_idf = {}
         for term, weight in self.weight.items():
             ratio = (exact_docs.get(term, 0) + 0.5) / (stem_docs.get(term, 0) + 1)
             df = sum(self.df[(t, term)] for t in self.totals) * min(ratio, 1.0)
             self.exact_idf[term] = weight * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
+        return counted
 
     def _factors(self) -> None:
         """What `_score` multiplies by, once per search: each term's weighted idf (stem and
@@ -229,18 +246,16 @@ class Rerank:
         }
         self.all_weight = max(sum(self.weight.values()) - 1, 1)
 
-    def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
+    def _score(
+        self,
+        doc: dict,
+        positions: list[tuple[int, str]],
+        tf: dict[str, float],
+        tf_exact: dict[str, float],
+        terms: list[str],
+    ) -> float:
+        """BM25 of one row in the two fields (`_count`), times its bonuses."""
         dl = doc.get("length") or len(positions)
-        exact = doc.get("exact", ())
-        tf: dict[str, float] = {}
-        tf_exact: dict[str, float] = {}
-        for offset, term in positions:
-            # Two fields, as engines that index both forms do: every match counts for the
-            # stem, and a match in the query's own word form also counts for that form,
-            # with its own (rarer) frequency: "handling" ranks "handling" first.
-            tf[term] = tf.get(term, 0.0) + 1.0
-            if offset in exact:
-                tf_exact[term] = tf_exact.get(term, 0.0) + 1.0
         score = 0.0
         lengths = K1 * (1 - B + B * dl / self.avgdl[doc["table"]])
         stem_factor, exact_factor = self.stem_factor, self.exact_factor
