@@ -23,6 +23,7 @@ the question holds a speaker's name, which one indexed query tells.
 
 from __future__ import annotations
 
+import heapq
 import math
 import sqlite3
 
@@ -93,10 +94,15 @@ def named_speakers(conn: sqlite3.Connection, query: str, known: frozenset[str] |
 
 
 def rescore(
-    conn: sqlite3.Connection, own: dict[int, float], top: list[int], speakers: list[str]
+    conn: sqlite3.Connection,
+    own: dict[int, float],
+    top: list[int],
+    speakers: list[str],
+    limit: int,
 ) -> dict[int, float]:
     """New scores of message rows: `own` maps each candidate message to its own score,
-    `top` lists the best of them (their first `CONTEXT_OF` are read with their context).
+    `top` lists the best of them (their first `CONTEXT_OF` are read with their context),
+    `speakers` are the ones the question names, `limit` the rows the search returns.
 
     Returns the rescored rows, among them turns that were no candidate (own score 0) next
     to the best ones; a candidate left out keeps its own score (times the speaker factor).
@@ -118,9 +124,14 @@ def rescore(
                     context += weight * values[i + k]
             scores[chain[i]] = math.hypot(values[i], context)
     if speakers:
-        marks = ",".join("?" * len(speakers))
-        sql = _SPOKEN_SQL.format(marks=marks)
-        for (row,) in tuples(conn, sql, (json_array(list(scores)), *speakers)):
+        # Only rows that could reach the first `limit` once boosted are looked up: at
+        # least `limit` rows already score more than any other row could (in a chat
+        # between two people, half the rows are by the named one).
+        best = heapq.nlargest(limit, scores.values())
+        bar = best[-1] / (1 + SPEAKER_WEIGHT) if len(best) == limit else 0.0
+        rows = [row for row, score in scores.items() if score >= bar]
+        sql = _SPOKEN_SQL.format(marks=",".join("?" * len(speakers)))
+        for (row,) in tuples(conn, sql, (json_array(rows), *speakers)):
             scores[row] *= 1 + SPEAKER_WEIGHT
     return scores
 

@@ -104,7 +104,7 @@ class Rerank:
         if known is False:
             known = self.df_cache[key] = speakers(self.conn)
         named = named_speakers(self.conn, self.query, known)
-        scores = rescore(self.conn, own, list(own), named)  # `own` is in `scored`'s order
+        scores = rescore(self.conn, own, list(own), named, self.limit)  # `own`: best first
         matched = len(scored)
         scored[:] = [(scores.get(d, score), d, positions) for score, d, positions in scored]
         if matched > self.limit:
