@@ -8,6 +8,12 @@ an isolated match keeps its rank.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 
 from memory import MemoryStore, durable
@@ -142,3 +148,34 @@ def test_a_past_form_of_an_irregular_verb_answers_a_question_in_the_present(stor
     )
     assert _lines(store, "When did we meet the auditors?")[0] == 1
     assert _lines(store, "Where did the auditors go?") == [2, 1]  # "go" is no form of "met"
+
+
+def test_an_index_from_before_speakers_is_searched_read_only(store, memory_dir, cli_env):
+    """A read-only memory is not migrated: its index lacks the speaker column."""
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: file modes cannot be enforced")
+    _log(store, "T1", [_turn("Ana", "Which port should the zephyr service listen on?")])
+    _log(store, "T1", [_turn("Bo", "31337, we settled it."), *_zephyr_notes(8)])
+    store.search("warm up", limit=1)
+    conn = store.backend.connect()
+    conn.execute("DROP INDEX idx_docs_speaker")
+    conn.execute("ALTER TABLE idx_docs DROP COLUMN speaker")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm104_message_speakers'")
+    conn.commit()
+    store.close()
+    subprocess.run(["chmod", "-R", "a-w", str(memory_dir)], check=True)
+    try:
+        drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+        boot = "import sys; sys.argv[0] = 'memory'; from memory.cli import main; main()"
+        found = subprocess.run(
+            [*(drop if os.geteuid() == 0 else []), sys.executable, "-c", boot]
+            + ["search", "which port does Ana's zephyr service use", "--limit", "2", "--json"],
+            capture_output=True,
+            text=True,
+            env=cli_env,
+            timeout=120,
+        )
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(memory_dir)], check=True)
+    assert found.returncode == 0, found.stderr
+    assert [hit["line"] for hit in json.loads(found.stdout)] == [1, 2]

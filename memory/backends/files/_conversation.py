@@ -12,13 +12,14 @@ and with its speaker (for the query planner, `_planner`).
   and isolated matches (a fact logged between unrelated tool output) keep their rank.
 * **Speakers.** A message whose speaker (its `name`: a person in a chat log, an agent, a
   tool) the question names scores `1 + SPEAKER_WEIGHT` times as much, as a message of a
-  day the question names does (`_planner.DAY_WEIGHT`).
+  day the question names does (`_rerank.DAY_WEIGHT`).
 
-What it costs: the turns around the `limit` best messages only (their own scores and the
-rows beside them, which are the ones that can reach the results), found with one
-statement over `idx_docs` (a file's rows are in line order by rowid, so "the rows of the
-same file just before and after" is a seek in `idx_docs_file`); a speaker lookup only when
-the question holds a speaker's name, which one indexed query tells.
+What it costs: the turns around the `CONTEXT_OF` best messages only (the rows that can
+reach the results), found with one statement over `idx_docs` (a file's rows are in line
+order by rowid, so "the rows of the same file just before and after" is a seek in
+`idx_docs_file`, right even when appends to several logs interleave); the speakers are read
+once per connection while the messages table is unchanged (`speakers`), and looked up for
+rows only when the question names one.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ CONTEXT_DECAY = 0.5
 CONTEXT_OF = 10
 _WEIGHTS = tuple(CONTEXT_DECAY**k for k in range(1, CONTEXT_TURNS + 1))
 SPEAKER_WEIGHT = 1.0
-#: A name has at most this many words; a query's first `NAME_SCAN_WORDS` words are looked at.
+#: Names of up to this many words are matched, in the first `NAME_SCAN_WORDS` of a query.
 NAME_WORDS = 3
 NAME_SCAN_WORDS = 200
 
@@ -68,7 +69,10 @@ MAX_SPEAKERS = 4_096
 
 def speakers(conn: sqlite3.Connection) -> frozenset[str] | None:
     """Every speaker of the indexed messages, or None when there are more than
-    `MAX_SPEAKERS` (the caller keeps it while the messages table is unchanged)."""
+    `MAX_SPEAKERS` (the caller keeps it while the messages table is unchanged). None are
+    known in an index older than `m104_message_speakers` opened read-only (not migrated)."""
+    if not any(row[1] == "speaker" for row in tuples(conn, "PRAGMA table_info(idx_docs)")):
+        return frozenset()
     names = [row[0] for row in tuples(conn, _SPEAKERS_SQL, (MAX_SPEAKERS + 1,))]
     return frozenset(names) if len(names) <= MAX_SPEAKERS else None
 
