@@ -54,7 +54,7 @@ from bench.recall_worker import Worker, check_checkout
 DATA = Path(__file__).resolve().parent / ".data" / "locomo" / "locomo10.json"
 HOW_TO_GET = (
     "LoCoMo is missing: put data/locomo10.json of https://github.com/snap-research/LoCoMo "
-    f"(CC BY-NC 4.0, never committed) at {DATA}, e.g. `git clone --depth 1 "
+    "(CC BY-NC 4.0, never committed) at {path}, e.g. `git clone --depth 1 "
     "https://github.com/snap-research/LoCoMo /tmp/locomo && mkdir -p bench/.data/locomo && "
     "cp /tmp/locomo/data/locomo10.json bench/.data/locomo/`"
 )
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dump-ranked", help="write each question's top-10 turns (JSON)")
     args = parser.parse_args(argv)
     if not args.data.exists():
-        parser.exit(2, f"bench.locomo: {HOW_TO_GET}\n")
+        parser.exit(2, f"bench.locomo: {HOW_TO_GET.format(path=args.data)}\n")
     if args.baseline and (wrong := check_checkout(args.baseline)):
         parser.exit(2, f"bench.locomo: {wrong}\n")
     conversations = load(args.data)
