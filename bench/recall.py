@@ -48,6 +48,7 @@ if __package__ in (None, ""):  # `python bench/recall.py`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.recall_data import DATA_DIR, Corpus, _Noise, ensure_corpus, fact_pair
+from bench.recall_worker import Worker, check_checkout
 from memory import durable
 from memory.backends.blocks import message_text
 from memory.store import MemoryStore
@@ -163,6 +164,8 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         f"[{n:,}] corpus ready ({time.perf_counter() - began:.1f} s, {len(corpus.files)} files)",
         file=sys.stderr,
     )
+    if args.baseline:
+        return _compare(corpus, args)
     tmp = _stage(corpus)
     root = tmp / "memory"
     built = None
@@ -265,6 +268,72 @@ def _measure(
     row["incr_s"], row["incr_found"] = _incremental(store, corpus, root)
     store.close()
     return row
+
+
+def _compare(corpus: Corpus, args: argparse.Namespace) -> dict:
+    """Latency and recall of this checkout's search beside `args.baseline`'s, in one run.
+
+    Each code searches in its own worker process (`bench.recall_worker`) over its own copy
+    of the cached index (a later migration must not touch the baseline's), and the two are
+    asked in turn, question by question, the first one alternating: both see the same load.
+    """
+    built = _cached_index(corpus)
+    stages = {name: _stage(corpus) for name in ("baseline", "this")}
+    workers = {"baseline": Worker(args.baseline), "this": Worker(None)}
+    try:
+        for tmp in stages.values():
+            for f in built.glob("memory.db*"):
+                shutil.copyfile(f, tmp / "memory" / f.name)
+        questions = [q["question"] for q in corpus.queries]
+        gold = [q["citation"] for q in corpus.queries]
+        for name, w in workers.items():  # migrations, page cache, TEMP tables
+            w.search(stages[name] / "memory", questions[0], 10)
+        lat: dict[str, list[float]] = {name: [] for name in workers}
+        ranked: dict[str, list[list[str]]] = {name: [] for name in workers}
+        for rep in range(args.repeat):
+            for i, q in enumerate(questions):
+                order = ["baseline", "this"] if (i + rep) % 2 == 0 else ["this", "baseline"]
+                for name in order:
+                    got = workers[name].search(stages[name] / "memory", q, 10)
+                    lat[name].append(got["s"])
+                    if rep == 0:
+                        ranked[name].append(got["cites"])
+    finally:
+        for w in workers.values():
+            w.close()
+        for tmp in stages.values():
+            shutil.rmtree(tmp, ignore_errors=True)
+    row: dict = {"messages": corpus.messages, "compare": {}}
+    for name in workers:
+        row["compare"][name] = {
+            "p50": _pct(lat[name], 0.5),
+            "p95": _pct(lat[name], 0.95),
+            "r10": _recall(ranked[name], gold, 10),
+            "halves": _halves(ranked[name], gold),
+        }
+    return row
+
+
+def format_compare(rows: list[dict]) -> str:
+    """The `--baseline` table: p50/p95 and recall@10 of both codes, and their ratio."""
+    lines = [
+        "| messages | baseline p50 / p95 ms | this p50 / p95 ms | this / baseline p50 | "
+        "recall@10 baseline (tuning / held-out) | this (tuning / held-out) |",
+        "|" + "---|" * 6,
+    ]
+    for r in rows:
+        b, t = r["compare"]["baseline"], r["compare"]["this"]
+
+        def cell(c: dict, ms: bool) -> str:
+            if ms:
+                return f"{c['p50'] * 1000:.2f} / {c['p95'] * 1000:.2f}"
+            return f"{c['r10']:.0%} ({c['halves'][0]:.0%} / {c['halves'][1]:.0%})"
+
+        lines.append(
+            f"| {r['messages']:,} | {cell(b, True)} | {cell(t, True)} | "
+            f"{t['p50'] / b['p50']:.3f} | {cell(b, False)} | {cell(t, False)} |"
+        )
+    return "\n".join(lines)
 
 
 def _rss_mb(field: str = "VmRSS:") -> float:
@@ -407,17 +476,28 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeat", type=int, default=1, help="time every question this many times")
     parser.add_argument("--dump-ranked", help="append each size's ranked citations (JSON lines)")
+    parser.add_argument(
+        "--baseline",
+        help="a checkout of older code (e.g. `git worktree add ../base <commit>`): time its "
+        "search beside this one's, alternating question by question (uses the cached index; "
+        "no rg, grep or bm25s)",
+    )
     args = parser.parse_args(argv)
+    if args.baseline:
+        if wrong := check_checkout(args.baseline):
+            parser.exit(2, f"bench.recall: {wrong}\n")
+        args.tether_only = True
     missing = _missing_baselines(args)
     if missing:
         parser.exit(2, f"bench.recall: {missing} (`pip install -e '.[bench]'` adds rg and "
                     "bm25s); or pass --tether-only\n")  # fmt: skip
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     rows = []
+    show = format_compare if args.baseline else format_table
     for n in _parse_sizes(args.sizes):
         rows.append(run_size(n, args))
-        print(format_table(rows[-1:]), file=sys.stderr)
-    print(format_table(rows))
+        print(show(rows[-1:]), file=sys.stderr)
+    print(show(rows))
 
 
 if __name__ == "__main__":

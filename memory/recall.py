@@ -224,18 +224,35 @@ def snippet(body: str, query: str) -> tuple[str, int]:
     """About `SNIPPET_CHARS` of `body` from the line holding most query words, on one line.
 
     Returns the snippet and that line's offset inside `body` (0 for the first line). Words
-    match on a shared stem-like prefix (`cookies` finds `cookie`), ignoring stopwords.
+    match on a shared stem-like prefix (`cookies` finds `cookie`), ignoring stopwords. In a
+    line longer than the snippet, it starts just before the line's first match (a word at
+    the end of a 100 MB message is shown, not the message's start); lines are scanned for
+    the query's prefixes alone (in C), never split into words.
     """
     stems = {w.lower()[:5] for w in _WORD.findall(query) if w.lower() not in STOPWORDS}
+    found = _prefix_pattern(stems)
     lines = body.split("\n")
     best, best_score = 0, 0
     for number, line in enumerate(lines):
-        score = len({w.lower()[:5] for w in _WORD.findall(line)} & stems)
+        score = len({m.group().lower() for m in found.finditer(line)}) if found else 0
         if score > best_score:
             best, best_score = number, score
     start = sum(len(line) + 1 for line in lines[:best])
+    line = lines[best]
+    first = found.search(line) if found and len(line) > SNIPPET_CHARS else None
+    if first and first.start() > SNIPPET_CHARS // 2:
+        start += first.start() - SNIPPET_CHARS // 5
     end = min(len(body), start + SNIPPET_CHARS)
     return _one_line(body[start:end], start > 0, end < len(body)), best
+
+
+def _prefix_pattern(stems: set[str]) -> re.Pattern | None:
+    """Words whose first five characters (the whole word if shorter) are one of `stems`."""
+    if not stems:
+        return None
+    alternatives = sorted((re.escape(s) + ("" if len(s) >= 5 else r"(?![^\W_])") for s in stems),
+                          key=len, reverse=True)  # fmt: skip
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(alternatives) + ")", re.IGNORECASE)
 
 
 def _one_line(text: str, cut_left: bool, cut_right: bool) -> str:

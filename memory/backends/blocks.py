@@ -102,9 +102,10 @@ def message_text(raw: bytes) -> str | None:
     return message_fields(raw)[0]
 
 
-def message_fields(raw: bytes) -> tuple[str | None, str | None]:
-    """`(searchable text, UTC day)` of one jsonl line: the text as `message_text` gives it,
-    and the `YYYY-MM-DD` of its `ts` (None without one)."""
+def message_fields(raw: bytes) -> tuple[str | None, str | None, str | None]:
+    """`(searchable text, UTC day, speaker)` of one jsonl line: the text as `message_text`
+    gives it, the `YYYY-MM-DD` of its `ts` and its `name` (who or what wrote it: a person in
+    a chat log, an agent, a tool), each None when the line has none."""
     lenient = False
     try:
         obj = orjson.loads(raw)  # 5x the standard parser: most of an index build is parsing
@@ -112,10 +113,10 @@ def message_fields(raw: bytes) -> tuple[str | None, str | None]:
         try:  # what orjson refuses and Python accepts (NaN, big integers, lone surrogates)
             obj = json.loads(raw)
         except (UnicodeDecodeError, ValueError):
-            return None, None
+            return None, None, None
         lenient = True
     if not isinstance(obj, dict):
-        return None, None
+        return None, None, None
     parts: list[str] = []
     role = obj.get("role")
     if isinstance(role, str) and role:
@@ -132,7 +133,9 @@ def message_fields(raw: bytes) -> tuple[str | None, str | None]:
         text = text.encode("utf-8", "replace").decode("utf-8")
     ts = obj.get("ts")
     day = ts[:10] if isinstance(ts, str) and _DAY.match(ts) else None
-    return (text if _WORDY.search(text) else None), day
+    name = obj.get("name")
+    speaker = name if type(name) is str and _WORDY.search(name) else None
+    return (text if _WORDY.search(text) else None), day, speaker
 
 
 def _collect_strings(value: Any, out: list[str]) -> None:

@@ -303,8 +303,9 @@ class Index:
         places, texts = work.encode()
         # one statement per table (see `json_array`): ids run from `next_id` in row order
         conn.execute(
-            "INSERT INTO idx_docs(id, source, file_id, line, day) SELECT ? + key, ?, ?, "
-            "json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
+            "INSERT INTO idx_docs(id, source, file_id, line, day, speaker) SELECT ? + key, ?, ?, "
+            "json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
+            "json_extract(value, '$[2]') FROM json_each(?)",
             (next_id, item.source, file_id, places),
         )
         conn.execute(

@@ -23,6 +23,7 @@ from memory.backends.blocks import (
     split_blocks,
 )
 from memory.backends.files._index_schema import indexable, json_array
+from memory.backends.files._text import speaker_key
 
 #: Rows applied per write transaction during a large sync (bounds memory and lock time).
 BATCH_ROWS = 20_000
@@ -79,6 +80,8 @@ class FileWork:
     rows: list[tuple[int, str]] = field(default_factory=list)
     days: list[str | None] = field(default_factory=list)
     """For a jsonl, the UTC day of each row's message (same order as `rows`)."""
+    speakers: list[str | None] = field(default_factory=list)
+    """For a jsonl, the speaker of each row's message (`speaker_key`; same order)."""
     done_bytes: int = 0
     done_lines: int = 0
     tail_off: int = 0
@@ -88,11 +91,15 @@ class FileWork:
     encoded: tuple[str, str] | None = None
 
     def encode(self) -> tuple[str, str]:
-        """The rows as the two JSON arrays the inserts read: `[line, day]` pairs and texts
+        """The rows as the two JSON arrays the inserts read: `[line, day, speaker]` and texts
         (made once, by the planning thread when there is one)."""
         if self.encoded is None:
             days = self.days or [None] * len(self.rows)
-            places = [[line, day] for (line, _), day in zip(self.rows, days, strict=True)]
+            speakers = self.speakers or [None] * len(self.rows)
+            places = [
+                [line, day, speaker]
+                for (line, _), day, speaker in zip(self.rows, days, speakers, strict=True)
+            ]
             self.encoded = (json_array(places), json_array([indexable(t) for _, t in self.rows]))
         return self.encoded
 
@@ -194,13 +201,14 @@ def _plan_jsonl(item: Seen, row: sqlite3.Row | None) -> FileWork:
     if append:
         work.tail_off, work.tail_hash = row["tail_off"], row["tail_hash"]
     last = None  # the last complete line read: its hash tells an append from a rewrite
-    rows, days = work.rows, work.days
+    rows, days, speakers = work.rows, work.days, work.speakers
     try:
         for line_no, offset, raw in read_complete_lines(item.abspath, start, item.size, first_line):
-            text, day = message_fields(raw)
+            text, day, speaker = message_fields(raw)
             if text is not None:
                 rows.append((line_no, text))
                 days.append(day)
+                speakers.append(speaker and speaker_key(speaker))
             last = (line_no, offset, raw)
             if len(rows) >= BATCH_ROWS and offset + len(raw) + 1 < item.size:
                 work.partial = True  # bounded memory: the caller comes back for more

@@ -102,11 +102,22 @@ def add_message_days(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS idx_docs_day ON idx_docs(day) WHERE day IS NOT NULL")
 
 
+def add_message_speakers(conn: sqlite3.Connection) -> None:
+    """Each message row keeps its speaker (the line's `name`, folded: `_text.speaker_key`),
+    for questions that name one (rows indexed before this get it at the next `memory
+    reindex`). The partial index answers "is this name anyone's" with one seek."""
+    conn.execute("ALTER TABLE idx_docs ADD COLUMN speaker TEXT")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS idx_docs_speaker ON idx_docs(speaker) WHERE speaker IS NOT NULL"
+    )
+
+
 #: Named and append-only; `rebuild()` replays them after dropping the tables.
 MIGRATIONS = [
     ("m101_index_tables", create_index_tables),
     ("m102_index_doc_ids", add_doc_ids),
     ("m103_message_days", add_message_days),
+    ("m104_message_speakers", add_message_speakers),
 ]
 
 

@@ -3,7 +3,9 @@
 Query plan (what keeps a question fast at a million rows):
 
 1. The query is tokenized exactly as the index is (`porter unicode61`, through a TEMP
-   FTS5 table and its `fts5vocab` 'instance' view) and stopwords are dropped.
+   FTS5 table and its `fts5vocab` 'instance' view) and stopwords are dropped. An irregular
+   verb's other forms ("went", "gone" for "go": `memory.words.verb_forms`) count as its
+   term everywhere below (an OR in each FTS5 query, the same term in the re-rank).
 2. Each term's document frequency is taken per FTS table from the first `DF_SAMPLE`
    postings (exact below that, else estimated from how far into the rowid range they
    reach): FTS5 stores no document frequencies and counting a common word's postings
@@ -17,7 +19,7 @@ Query plan (what keeps a question fast at a million rows):
    words. An OR of all words ranked by `bm25()` costs ~800 ms at 1M rows. A triple whose
    pair's rows are all known is answered from them (`Query._and`): the walk of three
    posting lists that meet nowhere is the costliest query a search makes.
-4. The candidates are re-ranked with BM25 over *all* query terms in two fields: the stem
+4. The candidates are re-ranked (`_rerank`) with BM25 over *all* query terms in two fields: the stem
    (global document frequencies, each table's average length) and the query's own word
    form, whose rarer frequency is estimated from the candidates ("errors" against
    "error"). A bonus goes to rows holding more of the distinct query terms and holding them
@@ -35,27 +37,22 @@ from __future__ import annotations
 import itertools
 import math
 import sqlite3
-from dataclasses import dataclass
 
 from memory.backends.files._index_schema import FILE_TABLE, TABLES, table_for
+from memory.backends.files._rerank import Candidate, Rerank
 from memory.backends.files._text import (
-    RERANK_MAX_CHARS,
     TEMP_SETUP,
     ascii_words,
-    fill_tok,
     fts_totals,
-    near,
-    snippet,
     stem_words,
     stopword_stems,
     tokenize_query,
     tuples,
-    varints,
 )
 from memory.base import SearchHit
 from memory.clock import today_utc
 from memory.when import question_days
-from memory.words import QUESTION_WORDS
+from memory.words import QUESTION_WORDS, verb_forms
 
 #: Every source `memory search` knows (files that are none of these are not indexed).
 SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",
@@ -86,33 +83,19 @@ AND_TERMS = 4
 AND_MAX_SIZE = 3
 RERANK_K = 100
 MAX_TERMS = 32
-K1, B = 1.2, 0.75
-COVERAGE_WEIGHT = 0.5
-STEM_WEIGHT = 0.5
-EXACT_WEIGHT = 0.5
-PROXIMITY_TOKENS = 8
-PROXIMITY_WEIGHT = 0.15
 QUESTION_WORD_WEIGHT = 0.3
-#: A message written on a day the question names ("on March 3", "yesterday") scores this
-#: much more, and up to `DAY_CANDIDATES` of that day's rows holding a query word are ranked.
-DAY_WEIGHT = 1.0
+#: Up to this many rows of a day the question names ("on March 3", "yesterday") that hold a
+#: query word are ranked (and score more: `_rerank.DAY_WEIGHT`).
 DAY_CANDIDATES = 200
 
 _ASKING = frozenset(
     "what when where which who whom whose why how did do does is are was were can could "
     "should remind".split()
 )
-_ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
 
 
 # -- the query ---------------------------------------------------------------------------
-@dataclass
-class _Candidate:
-    rowid: int
-    table: str
-
-
-class Query:
+class Query(Rerank):
     """One search: plan per table, gather candidates, re-rank, cut snippets."""
 
     def __init__(
@@ -130,6 +113,8 @@ class Query:
         self.conn, self.query, self.sources, self.limit = conn, query, sources, limit
         self.df_cache = {} if df_cache is None else df_cache
         self.k = max(RERANK_K, 2 * limit)
+        self.alternatives: dict[str, tuple[str, ...]] = {}  # see `_verbs`
+        self.term_of: dict[str, str] = {}
 
     def run(self) -> list[SearchHit]:
         for sql in TEMP_SETUP:
@@ -149,6 +134,7 @@ class Query:
         self.surface_raw: dict[str, str] = {}  # the query's own form, as unicode61 gives it
         for (stem, _), form in zip(tokens, raw, strict=True):
             self.surface_raw.setdefault(stem, form)
+        self._verbs(terms)
         # In a question, words that frame it ("what made", "why didn't we go") weigh less.
         asking = "?" in self.query or (tokens and tokens[0][1].lower() in _ASKING)
         self.weight = {
@@ -180,14 +166,28 @@ class Query:
             df = sum(self.df[(t, term)] for t in tables)
             self.idf[term] = self.weight[term] * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
         self.days = sorted(question_days(self.query, today_utc()))
-        candidates: list[_Candidate] = []
+        candidates: list[Candidate] = []
         for table in tables:
             candidates.extend(self._candidates(table, terms))
             if self.days and table == table_for("messages"):
                 candidates.extend(self._on_days(table, terms))
         return self._rerank(candidates, terms)
 
-    def _on_days(self, table: str, terms: list[str]) -> list[_Candidate]:
+    def _verbs(self, terms: list[str]) -> None:
+        """The other forms of the query's irregular verbs ("went", "gone" for "go"): each
+        counts as its term wherever the term is matched (`alternatives`: term -> forms,
+        `term_of`: stem of a form -> term)."""
+        for term in terms:
+            forms = verb_forms(self.surface_lower[term])
+            if not forms:
+                continue
+            stems = stem_words(self.conn, set(forms))
+            others = {stems[f]: f for f in forms if stems[f] != term and stems[f] not in terms}
+            if others:
+                self.alternatives[term] = tuple(others.values())
+                self.term_of.update(dict.fromkeys(others, term))
+
+    def _on_days(self, table: str, terms: list[str]) -> list[Candidate]:
         """Messages of the days the question names that hold any query word."""
         marks = ",".join("?" * len(self.days))
         sql = (
@@ -195,7 +195,7 @@ class Query:
             f"(SELECT id FROM idx_docs WHERE day IN ({marks})) ORDER BY bm25({table}) LIMIT ?"
         )
         args = (self._or(terms), *self.days, DAY_CANDIDATES)
-        return [_Candidate(row[0], table) for row in self.conn.execute(sql, args)]
+        return [Candidate(row[0], table) for row in self.conn.execute(sql, args)]
 
     def _df(self, table: str, term: str) -> int:
         """Rows holding `term`: exact up to `DF_SAMPLE`, else estimated from how far into
@@ -222,7 +222,7 @@ class Query:
         return int(min(estimate, self.totals[table][0]))
 
     # -- candidates -------------------------------------------------------------------
-    def _candidates(self, table: str, terms: list[str]) -> list[_Candidate]:
+    def _candidates(self, table: str, terms: list[str]) -> list[Candidate]:
         """Rows worth re-ranking: BM25 over the rare terms, plus rows where several query
         terms occur together (which the rare terms alone would miss)."""
         present = sorted((self.df[(table, t)], t) for t in terms if self.df[(table, t)] > 0)
@@ -250,7 +250,7 @@ class Query:
             common = [t for _, t in present if t not in covered]
             seen = set(rows)
             rows += [r for r in self._together(table, common) if r not in seen]
-        return [_Candidate(r, table) for r in rows]
+        return [Candidate(r, table) for r in rows]
 
     def _together(self, table: str, present: list[str]) -> list[int]:
         """Rows holding the most query terms at once: AND over every combination of the
@@ -361,7 +361,8 @@ class Query:
                 split[rowid] = ascii_words(body or "")
             else:
                 other.append(rowid)
-        forms = stem_words(self.conn, set().union(*split.values()), keep={term})
+        keep = {term, *(s for s, t in self.term_of.items() if t == term)}
+        forms = stem_words(self.conn, set().union(*split.values()), keep=keep)
         held = [r for r, words in split.items() if not forms.keys().isdisjoint(words)]
         if other:
             marks = ",".join("?" * len(other))
@@ -375,7 +376,12 @@ class Query:
         return rows * math.prod(self.df[(table, t)] / rows for t in combo)
 
     def _quote(self, stem: str) -> str:
-        return '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
+        """`stem` as an FTS5 query: its word in the query, or any form of that verb."""
+        word = '"' + self.surface.get(stem, stem).replace('"', '""') + '"'
+        others = self.alternatives.get(stem)
+        if not others:
+            return word
+        return "(" + " OR ".join([word, *(f'"{form}"' for form in others)]) + ")"
 
     def _or(self, stems: list[str]) -> str:
         return " OR ".join(self._quote(s) for s in stems)
@@ -393,203 +399,6 @@ class Query:
             f"ORDER BY {order} LIMIT ?"
         )
         return [row[0] for row in tuples(self.conn, sql, (*args, limit))]
-
-    # -- re-ranking -------------------------------------------------------------------
-    def _rerank(self, candidates: list[_Candidate], terms: list[str]) -> list[SearchHit]:
-        if not candidates:
-            return []
-        docs = self._load(candidates)
-        hits, exact = self._term_hits(docs, terms)
-        self._lengths(docs)
-        for doc_id, offsets in exact.items():
-            docs[doc_id]["exact"] = offsets
-        self._exact_idf(docs, hits)
-        self._factors()
-        scored = []
-        for doc_id, doc in docs.items():
-            positions = sorted(hits.get(doc_id, []))
-            if positions and positions[0][0] == 0 and doc["body"].startswith(_ROLE_LABELS):
-                positions = positions[1:]  # "user:" labels a message; it is not its text
-            if positions:
-                scored.append((self._score(doc, positions, terms), doc_id, positions))
-        scored.sort(key=lambda s: (-s[0], -s[1]))
-        results: list[SearchHit] = []
-        at = 0
-        while len(results) < self.limit and at < len(scored):
-            # Metadata only for the rows returned (more if one lost its idx_docs row).
-            batch = scored[at : at + self.limit - len(results)]
-            at += len(batch)
-            self._describe(docs, [d for _, d, _ in batch])
-            results += [
-                self._result(docs[d], score, pos) for score, d, pos in batch if "source" in docs[d]
-            ]
-        return results
-
-    def _term_hits(
-        self, docs: dict[int, dict], terms: list[str]
-    ) -> tuple[dict[int, list[tuple[int, str]]], dict[int, set[int]]]:
-        """Where the query terms occur in each candidate: `{doc: [(token offset, stem)]}`, and
-        `{doc: offsets}` of the matches in the query's own word form.
-
-        An ASCII row is split in Python (`ascii_words`: unicode61's split and case folding
-        on ASCII) and its words stemmed through `stem_words`; other rows go through the TEMP FTS5
-        tables, stemmed and unstemmed (costlier: ~0.5 ms more per 100 rows).
-        """
-        wanted = set(terms)
-        texts = {i: d["body"][:RERANK_MAX_CHARS] for i, d in docs.items()}
-        split = {i: ascii_words(t) for i, t in texts.items() if t.isascii()}
-        forms = stem_words(self.conn, set().union(*split.values()), keep=wanted)
-        raw = self.surface_raw
-        own = {w for w, stem in forms.items() if w == raw[stem]}  # the query's own forms
-        hits: dict[int, list[tuple[int, str]]] = {}
-        exact: dict[int, set[int]] = {}
-        for doc, words in split.items():
-            if len(texts[doc]) == len(docs[doc]["body"]):  # the whole row: its token count
-                docs[doc]["length"] = len(words)
-            found = [(o, w) for o, w in enumerate(words) if w in forms]
-            if found:
-                hits[doc] = [(o, forms[w]) for o, w in found]
-                same = {o for o, w in found if w in own}
-                if same:
-                    exact[doc] = same
-        rest = [(i, t) for i, t in texts.items() if i not in split]
-        if not rest:
-            return hits, exact
-        conn = self.conn
-        fill_tok(conn, rest, raw=True)
-        marks = ",".join("?" * len(terms))
-        for doc, term, offset in tuples(
-            conn, f"SELECT doc, term, offset FROM temp.rq_inst WHERE term IN ({marks})", terms
-        ):
-            hits.setdefault(doc, []).append((offset, term))
-        forms_raw = list(dict.fromkeys(raw[t] for t in terms))
-        marks = ",".join("?" * len(forms_raw))
-        for doc, offset in tuples(
-            conn, f"SELECT doc, offset FROM temp.rq_raw_inst WHERE term IN ({marks})", forms_raw
-        ):
-            exact.setdefault(doc, set()).add(offset)
-        return hits, exact
-
-    def _exact_idf(self, docs: dict[int, dict], hits: dict[int, list[tuple[int, str]]]) -> None:
-        """idf of each query word in its own form (an unstemmed second field, estimated).
-
-        The index holds stems only; the share of the candidates holding a stem that also
-        hold the query's exact form scales the stem's document frequency ("errors" is much
-        rarer than "error"). Candidates are the rows most like the query, so the estimate
-        leans towards the query's own forms and never exceeds the stem's frequency.
-        """
-        n_rows = sum(rows for rows, _ in self.totals.values())
-        stem_docs: dict[str, int] = {}
-        exact_docs: dict[str, int] = {}
-        for doc_id, found in hits.items():
-            for term in {term for _, term in found}:
-                stem_docs[term] = stem_docs.get(term, 0) + 1
-            exact = docs[doc_id].get("exact")  # offsets holding the query's own form
-            if exact:
-                for term in {term for offset, term in found if offset in exact}:
-                    exact_docs[term] = exact_docs.get(term, 0) + 1
-        self.exact_idf = {}
-        for term, weight in self.weight.items():
-            ratio = (exact_docs.get(term, 0) + 0.5) / (stem_docs.get(term, 0) + 1)
-            df = sum(self.df[(t, term)] for t in self.totals) * min(ratio, 1.0)
-            self.exact_idf[term] = weight * math.log(1 + (n_rows - df + 0.5) / (df + 0.5))
-
-    def _factors(self) -> None:
-        """What `_score` multiplies by, once per search: each term's weighted idf (stem and
-        own form), each table's average row length, the summed weight of the terms."""
-        self.stem_factor = {term: STEM_WEIGHT * idf for term, idf in self.idf.items()}
-        self.exact_factor = {term: EXACT_WEIGHT * idf for term, idf in self.exact_idf.items()}
-        self.avgdl = {
-            table: max(tokens / rows if rows else 1.0, 1.0)
-            for table, (rows, tokens) in self.totals.items()
-        }
-        self.all_weight = max(sum(self.weight.values()) - 1, 1)
-
-    def _score(self, doc: dict, positions: list[tuple[int, str]], terms: list[str]) -> float:
-        dl = doc.get("length") or len(positions)
-        exact = doc.get("exact", ())
-        tf: dict[str, float] = {}
-        tf_exact: dict[str, float] = {}
-        for offset, term in positions:
-            # Two fields, as engines that index both forms do: every match counts for the
-            # stem, and a match in the query's own word form also counts for that form,
-            # with its own (rarer) frequency: "handling" ranks "handling" first.
-            tf[term] = tf.get(term, 0.0) + 1.0
-            if offset in exact:
-                tf_exact[term] = tf_exact.get(term, 0.0) + 1.0
-        score = 0.0
-        lengths = K1 * (1 - B + B * dl / self.avgdl[doc["table"]])
-        stem_factor, exact_factor = self.stem_factor, self.exact_factor
-        for term, count in tf.items():
-            score += stem_factor[term] * count * (K1 + 1) / (count + lengths)
-        for term, count in tf_exact.items():
-            score += exact_factor[term] * count * (K1 + 1) / (count + lengths)
-        if self.days and doc.get("day") in self.days:
-            score *= 1 + DAY_WEIGHT
-        if len(terms) > 1:
-            weight = self.weight
-            held = sum(weight[t] for t in tf) - 1
-            score *= 1 + COVERAGE_WEIGHT * max(held, 0) / self.all_weight
-            if len(tf) > 1 and near(positions, PROXIMITY_TOKENS):
-                score *= 1 + PROXIMITY_WEIGHT
-        return score
-
-    def _load(self, candidates: list[_Candidate]) -> dict[int, dict]:
-        """Each candidate's text (and, when the question names days, its day); `length`
-        (tokens) is set by `_term_hits` or, for the rows it cannot count, by `_lengths`."""
-        docs: dict[int, dict] = {}
-        by_table: dict[str, list[int]] = {}
-        for cand in candidates:
-            by_table.setdefault(cand.table, []).append(cand.rowid)
-        for table, ids in by_table.items():
-            marks = ",".join("?" * len(ids))
-            sql = f"SELECT id, c0 FROM {table}_content WHERE id IN ({marks})"
-            for rowid, body in tuples(self.conn, sql, ids):
-                docs[rowid] = {"table": table, "body": body or ""}
-            if self.days:
-                sql = f"SELECT id, day FROM idx_docs WHERE id IN ({marks})"
-                for rowid, day in tuples(self.conn, sql, ids):
-                    if rowid in docs:
-                        docs[rowid]["day"] = day
-        return docs
-
-    def _lengths(self, docs: dict[int, dict]) -> None:
-        """Token counts from FTS5's docsize records, for the rows `_term_hits` did not count."""
-        by_table: dict[str, list[int]] = {}
-        for rowid, doc in docs.items():
-            if "length" not in doc:
-                by_table.setdefault(doc["table"], []).append(rowid)
-        for table, ids in by_table.items():
-            marks = ",".join("?" * len(ids))
-            sql = f"SELECT id, sz FROM {table}_docsize WHERE id IN ({marks})"
-            for rowid, size in tuples(self.conn, sql, ids):
-                docs[rowid]["length"] = varints(size)[0] if size else 0
-
-    def _describe(self, docs: dict[int, dict], ids: list[int]) -> None:
-        """Add where each row comes from (source, line, citation, path); a row without its
-        idx_docs metadata gets none and is not returned."""
-        marks = ",".join("?" * len(ids))
-        for rowid, source, line, cite, path, file_path in tuples(
-            self.conn,
-            "SELECT d.id, d.source, d.line, d.cite, d.path, f.path FROM idx_docs d "
-            f"LEFT JOIN idx_files f ON f.id = d.file_id WHERE d.id IN ({marks})",
-            ids,
-        ):
-            docs[rowid].update(source=source, line=line, cite=cite, path=file_path or path)
-
-    def _result(self, doc: dict, score: float, positions: list[tuple[int, str]]) -> SearchHit:
-        body = doc["body"]
-        text, best_char = snippet(body, positions, self.idf)
-        first = line = doc["line"]
-        if doc["source"] != "messages" and line is not None:
-            line += body.count("\n", 0, best_char)
-        if doc["source"] == "entries" or (doc["cite"] and (line is None or not doc["path"])):
-            citation = doc_id = doc["cite"] or ""
-        else:
-            citation = f"{doc['path']}#L{line}"
-            doc_id = doc["cite"] or f"{doc['path']}#L{first}"
-        path = doc["path"] or ""
-        return SearchHit(doc_id, doc["source"], path, round(score, 4), text, line, citation)
 
 
 def _file_source_count() -> int:

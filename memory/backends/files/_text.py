@@ -13,20 +13,28 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 import re
 import sqlite3
+import unicodedata
+from collections.abc import Collection
 
 from memory.backends.files._index_schema import indexable, json_array
 from memory.words import STOPWORDS
 
-RERANK_MAX_CHARS = 20_000
+#: A row longer than this is tokenized by the TEMP FTS5 tables (in C, whole) rather than
+#: split in Python; its snippet then centres on one of its first `SNIPPET_HITS` matches.
+SPLIT_MAX_CHARS = 20_000
+SNIPPET_HITS = 64
 SNIPPET_CHARS = 300
+_CHUNK_CHARS = 1 << 20
 CLEAR_TOK = "INSERT INTO temp.rq_tok(rq_tok) VALUES ('delete-all')"
 CLEAR_RAW = "INSERT INTO temp.rq_raw(rq_raw) VALUES ('delete-all')"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _NEWLINE = re.compile("\n")
+_GAP = re.compile(r"[\W_]")  # a character no token holds
 
 TEMP_SETUP = (
     "PRAGMA temp_store = MEMORY",
@@ -90,15 +98,25 @@ _FILL = (  # `[[rowid, text], ...]` as one JSON array (see `json_array`)
 )
 
 
-def fill_tok(conn: sqlite3.Connection, rows: list[tuple[int, str]], *, raw: bool = False) -> None:
+def fill_tok(
+    conn: sqlite3.Connection,
+    rows: list[tuple[int, str]],
+    *,
+    raw: bool = False,
+    stems_only: Collection[int] = (),
+) -> None:
     """Replace the TEMP tokenizer table's rows (one transaction: FTS5 flushes once); `raw`
-    fills the unstemmed table with the same rows too."""
+    fills the unstemmed table with the same rows too, but those whose id is in
+    `stems_only`."""
     conn.execute("SAVEPOINT rq_fill")
     try:
         conn.execute(CLEAR_TOK)
         pairs = json_array([[rowid, indexable(text)] for rowid, text in rows])
         conn.execute(_FILL.format(table="temp.rq_tok"), (pairs,))
         if raw:
+            if stems_only:
+                kept = [[rowid, indexable(text)] for rowid, text in rows if rowid not in stems_only]
+                pairs = json_array(kept)
             conn.execute(CLEAR_RAW)
             conn.execute(_FILL.format(table="temp.rq_raw"), (pairs,))
         conn.execute("RELEASE rq_fill")
@@ -135,6 +153,36 @@ def ascii_words(text: str, *, fold: bool = True) -> list[str]:
     `fold=False` keeps their case (the surface words `tokenize` pairs with stems)."""
     table = _ASCII_FOLD if fold else _ASCII_SPLIT
     return text.encode("ascii").translate(table).decode("ascii").split()
+
+
+@functools.lru_cache(maxsize=4096)
+def speaker_key(name: str) -> str | None:
+    """How a message's speaker (its `name`) is stored and matched: its words folded (lower
+    case, no diacritics, as unicode61 folds them) joined by one space; None without words.
+
+    A chat log repeats a few names, hence the cache."""
+    return " ".join(fold_words(name)) or None
+
+
+def fold_words(text: str) -> list[str]:
+    """`text`'s words, lower case and without diacritics ("José" -> "jose")."""
+    if text.isascii():
+        return ascii_words(text)
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return _WORD.findall(plain.lower())
+
+
+#: Every ASCII byte as `a` (a token character: a letter or a digit) or a space.
+_ASCII_MARK = bytes(ord("a") if chr(c).isalnum() else 32 for c in range(128)) + bytes(128)
+
+
+def count_words(text: str) -> int:
+    """How many tokens `text` holds, as `_WORD` finds them (unicode61's split on ASCII): in
+    C for ASCII (the starts of runs of token characters), without a list of the words."""
+    if not text.isascii():
+        return sum(1 for _ in _WORD.finditer(text))
+    marks = b" " + text.encode("ascii").translate(_ASCII_MARK)
+    return marks.count(b" a")
 
 
 def stem_words(
@@ -202,15 +250,12 @@ def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) 
 
     Returns the snippet and the character offset of the first match it centres on.
     """
-    words = _WORD.finditer(body[:RERANK_MAX_CHARS])  # up to the last match only
-    spans = [
-        m.start() for m in itertools.islice(words, max((o for o, _ in positions), default=-1) + 1)
-    ]
-    hits = [(spans[o], t) for o, t in positions if o < len(spans)]
+    hits = _hit_starts(body, positions)
     if not hits:
         return _one_line(body[:SNIPPET_CHARS], False, len(body) > SNIPPET_CHARS), 0
     # The best line holds the most (rarest) distinct terms; the snippet starts near it.
-    newlines = [m.start() for m in _NEWLINE.finditer(body, 0, RERANK_MAX_CHARS)]
+    reach = max(start for start, _ in hits) + 1
+    newlines = [m.start() for m in _NEWLINE.finditer(body, 0, reach)]
     by_line: dict[int, tuple[int, set[str]]] = {}
     for start, term in hits:
         line = bisect.bisect_left(newlines, start)
@@ -230,6 +275,47 @@ def snippet(body: str, positions: list[tuple[int, str]], idf: dict[str, float]) 
         lo = best_at - SNIPPET_CHARS // 5
     hi = min(len(body), lo + SNIPPET_CHARS)
     return _one_line(body[lo:hi], lo > 0 and body[lo - 1] != "\n", hi < len(body)), best_at
+
+
+def _hit_starts(body: str, positions: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """`(character offset, term)` of the matches at `positions` (token offsets); in a body
+    longer than `SPLIT_MAX_CHARS`, of its first `SNIPPET_HITS` matches."""
+    if not positions:
+        return []
+    if len(body) <= SPLIT_MAX_CHARS:
+        words = _WORD.finditer(body)  # up to the last match only
+        spans = [m.start() for m in itertools.islice(words, max(o for o, _ in positions) + 1)]
+        return [(spans[o], t) for o, t in positions if o < len(spans)]
+    first = sorted(positions)[:SNIPPET_HITS]
+    starts = token_starts(body, {o for o, _ in first})
+    return [(starts[o], t) for o, t in first if o in starts]
+
+
+def token_starts(body: str, offsets: set[int]) -> dict[int, int]:
+    """`{token offset: character offset}` for `offsets`, reading `body` in chunks of
+    `_CHUNK_CHARS` (each cut where no word goes on) whose tokens are counted in C: only
+    the chunks holding a wanted token are walked word by word (a match at the end of a
+    100 MB message costs a count of its words, not a Python step for each)."""
+    wanted = sorted(offsets)
+    starts: dict[int, int] = {}
+    at = seen = pos = 0
+    while at < len(wanted) and pos < len(body):
+        end = pos + _CHUNK_CHARS
+        if end < len(body):
+            gap = _GAP.search(body, end)
+            end = gap.start() if gap else len(body)
+        chunk = body[pos:end]
+        count = count_words(chunk)
+        if wanted[at] < seen + count:
+            for n, m in enumerate(_WORD.finditer(chunk), start=seen):
+                if n == wanted[at]:
+                    starts[n] = pos + m.start()
+                    at += 1
+                    if at == len(wanted) or wanted[at] >= seen + count:
+                        break
+        seen += count
+        pos = end
+    return starts
 
 
 def _one_line(text: str, cut_left: bool, cut_right: bool) -> str:
