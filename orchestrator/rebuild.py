@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
-from orchestrator.findings import finding_ref
+from orchestrator.findings import TEXT_FIELDS, finding_ref
 from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.readback import (
     findings_meta,
@@ -48,18 +48,7 @@ def _findings_record(
             meta = read_findings(docs.path(path), docs)
         except (ArtifactError, OSError):
             return None
-        payload = {
-            k: meta.get(k)
-            for k in (
-                "status",
-                "summary",
-                "key_discoveries",
-                "files",
-                "files_written",
-                "open_questions",
-                "recommendations",
-            )
-        }
+        payload = {"status": meta.get("status"), **{k: meta.get(k) for k in TEXT_FIELDS}}
     return dict(
         finding_ref(
             {

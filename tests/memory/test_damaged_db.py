@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from memory import MemoryStore
+from tests.clis import memory_cli
 
 WARNING = "Warning: memory.db was damaged ({why}); moved it to 'memory.db.damaged-"
 WHY = {
@@ -34,14 +35,7 @@ WHY = {
 
 
 def _memory(args, cli_env, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "memory", *args],
-        capture_output=True,
-        text=True,
-        env=cli_env,
-        cwd=cwd,
-        timeout=120,
-    )
+    return memory_cli(args, cli_env, cwd)
 
 
 def _settle(memory_dir):

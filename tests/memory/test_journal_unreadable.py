@@ -10,26 +10,18 @@ imported into `memory://` or PostgreSQL names its unreadable lines the same way.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from memory import MemoryStore
 from memory.backends import open_backend
 from memory.backends.files._tree import import_tree
+from tests.clis import memory_cli
 from tests.pg import private_schema
 
 
 def _memory(args, cli_env, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "memory", *args],
-        capture_output=True,
-        text=True,
-        env=cli_env,
-        cwd=cwd,
-        timeout=120,
-    )
+    return memory_cli(args, cli_env, cwd)
 
 
 def _journal(memory_dir):

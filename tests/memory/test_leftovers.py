@@ -13,22 +13,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from memory import MemoryStore
+from tests.clis import memory_cli
 
 
 def _memory(args, cli_env, cwd, prefix=()):
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", "memory", *args],
-        capture_output=True,
-        text=True,
-        env=cli_env,
-        cwd=cwd,
-        timeout=120,
-    )
+    return memory_cli(args, cli_env, cwd, prefix=prefix)
 
 
 @pytest.fixture

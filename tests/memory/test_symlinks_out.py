@@ -14,8 +14,6 @@ import asyncio
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -23,6 +21,7 @@ from memory import MemoryStore
 from memory.backends import open_backend
 from memory.backends.files._tree import import_tree
 from memory.tools import memory_tools
+from tests.clis import memory_cli
 from tests.pg import private_schema
 
 SECRET = "BEGIN PRIVATE quokka KEY"
@@ -40,14 +39,7 @@ def outside(tmp_path):
 
 
 def _memory(args, cli_env, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "memory", *args],
-        capture_output=True,
-        text=True,
-        env=cli_env,
-        cwd=cwd,
-        timeout=120,
-    )
+    return memory_cli(args, cli_env, cwd)
 
 
 @pytest.fixture
