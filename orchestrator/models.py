@@ -72,6 +72,33 @@ _PROVIDER_MODULES = {
     "groq": "langchain_groq",
 }
 
+#: The other providers LangChain's `init_chat_model` knows, with their integration module
+#: (checked, not imported, before a model is built).
+_OTHER_PROVIDERS = {
+    "anthropic_bedrock": "langchain_aws",
+    "azure_ai": "langchain_azure_ai",
+    "baseten": "langchain_baseten",
+    "bedrock": "langchain_aws",
+    "bedrock_converse": "langchain_aws",
+    "bedrock_mantle_anthropic": "langchain_aws",
+    "bedrock_mantle_openai": "langchain_aws",
+    "cohere": "langchain_cohere",
+    "deepseek": "langchain_deepseek",
+    "fireworks": "langchain_fireworks",
+    "google_anthropic_vertex": "langchain_google_vertexai",
+    "huggingface": "langchain_huggingface",
+    "ibm": "langchain_ibm",
+    "langsmith": "langchain_openai",
+    "litellm": "langchain_litellm",
+    "meta": "langchain_meta",
+    "nvidia": "langchain_nvidia_ai_endpoints",
+    "openrouter": "langchain_openrouter",
+    "perplexity": "langchain_perplexity",
+    "together": "langchain_together",
+    "upstage": "langchain_upstage",
+    "xai": "langchain_xai",
+}
+
 CONTEXT_RATIO = 0.75
 """Share of the model's context window (its LangChain profile's `max_input_tokens`) at
 which a context is snapshotted, when that is below the configured threshold."""
@@ -233,15 +260,6 @@ def install_hint(provider: str, module: str | None = None) -> str:
     return f"pip install {package}"
 
 
-def _registry() -> dict[str, tuple]:
-    # here and below, LangChain loads only when a real model is built (module docstring)
-    try:
-        from langchain.chat_models.base import _BUILTIN_PROVIDERS  # private, but stable in 1.x
-    except ImportError:  # pragma: no cover - a future LangChain without the registry
-        return {}
-    return dict(_BUILTIN_PROVIDERS)
-
-
 def _split_spec(spec: str) -> tuple[str | None, str]:
     """`(provider, model)`; provider None when only a bare model name is given."""
     head, sep, rest = spec.partition(":")
@@ -255,12 +273,26 @@ def _split_spec(spec: str) -> tuple[str | None, str]:
     return None, spec
 
 
+#: Model-name prefixes that say their provider (a bare name such as `gpt-4o-mini`), as
+#: LangChain's `init_chat_model` infers them.
+_NAME_PREFIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("gpt-", "o1", "o3", "o4", "chatgpt", "text-davinci"), "openai"),
+    (("claude",), "anthropic"),
+    (("command",), "cohere"),
+    (("accounts/fireworks",), "fireworks"),
+    (("gemini",), "google_vertexai"),
+    (("amazon.", "anthropic.", "meta."), "bedrock"),
+    (("mistral", "mixtral"), "mistralai"),
+    (("deepseek",), "deepseek"),
+    (("grok",), "xai"),
+    (("sonar",), "perplexity"),
+    (("solar",), "upstage"),
+)
+
+
 def _infer_provider(name: str) -> str | None:
-    try:
-        from langchain.chat_models.base import _attempt_infer_model_provider
-    except ImportError:  # pragma: no cover - a future LangChain without the helper
-        return None
-    return _attempt_infer_model_provider(name)
+    lower = name.lower()
+    return next((p for prefixes, p in _NAME_PREFIXES if lower.startswith(prefixes)), None)
 
 
 def _build(spec: str, timeout: float = DEFAULT_TIMEOUT) -> BaseChatModel:
@@ -272,7 +304,7 @@ def _build(spec: str, timeout: float = DEFAULT_TIMEOUT) -> BaseChatModel:
                 f"cannot tell the provider of model {spec!r}: use provider:model, e.g. "
                 "'openai:gpt-4o-mini' or 'ollama:llama3.1', or 'offline'"
             )
-    module = _PROVIDER_MODULES.get(provider) or (_registry().get(provider) or (None,))[0]
+    module = _PROVIDER_MODULES.get(provider) or _OTHER_PROVIDERS.get(provider)
     if module is None:
         raise ModelConfigError(
             f"unknown model provider {provider!r} in {spec!r}: use a LangChain provider "

@@ -214,3 +214,16 @@ class TestInstalledProvider:
         assert str(info.value) == (
             "cannot initialise model 'openai:broken': RuntimeError: OPENAI_API_KEY is not set"
         )
+
+
+def test_tethers_provider_table_covers_langchains():
+    """tether checks a provider's package without LangChain's private registry; its own
+    table must name every provider `init_chat_model` knows (a new LangChain release that
+    adds one fails here, not in a user's run)."""
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+
+    from orchestrator import models
+
+    known = {**models._PROVIDER_MODULES, **models._OTHER_PROVIDERS}
+    packages = {p: m.split(".")[0] for p, (m, *_rest) in _BUILTIN_PROVIDERS.items()}
+    assert packages == {p: known.get(p, "missing").split(".")[0] for p in _BUILTIN_PROVIDERS}
