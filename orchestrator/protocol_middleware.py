@@ -31,6 +31,7 @@ from orchestrator.errors import (
     Stopped,
 )
 from orchestrator.gauge import UsageRatio
+from orchestrator.models import context_window
 from orchestrator.provider import (
     approx_tokens,
     describe,
@@ -42,6 +43,7 @@ from orchestrator.provider import (
     reason,
     request_tokens,
     retry_after,
+    tool_tokens,
     usage_tokens,
 )
 
@@ -55,6 +57,8 @@ MAX_SHRINKS = 4
 """Times a request the provider refused as too long is cut (to half, each time) and sent
 again, down to the head and the newest exchange."""
 MIN_CONTEXT = 1000
+WINDOW_SHARE = 0.8
+"""Share of the model's context window (its LangChain profile) an agent's request may fill."""
 WATCH_EVERY = 30.0
 """Seconds between the "still waiting" lines of a model call in flight."""
 
@@ -217,8 +221,14 @@ class ProtocolMiddleware(AgentMiddleware):
                 f"agent did not call {self.final_name!r} validly within "
                 f"{self.max_steps} steps; raise the agent's max_steps in the workflow file"
             )
-        # the budget holds in the provider's tokens: scale the estimate by what it reports
-        budget = max(MIN_CONTEXT, int(self.max_context_tokens / self.usage.value))
+        # the budget holds in the provider's tokens (scale the estimate by what it reports)
+        # and never exceeds the model's window (tool schemas take the rest)
+        limit = self.max_context_tokens
+        window = context_window(request.model)
+        if window:
+            tools = self.usage.tokens(tool_tokens(request.tools or ()))
+            limit = min(limit, int(window * WINDOW_SHARE) - tools)
+        budget = max(MIN_CONTEXT, int(limit / self.usage.value))
         window = fit_context(list(request.messages), budget)
         if self.calls >= self.max_steps:
             request = request.override(tool_choice=self.final_name)

@@ -138,3 +138,26 @@ def test_any_create_agent_with_tether_memory_middleware_evicts_large_results(tmp
     assert store.fetch(entry) == page
     log = Path(tmp_path / "mem" / "working" / "T1" / "messages.jsonl").read_text()
     assert entry in log  # the reference, as the model saw it, is in the message log
+
+
+def test_a_subagent_reading_files_under_scaled_usage_finishes_within_the_window(tmp_path):
+    """The offline policy's researcher reads three 2.6 KB files through the real client; the
+    server counts 6x the estimate and its window is 12,000. Before, the subagent failed with
+    `context_length_exceeded` (the context budget of 32,000 was never held to the window);
+    now every request fits and the task is done."""
+    from tests.orchestrator.openai_server import policy_responder
+
+    work = tmp_path / "work"
+    (work / "pkg").mkdir(parents=True)
+    for i in range(3):
+        body = "".join(f"def f{i}_{j}(x):\n    return x + {j}  # widget math\n" for j in range(60))
+        (work / "pkg" / f"mod{i}.py").write_text(f'"""Module {i}."""\n' + body)
+    wf = tmp_path / "wf.yaml"
+    wf.write_text("phases: [exploration]\n")
+    with ScriptedOpenAI(responder=policy_responder, scale=6, window=12_000) as server:
+        result = Orchestrator(
+            memory_dir=tmp_path / "mem", workdir=work, workflow=wf,
+            model=client(server, window=12_000),
+        ).run("How is widget math done?", task_id="w")  # fmt: skip
+    assert result.status == "done", result.failed
+    assert 400 not in server.statuses
