@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
+from memory.backends.files._repair import describe as describe_damage
+from memory.backends.files._repair import is_damage
 from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
@@ -44,6 +47,7 @@ from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
 from orchestrator.docs import Docs
 from orchestrator.errors import (
     ApprovalError,
+    OrchestratorRuntimeError,
     OrchestratorUserError,
     UnknownTaskError,
 )
@@ -393,8 +397,25 @@ class Orchestrator:
         """Stream the graph from `state` (None: continue the thread's saved state) to its
         end."""
         fault("run_before_graph")
-        saver = self.checkpointer or ctx.store.backend.checkpointer()
-        values = run_graph(ctx, state, task_id, saver)
+        backend = ctx.store.backend
+        saver = self.checkpointer or backend.checkpointer()
+        self._emit_notices(backend)
+        try:
+            values = run_graph(ctx, state, task_id, saver)
+        except sqlite3.DatabaseError as exc:
+            # LangGraph's database went bad under the run: move it aside, so that the next
+            # `resume` continues from the JSON checkpoints, and say so in one line
+            if self.checkpointer is not None or not hasattr(backend, "reset_checkpointer"):
+                raise
+            if not is_damage(exc):
+                raise
+            aside = backend.reset_checkpointer(exc)
+            backend.notices.clear()
+            raise OrchestratorRuntimeError(
+                f"LangGraph's database was damaged during the run ({describe_damage(exc)}); "
+                f"moved aside to {aside}; continue with `{resume_command(task_id, self.docs)}` "
+                "(from the JSON checkpoints)"
+            ) from None
         result = RunResult.from_state(values, ctx, source=source, warnings=warnings or [])
         if result.status not in ("failed", "waiting"):
             self.tasks.note(task_id, status=result.status, error=None, pending_approvals=[])
@@ -585,6 +606,12 @@ class Orchestrator:
         self._emit_finished(values)
         for ident in ids:
             self._emit("approved" if approve else "rejected", id=ident, message=message or "")
+
+    def _emit_notices(self, backend: Any) -> None:
+        """The backend's repairs (a damaged LangGraph database moved aside) as warnings."""
+        notices = getattr(backend, "notices", None)
+        while notices:
+            self._emit("warning", message=notices.pop(0))
 
     def _emit_finished(self, values: dict[str, Any]) -> None:
         """`done` events for the current phase's subagents that finished before the

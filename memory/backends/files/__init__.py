@@ -61,6 +61,7 @@ from memory.base import (
     lock_timeout,
 )
 from memory.errors import MemoryDirError
+from memory.clock import utc_now
 from memory.paths import Layout
 
 __all__ = ["FilesBackend", "MIGRATIONS", "is_document_path", "walk_documents"]
@@ -93,6 +94,8 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
         self.index = Index(self)
         self._saver: Any = None
         self._resync = False
+        self.notices: list[str] = []
+        """One line per repair a caller should report (a damaged LangGraph database)."""
 
     @classmethod
     @contextmanager
@@ -291,12 +294,46 @@ class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
 
     # -- LangGraph -----------------------------------------------------------------
     def checkpointer(self) -> Any:
-        """A `SqliteSaver` on `<root>/.langgraph/state.sqlite` (WAL, `synchronous=FULL`)."""
+        """A `SqliteSaver` on `<root>/.langgraph/state.sqlite` (WAL, `synchronous=FULL`).
+
+        LangGraph's database is derived like `memory.db` (the JSON checkpoints rebuild a
+        task without it): one SQLite reports damaged on opening is moved aside
+        (`reset_checkpointer`) and a new one opened; `notices` says so.
+        """
         if self._saver is None:
             db = self.root / LANGGRAPH_DB
             writable = os.access(db.parent if db.parent.exists() else self.root, os.W_OK)
-            self._saver = open_sqlite_saver(db, read_only=self.read_only or not writable)
+            read_only = self.read_only or not writable
+            try:
+                self._saver = open_sqlite_saver(db, read_only=read_only)
+            except sqlite3.DatabaseError as exc:
+                if read_only or not _repair.is_damage(exc):
+                    raise
+                self.reset_checkpointer(exc)
+                self._saver = open_sqlite_saver(db, read_only=False)
         return self._saver
+
+    def reset_checkpointer(self, exc: BaseException) -> Path | None:
+        """Move a damaged LangGraph database (with `-wal`, `-shm`) aside to
+        `state.sqlite.damaged-{ts}` (never deleted) and forget its saver; the next
+        `checkpointer()` opens a new one. Returns where it went (None: it was gone)."""
+        if self._saver is not None:
+            with contextlib.suppress(Exception):
+                self._saver.conn.close()
+            self._saver = None
+        db = self.root / LANGGRAPH_DB
+        if not db.exists():
+            return None
+        aside = db.with_name(f"{db.name}.damaged-{utc_now().strftime('%Y%m%dT%H%M%S%fZ')}")
+        for suffix in _repair.DB_FILES:
+            part = db.with_name(db.name + suffix)
+            if part.exists():
+                os.replace(part, aside.with_name(aside.name + suffix))
+        self.notices.append(
+            f"LangGraph's database {str(db)!r} was damaged ({_repair.describe(exc)}); moved "
+            f"aside to {aside.name}; the task continues from its JSON checkpoints"
+        )
+        return aside
 
     def holds_thread(self, thread_id: str) -> bool:
         return sqlite_holds_thread(self.root / LANGGRAPH_DB, thread_id)
