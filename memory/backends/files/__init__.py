@@ -60,8 +60,8 @@ from memory.base import (
     check_query,
     lock_timeout,
 )
-from memory.errors import MemoryDirError
 from memory.clock import utc_now
+from memory.errors import MemoryDirError
 from memory.paths import Layout
 
 __all__ = ["FilesBackend", "MIGRATIONS", "is_document_path", "walk_documents"]
