@@ -60,7 +60,7 @@ from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.paths import new_suffix, utc
 from orchestrator.readback import read_snapshot
-from orchestrator.rebuild import normalise, state_from_checkpoint
+from orchestrator.rebuild import normalise, state_from_checkpoint, with_recorded_findings
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
 from orchestrator.skills import discover_skills, external_memory_triggers, skills_index
@@ -642,8 +642,8 @@ class Orchestrator:
         saved = saved_state(
             self.docs, record.get("thread_id") or record["task_id"], self.checkpointer
         )
-        if saved is not None:
-            return saved.values, "langgraph"
+        if saved is not None:  # a crash may have left findings it does not hold yet
+            return with_recorded_findings(self.docs, dict(saved.values)), "langgraph"
         cp, _path, _warnings = latest_valid_checkpoint(self.docs, record["task_id"])
         return state_from_checkpoint(self.docs, cp.model_dump(mode="json")), "checkpoint"
 

@@ -97,6 +97,30 @@ def registry_findings(memory: Any, task_id: str) -> tuple[dict[str, dict], dict[
     return subtasks, findings
 
 
+def with_recorded_findings(memory: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """`state` plus every finding the artifact registry records with a file on disk.
+
+    After a crash LangGraph's saved state (or the newest checkpoint) may lag behind the
+    findings files: subagents that finished in the interrupted step are not in it yet. A
+    snapshot or checkpoint written then must still count them, as `status` does.
+    """
+    reg_subtasks, reg_findings = registry_findings(memory, state["task_id"])
+    findings = dict(state.get("findings") or {})
+    added = {k: v for k, v in reg_findings.items() if k not in findings}
+    if not added:
+        return state
+    failed = {k: v for k, v in (state.get("failed") or {}).items() if k not in added}
+    subtasks = {**reg_subtasks, **(state.get("subtasks") or {})}
+    tokens = with_findings_tokens(dict(state.get("tokens") or {}), subtasks, added)
+    return {
+        **state,
+        "findings": {**findings, **added},
+        "failed": failed,
+        "subtasks": subtasks,
+        "tokens": tokens,
+    }
+
+
 def scan_findings(memory: Any, task_id: str) -> dict[str, str]:
     """`subtask key -> findings path` from the metadata of the findings files of a task."""
     docs = Docs.of(memory)
