@@ -167,3 +167,36 @@ def test_a_kill_after_approval_then_resume_writes_once(project, memory_dir):
     assert calls.read_text() == "red\n"
     backups = memory("list", "--tag", "previous-content", "--json", env=env)
     assert len(json.loads(backups.stdout)) == 1
+
+
+def test_on_postgres_another_orchestrator_approves_a_waiting_write(tmp_path):
+    """`--memory-url`: the wait, the request and the approval live in PostgreSQL (documents
+    and `PostgresSaver`); a second `Orchestrator` (another process or machine) approves."""
+    from langchain_openai import ChatOpenAI
+
+    from orchestrator.api import Orchestrator
+    from tests.pg import private_schema
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("old\n")
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(
+        "phases: [implementation]\nagents:\n  writer:\n    prompt: AGENT=writer\n"
+        "    tools: [write_file]\n    interrupt_on: [write_file]\n"
+    )
+    steps = {"writer": [WRITER[1], findings("Wrote the notes.")]}
+    with (
+        private_schema() as url,
+        ScriptedOpenAI(responder=agents(one_subtask("writer"), steps)) as server,
+    ):
+        model = ChatOpenAI(
+            model="gpt-4o-mini", base_url=server.base_url, api_key="k", max_retries=0
+        )
+        with Orchestrator(workdir=work, workflow=wf, model=model, memory_url=url) as first:
+            assert first.run("Update the notes", task_id="pg").status == "waiting"
+            assert first.status("pg")["status"] == "waiting"
+        with Orchestrator(workdir=work, workflow=wf, model=model, memory_url=url) as second:
+            done = second.approve("pg")
+    assert done.status == "done"
+    assert (work / "notes.txt").read_text() == "7 red widgets\n"
