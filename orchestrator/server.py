@@ -215,10 +215,14 @@ def _run(orch: Orchestrator, state: ServeState, write: Any) -> dict[str, Any]:
     record = orch.task_record(state["task_id"])
     resolved = orch._resolve_model(orch.workflow, record)
     inner_state = {k: v for k, v in state.items() if k in OrchestratorState.__annotations__}
-    with task_lock(orch.docs, state["task_id"]), orch._store() as store:
+    with (
+        orch._toolbox(orch.workflow, record) as toolbox,  # python_tools and MCP servers
+        task_lock(orch.docs, state["task_id"]),
+        orch._store() as store,
+    ):
         for rel in repair_findings(orch.docs, state["task_id"], orch.project_dir):
             write({"event": "warning", "message": repaired_message(rel)})
-        ctx = orch._context(store, orch.workflow, resolved, state["task_id"], record)
+        ctx = orch._context(store, orch.workflow, resolved, state["task_id"], record, toolbox)
         write({"event": "model", "name": resolved.name, "offline": resolved.offline})
         graph = compile_graph()  # no checkpointer: the subgraph uses the server's
         values: dict[str, Any] = dict(inner_state)
