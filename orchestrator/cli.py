@@ -357,6 +357,10 @@ def run_cmd(
     if objective is None and objective_file is None:
         raise click.UsageError("missing OBJECTIVE (or --objective-file FILE for a long brief)")
     brief = read_brief(objective_file) if objective_file is not None else None
+    if task_id is not None:  # a bad id is the only line said (no warning before it)
+        from orchestrator.tasks import check_task_id
+
+        check_task_id(task_id)
     _warn_if_nothing_to_read(workdir)
     _drive(
         json_mode,
