@@ -1,7 +1,8 @@
 """tether's `keep_latest` pruning of `SqliteSaver` (`memory.backends.checkpoint_prune`), checked
 by LangGraph's own checkpointer conformance suite (`langgraph-checkpoint-conformance`: put,
-writes, get, list, delete and its prune spec), and on the shapes a tether run leaves: subgraph
-calls of finished steps, a waiting call, a `DeltaChannel` thread, a kill mid-prune.
+writes, get, list, delete and its prune spec), against `PostgresSaver.prune` on the same
+rows, and on the shapes a tether run leaves: subgraph calls of finished steps, a waiting
+call, a `DeltaChannel` thread, a kill mid-prune.
 
 The suite calls a saver's async methods; `SqliteSaver` has only sync ones, so `_AsyncAdapter`
 runs them (tether's own saver, the one a run uses) from the suite's coroutines.
@@ -197,3 +198,78 @@ def test_a_database_with_incremental_auto_vacuum_gives_the_pages_back(tmp_path):
     assert conn.execute("PRAGMA page_count").fetchone()[0] < pages / 10
     assert json.loads(json.dumps(_rows(saver))) == {"": [parent]}
     conn.close()
+
+
+# -- the same rule as PostgresSaver.prune ----------------------------------------------------
+
+
+def _scenario(saver) -> None:
+    """Two threads of root steps, subgraph calls from old, latest and unsaved root
+    checkpoints, pending writes, and heads of format v2 and v4 after pending sends."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    def put(thread, ns, cid, parent=None, root=None, v=4, writes=()):
+        checkpoint = {**empty_checkpoint(), "id": cid, "v": v}
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+        if parent:
+            config["configurable"]["checkpoint_id"] = parent
+        meta = {"source": "loop", "step": 0, "parents": {"": root} if root else {}}
+        saved = saver.put(config, checkpoint, meta, {})
+        if writes:
+            saver.put_writes(saved, list(writes), f"task-{cid[-2:]}")
+
+    ids = iter(f"1f000000-0000-6000-8000-0000000000{i:02d}" for i in range(99))
+    for thread in ("a", "b"):
+        r1, r2, r3, r4 = next(ids), next(ids), next(ids), next(ids)
+        put(thread, "", r1, writes=[("x", 1)])
+        put(thread, "", r2, r1, writes=[("__pregel_tasks", "send")])
+        c1, c2 = next(ids), next(ids)
+        put(thread, "subagent:1", c1, root=r2, writes=[("messages", "m")])
+        put(thread, "subagent:1", c2, c1, root=r2)
+        put(thread, "subagent:2", next(ids), root="unsaved")
+        put(thread, "", r3, r2, v=2 if thread == "a" else 4, writes=[("y", 2)])
+        put(thread, "subagent:3", next(ids), root=r3, writes=[("__interrupt__", "ask")])
+        if thread == "b":
+            put(thread, "", r4, r3)
+        k1, k2 = next(ids), next(ids)  # a namespace without ":" keeps its latest
+        put(thread, "kept", k1, writes=[("z", 3)])
+        put(thread, "kept", k2, k1)
+
+
+def _left(conn, writes_table: str) -> tuple[list, list]:
+    """The checkpoints (with parents) and the writes left, as tuples, sorted."""
+    checkpoints = conn.execute(
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id FROM checkpoints "
+        "ORDER BY 1, 2, 3"
+    ).fetchall()
+    writes = conn.execute(
+        f"SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx FROM {writes_table} "
+        "ORDER BY 1, 2, 3, 4, 5"
+    ).fetchall()
+    as_tuple = lambda r: tuple(r.values()) if isinstance(r, dict) else tuple(r)  # noqa: E731
+    return [as_tuple(r) for r in checkpoints], [as_tuple(r) for r in writes]
+
+
+def test_sqlite_keeps_what_postgres_saver_prune_keeps(saver):
+    from memory.backends.savers import open_postgres_saver
+    from tests.pg import private_schema
+
+    _scenario(saver)
+    sqlite_prune(saver.conn, ["a", "b"])
+    with private_schema() as url:
+        pg = open_postgres_saver(url)
+        try:
+            _scenario(pg)
+            pg.prune(["a", "b"], strategy="keep_latest")
+            expected = _left(pg.conn, "checkpoint_writes")
+        finally:
+            pg.conn.close()
+    assert _left(saver.conn, "writes") == expected
+    kept = {(t, ns) for t, ns, _c, _p in expected[0]}
+    # thread a's head is v2 after pending sends: its parent stays, and so does the call
+    # started from that parent; b's head is v4 and newer than the root of every call
+    assert len([c for c in expected[0] if c[:2] == ("a", "")]) == 2
+    assert len([c for c in expected[0] if c[:2] == ("b", "")]) == 1
+    assert {("a", "subagent:1"), ("a", "subagent:3")} <= kept
+    assert ("b", "subagent:1") not in kept and ("b", "subagent:3") not in kept
+    assert {("a", "subagent:2"), ("b", "subagent:2"), ("a", "kept")} <= kept  # unsaved root

@@ -2,8 +2,8 @@
 
 With LangGraph's `PostgresSaver` (opened by `memory.backends.savers.open_postgres_saver` on a
 private schema) a run keeps its super-steps in PostgreSQL and creates no SQLite state file;
-the saved state is the finished run's, pruned to its last checkpoint. An unreachable server is one error naming the URL
-without its password.
+the saved state is the finished run's, pruned to its last checkpoint. An unreachable server
+is one error naming the URL without its password.
 """
 
 from __future__ import annotations
