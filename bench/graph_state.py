@@ -2,14 +2,14 @@
 
 Run::
 
-    python -m bench.graph_state                   # offline model on the installed click package
+    python -m bench.graph_state                   # offline model surveying this checkout
     python -m bench.graph_state --workdir ~/src/click-8.1.7   # the sdist issue 32 measured
     python -m bench.graph_state --model scripted  # bench.orchestration's one-call policy
     python -m bench.graph_state --postgres postgresql://postgres@127.0.0.1/test
     python -m bench.graph_state --pruning off     # only the runs that keep every checkpoint
 
-Each run is one offline survey (`run_all_phases: true`, 4 subagents a phase, `max_parallel`
-4) of `--phases` phases (default 8 and 16), once with pruning off
+Each run is one offline survey (`run_all_phases: true`, at most 4 subagents a phase,
+`max_parallel` 4) of `--phases` phases (default 8 and 16), once with pruning off
 (`TETHER_PRUNE_CHECKPOINTS=0`: every checkpoint kept, as before `orchestrator.pruning`) and
 once with it on, each in a new memory directory. The model is tether's offline model (its
 research policy reads, greps and cites the workdir's files) or, with `--model scripted`,
@@ -279,9 +279,9 @@ def verdicts(runs: list[Run]) -> list[str]:
 
 
 def _default_workdir() -> Path:
-    import click  # a dependency of tether: a real package's source, always installed
-
-    return Path(click.__file__).parent
+    """This checkout: the offline lead plans 4 subagents a phase for it (for the installed
+    `click` package alone it plans 2)."""
+    return Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phases", default="8,16", help="comma-separated phase counts")
     parser.add_argument("--pruning", choices=("both", "on", "off"), default="both")
     parser.add_argument("--model", choices=("offline", "scripted"), default="offline")
-    parser.add_argument("--workdir", type=Path, help="the tree to survey (default: click)")
+    parser.add_argument("--workdir", type=Path, help="the tree to survey (default: this checkout)")
     parser.add_argument("--postgres", metavar="URL", help="also run on PostgresSaver there")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.phases.split(",")]
@@ -305,8 +305,8 @@ def main(argv: list[str] | None = None) -> None:
                     with pg_schema(args.postgres) as url:
                         runs.append(survey(phases, pruned, root, workdir, args.model, url))
     print(
-        f"graph state per finished subagent: {args.model} model, {PER_PHASE} subagents a "
-        f"phase, workdir {workdir}"
+        f"graph state per finished subagent: {args.model} model, at most {PER_PHASE} subagents "
+        f"a phase (the lead chose {runs[0].subagents / counts[0]:g}), workdir {workdir}"
     )
     for line in table(runs) + [""] + verdicts(runs):
         print(line)
