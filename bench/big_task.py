@@ -11,7 +11,8 @@ lead plans N subtasks at once, each subagent answers with one `SubmitFindings`),
 figures are tether's own cost: graph, files, registry, checkpoints. For each size, in fresh
 processes (`spawn`) and fresh memory directories:
 
-1. **a whole run**: wall time per subagent, the process's peak resident memory
+1. **a whole run**: wall time per subagent (and the process's CPU time, all threads, which
+   other jobs on a shared machine disturb less), the process's peak resident memory
    (`ru_maxrss`), and the graph state per subagent: the bytes of `.langgraph/` when the run
    returned (nothing VACUUMed), the largest size it had during the run (sampled every
    20 ms), and the memory directory's other files beside it;
@@ -66,13 +67,14 @@ def _whole(memory: str, workdir: str, per_phase: int, parallel: int, queue: Any)
     settle_imports()
     orch = _orchestrator(Path(memory), Path(workdir), per_phase, parallel)
     with _Peak(Path(memory) / ".langgraph") as peak:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = orch.run(OBJECTIVE, task_id=TASK)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     figures = {
         "status": result.status,
         "findings": len(result.findings),
         "seconds": seconds,
+        "cpu": cpu,
         "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # Linux: KiB
         "graph": _dir_bytes(Path(memory) / ".langgraph"),
         "peak": peak.peak,
@@ -174,7 +176,7 @@ def measure(size: int, phases: int, parallel: int, root: Path) -> dict:
 
 def report(results: list[dict], phases: int, parallel: int) -> list[str]:
     head = (
-        "subagents", "phases x each", "run s", "ms/subagent", "peak RSS MB",
+        "subagents", "phases x each", "run s", "ms/subagent", "cpu ms/subagent", "peak RSS MB",
         "graph state KiB/subagent (end)", "(peak)", "memory dir KiB/subagent", "killed after",
         "resume: ran", "reused", "finished ran twice", "resume s",
     )  # fmt: skip
@@ -184,7 +186,8 @@ def report(results: list[dict], phases: int, parallel: int) -> list[str]:
         rows.append(
             (
                 f"{n:,}", f"{phases} x {r['per_phase']}", f"{w['seconds']:.1f}",
-                f"{w['seconds'] / n * 1000:.1f}", f"{w['rss'] / KIB / KIB:.0f}",
+                f"{w['seconds'] / n * 1000:.1f}", f"{w['cpu'] / n * 1000:.1f}",
+                f"{w['rss'] / KIB / KIB:.0f}",
                 f"{w['graph'] / n / KIB:.2f}", f"{w['peak'] / n / KIB:.1f}",
                 f"{w['memory'] / n / KIB:.1f}", f"{r['written']} findings",
                 str(res["ran"]), str(res["reused"]), str(r["twice"]), f"{res['seconds']:.1f}",
@@ -203,6 +206,7 @@ def report(results: list[dict], phases: int, parallel: int) -> list[str]:
     lines.append("")
     for label, value in (
         ("time per subagent", ratio("seconds")),
+        ("cpu time per subagent", ratio("cpu")),
         ("peak RSS", ratio("rss", per=False)),
         ("graph state per subagent (end)", ratio("graph")),
         ("graph state per subagent (peak)", ratio("peak")),
