@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 STRATEGIES = ("keep_latest", "delete")
@@ -196,23 +197,18 @@ def sqlite_prune(
         conn.executescript("PRAGMA incremental_vacuum;")
 
 
-class _transaction:
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` on any exception (also in autocommit
     mode, where Python's sqlite3 opens no transaction by itself). The connection must not
     be in a transaction already (`SqliteSaver` commits each of its own)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        if kind is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.execute("ROLLBACK")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _refuse_delta_threads(conn: sqlite3.Connection, threads: list[str]) -> None:
