@@ -28,6 +28,7 @@ POINTS = (
     "monitor_after_snapshot",
     "advance_before_checkpoint",
     "advance_after_checkpoint",  # phase checkpoint written, phase index not yet moved
+    "advance_after_prune",  # the finished phase's LangGraph checkpoints pruned
     "finish_before_reflect",
 )
 

@@ -19,6 +19,10 @@ pending writes, so they are not run again on resume.
 Every node is also idempotent on its own (see `orchestrator.nodes`), so a state rebuilt
 from a JSON checkpoint can enter at `plan` and only do what is left.
 
+At each phase transition and when the task ends, the thread's superseded checkpoints are
+pruned (`orchestrator.pruning`, LangGraph's `keep_latest` rule), so the graph state stays
+bounded by one phase, not the whole run.
+
 A run that stops at an `interrupt` (a tool call or a phase plan waiting for approval,
 `orchestrator.approvals`) ends `waiting`: a `waiting` checkpoint names the requests, the
 task record says `waiting`, and `run_graph` with a `Command(resume=...)` continues it.
@@ -49,6 +53,7 @@ from orchestrator.nodes.monitor import monitor_node
 from orchestrator.nodes.plan import plan_node
 from orchestrator.nodes.spawn import route_spawn, spawn_node
 from orchestrator.nodes.subagent import subagent_node
+from orchestrator.pruning import prune_thread
 from orchestrator.state import OrchestratorState
 from orchestrator.tasks import TaskRegistry, resume_command
 
@@ -139,6 +144,7 @@ def run_graph(
     """
     graph = compile_graph(saver)
     config = run_config(ctx.thread_id, ctx.max_parallel)
+    ctx.checkpointer = saver  # `advance` prunes it at each phase transition
     try:
         with _stop_on_ctrl_c(ctx.stop):
             for _ in graph.stream(
@@ -153,6 +159,8 @@ def run_graph(
     snapshot = graph.get_state(config)
     if snapshot.interrupts and pending(ctx.docs, task_id, snapshot.interrupts):
         return _waiting(dict(snapshot.values), ctx, task_id, snapshot.interrupts)
+    if not snapshot.next:  # ended `done` or `failed`: only its last checkpoint is read again
+        prune_thread(saver, ctx.thread_id, lambda m: ctx.emit("warning", message=m))
     return snapshot.values
 
 

@@ -57,6 +57,9 @@ def open_sqlite_saver(db_path: Path, *, read_only: bool = False) -> Any:
     # with `executemany` and commits once, which is atomic only outside autocommit mode
     # (in autocommit a kill between rows left a spawn step with half of its `Send`s)
     conn = sqlite3.connect(str(db_path), check_same_thread=False)
+    # a new file gives the pages that pruning frees back (`checkpoint_prune`); this is a
+    # no-op on an existing one, and must come before WAL mode writes the file's header
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA busy_timeout=10000")

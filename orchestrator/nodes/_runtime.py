@@ -86,6 +86,10 @@ class RunContext:
     """The task started in this run (`Orchestrator.run`): nothing of it can be on disk
     from before, so a subagent does not look for an earlier attempt's findings. Any
     other run (resume, server) looks."""
+    checkpointer: Any = None
+    """The run's LangGraph checkpointer (set by `orchestrator.graph.run_graph`), which
+    `advance` prunes at a phase transition (`orchestrator.pruning`); None under LangGraph
+    Server, whose checkpointer is its own."""
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by Ctrl-C (`orchestrator.graph.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""

@@ -10,6 +10,10 @@ A phase with a failed subagent ends the task `failed` (checkpoint `phase_failed`
 names what failed): later phases are never planned without its finding; `resume` reruns
 the failed subagents only (`orchestrator.rebuild.retry_failed`).
 
+At a transition to the next phase, after its checkpoint, the thread's superseded LangGraph
+checkpoints are pruned (`orchestrator.pruning`): the finished phase's steps and its
+subagents' conversations, which no resume reads again.
+
 Idempotent: the final summary is registered (`merged:final`), and a replayed transition
 only writes one more checkpoint, which is harmless.
 """
@@ -32,6 +36,7 @@ from orchestrator.nodes._core import (
 )
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot
+from orchestrator.pruning import prune_thread
 from orchestrator.state import (
     OrchestratorState,
     current_phase,
@@ -78,13 +83,19 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     )
     fault("advance_after_checkpoint")
     update: dict[str, Any] = checkpoint_update(cp)
-    if not last:
+    if not last:  # the task's end prunes once the graph ends (`run_graph`)
+        prune_thread(ctx.checkpointer, ctx.thread_id, _warner(ctx))
+        fault("advance_after_prune")
         update["phase_index"] = state["phase_index"] + 1
         update["warned"] = state.get("warned", False)
         return update
     finished = _finish(ctx, state)  # records its own checkpoint beside this one
     written = {**update.get("checkpoints", {}), **finished.get("checkpoints", {})}
     return {**finished, "checkpoints": written}
+
+
+def _warner(ctx: RunContext) -> Any:
+    return lambda message: ctx.emit("warning", message=message)
 
 
 def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:

@@ -154,6 +154,7 @@ KILL_POINTS = [
     "advance_before_checkpoint:2",
     "advance_after_checkpoint:1",
     "advance_after_checkpoint:2",
+    "advance_after_prune:1",  # the first phase's LangGraph checkpoints are pruned
     "finish_before_reflect:1",
 ]
 PARALLEL = 4
