@@ -40,32 +40,30 @@ from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
-from orchestrator.approvals import decisions_for, note_decisions, pending, select
+from orchestrator._api_approve import ApprovalMixin
+from orchestrator._api_handoff import HandoffMixin
+from orchestrator.approvals import pending
 from orchestrator.assembly import agent_specs, open_toolbox, run_workflow, task_workflow
 from orchestrator.brief import brief_objective, brief_title, store_brief
-from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
+from orchestrator.checkpoints import load_checkpoint
 from orchestrator.docs import Docs
 from orchestrator.errors import (
-    ApprovalError,
     OrchestratorRuntimeError,
     OrchestratorUserError,
     UnknownTaskError,
 )
 from orchestrator.faults import fault
-from orchestrator.graph import SavedState, run_graph, saved_state
+from orchestrator.graph import run_graph, saved_state
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
-from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.paths import new_suffix, utc
 from orchestrator.readback import read_snapshot
-from orchestrator.rebuild import normalise, state_from_checkpoint, with_recorded_findings
+from orchestrator.rebuild import normalise
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
 from orchestrator.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.state import OrchestratorState, current_phase, initial_state
-from orchestrator.status import task_status
 from orchestrator.tasks import TaskRecord, TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workdir import check_workdir
@@ -74,7 +72,7 @@ from orchestrator.workflow import AgentSpec, Workflow
 Event = dict[str, Any]
 
 
-class Orchestrator:
+class Orchestrator(ApprovalMixin, HandoffMixin):
     """Runs tether tasks against one memory: a memory directory, or a shared backend.
 
     Args:
@@ -538,75 +536,6 @@ class Orchestrator:
         self._emit_finished(state if state is not None else saved.values if saved else {})
         return self._drive(ctx, state, task_id, source=plan.source, warnings=plan.warnings)
 
-    def _still_waiting(self, ctx: RunContext, saved: SavedState, task_id: str) -> RunResult:
-        """The result of a task that waits for approval (nothing runs)."""
-        waiting = [p.model_dump() for p in pending(self.docs, task_id, saved.interrupts)]
-        values = {**saved.values, "status": "waiting", "pending_approvals": waiting}
-        self._emit("waiting_approval", task_id=task_id, requests=waiting)
-        return RunResult.from_state(values, ctx, source="langgraph", warnings=[])
-
-    # -- approval --------------------------------------------------------------------
-    def approve(
-        self,
-        task_id: str | None = None,
-        approve: bool = True,
-        message: str | None = None,
-        request_id: str | None = None,
-    ) -> RunResult:
-        """Answer the requests a waiting task has (all, or the one `request_id` names) and
-        continue it to its end (or its next wait); blocks like `resume`.
-
-        Args:
-            approve: True approves; False rejects, and the agent gets `message` as the
-                refused tool's result (a rejected phase plan is planned again).
-            request_id: a request id from `status` (a unique prefix is enough).
-
-        Raises:
-            UnknownTaskError: no such task.
-            ApprovalError: the task waits for nothing, or no request matches.
-            Interrupted: Ctrl-C or SIGTERM.
-        """
-        self._check_writable("approve a request")
-        record = self.task_record(task_id)
-        task_id = record["task_id"]
-        with self._continuing(record) as (store, workflow, resolved, toolbox):
-            thread = record.get("thread_id") or task_id
-            saved = saved_state(self.docs, thread, self.checkpointer)
-            waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
-            if not waiting:
-                if record.get("status") == "waiting" and saved is None:
-                    # LangGraph's database is gone: the run continues from its JSON
-                    # checkpoint, and whoever asked asks again
-                    return self._resume(store, record, None, None, workflow, resolved, toolbox)
-                raise ApprovalError(
-                    f"task {task_id!r} waits for no approval (status "
-                    f"{record.get('status') or 'unknown'}); see `orchestrator status`"
-                )
-            ids = select(waiting, request_id)
-            answers = {i: decisions_for(waiting, i, approve=approve, message=message) for i in ids}
-            note_decisions(self.docs, task_id, answers)
-            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
-            self._emit_continuing(ctx, saved.values, ids, approve, message)  # type: ignore[union-attr]
-            self.tasks.note(task_id, status="running", pending_approvals=[])
-            return self._drive(ctx, Command(resume=answers), task_id, source="approve")
-
-    def _emit_continuing(
-        self, ctx: RunContext, values: dict[str, Any], ids: list[str], approve: bool, message: Any
-    ) -> None:
-        """The events that open an approved run (task, phase, what finished, the answers)."""
-        self._emit("model", name=ctx.model_name, offline=ctx.offline)
-        self._emit(
-            "resume", task_id=values["task_id"], source="approve", path=None,
-            memory_dir=self.docs.location, model=ctx.model_name, offline=ctx.offline,
-        )  # fmt: skip
-        phase = current_phase(values)  # type: ignore[arg-type]
-        self._emit(
-            "phase", phase=phase, index=values["phase_index"] + 1, total=len(values["phases"])
-        )
-        self._emit_finished(values)
-        for ident in ids:
-            self._emit("approved" if approve else "rejected", id=ident, message=message or "")
-
     def _emit_notices(self, backend: Any) -> None:
         """The backend's repairs (a damaged LangGraph database moved aside) as warnings."""
         notices = getattr(backend, "notices", None)
@@ -634,49 +563,3 @@ class Orchestrator:
                     tokens=rec.get("tokens", 0),
                     path=str(self.docs.path(rec["path"])),
                 )
-
-    # -- handoff and status ----------------------------------------------------------
-    def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:
-        """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
-        record = self.task_record(task_id)
-        saved = saved_state(
-            self.docs, record.get("thread_id") or record["task_id"], self.checkpointer
-        )
-        if saved is not None:  # a crash may have left findings it does not hold yet
-            return with_recorded_findings(self.docs, dict(saved.values)), "langgraph"
-        cp, _path, _warnings = latest_valid_checkpoint(self.docs, record["task_id"])
-        return state_from_checkpoint(self.docs, cp.model_dump(mode="json")), "checkpoint"
-
-    def handoff(self, task_id: str | None = None) -> Path:
-        """Write a context snapshot of the task's current state; returns its path."""
-        self._check_writable("write a handoff snapshot")
-        state, _source = self.current_state(task_id)
-        with self._store() as store:
-            record = self.task_record(state["task_id"])
-            ctx = self._context(store, self.workflow, None, "", record)
-            return write_lead_snapshot(ctx, state, reason="manual")
-
-    def checkpoint_now(self, task_id: str | None = None, notes: str = "") -> Path:
-        """Write a manual checkpoint of the task's current state; returns its path."""
-        state, _source = self.current_state(task_id)
-        task = state["task_id"]
-        with self._store() as store:
-            ctx = self._context(store, self.workflow, None, "", self.task_record(task))
-            done = state.get("status") == "done"
-            rel = write_checkpoint(
-                ctx,
-                state,
-                trigger="manual",
-                next_action=(
-                    "Task complete; nothing to do"
-                    if done
-                    else f"Resume with `{resume_command(task, self.docs)}`"
-                ),
-                extra={"notes": notes},
-            )
-            return ctx.docs.path(rel)
-
-    def status(self, task_id: str | None = None) -> dict[str, Any]:
-        """A JSON-able summary of the task: phase, subtasks, tokens, latest files
-        (see `orchestrator.status.task_status`)."""
-        return task_status(self.docs, task_id, checkpointer=self.checkpointer)

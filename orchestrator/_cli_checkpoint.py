@@ -1,0 +1,179 @@
+"""`orchestrator checkpoint now|load|report|list` and `orchestrator snapshot write|list`.
+
+Registered on the `orchestrator` group (`orchestrator.cli` imports this module once `cli`
+and its shared options exist).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memory.store import MemoryStore
+from orchestrator.cli import (
+    _SHARED,
+    _Group,
+    _memory,
+    _orchestrator,
+    cli,
+    json_option,
+    memory_option,
+    task_option,
+)
+from orchestrator.readback import list_checkpoints, list_snapshots
+
+
+@cli.group("checkpoint", cls=_Group)
+def checkpoint_group() -> None:
+    """Write, read and list JSON checkpoints (recovery points of a task).
+
+    \b
+    Examples:
+      orchestrator checkpoint now --notes "before refactor"
+      orchestrator checkpoint list
+      orchestrator checkpoint load
+      orchestrator checkpoint report
+    """
+
+
+def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | None) -> Any:
+    # validating a checkpoint loads pydantic and Jinja: not on every command
+    from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
+    from orchestrator.tasks import TaskRegistry
+
+    docs = _memory(memory_dir)
+    if path:
+        return load_checkpoint(Path(path), docs), Path(path), []
+    if task_id is None:
+        task_id = TaskRegistry(docs).record(None)["task_id"]
+    return latest_valid_checkpoint(docs, task_id)
+
+
+@checkpoint_group.command("now")
+@task_option
+@click.option("--notes", default="", help="Why this checkpoint was taken.")
+@memory_option
+def checkpoint_now(task_id: str | None, notes: str, memory_dir: str | None) -> None:
+    """Write a manual checkpoint of a task's current state; print its path.
+
+    \b
+    Examples:
+      orchestrator checkpoint now --notes "tests pass, starting the refactor"
+    """
+    click.echo(str(_orchestrator(memory_dir).checkpoint_now(task_id, notes=notes)))
+
+
+@checkpoint_group.command("load")
+@click.argument("file", required=False)
+@task_option
+@memory_option
+@json_option
+def checkpoint_load(
+    file: str | None, task_id: str | None, memory_dir: str | None, json_mode: bool
+) -> None:
+    """Print the latest valid checkpoint (or FILE): where to resume from.
+
+    \b
+    Examples:
+      orchestrator checkpoint load
+      orchestrator checkpoint load .temp/memory/checkpoints/cp_review_X.json --json
+    """
+    from orchestrator.checkpoints import checkpoint_summary  # see `_checkpoint_file`
+
+    cp, path, warnings = _checkpoint_file(memory_dir, task_id, file)
+    for warning in warnings:
+        click.echo(f"Warning: {warning}", err=True)
+    summary = checkpoint_summary(cp, path)
+    if json_mode:
+        click.echo(json.dumps(summary, default=str))
+        return
+    click.echo("\n".join(f"{k}: {v}" for k, v in summary.items()))
+
+
+@checkpoint_group.command("report")
+@click.argument("file", required=False)
+@task_option
+@memory_option
+def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | None) -> None:
+    """Print a checkpoint's report, including [MEMORY REFERENCES].
+
+    \b
+    Examples:
+      orchestrator checkpoint report
+      orchestrator checkpoint report .temp/memory/checkpoints/cp_review_X.json
+    """
+    from orchestrator.checkpoints import report  # see `_checkpoint_file`
+
+    cp, _path, warnings = _checkpoint_file(memory_dir, task_id, file)
+    for warning in warnings:
+        click.echo(f"Warning: {warning}", err=True)
+    if "url" in _SHARED:
+        click.echo(report(cp, MemoryStore(backend=_memory(memory_dir).backend)))
+        return
+    with MemoryStore(memory_dir) as store:
+        click.echo(report(cp, store))
+
+
+@checkpoint_group.command("list")
+@task_option
+@memory_option
+@json_option
+def checkpoint_list(task_id: str | None, memory_dir: str | None, json_mode: bool) -> None:
+    """List checkpoints, newest first.
+
+    \b
+    Examples:
+      orchestrator checkpoint list
+      orchestrator checkpoint list --task auth-map --json
+    """
+    paths = list_checkpoints(_memory(memory_dir), task_id)
+    if json_mode:
+        click.echo(json.dumps([str(p) for p in paths]))
+        return
+    for p in paths:
+        click.echo(str(p))
+
+
+@cli.group("snapshot", cls=_Group)
+def snapshot_group() -> None:
+    """Write or list context snapshots (handoff documents).
+
+    \b
+    Examples:
+      orchestrator snapshot write
+      orchestrator snapshot list
+    """
+
+
+@snapshot_group.command("write")
+@task_option
+@memory_option
+def snapshot_write(task_id: str | None, memory_dir: str | None) -> None:
+    """Write a snapshot of a task's current state (same as `handoff`); print its path.
+
+    \b
+    Examples:
+      orchestrator snapshot write --task auth-map
+    """
+    click.echo(str(_orchestrator(memory_dir).handoff(task_id)))
+
+
+@snapshot_group.command("list")
+@memory_option
+@json_option
+def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
+    """List context snapshots, newest first.
+
+    \b
+    Examples:
+      orchestrator snapshot list
+    """
+    paths = list_snapshots(_memory(memory_dir))
+    if json_mode:
+        click.echo(json.dumps([str(p) for p in paths]))
+        return
+    for p in paths:
+        click.echo(str(p))
