@@ -46,6 +46,22 @@ def tool_messages(server: ScriptedOpenAI) -> list[str]:
     return [a for b in server.requests for a in tool_answers(b)]
 
 
+def servers_running() -> list[int]:
+    """Pids of this process's children that run the test MCP server."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"mcp_tickets.py" in cmdline and ppid == os.getpid():
+            found.append(int(proc.name))
+    return found
+
+
 def finding_text(memory_dir: Path, result) -> str:
     return "\n".join((memory_dir / p).read_text() for p in result.findings)
 
@@ -110,6 +126,7 @@ agents:
             "What is ticket T-42 about?", task_id="m1"
         )
     assert result.status == "done", result.failed
+    assert servers_running() == []  # the server was started for the run and closed after it
     answer = "Ticket T-42: login fails after a password reset (status: open, owner: dana)"
     assert answer in tool_messages(server)
     assert answer in finding_text(memory_dir, result)
