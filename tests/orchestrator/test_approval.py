@@ -200,3 +200,46 @@ def test_on_postgres_another_orchestrator_approves_a_waiting_write(tmp_path):
             done = second.approve("pg")
     assert done.status == "done"
     assert (work / "notes.txt").read_text() == "7 red widgets\n"
+
+
+def test_two_parallel_writers_wait_and_are_approved_one_by_one(tmp_path):
+    """Both of a phase's writers wait; approving one request id lets that one go on while
+    the other still waits; then the last one is approved and both files are written."""
+    from langchain_openai import ChatOpenAI
+
+    from orchestrator.api import Orchestrator
+
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(
+        "phases: [implementation]\nagents:\n  writer:\n    prompt: AGENT=writer\n"
+        "    tools: [write_file]\n    interrupt_on: [write_file]\n"
+    )
+
+    def plan(phase: str) -> dict:
+        subtasks = [
+            {"id": name, "title": f"Write {name}", "description": name, "agent": "writer"}
+            for name in ("a", "b")
+        ]
+        return {"strategy": "Two files.", "subtasks": subtasks, "done": True}
+
+    def write(body: dict) -> dict:
+        name = "a" if "Title: Write a\n" in body["messages"][1]["content"] else "b"
+        return {"tool": "write_file", "args": {"path": f"{name}.txt", "content": name}}
+
+    steps = {"writer": [write, findings("Wrote it.")]}
+    with ScriptedOpenAI(responder=agents(plan, steps)) as server:
+        model = ChatOpenAI(
+            model="gpt-4o-mini", base_url=server.base_url, api_key="k", max_retries=0
+        )
+        orch = Orchestrator(workdir=tmp_path, workflow=wf, model=model)
+        first = orch.run("Write two files", task_id="two")
+        assert first.status == "waiting" and len(first.pending_approvals) == 2
+        waiting = {r["key"]: r["id"] for r in first.pending_approvals}
+        assert set(waiting) == {"implementation/a", "implementation/b"}
+        one = orch.approve("two", request_id=waiting["implementation/a"][:10])
+        assert one.status == "waiting"
+        assert [r["key"] for r in one.pending_approvals] == ["implementation/b"]
+        assert (tmp_path / "a.txt").read_text() == "a" and not (tmp_path / "b.txt").exists()
+        done = orch.approve("two")
+    assert done.status == "done" and len(done.findings) == 2
+    assert (tmp_path / "b.txt").read_text() == "b"
