@@ -22,6 +22,12 @@ private schema is created and dropped)::
    `working/T/messages.jsonl` as the log grows to `--log-lines` lines (in batches of 1,000):
    the median of 20 single appends at each size, per backend, and its ratio to the
    first size (1.0 means an append costs the same however long the log is).
+4. **Concurrent writers** (`bench.concurrency`): `--writers` processes append `--messages`
+   messages each to one task's log through `WorkingMemory.append_message` while
+   `--searchers` processes search it, on files and on PostgreSQL: wall time, appends per
+   second, searches done, the ratio to files, and the check that every message is there
+   once and in order per writer. `--parts` picks sections (`recall,orchestration,appends,
+   concurrency`); `--repeat N` runs the concurrency race N times and prints each.
 """
 
 from __future__ import annotations
@@ -226,10 +232,63 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="10k")
     parser.add_argument("--fanout", type=int, default=40)
     parser.add_argument("--log-lines", type=int, default=20_000)
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--searchers", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--parts", default="recall,orchestration,appends,concurrency")
     args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
     problem = _pg_problem()
     if problem:
         parser.exit(2, f"bench.backends: {problem}\n")
+    if "recall" in parts:
+        recall_table(args)
+    if "orchestration" in parts:
+        print()
+        print(f"| orchestration ({args.fanout} subagents, 1 phase) | per subagent |")
+        print("|---|---:|")
+        for name, per in orchestration_rows(args.fanout):
+            print(f"| {name} | {per * 1000:.0f} ms |")
+    if "appends" in parts:
+        print()
+        print("| append one message to a log of | backend | median | vs an empty log |")
+        print("|---:|---|---:|---:|")
+        for name, found in append_rows(args.log_lines):
+            for lines, seconds in found:
+                ratio = seconds / found[0][1]
+                print(f"| {lines:,} lines | {name} | {seconds * 1000:.2f} ms | {ratio:.1f}x |")
+    if "concurrency" in parts:
+        print()
+        concurrency_table(args)
+
+
+def concurrency_table(args: argparse.Namespace) -> None:
+    from bench.concurrency import run
+
+    total = args.writers * args.messages
+    print(
+        f"| {args.writers} writers x {args.messages:,} messages, {args.searchers} searchers "
+        "| wall | appends/s | searches | vs files | every message once, in order |"
+    )
+    print("|---|---:|---:|---:|---:|---|")
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp, pg_schema() as url:
+            files = None
+            for name, where in (("files + SQLite", str(Path(tmp) / "memory")), ("PostgreSQL", url)):
+                got = run(
+                    where, writers=args.writers, messages=args.messages, searchers=args.searchers
+                )
+                files = files or got["wall"]
+                print(
+                    f"| {name} | {got['wall']:.1f} s | {total / got['wall']:,.0f} "
+                    f"| {got['searches']:,} | {got['wall'] / files:.2f}x "
+                    f"| {got['problem'] or 'yes'} |",
+                    flush=True,
+                )
+
+
+def recall_table(args: argparse.Namespace) -> None:
     print("| corpus | backend | build (msg/s) | search p50 | search p95 | recall@10 |")
     print("|---|---|---:|---:|---:|---:|")
     for part in args.sizes.split(","):
@@ -239,18 +298,6 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {n:,} | {name} | {row['build_rate']:,.0f} | {row['p50'] * 1000:.1f} ms "
                 f"| {row['p95'] * 1000:.1f} ms | {row['r10']:.2f} |"
             )
-    print()
-    print(f"| orchestration ({args.fanout} subagents, 1 phase) | per subagent |")
-    print("|---|---:|")
-    for name, per in orchestration_rows(args.fanout):
-        print(f"| {name} | {per * 1000:.0f} ms |")
-    print()
-    print("| append one message to a log of | backend | median | vs an empty log |")
-    print("|---:|---|---:|---:|")
-    for name, found in append_rows(args.log_lines):
-        for lines, seconds in found:
-            ratio = seconds / found[0][1]
-            print(f"| {lines:,} lines | {name} | {seconds * 1000:.2f} ms | {ratio:.1f}x |")
 
 
 if __name__ == "__main__":

@@ -60,11 +60,16 @@ CREATE TABLE IF NOT EXISTS tether_document_parts (
 ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS size BIGINT;
 ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS open_tail BOOLEAN
 """
+#: A row per server process that a write's durability barrier updates (see `FLUSH_SQL`).
+M004_FLUSH = """
+CREATE TABLE IF NOT EXISTS tether_flush (pid INTEGER PRIMARY KEY, n BIGINT NOT NULL DEFAULT 0)
+"""
 #: Named, append-only; never edit one that has shipped.
 MIGRATIONS = [
     ("m001_tables", M001_TABLES),
     ("m002_entry_links", M002_ENTRY_LINKS),
     ("m003_document_parts", M003_DOCUMENT_PARTS),
+    ("m004_flush", M004_FLUSH),
 ]
 
 CREATE_MIGRATIONS_SQL = """
@@ -76,6 +81,15 @@ HAS_MIGRATIONS_SQL = "SELECT to_regclass('tether_migrations') IS NOT NULL"
 APPLIED_SQL = "SELECT name FROM tether_migrations"
 RECORD_MIGRATION_SQL = "INSERT INTO tether_migrations(name) VALUES (%s)"
 XACT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+#: Writes under a document's lock commit without waiting for the disk (the lock is released
+#: at once), then `FLUSH_SQL` commits a row of this session's own synchronously: its commit
+#: waits until the WAL is on disk up to its own record, which comes after the write's, so the
+#: write is durable before the call returns, and concurrent writers share the disk flushes.
+ASYNC_COMMIT_SQL = "SET LOCAL synchronous_commit TO off"
+FLUSH_SQL = """
+INSERT INTO tether_flush(pid) VALUES (pg_backend_pid())
+ON CONFLICT (pid) DO UPDATE SET n = tether_flush.n + 1
+"""
 #: `mutex`: a session lock in a key space of its own (the server drops it with its session).
 TRY_MUTEX_SQL = "SELECT pg_try_advisory_lock(hashtext('tether-mutex'), hashtext(%s))"
 UNLOCK_MUTEX_SQL = "SELECT pg_advisory_unlock(hashtext('tether-mutex'), hashtext(%s))"
@@ -95,7 +109,7 @@ STAT_DOC_SQL = """
 SELECT version, mtime, deleted, coalesce(size, octet_length(data))
 FROM tether_documents WHERE path = %s
 """
-SELECT_VERSION_SQL = "SELECT version, deleted FROM tether_documents WHERE path = %s"
+SELECT_VERSION_SQL = "SELECT version, deleted FROM tether_documents WHERE path = %s FOR UPDATE"
 UPSERT_DOC_SQL = """
 INSERT INTO tether_documents(path, data, version, mtime, deleted, lines, size, open_tail)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
@@ -108,7 +122,42 @@ SELECT version, deleted, lines, coalesce(size, octet_length(data)),
        coalesce(open_tail,
                 octet_length(data) > 0 AND get_byte(data, octet_length(data) - 1) <> 10),
        CASE WHEN lines IS NULL THEN data END
-FROM tether_documents WHERE path = %s
+FROM tether_documents WHERE path = %s FOR UPDATE
+"""
+#: An append to a log in one statement, run as a transaction of its own (autocommit), so the
+#: row lock is never held while the server waits for the client: lock the document's row,
+#: move its counts on, add the part (closing a torn last line, which keeps its number) and
+#: index the new lines (`%(nums)s` are 1-based positions among them, `%(bodies)s` their
+#: texts). Its commit does not wait for the disk (`quick`); `FLUSH_SQL` follows. No row comes
+#: back for a document that is new, deleted or from before `m003` (appended the slow way).
+FAST_APPEND_SQL = """
+WITH quick AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+), old AS (
+    SELECT path, lines, size, open_tail FROM tether_documents, quick
+    WHERE path = %(path)s AND NOT deleted
+      AND lines IS NOT NULL AND size IS NOT NULL AND open_tail IS NOT NULL
+    FOR UPDATE
+), doc AS (
+    UPDATE tether_documents d
+    SET version = d.version + 1, mtime = %(now)s, lines = old.lines + %(count)s,
+        size = old.size + %(length)s + old.open_tail::int, open_tail = FALSE
+    FROM old WHERE d.path = old.path
+    RETURNING old.lines AS before, old.size AS start, old.open_tail AS torn
+), part AS (
+    INSERT INTO tether_document_parts(path, start, data)
+    SELECT %(path)s, start,
+           CASE WHEN torn THEN '\\x0a'::bytea || %(data)s::bytea ELSE %(data)s::bytea END
+    FROM doc
+), search AS (
+    INSERT INTO tether_search(doc_id, source, path, meta, body)
+    SELECT %(path)s || '#L' || (doc.before + t.n), 'messages', %(path)s,
+           jsonb_build_object('line', doc.before + t.n), t.body
+    FROM doc, unnest(%(nums)s::bigint[], %(bodies)s::text[]) AS t(n, body)
+    ON CONFLICT (doc_id) DO UPDATE SET source = excluded.source, path = excluded.path,
+        meta = excluded.meta, body = excluded.body
+)
+SELECT before FROM doc
 """
 APPEND_DOC_SQL = """
 UPDATE tether_documents SET version = version + 1, mtime = %s, lines = %s, size = %s,
