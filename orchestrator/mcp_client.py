@@ -33,6 +33,30 @@ START_TIMEOUT = 30.0
 INSTALL_HINT = "pip install langchain-mcp-adapters (or: pip install 'tether[mcp]')"
 
 
+def _real_stderr_for_stdio_servers() -> None:
+    """Give stdio servers a stderr they can inherit.
+
+    The MCP SDK's `stdio_client` (which the adapters call without `errlog`) takes the
+    `sys.stderr` of the moment it was imported as the child's stderr; when that was a stream
+    without a file descriptor (a notebook's, or a test runner's capture), every server fails
+    to start with `UnsupportedOperation: fileno`. Such a default is replaced by the
+    process's own stderr.
+    """
+    import sys
+
+    try:
+        from mcp.client import stdio
+    except ImportError:
+        return
+    defaults = stdio.stdio_client.__defaults__ or ()
+    if len(defaults) != 1:
+        return  # a version whose signature we do not know: leave it alone
+    try:
+        defaults[0].fileno()
+    except (AttributeError, OSError, ValueError):
+        stdio.stdio_client.__defaults__ = (sys.__stderr__,)
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first real error inside anyio's exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -87,6 +111,7 @@ class McpServers:
                 f"the workflow declares MCP servers ({', '.join(self.connections)}), which "
                 f"need langchain-mcp-adapters: {INSTALL_HINT}"
             ) from None
+        _real_stderr_for_stdio_servers()
         client = MultiServerMCPClient(self.connections)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
