@@ -36,7 +36,6 @@ from langgraph.types import Command
 
 from memory.backends.files._repair import describe as describe_damage
 from memory.backends.files._repair import is_damage
-from memory.paths import ENV_VAR as MEMORY_ENV
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
@@ -54,7 +53,7 @@ from orchestrator.errors import (
 )
 from orchestrator.faults import fault
 from orchestrator.graph import run_graph, saved_state
-from orchestrator.models import ResolvedModel, agent_models, effective_threshold, resolve_run_model
+from orchestrator.models import ResolvedModel, agent_models, effective_threshold, run_model
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.paths import new_suffix, utc
@@ -62,6 +61,7 @@ from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
+from orchestrator.settings import Overrides, Settings
 from orchestrator.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.tasks import TaskRecord, TaskRegistry, check_new_task, resume_command, task_lock
@@ -126,9 +126,7 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
         agents: Mapping[str, AgentSpec | Mapping[str, Any]] | None = None,
         status_file: bool = False,
     ):
-        self.layout = Layout.at(memory_dir)
         self.status_file = status_file
-        self.memory_url = memory_url
         self.model_timeout = model_timeout
         self.checkpointer = checkpointer
         self.workdir = workdir
@@ -141,18 +139,22 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
         self.tools = list(tools)
         self.agents = agent_specs(agents) if agents is not None else None
         self.project_dir = str(Path(project_dir or Path.cwd()).absolute())
-        if token_threshold is not None and token_threshold <= 0:
-            raise OrchestratorUserError(
-                f"token threshold {token_threshold!r} must be a positive number of tokens"
-            )
-        if max_parallel is not None and max_parallel <= 0:
-            raise OrchestratorUserError(f"max parallel {max_parallel!r} must be at least 1")
+        #: The top layer of every setting (`orchestrator.settings`): the arguments given.
+        self.overrides = Overrides(
+            memory_dir=memory_dir,
+            memory_url=memory_url,
+            model=model if isinstance(model, str) else None,
+            model_timeout=model_timeout,
+            token_threshold=token_threshold,
+            max_parallel=max_parallel,
+            max_subtasks=max_subtasks,
+            status_file=status_file,
+        )
         self.workflow = self._load_workflow(self.workflow_path)
-        if memory_dir is None and not os.environ.get(MEMORY_ENV):
-            # the workflow's `memory_dir` applies only when neither flag nor env chose one
-            chosen = self.workflow.resolved_memory_dir()
-            if chosen is not None:
-                self.layout = Layout.at(chosen)
+        #: The settings of a new task (a recorded task's: `settings_for`).
+        self.settings = self.settings_for(self.workflow)
+        self.layout = Layout.at(self.settings.memory_dir)
+        self.memory_url = memory_url = self.settings.memory_url
         #: The shared backend's store (PostgreSQL), open for the orchestrator's lifetime.
         self._shared: MemoryStore | None = None
         self._owned: Any = None
@@ -187,13 +189,17 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
         if self.on_event is not None:
             self.on_event({"event": event, **fields})
 
-    def _limits(self, workflow: Workflow, record: TaskRecord | None) -> tuple[int, float, int]:
-        """`(token threshold, warning ratio, max parallel)`: option, record, workflow."""
-        record = record or {}
-        limits = workflow.thresholds
-        threshold = self.token_threshold or record.get("token_threshold") or limits.token_threshold
-        parallel = self.max_parallel or record.get("max_parallel") or limits.max_parallel
-        return int(threshold), float(limits.warning_ratio), int(parallel)
+    def settings_for(self, workflow: Workflow, record: TaskRecord | None = None) -> Settings:
+        """The settings of a run of `workflow` (continuing `record`'s task, if given): this
+        orchestrator's arguments over the task's, the environment's, the workflow's, the
+        external-memory skill's and the defaults (`orchestrator.settings`).
+
+        Raises:
+            ModelConfigError: an invalid `$TETHER_MODEL_TIMEOUT`.
+            SkillError: an invalid external-memory skill.
+        """
+        triggers = external_memory_triggers(self.project_dir)
+        return Settings.resolve(self.overrides, workflow, triggers, record=record)
 
     def _context(
         self,
@@ -205,7 +211,7 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
         toolbox: Toolbox | None = None,
     ) -> RunContext:
         """The run context of the graph (`resolved` None: files only, no model calls)."""
-        threshold, ratio, parallel = self._limits(workflow, record)
+        settings = self.settings_for(workflow, record)
         model = resolved.model if resolved else None
         return RunContext(
             toolbox=toolbox or Toolbox(),
@@ -217,17 +223,17 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
             model=model,
             model_name=resolved.name if resolved else "",
             offline=bool(resolved and resolved.offline),
-            token_threshold=effective_threshold(threshold, model),
-            warning_ratio=ratio,
-            max_parallel=parallel,
+            token_threshold=effective_threshold(settings.token_threshold, model),
+            warning_ratio=settings.warning_ratio,
+            max_parallel=settings.max_parallel,
             skills_index=skills_index(discover_skills(self.project_dir)),
             triggers=external_memory_triggers(self.project_dir),
             thread_id=thread_id,
             project_dir=self.project_dir,
             on_event=self.on_event,
             agent_models=self._agent_models(workflow) if resolved is not None else {},
-            max_subtasks=self.max_subtasks or (record or {}).get("max_subtasks"),
-            status_file=self.status_file or workflow.status_file,
+            max_subtasks=settings.max_subtasks,
+            status_file=settings.status_file,
         )
 
     def _agent_models(self, workflow: Workflow) -> dict[str, Any]:
@@ -238,10 +244,13 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
 
     def _resolve_model(self, workflow: Workflow, record: TaskRecord | None = None) -> ResolvedModel:
         recorded = (record or {}).get("model")
-        resolved = resolve_run_model(
-            self.model_spec, workflow, timeout=self.model_timeout, recorded=recorded
-        )
         by_name = isinstance(self.model_spec, str | None)
+        settings = self.settings_for(workflow, record)
+        resolved = run_model(
+            settings.model if by_name else self.model_spec,
+            settings.sources["model"],
+            settings.model_timeout,
+        )
         if record is not None and by_name and resolved.name != recorded:
             # the task sticks to its model; an explicit --model switch is recorded
             self.tasks.note(record["task_id"], model=resolved.name, model_before=recorded)
@@ -342,7 +351,7 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
         toolbox: Toolbox,
     ) -> RunResult:
         task_id, objective = state["task_id"], state["objective"]
-        threshold, _ratio, parallel = self._limits(self.workflow, None)
+        settings = self.settings_for(self.workflow)
         self.tasks.note(
             task_id,
             objective=objective,
@@ -378,8 +387,8 @@ class Orchestrator(ApprovalMixin, HandoffMixin):
             workdir=state["workdir"],
             model=resolved.name,
             offline=resolved.offline,
-            token_threshold=threshold,
-            max_parallel=parallel,
+            token_threshold=settings.token_threshold,
+            max_parallel=settings.max_parallel,
         )
         return self._drive(ctx, state, task_id, source="run")
 
