@@ -169,20 +169,13 @@ class Settings:
         model, sources["model"] = choose_model(
             overrides.model, workflow.model, recorded=record.get("model"), env=env
         )
+        where = memory_location(
+            overrides.memory_dir, overrides.memory_url, env=env, workflow=workflow
+        )
+        sources.update(memory_dir=where.dir_source, memory_url=where.url_source)
         return cls(
-            memory_dir=pick(
-                "memory_dir",
-                (_path(overrides.memory_dir), FLAG),
-                (_path(env.get(ENV_MEMORY_DIR)), ENV_MEMORY_DIR),
-                (workflow.resolved_memory_dir(), WORKFLOW),
-                (Path.cwd() / DEFAULT_RELATIVE, DEFAULT),
-            ),
-            memory_url=pick(
-                "memory_url",
-                (overrides.memory_url, FLAG),
-                (env.get(ENV_MEMORY_URL), ENV_MEMORY_URL),
-                (None, DEFAULT),
-            ),
+            memory_dir=where.dir,
+            memory_url=where.url,
             model=model,
             model_timeout=pick(
                 "model_timeout",
@@ -207,6 +200,48 @@ class Settings:
             ),
             sources=sources,
         )
+
+
+@dataclass(frozen=True)
+class MemoryLocation:
+    """Where a command's memory is: a directory, or a shared backend's URL."""
+
+    dir: Path
+    url: str | None
+    dir_source: str
+    url_source: str
+
+    @property
+    def url_flag(self) -> str:
+        """How the URL was given, as an error message names it."""
+        return "--memory-url" if self.url_source == FLAG else self.url_source
+
+
+def memory_location(
+    memory_dir: str | os.PathLike[str] | None = None,
+    memory_url: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    workflow: Workflow | None = None,
+) -> MemoryLocation:
+    """The memory directory and URL: the flag or argument, the environment
+    (`$TETHER_MEMORY_DIR`, `$TETHER_MEMORY_URL`), the workflow's `memory_dir`, else
+    `./.temp/memory` and no URL. Commands that take no workflow (`status`, `checkpoint
+    list`, ...) ask this alone."""
+    env = os.environ if env is None else env
+    where = workflow.resolved_memory_dir() if workflow is not None else None
+    folder, dir_source = _first(
+        (
+            (_path(memory_dir), FLAG),
+            (_path(env.get(ENV_MEMORY_DIR)), ENV_MEMORY_DIR),
+            (where, WORKFLOW),
+            (Path.cwd() / DEFAULT_RELATIVE, DEFAULT),
+        )
+    )
+    url, url_source = _first(
+        ((memory_url, FLAG), (env.get(ENV_MEMORY_URL), ENV_MEMORY_URL), (None, DEFAULT))
+    )
+    return MemoryLocation(folder, url, dir_source, url_source)
 
 
 def choose_model(
