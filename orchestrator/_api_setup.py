@@ -15,9 +15,10 @@ from memory.store import MemoryStore
 from orchestrator.assembly import open_toolbox, run_workflow, task_workflow
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, run_model
 from orchestrator.nodes._runtime import RunContext
+from orchestrator.paths import utc
 from orchestrator.settings import Settings
 from orchestrator.skills import discover_skills, external_memory_triggers, skills_index
-from orchestrator.state import current_phase
+from orchestrator.state import OrchestratorState, current_phase
 from orchestrator.tasks import TaskRecord
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workflow import AgentSpec, Workflow
@@ -175,3 +176,35 @@ class SetupMixin:
                     tokens=rec.get("tokens", 0),
                     path=str(self.docs.path(rec["path"])),
                 )
+
+    def _record_new(
+        self,
+        state: OrchestratorState,
+        resolved: ResolvedModel,
+        in_process_tools: list[str],
+        **extra: Any,
+    ) -> None:
+        """Record a new task with the options it runs with (a resume uses them again)."""
+        self.tasks.note(
+            state["task_id"],
+            objective=state["objective"],
+            workdir=state["workdir"],
+            phases=state["phases"],
+            start_phase=current_phase(state),
+            workflow=self.workflow_path,
+            model=resolved.name if isinstance(self.model_spec, str | None) else None,
+            model_source=resolved.source,
+            token_threshold=self.overrides.token_threshold,
+            max_parallel=self.overrides.max_parallel,
+            max_subtasks=self.overrides.max_subtasks,
+            thread_id=state["task_id"],
+            project_dir=self.project_dir,
+            created=utc().isoformat(),
+            in_process_tools=in_process_tools,
+            agents=(
+                {k: v.model_dump(exclude_defaults=True) for k, v in self.agents.items()}
+                if self.agents is not None
+                else None
+            ),
+            **extra,
+        )

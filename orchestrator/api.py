@@ -53,10 +53,9 @@ from orchestrator.faults import fault
 from orchestrator.graph import run_graph
 from orchestrator.models import ResolvedModel
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.paths import utc
 from orchestrator.result import RunResult
 from orchestrator.settings import Overrides
-from orchestrator.state import OrchestratorState, current_phase, initial_state
+from orchestrator.state import OrchestratorState, initial_state
 from orchestrator.tasks import TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.toolbox import Toolbox
 from orchestrator.workflow import AgentSpec
@@ -257,38 +256,6 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         with self._store() as store:
             WorkingMemory(store, task_id).ensure(objective=objective)
         return state
-
-    def _record_new(
-        self,
-        state: OrchestratorState,
-        resolved: ResolvedModel,
-        in_process_tools: list[str],
-        **extra: Any,
-    ) -> None:
-        """Record a new task with the options it runs with (a resume uses them again)."""
-        self.tasks.note(
-            state["task_id"],
-            objective=state["objective"],
-            workdir=state["workdir"],
-            phases=state["phases"],
-            start_phase=current_phase(state),
-            workflow=self.workflow_path,
-            model=resolved.name if isinstance(self.model_spec, str | None) else None,
-            model_source=resolved.source,
-            token_threshold=self.overrides.token_threshold,
-            max_parallel=self.overrides.max_parallel,
-            max_subtasks=self.overrides.max_subtasks,
-            thread_id=state["task_id"],
-            project_dir=self.project_dir,
-            created=utc().isoformat(),
-            in_process_tools=in_process_tools,
-            agents=(
-                {k: v.model_dump(exclude_defaults=True) for k, v in self.agents.items()}
-                if self.agents is not None
-                else None
-            ),
-            **extra,
-        )
 
     def _start(
         self,
