@@ -66,11 +66,16 @@ Event = dict[str, Any]
 class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
     """Runs tether tasks against one memory: a memory directory, or a shared backend.
 
+    The arguments are the top layer of every setting; the environment, the workflow, the
+    external-memory skill and the defaults fill in the rest (`orchestrator.settings`,
+    resolved as `settings`).
+
     Args:
         memory_dir: the memory directory (default `$TETHER_MEMORY_DIR` or `.temp/memory`).
         memory_url: `postgresql://...` to keep the memory and graph state in PostgreSQL
-            instead (processes on several machines share its tasks); `memory_dir` is
-            then unused. Close the orchestrator (`close()`, or `with`) when done.
+            instead (default `$TETHER_MEMORY_URL`; processes on several machines share its
+            tasks); `memory_dir` is then unused. Close the orchestrator (`close()`, or
+            `with`) when done.
         workdir: the project the agents read (read-only file tools).
         workflow: a workflow YAML file (phases, agents, thresholds), or None.
         model: `provider:model` or `offline`, or a LangChain chat model object; None:
