@@ -14,13 +14,13 @@ import click
 
 from memory.store import MemoryStore
 from orchestrator.cli import (
-    _SHARED,
     _Group,
     _memory,
     _orchestrator,
     cli,
     json_option,
     memory_option,
+    shared_url,
     task_option,
 )
 from orchestrator.readback import list_checkpoints, list_snapshots
@@ -110,7 +110,7 @@ def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | N
     cp, _path, warnings = _checkpoint_file(memory_dir, task_id, file)
     for warning in warnings:
         click.echo(f"Warning: {warning}", err=True)
-    if "url" in _SHARED:
+    if shared_url(memory_dir) is not None:
         click.echo(report(cp, MemoryStore(backend=_memory(memory_dir).backend)))
         return
     with MemoryStore(memory_dir) as store:

@@ -53,9 +53,9 @@ def run_workflow(
         raise WorkflowError(f"workflow file {path!r} not found; pass an existing YAML file")
     workflow = load_workflow(path, project_dir)
     if agents is not None:
-        source = workflow.source
+        source, own = workflow.source, workflow.own_thresholds
         workflow = workflow.model_copy(update={"agents": dict(agents)})
-        workflow._source = source
+        workflow._source, workflow._own_thresholds = source, own
         workflow.prompts()  # a bad prompt_file fails now
     return workflow
 

@@ -18,11 +18,10 @@ import errno
 import functools
 import itertools
 import json
-import os
 import sqlite3
 import sys
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -30,7 +29,6 @@ import click
 from memory._cli_common import show_warnings
 from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
-from memory.paths import Layout
 from orchestrator._cli_report import report_text, status_text, unreachable
 from orchestrator._exits import (
     EXIT_FAILED,
@@ -45,6 +43,7 @@ from orchestrator._process import settle_imports
 from orchestrator.brief import read_brief
 from orchestrator.defaults import TOKEN_THRESHOLD
 from orchestrator.errors import Interrupted, OrchestratorError, Terminated
+from orchestrator.settings import MemoryLocation, memory_location
 
 
 class _Group(click.Group):
@@ -194,11 +193,12 @@ def run_options(func: Callable) -> Callable:
 @click.option(
     "--memory-url",
     default=None,
-    envvar="TETHER_MEMORY_URL",
     help="postgresql://... to keep the memory and graph state in PostgreSQL, shared by "
-    "machines (instead of a memory directory); before or after the command.",
+    "machines (instead of a memory directory; default $TETHER_MEMORY_URL); before or "
+    "after the command.",
 )
-def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
+@click.pass_context
+def cli(ctx: click.Context, group_memory_dir: str | None, memory_url: str | None = None) -> None:
     """tether: phased multi-agent runs that survive context limits, crashes and handoffs.
 
     \b
@@ -210,40 +210,63 @@ def cli(group_memory_dir: str | None, memory_url: str | None = None) -> None:
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
     show_warnings()  # the memory library's (a damaged memory.db rebuilt, a lost entry)
-    if group_memory_dir:
-        # Every command resolves its memory directory through $TETHER_MEMORY_DIR when
-        # it was not given one of its own, so `orchestrator --memory-dir D status` works.
-        os.environ["TETHER_MEMORY_DIR"] = str(Path(group_memory_dir).absolute())
-    if memory_url:
+    ctx.obj = _Invocation(memory_dir=group_memory_dir, memory_url=memory_url)
+    where = memory_location(group_memory_dir, memory_url)
+    if where.url:
         # the optional `postgres` extra and the backends (30 ms of start-up): only with a URL
         from memory.backends import is_postgres
 
-        if not is_postgres(memory_url):
-            raise click.ClickException("--memory-url must be postgresql://... for the orchestrator")
-        _SHARED["url"] = memory_url
+        if not is_postgres(where.url):
+            raise click.ClickException(
+                f"{where.url_flag} must be postgresql://... for the orchestrator"
+            )
 
 
-#: Set by `--memory-url`: the shared memory every command uses instead of a directory.
-_SHARED: dict[str, Any] = {}
+@dataclass
+class _Invocation:
+    """What the `orchestrator` group was given, for the command it runs (`ctx.obj`)."""
+
+    memory_dir: str | None = None
+    """`--memory-dir` before the verb (the verb's own `--memory-dir` wins)."""
+    memory_url: str | None = None
+    """`--memory-url` (before or after the verb)."""
+    docs: Any = None
+    """The shared memory's documents, opened once for the command."""
+
+    def location(self, memory_dir: str | None) -> MemoryLocation:
+        """Where the command's memory is (`orchestrator.settings.memory_location`)."""
+        return memory_location(memory_dir or self.memory_dir, self.memory_url)
+
+
+def _invocation() -> _Invocation:
+    obj = click.get_current_context().find_object(_Invocation)
+    return obj if obj is not None else _Invocation()
+
+
+def shared_url(memory_dir: str | None = None) -> str | None:
+    """The shared memory's URL (`--memory-url`, `$TETHER_MEMORY_URL`), or None."""
+    return _invocation().location(memory_dir).url
 
 
 def _memory(memory_dir: str | None) -> Any:
     """The memory a command reads (`orchestrator.docs.Docs`): the directory, or the
-    `--memory-url` backend (opened once, closed when the command ends)."""
+    shared backend (opened once, closed when the command ends)."""
     from memory.backends import backend_for
     from memory.backends.files import FilesBackend
     from orchestrator.docs import Docs
 
-    if "url" not in _SHARED:
-        backend = FilesBackend(Layout.at(memory_dir).root, create=False)
-    elif "docs" in _SHARED:
-        return _SHARED["docs"]
+    invocation = _invocation()
+    where = invocation.location(memory_dir)
+    if where.url is None:
+        backend = FilesBackend(where.dir, create=False)
+    elif invocation.docs is not None:
+        return invocation.docs
     else:
-        backend = backend_for(_SHARED["url"], setup=False)
+        backend = backend_for(where.url, setup=False)
     click.get_current_context().call_on_close(backend.close)
     docs = Docs(backend)
-    if "url" in _SHARED:
-        _SHARED["docs"] = docs
+    if where.url is not None:
+        invocation.docs = docs
     return docs
 
 
@@ -251,9 +274,13 @@ def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> An
     # LangGraph and LangChain load here, for the commands that run or read a graph
     from orchestrator.api import Orchestrator
 
+    invocation = _invocation()
     orch = Orchestrator(
-        memory_dir=memory_dir, on_event=view, memory_url=_SHARED.get("url"), **kwargs
-    )
+        memory_dir=memory_dir or invocation.memory_dir,
+        memory_url=invocation.memory_url,
+        on_event=view,
+        **kwargs,
+    )  # the environment and the workflow fill in the rest (`orchestrator.settings`)
     click.get_current_context().call_on_close(orch.close)
     return orch
 
@@ -297,7 +324,7 @@ def _drive(
     settle_imports()
     with view:
         result = start(_orchestrator(memory_dir, on_event, **options))
-    click.echo(report_text(result, json_mode, _SHARED.get("url")))
+    click.echo(report_text(result, json_mode, shared_url(memory_dir)))
     if result.status == "failed" and unreachable(result.failed):
         click.get_current_context().exit(EXIT_UNREACHABLE)
     if result.status == "failed":
@@ -501,7 +528,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     if json_mode:
         click.echo(json.dumps(info, default=str))
         return
-    click.echo(status_text(info, _SHARED.get("url")))
+    click.echo(status_text(info, shared_url(memory_dir)))
 
 
 # the `checkpoint` and `snapshot` groups register themselves on `cli`

@@ -1,12 +1,10 @@
 """Which chat model a run uses: the one place a model string becomes a model object.
 
-Agents receive a `BaseChatModel` and never care where it came from (STYLE 11). The choice,
-first match wins:
-
-1. the `spec` argument (`--model`), 2. `$TETHER_MODEL`, 3. the workflow file's `model`,
-4. the default small model of the first provider whose API key is set
-   (`OPENAI_API_KEY` -> `openai:gpt-4o-mini`, `ANTHROPIC_API_KEY` -> `anthropic:claude-haiku-4-5`,
-   ...), 5. the built-in offline model (`orchestrator.offline.OfflineChatModel`).
+Agents receive a `BaseChatModel` and never care where it came from (STYLE 11). Which model
+string a run uses is a setting like any other (`orchestrator.settings.choose_model`: the
+flag or argument, the task's recorded model, `$TETHER_MODEL`, the workflow file's `model`,
+the default small model of the first provider whose API key is set, else the built-in
+offline model `orchestrator.offline.OfflineChatModel`); this module builds it.
 
 A spec is `provider:model` (or a bare model name LangChain can infer a provider from) and
 is built with LangChain's own `init_chat_model`; `offline` or `tether:offline` picks the
@@ -29,36 +27,29 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ModelConfigError
+from orchestrator.settings import DEFAULT_MODEL_TIMEOUT as DEFAULT_TIMEOUT
+from orchestrator.settings import ENV_MODEL as ENV_MODEL
+from orchestrator.settings import OFFLINE_NAME as OFFLINE_NAME
+from orchestrator.settings import PROVIDER_DEFAULTS as PROVIDER_DEFAULTS
+from orchestrator.settings import choose_model
+from orchestrator.settings import model_timeout as _model_timeout
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
 
     from orchestrator.workflow import Workflow
 
-ENV_MODEL = "TETHER_MODEL"
-ENV_TIMEOUT = "TETHER_MODEL_TIMEOUT"
-DEFAULT_TIMEOUT = 120.0
-"""Seconds one model request may take before it is abandoned and retried."""
 #: Providers whose LangChain class takes `timeout` and `max_retries`: tether sets the
 #: request timeout and turns the client's own retries off (tether's agents retry, with
 #: backoff that honours Retry-After, and count every attempt).
 _TIMEOUT_PROVIDERS = frozenset({"openai", "azure_openai", "anthropic", "groq", "mistralai"})
 ENV_ALLOW = "TETHER_ALLOW_MODEL_REQUESTS"
 OFFLINE_SPECS = frozenset({"offline", "tether:offline", "tether-offline"})
-OFFLINE_NAME = "tether:offline"
 OFFLINE_BANNER = (
     "Using tether's built-in offline model (deterministic, extractive, no network); "
     "set --model provider:name or TETHER_MODEL for a real model."
 )
 
-#: (API key variable, default small model) checked in order when nothing is chosen.
-PROVIDER_DEFAULTS: tuple[tuple[str, str], ...] = (
-    ("OPENAI_API_KEY", "openai:gpt-4o-mini"),
-    ("ANTHROPIC_API_KEY", "anthropic:claude-haiku-4-5"),
-    ("GOOGLE_API_KEY", "google_genai:gemini-2.5-flash"),
-    ("MISTRAL_API_KEY", "mistralai:mistral-small-latest"),
-    ("GROQ_API_KEY", "groq:llama-3.1-8b-instant"),
-)
 #: Integration module per common provider, for the "not installed" check without
 #: importing LangChain; others are looked up in LangChain's provider registry.
 _PROVIDER_MODULES = {
@@ -142,44 +133,17 @@ def offline_model(policy: Any = None) -> BaseChatModel:
 
 
 def choose_spec(spec: str | None = None, workflow_model: str | None = None) -> tuple[str, str]:
-    """The model string to use and where it came from (see the module docstring)."""
-    for value, source in (
-        (spec, "--model"),
-        (os.environ.get(ENV_MODEL), ENV_MODEL),
-        (workflow_model, "workflow"),
-    ):
-        if value and value.strip():
-            return value.strip(), source
-    for key, default in PROVIDER_DEFAULTS:
-        if os.environ.get(key, "").strip():
-            return default, key
-    return OFFLINE_NAME, "default"
+    """The model string to use and where it came from (`orchestrator.settings.choose_model`)."""
+    return choose_model(spec, workflow_model)
 
 
 def model_timeout(timeout: float | None = None, workflow_timeout: float | None = None) -> float:
-    """Seconds per request: `--model-timeout`, `$TETHER_MODEL_TIMEOUT`, the workflow's
-    `model_timeout`, else `DEFAULT_TIMEOUT`.
+    """Seconds per request (`orchestrator.settings.model_timeout`).
 
     Raises:
         ModelConfigError: a value that is not a positive number.
     """
-    for value, where in (
-        (timeout, "--model-timeout"),
-        (os.environ.get(ENV_TIMEOUT), ENV_TIMEOUT),
-        (workflow_timeout, "workflow model_timeout"),
-    ):
-        if value is None or str(value).strip() == "":
-            continue
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            seconds = -1.0
-        if seconds <= 0:
-            raise ModelConfigError(
-                f"{where} {value!r} is not a positive number of seconds; e.g. 60"
-            )
-        return seconds
-    return DEFAULT_TIMEOUT
+    return _model_timeout(timeout, workflow_timeout)
 
 
 def resolve_model(
@@ -200,35 +164,24 @@ def resolve_model(
             disabled, or the provider refused its configuration (e.g. no API key).
     """
     chosen, source = choose_spec(spec, workflow_model)
-    if chosen.lower() in OFFLINE_SPECS:
-        return ResolvedModel(offline_model(), OFFLINE_NAME, True, source)
-    return ResolvedModel(_build(chosen, timeout or model_timeout()), chosen, False, source)
+    return run_model(chosen, source, timeout or model_timeout())
 
 
-def resolve_run_model(
-    spec: str | BaseChatModel | None,
-    workflow: Workflow,
-    *,
-    timeout: float | None = None,
-    recorded: str | None = None,
-) -> ResolvedModel:
-    """The lead's model for a run of `workflow`.
-
-    Args:
-        spec: `--model`, or a chat model object given by an API caller (used as is, e.g. a
-            scripted offline model); None to look further.
-        timeout: `--model-timeout` (then `$TETHER_MODEL_TIMEOUT`, the workflow's).
-        recorded: the model a resumed task was run with; it sticks unless `spec` is given.
+def run_model(spec: Any, source: str, timeout: float) -> ResolvedModel:
+    """The lead's model for a run: `spec` from `orchestrator.settings.Settings` (`model`,
+    `sources["model"]`, `model_timeout`), or a chat model object given by an API caller
+    (used as is, e.g. a scripted offline model).
 
     Raises:
         ModelConfigError: as `resolve_model`.
     """
-    if spec is not None and not isinstance(spec, str):
+    if not isinstance(spec, str):
         # by its module, so a real model object never imports the offline model's code
         offline = type(spec).__module__.startswith("orchestrator.offline")
         return ResolvedModel(spec, type(spec).__name__, offline, "api")
-    seconds = model_timeout(timeout, workflow.model_timeout)
-    return resolve_model(spec or recorded, workflow_model=workflow.model, timeout=seconds)
+    if spec.lower() in OFFLINE_SPECS:
+        return ResolvedModel(offline_model(), OFFLINE_NAME, True, source)
+    return ResolvedModel(_build(spec, timeout), spec, False, source)
 
 
 def agent_models(workflow: Workflow) -> dict[str, BaseChatModel]:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -135,12 +136,48 @@ def retry_after(exc: BaseException) -> float | None:
     return None
 
 
+#: Exception types that mean the provider was not reached (no connection, or no answer in
+#: time), by module. Looked up among the modules already imported: an exception of a module
+#: that was never imported cannot have been raised.
+_UNREACHABLE: dict[str, tuple[str, ...]] = {
+    "builtins": ("ConnectionError", "TimeoutError"),
+    "openai": ("APIConnectionError",),  # APITimeoutError is one
+    "anthropic": ("APIConnectionError",),
+    "groq": ("APIConnectionError",),
+    "httpx": ("ConnectError", "TimeoutException"),
+    "httpcore": ("ConnectError", "TimeoutException"),
+    "requests.exceptions": ("ConnectionError", "Timeout"),
+    "urllib3.exceptions": ("NewConnectionError", "TimeoutError"),
+}
+#: The ones among them that mean "no answer in time".
+_TIMEOUTS: dict[str, tuple[str, ...]] = {
+    "builtins": ("TimeoutError",),
+    "openai": ("APITimeoutError",),
+    "anthropic": ("APITimeoutError",),
+    "groq": ("APITimeoutError",),
+    "httpx": ("TimeoutException",),
+    "httpcore": ("TimeoutException",),
+    "requests.exceptions": ("Timeout",),
+    "urllib3.exceptions": ("TimeoutError",),
+}
+
+
+def _loaded(names: dict[str, tuple[str, ...]]) -> tuple[type[BaseException], ...]:
+    """The exception classes `names` lists, from the modules imported so far."""
+    found: list[type[BaseException]] = []
+    for module, attrs in names.items():
+        loaded = sys.modules.get(module)
+        for attr in attrs:
+            cls = getattr(loaded, attr, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                found.append(cls)
+    return tuple(found)
+
+
 def is_unreachable(exc: BaseException) -> bool:
     """The provider could not be reached at all: no connection (refused, DNS, reset) or
     no answer before the timeout, as opposed to an answer that says what went wrong."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if names & {"APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout",
-                "ReadTimeout", "TimeoutException", "ConnectionError", "TimeoutError"}:  # fmt: skip
+    if isinstance(exc, _loaded(_UNREACHABLE)):
         return _status(exc) is None
     cause = exc.__cause__ or exc.__context__
     return cause is not None and cause is not exc and is_unreachable(cause)
@@ -151,6 +188,7 @@ def reason(exc: BaseException) -> str:
     status = _status(exc)
     if status:
         return f"HTTP {status}"
+    timeouts = _loaded(_TIMEOUTS)
     chain, seen = exc, set()
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
@@ -159,7 +197,7 @@ def reason(exc: BaseException) -> str:
                       "connection reset", "no route to host"):  # fmt: skip
             if words in text:
                 return words
-        if isinstance(chain, TimeoutError) or "timeout" in type(chain).__name__.lower():
+        if isinstance(chain, timeouts):
             return "timed out"
         chain = chain.__cause__ or chain.__context__
     return type(exc).__name__

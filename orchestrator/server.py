@@ -15,8 +15,8 @@ everything else through the same constructors `Orchestrator.run` uses:
   `<memory>/.tether/tasks.jsonl` and creates its working memory, then writes the initial
   `OrchestratorState` into the outer state (checkpointed by the server before `tether`
   starts, so a retried run keeps the same task id);
-* `tether` builds the `RunContext` with `Orchestrator._context` (progress events go to
-  the run's `custom` stream) and runs tether's own graph as a subgraph. The subgraph uses
+* `tether` gets the task's `RunContext` from `Orchestrator.open_task` (progress events go
+  to the run's `custom` stream) and runs tether's own graph as a subgraph. The subgraph uses
   the server's checkpointer (in-memory under `langgraph dev`, Postgres on a deployment),
   so every super-step of the task is durable there; the files it writes are the same as
   under `orchestrator run`, and the JSON checkpoints make `orchestrator status` and
@@ -24,7 +24,8 @@ everything else through the same constructors `Orchestrator.run` uses:
 
 Where each option comes from, first match wins: the run's input (`objective`, `task_id`,
 `start_phase`, `workdir`), the run's context (`ServeOptions`), the assistant's
-`configurable`, then tether's usual defaults (`$TETHER_MEMORY_URL`, `$TETHER_MEMORY_DIR`,
+`configurable`; these are the `Orchestrator` arguments, so the rest comes from
+`orchestrator.settings` as for any run (`$TETHER_MEMORY_URL`, `$TETHER_MEMORY_DIR`,
 `$TETHER_MODEL`, the workflow's, the offline model). With `memory_url` (a deployment's
 PostgreSQL) the task's documents live there, beside the server's own graph state, and no
 memory directory is written.
@@ -34,7 +35,6 @@ Invariant: the outer state is `OrchestratorState` plus the input fields, all pla
 
 from __future__ import annotations
 
-import os
 from typing import Any, Required
 
 from langchain_core.runnables import RunnableConfig
@@ -43,14 +43,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
-from memory.working import WorkingMemory
 from orchestrator.api import Orchestrator
-from orchestrator.errors import OrchestratorUserError
 from orchestrator.graph import DURABILITY, compile_graph
-from orchestrator.nodes.subagent import repair_findings, repaired_message
-from orchestrator.paths import utc
-from orchestrator.state import OrchestratorState, initial_state
-from orchestrator.tasks import check_new_task, task_lock
+from orchestrator.state import OrchestratorState
 
 GRAPH_ID = "tether"
 
@@ -119,9 +114,10 @@ def run_options(state: dict[str, Any], context: Any, config: dict[str, Any]) -> 
 
 
 def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Orchestrator:
-    """The run's orchestrator (close it: it may hold a PostgreSQL pool)."""
+    """The run's orchestrator (close it: it may hold a PostgreSQL pool); the options are its
+    arguments, over the environment and the workflow (`orchestrator.settings`)."""
     return Orchestrator(
-        memory_url=options.get("memory_url") or os.environ.get("TETHER_MEMORY_URL") or None,
+        memory_url=options.get("memory_url"),
         memory_dir=options.get("memory_dir"),
         workdir=options.get("workdir") or ".",
         workflow=options.get("workflow"),
@@ -154,51 +150,13 @@ def start_node(
         return {}
     options = run_options(state, runtime.context, config)
     with _orchestrator(options) as orch:
-        return _start(orch, state, options)
-
-
-def _start(orch: Orchestrator, state: ServeState, options: dict[str, Any]) -> dict[str, Any]:
-    phases = list(orch.workflow.phases)
-    task_id, workdir = check_new_task(
-        state.get("objective") or "", state.get("task_id"), state.get("start_phase"), phases,
-        orch.workdir,
-    )  # fmt: skip
-    orch._resolve_model(orch.workflow)  # a bad model fails here, before anything is written
-    with task_lock(orch.docs, task_id):
-        if task_id in orch.tasks:
-            raise OrchestratorUserError(
-                f"task {task_id!r} already exists in {orch.docs.location!r}; pick another "
-                f"task_id, or continue it with `orchestrator resume --task {task_id}`"
-            )
-        orch.tasks.note(
-            task_id,
-            objective=state["objective"],
-            workdir=workdir,
-            workflow=orch.workflow_path,
-            model=options.get("model"),
-            token_threshold=options.get("token_threshold"),
-            max_parallel=options.get("max_parallel"),
-            max_subtasks=options.get("max_subtasks"),
-            thread_id=task_id,
-            project_dir=orch.project_dir,
-            phases=phases,
-            start_phase=state.get("start_phase") or phases[0],
+        start = orch.new_task(
+            state.get("objective") or "",
+            task_id=state.get("task_id"),
+            start_phase=state.get("start_phase"),
             served=True,
-            created=utc().isoformat(),
         )
-    with orch._store() as store:
-        WorkingMemory(store, task_id).ensure(objective=state["objective"])
-    start = state.get("start_phase")
-    return {
-        **initial_state(
-            task_id=task_id,
-            objective=state["objective"],
-            workdir=workdir,
-            phases=phases,
-            phase_index=phases.index(start) if start else 0,
-        ),
-        "memory_dir": orch.docs.location,
-    }
+        return {**start, "memory_dir": orch.docs.location}
 
 
 def tether_node(
@@ -212,20 +170,10 @@ def tether_node(
 
 
 def _run(orch: Orchestrator, state: ServeState, write: Any) -> dict[str, Any]:
-    record = orch.task_record(state["task_id"])
-    resolved = orch._resolve_model(orch.workflow, record)
     inner_state = {k: v for k, v in state.items() if k in OrchestratorState.__annotations__}
-    with (
-        orch._toolbox(orch.workflow, record) as toolbox,  # python_tools and MCP servers
-        task_lock(orch.docs, state["task_id"]),
-        orch._store() as store,
-    ):
-        for rel in repair_findings(orch.docs, state["task_id"], orch.project_dir):
-            write({"event": "warning", "message": repaired_message(rel)})
-        ctx = orch._context(store, orch.workflow, resolved, state["task_id"], record, toolbox)
-        write({"event": "model", "name": resolved.name, "offline": resolved.offline})
+    values: dict[str, Any] = dict(inner_state)
+    with orch.open_task(state["task_id"]) as ctx:  # python_tools and MCP servers run
         graph = compile_graph()  # no checkpointer: the subgraph uses the server's
-        values: dict[str, Any] = dict(inner_state)
         sub_config = {"max_concurrency": ctx.max_parallel, "recursion_limit": 10_000}
         for chunk in graph.stream(
             inner_state, sub_config, context=ctx, durability=DURABILITY, stream_mode="values"

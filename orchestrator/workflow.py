@@ -28,8 +28,9 @@ tool_timeout: 120           # optional; seconds a tool call may take before it a
 memory_dir: .temp/memory    # optional; relative to the workflow file
 ```
 
-Everything is optional. Precedence, lowest first: built-in defaults, the external-memory
-skill's front matter, the workflow file, then command-line overrides (`with_overrides`).
+Everything is optional. Where a run's options come from (defaults, the external-memory
+skill, this file, the environment, flags and arguments) is decided in one place,
+`orchestrator.settings`; `own_thresholds` tells it which thresholds the file itself set.
 Parsing is strict: unknown keys, malformed YAML, empty or duplicate phases, ill-typed agents,
 `prompt` beside `prompt_file`, a `prompt_file` outside the workflow file's folder and
 non-positive thresholds are a `WorkflowError` with one line naming the file. Tool names are
@@ -249,6 +250,7 @@ class Workflow(BaseModel):
     task's end (`--status-file` asks for it too); off by default, so a run leaves the
     workdir as it found it."""
     _source: Path | None = PrivateAttr(default=None)
+    _own_thresholds: frozenset[str] | None = PrivateAttr(default=None)
 
     @field_validator("phases")
     @classmethod
@@ -326,6 +328,14 @@ class Workflow(BaseModel):
         """The YAML file this workflow came from, if any."""
         return self._source
 
+    @property
+    def own_thresholds(self) -> frozenset[str]:
+        """The `thresholds` keys this workflow sets itself (a file: the keys it names; a
+        workflow built in Python: the fields it was given), not filled in from the skill."""
+        if self._own_thresholds is not None:
+            return self._own_thresholds
+        return frozenset(self.thresholds.model_fields_set)
+
     def phase_index(self, name: str) -> int:
         """Position of phase `name`.
 
@@ -368,7 +378,10 @@ class Workflow(BaseModel):
         max_parallel: int | None = None,
         model: str | None = None,
     ) -> Workflow:
-        """A copy with command-line overrides applied (None leaves a value alone).
+        """A copy with these values in place (None leaves a value alone).
+
+        A run does not use it: flags and API arguments go through
+        `orchestrator.settings.Overrides`.
 
         Raises:
             WorkflowError: a non-positive threshold or parallelism.
@@ -392,6 +405,7 @@ class Workflow(BaseModel):
         if model is not None:
             updated = updated.model_copy(update={"model": model})
         updated._source = self._source
+        updated._own_thresholds = self.own_thresholds | set(thresholds.model_fields_set)
         return updated
 
 
@@ -441,7 +455,9 @@ def _allowed_keys(parent: tuple[Any, ...]) -> list[str]:
 
 def default_workflow(project_dir: str | os.PathLike[str] | None = None) -> Workflow:
     """The built-in workflow with thresholds from the external-memory skill."""
-    return Workflow(thresholds=_skill_thresholds(project_dir))
+    workflow = Workflow(thresholds=_skill_thresholds(project_dir))
+    workflow._own_thresholds = frozenset()
+    return workflow
 
 
 def _skill_thresholds(project_dir: str | os.PathLike[str] | None) -> Thresholds:
@@ -492,6 +508,7 @@ def load_workflow(
             f"'agents', got {type(data).__name__}"
         )
     thresholds = data.get("thresholds")
+    own = frozenset(thresholds) if isinstance(thresholds, dict) else frozenset()
     if thresholds is None or isinstance(thresholds, dict):
         base = _skill_thresholds(project_dir).model_dump()
         data = {**data, "thresholds": {**base, **(thresholds or {})}}
@@ -500,5 +517,6 @@ def load_workflow(
     except ValidationError as exc:
         raise WorkflowError(f"workflow file {str(path)!r}: {_validation_problem(exc)}") from None
     workflow._source = path.absolute()
+    workflow._own_thresholds = own
     workflow.prompts()  # a bad prompt_file is reported now, before anything is written
     return workflow

@@ -133,7 +133,7 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
 class LeadMemoryMiddleware(TetherMemoryMiddleware):
     """`TetherMemoryMiddleware` without its end-of-agent record, which for the lead would
     be a durable super-step of its own that records nothing: the lead's turn ends in a model
-    step whose answer `wrap_model_call` records (`ProtocolMiddleware` answers a valid final
+    step whose answer `wrap_model_call` records (`FinalAnswerMiddleware` answers a valid final
     call there), or after a tool step whose answers the next model call records first."""
 
     after_agent = AgentMiddleware.after_agent
