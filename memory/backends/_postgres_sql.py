@@ -60,9 +60,14 @@ CREATE TABLE IF NOT EXISTS tether_document_parts (
 ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS size BIGINT;
 ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS open_tail BOOLEAN
 """
-#: A row per server process that a write's durability barrier updates (see `FLUSH_SQL`).
+#: A row per server process that a write's durability barrier updates (see `FLUSH_SQL`),
+#: and a receipt per append (its caller's token and first line), so an append whose
+#: connection was lost can ask whether it landed instead of appending twice.
 M004_FLUSH = """
-CREATE TABLE IF NOT EXISTS tether_flush (pid INTEGER PRIMARY KEY, n BIGINT NOT NULL DEFAULT 0)
+CREATE TABLE IF NOT EXISTS tether_flush (pid INTEGER PRIMARY KEY, n BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS tether_receipts (
+    token TEXT PRIMARY KEY, first BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL
+)
 """
 #: Named, append-only; never edit one that has shipped.
 MIGRATIONS = [
@@ -156,9 +161,15 @@ WITH quick AS (
     FROM doc, unnest(%(nums)s::bigint[], %(bodies)s::text[]) AS t(n, body)
     ON CONFLICT (doc_id) DO UPDATE SET source = excluded.source, path = excluded.path,
         meta = excluded.meta, body = excluded.body
+), receipt AS (
+    INSERT INTO tether_receipts(token, first, at) SELECT %(token)s, before + 1, %(now)s FROM doc
 )
 SELECT before FROM doc
 """
+INSERT_RECEIPT_SQL = "INSERT INTO tether_receipts(token, first, at) VALUES (%s, %s, %s)"
+SELECT_RECEIPT_SQL = "SELECT first FROM tether_receipts WHERE token = %s"
+#: Receipts are needed for as long as a call retries; a day is far more.
+PRUNE_RECEIPTS_SQL = "DELETE FROM tether_receipts WHERE at < %s"
 APPEND_DOC_SQL = """
 UPDATE tether_documents SET version = version + 1, mtime = %s, lines = %s, size = %s,
     open_tail = FALSE

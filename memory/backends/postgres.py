@@ -24,12 +24,20 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+from memory.backends._postgres_documents import DocumentsMixin, retried
+from memory.backends._postgres_lock import LockKeeper
+from memory.backends._postgres_retry import (
+    NOT_LANDED,
+    lost_errors,
+    make_pool,
+    reason_of,
+    retrying,
+)
 from memory.backends._postgres_sql import (
-    APPEND_DOC_SQL,
     APPLIED_SQL,
     ASYNC_COMMIT_SQL,
     CLEAR_SEARCH_SQL,
@@ -39,56 +47,41 @@ from memory.backends._postgres_sql import (
     DELETE_ENTRY_SEARCH_SQL,
     DELETE_ENTRY_SQL,
     DELETE_LOCK_SQL,
-    DELETE_PARTS_SQL,
-    DELETE_PATH_SEARCH_SQL,
     DELETE_SEARCH_SQL,
     ENTRY_COLUMNS,
     ENTRY_KNOWN_SQL,
     ESTIMATE_SEARCH_SQL,
-    FAST_APPEND_SQL,
     FLUSH_SQL,
     HAS_MIGRATIONS_SQL,
     HAS_THREAD_SQL,
     INSERT_CHUNK_SQL,
     INSERT_ENTRY_SQL,
-    INSERT_PART_SQL,
     INSERT_TOMBSTONE_SQL,
     LIST_AGENTS_SQL,
     LIST_DOC_DATA_SQL,
-    LIST_DOCS_SQL,
     LIST_ENTRIES_SQL,
     LIST_TASKS_SQL,
     MIGRATIONS,
+    PRUNE_RECEIPTS_SQL,
     QUERY_SEARCH_SQL,
     RECORD_MIGRATION_SQL,
     SELECT_AGENT_SQL,
     SELECT_CHUNK_SQL,
     SELECT_CHUNKS_SQL,
-    SELECT_DOC_SQL,
     SELECT_ENTRY_SQL,
     SELECT_LOCK_SQL,
-    SELECT_LOG_SQL,
-    SELECT_PARTS_SQL,
     SELECT_TASK_SQL,
-    SELECT_VERSION_SQL,
-    STAT_DOC_SQL,
     TERM_SCORE_SQL,
     TERM_STATS_SQL,
-    TRY_MUTEX_SQL,
-    UNLOCK_MUTEX_SQL,
     UPSERT_AGENT_SQL,
-    UPSERT_DOC_SQL,
     UPSERT_LOCK_SQL,
-    UPSERT_SEARCH_SQL,
     UPSERT_TASK_SQL,
     XACT_LOCK_SQL,
 )
-from memory.backends.blocks import document_docs, entry_docs, indexed_source, message_docs
+from memory.backends.blocks import document_docs, entry_docs
 from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect, redact
 from memory.base import (
     BaseBackend,
-    Document,
-    DocumentInfo,
     IndexReport,
     LockInfo,
     SearchDoc,
@@ -97,20 +90,15 @@ from memory.base import (
     SubagentRecord,
     TaskRecord,
     check_chunk,
-    check_data,
-    check_doc_path,
     check_id,
     check_limit,
     check_query,
-    check_version,
-    encode_lines,
     json_text,
-    lines_before,
     unknown_entry,
-    wait_for_lock,
 )
 from memory.entries import Entry, normalize_directory, pieces, prepare_entry, tier_of
 
+T = TypeVar("T")
 #: Words as the index splits them: runs of letters and digits (`auth_service` is two words).
 ALNUM = re.compile(r"[^\W_]+")
 POOL_MAX = 8
@@ -137,7 +125,7 @@ def candidate_query(lexemes: list[str], dfs: list[int]) -> str:
     return " | ".join(rare + pairs)
 
 
-class PostgresBackend(BaseBackend):
+class PostgresBackend(DocumentsMixin, BaseBackend):
     """The contract on PostgreSQL.
 
     Args:
@@ -151,6 +139,7 @@ class PostgresBackend(BaseBackend):
         self._conn = conn
         self.url = redact(url)
         self._conninfo = url
+        self._connect_kwargs: dict[str, Any] = {}
         self._mutex = threading.RLock()
         self._pool = hasattr(conn, "connection") and not hasattr(conn, "cursor")
         self._owned: Any = None
@@ -170,16 +159,14 @@ class PostgresBackend(BaseBackend):
 
         `setup=False` checks tether's tables instead of creating them.
         """
-        # psycopg is imported only when a PostgreSQL URL is used (the CLI starts without it)
-        from psycopg_pool import ConnectionPool
-
         kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S}
         if schema:
             kwargs["options"] = f"-c search_path={schema}"
         pg_connect(url, **kwargs, row_factory=None).close()  # the real reason, if any, is here
-        pool = ConnectionPool(url, kwargs=kwargs, min_size=1, max_size=POOL_MAX, open=True)
+        pool = make_pool(url, kwargs, max_size=POOL_MAX)
         backend = cls(pool, url=url)
         backend._owned = pool
+        backend._connect_kwargs = kwargs
         try:
             backend.setup() if setup else backend.check_schema()
         except BaseException:
@@ -209,34 +196,26 @@ class PostgresBackend(BaseBackend):
 
     @contextmanager
     def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
-        """A session advisory lock, held on one connection for the block: the server drops
-        it when the holder's connection ends, so a crashed process never leaves it held."""
-        with self._session() as conn:
-            wait_for_lock(lambda: conn.execute(TRY_MUTEX_SQL, (name,)).fetchone()[0], name, timeout)
-            try:
-                yield
-            finally:
-                conn.execute(UNLOCK_MUTEX_SQL, (name,))
+        """A session advisory lock, held on a connection of its own for the block: the server
+        drops it when the holder's connection ends, so a crashed process never leaves it
+        held; a live holder whose connection ends takes it again (`LockKeeper`)."""
+        keeper = LockKeeper(self._new_connection, name, self.url)
+        self._retry(lambda: keeper.take(timeout))
+        try:
+            yield
+        finally:
+            keeper.release()
 
-    @contextmanager
-    def _session(self) -> Iterator[Any]:
-        """A connection of this process's own for the block (from the pool, else a new one)."""
-        if self._pool:
-            with self._conn.connection() as conn:
-                yield conn
-        else:
-            conn = pg_connect(self._conninfo, row_factory=None)
-            try:
-                yield conn
-            finally:
-                conn.close()
+    def _new_connection(self) -> Any:
+        return pg_connect(self._conninfo, **{**self._connect_kwargs, "row_factory": None})
 
     def checkpointer(self) -> Any:
         """LangGraph's `PostgresSaver` on its own connection (set up; closed by `close()`)."""
         if self._saver is None:
-            self._saver = open_postgres_saver(self._conninfo)
+            self._saver = open_postgres_saver(self._conninfo, **self._connect_kwargs)
         return self._saver
 
+    @retried
     def holds_thread(self, thread_id: str) -> bool:
         """One query on `PostgresSaver`'s table (absent before the first run: False)."""
         import psycopg
@@ -253,19 +232,24 @@ class PostgresBackend(BaseBackend):
         that the commit releases without waiting for the disk; the call returns once a
         synchronous commit of this session's own has flushed the WAL past it (`FLUSH_SQL`),
         so concurrent writers of one log share disk flushes instead of queueing for them."""
-        import psycopg
-
-        try:
-            with self._connection() as conn:
-                with conn.transaction():
-                    if lock is not None:
-                        conn.execute(ASYNC_COMMIT_SQL)
-                        conn.execute(XACT_LOCK_SQL, (lock,))
-                    yield conn
+        with self._connection() as conn:
+            with conn.transaction():
                 if lock is not None:
-                    conn.execute(FLUSH_SQL)
-        except psycopg.OperationalError as exc:
-            raise StorageError(f"lost {self.url!r} ({str(exc).strip()}); retry") from None
+                    conn.execute(ASYNC_COMMIT_SQL)
+                    conn.execute(XACT_LOCK_SQL, (lock,))
+                yield conn
+            if lock is not None:
+                conn.execute(FLUSH_SQL)
+
+    def _retry(self, call: Callable[[], T], landed: Callable[[], Any] | None = None) -> T:
+        """`call()` through `retrying` (a pool reconnects); on a connection of the caller's
+        own, a lost connection is one `StorageError` at once."""
+        if self._pool:
+            return retrying(call, url=self.url, landed=landed, pool=self._conn)
+        try:
+            return call()
+        except lost_errors() as exc:
+            raise StorageError(f"lost {self.url!r} ({reason_of(exc)})") from None
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -277,6 +261,7 @@ class PostgresBackend(BaseBackend):
                 yield self._conn
 
     # -- schema --------------------------------------------------------------------
+    @retried
     def setup(self) -> None:
         with self._tx() as conn:
             conn.execute(XACT_LOCK_SQL, ("tether_setup",))
@@ -287,7 +272,9 @@ class PostgresBackend(BaseBackend):
                     for statement in script.split(";\n"):
                         conn.execute(statement)
                     conn.execute(RECORD_MIGRATION_SQL, (name,))
+            conn.execute(PRUNE_RECEIPTS_SQL, (time.time() - 86400,))
 
+    @retried
     def check_schema(self) -> None:
         """Refuse a database that lacks tether's tables or has another schema version."""
         with self._tx() as conn:
@@ -309,151 +296,6 @@ class PostgresBackend(BaseBackend):
                 f"{', '.join(sorted(known - done))}); run `memory --memory-url URL setup`"
             )
 
-    # -- documents -----------------------------------------------------------------
-    def get_document(self, path: str, *, offset: int = 0) -> Document | None:
-        check_doc_path(path)
-        with self._tx() as conn:
-            return self._read(conn, path, offset)
-
-    @staticmethod
-    def _read(conn: Any, path: str, offset: int) -> Document | None:
-        """The document at `path` from byte `offset`: its base value, then the parts that
-        appends added (only those that end after `offset`)."""
-        row = conn.execute(SELECT_DOC_SQL, (offset + 1, path)).fetchone()
-        if row is None or row[3]:
-            return None
-        data, size, base = bytes(row[0] or b""), row[4] or 0, row[5] or 0
-        if size > base:  # appended parts follow the base value
-            pieces = [data]
-            for start, part in conn.execute(SELECT_PARTS_SQL, (path, offset)).fetchall():
-                pieces.append(bytes(part)[max(0, offset - start) :])
-            data = b"".join(pieces)
-        return Document(path, row[1], row[2], size, data)
-
-    def stat_document(self, path: str) -> DocumentInfo | None:
-        check_doc_path(path)
-        with self._tx() as conn:
-            row = conn.execute(STAT_DOC_SQL, (path,)).fetchone()
-        if row is None or row[2]:
-            return None
-        return DocumentInfo(path, row[0], row[1], row[3] or 0)
-
-    @staticmethod
-    def _locked_version(conn: Any, path: str) -> tuple[int, int]:
-        row = conn.execute(SELECT_VERSION_SQL, (path,)).fetchone()
-        if row is None:
-            return 0, 0
-        return (0 if row[1] else row[0]), row[0]
-
-    def _reindex_document(self, conn: Any, path: str, data: bytes | None) -> None:
-        conn.execute(DELETE_PATH_SEARCH_SQL, (path,))
-        if data is not None:
-            self._insert_search(conn, document_docs(path, data))
-
-    @staticmethod
-    def _insert_search(conn: Any, docs: Sequence[SearchDoc]) -> None:
-        rows = [
-            (d.doc_id, d.source, d.path, json.dumps(d.meta, sort_keys=True),
-             d.text.replace("\x00", ""))
-            for d in docs
-        ]  # fmt: skip
-        if rows:
-            with conn.cursor() as cur:
-                cur.executemany(UPSERT_SEARCH_SQL, rows)
-
-    def put_document(
-        self, path: str, data: bytes, *, expected_version: int | None = None
-    ) -> DocumentInfo:
-        check_doc_path(path)
-        data = check_data(data)
-        with self._tx(lock="doc:" + path) as conn:
-            have, last = self._locked_version(conn, path)
-            check_version(path, have, expected_version)
-            info = DocumentInfo(path, last + 1, time.time(), len(data))
-            self._replace(conn, path, data, info.version, info.mtime)
-            self._reindex_document(conn, path, data)
-        return info
-
-    def append_lines(self, path: str, lines: Sequence[bytes | str]) -> int:
-        check_doc_path(path)
-        payload = encode_lines(lines)
-        if path.endswith(".jsonl"):
-            first = self._fast_append(path, payload)
-            if first is not None:
-                return first
-        with self._tx(lock="doc:" + path) as conn:
-            row = conn.execute(SELECT_LOG_SQL, (path,)).fetchone()
-            if row is None or row[1]:  # a new (or deleted) document starts at line 1
-                self._replace(conn, path, payload, (row[0] if row else 0) + 1, time.time())
-                first = 1
-            else:
-                count = row[2] if row[2] is not None else lines_before(bytes(row[5] or b""))
-                first = count + 1
-                if row[4]:
-                    payload = b"\n" + payload  # close a torn line: it keeps its number
-                new_count = count + payload.count(b"\n") - (1 if row[4] else 0)
-                conn.execute(INSERT_PART_SQL, (path, row[3], payload))
-                conn.execute(APPEND_DOC_SQL, (time.time(), new_count, row[3] + len(payload), path))
-            if path.endswith(".jsonl"):  # a log: index only its new lines, if searched
-                new = payload.lstrip(b"\n").split(b"\n")[:-1] if indexed_source(path) else []
-                self._insert_search(conn, message_docs(path, list(enumerate(new, start=first))))
-            else:
-                self._reindex_document(conn, path, self._read(conn, path, 0).data)
-        return first
-
-    def _fast_append(self, path: str, payload: bytes) -> int | None:
-        """Append to an existing log in one statement (`FAST_APPEND_SQL`), then wait for the
-        disk (`FLUSH_SQL`); None when the log needs the slow way."""
-        import psycopg
-
-        new = payload.split(b"\n")[:-1] if indexed_source(path) else []
-        docs = message_docs(path, list(enumerate(new, start=1)))
-        params = {
-            "path": path,
-            "now": time.time(),
-            "count": payload.count(b"\n"),
-            "length": len(payload),
-            "data": payload,
-            "nums": [d.meta["line"] for d in docs],
-            "bodies": [d.text.replace("\x00", "") for d in docs],
-        }
-        try:
-            with self._connection() as conn:
-                row = conn.execute(FAST_APPEND_SQL, params).fetchone()
-                if row is None:
-                    return None
-                conn.execute(FLUSH_SQL)
-        except psycopg.OperationalError as exc:
-            raise StorageError(f"lost {self.url!r} ({str(exc).strip()}); retry") from None
-        return row[0] + 1
-
-    def delete_document(self, path: str, *, expected_version: int | None = None) -> bool:
-        check_doc_path(path)
-        with self._tx(lock="doc:" + path) as conn:
-            have, last = self._locked_version(conn, path)
-            check_version(path, have, expected_version)
-            if not have:
-                return False
-            self._replace(conn, path, None, last, time.time())
-            self._reindex_document(conn, path, None)
-        return True
-
-    @staticmethod
-    def _replace(conn: Any, path: str, data: bytes | None, version: int, mtime: float) -> None:
-        """Make `data` the whole document (None: deleted), dropping appended parts."""
-        conn.execute(DELETE_PARTS_SQL, (path,))
-        size = len(data) if data is not None else 0
-        open_tail = bool(data) and not data.endswith(b"\n")
-        lines = lines_before(data) if data is not None else 0
-        conn.execute(
-            UPSERT_DOC_SQL, (path, data, version, mtime, data is None, lines, size, open_tail)
-        )
-
-    def list_documents(self, prefix: str = "") -> list[DocumentInfo]:
-        with self._tx() as conn:
-            rows = conn.execute(LIST_DOCS_SQL, (prefix,)).fetchall()
-        return [DocumentInfo(r[0], r[1], r[2], r[3] or 0) for r in rows]
-
     # -- entries -------------------------------------------------------------------
     def log_entry(
         self, content, *, type="output", tags=(), directory=None, checkpoint=None
@@ -462,9 +304,17 @@ class PostgresBackend(BaseBackend):
             content, type=type, tags=tags, directory=directory, checkpoint=checkpoint,
             moment=self.clock(), summarizer=self.summarizer,
         )  # fmt: skip
+
+        def insert() -> Entry:
+            with self._tx() as conn:
+                self._insert_entry(conn, entry, text, len(data))
+            return entry
+
+        return self._retry(insert, lambda: entry if self._entry_known(entry.id) else NOT_LANDED)
+
+    def _entry_known(self, entry_id: str) -> bool:
         with self._tx() as conn:
-            self._insert_entry(conn, entry, text, len(data))
-        return entry
+            return conn.execute(ENTRY_KNOWN_SQL, {"id": entry_id}).fetchone() is not None
 
     def _insert_entry(self, conn: Any, entry: Entry, text: str, size: int) -> None:
         parts = pieces(entry, text)
@@ -481,12 +331,17 @@ class PostgresBackend(BaseBackend):
     def put_entry(self, entry: Entry, content: bytes) -> bool:
         text = content.decode("utf-8")
         entry = Entry(**{**entry.__dict__, "tags": list(entry.tags)})
-        with self._tx(lock="entry:" + entry.id) as conn:
-            if conn.execute(ENTRY_KNOWN_SQL, {"id": entry.id}).fetchone():
-                return False
-            self._insert_entry(conn, entry, text, len(content))
-        return True
 
+        def insert() -> bool:
+            with self._tx(lock="entry:" + entry.id) as conn:
+                if conn.execute(ENTRY_KNOWN_SQL, {"id": entry.id}).fetchone():
+                    return False
+                self._insert_entry(conn, entry, text, len(content))
+            return True
+
+        return self._retry(insert, lambda: True if self._entry_known(entry.id) else NOT_LANDED)
+
+    @retried
     def get_entry(self, entry_id: str) -> Entry:
         with self._tx() as conn:
             row = conn.execute(SELECT_ENTRY_SQL, (entry_id,)).fetchone()
@@ -494,6 +349,7 @@ class PostgresBackend(BaseBackend):
             raise unknown_entry(entry_id)
         return _entry(row)
 
+    @retried
     def fetch_entry(self, entry_id: str, *, chunk: int | None = None) -> str:
         record = self.get_entry(entry_id)
         check_chunk(entry_id, chunk, record.chunks)
@@ -506,6 +362,7 @@ class PostgresBackend(BaseBackend):
                 bytes(r[0]) for r in conn.execute(SELECT_CHUNKS_SQL, (entry_id,))
             ).decode()
 
+    @retried
     def list_entries(
         self, *, type=None, tag=None, directory=None, checkpoint=None, limit=20
     ) -> list[Entry]:
@@ -522,6 +379,7 @@ class PostgresBackend(BaseBackend):
         with self._tx() as conn:
             return [_entry(r) for r in conn.execute(LIST_ENTRIES_SQL, params)]
 
+    @retried
     def delete_entries(self, entry_ids: Sequence[str]) -> list[Entry]:
         removed = []
         now = self.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -536,11 +394,13 @@ class PostgresBackend(BaseBackend):
                 removed.append(_entry(row))
         return sorted(removed, key=lambda e: e.seq)
 
+    @retried
     def count_pruned(self) -> int:
         with self._tx() as conn:
             return conn.execute(COUNT_PRUNED_SQL).fetchone()[0]
 
     # -- search index --------------------------------------------------------------
+    @retried
     def index_upsert(self, docs: Sequence[SearchDoc]) -> None:
         for doc in docs:
             check_id(doc.doc_id, "document id")
@@ -548,10 +408,12 @@ class PostgresBackend(BaseBackend):
         with self._tx() as conn:
             self._insert_search(conn, docs)
 
+    @retried
     def index_delete(self, doc_ids: Sequence[str]) -> int:
         with self._tx() as conn:
             return conn.execute(DELETE_SEARCH_SQL, (list(doc_ids),)).rowcount
 
+    @retried
     def index_query(self, query, *, sources=None, limit=10) -> list[SearchHit]:
         check_query(query, limit)  # the english stemmer folds word forms itself
         terms = list(dict.fromkeys(ALNUM.findall(query.lower())))
@@ -585,6 +447,7 @@ class PostgresBackend(BaseBackend):
                 return int(estimate)
         return conn.execute(COUNT_SEARCH_SQL, {"sources": sources}).fetchone()[0]
 
+    @retried
     def reindex(self) -> IndexReport:
         """Rebuild the search index from the documents and entries (one transaction)."""
         report = IndexReport()
@@ -607,6 +470,7 @@ class PostgresBackend(BaseBackend):
         return report
 
     # -- tasks and registry --------------------------------------------------------
+    @retried
     def put_task(self, task: TaskRecord) -> TaskRecord:
         check_id(task.task_id, "task id")
         now, data = time.time(), json_text(task.data)
@@ -614,15 +478,18 @@ class PostgresBackend(BaseBackend):
             conn.execute(UPSERT_TASK_SQL, (task.task_id, task.status, data, now))
         return TaskRecord(task.task_id, task.status, json.loads(data), now)
 
+    @retried
     def get_task(self, task_id: str) -> TaskRecord | None:
         with self._tx() as conn:
             row = conn.execute(SELECT_TASK_SQL, (task_id,)).fetchone()
         return None if row is None else TaskRecord(*row)
 
+    @retried
     def list_tasks(self) -> list[TaskRecord]:
         with self._tx() as conn:
             return [TaskRecord(*r) for r in conn.execute(LIST_TASKS_SQL)]
 
+    @retried
     def put_subagent(self, record: SubagentRecord) -> SubagentRecord:
         check_id(record.task_id, "task id")
         check_id(record.agent_id, "agent id")
@@ -635,6 +502,17 @@ class PostgresBackend(BaseBackend):
     def transition_subagent(self, task_id, agent_id, *, from_status, to_status, data=None):
         check_id(task_id, "task id")
         check_id(agent_id, "agent id")
+
+        def landed() -> Any:
+            with self._tx() as conn:
+                row = conn.execute(SELECT_AGENT_SQL, (task_id, agent_id)).fetchone()
+            return True if row and row[0] == to_status else NOT_LANDED
+
+        return self._retry(
+            lambda: self._transition(task_id, agent_id, from_status, to_status, data), landed
+        )
+
+    def _transition(self, task_id, agent_id, from_status, to_status, data) -> bool:
         with self._tx(lock=f"agent:{task_id}:{agent_id}") as conn:
             row = conn.execute(SELECT_AGENT_SQL, (task_id, agent_id)).fetchone()
             if (row[0] if row else None) not in tuple(from_status):
@@ -646,11 +524,13 @@ class PostgresBackend(BaseBackend):
             )
         return True
 
+    @retried
     def list_subagents(self, task_id: str) -> list[SubagentRecord]:
         with self._tx() as conn:
             return [SubagentRecord(*r) for r in conn.execute(LIST_AGENTS_SQL, (task_id,))]
 
     # -- lock ----------------------------------------------------------------------
+    @retried
     def acquire_lock(self, task_id: str, owner: str, *, ttl: float = 60.0) -> bool:
         check_id(task_id, "task id")
         check_id(owner, "lock owner")
@@ -662,10 +542,12 @@ class PostgresBackend(BaseBackend):
             conn.execute(UPSERT_LOCK_SQL, (task_id, owner, now + ttl))
         return True
 
+    @retried
     def release_lock(self, task_id: str, owner: str) -> bool:
         with self._tx() as conn:
             return conn.execute(DELETE_LOCK_SQL, (task_id, owner)).rowcount > 0
 
+    @retried
     def get_lock(self, task_id: str) -> LockInfo | None:
         with self._tx() as conn:
             row = conn.execute(SELECT_LOCK_SQL, (task_id,)).fetchone()

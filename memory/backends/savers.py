@@ -7,7 +7,7 @@
   with one read-only query and without importing LangGraph (for `orchestrator status`);
 * `pg_connect(url)`: a psycopg connection as LangGraph's `PostgresSaver` wants it, with a
   one-line `StorageError` (password hidden) when the server cannot be reached;
-* `open_postgres_saver(url)`: a set-up `PostgresSaver` on its own connection.
+* `open_postgres_saver(url)`: a set-up `PostgresSaver` on a checked pool that reconnects.
 
 LangGraph and psycopg are imported inside the functions that need them: importing this
 module costs only `sqlite3`.
@@ -114,14 +114,89 @@ def pg_connect(url: str, **kwargs: Any) -> Any:
         ) from None
 
 
-def open_postgres_saver(url: str) -> Any:
-    """A set-up `PostgresSaver` on its own connection to `url` (close with `saver.conn`).
+def open_postgres_saver(url: str, **kwargs: Any) -> Any:
+    """A set-up `PostgresSaver` on a checked pool of connections to `url` (close it with
+    `saver.conn.close()`). A connection lost under a call is replaced and the call run
+    again (`memory.backends._postgres_retry`): every saver call is an idempotent upsert or
+    a read. `kwargs` are connection settings (e.g. `options` for a search path).
 
     Raises:
         StorageError: the server cannot be reached (the message hides the password).
     """
-    from langgraph.checkpoint.postgres import PostgresSaver
+    from memory.backends._postgres_retry import make_pool
 
-    saver = PostgresSaver(pg_connect(url))
+    pg_connect(url, **kwargs).close()  # the real reason, if any, is here
+    from psycopg.rows import dict_row
+
+    settings: dict[str, Any] = {
+        "autocommit": True,
+        "prepare_threshold": 0,
+        "row_factory": dict_row,
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        **kwargs,
+    }
+    saver = _reconnecting_saver()(make_pool(url, settings, max_size=4, name="tether-saver"))
+    saver.url = redact(url)
     saver.setup()
     return saver
+
+
+_SAVER_CLASS: Any = None
+
+
+def _reconnecting_saver() -> Any:
+    """`PostgresSaver` whose calls run again on a lost connection (defined once, lazily:
+    it imports LangGraph)."""
+    global _SAVER_CLASS
+    if _SAVER_CLASS is not None:
+        return _SAVER_CLASS
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from memory.backends._postgres_retry import retrying
+
+    class ReconnectingPostgresSaver(PostgresSaver):
+        url = "postgresql"
+
+        def setup(self, *args: Any, **kwargs: Any) -> Any:
+            return retrying(
+                lambda: super(cls, self).setup(*args, **kwargs), url=self.url, pool=self.conn
+            )
+
+        def get_tuple(self, *args: Any, **kwargs: Any) -> Any:
+            return retrying(
+                lambda: super(cls, self).get_tuple(*args, **kwargs), url=self.url, pool=self.conn
+            )
+
+        def put(self, *args: Any, **kwargs: Any) -> Any:
+            return retrying(
+                lambda: super(cls, self).put(*args, **kwargs), url=self.url, pool=self.conn
+            )
+
+        def put_writes(self, *args: Any, **kwargs: Any) -> Any:
+            return retrying(
+                lambda: super(cls, self).put_writes(*args, **kwargs), url=self.url, pool=self.conn
+            )
+
+        def delete_thread(self, *args: Any, **kwargs: Any) -> Any:
+            return retrying(
+                lambda: super(cls, self).delete_thread(*args, **kwargs),
+                url=self.url,
+                pool=self.conn,
+            )
+
+        def prune(self, *args: Any, **kwargs: Any) -> Any:
+            return retrying(
+                lambda: super(cls, self).prune(*args, **kwargs), url=self.url, pool=self.conn
+            )
+
+        def list(self, *args: Any, **kwargs: Any) -> Any:
+            """Read whole before it is handed out, so a lost connection midway is read
+            again from the start, never half."""
+            rows = retrying(
+                lambda: [*super(cls, self).list(*args, **kwargs)], url=self.url, pool=self.conn
+            )
+            return iter(rows)
+
+    cls = ReconnectingPostgresSaver
+    _SAVER_CLASS = cls
+    return cls

@@ -1,0 +1,239 @@
+"""Documents on PostgreSQL: reads, whole writes, appends to logs, and their search rows.
+
+A mixin of `PostgresBackend` (it brings `_tx`, `_connection` and `_retry`). A document is a
+row of `tether_documents` (its base value) followed by the parts that appends added
+(`tether_document_parts`). Every call runs again on a lost connection (`_retry`); writes
+that are not idempotent ask first whether they landed: an append by its receipt, a whole
+write by comparing what is stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from memory.backends._postgres_retry import NOT_LANDED
+from memory.backends._postgres_sql import (
+    APPEND_DOC_SQL,
+    DELETE_PARTS_SQL,
+    DELETE_PATH_SEARCH_SQL,
+    FAST_APPEND_SQL,
+    FLUSH_SQL,
+    INSERT_PART_SQL,
+    INSERT_RECEIPT_SQL,
+    LIST_DOCS_SQL,
+    SELECT_DOC_SQL,
+    SELECT_LOG_SQL,
+    SELECT_PARTS_SQL,
+    SELECT_RECEIPT_SQL,
+    SELECT_VERSION_SQL,
+    STAT_DOC_SQL,
+    UPSERT_DOC_SQL,
+    UPSERT_SEARCH_SQL,
+)
+from memory.backends.blocks import document_docs, indexed_source, message_docs
+from memory.base import (
+    Document,
+    DocumentInfo,
+    SearchDoc,
+    check_data,
+    check_doc_path,
+    check_version,
+    encode_lines,
+    lines_before,
+)
+
+
+def retried(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `method` again on a lost connection (for calls that are safe to repeat)."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._retry(lambda: method(self, *args, **kwargs))
+
+    return call
+
+
+class DocumentsMixin:
+    """`get/put/append/delete/list` documents for `PostgresBackend`."""
+
+    _tx: Any
+    _connection: Any
+    _retry: Any
+
+    @retried
+    def get_document(self, path: str, *, offset: int = 0) -> Document | None:
+        check_doc_path(path)
+        with self._tx() as conn:
+            return self._read(conn, path, offset)
+
+    @staticmethod
+    def _read(conn: Any, path: str, offset: int) -> Document | None:
+        """The document at `path` from byte `offset`: its base value, then the parts that
+        appends added (only those that end after `offset`)."""
+        row = conn.execute(SELECT_DOC_SQL, (offset + 1, path)).fetchone()
+        if row is None or row[3]:
+            return None
+        data, size, base = bytes(row[0] or b""), row[4] or 0, row[5] or 0
+        if size > base:  # appended parts follow the base value
+            pieces = [data]
+            for start, part in conn.execute(SELECT_PARTS_SQL, (path, offset)).fetchall():
+                pieces.append(bytes(part)[max(0, offset - start) :])
+            data = b"".join(pieces)
+        return Document(path, row[1], row[2], size, data)
+
+    @retried
+    def stat_document(self, path: str) -> DocumentInfo | None:
+        check_doc_path(path)
+        with self._tx() as conn:
+            row = conn.execute(STAT_DOC_SQL, (path,)).fetchone()
+        if row is None or row[2]:
+            return None
+        return DocumentInfo(path, row[0], row[1], row[3] or 0)
+
+    @retried
+    def list_documents(self, prefix: str = "") -> list[DocumentInfo]:
+        with self._tx() as conn:
+            rows = conn.execute(LIST_DOCS_SQL, (prefix,)).fetchall()
+        return [DocumentInfo(r[0], r[1], r[2], r[3] or 0) for r in rows]
+
+    # -- whole writes --------------------------------------------------------------------
+    def put_document(
+        self, path: str, data: bytes, *, expected_version: int | None = None
+    ) -> DocumentInfo:
+        check_doc_path(path)
+        data = check_data(data)
+
+        def landed() -> Any:
+            with self._tx() as conn:
+                doc = self._read(conn, path, 0)
+            if doc is None or doc.data != data:
+                return NOT_LANDED
+            if expected_version is not None and doc.version != expected_version + 1:
+                return NOT_LANDED
+            return DocumentInfo(path, doc.version, doc.mtime, len(data))
+
+        return self._retry(lambda: self._put(path, data, expected_version), landed)
+
+    def _put(self, path: str, data: bytes, expected_version: int | None) -> DocumentInfo:
+        with self._tx(lock="doc:" + path) as conn:
+            have, last = self._locked_version(conn, path)
+            check_version(path, have, expected_version)
+            info = DocumentInfo(path, last + 1, time.time(), len(data))
+            self._replace(conn, path, data, info.version, info.mtime)
+            self._reindex_document(conn, path, data)
+        return info
+
+    @retried
+    def delete_document(self, path: str, *, expected_version: int | None = None) -> bool:
+        check_doc_path(path)
+        with self._tx(lock="doc:" + path) as conn:
+            have, last = self._locked_version(conn, path)
+            check_version(path, have, expected_version)
+            if not have:
+                return False
+            self._replace(conn, path, None, last, time.time())
+            self._reindex_document(conn, path, None)
+        return True
+
+    @staticmethod
+    def _locked_version(conn: Any, path: str) -> tuple[int, int]:
+        row = conn.execute(SELECT_VERSION_SQL, (path,)).fetchone()
+        if row is None:
+            return 0, 0
+        return (0 if row[1] else row[0]), row[0]
+
+    @staticmethod
+    def _replace(conn: Any, path: str, data: bytes | None, version: int, mtime: float) -> None:
+        """Make `data` the whole document (None: deleted), dropping appended parts."""
+        conn.execute(DELETE_PARTS_SQL, (path,))
+        size = len(data) if data is not None else 0
+        open_tail = bool(data) and not data.endswith(b"\n")
+        lines = lines_before(data) if data is not None else 0
+        conn.execute(
+            UPSERT_DOC_SQL, (path, data, version, mtime, data is None, lines, size, open_tail)
+        )
+
+    # -- appends -------------------------------------------------------------------------
+    def append_lines(self, path: str, lines: Sequence[bytes | str]) -> int:
+        check_doc_path(path)
+        payload = encode_lines(lines)
+        token = secrets.token_hex(12)  # this call's receipt, the same on every attempt
+
+        def landed() -> Any:
+            with self._connection() as conn:
+                row = conn.execute(SELECT_RECEIPT_SQL, (token,)).fetchone()
+                if row is not None:
+                    conn.execute(FLUSH_SQL)  # what landed is on disk before we say so
+            return NOT_LANDED if row is None else row[0]
+
+        return self._retry(lambda: self._append(path, payload, token), landed)
+
+    def _append(self, path: str, payload: bytes, token: str) -> int:
+        if path.endswith(".jsonl"):
+            first = self._fast_append(path, payload, token)
+            if first is not None:
+                return first
+        with self._tx(lock="doc:" + path) as conn:
+            row = conn.execute(SELECT_LOG_SQL, (path,)).fetchone()
+            if row is None or row[1]:  # a new (or deleted) document starts at line 1
+                self._replace(conn, path, payload, (row[0] if row else 0) + 1, time.time())
+                first = 1
+            else:
+                count = row[2] if row[2] is not None else lines_before(bytes(row[5] or b""))
+                first = count + 1
+                if row[4]:
+                    payload = b"\n" + payload  # close a torn line: it keeps its number
+                new_count = count + payload.count(b"\n") - (1 if row[4] else 0)
+                conn.execute(INSERT_PART_SQL, (path, row[3], payload))
+                conn.execute(APPEND_DOC_SQL, (time.time(), new_count, row[3] + len(payload), path))
+            conn.execute(INSERT_RECEIPT_SQL, (token, first, time.time()))
+            if path.endswith(".jsonl"):  # a log: index only its new lines, if searched
+                new = payload.lstrip(b"\n").split(b"\n")[:-1] if indexed_source(path) else []
+                self._insert_search(conn, message_docs(path, list(enumerate(new, start=first))))
+            else:
+                self._reindex_document(conn, path, self._read(conn, path, 0).data)
+        return first
+
+    def _fast_append(self, path: str, payload: bytes, token: str) -> int | None:
+        """Append to an existing log in one statement (`FAST_APPEND_SQL`), then wait for the
+        disk (`FLUSH_SQL`); None when the log needs the slow way."""
+        new = payload.split(b"\n")[:-1] if indexed_source(path) else []
+        docs = message_docs(path, list(enumerate(new, start=1)))
+        params = {
+            "path": path,
+            "now": time.time(),
+            "count": payload.count(b"\n"),
+            "length": len(payload),
+            "data": payload,
+            "nums": [d.meta["line"] for d in docs],
+            "bodies": [d.text.replace("\x00", "") for d in docs],
+            "token": token,
+        }
+        with self._connection() as conn:
+            row = conn.execute(FAST_APPEND_SQL, params).fetchone()
+            if row is None:
+                return None
+            conn.execute(FLUSH_SQL)
+        return row[0] + 1
+
+    # -- search rows of documents --------------------------------------------------------
+    def _reindex_document(self, conn: Any, path: str, data: bytes | None) -> None:
+        conn.execute(DELETE_PATH_SEARCH_SQL, (path,))
+        if data is not None:
+            self._insert_search(conn, document_docs(path, data))
+
+    @staticmethod
+    def _insert_search(conn: Any, docs: Sequence[SearchDoc]) -> None:
+        rows = [
+            (d.doc_id, d.source, d.path, json.dumps(d.meta, sort_keys=True),
+             d.text.replace("\x00", ""))
+            for d in docs
+        ]  # fmt: skip
+        if rows:
+            with conn.cursor() as cur:
+                cur.executemany(UPSERT_SEARCH_SQL, rows)
