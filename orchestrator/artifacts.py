@@ -205,30 +205,28 @@ def findings_text(
     *,
     task: str,
     summary: str,
-    status: str = "completed",
-    key_discoveries: Iterable[str] = (),
-    files: Iterable[Any] = (),
-    files_written: Iterable[Any] = (),
-    open_questions: Iterable[str] = (),
-    recommendations: Iterable[str] = (),
     timestamp: datetime | str | None = None,
     task_id: str | None = None,
     subtask_id: str | None = None,
     phase: str | None = None,
     project_dir: Pathish | None = None,
+    **finding: Any,
 ) -> str:
-    """The markdown `write_findings` writes (same arguments, but the memory)."""
+    """The markdown `write_findings` writes (same arguments, but the memory).
+
+    `finding`: the other fields of an `orchestrator.run_model.Finding` (`status`,
+    `key_discoveries`, `files`, `files_written`, `open_questions`, `recommendations`, ...);
+    an unknown one is a `TemplateError`.
+    """
     return render_findings(
         {
+            **{
+                k: list(v) if isinstance(v, Iterable) and not isinstance(v, str | Mapping) else v
+                for k, v in finding.items()
+            },
             "agent": agent,
             "task": task,
-            "status": status,
             "summary": summary,
-            "key_discoveries": list(key_discoveries),
-            "files": list(files),
-            "files_written": list(files_written),
-            "open_questions": list(open_questions),
-            "recommendations": list(recommendations),
             "timestamp": iso_timestamp(utc(timestamp)),
             "task_id": task_id,
             "subtask_id": subtask_id,

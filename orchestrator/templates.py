@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
 
 from memory.templating import TemplateRenderError, render
 from orchestrator.checkpoint_model import checkpoint_json_schema, checkpoint_problem
 from orchestrator.errors import TemplateError
 from orchestrator.jsonvalues import JsonObject, _json_problem  # noqa: F401 - re-exported
 from orchestrator.readback import loads_strict
+from orchestrator.run_model import FileNote, Finding, Inline, model_view
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "checkpoint.schema.json"
 
@@ -100,10 +102,9 @@ class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class FileNoteInput(_Input):
+class FileNoteInput(FileNote):
     """A file examined or changed, with a note (`(path, description)` pairs are accepted)."""
 
-    path: str
     description: str = ""
 
 
@@ -154,28 +155,41 @@ class PlanInput(_Input):
         return _pairs(value, "text", "answered")
 
 
-class _FindingFields(_Input):
-    """The fields a findings file and its entry in a merged batch share."""
+class _FindingBase(_Input):
+    """What the template inputs of a finding add to `Finding`: files as pairs too."""
 
-    agent: str
-    summary: str = ""
-    status: str = "completed"
-    task: str = ""
-    subtask_id: str | None = None
-    key_discoveries: list[str] = Field(default_factory=list)
-    files: list[FileNoteInput] = Field(default_factory=list)
-    """Files the agent examined (`## Files Examined`)."""
-    files_written: list[FileNoteInput] = Field(default_factory=list)
-    """Files the agent wrote (`## Files Modified/Created`, shown only when there are some)."""
-    open_questions: list[str] = Field(default_factory=list)
-    recommendations: list[str] = Field(default_factory=list)
-    task_id: str | None = None
-    phase: str | None = None
-
-    @field_validator("files", "files_written", mode="before")
+    @field_validator("files", "files_written", mode="before", check_fields=False)
     @classmethod
     def _files(cls, value: Any) -> Any:
         return _pairs(value, "path", "description")
+
+
+def _lenient(name: str, info: FieldInfo) -> tuple[Any, FieldInfo]:
+    """A `Finding` field as a template takes it: notes as `FileNoteInput`, a required text
+    defaulting to empty (a merged batch may hold a finding without a summary)."""
+    annotation = info.rebuild_annotation()
+    if info.annotation == list[FileNote]:
+        annotation = list[FileNoteInput]
+    if info.is_required():
+        info = FieldInfo.merge_field_infos(info, default="")
+    return annotation, info
+
+
+_FindingFields = model_view(
+    Finding,
+    "_FindingFields",
+    "The fields a findings file and its entry in a merged batch share: `Finding`'s, with "
+    "the record's identity.",
+    field=_lenient,
+    base=_FindingBase,
+    lead={"agent": (str, ...)},
+    extra={
+        "task": (str, ""),
+        "subtask_id": (str | None, None),
+        "task_id": (str | None, None),
+        "phase": (str | None, None),
+    },
+)
 
 
 class FindingsInput(_FindingFields):
@@ -292,6 +306,28 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
     )
 
 
+def _view(value: Any, inline: bool) -> Any:
+    """A value of a finding as its template shows it, by its type."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return md_inline(value) if inline else md_block(value)
+    if isinstance(value, list) and all(isinstance(v, FileNote) for v in value) and value:
+        return _file_views(value)
+    if isinstance(value, list):
+        return [_view(v, inline) for v in value]
+    return value
+
+
+def finding_views(finding: BaseModel) -> dict[str, Any]:
+    """Every `Finding` field of `finding` (a template input) as markdown: texts as blocks
+    (`Inline` ones on one line), lists item by item, file notes with their code spans."""
+    return {
+        name: _view(getattr(finding, name), Inline in info.metadata)
+        for name, info in Finding.model_fields.items()
+    }
+
+
 def render_findings(
     data: FindingsInput | Mapping[str, Any], project_dir: Pathish | None = None
 ) -> str:
@@ -300,16 +336,10 @@ def render_findings(
     return render_template(
         FINDINGS_TEMPLATE,
         project_dir,
+        **finding_views(inp),
         agent=md_inline(inp.agent),
         task=md_inline(inp.task),
         timestamp=md_inline(inp.timestamp),
-        status=md_inline(inp.status),
-        summary=md_block(inp.summary),
-        key_discoveries=_blocks(inp.key_discoveries),
-        files=_file_views(inp.files),
-        files_written=_file_views(inp.files_written),
-        open_questions=_blocks(inp.open_questions),
-        recommendations=_blocks(inp.recommendations),
         meta=inp.model_dump(mode="json"),
     )
 
@@ -355,14 +385,11 @@ def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | 
         counts[f.status] = counts.get(f.status, 0) + 1
     views = [
         {
+            **finding_views(f),
             "agent": md_inline(f.agent),
             "label": label,
-            "status": md_inline(f.status),
             "task": md_inline(f.task),
             "summary": md_block(f.summary) or "_No summary._",
-            "key_discoveries": _blocks(f.key_discoveries),
-            "open_questions": _blocks(f.open_questions),
-            "recommendations": _blocks(f.recommendations),
             "source_code": md_code(f.path) if f.path else "",
         }
         for f, label in zip(inp.findings, _labels(inp.findings), strict=True)

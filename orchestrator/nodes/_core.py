@@ -31,6 +31,7 @@ from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import merged_name, utc
 from orchestrator.readback import sections
 from orchestrator.registry import find_written, registry_lookup, registry_note
+from orchestrator.run_model import MERGED_FIELDS
 from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
@@ -276,20 +277,6 @@ def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, A
     for key, info in sorted(failed.items()):
         lines.append(f"- {key} FAILED: {info.get('error', '')}")
     return "\n".join(lines)
-
-
-MERGED_FIELDS = (
-    "agent",
-    "summary",
-    "status",
-    "key_discoveries",
-    "files",
-    "files_written",
-    "open_questions",
-    "recommendations",
-    "path",
-    "phase",
-)
 
 
 def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:

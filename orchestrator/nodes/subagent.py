@@ -51,6 +51,7 @@ from orchestrator.paths import agent_file_name, findings_name
 from orchestrator.protocol import SubmitFindings
 from orchestrator.readback import findings_meta, parse_meta
 from orchestrator.registry import find_written, registry_note, registry_records
+from orchestrator.run_model import finding_values
 from orchestrator.state import DELETE, usage_record
 from orchestrator.toolbox import ToolTimeoutMiddleware
 from orchestrator.workdir_write import CREATED_RE, MODIFIED_RE
@@ -175,15 +176,7 @@ def _findings_fields(payload: dict, findings: dict) -> dict[str, Any]:
     sub = payload["subtask"]
     return {
         "task": f"[{payload['key']}] {sub.get('title') or sub['id']}",
-        "status": findings.get("status") or "completed",
-        "summary": findings.get("summary") or "",
-        "key_discoveries": list(findings.get("key_discoveries") or []),
-        "files": [(f["path"], f["description"]) for f in findings.get("files") or []],
-        "files_written": [
-            (f["path"], f["description"]) for f in findings.get("files_written") or []
-        ],
-        "open_questions": list(findings.get("open_questions") or []),
-        "recommendations": list(findings.get("recommendations") or []),
+        **finding_values(findings),
         "task_id": payload["task_id"],
         "subtask_id": payload["key"],
         "phase": payload["phase"],

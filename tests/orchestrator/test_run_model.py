@@ -1,0 +1,105 @@
+"""The one typed model of a finding (`orchestrator.run_model`) and its views.
+
+The final-answer tool, the template inputs of the findings and merged files, the merged
+record's fields and the texts the graph state leaves out are all derived from `Finding`;
+a field added to `Finding` (here in a subprocess, by editing the module's source) shows
+up in each of them and in the files with no other change. The JSON checkpoint holds no
+finding entries (only the paths of findings files: `findings`, `completed_findings`), so
+its schema does not change with `Finding`; its subtasks are `Subtask`s as the state holds
+them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator import run_model
+from orchestrator.findings import TEXT_FIELDS
+from orchestrator.nodes._core import MERGED_FIELDS
+from orchestrator.protocol import PhasePlan, SubmitFindings
+from orchestrator.run_model import RECORDED, Finding, Subtask
+from orchestrator.templates import FindingsInput, MergedFindingInput
+
+IDENTITY = {"agent", "task", "subtask_id", "task_id", "phase", "timestamp"}
+
+
+class TestViews:
+    def test_the_tool_is_the_finding_but_what_tether_records(self):
+        assert list(SubmitFindings.model_fields) == [
+            k for k in Finding.model_fields if k not in RECORDED
+        ]
+        tool = SubmitFindings.model_json_schema()
+        model = Finding.model_json_schema()
+        for name, schema in tool["properties"].items():
+            assert schema == model["properties"][name]
+        assert tool["title"] == "SubmitFindings" and tool["required"] == ["summary"]
+
+    def test_template_inputs_and_records_have_every_finding_field(self):
+        fields = set(Finding.model_fields)
+        assert set(FindingsInput.model_fields) == fields | IDENTITY
+        assert set(MergedFindingInput.model_fields) == fields | IDENTITY | {"path"}
+        assert set(MERGED_FIELDS) == fields | {"agent", "path", "phase"}
+        assert set(TEXT_FIELDS) == fields - {"status"}
+
+    def test_phase_plan_subtasks_are_the_subtask_model(self):
+        schema = PhasePlan.model_json_schema()
+        assert schema["$defs"]["Subtask"] == Subtask.model_json_schema()
+
+
+ANCHOR = "    recommendations: list[str] = Field(default_factory=list)\n"
+ADDED = (
+    "    confidence: Annotated[str | None, Inline] = Field(default=None, description='how sure')\n"
+)
+
+PROBE = """
+import json, sys, tempfile, types
+path = {path!r}
+src = open(path).read()
+assert src.count({anchor!r}) == 1
+mod = types.ModuleType("orchestrator.run_model")
+mod.__file__ = path
+sys.modules["orchestrator.run_model"] = mod
+exec(compile(src.replace({anchor!r}, {anchor!r} + {added!r}), path, "exec"), mod.__dict__)
+
+from orchestrator.protocol import SubmitFindings
+from orchestrator.templates import FindingsInput, MergedFindingInput
+from orchestrator.nodes._core import MERGED_FIELDS, merged_input
+from orchestrator.findings import TEXT_FIELDS, finding_record
+from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged
+
+answer = SubmitFindings(summary="s", confidence="high").model_dump()
+memory = tempfile.mkdtemp()
+written = write_findings(memory, "a", task="t", **answer)
+record = finding_record("p/a", {{"path": "x", "agent": "a"}}, lambda k: {{"findings": answer}},
+                        lambda p: None)
+merged = write_merged(memory, "t", "p", [merged_input("t", {{**record, "key": "p/a"}})])
+print(json.dumps({{
+    "tool": "confidence" in SubmitFindings.model_json_schema()["properties"],
+    "inputs": "confidence" in FindingsInput.model_fields
+              and "confidence" in MergedFindingInput.model_fields,
+    "merged_fields": "confidence" in MERGED_FIELDS,
+    "texts": "confidence" in TEXT_FIELDS,
+    "record": record.get("confidence"),
+    "file": read_findings(written).get("confidence"),
+    "merged": read_merged(merged)["findings"][0].get("confidence"),
+}}))
+"""
+
+
+def test_a_field_added_to_finding_reaches_every_view():
+    code = PROBE.format(path=run_model.__file__, anchor=ANCHOR, added=ADDED)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "tool": True,
+        "inputs": True,
+        "merged_fields": True,
+        "texts": True,
+        "record": "high",
+        "file": "high",
+        "merged": "high",
+    }
+    assert Path(run_model.__file__).read_text().count(ANCHOR) == 1
