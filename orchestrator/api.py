@@ -43,6 +43,7 @@ from memory.working import WorkingMemory
 from orchestrator._api_approve import ApprovalMixin
 from orchestrator._api_handoff import HandoffMixin
 from orchestrator.approvals import pending
+from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.assembly import agent_specs, open_toolbox, run_workflow, task_workflow
 from orchestrator.brief import brief_objective, brief_title, store_brief
 from orchestrator.checkpoints import load_checkpoint
@@ -58,7 +59,6 @@ from orchestrator.models import ResolvedModel, agent_models, effective_threshold
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.paths import new_suffix, utc
-from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult

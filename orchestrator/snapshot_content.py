@@ -37,10 +37,10 @@ from typing import Any
 from memory.archive import Archive
 from memory.tokens import CHARS_PER_TOKEN
 from memory.working import WorkingMemory
+from orchestrator.artifacts._render import md_code
+from orchestrator.artifacts.findings import list_findings, read_findings
 from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
-from orchestrator.readback import list_findings, read_findings
-from orchestrator.templates import md_code
 
 FOUND_CHARS = 3000
 LEFT_CHARS = 1600

@@ -5,7 +5,7 @@
   workdir's `STATUS.md` when the run asks for it (`RunContext.status_file`);
   `checkpoint_update` is the state update that records it.
 * `write_plan_file` rewrites `research_plans/{task_id}.md` from the state (a person's edits
-  are kept, see `orchestrator.artifacts.keep_hand_edits`).
+  are kept, see `orchestrator.artifacts.plan.keep_hand_edits`).
 * `update_overview` keeps `working/{task}/overview.md` current.
 * `merge_findings` writes a batch's `findings/merged_{ts}.md` once, through the artifact
   registry (`orchestrator.registry`), so a replayed step never writes a second file.
@@ -22,14 +22,15 @@ from typing import Any
 from memory.errors import MemoryStoreError
 from memory.status_file import write_status_file
 from memory.working import WorkingMemory
-from orchestrator.artifacts import iso_timestamp, read_merged, write_merged, write_plan
+from orchestrator.artifacts._text import sections
+from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
+from orchestrator.artifacts.plan import write_plan
 from orchestrator.checkpoints import Checkpoint
 from orchestrator.checkpoints import write_checkpoint as write_checkpoint_file
 from orchestrator.docs import FINDINGS
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.paths import merged_name, utc
-from orchestrator.readback import sections
+from orchestrator.paths import iso_timestamp, utc
 from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.run_model import MERGED_FIELDS
 from orchestrator.state import (

@@ -103,3 +103,12 @@ def test_a_field_added_to_finding_reaches_every_view():
         "merged": "high",
     }
     assert Path(run_model.__file__).read_text().count(ANCHOR) == 1
+
+
+def test_artifacts_package_exports_resolve():
+    """`orchestrator.artifacts` keeps the names its single module had (loaded lazily)."""
+    import orchestrator.artifacts as artifacts
+
+    assert artifacts.__all__ == sorted(artifacts.__all__)
+    for name in artifacts.__all__:
+        assert getattr(artifacts, name) is not None
