@@ -83,6 +83,10 @@ class Finding(BaseModel):
     recommendations: list[str] = Field(default_factory=list)
 
 
+INLINE_FIELDS = tuple(k for k, f in Finding.model_fields.items() if Inline in f.metadata)
+"""`Finding` fields shown on one line: together, after the finding's name, in a merged
+batch (`(completed)`) and in a snapshot's digest."""
+
 RECORDED = frozenset({"files_written"})
 """`Finding` fields tether records from the agent's tool calls; its tool does not offer them."""
 

@@ -42,7 +42,7 @@ from orchestrator.artifacts._render import (
 from orchestrator.artifacts._text import _name, _newest_first, _read_kind, _text_and_meta
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.paths import iso_timestamp, slug, timestamp, utc
-from orchestrator.run_model import FileNote, Finding, Inline, model_view
+from orchestrator.run_model import INLINE_FIELDS, FileNote, Finding, Inline, model_view
 
 FINDINGS_TEMPLATE = "findings.md.j2"
 MERGED_TEMPLATE = "merged_findings.md.j2"
@@ -211,23 +211,29 @@ def _merged_files(
     return list(by_path.values())
 
 
+def _merged_view(f: MergedFindingInput, label: str) -> dict[str, Any]:
+    """One finding of a merged batch as the template shows it; `inline`: its one-line
+    fields together (`completed`)."""
+    views = finding_views(f)
+    return {
+        **views,
+        "agent": md_inline(f.agent),
+        "label": label,
+        "task": md_inline(f.task),
+        "inline": ", ".join(v for v in (views[k] for k in INLINE_FIELDS) if v),
+        "summary": md_block(f.summary) or "_No summary._",
+        "source_code": md_code(f.path) if f.path else "",
+    }
+
+
 def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | None = None) -> str:
     """The merged-findings markdown of one batch."""
     inp = validate_input(MergedInput, MERGED_TEMPLATE, data)
     counts: dict[str, int] = {}
     for f in inp.findings:
         counts[f.status] = counts.get(f.status, 0) + 1
-    views = [
-        {
-            **finding_views(f),
-            "agent": md_inline(f.agent),
-            "label": label,
-            "task": md_inline(f.task),
-            "summary": md_block(f.summary) or "_No summary._",
-            "source_code": md_code(f.path) if f.path else "",
-        }
-        for f, label in zip(inp.findings, _labels(inp.findings), strict=True)
-    ]
+    labels = _labels(inp.findings)
+    views = [_merged_view(f, label) for f, label in zip(inp.findings, labels, strict=True)]
     return render_template(
         MERGED_TEMPLATE,
         project_dir,

@@ -3,7 +3,8 @@
 The final-answer tool, the template inputs of the findings and merged files, the merged
 record's fields and the texts the graph state leaves out are all derived from `Finding`;
 a field added to `Finding` (here in a subprocess, by editing the module's source) shows
-up in each of them and in the files with no other change. The JSON checkpoint holds no
+up in each of them, in the files' metadata, in a merged batch's line and in a snapshot's
+digest (an `Inline` field) with no other change. The JSON checkpoint holds no
 finding entries (only the paths of findings files: `findings`, `completed_findings`), so
 its schema does not change with `Finding`; its subtasks are `Subtask`s as the state holds
 them.
@@ -69,6 +70,7 @@ from orchestrator.templates import FindingsInput, MergedFindingInput
 from orchestrator.nodes._core import MERGED_FIELDS, merged_input
 from orchestrator.findings import TEXT_FIELDS, finding_record
 from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged
+from orchestrator.snapshot_content import _finding_block
 
 answer = SubmitFindings(summary="s", confidence="high").model_dump()
 memory = tempfile.mkdtemp()
@@ -85,6 +87,8 @@ print(json.dumps({{
     "record": record.get("confidence"),
     "file": read_findings(written).get("confidence"),
     "merged": read_merged(merged)["findings"][0].get("confidence"),
+    "merged_line": "(completed, high)" in read_merged(merged)["text"],
+    "digest": "(completed, high)" in _finding_block({{**record, "key": "p/a"}}, None)[0],
 }}))
 """
 
@@ -101,6 +105,8 @@ def test_a_field_added_to_finding_reaches_every_view():
         "record": "high",
         "file": "high",
         "merged": "high",
+        "merged_line": True,
+        "digest": True,
     }
     assert Path(run_model.__file__).read_text().count(ANCHOR) == 1
 
