@@ -51,14 +51,9 @@ def _subtask_records(ctx: RunContext, state: OrchestratorState, plan: Any) -> di
             key = subtask_key(phase, f"{sub.id}-{n}")
             n += 1
         agent = sub.agent if sub.agent in known else default_agent
-        records[key] = {
-            "id": key.split("/", 1)[1],
-            "title": sub.title,
-            "description": sub.description,
-            "agent": agent,
-            "scope": list(sub.scope),
-            "phase": phase,
-        }
+        # the state's record is the `Subtask` (every field of it), renamed and placed
+        records[key] = {**sub.model_dump(), "id": key.split("/", 1)[1], "agent": agent}
+        records[key]["phase"] = phase
     return records
 
 

@@ -6,8 +6,8 @@ a field added to `Finding` (here in a subprocess, by editing the module's source
 up in each of them, in the files' metadata, in a merged batch's line and in a snapshot's
 digest (an `Inline` field) with no other change. The JSON checkpoint holds no
 finding entries (only the paths of findings files: `findings`, `completed_findings`), so
-its schema does not change with `Finding`; its subtasks are `Subtask`s as the state holds
-them.
+its schema does not change with `Finding`; its subtask entries are a view of `Subtask`, and
+a field added to `Subtask` reaches the lead's tool and the checkpoint schema.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from orchestrator import run_model
+from orchestrator.checkpoint_model import checkpoint_json_schema
 from orchestrator.findings import TEXT_FIELDS
 from orchestrator.nodes._core import MERGED_FIELDS
 from orchestrator.protocol import PhasePlan, SubmitFindings
@@ -49,6 +50,13 @@ class TestViews:
         schema = PhasePlan.model_json_schema()
         assert schema["$defs"]["Subtask"] == Subtask.model_json_schema()
 
+    def test_checkpoint_subtask_entries_are_subtasks(self):
+        entry = checkpoint_json_schema()["$defs"]["SubtaskEntry"]
+        assert list(entry["properties"]) == [*Subtask.model_fields, "phase", "key"]
+        assert entry["required"] == ["id"] and entry["additionalProperties"] is True
+        for name, schema in Subtask.model_json_schema()["properties"].items():
+            assert entry["properties"][name]["type"] == schema["type"]
+
 
 ANCHOR = "    recommendations: list[str] = Field(default_factory=list)\n"
 ADDED = (
@@ -68,6 +76,7 @@ exec(compile(src.replace({anchor!r}, {anchor!r} + {added!r}), path, "exec"), mod
 from orchestrator.protocol import SubmitFindings
 from orchestrator.templates import FindingsInput, MergedFindingInput
 from orchestrator.nodes._core import MERGED_FIELDS, merged_input
+from orchestrator.checkpoint_model import checkpoint_json_schema
 from orchestrator.findings import TEXT_FIELDS, finding_record
 from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged
 from orchestrator.snapshot_content import _finding_block
@@ -118,3 +127,31 @@ def test_artifacts_package_exports_resolve():
     assert artifacts.__all__ == sorted(artifacts.__all__)
     for name in artifacts.__all__:
         assert getattr(artifacts, name) is not None
+
+
+SUBTASK_ANCHOR = "    scope: list[str] = Field(\n"
+SUBTASK_PROBE = """
+import json, sys, types
+path = {path!r}
+src = open(path).read()
+assert src.count({anchor!r}) == 1
+mod = types.ModuleType("orchestrator.run_model")
+mod.__file__ = path
+sys.modules["orchestrator.run_model"] = mod
+added = "    priority: int = Field(default=0, description='higher first')\\n"
+exec(compile(src.replace({anchor!r}, added + {anchor!r}), path, "exec"), mod.__dict__)
+
+from orchestrator.checkpoint_model import checkpoint_json_schema
+from orchestrator.protocol import PhasePlan
+print(json.dumps([
+    "priority" in PhasePlan.model_json_schema()["$defs"]["Subtask"]["properties"],
+    "priority" in checkpoint_json_schema()["$defs"]["SubtaskEntry"]["properties"],
+]))
+"""
+
+
+def test_a_field_added_to_subtask_reaches_the_tool_and_the_checkpoint_schema():
+    code = SUBTASK_PROBE.format(path=run_model.__file__, anchor=SUBTASK_ANCHOR)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [True, True]
