@@ -137,6 +137,7 @@ SubtaskEntry = model_view(
     "holds it), with its phase and state key.",
     field=_entry_field,
     base=_SubtaskEntryBase,
+    module=__name__,
     extra={
         "phase": (str, Field(default="", description="The phase the subtask belongs to.")),
         "key": (str, Field(default="", description="Its key in the run's state: `phase/id`.")),

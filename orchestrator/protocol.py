@@ -51,6 +51,7 @@ SubmitFindings = model_view(
     "SubmitFindings",
     "Submit what this subagent found; ends the subagent's work.",
     exclude=RECORDED,
+    module=__name__,
 )
 """The subagent's final-answer tool: `Finding` but the fields tether records itself."""
 

@@ -25,7 +25,6 @@ Invariant: no other module lists a finding's fields by hand.
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any
 
@@ -105,6 +104,7 @@ def model_view(
     base: type[BaseModel] | None = None,
     lead: Mapping[str, tuple[Any, Any]] | None = None,
     extra: Mapping[str, tuple[Any, Any]] | None = None,
+    module: str | None = None,
 ) -> type[BaseModel]:
     """A pydantic model named `name` with `model`'s fields (but `exclude`), in their order.
 
@@ -114,6 +114,7 @@ def model_view(
         base: the view's base class (its config and validators); default: `model`'s config.
         lead, extra: more fields, `name -> (annotation, FieldInfo or default)`, before and
             after `model`'s.
+        module: the module the view is defined in (its `__module__`); default `model`'s.
     """
     skip = set(exclude)
     fields: dict[str, Any] = dict(lead or {})
@@ -122,7 +123,7 @@ def model_view(
             info = copy.copy(info)
             fields[key] = field(key, info) if field else (info.rebuild_annotation(), info)
     fields.update(extra or {})
-    caller = sys._getframe(1).f_globals.get("__name__", __name__)
+    caller = module or model.__module__
     if base is None:
         return create_model(
             name, __config__=model.model_config, __doc__=doc, __module__=caller, **fields

@@ -111,6 +111,7 @@ _FindingFields = model_view(
         "task_id": (str | None, None),
         "phase": (str | None, None),
     },
+    module=__name__,
 )
 
 
@@ -146,7 +147,7 @@ def _view(value: Any, inline: bool) -> Any:
         return ""
     if isinstance(value, str):
         return md_inline(value) if inline else md_block(value)
-    if isinstance(value, list) and all(isinstance(v, FileNote) for v in value) and value:
+    if isinstance(value, list) and value and all(isinstance(v, FileNote) for v in value):
         return _file_views(value)
     if isinstance(value, list):
         return [_view(v, inline) for v in value]
