@@ -7,32 +7,29 @@ model with tool calling can drive tether. Before the final call an agent may cal
 ordinary tools it was given (file tools, `recall_memory`, memory tools) as often as its
 step budget allows.
 
-`Subtask` and the finding are defined once, in `orchestrator.run_model`; `SubmitFindings`
-is a view of `Finding` (`model_view`), so the tool's schema follows the model.
+`Subtask`, `Plan` and `Finding` are defined once, in `orchestrator.run_model`: `PhasePlan`
+is a `Plan` with the phase's subtasks and the lead's verdict, and `SubmitFindings` a view
+of `Finding` (`model_view`), so the tools' schemas follow the model.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from orchestrator.run_model import RECORDED, FileNote, Finding, Subtask, model_view
+from orchestrator.run_model import RECORDED, FileNote, Finding, Plan, Subtask, model_view
 
 __all__ = ["FINDINGS_TOOL", "PLAN_TOOL", "FileNote", "PhasePlan", "SubmitFindings", "Subtask"]
 
 
-class PhasePlan(BaseModel):
+class PhasePlan(Plan):
     """Submit the research plan and the subtasks for the current phase."""
 
     model_config = ConfigDict(extra="forbid")
 
-    strategy: str = Field(description="High-level approach for this phase, 1-3 sentences.")
-    key_questions: list[str] = Field(default_factory=list)
     subtasks: list[Subtask] = Field(
         default_factory=list,
         description="Independent subtasks to run in parallel (none when the phase needs none).",
     )
-    constraints: list[str] = Field(default_factory=list)
-    next_actions: list[str] = Field(default_factory=list)
     done: bool = Field(
         default=False,
         description="True when the objective is answered once this phase's subtasks (if any) "

@@ -1,4 +1,4 @@
-"""The run as one typed model: a subtask and a finding are each defined once, here.
+"""The run as one typed model: a subtask, a plan and a finding are each defined once, here.
 
 Everything else that has the shape of a finding is a *view* of `Finding`, derived from
 `Finding.model_fields` rather than written out again:
@@ -17,7 +17,10 @@ Everything else that has the shape of a finding is a *view* of `Finding`, derive
 So a field added to `Finding` reaches the tool schema, the registry record, the findings
 file's metadata, the merged record and the snapshot's records with no other change; a
 template shows it once it names it. `Subtask` is the lead's unit of work (`PhasePlan`'s
-entries, the graph state's subtasks).
+entries, the graph state's subtasks, a checkpoint's subtask entries). `Plan` is what the
+lead decides for the research plan: the `PhasePlan` tool extends it, the graph state and a
+checkpoint's `extra` carry its fields (`orchestrator.state.LEAD_FIELDS`), and the plan
+file's input is a view of it (`orchestrator.artifacts.plan.PlanInput`).
 
 Invariant: no other module lists a finding's fields by hand.
 """
@@ -59,6 +62,17 @@ class Subtask(BaseModel):
         default_factory=list,
         description="Paths under the workdir this subtask should focus on (may be empty).",
     )
+
+
+class Plan(BaseModel):
+    """What the lead decides for the research plan (the progress in it is tether's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str = Field(description="High-level approach for this phase, 1-3 sentences.")
+    key_questions: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+    next_actions: list[str] = Field(default_factory=list)
 
 
 class Finding(BaseModel):
@@ -138,13 +152,19 @@ def _empty(info: FieldInfo) -> Any:
     return info.get_default(call_default_factory=True)
 
 
-def finding_values(payload: Mapping[str, Any] | None, exclude: Iterable[str] = ()) -> dict:
-    """Every `Finding` field (but `exclude`) from `payload` (an agent's answer, a registry
-    record, a findings file's values); a missing or empty value is the field's default."""
+def model_values(
+    model: type[BaseModel], payload: Mapping[str, Any] | None, exclude: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Every field of `model` (but `exclude`) from `payload` (an agent's answer, a registry
+    record, a file's values, the graph state); a missing or empty value is the field's
+    default."""
     payload = payload or {}
     skip = set(exclude)
     return {
-        k: payload.get(k) or _empty(info)
-        for k, info in Finding.model_fields.items()
-        if k not in skip
+        k: payload.get(k) or _empty(info) for k, info in model.model_fields.items() if k not in skip
     }
+
+
+def finding_values(payload: Mapping[str, Any] | None, exclude: Iterable[str] = ()) -> dict:
+    """Every `Finding` field (but `exclude`) from `payload` (see `model_values`)."""
+    return model_values(Finding, payload, exclude)

@@ -1,7 +1,8 @@
 """The research plan: `research_plans/{task_id}.md`, one per task, rewritten in place.
 
 The name is `Docs.plan(task_id)` (`orchestrator.docs`). `write_plan` renders
-`research_plan.md.j2` from a `PlanInput` and keeps what a person added by hand
+`research_plan.md.j2` from a `PlanInput` (the lead's `orchestrator.run_model.Plan`, each
+field rendered by its type, plus the task and its progress) and keeps what a person added by hand
 (`keep_hand_edits`); `read_plan` gives back the values it was written with (its metadata
 line), its sections and text.
 
@@ -16,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
+from pydantic.fields import FieldInfo
 
 from orchestrator.artifacts._render import (
     Pathish,
-    _blocks,
     _Input,
     _pairs,
     md_block,
@@ -31,6 +32,7 @@ from orchestrator.artifacts._text import _read_kind, parse_meta, sections
 from orchestrator.docs import Docs
 from orchestrator.errors import TemplateError
 from orchestrator.paths import iso_timestamp
+from orchestrator.run_model import Plan, model_view
 
 PLAN_TEMPLATE = "research_plan.md.j2"
 
@@ -42,27 +44,60 @@ class QuestionInput(_Input):
     answered: bool = False
 
 
-class PlanInput(_Input):
-    """Everything `research_plan.md.j2` shows."""
+class _PlanBase(_Input):
+    """What the plan file's input adds to `Plan`: key questions as pairs or strings too."""
 
-    task_id: str
-    phase: str
-    objective: str
-    strategy: str = ""
-    key_questions: list[QuestionInput] = Field(default_factory=list)
-    completed: list[str] = Field(default_factory=list)
-    in_progress: list[str] = Field(default_factory=list)
-    pending: list[str] = Field(default_factory=list)
-    constraints: list[str] = Field(default_factory=list)
-    next_actions: list[str] = Field(default_factory=list)
-    skipped: list[str] = Field(default_factory=list)
-    """Phases not run because the lead declared the objective answered (with the reason)."""
-    updated: str
-
-    @field_validator("key_questions", mode="before")
+    @field_validator("key_questions", mode="before", check_fields=False)
     @classmethod
     def _questions(cls, value: Any) -> Any:
         return _pairs(value, "text", "answered")
+
+
+def _lenient(name: str, info: FieldInfo) -> tuple[Any, FieldInfo]:
+    """A `Plan` field as the template takes it: key questions with whether they are
+    answered, a required text defaulting to empty."""
+    annotation = info.rebuild_annotation()
+    if name == "key_questions":
+        annotation = list[QuestionInput]
+    if info.is_required():
+        info = FieldInfo.merge_field_infos(info, default="")
+    return annotation, info
+
+
+def _progress(description: str) -> tuple[Any, FieldInfo]:
+    return list[str], Field(default_factory=list, description=description)
+
+
+PlanInput = model_view(
+    Plan,
+    "PlanInput",
+    "Everything `research_plan.md.j2` shows: the task, the lead's `Plan` and the progress.",
+    field=_lenient,
+    base=_PlanBase,
+    lead={"task_id": (str, ...), "phase": (str, ...), "objective": (str, ...)},
+    extra={
+        "completed": _progress("Finished subtasks."),
+        "in_progress": _progress("Subtasks running or to be retried."),
+        "pending": _progress("Phases still to come."),
+        "skipped": _progress(
+            "Phases not run because the lead declared the objective answered (with the reason)."
+        ),
+        "updated": (str, ...),
+    },
+    module=__name__,
+)
+
+
+def _view(value: Any) -> Any:
+    """A value of the lead's `Plan` as the template shows it: texts as blocks, a key
+    question with whether it is answered."""
+    if isinstance(value, str):
+        return md_block(value)
+    if isinstance(value, QuestionInput):
+        return {"text": md_block(value.text), "answered": value.answered}
+    if isinstance(value, list):
+        return [_view(v) for v in value]
+    return value
 
 
 def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None = None) -> str:
@@ -75,16 +110,11 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
         phase=md_inline(inp.phase),
         updated=md_inline(inp.updated),
         objective=md_block(inp.objective),
-        strategy=md_block(inp.strategy),
-        key_questions=[
-            {"text": md_block(q.text), "answered": q.answered} for q in inp.key_questions
-        ],
+        **{name: _view(getattr(inp, name)) for name in Plan.model_fields},
         completed=[md_inline(x) for x in inp.completed],
         in_progress=[md_inline(x) for x in inp.in_progress],
         pending=[md_inline(x) for x in inp.pending],
         skipped=[md_inline(x) for x in inp.skipped],
-        constraints=_blocks(inp.constraints),
-        next_actions=_blocks(inp.next_actions),
         meta=inp.model_dump(mode="json"),
     )
 
@@ -95,35 +125,32 @@ def write_plan(
     *,
     objective: str,
     phase: str,
-    strategy: str = "",
-    key_questions: Iterable[Any] = (),
     completed: Iterable[str] = (),
     in_progress: Iterable[str] = (),
     pending: Iterable[str] = (),
-    constraints: Iterable[str] = (),
-    next_actions: Iterable[str] = (),
     skipped: Iterable[str] = (),
     project_dir: Pathish | None = None,
+    **plan: Any,
 ) -> Path:
     """Write (or rewrite) `research_plans/{task_id}.md`; returns its path.
 
     Args:
-        key_questions: `(text, answered)` pairs, `{"text", "answered"}` dicts or strings.
         completed, in_progress, pending: subtask ids or titles for the Progress section.
+        skipped: phases not run, with the reason.
         project_dir: where a project's `templates/` override lives (default: cwd).
+        plan: the fields of an `orchestrator.run_model.Plan` (`strategy`, `key_questions`
+            as `(text, answered)` pairs, `{"text", "answered"}` dicts or strings,
+            `constraints`, `next_actions`, ...); an unknown one is a `TemplateError`.
     """
     text = render_plan(
         {
+            **{k: list(v) if _many(v) else v for k, v in plan.items()},
             "task_id": task_id,
             "phase": phase,
             "objective": objective,
-            "strategy": strategy,
-            "key_questions": list(key_questions),
             "completed": list(completed),
             "in_progress": list(in_progress),
             "pending": list(pending),
-            "constraints": list(constraints),
-            "next_actions": list(next_actions),
             "skipped": list(skipped),
             "updated": iso_timestamp(),
         },
@@ -138,6 +165,11 @@ def write_plan(
     if previous is not None:
         text = keep_hand_edits(previous, text, project_dir)
     return docs.write_text(rel, text)
+
+
+def _many(value: Any) -> bool:
+    """Whether `value` is a sequence of values given as any iterable (not a text or dict)."""
+    return isinstance(value, Iterable) and not isinstance(value, str | Mapping)
 
 
 def _append_to_section(text: str, title: str, lines: list[str]) -> str:

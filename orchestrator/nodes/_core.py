@@ -32,7 +32,7 @@ from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import iso_timestamp, utc
 from orchestrator.registry import find_written, registry_lookup, registry_note
-from orchestrator.run_model import MERGED_FIELDS
+from orchestrator.run_model import MERGED_FIELDS, Plan, model_values
 from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
@@ -70,13 +70,14 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         ctx.docs,
         state["task_id"],
         objective=state["objective"],
-        strategy=state.get("strategy") or "Plan each phase, fan out, merge, checkpoint.",
-        key_questions=questions,
+        **{
+            **model_values(Plan, state),  # the lead's plan, as the state carries it
+            "strategy": state.get("strategy") or "Plan each phase, fan out, merge, checkpoint.",
+            "key_questions": questions,
+        },
         completed=completed,
         in_progress=in_progress + blocked,
         pending=pending,
-        constraints=list(state.get("constraints") or []),
-        next_actions=list(state.get("next_actions") or []),
         skipped=[f"phase {p} ({state.get('done_reason')})" for p in skipped],
         phase=phase,
         project_dir=ctx.project_dir,

@@ -22,8 +22,9 @@ from orchestrator.checkpoint_model import checkpoint_json_schema
 from orchestrator.findings import TEXT_FIELDS
 from orchestrator.nodes._core import MERGED_FIELDS
 from orchestrator.protocol import PhasePlan, SubmitFindings
-from orchestrator.run_model import RECORDED, Finding, Subtask
-from orchestrator.templates import FindingsInput, MergedFindingInput
+from orchestrator.run_model import RECORDED, Finding, Plan, Subtask
+from orchestrator.state import LEAD_FIELDS, OrchestratorState
+from orchestrator.templates import FindingsInput, MergedFindingInput, PlanInput
 
 IDENTITY = {"agent", "task", "subtask_id", "task_id", "phase", "timestamp"}
 
@@ -50,6 +51,13 @@ class TestViews:
         schema = PhasePlan.model_json_schema()
         assert schema["$defs"]["Subtask"] == Subtask.model_json_schema()
 
+    def test_the_lead_plan_tool_the_plan_file_and_the_state_share_plan(self):
+        fields = set(Plan.model_fields)
+        assert issubclass(PhasePlan, Plan)
+        assert fields <= set(PlanInput.model_fields)
+        assert fields <= set(LEAD_FIELDS)  # a checkpoint's `extra` carries them
+        assert fields <= set(OrchestratorState.__annotations__)
+
     def test_checkpoint_subtask_entries_are_subtasks(self):
         entry = checkpoint_json_schema()["$defs"]["SubtaskEntry"]
         assert list(entry["properties"]) == [*Subtask.model_fields, "phase", "key"]
@@ -74,7 +82,7 @@ sys.modules["orchestrator.run_model"] = mod
 exec(compile(src.replace({anchor!r}, {anchor!r} + {added!r}), path, "exec"), mod.__dict__)
 
 from orchestrator.protocol import SubmitFindings
-from orchestrator.templates import FindingsInput, MergedFindingInput
+from orchestrator.templates import FindingsInput, MergedFindingInput, PlanInput
 from orchestrator.nodes._core import MERGED_FIELDS, merged_input
 from orchestrator.checkpoint_model import checkpoint_json_schema
 from orchestrator.findings import TEXT_FIELDS, finding_record
