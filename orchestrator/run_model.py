@@ -22,7 +22,9 @@ lead decides for the research plan: the `PhasePlan` tool extends it, the graph s
 checkpoint's `extra` carry its fields (`orchestrator.state.LEAD_FIELDS`), and the plan
 file's input is a view of it (`orchestrator.artifacts.plan.PlanInput`).
 
-Invariant: no other module lists a finding's fields by hand.
+Invariant: no other module lists the fields of a finding, a subtask or the lead's plan by
+hand (the graph state's `FindingRef` names the three lists it counts; the state's
+`TypedDict` names each plan field, as LangGraph needs a channel per key).
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ def model_view(
 
 
 def _empty(info: FieldInfo) -> Any:
-    """What a missing or empty value of a field stands for: its default, else the empty text."""
+    """What a missing or empty value of a field stands for: its default, else the empty text
+    (the required fields of these models are texts)."""
     if info.is_required():
         return ""
     return info.get_default(call_default_factory=True)
