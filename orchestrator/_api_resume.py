@@ -13,6 +13,7 @@ from typing import Any
 
 from memory.store import MemoryStore
 from orchestrator.approvals import pending
+from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.checkpoints import load_checkpoint
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError
 from orchestrator.graph import saved_state
@@ -20,7 +21,6 @@ from orchestrator.models import ResolvedModel
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.paths import new_suffix
-from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import normalise
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult

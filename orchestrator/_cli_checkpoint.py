@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from memory.store import MemoryStore
+from orchestrator.artifacts.checkpoint import list_checkpoints
+from orchestrator.artifacts.snapshot import list_snapshots
 from orchestrator.cli import (
     _Group,
     _memory,
@@ -23,7 +25,6 @@ from orchestrator.cli import (
     shared_url,
     task_option,
 )
-from orchestrator.readback import list_checkpoints, list_snapshots
 
 
 @cli.group("checkpoint", cls=_Group)

@@ -17,10 +17,12 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
 
 from orchestrator.approvals import PendingApproval
 from orchestrator.errors import TemplateError
 from orchestrator.jsonvalues import JsonObject
+from orchestrator.run_model import Subtask, model_view
 
 CHECKPOINT_TEMPLATE = "checkpoint.json.j2"
 TIMESTAMP_PATTERN = (
@@ -114,12 +116,33 @@ class Checkpoint(BaseModel):
         return cls.model_construct(**given)
 
 
-class SubtaskEntry(BaseModel):
-    """A subtask as a checkpoint lists it (`id` required; the rest as the state holds it)."""
-
+class _SubtaskEntryBase(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
-    id: str = Field(min_length=1)
+
+def _entry_field(name: str, info: FieldInfo) -> tuple[Any, FieldInfo]:
+    """A `Subtask` field as a checkpoint lists it: `id` required and not empty, the others
+    optional (a checkpoint holds the subtasks as the state has them)."""
+    if name == "id":
+        return Annotated[info.rebuild_annotation(), Field(min_length=1)], info
+    if info.is_required():
+        info = FieldInfo.merge_field_infos(info, default="")
+    return info.rebuild_annotation(), info
+
+
+SubtaskEntry = model_view(
+    Subtask,
+    "SubtaskEntry",
+    "A subtask as a checkpoint lists it: a `Subtask` (`id` required; the rest as the state "
+    "holds it), with its phase and state key.",
+    field=_entry_field,
+    base=_SubtaskEntryBase,
+    module=__name__,
+    extra={
+        "phase": (str, Field(default="", description="The phase the subtask belongs to.")),
+        "key": (str, Field(default="", description="Its key in the run's state: `phase/id`.")),
+    },
+)
 
 
 class SavedState(CheckpointState):

@@ -1,169 +1,41 @@
-"""JSON checkpoints: `checkpoints/cp_{phase}_{ts}.json`, the recovery points.
+"""The `checkpoint report` text and a checkpoint's summary; the checkpoint files themselves.
 
-A `Checkpoint` holds the fields (checkpoint_id, task_id, phase, timestamp, state,
-context_summary, next_action, recovery_instructions) plus what tether needs to rebuild a
-run without the LangGraph database: the plan path, findings paths, memory entry ids, the
-LangGraph thread/checkpoint id, the objective, workdir, phases, the current phase's
-subtasks and which subtask produced which findings file.
-
-`write_checkpoint` renders `checkpoint.json.j2` (every value through `tojson`), checks the
-output against the shipped JSON Schema and only then writes it atomically under a fresh,
-never-colliding name. Readers never trust a file: `load_checkpoint` parses and validates,
-and `latest_valid_checkpoint` walks the files newest first, skipping corrupt, truncated or
-schema-invalid ones with one warning each.
-
-Invariant: a checkpoint file on disk is either complete and schema-valid, or it is
-reported and skipped; nothing here deletes or rewrites an existing checkpoint.
+Writing, loading, validating and listing `checkpoints/cp_{phase}_{ts}.json` is
+`orchestrator.artifacts.checkpoint`'s (re-exported here, where the API, the CLI and the
+recovery import them from); the model is `orchestrator.checkpoint_model`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from memory.errors import MemoryStoreError
-from orchestrator.checkpoint_model import (
-    Checkpoint,
-    CheckpointState,
-    LangGraphRef,
-    SavedCheckpoint,
-    checkpoint_problem,
+from orchestrator.artifacts.checkpoint import (
+    default_recovery_instructions,
+    latest_valid_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    write_checkpoint,
 )
-from orchestrator.docs import CHECKPOINTS, Docs
-from orchestrator.errors import CheckpointError, RecoveryError
-from orchestrator.paths import iso_timestamp, slug, timestamp
-from orchestrator.readback import checkpoint_infos, loads_strict, task_of
-from orchestrator.readback import list_checkpoints as list_checkpoints  # re-exported
-from orchestrator.templates import CHECKPOINT_TEMPLATE, Pathish, render_checkpoint, validate_input
+from orchestrator.checkpoint_model import Checkpoint, CheckpointState, LangGraphRef, SavedCheckpoint
 
-__all__ = ["Checkpoint", "CheckpointState", "LangGraphRef", "SavedCheckpoint"]
+__all__ = [
+    "Checkpoint",
+    "CheckpointState",
+    "LangGraphRef",
+    "SavedCheckpoint",
+    "checkpoint_summary",
+    "default_recovery_instructions",
+    "latest_valid_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "report",
+    "write_checkpoint",
+]
 
 SUMMARY_CHARS = 80
-
-
-def default_recovery_instructions(cp: Checkpoint) -> str:
-    """The text written when a caller leaves `recovery_instructions` empty."""
-    return (
-        f"Run `orchestrator resume --task {cp.task_id}`. Without the LangGraph database, "
-        "tether rebuilds the run from this checkpoint: read the research plan and the "
-        "findings listed here, skip completed subtasks, rerun pending and blocked ones, "
-        f"then continue with: {cp.next_action or 'the next phase'}."
-    )
-
-
-_AS_GIVEN = frozenset({"subtasks", "extra"})
-
-
-def write_checkpoint(
-    memory: Any, cp: Checkpoint | Mapping[str, Any], *, project_dir: Pathish | None = None
-) -> Path:
-    """Validate `cp`, render it and create `checkpoints/cp_{phase}_{ts}.json`.
-
-    `checkpoint_id` and `timestamp` are filled in when None (the id then equals the file's
-    stem); `phases` defaults to `[phase]`. `cp` itself is not modified.
-
-    Raises:
-        TemplateError: the rendered JSON fails to parse or to validate against the schema.
-    """
-    now = datetime.now(UTC)
-    if isinstance(cp, Checkpoint):
-        data = cp.model_copy()  # only top-level fields are set below: a shallow copy will do
-    else:
-        data = validate_input(Checkpoint, CHECKPOINT_TEMPLATE, cp)
-    if data.timestamp is None:
-        data.timestamp = iso_timestamp(now)
-    if not data.phases:
-        data.phases = [data.phase]
-    if not data.recovery_instructions:
-        data.recovery_instructions = default_recovery_instructions(data)
-    given_id = data.checkpoint_id
-
-    def render_as(stem: str) -> str:
-        data.checkpoint_id = given_id or stem
-        # the two JSON-object fields are the bulk of a checkpoint: `tojson` takes them as
-        # they are, uncopied (a value that is not JSON fails there; the schema checks the rest)
-        fields = data.model_dump(mode="json", exclude=_AS_GIVEN)
-        return render_checkpoint(
-            {**fields, **{f: getattr(data, f) for f in _AS_GIVEN}}, project_dir
-        )
-
-    stem = f"cp_{slug(data.phase, 'phase')}_{timestamp(now)}"
-    return Docs.of(memory).create_unique(CHECKPOINTS, stem, ".json", render_as)
-
-
-def load_checkpoint(path: Pathish, docs: Docs | None = None) -> Checkpoint:
-    """Read, parse and validate one checkpoint file (through `docs` when it is in that
-    memory; see `orchestrator.readback`).
-
-    Raises:
-        CheckpointError: missing, unreadable, not JSON (e.g. truncated by a crash), or not
-            valid against the checkpoint schema; the message names the file.
-    """
-    named, path = path, Path(path)
-    try:
-        raw = docs.read_named(named) if docs is not None else None
-        if raw is None:  # not a document of this memory: a file a person named
-            raw = path.read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} not found; list them with `orchestrator checkpoint list`"
-        ) from None
-    except OSError as exc:
-        raise CheckpointError(f"cannot read checkpoint {str(path)!r}: {exc.strerror}") from None
-    if not raw.strip():
-        raise CheckpointError(f"checkpoint {str(path)!r} is empty (truncated by a crash?)")
-    try:
-        obj = loads_strict(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise CheckpointError(f"checkpoint {str(path)!r} is not UTF-8 text") from None
-    except ValueError as exc:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} is not valid JSON ({_one_line(exc)}); "
-            "it may be truncated by a crash: use an older one"
-        ) from None
-    problem = checkpoint_problem(obj)  # the one validator: `SavedCheckpoint`, the schema's model
-    if problem:
-        raise CheckpointError(f"checkpoint {str(path)!r} fails the checkpoint schema {problem}")
-    return Checkpoint.model_validate(obj)
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
-
-
-def latest_valid_checkpoint(
-    memory: Any, task_id: str | None = None
-) -> tuple[Checkpoint, Path, list[str]]:
-    """The newest checkpoint that loads and validates (for `task_id`, if given).
-
-    Returns:
-        `(checkpoint, path, warnings)`: one warning per newer file that was skipped
-        because it is corrupt, truncated or schema-invalid.
-
-    Raises:
-        RecoveryError: no valid checkpoint; the message names the folder.
-    """
-    docs = Docs.of(memory)
-    warnings: list[str] = []
-    for info in checkpoint_infos(docs):
-        if task_id is not None and task_of(docs, info) not in (task_id, None):
-            continue  # another task's (one that cannot be read is loaded, and reported)
-        path = docs.path(info.path)
-        try:
-            cp = load_checkpoint(path, docs)
-        except CheckpointError as exc:
-            warnings.append(f"skipped {exc}")
-            continue
-        if task_id is None or cp.task_id == task_id:
-            return cp, path, warnings
-    which = f"for task {task_id!r} " if task_id is not None else ""
-    skipped = f" ({len(warnings)} corrupt file(s) skipped)" if warnings else ""
-    raise RecoveryError(
-        f"no valid checkpoint {which}in {str(docs.path(CHECKPOINTS))!r}{skipped}; "
-        "resume from a snapshot with --from-snapshot or start again with `orchestrator run`"
-    )
 
 
 # -- report (`checkpoint report`) -------------------------------------------------------

@@ -20,15 +20,10 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-#: The fields of a finding that are texts (what the graph state does not carry).
-TEXT_FIELDS = (
-    "summary",
-    "key_discoveries",
-    "files",
-    "files_written",
-    "open_questions",
-    "recommendations",
-)
+from orchestrator.run_model import Finding, finding_values
+
+TEXT_FIELDS = tuple(k for k in Finding.model_fields if k != "status")
+"""The fields of a finding that are texts (what the graph state does not carry)."""
 
 
 class FindingRef(TypedDict, total=False):
@@ -68,8 +63,7 @@ def finding_ref(record: Mapping[str, Any]) -> FindingRef:
 
 def texts_of(payload: Mapping[str, Any] | None) -> dict[str, Any]:
     """The text fields of a finding from a registry payload or a findings file's values."""
-    payload = payload or {}
-    return {k: payload.get(k) or ([] if k != "summary" else "") for k in TEXT_FIELDS}
+    return finding_values(payload, exclude=("status",))
 
 
 def finding_record(

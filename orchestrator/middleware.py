@@ -49,7 +49,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
-from orchestrator.artifacts import write_snapshot
+from orchestrator.artifacts._text import body_text
+from orchestrator.artifacts.snapshot import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
 from orchestrator.errors import ContextLoopError
@@ -57,7 +58,6 @@ from orchestrator.gauge import SAVE, WARN, TokenGauge, UsageRatio
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
 from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.provider import approx_tokens
-from orchestrator.readback import body_text
 from orchestrator.snapshot_content import agent_content
 
 REFILL_CALLS = 3

@@ -74,33 +74,6 @@ def slug(name: str, fallback: str = "agent", max_len: int = MAX_SLUG) -> str:
     return cleaned or fallback
 
 
-#: Agent names that would make a findings file look like another kind of artifact.
-RESERVED_AGENT_SLUGS = frozenset({"merged"})
-
-
-def agent_slug(agent: str) -> str:
-    """`agent` as the first part of a findings file's name (`merged` -> `agent-merged`)."""
-    value = slug(agent)
-    return f"agent-{value}" if value.lower() in RESERVED_AGENT_SLUGS else value
-
-
-def agent_file_name(sub: dict) -> str:
-    """`{agent}-{subtask id}` of a subtask, reduced to characters safe in a file name: what
-    its subagent's findings file is named after."""
-    return slug(f"{sub['agent']}-{sub['id']}", "agent", max_len=120)
-
-
-def findings_name(agent: str, when: datetime | str) -> str:
-    """`findings/{agent}_{ts}.md`: the name a findings file gets when it is free (a taken
-    one gets a suffix after the timestamp)."""
-    return f"findings/{agent_slug(agent)}_{timestamp(when)}.md"
-
-
-def merged_name(when: datetime | str) -> str:
-    """`findings/merged_{ts}.md`: the name a batch's merged findings get when it is free."""
-    return f"findings/merged_{timestamp(when)}.md"
-
-
 def new_suffix() -> str:
     """A short random suffix (6 hex digits) that keeps names unique."""
     return secrets.token_hex(3)

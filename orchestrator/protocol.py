@@ -6,43 +6,30 @@ pydantic models bound as tools with `model.bind_tools([...])`, so any LangChain 
 model with tool calling can drive tether. Before the final call an agent may call the
 ordinary tools it was given (file tools, `recall_memory`, memory tools) as often as its
 step budget allows.
+
+`Subtask`, `Plan` and `Finding` are defined once, in `orchestrator.run_model`: `PhasePlan`
+is a `Plan` with the phase's subtasks and the lead's verdict, and `SubmitFindings` a view
+of `Finding` (`model_view`), so the tools' schemas follow the model.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from orchestrator.run_model import RECORDED, FileNote, Finding, Plan, Subtask, model_view
+
+__all__ = ["FINDINGS_TOOL", "PLAN_TOOL", "FileNote", "PhasePlan", "SubmitFindings", "Subtask"]
 
 
-class Subtask(BaseModel):
-    """One unit of work for a subagent in the current phase."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(description="Short stable id, unique within the task, e.g. 'explore-memory'.")
-    title: str = Field(description="One line saying what to do.")
-    description: str = Field(description="What to look at and what to report.")
-    agent: str = Field(
-        default="researcher", description="Role of the subagent (a workflow agent name)."
-    )
-    scope: list[str] = Field(
-        default_factory=list,
-        description="Paths under the workdir this subtask should focus on (may be empty).",
-    )
-
-
-class PhasePlan(BaseModel):
+class PhasePlan(Plan):
     """Submit the research plan and the subtasks for the current phase."""
 
     model_config = ConfigDict(extra="forbid")
 
-    strategy: str = Field(description="High-level approach for this phase, 1-3 sentences.")
-    key_questions: list[str] = Field(default_factory=list)
     subtasks: list[Subtask] = Field(
         default_factory=list,
         description="Independent subtasks to run in parallel (none when the phase needs none).",
     )
-    constraints: list[str] = Field(default_factory=list)
-    next_actions: list[str] = Field(default_factory=list)
     done: bool = Field(
         default=False,
         description="True when the objective is answered once this phase's subtasks (if any) "
@@ -56,28 +43,14 @@ class PhasePlan(BaseModel):
     )
 
 
-class FileNote(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    path: str
-    description: str
-
-
-class SubmitFindings(BaseModel):
-    """Submit what this subagent found; ends the subagent's work."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: str = Field(default="completed", description="completed | partial | failed")
-    summary: str = Field(description="2-3 sentence summary of what was found.")
-    key_discoveries: list[str] = Field(default_factory=list)
-    files: list[FileNote] = Field(
-        default_factory=list,
-        description="Files examined, with a note (files written with memory tools are "
-        "recorded from the tool calls).",
-    )
-    open_questions: list[str] = Field(default_factory=list)
-    recommendations: list[str] = Field(default_factory=list)
+SubmitFindings = model_view(
+    Finding,
+    "SubmitFindings",
+    "Submit what this subagent found; ends the subagent's work.",
+    exclude=RECORDED,
+    module=__name__,
+)
+"""The subagent's final-answer tool: `Finding` but the fields tether records itself."""
 
 
 PLAN_TOOL = PhasePlan.__name__

@@ -22,17 +22,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.artifacts.findings import (
+    agent_file_name,
+    findings_meta,
+    findings_name,
+    list_findings,
+    read_findings,
+)
+from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.findings import TEXT_FIELDS, finding_ref
-from orchestrator.paths import agent_file_name, findings_name
-from orchestrator.readback import (
-    findings_meta,
-    list_findings,
-    list_snapshots,
-    read_findings,
-    read_snapshot,
-)
 from orchestrator.registry import find_written, registry_records
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
 from orchestrator.docs import Docs
 from orchestrator.errors import RecoveryError
-from orchestrator.readback import read_snapshot
 from orchestrator.rebuild import (
     missing_findings,
     retry_failed,

@@ -9,8 +9,8 @@ looks the artifact's key up in the document `.tether/registry/{task_id}.jsonl`:
   two findings files for one subtask;
 * nothing -> the step records its intent (with the timestamp and the payload needed to
   write the file without rerunning the agent), then writes the file. A findings file's
-  name follows from that timestamp (`paths.findings_name`), and so does a merged batch's
-  (`merged_{ts}.md`), so a path is recorded only when the name was taken.
+  name follows from that timestamp (`artifacts.findings.findings_name`), and so does a
+  merged batch's (`merged_{ts}.md`), so a path is recorded only when the name was taken.
 
 Since the record holds the findings durably, a subagent's findings file is not fsynced;
 a resume first writes again, under their recorded names, the files a crash of the machine

@@ -37,10 +37,11 @@ from typing import Any
 from memory.archive import Archive
 from memory.tokens import CHARS_PER_TOKEN
 from memory.working import WorkingMemory
+from orchestrator.artifacts._render import md_code
+from orchestrator.artifacts.findings import list_findings, read_findings
 from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
-from orchestrator.readback import list_findings, read_findings
-from orchestrator.templates import md_code
+from orchestrator.run_model import INLINE_FIELDS
 
 FOUND_CHARS = 3000
 LEFT_CHARS = 1600
@@ -153,7 +154,9 @@ def _finding_block(record: Mapping[str, Any], objective: str | None) -> list[str
     """A finding as a digest item: its first sentence and cited discoveries."""
     key = record.get("key") or record.get("subtask_id") or record.get("agent") or "?"
     where = f" {md_code(record['path'])}" if record.get("path") else ""
-    head = f"- {key} ({record.get('status') or 'completed'}){where}: "
+    inline = [record.get("status") or "completed"]
+    inline += [str(record[k]) for k in INLINE_FIELDS if k != "status" and record.get(k)]
+    head = f"- {key} ({', '.join(inline)}){where}: "
     head += first_sentence(_short(record.get("summary") or "", objective)) or "_no summary_"
     cites = _finding_cites(record)
     if cites:

@@ -20,6 +20,8 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict  # pydantic (LangGraph Server schemas) needs it on 3.11
 
+from orchestrator.run_model import Plan
+
 #: Value that deletes a key in `merge_keyed` (e.g. a failure cleared by a later success).
 DELETE = None
 
@@ -44,15 +46,12 @@ def subtask_key(phase: str, subtask_id: str) -> str:
 
 
 LEAD_FIELDS = (
-    "strategy",
-    "key_questions",
+    *Plan.model_fields,  # strategy, key_questions, constraints, next_actions
     "answered",
     "done_reason",
     "approved",
     "usage",
     "lean_seed",
-    "constraints",
-    "next_actions",
     "lead_log",
     "lead_calls",
     "seed_snapshot",

@@ -29,17 +29,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.artifacts._text import loads_strict
+from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
+from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.docs import CHECKPOINTS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.gauge import total_tokens
 from orchestrator.models import OFFLINE_SPECS
-from orchestrator.readback import (
-    checkpoint_infos,
-    list_snapshots,
-    loads_strict,
-    read_snapshot,
-    task_of,
-)
 from orchestrator.rebuild import state_from_checkpoint
 from orchestrator.state import OrchestratorState, current_phase, initial_state, usage_totals
 from orchestrator.tasks import (

@@ -5,7 +5,7 @@
   workdir's `STATUS.md` when the run asks for it (`RunContext.status_file`);
   `checkpoint_update` is the state update that records it.
 * `write_plan_file` rewrites `research_plans/{task_id}.md` from the state (a person's edits
-  are kept, see `orchestrator.artifacts.keep_hand_edits`).
+  are kept, see `orchestrator.artifacts.plan.keep_hand_edits`).
 * `update_overview` keeps `working/{task}/overview.md` current.
 * `merge_findings` writes a batch's `findings/merged_{ts}.md` once, through the artifact
   registry (`orchestrator.registry`), so a replayed step never writes a second file.
@@ -22,15 +22,17 @@ from typing import Any
 from memory.errors import MemoryStoreError
 from memory.status_file import write_status_file
 from memory.working import WorkingMemory
-from orchestrator.artifacts import iso_timestamp, read_merged, write_merged, write_plan
+from orchestrator.artifacts._text import sections
+from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
+from orchestrator.artifacts.plan import write_plan
 from orchestrator.checkpoints import Checkpoint
 from orchestrator.checkpoints import write_checkpoint as write_checkpoint_file
 from orchestrator.docs import FINDINGS
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.paths import merged_name, utc
-from orchestrator.readback import sections
+from orchestrator.paths import iso_timestamp, utc
 from orchestrator.registry import find_written, registry_lookup, registry_note
+from orchestrator.run_model import MERGED_FIELDS, Plan, model_values
 from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
@@ -68,13 +70,14 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         ctx.docs,
         state["task_id"],
         objective=state["objective"],
-        strategy=state.get("strategy") or "Plan each phase, fan out, merge, checkpoint.",
-        key_questions=questions,
+        **{
+            **model_values(Plan, state),  # the lead's plan, as the state carries it
+            "strategy": state.get("strategy") or "Plan each phase, fan out, merge, checkpoint.",
+            "key_questions": questions,
+        },
         completed=completed,
         in_progress=in_progress + blocked,
         pending=pending,
-        constraints=list(state.get("constraints") or []),
-        next_actions=list(state.get("next_actions") or []),
         skipped=[f"phase {p} ({state.get('done_reason')})" for p in skipped],
         phase=phase,
         project_dir=ctx.project_dir,
@@ -276,20 +279,6 @@ def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, A
     for key, info in sorted(failed.items()):
         lines.append(f"- {key} FAILED: {info.get('error', '')}")
     return "\n".join(lines)
-
-
-MERGED_FIELDS = (
-    "agent",
-    "summary",
-    "status",
-    "key_discoveries",
-    "files",
-    "files_written",
-    "open_questions",
-    "recommendations",
-    "path",
-    "phase",
-)
 
 
 def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:

@@ -23,12 +23,12 @@ from langchain_core.tools import BaseTool
 
 from memory.store import MemoryStore
 from memory.tools import memory_tools
+from orchestrator.artifacts.findings import read_findings
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
 from orchestrator.findings import finding_record
 from orchestrator.gauge import UsageRatio
-from orchestrator.readback import read_findings
 from orchestrator.registry import registry_records
 from orchestrator.skills import Triggers
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox

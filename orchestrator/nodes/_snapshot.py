@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from orchestrator.artifacts import write_snapshot
+from orchestrator.artifacts.snapshot import write_snapshot
 from orchestrator.nodes._lead import lead_context_tokens
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.snapshot_content import lead_content

@@ -27,6 +27,7 @@ from orchestrator.nodes._lead import LEAD, lead_messages, log_lead, max_subtasks
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.protocol import PhasePlan
 from orchestrator.provider import approx_tokens, tool_tokens
+from orchestrator.run_model import Plan
 from orchestrator.state import (
     OrchestratorState,
     current_phase,
@@ -51,14 +52,9 @@ def _subtask_records(ctx: RunContext, state: OrchestratorState, plan: Any) -> di
             key = subtask_key(phase, f"{sub.id}-{n}")
             n += 1
         agent = sub.agent if sub.agent in known else default_agent
-        records[key] = {
-            "id": key.split("/", 1)[1],
-            "title": sub.title,
-            "description": sub.description,
-            "agent": agent,
-            "scope": list(sub.scope),
-            "phase": phase,
-        }
+        # the state's record is the `Subtask` (every field of it), renamed and placed
+        records[key] = {**sub.model_dump(), "id": key.split("/", 1)[1], "agent": agent}
+        records[key]["phase"] = phase
     return records
 
 
@@ -105,12 +101,11 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
     return {
         **update,
         "subtasks": subtasks,
-        "strategy": plan.strategy,
+        # the lead's `Plan` as given, but the key questions, which add up over the phases
+        **plan.model_dump(include=set(Plan.model_fields) - {"key_questions"}),
         "key_questions": questions,
         "answered": sorted(answered | set(state.get("answered") or [])),
         "usage": {LEAD: usage_record(result, (state.get("usage") or {}).get(LEAD))},
-        "constraints": list(plan.constraints),
-        "next_actions": list(plan.next_actions),
         "tokens": {LEAD: (state.get("tokens") or {}).get(LEAD, 0) + result.tokens},
         "first_call_done": True,
         "lead_log": [

@@ -16,7 +16,7 @@ registry (`orchestrator.registry`):
 1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first
    (a durable line);
 2. the findings file is written with that timestamp, which fixes its name
-   (`paths.findings_name`); only if that name was taken is its path recorded as well.
+   (`artifacts.findings.findings_name`); only if that name was taken is its path recorded as well.
    The file is not fsynced: the record is the durable copy, and a resume writes again
    any file a crash of the machine lost or cut short (`repair_findings`).
 On a replay (any run but the one that started the task, which has nothing on disk to
@@ -40,17 +40,24 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
 from orchestrator.approvals import note_requests
-from orchestrator.artifacts import findings_text, iso_timestamp, write_findings
+from orchestrator.artifacts._text import parse_meta
+from orchestrator.artifacts.findings import (
+    agent_file_name,
+    findings_meta,
+    findings_name,
+    findings_text,
+    write_findings,
+)
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.findings import finding_ref
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offload import OffloadLargeToolResults
-from orchestrator.paths import agent_file_name, findings_name
+from orchestrator.paths import iso_timestamp
 from orchestrator.protocol import SubmitFindings
-from orchestrator.readback import findings_meta, parse_meta
 from orchestrator.registry import find_written, registry_note, registry_records
+from orchestrator.run_model import finding_values
 from orchestrator.state import DELETE, usage_record
 from orchestrator.toolbox import ToolTimeoutMiddleware
 from orchestrator.workdir_write import CREATED_RE, MODIFIED_RE
@@ -175,15 +182,7 @@ def _findings_fields(payload: dict, findings: dict) -> dict[str, Any]:
     sub = payload["subtask"]
     return {
         "task": f"[{payload['key']}] {sub.get('title') or sub['id']}",
-        "status": findings.get("status") or "completed",
-        "summary": findings.get("summary") or "",
-        "key_discoveries": list(findings.get("key_discoveries") or []),
-        "files": [(f["path"], f["description"]) for f in findings.get("files") or []],
-        "files_written": [
-            (f["path"], f["description"]) for f in findings.get("files_written") or []
-        ],
-        "open_questions": list(findings.get("open_questions") or []),
-        "recommendations": list(findings.get("recommendations") or []),
+        **finding_values(findings),
         "task_id": payload["task_id"],
         "subtask_id": payload["key"],
         "phase": payload["phase"],

@@ -21,6 +21,7 @@ from memory.paths import Layout
 from memory.resources import shipped_dir
 from memory.store import MemoryStore
 from orchestrator import checkpoints, templates
+from orchestrator.artifacts import checkpoint as checkpoint_artifact
 from orchestrator.checkpoints import Checkpoint, CheckpointState
 from orchestrator.errors import CheckpointError, RecoveryError, TemplateError
 
@@ -80,16 +81,17 @@ class TestWrite:
         assert checkpoints.load_checkpoint(path).phase == "code review/2"
 
     def test_same_instant_never_collides(self, layout, monkeypatch):
-        fixed = checkpoints.datetime(
-            2025, 1, 4, 12, 0, tzinfo=checkpoints.datetime.now().astimezone().tzinfo
+        fixed = checkpoint_artifact.datetime(
+            2025, 1, 4, 12, 0, tzinfo=checkpoint_artifact.datetime.now().astimezone().tzinfo
         )
 
-        class Frozen(checkpoints.datetime):
+        class Frozen(checkpoint_artifact.datetime):
             @classmethod
             def now(cls, tz=None):
                 return fixed
 
-        monkeypatch.setattr(checkpoints, "datetime", Frozen)
+        # the checkpoint file is named by `orchestrator.artifacts.checkpoint`
+        monkeypatch.setattr(checkpoint_artifact, "datetime", Frozen)
         paths = [checkpoints.write_checkpoint(layout, _cp()) for _ in range(3)]
         assert len(set(paths)) == 3
         for p in paths:  # each file's id is its own name, suffix included
