@@ -107,19 +107,19 @@ def retrying(
 
 
 class _QuietPoolLog(logging.Filter):
-    """Drop psycopg_pool's warnings about tether's own pools (a dead connection discarded,
-    a reconnect attempt failed): `retrying` says once, in one line, what happened."""
+    """Drop psycopg's warnings about connections tether is replacing (a dead connection
+    discarded, a reconnect attempt failed, a pipeline on a lost connection): `retrying`
+    says once, in one line, what happened."""
 
     NOISE = (
         "discarding closed connection",
         "discarding broken connection",
         "error connecting in 'tether",
+        "error ignored terminating",
     )
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.NOISE[:2]) and not (
-            record.getMessage().startswith(self.NOISE[2])
-        )
+        return not record.getMessage().startswith(self.NOISE)
 
 
 _QUIET = _QuietPoolLog()
@@ -132,9 +132,9 @@ def make_pool(url: str, kwargs: dict[str, Any], *, max_size: int, name: str = "t
     first has the pool check its idle connections and replace the dead ones."""
     from psycopg_pool import ConnectionPool
 
-    pool_log = logging.getLogger("psycopg.pool")
-    if _QUIET not in pool_log.filters:
-        pool_log.addFilter(_QUIET)
+    for name in ("psycopg.pool", "psycopg"):
+        if _QUIET not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_QUIET)
     return ConnectionPool(
         url,
         kwargs=kwargs,
