@@ -47,6 +47,31 @@ from memory.base import (
     lines_before,
 )
 
+#: Characters of one search row: a `tsvector` holds at most 1 MB, which a message of a few
+#: MB of distinct words exceeds; a longer text is indexed as several rows (every word stays
+#: findable, each row cites the same line).
+PART_CHARS = 200_000
+
+
+def search_parts(doc_id: str, text: str) -> list[tuple[str, str]]:
+    """`(doc_id, text)` rows for one search document: itself when short, else parts cut at
+    whitespace, the first keeping `doc_id` and the others `...#p2#L12` (still citing L12)."""
+    if len(text) <= PART_CHARS:
+        return [(doc_id, text)]
+    head, _, line = doc_id.rpartition("#L") if "#L" in doc_id else (doc_id, "", "")
+    parts, start = [], 0
+    while start < len(text):
+        end = min(start + PART_CHARS, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", start + PART_CHARS // 2, end)
+            end = cut + 1 if cut > 0 else end
+        parts.append(text[start:end])
+        start = end
+    suffix = f"#L{line}" if line else ""
+    return [
+        (doc_id if k == 0 else f"{head}#p{k + 1}{suffix}", part) for k, part in enumerate(parts)
+    ]
+
 
 def retried(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run `method` again on a lost connection (for calls that are safe to repeat)."""
@@ -204,6 +229,8 @@ class DocumentsMixin:
         disk (`FLUSH_SQL`); None when the log needs the slow way."""
         new = payload.split(b"\n")[:-1] if indexed_source(path) else []
         docs = message_docs(path, list(enumerate(new, start=1)))
+        if any(len(d.text) > PART_CHARS for d in docs):
+            return None  # indexed in parts, the slow way
         params = {
             "path": path,
             "now": time.time(),
@@ -230,10 +257,10 @@ class DocumentsMixin:
     @staticmethod
     def _insert_search(conn: Any, docs: Sequence[SearchDoc]) -> None:
         rows = [
-            (d.doc_id, d.source, d.path, json.dumps(d.meta, sort_keys=True),
-             d.text.replace("\x00", ""))
+            (doc_id, d.source, d.path, json.dumps(d.meta, sort_keys=True), text)
             for d in docs
-        ]  # fmt: skip
+            for doc_id, text in search_parts(d.doc_id, d.text.replace("\x00", ""))
+        ]
         if rows:
             with conn.cursor() as cur:
                 cur.executemany(UPSERT_SEARCH_SQL, rows)

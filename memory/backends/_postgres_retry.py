@@ -41,11 +41,27 @@ def reconnect_seconds() -> float:
 
 
 def lost_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions that mean the connection (not the statement) failed."""
+    """The exception classes a lost connection raises (see `is_lost` for which of them)."""
     import psycopg
     from psycopg_pool import PoolTimeout
 
     return (psycopg.OperationalError, PoolTimeout)
+
+
+#: Server errors that mean the session ended, not that the statement was wrong: an
+#: administrator's or a shutdown's termination, a server still starting.
+_LOST_STATES = ("57P01", "57P02", "57P03")
+
+
+def is_lost(exc: BaseException) -> bool:
+    """Whether `exc` means the connection went (retry), not that the server refused the
+    statement (a limit, a timeout, a full disk: retrying would not help)."""
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in _LOST_STATES
 
 
 def reason_of(exc: BaseException) -> str:
@@ -85,6 +101,8 @@ def retrying(
                 unsure = False
             return call()
         except errors as exc:
+            if not is_lost(exc):
+                raise StorageError(f"{url!r} refused the request ({reason_of(exc)})") from None
             reason = reason_of(exc)
             unsure = landed is not None
         if pool is not None:

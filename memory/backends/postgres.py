@@ -104,6 +104,10 @@ ALNUM = re.compile(r"[^\W_]+")
 POOL_MAX = 8
 #: A word in more rows than this is common: its rows are candidates only beside another word.
 COMMON_DF = 5000
+#: A search row of a part of a long text (`search_parts`): `...#p2#L12` is `...#L12`.
+PART_ID = re.compile(r"#p\d+(?=#L\d+$|$)")
+#: Rows fetched beyond the limit, so parts of one text collapsing into one hit leave enough.
+PARTS_SLACK = 8
 #: Seconds a common word's row count (and the table's) is reused (`CountCache`).
 COUNT_TTL_S = 10.0
 #: Common words paired with each other among the candidates (the rarest of them first).
@@ -470,7 +474,7 @@ class PostgresBackend(DocumentsMixin, BaseBackend):
             if total is None:
                 total = self._search_rows(conn, srcs)
                 self._counts.put((key, None), total, large=total > COMMON_DF)
-            params: dict[str, Any] = {"sources": srcs, "limit": limit}
+            params: dict[str, Any] = {"sources": srcs, "limit": limit + PARTS_SLACK}
             params["candidates"] = candidate_query([t for t, _ in stats], [df for _, df in stats])
             parts = []
             for i, (term, df) in enumerate(stats):
@@ -479,7 +483,11 @@ class PostgresBackend(DocumentsMixin, BaseBackend):
                 parts.append(TERM_SCORE_SQL.format(i=i))
             sql = QUERY_SEARCH_SQL.format(score=" + ".join(parts))
             rows = conn.execute(sql, params).fetchall()
-        return [SearchHit(r[0], r[1], r[2], float(r[4]), r[3]) for r in rows]
+        hits: dict[str, SearchHit] = {}
+        for r in rows:  # the parts of one long text are one hit, its best part
+            doc_id = PART_ID.sub("", r[0])
+            hits.setdefault(doc_id, SearchHit(doc_id, r[1], r[2], float(r[4]), r[3]))
+        return list(hits.values())[:limit]
 
     @staticmethod
     def _search_rows(conn: Any, sources: list[str] | None) -> int:

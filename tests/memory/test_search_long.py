@@ -56,6 +56,21 @@ def test_the_last_word_of_a_multi_megabyte_message_is_found(backend):
     assert hit.citation == f"{MESSAGES}#L2"
 
 
+def test_a_multi_megabyte_message_of_distinct_words_is_stored_and_every_word_found(backend):
+    """Distinct words make an index row far larger than repeated ones (PostgreSQL's
+    `tsvector` holds at most 1 MB): the message is still stored whole and searchable."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = [  # 2.4 MB, every word different from its first five letters on
+        "".join(letters[n // 26**k % 26] for k in range(4)) + f"q{n}" for n in range(300_000)
+    ]
+    _log(backend, " ".join(words) + " quokka")
+    assert len(backend.read_text(MESSAGES).splitlines()) == 2
+    for word in ("quokka", words[0], words[150_000], words[-1]):
+        (hit,) = search(backend, word, limit=5)
+        assert hit.citation == f"{MESSAGES}#L2", word
+        assert word in hit.text
+
+
 def test_a_word_deep_in_a_long_message_of_other_scripts_is_found(backend):
     _log(backend, _filler(30_000, "Größe Übersicht naïve café") + " Zanzíbar")
     (hit,) = search(backend, "Zanzíbar", limit=5)

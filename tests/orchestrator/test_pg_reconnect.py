@@ -194,3 +194,22 @@ def test_a_run_whose_server_stays_away_stops_with_one_line_and_resumes(
     with Orchestrator(workdir=fixture_repo, workflow=tiny_workflow, memory_url=direct) as orch:
         result = orch.resume("shop")
     assert result.status == "done" and result.findings and not result.failed
+
+
+def test_a_request_the_server_refuses_is_not_retried_as_a_lost_connection(proxied, monkeypatch):
+    """A statement timeout or a server limit is an answer, not a lost connection: one
+    `StorageError` at once, not a minute of retries."""
+    from memory.backends import _postgres_documents as documents
+
+    _proxy, through, _direct = proxied
+    backend = PostgresBackend.from_url(through)
+
+    def refused(self, *args, **kwargs):
+        raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+
+    monkeypatch.setattr(documents.DocumentsMixin, "_append", refused)
+    began = time.monotonic()
+    with pytest.raises(StorageError, match="refused the request .*statement timeout"):
+        backend.append_lines("working/t/messages.jsonl", ['{"n": 1}'])
+    assert time.monotonic() - began < 2
+    backend.close()
