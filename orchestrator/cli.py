@@ -322,8 +322,9 @@ def _drive(
     """Run or resume a task (`start` gets the `Orchestrator`) under a view; report it."""
     view, on_event = _with_view(json_mode)
     settle_imports()
+    orch = _orchestrator(memory_dir, on_event, **options)  # bad settings: before any panel
     with view:
-        result = start(_orchestrator(memory_dir, on_event, **options))
+        result = start(orch)
     click.echo(report_text(result, json_mode, shared_url(memory_dir)))
     if result.status == "failed" and unreachable(result.failed):
         click.get_current_context().exit(EXIT_UNREACHABLE)
