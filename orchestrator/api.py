@@ -49,6 +49,7 @@ from orchestrator.errors import (
     OrchestratorRuntimeError,
     OrchestratorUserError,
 )
+from orchestrator.events import Event
 from orchestrator.faults import fault
 from orchestrator.graph import run_graph
 from orchestrator.models import ResolvedModel
@@ -59,8 +60,6 @@ from orchestrator.state import OrchestratorState, initial_state
 from orchestrator.tasks import TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.toolbox import Toolbox
 from orchestrator.workflow import AgentSpec
-
-Event = dict[str, Any]
 
 
 class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):

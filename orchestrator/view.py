@@ -39,8 +39,8 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.events import Event
 
-Event = dict[str, Any]
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
 #: The order agents are listed (and counted) in: what needs an eye first.
 STATE_ORDER = ("waiting", "running", "failed", "pending", "done")
