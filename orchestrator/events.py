@@ -306,6 +306,9 @@ def _type_text(annotation: Any) -> str:
         return "None"
     if annotation is Any:
         return "Any"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):  # its fields
+        fields = annotation.model_fields.items()
+        return "{" + ", ".join(f"{n}: {_type_text(f.annotation)}" for n, f in fields) + "}"
     return getattr(annotation, "__name__", str(annotation))
 
 
