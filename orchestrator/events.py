@@ -15,9 +15,10 @@ A field with a default (`= None`) may be absent from the dict; a field without o
 always there (its type says whether it may be None). The README's table of events is
 `events_table()`, checked by `tests/test_docs.py`.
 
-Validation always runs: a check costs about 2-4 µs (pydantic-core, measured on this
-project's 2-core machine), and a run emits tens to hundreds of events between model
-calls that take seconds, so a debug flag would buy nothing and let a wrong event through.
+Validation always runs, with or without a callback: a check costs 1.3-3.7 µs (`warning`
+to a `plan` of four subtasks; a plain dict takes 0.1 µs) on this project's 2-core machine,
+and a run emits tens to hundreds of events between model calls that take seconds, so a
+debug flag would save nothing measurable and would let a wrong event through in runs.
 """
 
 from __future__ import annotations

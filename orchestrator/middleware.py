@@ -34,7 +34,8 @@ What it does, per model call:
 
 Messages carry their LangChain ids into the log, and an id already there is not written
 again (an agent replayed after a crash). Events go to `on_event` (dicts with `event`:
-`tokens`, `warning`, `snapshot`), never to stdout. Invariant: the middleware never drops a
+`tokens`, `warning`, `snapshot`, `offloaded`; models in `orchestrator.events`), never to
+stdout. Invariant: the middleware never drops a
 tool message whose call it sends, and never sends one whose call it dropped.
 """
 
