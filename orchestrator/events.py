@@ -27,7 +27,7 @@ import re
 import types
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from orchestrator.errors import EventError
 
@@ -71,8 +71,9 @@ def build_event(kind: str, **fields: Any) -> Event:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
+        at = f"{where!r}: " if where else ""
         raise EventError(
-            f"event {kind!r} does not match {model.__name__}: {where!r}: {first['msg']} "
+            f"event {kind!r} does not match {model.__name__}: {at}{first['msg']} "
             f"({exc.error_count()} error(s)); fix the emitter or the model in "
             "orchestrator/events.py"
         ) from None
@@ -264,6 +265,18 @@ class OffloadedEvent(EventModel):
 
 
 # -- approval -------------------------------------------------------------------------------
+class _Answer(EventModel):
+    """An answer names what it answers: a request (`id`) or a phase gate (`agent`, `phase`)."""
+
+    @model_validator(mode="after")
+    def _answers_something(self) -> _Answer:
+        request = getattr(self, "id", None) is not None
+        gate = getattr(self, "agent", None) is not None and getattr(self, "phase", None) is not None
+        if request == gate:
+            raise ValueError("give either `id` (a request) or `agent` and `phase` (a gate)")
+        return self
+
+
 class WaitingApprovalEvent(EventModel):
     """The task stopped to wait for approval of `requests`."""
 
@@ -272,7 +285,7 @@ class WaitingApprovalEvent(EventModel):
     requests: list[dict[str, Any]]
 
 
-class ApprovedEvent(EventModel):
+class ApprovedEvent(_Answer):
     """A request (`id`) or the lead's phase gate (`agent`, `phase`) was approved."""
 
     kind = "approved"
@@ -282,7 +295,7 @@ class ApprovedEvent(EventModel):
     phase: str | None = None
 
 
-class RejectedEvent(EventModel):
+class RejectedEvent(_Answer):
     """A request (`id`) or the lead's phase gate (`agent`, `phase`) was rejected."""
 
     kind = "rejected"

@@ -84,6 +84,8 @@ def test_a_right_event_is_delivered_as_given():
         ("phase", {"phase": "exploration", "index": "1", "total": 2}, "'index': Input should"),
         ("agent", {"key": "s1", "agent": "a", "state": "lost"}, "'state': Input should be"),
         ("plan", {"phase": "p", "path": "x", "subtasks": [{"key": "s1"}]}, "'subtasks.0.agent'"),
+        ("approved", {"message": "ok"}, "either `id` (a request) or `agent` and `phase`"),
+        ("rejected", {"id": "r1", "agent": "lead", "phase": "p", "message": "no"}, "either"),
     ],
 )
 def test_a_wrong_event_raises(kind, fields, error):
