@@ -13,6 +13,7 @@ from typing import Any, Self
 
 from memory.store import MemoryStore
 from orchestrator.assembly import open_toolbox, run_workflow, task_workflow
+from orchestrator.events import build_event
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, run_model
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import utc
@@ -44,8 +45,9 @@ class SetupMixin:
         return open_toolbox(workflow, self.tools, self.project_dir, record)
 
     def _emit(self, event: str, **fields: Any) -> None:
+        built = build_event(event, **fields)  # checked with or without a callback
         if self.on_event is not None:
-            self.on_event({"event": event, **fields})
+            self.on_event(built)
 
     def settings_for(self, workflow: Workflow, record: TaskRecord | None = None) -> Settings:
         """The settings of a run of `workflow` (continuing `record`'s task, if given): this

@@ -14,8 +14,8 @@ phase), so a bad call leaves the memory directory untouched. `Orchestrator` is t
 it records the task (`orchestrator.tasks`), resolves the model (`orchestrator.models`),
 builds the run context and streams the graph (`orchestrator.graph`); a resume continues
 from the source `orchestrator.recovery` chooses; `status` reads tether's own files
-(`orchestrator.status`). Progress is reported as event dicts to `on_event` (see
-`orchestrator.view`); library code never prints.
+(`orchestrator.status`). Progress is reported as event dicts to `on_event` (their kinds and
+fields: `orchestrator.events`; shown by `orchestrator.view`); library code never prints.
 
 Invariant: `run` and `resume` either finish the task or leave it resumable: every
 super-step is durable (LangGraph `durability="sync"`), and the JSON checkpoints, plan and
@@ -49,6 +49,7 @@ from orchestrator.errors import (
     OrchestratorRuntimeError,
     OrchestratorUserError,
 )
+from orchestrator.events import Event
 from orchestrator.faults import fault
 from orchestrator.graph import run_graph
 from orchestrator.models import ResolvedModel
@@ -59,8 +60,6 @@ from orchestrator.state import OrchestratorState, initial_state
 from orchestrator.tasks import TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.toolbox import Toolbox
 from orchestrator.workflow import AgentSpec
-
-Event = dict[str, Any]
 
 
 class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):

@@ -22,6 +22,7 @@
     │   ├── ContextOverflowError      a request over the window even cut to its head
     │   ├── ProviderUnreachableError  no connection to the provider (or no answer in time)
     │   └── ContextLoopError          a context that refills the threshold right after a snapshot
+        ├── EventError                    a progress event that does not match its model
         └── Interrupted                   Ctrl-C; the message carries the resume command
 
     Stopped (KeyboardInterrupt)           Ctrl-C reaching an agent in a worker thread
@@ -88,6 +89,11 @@ class CheckpointError(OrchestratorRuntimeError):
 
 class RecoveryError(OrchestratorRuntimeError):
     """Nothing valid to resume from."""
+
+
+class EventError(OrchestratorRuntimeError):
+    """A progress event of an unknown kind, or whose fields do not match its model in
+    `orchestrator.events` (a bug in the emitter or the model, not in the user's input)."""
 
 
 class ModelCallError(OrchestratorRuntimeError):

@@ -34,7 +34,8 @@ What it does, per model call:
 
 Messages carry their LangChain ids into the log, and an id already there is not written
 again (an agent replayed after a crash). Events go to `on_event` (dicts with `event`:
-`tokens`, `warning`, `snapshot`), never to stdout. Invariant: the middleware never drops a
+`tokens`, `warning`, `snapshot`, `offloaded`; models in `orchestrator.events`), never to
+stdout. Invariant: the middleware never drops a
 tool message whose call it sends, and never sends one whose call it dropped.
 """
 
@@ -54,6 +55,7 @@ from orchestrator.artifacts.snapshot import write_snapshot
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
 from orchestrator.errors import ContextLoopError
+from orchestrator.events import build_event
 from orchestrator.gauge import SAVE, WARN, TokenGauge, UsageRatio
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
 from orchestrator.offload import OffloadLargeToolResults
@@ -145,8 +147,9 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         return f"{'~' if self.estimated else ''}{self.last_tokens}"
 
     def _emit(self, event: str, **fields: Any) -> None:
+        built = build_event(event, task_id=self.task_id, **fields)  # checked even unheard
         if self.on_event is not None:
-            self.on_event({"event": event, "task_id": self.task_id, **fields})
+            self.on_event(built)
 
     # -- hooks --------------------------------------------------------------------------------
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

@@ -30,6 +30,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 
+from orchestrator.events import build_event
 from orchestrator.gauge import UsageRatio
 from orchestrator.models import context_window
 
@@ -154,12 +155,8 @@ class OffloadLargeToolResults(AgentMiddleware):
         )
         if self.offload_events is not None:
             self.offload_events(
-                {
-                    "event": "offloaded",
-                    "tool": result.name,
-                    "entry": entry.id,
-                    "tokens": tokens,
-                    "limit": limit,
-                }
+                build_event(
+                    "offloaded", tool=result.name, entry=entry.id, tokens=tokens, limit=limit
+                )
             )
         return result.model_copy(update={"content": head + note})

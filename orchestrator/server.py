@@ -44,6 +44,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
 from orchestrator.api import Orchestrator
+from orchestrator.events import build_event
 from orchestrator.graph import DURABILITY, compile_graph
 from orchestrator.state import OrchestratorState
 
@@ -180,13 +181,13 @@ def _run(orch: Orchestrator, state: ServeState, write: Any) -> dict[str, Any]:
         ):
             values = dict(chunk)
     write(
-        {
-            "event": "finish",
-            "task_id": values.get("task_id"),
-            "status": values.get("status"),
-            "memory_dir": orch.docs.location,
-            "findings": len(values.get("findings") or {}),
-        }
+        build_event(
+            "finish",
+            task_id=values.get("task_id"),
+            status=values.get("status"),
+            memory_dir=orch.docs.location,
+            findings=len(values.get("findings") or {}),
+        )
     )
     return values
 

@@ -1,7 +1,7 @@
 """Live progress of a run: a rich panel on a terminal, plain lines or JSON otherwise.
 
-The orchestrator reports progress as event dicts (`{"event": "phase", ...}`, see
-`orchestrator.api`); a view turns them into output:
+The orchestrator reports progress as event dicts (`{"event": "phase", ...}`, each kind's
+fields defined in `orchestrator.events`); a view turns them into output:
 
 * `LiveView` (stderr is a TTY): a `rich.live.Live` panel that always fits the terminal.
   Its head always shows: the phase (k/n) and the elapsed time, the done/total count of
@@ -39,8 +39,8 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.events import Event
 
-Event = dict[str, Any]
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
 #: The order agents are listed (and counted) in: what needs an eye first.
 STATE_ORDER = ("waiting", "running", "failed", "pending", "done")

@@ -10,6 +10,7 @@ import pytest
 
 from memory.cli import cli as memory_cli
 from orchestrator.cli import cli as orchestrator_cli
+from orchestrator.events import events_table
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 
@@ -81,3 +82,7 @@ def test_every_import_in_the_readme_examples_works(line):
     else:
         names = [n.strip().split(" as ")[-1] for n in code.split(" import ", 1)[-1].split(",")]
     assert all(name in namespace for name in names), line
+
+
+def test_the_readme_lists_every_progress_event_as_its_model_defines_it():
+    assert events_table() in README, "regenerate README's table with events_table()"

@@ -27,6 +27,7 @@ from orchestrator.artifacts.findings import read_findings
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
+from orchestrator.events import Event, build_event
 from orchestrator.findings import finding_record
 from orchestrator.gauge import UsageRatio
 from orchestrator.registry import registry_records
@@ -38,8 +39,6 @@ from orchestrator.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflo
 
 #: The lead's tools unless the workflow defines an agent named `lead`.
 LEAD_TOOLS = ("list_files", "read_file", "grep_files", "recall_memory")
-
-Event = dict[str, Any]
 
 
 @dataclass
@@ -105,12 +104,18 @@ class RunContext:
         return docs
 
     def emit(self, event: str, **fields: Any) -> None:
-        """Send one progress event to the view (never raises into the graph)."""
+        """Send one progress event to the view; a broken view never raises into the graph.
+
+        Raises:
+            EventError: an unknown kind or fields that do not match its model
+                (`orchestrator.events`), checked with or without a view.
+        """
+        built = build_event(event, **fields)
         if self.on_event is None:
             return
         with self._lock:
             try:
-                self.on_event({"event": event, **fields})
+                self.on_event(built)
             except Exception:  # a broken view must not break the run
                 pass
 
