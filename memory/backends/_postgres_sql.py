@@ -62,15 +62,14 @@ ALTER TABLE tether_documents ADD COLUMN IF NOT EXISTS open_tail BOOLEAN
 """
 #: A row per server process that a write's durability barrier updates (see `FLUSH_SQL`),
 #: and a receipt per append (its caller's token and first line), so an append whose
-#: connection was lost can ask whether it landed instead of appending twice. New search rows
-#: go straight into the GIN index (no pending list that every search scans while logs grow;
-#: an append measured the same either way).
+#: connection was lost can ask whether it landed instead of appending twice. (The GIN
+#: index keeps its pending list: turning `fastupdate` off made searches 15% faster and
+#: concurrent appends 20% slower, bulk loads 2.2x slower.)
 M004_FLUSH = """
 CREATE TABLE IF NOT EXISTS tether_flush (pid INTEGER PRIMARY KEY, n BIGINT NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS tether_receipts (
     token TEXT PRIMARY KEY, first BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL
-);
-ALTER INDEX tether_search_tsv SET (fastupdate = off)
+)
 """
 #: Named, append-only; never edit one that has shipped.
 MIGRATIONS = [
