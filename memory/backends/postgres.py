@@ -107,6 +107,9 @@ from memory.entries import Entry, normalize_directory, pieces, prepare_entry, ti
 
 T = TypeVar("T")
 POOL_MAX = 8
+#: An `index_upsert` of this many rows is a bulk load: the GIN pending list is merged after.
+BULK_ROWS = 500
+MERGE_PENDING_SQL = "SELECT gin_clean_pending_list('tether_search_tsv'::regclass)"
 
 
 class PostgresBackend(DocumentsMixin, BaseBackend):
@@ -392,6 +395,20 @@ class PostgresBackend(DocumentsMixin, BaseBackend):
             check_id(doc.source, "source")
         with self._tx() as conn:
             self._insert_search(conn, docs)
+        if len(docs) >= BULK_ROWS:
+            self._merge_pending()
+
+    def _merge_pending(self) -> None:
+        """Move the GIN index's pending list into the index after a bulk load, so searches
+        do not scan it row by row until autovacuum does this (appends leave it alone: a
+        merge inside an append would hold up every writer of that log)."""
+        import psycopg
+
+        try:
+            with self._connection() as conn:
+                conn.execute(MERGE_PENDING_SQL)
+        except psycopg.errors.InsufficientPrivilege:
+            pass  # another role owns the index: autovacuum merges it in time
 
     @retried
     def index_delete(self, doc_ids: Sequence[str]) -> int:
@@ -467,6 +484,7 @@ class PostgresBackend(DocumentsMixin, BaseBackend):
                 report.entries_added += 1
                 report.rows_added += len(docs)
         report.rows_total = report.rows_added
+        self._merge_pending()
         return report
 
     # -- tasks and registry --------------------------------------------------------
