@@ -1,6 +1,7 @@
 """The storage contract: what every tether memory backend provides.
 
-A backend stores six kinds of thing, each as a typed record defined here:
+A backend implements 14 primitives, on three kinds of thing, each a typed record defined
+in `memory.records`:
 
 * **documents** by relative POSIX path (`findings/t1/overview.md`), with a version that grows
   on every write and the mtime of the last write; a write or delete may name the version it
@@ -8,14 +9,19 @@ A backend stores six kinds of thing, each as a typed record defined here:
   never lose each other's update; `append_lines` adds whole lines to a log and returns the
   first new line's number (its permanent citation);
 * **entries** (large outputs, `memory.entries.Entry`) with their chunks: `log_entry` stores
-  new content, `put_entry` one logged elsewhere (an import), `fetch_entry` gives back the
-  exact text or one chunk of it, `delete_entries` is what `prune` uses;
-* a **search index**: `index_upsert`, `index_delete`, `index_query` (ranked, best first),
-  which also holds the blocks of the backend's own documents and entries (see `sync_index`);
-* **task records** (one JSON-able dict per task, last write wins);
-* the **subagent registry** of a task, with `transition_subagent`, an atomic
-  compare-and-set on the status so that a subagent is claimed by exactly one process;
-* the **per-task lock**, a lease with an owner and an expiry.
+  new content, `fetch_entry` gives back the exact text or one chunk of it,
+  `delete_entries` is what `prune` uses;
+* a **search index**: `index_upsert`, `index_query` (ranked, best first), which also holds
+  the blocks of the backend's own documents and entries (see `sync_index`).
+
+Built on the documents, every backend also has what the orchestrator keeps of a run
+(`memory.doc_records`, a backend with tables of its own overrides it): **task records**
+(one JSON-able dict per task), the **subagent registry** of a task with
+`transition_subagent`, an atomic compare-and-set on the status so that a subagent is claimed
+by exactly one process, and **per-task leases** (an owner and an expiry), which the default
+`mutex` is built on. Conveniences (`memory.conveniences`) are built on the primitives, and
+optional capabilities (rebuilding the index, importing entries, a LangGraph checkpointer)
+are small protocols of their own (`memory.capabilities`).
 
 The model is LangGraph's `BaseStore` / `BaseCheckpointSaver`: a small ABC whose abstract
 methods are the primitive operations, convenience methods built on them here, `setup()`
@@ -33,10 +39,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any
 
 from memory.clock import utc_now
 from memory.conveniences import BackendConveniences
+from memory.doc_records import DocumentRecords
 from memory.entries import Entry
 from memory.errors import (
     ConflictError,
@@ -100,7 +106,7 @@ __all__ = [
 ]
 
 
-class BaseBackend(BackendConveniences, abc.ABC):
+class BaseBackend(DocumentRecords, BackendConveniences, abc.ABC):
     """The storage contract. Subclasses implement the abstract primitives."""
 
     #: `files`, `memory` or `postgres`.
@@ -201,13 +207,6 @@ class BaseBackend(BackendConveniences, abc.ABC):
         """Store `content` (non-empty UTF-8) under a new id and return its record."""
 
     @abc.abstractmethod
-    def put_entry(self, entry: Entry, content: bytes) -> bool:
-        """Store an entry logged elsewhere with its id and metadata (an import).
-
-        Returns `False`, storing nothing, when the id exists or was pruned here.
-        """
-
-    @abc.abstractmethod
     def get_entry(self, entry_id: str) -> Entry:
         """The entry's record; `UnknownEntryError` if there is none."""
 
@@ -241,63 +240,10 @@ class BaseBackend(BackendConveniences, abc.ABC):
         """Add or replace documents of the search index (all or none)."""
 
     @abc.abstractmethod
-    def index_delete(self, doc_ids: Sequence[str]) -> int:
-        """Remove documents from the index; returns how many existed."""
-
-    @abc.abstractmethod
     def index_query(
         self, query: str, *, sources: Sequence[str] | None = None, limit: int = 10
     ) -> list[SearchHit]:
         """Documents matching words of `query`, best first."""
-
-    # -- tasks and registry --------------------------------------------------------
-    @abc.abstractmethod
-    def put_task(self, task: TaskRecord) -> TaskRecord:
-        """Create or replace a task record (stamped with the time of the write)."""
-
-    @abc.abstractmethod
-    def get_task(self, task_id: str) -> TaskRecord | None: ...
-
-    @abc.abstractmethod
-    def list_tasks(self) -> list[TaskRecord]:
-        """Every task, most recently updated first."""
-
-    @abc.abstractmethod
-    def put_subagent(self, record: SubagentRecord) -> SubagentRecord:
-        """Create or replace one subagent's registry record."""
-
-    @abc.abstractmethod
-    def transition_subagent(
-        self,
-        task_id: str,
-        agent_id: str,
-        *,
-        from_status: Sequence[str | None],
-        to_status: str,
-        data: dict[str, Any] | None = None,
-    ) -> bool:
-        """Atomically move a subagent from one of `from_status` to `to_status`.
-
-        `None` in `from_status` means "not registered yet". Returns `False` (and changes
-        nothing) when the current status is not one of them: someone else got there first.
-        """
-
-    @abc.abstractmethod
-    def list_subagents(self, task_id: str) -> list[SubagentRecord]:
-        """The task's subagents, sorted by agent id."""
-
-    # -- per-task lock -------------------------------------------------------------
-    @abc.abstractmethod
-    def acquire_lock(self, task_id: str, owner: str, *, ttl: float = 60.0) -> bool:
-        """Take (or renew, for the same owner) the task's lease; `False` if held by another."""
-
-    @abc.abstractmethod
-    def release_lock(self, task_id: str, owner: str) -> bool:
-        """Drop the lease if `owner` holds it."""
-
-    @abc.abstractmethod
-    def get_lock(self, task_id: str) -> LockInfo | None:
-        """The live lease on the task, or `None` (an expired lease counts as none)."""
 
     # -- optional features -----------------------------------------------------------
     def sync_index(self) -> IndexReport:
@@ -307,16 +253,3 @@ class BaseBackend(BackendConveniences, abc.ABC):
         is nothing to do; the files backend notices hand edits here (cheaply, by mtime/size).
         """
         return IndexReport()
-
-    def reindex(self) -> IndexReport:
-        """Drop the search index and rebuild it from the documents and entries."""
-        raise NotImplementedError(f"{type(self).__name__} cannot rebuild its index")
-
-    def checkpointer(self) -> Any:
-        """A LangGraph checkpointer keeping graph state beside this memory (owned here)."""
-        raise NotImplementedError(f"{type(self).__name__} has no LangGraph checkpointer")
-
-    def holds_thread(self, thread_id: str) -> bool:
-        """Whether `checkpointer()` has saved graph state for `thread_id`, asked without
-        loading LangGraph (`orchestrator status`); False when there is no such state."""
-        return False

@@ -23,7 +23,6 @@ from memory.errors import (
 from memory.records import (
     DocumentInfo,
     LockInfo,
-    SubagentRecord,
     wait_for_lock,
 )
 
@@ -131,12 +130,6 @@ class BackendConveniences:
     def entry_stats(self) -> dict[str, Any]:
         """Counts, tokens, bytes (content and stored) overall, by tier and by type."""
         return _entry_stats(self.list_entries(limit=None), pruned=self.count_pruned())
-
-    def get_subagent(self, task_id: str, agent_id: str) -> SubagentRecord | None:
-        for record in self.list_subagents(task_id):
-            if record.agent_id == agent_id:
-                return record
-        return None
 
     def claim_subagent(self, task_id: str, agent_id: str, owner: str) -> bool:
         """Mark a pending (or unregistered) subagent running for `owner`; `False` if taken."""

@@ -23,6 +23,7 @@ from typing import Any
 from memory.backends import backend_for
 from memory.backends.files import FilesBackend
 from memory.base import BaseBackend, IndexReport
+from memory.capabilities import Reindexable
 from memory.entries import Entry, check_type
 from memory.errors import MemoryDirError
 from memory.paths import Layout
@@ -205,4 +206,6 @@ class MemoryStore:
 
     def reindex(self) -> IndexReport:
         """Drop the derived index and rebuild it from the documents and entries."""
+        if not isinstance(self.backend, Reindexable):
+            raise NotImplementedError(f"{type(self.backend).__name__} cannot rebuild its index")
         return self.backend.reindex()

@@ -35,6 +35,7 @@ from langgraph.types import Command
 
 from memory.backends.files._repair import describe as describe_damage
 from memory.backends.files._repair import is_damage
+from memory.capabilities import HoldsGraphState, no_checkpointer
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
@@ -302,6 +303,8 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         end."""
         fault("run_before_graph")
         backend = ctx.store.backend
+        if self.checkpointer is None and not isinstance(backend, HoldsGraphState):
+            raise no_checkpointer(backend)
         saver = self.checkpointer or backend.checkpointer()
         self._emit_notices(backend)
         try:

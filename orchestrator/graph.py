@@ -41,6 +41,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from memory.capabilities import HoldsGraphState
 from orchestrator.approvals import PendingApproval, pending
 from orchestrator.docs import Docs
 from orchestrator.errors import Interrupted, ModelCallError, Terminated
@@ -115,7 +116,7 @@ def saved_state(
     backend = Docs.of(memory).backend
     try:
         if checkpointer is None:
-            if not backend.holds_thread(thread_id):
+            if not isinstance(backend, HoldsGraphState) or not backend.holds_thread(thread_id):
                 return None
             checkpointer = backend.checkpointer()
         snapshot = compile_graph(checkpointer).get_state({"configurable": {"thread_id": thread_id}})

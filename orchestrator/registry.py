@@ -1,7 +1,9 @@
 """The artifact registry: what makes a file-writing step idempotent across crashes.
 
 Before a step writes a named artifact (a subagent's findings, a batch's merged findings) it
-looks the artifact's key up in the document `.tether/registry/{task_id}.jsonl`:
+looks the artifact's key up in the task's registry, the storage contract's subagent records
+(`memory.base`; on the files backend one JSON file per key under
+`.tether/records/subagents/{task}/`, on PostgreSQL a row):
 
 * a record whose file exists -> the step is skipped and the recorded result reused;
 * a record whose file is missing (killed between recording and writing) -> the step writes
@@ -16,20 +18,20 @@ Since the record holds the findings durably, a subagent's findings file is not f
 a resume first writes again, under their recorded names, the files a crash of the machine
 lost or cut short (`orchestrator.nodes.subagent.repair_findings`).
 
-Records are whole durable jsonl lines (`Docs.append_jsonl`, the backend's `append_lines`);
-a key's record is its lines merged in order. Each process parses a registry once and then
-only the lines appended since (by itself or by another process), so a lookup stays cheap
-however many subagents the run has. The folder is hidden, so recall and the index ignore it. The
-registry also lets a run's state be rebuilt without LangGraph's database
-(`orchestrator.rebuild`).
+A note merges its fields into the key's record in one atomic step
+(`transition_subagent`), so no note is lost to another writer; its status says what the
+latest note was (`started`, `written`, `requested`, `decided`). Approval requests and their
+decisions are recorded here too (`orchestrator.approvals`). A lookup reads the key's record
+alone, so it stays cheap however many subagents the run has. The registry also lets a run's
+state be rebuilt without LangGraph's database (`orchestrator.rebuild`). A task an older
+version ran keeps its registry in `.tether/registry/{task}.jsonl`; its keys are copied to
+records the first time the task's registry is read (the file is kept).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +39,50 @@ from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
 from orchestrator.paths import name_timestamp, timestamp
 
+#: A record's status names its latest note (informative: lookups read the fields).
+STATUSES = ("started", "written", "requested", "decided", "noted")
+
 
 def registry_lookup(memory: Any, task_id: str, key: str) -> dict[str, Any] | None:
-    """The latest record for `key` merged over its intent: {ts, payload, path?}."""
-    found = _merged(Docs.of(memory), task_id).get(key)
-    return dict(found) if found is not None else None
+    """The record for `key`, every note merged: {key, ts, payload, path?, ...}."""
+    docs = Docs.of(memory)
+    unadopted = _adopt_legacy(docs, task_id)
+    found = docs.backend.get_subagent(task_id, key)
+    if found is None:
+        return dict(unadopted[key]) if key in unadopted else None
+    return {**found.data, "key": key}
 
 
 def registry_records(memory: Any, task_id: str) -> dict[str, dict[str, Any]]:
-    """Every key's merged record (used to rebuild state without LangGraph's database)."""
-    return {k: dict(v) for k, v in _merged(Docs.of(memory), task_id).items()}
+    """Every key's record (used to rebuild state without LangGraph's database)."""
+    docs = Docs.of(memory)
+    records = {k: dict(v) for k, v in _adopt_legacy(docs, task_id).items()}
+    for r in docs.backend.list_subagents(task_id):
+        records[r.agent_id] = {**r.data, "key": r.agent_id}
+    return records
 
 
 def registry_note(memory: Any, task_id: str, key: str, **fields: Any) -> None:
-    """Append one record for `key` (an intent, a result or a path)."""
+    """Merge one note for `key` (an intent, a result or a path) into its record, durably."""
     docs = Docs.of(memory)
-    docs.append_jsonl(docs.registry(task_id), {"key": key, **fields})
+    _adopt_legacy(docs, task_id)
+    _merge(docs, task_id, key, fields, created_only=False)
+
+
+def _status(fields: dict[str, Any]) -> str:
+    for field, status in (("decided", "decided"), ("actions", "requested"), ("path", "written")):
+        if field in fields:
+            return status
+    return "started" if "ts" in fields else "noted"
+
+
+def _merge(
+    docs: Docs, task_id: str, key: str, fields: dict[str, Any], *, created_only: bool
+) -> bool:
+    allowed: tuple[str | None, ...] = (None,) if created_only else (None, *STATUSES)
+    return docs.backend.transition_subagent(
+        task_id, key, from_status=allowed, to_status=_status(fields), data=fields
+    )
 
 
 def find_written(
@@ -93,74 +123,31 @@ def find_written(
     return None
 
 
-# -- reading: each document once, then only what was appended ------------------------------
+# -- the registry of older versions ---------------------------------------------------------
+
+_ADOPTED: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+_ADOPTED_LOCK = threading.Lock()
 
 
-@dataclass
-class _Read:
-    """What was merged from a registry document's first `offset` bytes (whole lines only)."""
-
-    offset: int = 0
-    probe: bytes = b""
-    """The bytes just before `offset`: a document rewritten in place is read again."""
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-_READS: dict[tuple[str, str], _Read] = {}
-_READS_LOCK = threading.Lock()
-_PROBE = 64
-MAX_KEPT = 64
-"""Registries whose merged records stay in memory (the most recently read): a process
-running task after task must not keep every task's records."""
-
-
-def _merged(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
-    """Every key's record merged in line order, as `read_jsonl` would give them.
-
-    A lookup per subagent used to parse the whole document (quadratic in the subagents of
-    a run); the merged records are kept per document and only the appended lines are
-    parsed, which also picks up lines other processes appended. The result must not be
-    modified.
-    """
-    rel = docs.registry(task_id)
-    key = (docs.location, rel)
-    with _READS_LOCK:
-        read = _READS.pop(key, None) or _Read()  # put back last: the most recently read
-        while len(_READS) >= MAX_KEPT:
-            del _READS[next(iter(_READS))]
-        data = docs.read_bytes(rel, offset=read.offset - len(read.probe))
-        if data is None:
-            _READS.pop(key, None)
-            return {}
-        if data.startswith(read.probe):
-            data = data[len(read.probe) :]
-        else:  # shorter, or rewritten: parse it all again
-            read = _Read()
-            data = docs.read_bytes(rel) or b""
-        complete = data.rfind(b"\n") + 1
-        _merge_lines(read.records, data[:complete])
-        if complete:
-            read.offset += complete
-            read.probe = (read.probe + data[:complete])[-_PROBE:]
-        _READS[key] = read
-        fragment = data[complete:]
-        if not fragment.strip():
-            return read.records
-        # a last line without its newline (a writer killed mid-line, or one still writing):
-        # counted when it parses, as `read_jsonl` does, but not kept
-        records = {k: dict(v) for k, v in read.records.items()}
-    _merge_lines(records, fragment)
-    return records
-
-
-def _merge_lines(records: dict[str, dict[str, Any]], data: bytes) -> None:
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            continue  # a torn or foreign line: `read_jsonl` skips it too
-        key = rec.get("key") if isinstance(rec, dict) else None
-        if key and isinstance(key, str):
-            records[key] = {**records.get(key, {}), **rec}
+def _adopt_legacy(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
+    """Copy the keys an older version noted in `.tether/registry/{task}.jsonl` to records
+    (once per process and task; a key that has a record already keeps it). Returns what
+    could not be copied (a read-only memory's legacy keys), to be read as they are."""
+    mark = (docs.location, task_id)
+    with _ADOPTED_LOCK:
+        if mark in _ADOPTED:
+            return _ADOPTED[mark]
+        legacy = docs.registry(task_id)
+        merged: dict[str, dict[str, Any]] = {}
+        if docs.exists(legacy):
+            for _, rec in docs.read_jsonl(legacy).records:
+                key = rec.get("key")
+                if isinstance(key, str) and key:
+                    merged[key] = {**merged.get(key, {}), **rec}
+        if merged and not docs.backend.read_only:
+            for key, rec in merged.items():
+                fields = {k: v for k, v in rec.items() if k != "key"}
+                _merge(docs, task_id, key, fields, created_only=True)
+            merged = {}
+        _ADOPTED[mark] = merged
+        return merged

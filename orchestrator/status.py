@@ -29,6 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from memory.capabilities import HoldsGraphState
 from orchestrator.artifacts._text import loads_strict
 from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
@@ -237,4 +238,5 @@ def _langgraph_holds(docs: Docs, thread_id: str, checkpointer: Any) -> bool:
             return checkpointer.get_tuple({"configurable": {"thread_id": thread_id}}) is not None
         except Exception:  # an unreachable backend: resume would fall back to the files
             return False
-    return docs.backend.holds_thread(thread_id)
+    backend = docs.backend
+    return isinstance(backend, HoldsGraphState) and backend.holds_thread(thread_id)

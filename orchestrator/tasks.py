@@ -1,11 +1,13 @@
-"""The task registry and the run lock: which tasks a memory directory holds, who runs one.
+"""The task registry and the run lock: which tasks a memory holds, who runs one.
 
-Every task is recorded in the document `.tether/tasks.jsonl`: one whole JSON line when it
-starts (objective, workdir, workflow, model, phases, thread, options), then one line per
-change (`status`, a new LangGraph `thread_id` after a fallback resume, a model switch). A
-task's record is its lines merged in order, so the file is append-only and a torn last
-line loses one change, never the task. `resume`, `status` and `handoff` find "the most
-recent task" here and rebuild the same run from the record.
+Every task is a task record of the storage contract (`memory.base`; on the files backend
+the JSON file `.tether/records/tasks/{task}.json`, on PostgreSQL a row): its status, and its
+data, written when it starts (objective, workdir, workflow, model, phases, thread, options)
+and merged with each change (a new LangGraph `thread_id` after a fallback resume, a model
+switch, pending approvals). A change is one atomic merge, so no writer loses another's.
+`resume`, `status` and `handoff` find "the most recent task" here and rebuild the same run
+from the record. Tasks an older version recorded in `.tether/tasks.jsonl` are read from it
+and copied to their record at their first change (the file is kept).
 
 One process at a time may run a task: `task_lock` holds the task's run lock for the whole
 run (`Docs.run_lock`: an OS file lock on the files backend, a session advisory lock on
@@ -108,17 +110,17 @@ def check_new_task(
 
 
 class TaskRegistry:
-    """The tasks of one memory (`.tether/tasks.jsonl`)."""
+    """The tasks of one memory: the storage contract's task records (see the module
+    docstring), with the ledger older versions kept (`.tether/tasks.jsonl`) read too."""
 
     def __init__(self, memory: Any):
         self.docs = Docs.of(memory)
+        self.backend = self.docs.backend
 
     def records(self) -> dict[str, TaskRecord]:
-        """Every task's merged record; `_order` is the line of its latest change."""
-        tasks: dict[str, TaskRecord] = {}
-        for line, rec in self.docs.read_jsonl(TASKS).records:
-            if rec.get("task_id"):
-                tasks[rec["task_id"]] = {**tasks.get(rec["task_id"], {}), **rec, "_order": line}
+        """Every task's record; `_order` grows with its latest change."""
+        tasks = self._legacy()
+        tasks.update((t.task_id, _as_record(t)) for t in self.backend.list_tasks())
         return tasks
 
     def _where(self) -> str:
@@ -127,7 +129,13 @@ class TaskRegistry:
         return f"memory {self.docs.location!r}"
 
     def __contains__(self, task_id: str) -> bool:
-        return task_id in self.records()
+        return self._get(task_id) is not None
+
+    def _get(self, task_id: str) -> TaskRecord | None:
+        found = self.backend.get_task(task_id)
+        if found is not None:
+            return _as_record(found)
+        return self._legacy().get(task_id)
 
     def record(self, task_id: str | None = None) -> TaskRecord:
         """The record of `task_id`, or of the most recently changed task.
@@ -135,20 +143,21 @@ class TaskRegistry:
         Raises:
             UnknownTaskError: no such task (or no task at all) in the memory directory.
         """
-        tasks = self.records()
         if task_id is None:
+            tasks = self.records()
             if not tasks:
                 raise UnknownTaskError(
                     f"no task in {self._where()}; start one with `orchestrator run OBJECTIVE`"
                 )
             return max(tasks.values(), key=lambda r: r["_order"])
-        if task_id not in tasks:
-            known = sorted(tasks)[:5]
+        found = self._get(task_id)
+        if found is None:
+            known = sorted(self.records())[:5]
             raise UnknownTaskError(
                 f"unknown task {task_id!r} in {self.docs.location!r}; known: "
                 f"{', '.join(known) if known else 'none'} (see `orchestrator status`)"
             )
-        return tasks[task_id]
+        return found
 
     def adopt(self, task_id: str | None, snapshot: dict[str, Any], *, workdir: str) -> TaskRecord:
         """Record a task known here only from its snapshot (written in another memory
@@ -170,8 +179,40 @@ class TaskRegistry:
         return record
 
     def note(self, task_id: str, **fields: Any) -> None:
-        """Record a new task, or a change of an existing one (one durable line)."""
-        self.docs.append_jsonl(TASKS, {"task_id": task_id, **fields})
+        """Record a new task, or a change of an existing one (merged into its record, atomic
+        against other writers)."""
+        self._import_legacy(task_id)
+        status = fields.pop("status", None)
+        self.backend.merge_task(task_id, fields, status=status)
+
+    # -- the ledger of older versions ------------------------------------------------------
+    def _legacy(self) -> dict[str, TaskRecord]:
+        """The tasks `.tether/tasks.jsonl` holds (an older version's ledger, never written
+        now): its lines merged in order, `_order` their line (older than any record)."""
+        if not self.docs.exists(TASKS):
+            return {}
+        tasks: dict[str, TaskRecord] = {}
+        for line, rec in self.docs.read_jsonl(TASKS).records:
+            if isinstance(rec.get("task_id"), str) and rec["task_id"]:
+                tasks[rec["task_id"]] = {**tasks.get(rec["task_id"], {}), **rec, "_order": line}
+        return tasks
+
+    def _import_legacy(self, task_id: str) -> None:
+        """Before its first change here, copy a task of the old ledger to its record."""
+        if self.backend.get_task(task_id) is not None:
+            return
+        old = self._legacy().get(task_id)
+        if old is not None:
+            data = {k: v for k, v in old.items() if k not in ("task_id", "status", "_order")}
+            self.backend.merge_task(task_id, data, status=old.get("status") or "")
+
+
+def _as_record(task: Any) -> TaskRecord:
+    """A contract `TaskRecord` as the orchestrator's dict: its data, id, status, `_order`."""
+    record = {**task.data, "task_id": task.task_id, "_order": task.updated_at}
+    if task.status:
+        record["status"] = task.status
+    return record
 
 
 @contextlib.contextmanager

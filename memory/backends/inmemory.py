@@ -9,7 +9,6 @@ use it in tests and as the yardstick the other backends are compared with.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 import threading
@@ -25,11 +24,8 @@ from memory.base import (
     Document,
     DocumentInfo,
     IndexReport,
-    LockInfo,
     SearchDoc,
     SearchHit,
-    SubagentRecord,
-    TaskRecord,
     check_chunk,
     check_data,
     check_doc_path,
@@ -38,7 +34,6 @@ from memory.base import (
     check_query,
     check_version,
     encode_lines,
-    json_text,
     lines_before,
     lock_timeout,
     unknown_entry,
@@ -77,9 +72,6 @@ class InMemoryBackend(BaseBackend):
         self._dead: set[str] = set()
         self._seq = 0
         self._index: dict[str, SearchDoc] = {}
-        self._tasks: dict[str, TaskRecord] = {}
-        self._agents: dict[tuple[str, str], SubagentRecord] = {}
-        self._locks: dict[str, LockInfo] = {}
         self._saver: Any = None
 
     @property
@@ -296,52 +288,7 @@ class InMemoryBackend(BaseBackend):
         saver = self._saver
         return saver is not None and bool(saver.storage.get(thread_id, {}).get(""))
 
-    # -- tasks and registry --------------------------------------------------------
-    def put_task(self, task: TaskRecord) -> TaskRecord:
-        check_id(task.task_id, "task id")
-        stored = replace(task, data=json.loads(json_text(task.data)), updated_at=time.time())
-        with self._lock:
-            self._tasks[task.task_id] = stored
-        return stored
-
-    def get_task(self, task_id: str) -> TaskRecord | None:
-        with self._lock:
-            found = self._tasks.get(task_id)
-        return None if found is None else replace(found, data=copy.deepcopy(found.data))
-
-    def list_tasks(self) -> list[TaskRecord]:
-        with self._lock:
-            tasks = list(self._tasks.values())
-        return sorted(tasks, key=lambda t: (-t.updated_at, t.task_id))
-
-    def put_subagent(self, record: SubagentRecord) -> SubagentRecord:
-        check_id(record.task_id, "task id")
-        check_id(record.agent_id, "agent id")
-        stored = replace(record, data=json.loads(json_text(record.data)), updated_at=time.time())
-        with self._lock:
-            self._agents[(record.task_id, record.agent_id)] = stored
-        return stored
-
-    def transition_subagent(self, task_id, agent_id, *, from_status, to_status, data=None):
-        check_id(task_id, "task id")
-        check_id(agent_id, "agent id")
-        with self._lock:
-            current = self._agents.get((task_id, agent_id))
-            if (current.status if current else None) not in tuple(from_status):
-                return False
-            merged: dict[str, Any] = dict(current.data) if current else {}
-            merged.update(json.loads(json_text(data or {})))
-            self._agents[(task_id, agent_id)] = SubagentRecord(
-                task_id, agent_id, to_status, merged, time.time()
-            )
-            return True
-
-    def list_subagents(self, task_id: str) -> list[SubagentRecord]:
-        with self._lock:
-            found = [r for (t, _), r in self._agents.items() if t == task_id]
-        return sorted(found, key=lambda r: r.agent_id)
-
-    # -- lock ----------------------------------------------------------------------
+    # -- the mutex ----------------------------------------------------------------------
     @contextmanager
     def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
         """A thread lock per name: this memory lives in one process, so does its holder."""
@@ -353,27 +300,3 @@ class InMemoryBackend(BaseBackend):
             yield
         finally:
             lock.release()
-
-    def acquire_lock(self, task_id: str, owner: str, *, ttl: float = 60.0) -> bool:
-        check_id(task_id, "task id")
-        check_id(owner, "lock owner")
-        now = time.time()
-        with self._lock:
-            held = self._locks.get(task_id)
-            if held and held.owner != owner and held.expires_at > now:
-                return False
-            self._locks[task_id] = LockInfo(task_id, owner, now + ttl)
-            return True
-
-    def release_lock(self, task_id: str, owner: str) -> bool:
-        with self._lock:
-            held = self._locks.get(task_id)
-            if held is None or held.owner != owner:
-                return False
-            del self._locks[task_id]
-            return True
-
-    def get_lock(self, task_id: str) -> LockInfo | None:
-        with self._lock:
-            held = self._locks.get(task_id)
-        return held if held and held.expires_at > time.time() else None

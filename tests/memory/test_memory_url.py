@@ -216,12 +216,20 @@ def test_an_orchestrator_memory_round_trips_through_postgres(pg_url, tmp_path, m
     assert memory("--memory-url", pg_url, "import", str(memory_dir)).returncode == 0
     assert memory("--memory-url", pg_url, "export", str(tmp_path / "out")).returncode == 0
     exported = _read_tree(tmp_path / "out")
-    assert ".tether/tasks.jsonl" in exported and any(p.startswith("findings/") for p in exported)
+    assert any(p.startswith(".tether/records/tasks/") for p in exported)
+    assert any(p.startswith(".tether/records/subagents/") for p in exported)
+    assert any(p.startswith("findings/") for p in exported)
     assert not any(
         p.startswith((".locks", ".langgraph", "entries/", ".tether/running")) for p in exported
     )
     original = _read_tree(memory_dir)
-    assert {p: original[p] for p in exported} == exported
+    records = {p for p in exported if p.startswith(".tether/records/")}
+    assert {p: original[p] for p in exported if p not in records} == {
+        p: data for p, data in exported.items() if p not in records
+    }
+    for path in records:  # the same records, stamped when they were imported
+        before, after = json.loads(original[path]), json.loads(exported[path])
+        assert before.pop("updated_at") <= after.pop("updated_at") and before == after
 
 
 def test_files_to_postgres_to_a_tree_keeps_documents_and_entries(pg_url, tmp_path):

@@ -28,8 +28,8 @@ def test_a_huge_max_parallel_is_capped_with_a_warning(fixture_repo, tiny_workflo
     assert done.exit_code == 0, done.output
     warning = "Warning: --max-parallel 1000000 is more than 64; running at most 64 subagents"
     assert done.stderr.splitlines()[0].startswith(warning)
-    record = json.loads((memory_dir / ".tether" / "tasks.jsonl").read_text().splitlines()[0])
-    assert record["max_parallel"] == 64
+    record = json.loads((memory_dir / ".tether" / "records" / "tasks" / "p.json").read_text())
+    assert record["data"]["max_parallel"] == 64
 
 
 def test_a_workdir_with_nothing_to_read_is_said_once(tmp_path, tiny_workflow):

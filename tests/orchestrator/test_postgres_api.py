@@ -33,7 +33,14 @@ def test_a_run_on_postgres_writes_no_files_and_exports_as_a_memory_directory(
             paths = {r[0] for r in conn.execute("SELECT path FROM tether_documents")}
             threads = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
         assert set(result.findings) <= paths and result.plan in paths
-        assert {".tether/tasks.jsonl", ".tether/registry/shop.jsonl"} <= paths
+        assert not any(p.startswith(".tether/") for p in paths)  # records are rows
+        with psycopg.connect(url) as conn:
+            [(status, objective)] = conn.execute(
+                "SELECT status, data->>'objective' FROM tether_tasks WHERE task_id = 'shop'"
+            ).fetchall()
+            keys = {r[0] for r in conn.execute("SELECT agent_id FROM tether_subagents")}
+        assert (status, objective) == ("done", "Survey the shop service")
+        assert {k for k in keys if k.startswith("findings:")} and len(keys) >= len(result.findings)
         assert set(result.checkpoints) <= paths and set(result.snapshots) <= paths
         assert threads > 0  # graph state went to PostgresSaver
 

@@ -3,18 +3,18 @@ and at the task's end the thread keeps what a resume, `orchestrator status` and 
 approval read, and nothing else, on SQLite and on PostgreSQL.
 
 Kills come from `TETHER_FAULT` in a forked child (as in `test_recovery.py`); the resume runs
-in this process. "Ran once" is read from the task's artifact registry: a subagent that
-finished its work has exactly one record with findings.
+in this process. "Ran once": a subagent whose findings the registry held before the resume
+records none during it, and each of the others records its findings once.
 """
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,8 +23,10 @@ from langchain_core.messages import AIMessage
 from memory.backends.checkpoint_prune import prune_saver
 from memory.backends.savers import open_sqlite_saver
 from orchestrator.api import Orchestrator
+from orchestrator.nodes import subagent as subagent_node
 from orchestrator.offline import OfflineChatModel
 from orchestrator.pruning import ENV_VAR, prune_thread
+from orchestrator.registry import registry_records
 from tests.pg import private_schema
 
 OBJECTIVE = "Survey the shop service"
@@ -53,14 +55,32 @@ def killed_run(memory: dict, workdir: Path, workflow: Path, fault: str) -> int:
     return proc.exitcode
 
 
-def runs_per_subagent(orch: Orchestrator) -> dict[str, int]:
-    runs: dict[str, int] = {}
-    text = orch.docs.read_bytes(".tether/registry/t.jsonl").decode()
-    for line in text.splitlines():
-        rec = json.loads(line)
-        if rec["key"].startswith("findings:") and "findings" in rec:
-            runs[rec["key"]] = runs.get(rec["key"], 0) + 1
-    return runs
+def finished(orch: Orchestrator) -> set[str]:
+    """The subagents whose findings the task's artifact registry holds."""
+    records = registry_records(orch.docs, "t")
+    return {k for k, rec in records.items() if k.startswith("findings:") and "findings" in rec}
+
+
+def resume_counting_runs(orch: Orchestrator, monkeypatch) -> tuple[Any, list[str]]:
+    """Resume task `t`; also every subagent that finished during the resume (it records its
+    findings in the registry once per run of its agent)."""
+    ran: list[str] = []
+    note = subagent_node.registry_note
+
+    def counting(docs: Any, task_id: str, key: str, **fields: Any) -> None:
+        if key.startswith("findings:") and "findings" in fields:
+            ran.append(key)
+        note(docs, task_id, key, **fields)
+
+    monkeypatch.setattr(subagent_node, "registry_note", counting)
+    return orch.resume("t"), ran
+
+
+def assert_ran_once(orch: Orchestrator, before: set[str], ran: list[str], result: Any) -> None:
+    """No subagent finished before the kill ran again, none twice, and all are recorded."""
+    assert before and not before & set(ran), (before, ran)
+    assert len(ran) == len(set(ran))
+    assert finished(orch) == before | set(ran) and len(before) + len(ran) == len(result.findings)
 
 
 def sqlite_rows(memory_dir: Path, distinct: bool = False) -> dict[str, int]:
@@ -111,7 +131,7 @@ def test_a_finished_task_keeps_one_checkpoint_and_status_reads_it(
 
 
 def test_a_run_killed_after_a_prune_resumes_without_running_anything_twice(
-    fixture_repo, three_phases, memory_dir
+    fixture_repo, three_phases, memory_dir, monkeypatch
 ):
     memory = {"memory_dir": str(memory_dir)}
     assert killed_run(memory, fixture_repo, three_phases, "advance_after_prune:1") == -9
@@ -119,16 +139,16 @@ def test_a_run_killed_after_a_prune_resumes_without_running_anything_twice(
     # the first phase's steps and its subagents' conversations are gone already
     assert pruned == {"": 1}, pruned
     orch = Orchestrator()
-    result = orch.resume("t")
+    before = finished(orch)
+    result, ran = resume_counting_runs(orch, monkeypatch)
     assert result.status == "done" and result.source == "langgraph"
-    runs = runs_per_subagent(orch)
-    assert len(runs) == len(result.findings) and set(runs.values()) == {1}
+    assert_ran_once(orch, before, ran, result)
     assert sqlite_rows(memory_dir) == {"": 1}
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_fan_out_killed_after_an_earlier_phase_was_pruned_resumes(
-    fixture_repo, three_phases, memory_dir, backend
+    fixture_repo, three_phases, memory_dir, backend, monkeypatch
 ):
     def check(memory: dict, rows) -> None:
         # the offline lead plans 3 subtasks a phase: the 5th finished subagent is the second
@@ -138,10 +158,12 @@ def test_a_fan_out_killed_after_an_earlier_phase_was_pruned_resumes(
         calls = rows(distinct=True)
         assert calls["plan"] == 1 and 2 <= calls["subagent"] <= 3, calls
         orch = Orchestrator(**memory)
-        result = orch.resume("t")
+        before = finished(orch)
+        assert len(before) == 5
+        result, ran = resume_counting_runs(orch, monkeypatch)
         assert result.status == "done" and result.source == "langgraph"
-        runs = runs_per_subagent(orch)
-        assert len(runs) == len(result.findings) == 9 and set(runs.values()) == {1}
+        assert_ran_once(orch, before, ran, result)
+        assert len(result.findings) == 9
         assert rows() == {"": 1}
         orch.close()
 

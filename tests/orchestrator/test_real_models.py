@@ -279,8 +279,8 @@ def test_the_model_is_recorded_and_a_missing_key_on_resume_is_one_error(
         orch.model_spec = None  # chosen from OPENAI_API_KEY, as a new user would
         result = orch.run("Survey the shop service", task_id="keyed")
     assert result.status == "failed" and result.model == "openai:gpt-4o-mini"
-    lines = (memory_dir / ".tether" / "tasks.jsonl").read_text().splitlines()
-    assert json.loads(lines[0])["model"] == "openai:gpt-4o-mini"
+    record = json.loads((memory_dir / ".tether/records/tasks/keyed.json").read_text())
+    assert record["data"]["model"] == "openai:gpt-4o-mini"
     monkeypatch.delenv("OPENAI_API_KEY")
     again = Orchestrator(workdir=None)
     with pytest.raises(ModelConfigError) as info:
@@ -366,9 +366,7 @@ def test_resume_sticks_to_the_recorded_model_unless_switched_explicitly(
     assert again.model == "tether:offline"  # not silently openai:gpt-4o-mini
     switched = Orchestrator(workdir=None, model="openai:gpt-4o-mini").resume("m")
     assert switched.model == "openai:gpt-4o-mini"
-    records = [
-        json.loads(x) for x in (memory_dir / ".tether" / "tasks.jsonl").read_text().splitlines()
-    ]
-    assert {"model": "openai:gpt-4o-mini", "model_before": "tether:offline"}.items() <= {
-        k: v for r in records for k, v in r.items()
-    }.items()
+    record = json.loads((memory_dir / ".tether/records/tasks/m.json").read_text())
+    assert {"model": "openai:gpt-4o-mini", "model_before": "tether:offline"}.items() <= (
+        record["data"].items()
+    )

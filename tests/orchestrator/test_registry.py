@@ -1,16 +1,16 @@
-"""The artifact registry (`orchestrator.registry`): merged records per key, read once per
-file and then only what was appended, by this process or by another one."""
+"""The artifact registry (`orchestrator.registry`): one record per key in the storage
+contract's subagent records, every note merged into it, by this process or by another one;
+a registry an older version kept as `.tether/registry/{task}.jsonl` is read and copied."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
-from memory.durable import read_jsonl
 from memory.paths import Layout
 from orchestrator.registry import registry_lookup, registry_note, registry_records
 
@@ -20,21 +20,13 @@ def layout(memory_dir):
     return Layout(memory_dir).ensure()
 
 
-def registry_path(layout, task):
-    """The registry's file: the files backend keeps the format people and tools read."""
-    return layout.root / ".tether" / "registry" / f"{task}.jsonl"
+def record_file(layout, task, key):
+    """Where the files backend keeps a key's record: one JSON file people can read."""
+    name = key.replace(":", "%3A")
+    return layout.root / ".tether" / "records" / "subagents" / task / f"{name}.json"
 
 
-def _slow_merge(layout, task):
-    """What a lookup must equal: the whole file parsed with `read_jsonl`, merged in order."""
-    out: dict = {}
-    for _n, rec in read_jsonl(registry_path(layout, task)).records:
-        if rec.get("key") and isinstance(rec["key"], str):
-            out[rec["key"]] = {**out.get(rec["key"], {}), **rec}
-    return out
-
-
-def test_a_key_merges_its_lines_in_order(layout):
+def test_a_key_merges_its_notes_in_order(layout):
     assert registry_lookup(layout, "t", "findings:a") is None
     registry_note(layout, "t", "findings:a", ts="2025-01-01T00:00:00Z", findings={"x": 1})
     assert registry_lookup(layout, "t", "findings:a")["ts"] == "2025-01-01T00:00:00Z"
@@ -49,10 +41,17 @@ def test_a_key_merges_its_lines_in_order(layout):
     }
     rec["path"] = "changed by the caller"  # a copy: the registry is unaffected
     assert registry_lookup(layout, "t", "findings:a")["path"] == "findings/a.md"
-    assert registry_records(layout, "t") == _slow_merge(layout, "t")
+    assert registry_records(layout, "t") == {
+        "findings:a": registry_lookup(layout, "t", "findings:a"),
+        "findings:b": {"key": "findings:b", "ts": "b"},
+    }
+    on_disk = json.loads(record_file(layout, "t", "findings:a").read_text())
+    assert (on_disk["status"], on_disk["data"]["path"]) == ("written", "findings/a.md")
+    assert json.loads(record_file(layout, "t", "findings:b").read_text())["status"] == "started"
+    assert registry_records(layout, "other") == {}
 
 
-def test_lines_another_process_appends_are_seen(layout):
+def test_notes_another_process_makes_are_seen(layout):
     registry_note(layout, "t", "k", ts="1")
     assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "1"}
     code = (
@@ -63,36 +62,48 @@ def test_lines_another_process_appends_are_seen(layout):
     )
     subprocess.run([sys.executable, "-c", code, str(layout.root)], check=True)
     assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "1", "path": "p"}
-    assert registry_records(layout, "t") == _slow_merge(layout, "t")
+    assert set(registry_records(layout, "t")) == {"k", "other"}
 
 
-def test_torn_and_foreign_lines_are_skipped_as_read_jsonl_does(layout):
-    registry_note(layout, "t", "k", ts="1")
-    registry_lookup(layout, "t", "k")
-    path = registry_path(layout, "t")
-    with open(path, "ab") as fh:
-        fh.write(b'not json\n["a list"]\n{"key": ["unhashable"]}\n{"key": "k", "path": "p"}')
-    # a complete last line without its newline counts (as in `read_jsonl`) ...
-    assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "1", "path": "p"}
-    assert registry_records(layout, "t") == _slow_merge(layout, "t")
-    # ... and the next append closes it as a line of its own
-    registry_note(layout, "t", "k", done=True)
-    assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "1", "path": "p", "done": True}
-    with open(path, "ab") as fh:
-        fh.write(b'{"key": "k", "pa')  # torn mid-line: skipped
-    assert registry_lookup(layout, "t", "k")["path"] == "p"
-    assert registry_records(layout, "t") == _slow_merge(layout, "t")
+def test_notes_of_one_key_from_many_writers_are_all_kept(layout):
+    def note(n):
+        registry_note(layout, "t", "approval:x", **{f"field{n}": n})
+
+    threads = [threading.Thread(target=note, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = {"key": "approval:x", **{f"field{n}": n for n in range(8)}}
+    assert registry_lookup(layout, "t", "approval:x") == expected
 
 
-def test_a_file_replaced_or_removed_is_read_again(layout):
-    registry_note(layout, "t", "k", ts="1")
-    registry_note(layout, "t", "k", path="old")
-    assert registry_lookup(layout, "t", "k")["path"] == "old"
-    path = registry_path(layout, "t")
-    replacement = path.with_suffix(".new")
-    replacement.write_text(json.dumps({"key": "k", "ts": "2"}) + "\n")
-    os.replace(replacement, path)
-    assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "2"}
-    path.unlink()
-    assert registry_lookup(layout, "t", "k") is None
-    assert registry_records(layout, "t") == {}
+def test_a_registry_an_older_version_kept_is_read_and_copied(layout):
+    legacy = layout.root / ".tether" / "registry" / "old.jsonl"
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        {"key": "findings:a", "ts": "1", "findings": {"x": 1}},
+        {"key": "merged:p:1", "ts": "2"},
+        {"key": "findings:a", "path": "findings/a.md"},
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in lines)
+    legacy.write_text(text + 'not json\n["a list"]\n{"key": ["unhashable"]}\n{"key": "k", "pa')
+    assert registry_lookup(layout, "old", "findings:a") == {
+        "key": "findings:a",
+        "ts": "1",
+        "findings": {"x": 1},
+        "path": "findings/a.md",
+    }
+    assert set(registry_records(layout, "old")) == {"findings:a", "merged:p:1"}
+    assert record_file(layout, "old", "merged:p:1").is_file()  # copied to its record
+    assert legacy.read_text().startswith(text)  # and the old file kept as it was
+    registry_note(layout, "old", "merged:p:1", path="findings/merged.md")
+    code = (
+        "import sys; from pathlib import Path; from memory.paths import Layout; "
+        "from orchestrator.registry import registry_lookup; "
+        "print(registry_lookup(Layout(Path(sys.argv[1])), 'old', 'merged:p:1')['path'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(layout.root)], check=True, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "findings/merged.md"  # the old line does not win again

@@ -141,5 +141,4 @@ def test_a_served_task_is_not_started_while_its_id_is_held(served, memory_dir):
                 {"objective": "Survey the shop", "task_id": "shop-2"}, config, context=context
             ):
                 pass
-    tasks = memory_dir / ".tether" / "tasks.jsonl"
-    assert not tasks.exists() or "shop-2" not in tasks.read_text()
+    assert not (memory_dir / ".tether" / "records" / "tasks" / "shop-2.json").exists()

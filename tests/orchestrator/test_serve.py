@@ -159,12 +159,8 @@ def test_served_run_streams_progress_and_writes_the_cli_memory_files(server, tmp
     assert (served_memory / "research_plans" / "shop-1.md").is_file()
     for rel in (v["path"] for v in values["findings"].values()):
         assert (served_memory / rel).is_file()
-    record = [
-        json.loads(line)
-        for line in (served_memory / ".tether" / "tasks.jsonl").read_text().splitlines()
-    ]
-    merged = {k: v for rec in record if rec["task_id"] == "shop-1" for k, v in rec.items()}
-    assert merged["workdir"] == str(repo)  # later lines update fields (status, model)
+    record = json.loads((served_memory / ".tether/records/tasks/shop-1.json").read_text())
+    assert record["data"]["workdir"] == str(repo) and record["status"] == "done"
 
     from orchestrator import Orchestrator
 
@@ -313,6 +309,8 @@ def test_a_worker_killed_mid_task_is_finished_by_rerunning_the_thread(tmp_path):
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     first_phase = sorted(p.name for p in (memory / "findings").glob("researcher-exploration-*"))
     assert first_phase and not list((memory / "findings").glob("researcher-review-*"))
+    task_file = memory / ".tether" / "records" / "tasks" / "shop-1.json"
+    created = json.loads(task_file.read_text())["data"]["created"]
 
     resumed = subprocess.run([*args, "resume"], env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -320,9 +318,11 @@ def test_a_worker_killed_mid_task_is_finished_by_rerunning_the_thread(tmp_path):
     findings = memory / "findings"
     assert sorted(p.name for p in findings.glob("researcher-exploration-*")) == first_phase
     assert len(list(findings.glob("researcher-review-*"))) == len(first_phase)
-    tasks = (memory / ".tether" / "tasks.jsonl").read_text().splitlines()
-    created = [json.loads(line) for line in tasks if "created" in json.loads(line)]
-    assert [rec["task_id"] for rec in created] == ["shop-1"]  # started once, not twice
+    records = sorted((memory / ".tether" / "records" / "tasks").glob("*.json"))
+    assert [p.name for p in records] == ["shop-1.json"]
+    record = json.loads(records[0].read_text())
+    assert record["data"]["created"] == created  # started once, not twice
+    assert record["status"] == "done"
 
 
 def test_the_assistant_publishes_its_input_and_context_schemas(server):
@@ -354,7 +354,7 @@ def test_an_existing_task_id_is_refused_and_its_record_kept(server, tmp_path):
     workflow.write_text("name: one\nphases: [exploration]\n")
     memory = tmp_path / "memory"
     Orchestrator(memory_dir=memory, workdir=repo, workflow=workflow).run("First", task_id="dup-1")
-    tasks = memory / ".tether" / "tasks.jsonl"
+    tasks = memory / ".tether" / "records" / "tasks" / "dup-1.json"
     before = tasks.read_text()
     parts, state, _thread = _stream_run(
         url,

@@ -24,6 +24,8 @@ from memory.backends.files._journal import (
     read_tree_entries,
 )
 from memory.base import BaseBackend
+from memory.capabilities import ImportsEntries
+from memory.doc_records import LOCKS, is_record_document, load_records, record_documents
 from memory.entries import Entry, pieces
 from memory.errors import InvalidInputError, PathEscapeError
 from memory.paths import Inside
@@ -40,7 +42,7 @@ def export_tree(backend: BaseBackend, directory: Path) -> tuple[int, int]:
         PathEscapeError: a folder of `directory` that a file would go into is a symlink
             leading out of it (checked before anything is written).
     """
-    exported = backend.export_documents()
+    exported = {**record_documents(backend), **backend.export_documents()}
     entries = list(reversed(backend.list_entries(limit=None)))  # oldest first, as logged
     _check_targets(directory, [*exported, "entries/x", *(f"entries/{e.id}/x" for e in entries)])
     documents = 0
@@ -104,9 +106,18 @@ def import_tree(directory: Path, backend: BaseBackend) -> tuple[int, int, list[s
         `(documents, entries, problems)`: what was loaded, and one line per journal line
         whose entry was not (each also logged as a warning).
     """
+    if not isinstance(backend, ImportsEntries):
+        raise InvalidInputError(f"{type(backend).__name__} cannot import entries")
     paths = tree_documents(directory)
+    records = {}
     for path in paths:
-        backend.put_document(path, (directory / path).read_bytes())
+        if path.startswith(LOCKS + "/"):
+            continue  # a lease of the exporting machine: it means nothing here
+        if is_record_document(path):
+            records[path] = (directory / path).read_bytes()
+        else:
+            backend.put_document(path, (directory / path).read_bytes())
+    load_records(backend, records)
     loaded, problems = 0, []
     for entry, data in _tree_entries(directory, problems):
         loaded += backend.put_entry(entry, data)
