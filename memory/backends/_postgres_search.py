@@ -1,14 +1,36 @@
-"""Search on PostgreSQL: which rows to rank, and the row counts that weigh the words.
+"""Search on PostgreSQL: the index's rows, which of them to rank, and the row counts that
+weigh the words.
 
-Helpers of `PostgresBackend.index_query` (`memory.backends.postgres`).
+`SearchMixin` is a mixin of `PostgresBackend` (it brings `_tx`, `_connection`, `_retry`,
+`_insert_search` and `_counts`, a `CountCache`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
+
+from memory.backends._postgres_documents import retried
+from memory.backends._postgres_entries import _entry
+from memory.backends._postgres_sql import (
+    CLEAR_SEARCH_SQL,
+    COUNT_SEARCH_SQL,
+    DELETE_SEARCH_SQL,
+    ENTRY_COLUMNS,
+    ESTIMATE_SEARCH_SQL,
+    LIST_DOC_DATA_SQL,
+    QUERY_SEARCH_SQL,
+    SELECT_CHUNKS_SQL,
+    TERM_SCORE_SQL,
+    TERM_STATS_SQL,
+    XACT_LOCK_SQL,
+)
+from memory.backends.blocks import document_docs, entry_docs
+from memory.base import IndexReport, SearchDoc, SearchHit, check_id, check_query
 
 #: Words as the index splits them: runs of letters and digits (`auth_service` is two words).
 ALNUM = re.compile(r"[^\W_]+")
@@ -22,6 +44,9 @@ PARTS_SLACK = 8
 COUNT_TTL_S = 10.0
 #: Common words paired with each other among the candidates (the rarest of them first).
 MAX_PAIRED = 4
+#: An `index_upsert` of this many rows is a bulk load: the GIN pending list is merged after.
+BULK_ROWS = 500
+MERGE_PENDING_SQL = "SELECT gin_clean_pending_list('tether_search_tsv'::regclass)"
 
 
 def candidate_query(lexemes: list[str], dfs: list[int]) -> str:
@@ -68,3 +93,112 @@ class CountCache:
             if len(self._items) > 10_000:
                 self._items.clear()
             self._items[key] = (time.monotonic(), value)
+
+
+class SearchMixin:
+    """`index_upsert/delete/query` and `reindex` for `PostgresBackend`."""
+
+    _tx: Any
+    _connection: Any
+    _retry: Any
+    _insert_search: Any
+    _counts: CountCache
+
+    @retried
+    def index_upsert(self, docs: Sequence[SearchDoc]) -> None:
+        for doc in docs:
+            check_id(doc.doc_id, "document id")
+            check_id(doc.source, "source")
+        with self._tx() as conn:
+            self._insert_search(conn, docs)
+        if len(docs) >= BULK_ROWS:
+            self._merge_pending()
+
+    def _merge_pending(self) -> None:
+        """Move the GIN index's pending list into the index after a bulk load, so searches
+        do not scan it row by row until autovacuum does this (appends leave it alone: a
+        merge inside an append would hold up every writer of that log)."""
+        import psycopg
+
+        try:
+            with self._connection() as conn:
+                conn.execute(MERGE_PENDING_SQL)
+        except psycopg.errors.InsufficientPrivilege:
+            pass  # another role owns the index: autovacuum merges it in time
+
+    @retried
+    def index_delete(self, doc_ids: Sequence[str]) -> int:
+        with self._tx() as conn:
+            return conn.execute(DELETE_SEARCH_SQL, (list(doc_ids),)).rowcount
+
+    @retried
+    def index_query(self, query, *, sources=None, limit=10) -> list[SearchHit]:
+        check_query(query, limit)  # the english stemmer folds word forms itself
+        terms = list(dict.fromkeys(ALNUM.findall(query.lower())))
+        if not terms:
+            return []
+        srcs = list(sources) if sources is not None else None
+        key = tuple(srcs) if srcs is not None else None
+        with self._tx() as conn:
+            known = {t: self._counts.get((key, t)) for t in terms}
+            todo = [t for t in terms if known[t] is None]
+            if todo:
+                found = conn.execute(TERM_STATS_SQL, {"terms": todo, "sources": srcs}).fetchall()
+                for term, lexeme, df in found:
+                    known[term] = (lexeme, df)
+                    self._counts.put((key, term), (lexeme, df), large=df > COMMON_DF)
+            got = [known[t] for t in terms]
+            usable = (g for g in got if g and g[1] > 0 and g[0] and " " not in g[0])
+            stats = sorted(dict.fromkeys(usable), key=lambda s: s[1])
+            if not stats:
+                return []
+            total = self._counts.get((key, None))
+            if total is None:
+                total = self._search_rows(conn, srcs)
+                self._counts.put((key, None), total, large=total > COMMON_DF)
+            params: dict[str, Any] = {"sources": srcs, "limit": limit + PARTS_SLACK}
+            params["candidates"] = candidate_query([t for t, _ in stats], [df for _, df in stats])
+            parts = []
+            for i, (term, df) in enumerate(stats):
+                params[f"t{i}"] = term
+                params[f"w{i}"] = math.log(1 + max(total - df, 0.5) / (df + 0.5))
+                parts.append(TERM_SCORE_SQL.format(i=i))
+            sql = QUERY_SEARCH_SQL.format(score=" + ".join(parts))
+            rows = conn.execute(sql, params).fetchall()
+        hits: dict[str, SearchHit] = {}
+        for r in rows:  # the parts of one long text are one hit, its best part
+            doc_id = PART_ID.sub("", r[0])
+            hits.setdefault(doc_id, SearchHit(doc_id, r[1], r[2], float(r[4]), r[3]))
+        return list(hits.values())[:limit]
+
+    @staticmethod
+    def _search_rows(conn: Any, sources: list[str] | None) -> int:
+        """Rows searched (for idf): the planner's estimate of a large table, else a count."""
+        if sources is None:
+            estimate = conn.execute(ESTIMATE_SEARCH_SQL).fetchone()[0] or 0
+            if estimate >= COMMON_DF:
+                return int(estimate)
+        return conn.execute(COUNT_SEARCH_SQL, {"sources": sources}).fetchone()[0]
+
+    @retried
+    def reindex(self) -> IndexReport:
+        """Rebuild the search index from the documents and entries (one transaction)."""
+        report = IndexReport()
+        with self._tx() as conn:
+            conn.execute(XACT_LOCK_SQL, ("tether_reindex",))
+            conn.execute(CLEAR_SEARCH_SQL)
+            for path, data, appended in conn.execute(LIST_DOC_DATA_SQL).fetchall():
+                docs = document_docs(path, bytes(data or b"") + bytes(appended or b""))
+                self._insert_search(conn, docs)
+                report.files_indexed += 1 if docs else 0
+                report.rows_added += len(docs)
+            for row in conn.execute(f"SELECT {ENTRY_COLUMNS} FROM tether_entries").fetchall():
+                entry = _entry(row)
+                chunks = conn.execute(SELECT_CHUNKS_SQL, (entry.id,)).fetchall()
+                docs = entry_docs(entry, [bytes(c[0]).decode() for c in chunks])
+                self._insert_search(conn, docs)
+                report.entries_added += 1
+                report.rows_added += len(docs)
+        report.rows_total = report.rows_added
+        self._merge_pending()
+        return report
