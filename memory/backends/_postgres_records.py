@@ -15,8 +15,10 @@ from memory.backends._postgres_documents import retried
 from memory.backends._postgres_retry import NOT_LANDED
 from memory.backends._postgres_sql import (
     DELETE_LOCK_SQL,
+    GET_AGENT_SQL,
     LIST_AGENTS_SQL,
     LIST_TASKS_SQL,
+    MERGE_TASK_SQL,
     SELECT_AGENT_SQL,
     SELECT_LOCK_SQL,
     SELECT_TASK_SQL,
@@ -48,6 +50,16 @@ class RecordsMixin:
         return None if row is None else TaskRecord(*row)
 
     @retried
+    def merge_task(
+        self, task_id: str, data: dict[str, Any], *, status: str | None = None
+    ) -> TaskRecord:
+        check_id(task_id, "task id")
+        params = {"task_id": task_id, "status": status, "data": json_text(data), "at": time.time()}
+        with self._tx() as conn:
+            row = conn.execute(MERGE_TASK_SQL, params).fetchone()
+        return TaskRecord(task_id, *row)
+
+    @retried
     def list_tasks(self) -> list[TaskRecord]:
         with self._tx() as conn:
             return [TaskRecord(*r) for r in conn.execute(LIST_TASKS_SQL)]
@@ -62,14 +74,23 @@ class RecordsMixin:
             conn.execute(UPSERT_AGENT_SQL, row)
         return SubagentRecord(*row[:3], json.loads(data), now)
 
+    @retried
+    def get_subagent(self, task_id: str, agent_id: str) -> SubagentRecord | None:
+        with self._tx() as conn:
+            row = conn.execute(GET_AGENT_SQL, (task_id, agent_id)).fetchone()
+        return None if row is None else SubagentRecord(task_id, agent_id, *row)
+
     def transition_subagent(self, task_id, agent_id, *, from_status, to_status, data=None):
         check_id(task_id, "task id")
         check_id(agent_id, "agent id")
+        wanted = json.loads(json_text(data or {}))
 
         def landed() -> Any:
+            # the status alone does not tell: a merge may keep it as it was
             with self._tx() as conn:
                 row = conn.execute(SELECT_AGENT_SQL, (task_id, agent_id)).fetchone()
-            return True if row and row[0] == to_status else NOT_LANDED
+            merged = row is not None and all(row[1].get(k) == v for k, v in wanted.items())
+            return True if merged and row[0] == to_status else NOT_LANDED
 
         return self._retry(
             lambda: self._transition(task_id, agent_id, from_status, to_status, data), landed

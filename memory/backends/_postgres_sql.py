@@ -271,6 +271,16 @@ VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (task_id, agent_id) DO UPDATE SET status = excluded.status, data = excluded.data,
     updated_at = excluded.updated_at
 """
+MERGE_TASK_SQL = """
+INSERT INTO tether_tasks(task_id, status, data, updated_at)
+VALUES (%(task_id)s, COALESCE(%(status)s, ''), %(data)s, %(at)s)
+ON CONFLICT (task_id) DO UPDATE SET status = COALESCE(%(status)s, tether_tasks.status),
+    data = tether_tasks.data || excluded.data, updated_at = excluded.updated_at
+RETURNING status, data, updated_at
+"""
+GET_AGENT_SQL = (
+    "SELECT status, data, updated_at FROM tether_subagents WHERE task_id = %s AND agent_id = %s"
+)
 SELECT_AGENT_SQL = "SELECT status, data FROM tether_subagents WHERE task_id = %s AND agent_id = %s"
 LIST_AGENTS_SQL = """
 SELECT task_id, agent_id, status, data, updated_at FROM tether_subagents
