@@ -15,7 +15,8 @@
    recalled `messages.jsonl` line, placed next to it, in rank order, each with its citation
 
 Parts 1-4 and 6 form one system message (providers differ on several system messages); recent
-turns follow as they were logged (tool calls and their results kept together).
+turns follow as they were logged (tool calls and their results kept together). The parts and
+how they render are in `memory._context_parts`, the fill in `memory._context_fill`.
 
 Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
 `count_tokens()` counts them, never exceeds `budgets.total`. When the parts together are
