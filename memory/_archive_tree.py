@@ -1,29 +1,20 @@
 """The summary tree as its files define it: the file format, and the tree derived from it.
 
-A summary file (`detail/summary-L{level}-{seq}.md`, rendered from `summary.md.j2`) names what
-it covers in its META block: `render_summary` writes that text and `parse_summary` reads it
-back into a `Summary`. `ArchiveState` is the tree derived from the files (parents, the active
-set, the last archived line) and holds nothing they do not say, so it can always be rebuilt
-by reading them again. `memory.archive` states the design and its crash-consistency invariant.
+A summary file (`detail/summary-L{level}-{seq}.md`, rendered from `summary.md.j2` by
+`Archive`) names what it covers in its META block; `parse_summary` reads it back into a
+`Summary`. `ArchiveState` is the tree derived from the files (parents, the active set, the
+last archived line) and holds nothing they do not say, so it can always be rebuilt by
+reading them again. `memory.archive` states the design and its crash-consistency invariant.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from memory.templating import render
-from memory.words import keywords
-
 FILE_RE = re.compile(r"^summary-L(\d+)-(\d{6,})\.md$")
 _RANGE_RE = re.compile(r"^messages\.jsonl#L(\d+)-L(\d+)$")
-
-
-def summary_name(level: int, seq: int) -> str:
-    """The file name of summary `seq` of `level` (what `FILE_RE` matches)."""
-    return f"summary-L{level}-{seq:06d}.md"
 
 
 @dataclass(frozen=True)
@@ -178,34 +169,6 @@ def parse_summary(
         covers=covers,
         created=meta.get("created", ""),
         turns=turns,
-    )
-
-
-def render_summary(
-    *,
-    level: int,
-    seq: int,
-    lines: tuple[int, int],
-    covers: tuple[str, ...],
-    created: str,
-    turns: int,
-    summarizer: Callable[..., str],
-    content: str,
-) -> str:
-    """The text of a summary file: `summary.md.j2`, its META block naming what it covers."""
-    return render(
-        "summary.md.j2",
-        level=level,
-        seq=seq,
-        span=f"messages.jsonl#L{lines[0]}-L{lines[1]}",
-        created=created,
-        keywords=keywords(content),
-        summary_id=f"L{level}-{seq:06d}",
-        covers=list(covers),
-        turns=turns,
-        summarizer=getattr(summarizer, "name", None)
-        or getattr(summarizer, "__name__", type(summarizer).__name__),
-        content=content,
     )
 
 

@@ -6,7 +6,7 @@ are active, the oldest `fanout` are folded into one summary of the next level, r
 
 The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`,
 documents of the store's backend; their format and the tree read from them are in
-`memory._archive_tree`).
+`memory._archive_tree`, the `summary.json` settings in `memory._archive_config`).
 Each names what it covers in its META block: an L1 names a line range of `messages.jsonl`
 (`messages.jsonl#L41-L60`), an L2+ names the summary files it folds. From these files:
 
@@ -29,38 +29,24 @@ deleting it loses no archive state.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memory._archive_tree import (
-    FILE_RE,
-    ArchiveState,
-    Summary,
-    parse_summary,
-    render_summary,
-    summary_name,
-)
+from memory._archive_config import CONFIG_NAME, SummaryConfig, read_config, write_config
+from memory._archive_config import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+from memory._archive_config import MAX_THRESHOLD as MAX_THRESHOLD
+from memory._archive_tree import FILE_RE, ArchiveState, Summary, parse_summary
 from memory._archive_tree import note_meta as note_meta
 from memory.clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
 from memory.summarize import Summarizer, call_with_timeout, extractive_summary
+from memory.templating import render
+from memory.words import keywords
 from memory.working import Message, WorkingMemory
 
-DEFAULT_THRESHOLD = 10
 DEFAULT_FANOUT = 5
 DEFAULT_SUMMARY_TOKENS = 150
-MAX_THRESHOLD = 500
-CONFIG_NAME = "summary.json"
 _MESSAGE_CHARS = 400
-
-
-@dataclass
-class SummaryConfig:
-    """Per-task settings, persisted in `working/{task}/summary.json`."""
-
-    enabled: bool = True
-    threshold: int = DEFAULT_THRESHOLD
 
 
 @dataclass
@@ -128,39 +114,13 @@ class Archive:
     # -- configuration -----------------------------------------------------------------
     def config(self) -> SummaryConfig:
         """The task's settings; a missing or garbled `summary.json` means the defaults."""
-        try:
-            data = json.loads(self.backend.read_text(self.config_doc) or "")
-            threshold = int(data.get("threshold", DEFAULT_THRESHOLD))
-            enabled = data.get("enabled", True)
-        except (ValueError, TypeError, AttributeError):
-            return SummaryConfig()
-        return SummaryConfig(
-            enabled=enabled is not False, threshold=min(max(threshold, 1), MAX_THRESHOLD)
-        )
+        return read_config(self.backend, self.config_doc)
 
     def configure(
         self, *, enabled: bool | None = None, threshold: int | None = None
     ) -> SummaryConfig:
         """Change and persist the task's settings; returns the new ones."""
-        if threshold is not None and not 1 <= threshold <= MAX_THRESHOLD:
-            raise InvalidInputError(
-                f"threshold {threshold!r} out of range: give 1 to {MAX_THRESHOLD} user turns"
-            )
-        result: list[SummaryConfig] = []
-
-        def edit(_old: bytes | None) -> bytes:
-            cfg = self.config()
-            if enabled is not None:
-                cfg.enabled = enabled
-            if threshold is not None:
-                cfg.threshold = threshold
-            result[:] = [cfg]
-            data = {"enabled": cfg.enabled, "threshold": cfg.threshold}
-            return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-        self.backend.update_document(self.config_doc, edit)
-        cfg = result[0]
-        return cfg
+        return write_config(self.backend, self.config_doc, enabled=enabled, threshold=threshold)
 
     # -- state -------------------------------------------------------------------------
     def state(self) -> ArchiveState:
@@ -325,18 +285,24 @@ class Archive:
         """Write one summary file atomically: the commit point of a summarisation."""
         state = self.state()
         seq = state.next_seq(level)
+        name = f"summary-L{level}-{seq:06d}.md"
+        span = f"messages.jsonl#L{first}-L{last}"
         created = now_iso()
-        text = render_summary(
+        text = render(
+            "summary.md.j2",
             level=level,
             seq=seq,
-            lines=(first, last),
-            covers=covers,
+            span=span,
             created=created,
+            keywords=keywords(content),
+            summary_id=f"L{level}-{seq:06d}",
+            covers=list(covers),
             turns=turns,
-            summarizer=self.summarizer,
+            summarizer=getattr(self.summarizer, "name", None)
+            or getattr(self.summarizer, "__name__", type(self.summarizer).__name__),
             content=content,
         )
-        doc = f"{self.wm.detail_doc}/{summary_name(level, seq)}"
+        doc = f"{self.wm.detail_doc}/{name}"
         self.backend.write_text(doc, text)
         path = self.wm.store.path_of(doc)
         summary = Summary.from_file(
