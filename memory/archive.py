@@ -5,7 +5,8 @@ are summarised into a level-1 summary; when more than `fanout` (5) summaries of 
 are active, the oldest `fanout` are folded into one summary of the next level, recursively.
 
 The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`,
-documents of the store's backend).
+documents of the store's backend; their format and the tree read from them are in
+`memory._archive_tree`, the `summary.json` settings in `memory._archive_config`).
 Each names what it covers in its META block: an L1 names a line range of `messages.jsonl`
 (`messages.jsonl#L41-L60`), an L2+ names the summary files it folds. From these files:
 
@@ -28,12 +29,14 @@ deleting it loses no archive state.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
+from memory._archive_config import CONFIG_NAME, SummaryConfig, read_config, write_config
+from memory._archive_config import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+from memory._archive_config import MAX_THRESHOLD as MAX_THRESHOLD
+from memory._archive_tree import FILE_RE, ArchiveState, Summary, parse_summary
+from memory._archive_tree import note_meta as note_meta
 from memory.clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
 from memory.summarize import Summarizer, call_with_timeout, extractive_summary
@@ -41,119 +44,9 @@ from memory.templating import render
 from memory.words import keywords
 from memory.working import Message, WorkingMemory
 
-DEFAULT_THRESHOLD = 10
 DEFAULT_FANOUT = 5
 DEFAULT_SUMMARY_TOKENS = 150
-MAX_THRESHOLD = 500
-CONFIG_NAME = "summary.json"
-_FILE_RE = re.compile(r"^summary-L(\d+)-(\d{6,})\.md$")
-_RANGE_RE = re.compile(r"^messages\.jsonl#L(\d+)-L(\d+)$")
 _MESSAGE_CHARS = 400
-
-
-@dataclass(frozen=True)
-class Summary:
-    """One summary file of the tree, parsed from its META block."""
-
-    id: str
-    level: int
-    seq: int
-    path: Path
-    first_line: int
-    """First `messages.jsonl` line under this summary (through its children for L2+)."""
-    last_line: int
-    covers: tuple[str, ...]
-    """L1: `("messages.jsonl#L41-L60",)`; L2+: the child summary file names."""
-    created: str
-    text: str = field(repr=False)
-    turns: int = 0
-    """User turns under this summary."""
-
-    @classmethod
-    def from_file(
-        cls,
-        path: Path,
-        text: str,
-        *,
-        level: int,
-        seq: int,
-        lines: tuple[int, int],
-        covers: tuple[str, ...],
-        created: str,
-        turns: int,
-    ) -> Summary:
-        """The summary of the file at `path` whose full text is `text`."""
-        return cls(
-            id=f"L{level}-{seq:06d}",
-            level=level,
-            seq=seq,
-            path=path,
-            first_line=lines[0],
-            last_line=lines[1],
-            covers=covers,
-            created=created,
-            text=_content_of(text),
-            turns=turns,
-        )
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def span(self) -> str:
-        return f"messages.jsonl#L{self.first_line}-L{self.last_line}"
-
-
-@dataclass
-class SummaryConfig:
-    """Per-task settings, persisted in `working/{task}/summary.json`."""
-
-    enabled: bool = True
-    threshold: int = DEFAULT_THRESHOLD
-
-
-@dataclass
-class ArchiveState:
-    """The tree as derived from the summary files."""
-
-    summaries: dict[str, Summary] = field(default_factory=dict)
-    """By file name."""
-    parent: dict[str, str] = field(default_factory=dict)
-    """Child file name -> parent file name."""
-    covered_until: int = 0
-    """Last `messages.jsonl` line archived (L1 ranges are contiguous from line 1)."""
-    active_names: set[str] = field(default_factory=set)
-    max_seq: dict[int, int] = field(default_factory=dict)
-    """Highest sequence number per level."""
-    warnings: list[str] = field(default_factory=list)
-
-    def add(self, summary: Summary) -> None:
-        self.summaries[summary.name] = summary
-        self.max_seq[summary.level] = max(self.max_seq.get(summary.level, 0), summary.seq)
-
-    def active(self, level: int | None = None) -> list[Summary]:
-        """Active summaries (not folded), oldest first; all levels or one."""
-        found = [
-            self.summaries[name]
-            for name in self.active_names
-            if level is None or self.summaries[name].level == level
-        ]
-        return sorted(found, key=lambda s: (s.first_line, -s.level))
-
-    def chunk_of(self, line: int) -> str | None:
-        """The id of the L1 summary that archived message `line`, or None if active."""
-        for s in self.summaries.values():
-            if s.level == 1 and s.first_line <= line <= s.last_line:
-                return s.id
-        return None
-
-    @property
-    def highest_level(self) -> int:
-        return max(self.max_seq, default=0)
-
-    def next_seq(self, level: int) -> int:
-        return 1 + self.max_seq.get(level, 0)
 
 
 @dataclass
@@ -181,26 +74,6 @@ class SummaryStatus:
     archived_messages: int
     active_per_level: dict[int, int]
     highest_level: int
-
-
-def note_meta(text: str) -> dict[str, str]:
-    """The `- key: value` lines of a note's `<!-- META: ... -->` block."""
-    start = text.find("META:")
-    if start < 0:
-        return {}
-    end = text.find("-->", start)
-    meta: dict[str, str] = {}
-    for line in text[start + 5 : end if end >= 0 else None].splitlines():
-        line = line.strip()
-        if line.startswith("- ") and ":" in line:
-            key, _, value = line[2:].partition(":")
-            meta[key.strip()] = value.strip()
-    return meta
-
-
-def _content_of(text: str) -> str:
-    match = re.search(r"^## Content\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    return (match.group(1) if match else text).strip()
 
 
 class Archive:
@@ -241,39 +114,13 @@ class Archive:
     # -- configuration -----------------------------------------------------------------
     def config(self) -> SummaryConfig:
         """The task's settings; a missing or garbled `summary.json` means the defaults."""
-        try:
-            data = json.loads(self.backend.read_text(self.config_doc) or "")
-            threshold = int(data.get("threshold", DEFAULT_THRESHOLD))
-            enabled = data.get("enabled", True)
-        except (ValueError, TypeError, AttributeError):
-            return SummaryConfig()
-        return SummaryConfig(
-            enabled=enabled is not False, threshold=min(max(threshold, 1), MAX_THRESHOLD)
-        )
+        return read_config(self.backend, self.config_doc)
 
     def configure(
         self, *, enabled: bool | None = None, threshold: int | None = None
     ) -> SummaryConfig:
         """Change and persist the task's settings; returns the new ones."""
-        if threshold is not None and not 1 <= threshold <= MAX_THRESHOLD:
-            raise InvalidInputError(
-                f"threshold {threshold!r} out of range: give 1 to {MAX_THRESHOLD} user turns"
-            )
-        result: list[SummaryConfig] = []
-
-        def edit(_old: bytes | None) -> bytes:
-            cfg = self.config()
-            if enabled is not None:
-                cfg.enabled = enabled
-            if threshold is not None:
-                cfg.threshold = threshold
-            result[:] = [cfg]
-            data = {"enabled": cfg.enabled, "threshold": cfg.threshold}
-            return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-        self.backend.update_document(self.config_doc, edit)
-        cfg = result[0]
-        return cfg
+        return write_config(self.backend, self.config_doc, enabled=enabled, threshold=threshold)
 
     # -- state -------------------------------------------------------------------------
     def state(self) -> ArchiveState:
@@ -290,7 +137,7 @@ class Archive:
         new = False
         for doc in docs:
             name = doc.rsplit("/", 1)[1]
-            match = _FILE_RE.match(name)
+            match = FILE_RE.match(name)
             if not match or name in state.summaries or name in self._skipped:
                 continue
             summary = self._parse(doc, int(match.group(1)), int(match.group(2)))
@@ -300,7 +147,7 @@ class Archive:
                 state.add(summary)
                 new = True
         if new:
-            self._link(state)
+            state.link()
 
     def _parse(self, doc: str, level: int, seq: int) -> Summary | None:
         path = self.wm.store.path_of(doc)
@@ -309,46 +156,7 @@ class Archive:
         except UnicodeDecodeError as exc:
             self._state.warnings.append(f"skipped unreadable summary {path.name!r}: {exc}")
             return None
-        meta = note_meta(text)
-        covers = tuple(c.strip() for c in meta.get("covers", "").split(",") if c.strip())
-        first = last = 0
-        if level == 1:
-            match = _RANGE_RE.match(covers[0]) if len(covers) == 1 else None
-            if match is None:
-                self._state.warnings.append(f"skipped summary {path.name!r}: bad covers")
-                return None
-            first, last = int(match.group(1)), int(match.group(2))
-        elif not covers:
-            self._state.warnings.append(f"skipped summary {path.name!r}: covers nothing")
-            return None
-        try:
-            turns = int(meta.get("turns", "0"))
-        except ValueError:
-            turns = 0
-        return Summary.from_file(
-            path,
-            text,
-            level=level,
-            seq=seq,
-            lines=(first, last),
-            covers=covers,
-            created=meta.get("created", ""),
-            turns=turns,
-        )
-
-    def _link(self, state: ArchiveState) -> None:
-        for name, s in sorted(state.summaries.items(), key=lambda kv: kv[1].level):
-            if s.level == 1:
-                state.covered_until = max(state.covered_until, s.last_line)
-                continue
-            children = [state.summaries.get(c) for c in s.covers]
-            if any(c is None for c in children):
-                continue  # a child not parsed yet; linked on a later scan
-            for child in s.covers:
-                state.parent[child] = name
-            if not s.first_line:
-                state.summaries[name] = _with_span(s, children)  # type: ignore[arg-type]
-        state.active_names = set(state.summaries) - set(state.parent)
+        return parse_summary(path, text, level=level, seq=seq, warnings=self._state.warnings)
 
     # -- counters ----------------------------------------------------------------------
     def active_messages(self) -> list[Message]:
@@ -507,28 +315,13 @@ class Archive:
             created=created,
             turns=turns,
         )
-        state.add(summary)
-        state.active_names.add(name)
-        if level == 1:
-            state.covered_until = max(state.covered_until, last)
-        else:
-            for child in covers:
-                state.parent[child] = name
-                state.active_names.discard(child)
+        state.record(summary)
         return summary
 
 
 def _strip_gaps(text: str) -> str:
     """Drop the extractive summariser's `...` gap lines before summarising again."""
     return "\n".join(line for line in text.splitlines() if line.strip() != "...")
-
-
-def _with_span(summary: Summary, children: list[Summary]) -> Summary:
-    return replace(
-        summary,
-        first_line=min(c.first_line for c in children),
-        last_line=max(c.last_line for c in children),
-    )
 
 
 def _message_line(message: Message) -> str:

@@ -15,7 +15,8 @@
    recalled `messages.jsonl` line, placed next to it, in rank order, each with its citation
 
 Parts 1-4 and 6 form one system message (providers differ on several system messages); recent
-turns follow as they were logged (tool calls and their results kept together).
+turns follow as they were logged (tool calls and their results kept together). The parts and
+how they render are in `memory._context_parts`, the fill in `memory._context_fill`.
 
 Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
 `count_tokens()` counts them, never exceeds `budgets.total`. When the parts together are
@@ -34,21 +35,18 @@ task it also logs the "Available memory" message once (`memory_index=False` to s
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory._context_fill import fill, filling
+from memory._context_parts import Parts, Snippet, assemble, part_tokens
 from memory.archive import Archive, Summary
-from memory.backends.blocks import message_text
 from memory.errors import MemoryStoreError
 from memory.longterm import ensure_memory_index
-from memory.tokens import count_tokens, estimate_tokens, message_tokens
+from memory.tokens import count_tokens, estimate_tokens
 from memory.working import Message, WorkingMemory
 
-_LINE_REF = re.compile(r"#L\d+$")
-_SNIPPET_CUTS = ("snippet budget", "total budget")
 _TRUNCATED = "\n[... truncated: {n} more tokens; read {where}]"
 
 
@@ -106,27 +104,6 @@ def truncate_to(text: str, max_tokens: int, where: str) -> tuple[str, bool]:
     if estimate_tokens(out) > max_tokens:  # a budget too small even for the marker
         out = text[: max(0, max_tokens * 4)]
     return out, True
-
-
-@dataclass(eq=False)
-class _Snippet:
-    citation: str
-    text: str
-    tokens: int
-    path: str = ""
-    line: int | None = None
-    fill: bool = False
-    """Added by the fill (a re-added or further hit, or a neighbouring message)."""
-
-
-@dataclass
-class _Parts:
-    system: str
-    overview: str
-    summaries: list[tuple[Summary, str]]
-    snippets: list[_Snippet]
-    turns: list[list[dict[str, Any]]]
-    turn_lines: list[tuple[int, int]]
 
 
 class ContextBuilder:
@@ -189,14 +166,16 @@ class ContextBuilder:
         if query is None:
             query = self._last_user_text()
         snippets, hits = self._snippets(query, turn_lines, summaries, omitted, warnings)
-        parts = _Parts(system, overview, summaries, snippets, turns, turn_lines)
+        parts = Parts(system, overview, summaries, snippets, turns, turn_lines)
         messages = self._fit_total(parts, omitted)
-        if hits and self._filling():
-            messages = self._fill(parts, hits, omitted)
+        if hits and filling(self.budgets):
+            messages = fill(
+                parts, hits, omitted, budgets=self.budgets, wm=self.wm, store=self.store
+            )
         return BuiltContext(
             messages=messages,
             tokens=count_tokens(messages),
-            parts=_part_tokens(parts),
+            parts=part_tokens(parts),
             omitted=omitted,
             summarized=summarized,
             warnings=warnings,
@@ -277,12 +256,12 @@ class ContextBuilder:
         summaries: list[tuple[Summary, str]],
         omitted: list[str],
         warnings: list[str],
-    ) -> tuple[list[_Snippet], list[_Snippet]]:
+    ) -> tuple[list[Snippet], list[Snippet]]:
         """The snippets within the snippet budget, and every usable hit in rank order."""
         budgets = self.budgets
         if not query.strip() or budgets.snippets <= 0:
             return [], []
-        wanted = max(budgets.snippet_limit, budgets.fill_limit if self._filling() else 0)
+        wanted = max(budgets.snippet_limit, budgets.fill_limit if filling(budgets) else 0)
         try:
             results = self._search(query, wanted)
         except MemoryStoreError as exc:
@@ -303,7 +282,9 @@ class ContextBuilder:
             if path == messages_rel and line and any(a <= line <= b for a, b in turn_lines):
                 continue
             citation = _full_citation(r, path, self.wm.task_doc)
-            hit = self._block(citation, str(r.text), path, line)
+            hit = Snippet.from_text(
+                citation, str(r.text), path, line, max_chars=budgets.snippet_chars
+            )
             hits.append(hit)
             if rank >= budgets.snippet_limit:
                 continue  # only the fill uses the further candidates
@@ -314,95 +295,12 @@ class ContextBuilder:
             budget -= hit.tokens
         return out, hits
 
-    def _block(self, citation: str, text: str, path: str, line: int | None) -> _Snippet:
-        text = " ".join(text.split())
-        if len(text) > self.budgets.snippet_chars:
-            text = text[: self.budgets.snippet_chars - 3] + "..."
-        block = f"- [{citation}] {text}"
-        return _Snippet(citation, block, estimate_tokens(block) + 1, path, line)
-
-    # -- the fill ----------------------------------------------------------------------
-    def _filling(self) -> bool:
-        """Whether unused budget is filled: on, unless the caller keeps the turns itself."""
-        b = self.budgets
-        return b.fill_limit > 0 and b.recent > 0 and b.recent_turns > 0
-
-    def _fill(self, parts: _Parts, hits: list[_Snippet], omitted: list[str]) -> list[dict]:
-        """Use the budget the parts left: hits that did not fit the snippet budget, further
-        hits, and the messages before and after each recalled message line, in rank order.
-
-        Each addition is kept only if the whole context, counted as `count_tokens` counts
-        it, stays within `budgets.total` and the sum of the part budgets.
-        """
-        b = self.budgets
-        cap = min(b.total, b.system + b.overview + b.summaries + b.snippets + b.recent)
-        others = count_tokens(_assemble(parts)[1:])
-        if others + _system_tokens(_system_text(parts)) >= cap:
-            return _assemble(parts)
-        shown = {(s.path, s.line) for s in parts.snippets}
-        recent = set() if not parts.turn_lines else {self.wm.messages_doc}
-        logs: dict[str, WorkingMemory | None] = {}
-
-        def fits() -> bool:
-            return others + _system_tokens(_system_text(parts)) <= cap
-
-        for hit in hits:
-            if hit not in parts.snippets:
-                if (hit.path, hit.line) in shown:
-                    continue
-                hit.fill = True
-                parts.snippets.append(hit)
-                if not fits():
-                    parts.snippets.remove(hit)
-                    continue
-                shown.add((hit.path, hit.line))
-                notes = {f"snippet left out ({why}): {hit.citation}" for why in _SNIPPET_CUTS}
-                omitted[:] = [o for o in omitted if o not in notes]
-            if not hit.path.endswith("/messages.jsonl") or not hit.line:
-                continue
-            for line, after in ((hit.line - 1, False), (hit.line + 1, True)):
-                if line < 1 or (hit.path, line) in shown:
-                    continue
-                if hit.path in recent and any(a <= line <= z for a, z in parts.turn_lines):
-                    continue  # already in context as a recent turn
-                text = self._line_text(hit.path, line, logs)
-                if text is None:
-                    continue
-                citation = _LINE_REF.sub(f"#L{line}", hit.citation)
-                near = self._block(citation, text, hit.path, line)
-                near.fill = True
-                at = parts.snippets.index(hit)
-                parts.snippets.insert(at + 1 if after else at, near)
-                if fits():
-                    shown.add((hit.path, line))
-                else:
-                    parts.snippets.remove(near)
-        return _assemble(parts)
-
-    def _line_text(self, path: str, line: int, logs: dict[str, WorkingMemory | None]) -> str | None:
-        """The searchable text of one line of a task's `messages.jsonl` (None if absent)."""
-        if path not in logs:
-            task = path.split("/")[1] if path.count("/") == 2 else ""
-            try:
-                logs[path] = (
-                    self.wm if path == self.wm.messages_doc else WorkingMemory(self.store, task)
-                )
-            except Exception:  # noqa: BLE001 - a path that names no task: no neighbours
-                logs[path] = None
-        wm = logs[path]
-        if wm is None or not path.startswith("working/"):
-            return None
-        found = wm.message_range(line, line)
-        if not found:
-            return None
-        return message_text(json.dumps(found[0].record, ensure_ascii=False).encode("utf-8"))
-
     # -- the total ---------------------------------------------------------------------
-    def _fit_total(self, parts: _Parts, omitted: list[str]) -> list[dict[str, Any]]:
+    def _fit_total(self, parts: Parts, omitted: list[str]) -> list[dict[str, Any]]:
         """Trim in priority order until the whole context is within `budgets.total`."""
         total = self.budgets.total
         while True:
-            messages = _assemble(parts)
+            messages = assemble(parts)
             if count_tokens(messages) <= total:
                 return messages
             if parts.snippets:
@@ -418,9 +316,9 @@ class ContextBuilder:
             else:
                 return self._last_resort(parts, omitted, total)
 
-    def _last_resort(self, parts: _Parts, omitted: list[str], total: int) -> list[dict]:
+    def _last_resort(self, parts: Parts, omitted: list[str], total: int) -> list[dict]:
         """Only the system prompt, overview and one turn are left: cut them to fit."""
-        over = count_tokens(_assemble(parts)) - total
+        over = count_tokens(assemble(parts)) - total
         if parts.turns and over > 0:
             turn = parts.turns[0]
             budget = max(0, count_tokens(turn) - over)
@@ -430,7 +328,7 @@ class ContextBuilder:
             ("overview", self.wm.overview_doc),
             ("system", "the agent's configuration"),
         ):
-            over = count_tokens(_assemble(parts)) - total
+            over = count_tokens(assemble(parts)) - total
             if over <= 0:
                 break
             text = getattr(parts, attr)
@@ -438,10 +336,10 @@ class ContextBuilder:
                 parts, attr, truncate_to(text, max(0, estimate_tokens(text) - over - 8), where)[0]
             )
             omitted.append(f"{attr} cut (total budget)")
-        messages = _assemble(parts)
+        messages = assemble(parts)
         while count_tokens(messages) > total and parts.turns:
             parts.turns.pop()
-            messages = _assemble(parts)
+            messages = assemble(parts)
         return messages
 
 
@@ -533,40 +431,3 @@ def _full_citation(result: Any, path: str, task_folder: str) -> str:
         if citation.startswith(("messages.jsonl", "overview.md", "detail/")):
             return f"{path.split('/')[0]}/{path.split('/')[1]}/{citation}"
     return citation
-
-
-def _system_text(parts: _Parts) -> str:
-    sections = [parts.system]
-    if parts.overview.strip():
-        sections.append("# Working memory (overview.md)\n" + parts.overview.strip())
-    if parts.summaries:
-        sections.append(
-            "# Conversation summaries (highest level first)\n"
-            + "\n\n".join(text for _, text in parts.summaries)
-        )
-    if parts.snippets:
-        sections.append("# Recalled from memory\n" + "\n".join(s.text for s in parts.snippets))
-    return "\n\n".join(s for s in sections if s)
-
-
-def _assemble(parts: _Parts) -> list[dict[str, Any]]:
-    messages = [{"role": "system", "content": _system_text(parts)}]
-    for turn in parts.turns:
-        messages.extend(turn)
-    return messages
-
-
-def _system_tokens(system_text: str) -> int:
-    """Tokens of the system message holding `system_text`."""
-    return message_tokens({"role": "system", "content": system_text})
-
-
-def _part_tokens(parts: _Parts) -> dict[str, int]:
-    return {
-        "system": estimate_tokens(parts.system),
-        "overview": estimate_tokens(parts.overview),
-        "summaries": sum(estimate_tokens(t) for _, t in parts.summaries),
-        "snippets": sum(s.tokens for s in parts.snippets if not s.fill),
-        "recent": sum(count_tokens(t) for t in parts.turns),
-        "fill": sum(s.tokens for s in parts.snippets if s.fill),
-    }
