@@ -17,7 +17,7 @@ import click
 
 from memory._cli_common import get_store
 from memory.backends.files import FilesBackend
-from memory.backends.files._entries import ORPHAN_GRACE_S
+from memory.backends.files._entry_upkeep import ORPHAN_GRACE_S
 from memory.backends.files._leftovers import remove_temp_files, temp_files
 from memory.entries import ENTRY_TYPES, Entry, check_type
 from memory.errors import InvalidInputError

@@ -2,6 +2,8 @@
 
 Tiers (see `memory.entries`): `inline` content is the row's blob; `file` is
 `entries/{id}/content.gz`; `chunked` is `entries/{id}/chunk-NNNN.gz`, one file per chunk.
+This module writes them; reading is `_entry_reads`, statistics, pruning and the sweep of
+orphan folders `_entry_upkeep`.
 
 Invariants:
 
@@ -29,51 +31,29 @@ import os
 import shutil
 import sqlite3
 import threading
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import memory.durable as durable
 from memory.backends.files._db import transaction
+from memory.backends.files._entry_reads import EntryReads
 from memory.backends.files._entry_sql import (
-    DATES_SQL,
-    DELETE_ENTRY_SQL,
-    ENTRY_COLUMNS,
     ID_TAKEN_SQL,
     INSERT_ENTRY_SQL,
     INSERT_TAG_SQL,
-    INSERT_TOMBSTONE_SQL,
     MIGRATIONS,
-    PRUNED_COUNT_SQL,
-    SELECT_BY_IDS_SQL,
-    SELECT_CONTENT_SQL,
-    SELECT_ENTRY_SQL,
-    SELECT_KNOWN_IDS_SQL,
-    SELECT_TAGS_SQL,
-    SINCE_SQL,
-    STATS_SQL,
-    TAG_COUNT_SQL,
-    TOMBSTONES_SINCE_SQL,
 )
+from memory.backends.files._entry_upkeep import EntryUpkeep
 from memory.backends.files._host import FilesHost
 from memory.backends.files._journal import EntryJournal, chunk_name
-from memory.base import check_chunk, check_limit, unknown_entry
-from memory.clock import iso
 from memory.entries import (
-    ENTRY_ID_RE,
-    ENTRY_TYPES,
-    TIERS,
     Clock,
     Entry,
-    check_type,
-    empty_stats,
-    normalize_directory,
     pieces,
     prepare_entry,
 )
-from memory.errors import CorruptDataError, MemoryRuntimeError, PathEscapeError
+from memory.errors import CorruptDataError, MemoryRuntimeError
 from memory.paths import Inside
 from memory.summarize import Summarizer
 
@@ -82,11 +62,10 @@ __all__ = ["EntryStore", "MIGRATIONS"]
 GZIP_LEVEL = 6
 PARALLEL_CHUNKS_FROM = 8  # entries with more chunks write them from a thread pool
 CHUNK_WRITERS = 8
-ORPHAN_GRACE_S = 3600.0  # an orphan folder must be this old before `sweep_orphans` takes it
 ID_ATTEMPTS = 20
 
 
-class EntryStore:
+class EntryStore(EntryReads, EntryUpkeep):
     """The entries of one memory directory (its `memory.db` rows and `entries/` folder).
 
     Args:
@@ -276,139 +255,6 @@ class EntryStore:
     def _rel(self, path: Path) -> str:
         return self.backend.layout.relative(path)
 
-    # -- reading -----------------------------------------------------------------------
-    def get(self, entry_id: str) -> Entry:
-        """The entry's metadata; `UnknownEntryError` if there is no such id."""
-        row = self._conn.execute(SELECT_ENTRY_SQL, (entry_id,)).fetchone()
-        if row is None:
-            raise unknown_entry(entry_id, str(self._root))
-        return self._with_tags([row])[0]
-
-    def fetch(self, entry_id: str, *, chunk: int | None = None, summary_only: bool = False) -> str:
-        """The entry's exact content, one chunk of it (from 0), or its summary.
-
-        Raises:
-            UnknownEntryError: no such id.
-            ChunkOutOfRangeError: `chunk` outside `0..chunks-1` (an unchunked entry is chunk 0).
-            CorruptDataError: a file of the entry is missing or damaged.
-        """
-        entry = self.get(entry_id)
-        if summary_only:
-            return entry.summary
-        if chunk is not None:
-            check_chunk(entry_id, chunk, entry.chunks)
-            if entry.tier == "chunked":
-                return self._read_gz(self._root / entry.path / chunk_name(chunk)).decode("utf-8")
-        return self._read_all(entry).decode("utf-8")
-
-    def fetch_bytes(self, entry_id: str) -> bytes:
-        """The entry's exact stored bytes (what `fetch` returns, encoded as UTF-8)."""
-        return self._read_all(self.get(entry_id))
-
-    def iter_bytes(self, entry_id: str) -> Iterator[bytes]:
-        """The entry's exact bytes piece by piece (one chunk at a time; for streaming)."""
-        entry = self.get(entry_id)
-        if entry.tier != "chunked":
-            yield self._read_all(entry)
-            return
-        folder = self._root / entry.path
-        for n in range(entry.chunks):
-            yield self._read_gz(folder / chunk_name(n))
-
-    def texts(self, entry_id: str) -> list[tuple[str, str]]:
-        """`[(citation, text)]` for the index: one item, or one per chunk (`id#chunk-N`)."""
-        entry = self.get(entry_id)
-        if entry.tier != "chunked":
-            return [(entry.id, self._read_all(entry).decode("utf-8"))]
-        folder = self._root / entry.path
-        return [
-            (f"{entry.id}#chunk-{n}", self._read_gz(folder / chunk_name(n)).decode("utf-8"))
-            for n in range(entry.chunks)
-        ]
-
-    def _read_all(self, entry: Entry) -> bytes:
-        if entry.tier == "inline":
-            row = self._conn.execute(SELECT_CONTENT_SQL, (entry.id,)).fetchone()
-            if row is None or row[0] is None:
-                raise CorruptDataError(f"entry {entry.id!r} has no inline content; prune it")
-            return bytes(row[0])
-        if entry.tier == "file":
-            return self._read_gz(self._root / entry.path)
-        folder = self._root / entry.path
-        return b"".join(self._read_gz(folder / chunk_name(n)) for n in range(entry.chunks))
-
-    def _read_gz(self, path: Path) -> bytes:
-        if self._inside.real(path) is None:  # `entries/{id}` or a chunk swapped for a symlink
-            raise PathEscapeError(
-                f"entry file {self._rel(path)!r} resolves outside the memory directory "
-                "(a symlink); it is not read: restore the entry's folder or prune the entry"
-            )
-        try:
-            return gzip.decompress(path.read_bytes())
-        except FileNotFoundError:
-            raise CorruptDataError(
-                f"entry file {self._rel(path)!r} is missing; restore it or prune the entry"
-            ) from None
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise CorruptDataError(
-                f"entry file {self._rel(path)!r} is damaged ({exc}); restore it or prune the entry"
-            ) from None
-
-    def list(
-        self,
-        *,
-        type: str | None = None,
-        directory: str | os.PathLike[str] | None = None,
-        tag: str | None = None,
-        checkpoint: str | None = None,
-        limit: int | None = 20,
-    ) -> list[Entry]:
-        """Entries newest first, filtered; `directory` also matches its sub-directories."""
-        where, params = [], []
-        if type is not None:
-            where.append("type = ?")
-            params.append(check_type(type))
-        if directory is not None:
-            norm = normalize_directory(directory)
-            where.append("(directory = ? OR substr(directory, 1, ?) = ?)")
-            prefix = norm.rstrip("/") + "/"
-            params += [norm, len(prefix), prefix]
-        if tag is not None:
-            where.append("id IN (SELECT entry_id FROM entry_tags WHERE tag = ?)")
-            params.append(tag)
-        if checkpoint is not None:
-            where.append("checkpoint = ?")
-            params.append(checkpoint)
-        check_limit(limit)
-        sql = f"SELECT {ENTRY_COLUMNS} FROM entries"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return self._with_tags(self._conn.execute(sql, params).fetchall())
-
-    def since(self, seq: int) -> list[tuple[int, str]]:
-        """`(seq, id)` of entries added after `seq`, in order (for incremental indexing)."""
-        rows = self._conn.execute(SINCE_SQL, (seq,)).fetchall()
-        return [(int(r[0]), r[1]) for r in rows]
-
-    def tombstones_since(self, seq: int) -> list[tuple[int, str]]:
-        """`(seq, id)` of entries pruned after tombstone `seq`, in order."""
-        rows = self._conn.execute(TOMBSTONES_SINCE_SQL, (seq,)).fetchall()
-        return [(int(r[0]), r[1]) for r in rows]
-
-    def _with_tags(self, rows: list[sqlite3.Row]) -> list[Entry]:
-        entries = [_entry_from_row(row) for row in rows]
-        by_id = {e.id: e for e in entries}
-        ids = list(by_id)
-        for start in range(0, len(ids), 500):  # stay under SQLite's variable limit
-            part = ids[start : start + 500]
-            sql = SELECT_TAGS_SQL.format(marks=",".join("?" * len(part)))
-            for entry_id, tag in self._conn.execute(sql, part):
-                by_id[entry_id].tags.append(tag)
-        return entries
-
     # -- journal -----------------------------------------------------------------------
     def restore(self) -> int:
         """Rebuild the `entries` rows (and tags) missing from `memory.db` out of the journal.
@@ -430,118 +276,3 @@ class EntryStore:
     def _check_journal(self, conn: sqlite3.Connection) -> None:
         """First use: restore an emptied table from the journal, or start a missing journal."""
         self._journal.check(conn, self._with_tags)
-
-    # -- maintenance -------------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
-        """Counts, tokens, bytes (content and stored) overall, by tier and by type."""
-        conn = self._conn
-
-        def grouped(key: str) -> dict[str, dict[str, int]]:
-            return {
-                row["k"]: {
-                    "entries": row["n"],
-                    "tokens": row["tokens"],
-                    "bytes": row["bytes"],
-                    "stored_bytes": row["stored_bytes"],
-                    "chunks": row["chunks"],
-                }
-                for row in conn.execute(STATS_SQL.format(key=key))
-            }
-
-        by_tier = {tier: empty_stats() for tier in TIERS} | grouped("tier")
-        by_type = {type: empty_stats() for type in ENTRY_TYPES} | grouped("type")
-        total = empty_stats()
-        for bucket in by_tier.values():
-            for key in total:
-                total[key] += bucket[key]
-        oldest, newest = conn.execute(DATES_SQL).fetchone()
-        return {
-            **total,
-            "by_tier": by_tier,
-            "by_type": by_type,
-            "oldest": oldest,
-            "newest": newest,
-            "tags": conn.execute(TAG_COUNT_SQL).fetchone()[0],
-            "pruned": conn.execute(PRUNED_COUNT_SQL).fetchone()[0],
-        }
-
-    def count_pruned(self) -> int:
-        return self._conn.execute(PRUNED_COUNT_SQL).fetchone()[0]
-
-    def delete(self, entry_ids: Iterable[str]) -> list[Entry]:
-        """Remove entries (rows, tags, then their `entries/{id}/` folders); returns them.
-
-        Rows are deleted and tombstoned, and the prune journalled, in one write transaction;
-        files go after the commit, so a crash never leaves a row without its files.
-        """
-        wanted = list(dict.fromkeys(entry_ids))
-        conn = self._conn
-        with transaction(conn):
-            victims = [e for e in self._by_ids(wanted)]
-            removed_at = iso(self.backend.clock())
-            for entry in victims:
-                conn.execute(INSERT_TOMBSTONE_SQL, (entry.id, removed_at))
-                conn.execute(DELETE_ENTRY_SQL, (entry.id,))
-            if victims:  # before COMMIT: a restore must never bring them back
-                self._journal.append_prunes([e.id for e in victims], removed_at)
-        for entry in victims:
-            if entry.tier != "inline":
-                shutil.rmtree(self._entries_dir / entry.id, ignore_errors=True)
-        return victims
-
-    def _by_ids(self, entry_ids: list[str]) -> list[Entry]:
-        found: list[Entry] = []
-        for start in range(0, len(entry_ids), 500):  # stay under SQLite's variable limit
-            part = entry_ids[start : start + 500]
-            sql = SELECT_BY_IDS_SQL.format(marks=",".join("?" * len(part)))
-            found += self._with_tags(self._conn.execute(sql, part).fetchall())
-        return sorted(found, key=lambda e: e.seq)
-
-    def sweep_orphans(
-        self, *, older_than_s: float = ORPHAN_GRACE_S, dry_run: bool = False
-    ) -> list[str]:
-        """Remove `entries/{id}/` folders that no row points to (left by a killed `log`).
-
-        Only folders named like an entry id and untouched for `older_than_s` seconds are
-        considered, so a `log` still writing its files is never disturbed.
-
-        Returns:
-            Their paths relative to the memory root (removed, or that would be with `dry_run`).
-        """
-        if not self._entries_dir.is_dir():
-            return []
-        cutoff = time.time() - older_than_s
-        candidates = [
-            p
-            for p in sorted(self._entries_dir.iterdir())
-            if ENTRY_ID_RE.fullmatch(p.name) and p.is_dir() and p.stat().st_mtime < cutoff
-        ]
-        known = set()
-        for start in range(0, len(candidates), 500):
-            part = [p.name for p in candidates[start : start + 500]]
-            sql = SELECT_KNOWN_IDS_SQL.format(marks=",".join("?" * len(part)))
-            known.update(row[0] for row in self._conn.execute(sql, part))
-        orphans = [p for p in candidates if p.name not in known]
-        if not dry_run:
-            for folder in orphans:
-                shutil.rmtree(folder, ignore_errors=True)
-        return [self._rel(p) for p in orphans]
-
-
-def _entry_from_row(row: sqlite3.Row) -> Entry:
-    return Entry(
-        id=row["id"],
-        type=row["type"],
-        tier=row["tier"],
-        tokens=row["tokens"],
-        bytes=row["bytes"],
-        chunks=row["chunks"],
-        summary=row["summary"],
-        tags=[],
-        checkpoint=row["checkpoint"],
-        directory=row["directory"],
-        created_at=row["created_at"],
-        path=row["path"],
-        seq=row["seq"],
-        stored_bytes=row["stored_bytes"],
-    )

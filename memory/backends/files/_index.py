@@ -14,13 +14,14 @@ live beside the synced ones (one index, one planner: `_planner`);
 jsonl files, how many complete lines/bytes were consumed plus a hash of the last one.
 
 Invariants:
-* Files are the truth. `sync()` stats the known folders (`os.scandir`, no reads for
-  unchanged files) and brings the rows in line: new and changed files are (re)indexed,
-  deleted files lose their rows, and a `messages.jsonl` that only grew has just its new
-  complete lines indexed (after checking that the last indexed line is still there, byte
-  for byte; otherwise the file is reindexed). A torn last line is left for a later sync.
+* Files are the truth. `sync()` stats the known folders (`_index_scan`: `os.scandir`, no
+  reads for unchanged files) and brings the rows in line: new and changed files are
+  (re)indexed, deleted files lose their rows, and a `messages.jsonl` that only grew has just
+  its new complete lines indexed (after checking that the last indexed line is still there,
+  byte for byte; otherwise the file is reindexed). A torn last line is left for a later sync.
 * Entries are pulled from the `entries` table by `seq` above a watermark and dropped by
-  `entry_tombstones` above another, so the index never needs the entry store to call it.
+  `entry_tombstones` above another (`_index_entries`), so the index never needs the entry
+  store to call it.
 * Files are read outside any write lock; rows are applied in `BEGIN IMMEDIATE`
   transactions that first re-check the state the work was planned against, so several
   processes may sync at once and the result is the same as one sync.
@@ -34,14 +35,13 @@ Hidden files and folders (names starting with '.') and `memory.db*` are never in
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
 
-from memory.backends.blocks import FLAT_FOLDERS, WORDY
 from memory.backends.files._db import transaction
 from memory.backends.files._host import FilesHost
+from memory.backends.files._index_entries import IndexEntries
 from memory.backends.files._index_plan import (
     FileWork,
     Seen,
@@ -50,6 +50,7 @@ from memory.backends.files._index_plan import (
     stat_of,
     state_of,
 )
+from memory.backends.files._index_scan import scan
 from memory.backends.files._index_schema import (
     INSERT_UPSERTED_SQL,
     MIGRATIONS,
@@ -57,18 +58,14 @@ from memory.backends.files._index_schema import (
     TABLES,
     delete_docs,
     drop_index_tables,
-    has_table,
     next_doc_id,
     table_for,
-    watermarks,
 )
 from memory.backends.files._watch import Watch
 from memory.base import IndexReport, SearchDoc
-from memory.errors import MemoryStoreError
-from memory.paths import Inside
 
 
-class Index:
+class Index(IndexEntries):
     """The derived full-text index of one memory directory (see the module docstring)."""
 
     def __init__(self, backend: FilesHost):
@@ -188,64 +185,8 @@ class Index:
 
     # -- scanning ---------------------------------------------------------------------
     def _scan(self, watch: Watch | None = None) -> dict[str, Seen]:
-        """Stat every indexable file: `{relative path: Seen}` (no file is read).
-
-        Each folder is watched (`watch`) before it is listed, so a change made while the
-        scan runs is seen by the next sync. Nothing that resolves outside the memory root
-        is taken (`Inside`): a symlinked file counts only when its target is inside (and
-        is read there), a symlinked folder below the layout's own folders is not entered.
-        """
-        watch = watch or Watch.inactive()
-        watch.add(str(self.layout.root), root=True)  # folders created or removed
-        inside = Inside(self.layout.root)
-        seen: dict[str, Seen] = {}
-        for attr, source, suffixes in FLAT_FOLDERS:
-            folder = getattr(self.layout, attr)
-            if _leaves(str(folder), inside):
-                continue
-            rel = self.layout.relative(folder)
-            self._scan_dir(str(folder), rel, source, suffixes, seen, inside, watch)
-        working = str(self.layout.working)
-        if _leaves(working, inside):
-            return seen
-        watch.add(working)
-        for task in _scandir(working):
-            if task.name.startswith(".") or not task.is_dir():
-                continue
-            if task.is_symlink() and not inside(task.path):
-                continue
-            rel_task = f"working/{task.name}"
-            watch.add(task.path)
-            for name, source in (("overview.md", "overview"), ("messages.jsonl", "messages")):
-                path = os.path.join(task.path, name)
-                _add_file(path, f"{rel_task}/{name}", source, seen, inside)
-            detail = os.path.join(task.path, "detail")
-            if not _leaves(detail, inside):
-                self._scan_dir(
-                    detail, f"{rel_task}/detail", "detail", (".md",), seen, inside, watch
-                )
-        return seen
-
-    def _scan_dir(
-        self,
-        folder: str,
-        rel: str,
-        source: str,
-        suffixes: tuple[str, ...],
-        seen: dict[str, Seen],
-        inside: Inside,
-        watch: Watch,
-    ) -> None:
-        watch.add(folder)
-        for item in _scandir(folder):
-            if item.name.startswith("."):
-                continue
-            if item.is_dir(follow_symlinks=False):
-                self._scan_dir(
-                    item.path, f"{rel}/{item.name}", source, suffixes, seen, inside, watch
-                )
-            elif item.name.endswith(suffixes):
-                _add_file(item.path, f"{rel}/{item.name}", source, seen, inside, item)
+        """Stat every indexable file (`_index_scan.scan`); a method, so tests can count scans."""
+        return scan(self.layout, watch)
 
     # -- files ------------------------------------------------------------------------
     def _sync_files(
@@ -348,81 +289,6 @@ class Index:
             conn.execute("DELETE FROM idx_files WHERE id = ?", (row["id"],))
             report.files_removed += 1
 
-    # -- entries ----------------------------------------------------------------------
-    def _sync_entries(self, report: IndexReport) -> None:
-        conn = self.conn
-        if not has_table(conn, "entries"):
-            return
-        marks = watermarks(conn)
-        new = conn.execute(
-            "SELECT seq, id FROM entries WHERE seq > ? ORDER BY seq", (marks["entries_seq"],)
-        ).fetchall()
-        dead: list[sqlite3.Row] = []
-        if has_table(conn, "entry_tombstones"):
-            dead = conn.execute(
-                "SELECT seq, id FROM entry_tombstones WHERE seq > ? ORDER BY seq",
-                (marks["tombstones_seq"],),
-            ).fetchall()
-        if not new and not dead:
-            return
-        dead_ids = {row["id"] for row in dead}
-        planned = [
-            (row["seq"], row["id"], self._entry_rows(row["id"]))
-            for row in new
-            if row["id"] not in dead_ids
-        ]
-        last_seq = new[-1]["seq"] if new else marks["entries_seq"]
-        last_dead = dead[-1]["seq"] if dead else marks["tombstones_seq"]
-        self._write(
-            lambda c: self._apply_entries(c, marks, planned, dead_ids, last_seq, last_dead, report)
-        )
-
-    def _entry_rows(self, entry_id: str) -> tuple[str | None, list[tuple[str, str]]]:
-        try:
-            texts = self.backend.entries.texts(entry_id)
-        except (MemoryStoreError, UnicodeDecodeError, OSError):
-            return None, []  # pruned meanwhile (its tombstone follows), binary or unreadable
-        path = None
-        try:
-            path = self.backend.entries.get(entry_id).path
-        except (MemoryStoreError, AttributeError):
-            pass
-        return path, [(cite, text) for cite, text in texts if text and WORDY.search(text)]
-
-    def _apply_entries(
-        self,
-        conn: sqlite3.Connection,
-        marks: dict[str, int],
-        planned: list,
-        dead_ids: set[str],
-        last_seq: int,
-        last_dead: int,
-        report: IndexReport,
-    ) -> None:
-        if watermarks(conn) != marks:
-            return  # another process indexed these meanwhile; the next sync sees the rest
-        next_id = next_doc_id(conn)
-        for _seq, entry_id, (path, rows) in planned:
-            delete_docs(conn, "entry_id = ?", (entry_id,))
-            for cite, text in rows:
-                conn.execute(
-                    "INSERT INTO idx_docs(id, source, entry_id, cite, path) "
-                    "VALUES (?, 'entries', ?, ?, ?)",
-                    (next_id, entry_id, cite, path),
-                )
-                conn.execute("INSERT INTO idx_ent(rowid, body) VALUES (?, ?)", (next_id, text))
-                next_id += 1
-            report.entries_added += 1
-            report.rows_added += len(rows)
-        for entry_id in dead_ids:
-            removed = delete_docs(conn, "entry_id = ?", (entry_id,))
-            report.rows_removed += removed
-            report.entries_removed += 1 if removed else 0
-        conn.executemany(
-            "INSERT OR REPLACE INTO idx_state(key, value) VALUES (?, ?)",
-            [("entries_seq", last_seq), ("tombstones_seq", last_dead)],
-        )
-
     # -- transactions -----------------------------------------------------------------
     def _write(self, fn, *, derived: bool = True) -> None:
         """Run `fn(conn)` in one `BEGIN IMMEDIATE` transaction (serialises writers).
@@ -433,41 +299,3 @@ class Index:
         """
         with self.backend._write(durable_commit=not derived) as conn:
             fn(conn)
-
-
-def _leaves(folder: str, inside: Inside) -> bool:
-    """True when the folder `folder` is a symlink whose target is outside the memory root."""
-    return os.path.islink(folder) and not inside(folder)
-
-
-def _add_file(
-    path: str,
-    rel: str,
-    source: str,
-    seen: dict[str, Seen],
-    inside: Inside,
-    item: os.DirEntry | None = None,
-) -> None:
-    """Add `path` to `seen` if it is a regular file inside the memory root (a symlink is
-    followed only when its target is inside, and recorded by that target's path)."""
-    try:
-        link = item.is_symlink() if item is not None else os.path.islink(path)
-        if link:
-            path = inside.real(path)
-            if path is None:
-                return
-            st = os.stat(path)
-        else:
-            st = item.stat() if item is not None else os.stat(path)
-    except OSError:
-        return
-    if (st.st_mode & 0o170000) == 0o100000:  # regular files only
-        seen[rel] = Seen(rel, source, path, st.st_mtime_ns, st.st_size)
-
-
-def _scandir(path: str) -> list[os.DirEntry]:
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return []

@@ -8,7 +8,7 @@ Two kinds, neither ever read as memory:
 * a hidden temp file `.{name}.tmp-{8 hex}` beside its target (a write killed between its
   temp file and the rename, `memory.durable.atomic_write_bytes`): `temp_files` here.
 
-Both are removed only once they are an hour old (`_entries.ORPHAN_GRACE_S`), so a write
+Both are removed only once they are an hour old (`_entry_upkeep.ORPHAN_GRACE_S`), so a write
 still in progress is never disturbed. Temp files inside `entries/` belong to an entry folder
 (an orphan when the write was killed) and are left to that folder's sweep.
 """
