@@ -1,18 +1,22 @@
 """The files + SQLite backend: the `.temp/memory` tree people read, and `memory.db` beside it.
 
 Files are the truth; `memory.db` (SQLite, WAL, busy timeout) holds entry metadata, small
-entries, tags and refs, document versions, task records, the subagent registry, task leases
-and a full-text index derived from the files. Deleting the index and running `memory reindex`
+entries, tags and refs, document versions and a full-text index derived from the files.
+Task records, the subagent registry and task leases are JSON files under `.tether/records/`
+(`memory.doc_records`). Deleting the index and running `memory reindex`
 rebuilds it; a file edited by hand is searchable at the next query.
 
 The pieces, each in its own module of this package:
 
 * `_db`: the connection settings and the named, append-only migrations;
 * `_documents`: documents as files, with versions (`backend_documents`);
-* `_entries` (+ `_entry_sql`, `_journal`): entries in their tiers, and their journal;
-* `_index`: the FTS5 index of every file and entry, synced by mtime/size;
-* `_planner`: the query planner and reranker behind `index_query` (`memory search`);
-* `_records`: task records, the registry and task leases;
+* `_entries` (+ `_entry_sql`, `_journal`, `_entry_reads`, `_entry_upkeep`): entries in their
+  tiers, their journal, their reads, and stats, prune and the orphan sweep;
+* `_index` (+ `_index_scan`, `_index_entries`): the FTS5 index of every file and entry,
+  synced by mtime/size;
+* `_planner` (+ `_intersect`, `_rerank`): the query planner and reranker behind
+  `index_query` (`memory search`);
+* `_records`: the copy of records older versions kept in `memory.db` to their files;
 * `_repair`: a damaged `memory.db` moved aside and rebuilt where SQLite reports the damage,
   and a full disk as one line (every operation that touches the database is `healing`);
 * `_leftovers`: what interrupted writes leave (named by `memory stats`, swept by `prune`);
