@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from memory.errors import ConflictError
+from memory.errors import ConflictError, StorageError
 from memory.records import (
     Document,
     DocumentInfo,
@@ -57,7 +57,14 @@ class DocumentRecords:
     def _record_read(self, path: str) -> tuple[dict[str, Any] | None, int]:
         self._adopt_rows()
         doc = self.get_document(path)
-        return (None, 0) if doc is None else (json.loads(doc.data), doc.version)
+        if doc is None:
+            return None, 0
+        record = _parse(path, doc.data)
+        if record is None:
+            raise StorageError(
+                f"record {path!r} is not a JSON record (edited by hand?); fix or move it"
+            )
+        return record, doc.version
 
     @staticmethod
     def _record_bytes(record: dict[str, Any]) -> bytes:
@@ -87,8 +94,9 @@ class DocumentRecords:
         for info in self.list_documents(prefix):
             if info.path.endswith(".json") and "/" not in info.path[len(prefix) :]:
                 doc = self.get_document(info.path)
-                if doc is not None:
-                    out.append(json.loads(doc.data))
+                record = None if doc is None else _parse(info.path, doc.data)
+                if record is not None:  # a file that is no record (a hand edit) is left out
+                    out.append(record)
         return out
 
     # -- tasks -----------------------------------------------------------------------
@@ -272,6 +280,22 @@ def agent_path(task_id: str, agent_id: str) -> str:
 
 def lock_path(task_id: str) -> str:
     return f"{LOCKS}/{record_name(task_id)}.json"
+
+
+def _parse(path: str, data: bytes) -> dict[str, Any] | None:
+    """The record document `path`'s object, or None when it is not one of its kind."""
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if path.startswith(LOCKS + "/"):
+        fields: tuple[str, ...] = ("task_id", "owner", "expires_at")
+    else:
+        fields = ("task_id", "status", "data", "updated_at")
+        fields += ("agent_id",) if path.startswith(SUBAGENTS + "/") else ()
+    if not isinstance(record, dict) or not all(k in record for k in fields):
+        return None
+    return record if isinstance(record.get("data", {}), dict) else None
 
 
 def _task(record: dict[str, Any]) -> TaskRecord:

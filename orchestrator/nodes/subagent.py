@@ -399,6 +399,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
         tokens=result.tokens,
         phase=payload["phase"],
         subtask=sub,
+        runs=(rec or {}).get("runs", 0) + 1,  # its agent's finished runs (1 unless a bug)
     )
     fault("subagent_before_findings")
     # not fsynced: the record just noted holds the findings durably, and a resume writes

@@ -11,6 +11,7 @@ subtask, and no subagent that had recorded its findings ran again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -28,6 +29,7 @@ from orchestrator.api import Orchestrator
 
 OBJECTIVE = "Survey the shop service"
 TASK = "crash"
+RECORDS = Path(".tether") / "records" / "subagents"
 _TS = re.compile(r"\d{8}T\d{12}Z|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 # `forkserver`: children are forked from a clean, single-threaded server process that has
 # the orchestrator imported already, so they start fast and never inherit the threads of
@@ -94,15 +96,23 @@ def outcome(memory: Path) -> dict:
     return {"findings": per_subtask, "merged": merged}
 
 
+def registry(memory: Path) -> dict[str, dict]:
+    """The task's artifact registry as the files backend keeps it: a JSON file per key."""
+    records = {}
+    for path in (memory / RECORDS / TASK).glob("*.json"):
+        with contextlib.suppress(ValueError):  # a file that is no record (a hand edit)
+            record = json.loads(path.read_text())
+            records[record["agent_id"]] = record["data"]
+    return records
+
+
 def agent_runs(memory: Path) -> dict[str, int]:
-    """How many times each subagent finished its work (registry records with findings)."""
-    runs: dict[str, int] = {}
-    registry = memory / ".tether" / "registry" / f"{TASK}.jsonl"
-    for line in registry.read_text().splitlines():
-        rec = json.loads(line)
-        if rec["key"].startswith("findings:") and "findings" in rec:
-            runs[rec["key"]] = runs.get(rec["key"], 0) + 1
-    return runs
+    """How many times each subagent finished its work (its registry record counts them)."""
+    return {
+        key: rec["runs"]
+        for key, rec in registry(memory).items()
+        if key.startswith("findings:") and "runs" in rec  # tether's (not a hand edit's)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +237,7 @@ def test_findings_files_alone_prevent_reruns_when_database_and_registry_are_gone
     memory = base / "bare-files"
     assert fork_run("run", memory, repo, workflow, "subagent_after_findings:3") == -9
     shutil.rmtree(_db(memory).parent)
-    shutil.rmtree(memory / ".tether" / "registry")
+    shutil.rmtree(memory / RECORDS)
     result = Orchestrator(memory_dir=memory).resume(TASK)
     assert result.status == "done" and result.source == "checkpoint"
     assert_same_as_baseline(memory, baseline)
@@ -275,8 +285,8 @@ def test_a_findings_file_under_a_suffixed_name_is_found_not_written_again(setup)
     assert result.status == "done"
     assert not last.exists()
     assert not [e for e in events if e["event"] == "warning" and "cut short" in e["message"]]
-    registry = (memory / ".tether" / "registry" / f"{TASK}.jsonl").read_text()
-    assert f'"path":"findings/{moved.name}"' in registry
+    [noted] = [r for r in registry(memory).values() if r.get("path")]
+    assert noted["path"] == f"findings/{moved.name}"
     assert f"findings/{moved.name}" in result.findings
     got = outcome(memory)
     assert got["findings"] == baseline["findings"]  # one file per subtask, same content
@@ -287,10 +297,16 @@ def test_foreign_registry_lines_do_not_stop_the_repair(setup):
     base, repo, workflow, baseline = setup
     memory = base / "foreign"
     assert fork_run("run", memory, repo, workflow, "subagent_after_findings:2") == -9
-    registry = memory / ".tether" / "registry" / f"{TASK}.jsonl"
-    with registry.open("a") as fh:  # lines tether never writes (a hand edit, a tool)
-        fh.write('{"key":"findings:x/y","findings":"not a record"}\n')
-        fh.write('{"key":"findings:x/z","findings":{},"subtask":{"agent":"r"},"ts":"?"}\n')
+    folder = memory / RECORDS / TASK  # records tether never writes (a hand edit, a tool)
+    foreign = [
+        ("findings%3Ax%2Fy", {"findings": "not a record"}),
+        ("findings%3Ax%2Fz", {"findings": {}, "subtask": {"agent": "r"}, "ts": "?"}),
+    ]
+    for name, data in foreign:
+        record = {"task_id": TASK, "agent_id": name.replace("%3A", ":").replace("%2F", "/"),
+                  "status": "noted", "data": data, "updated_at": 0}  # fmt: skip
+        (folder / f"{name}.json").write_text(json.dumps(record))
+    (folder / "findings%3Ax%2Fw.json").write_text("not json at all")
     result = Orchestrator(memory_dir=memory).resume(TASK)
     assert result.status == "done"
     assert_same_as_baseline(memory, baseline)
@@ -414,6 +430,5 @@ def test_findings_names_already_taken_by_other_files(setup):
     assert all(_meta(p)["task_id"] == TASK for p in ours)
     assert sorted(_meta(p)["subtask_id"] for p in ours) == sorted(baseline["findings"])
     assert all(n == 1 for n in agent_runs(memory).values())
-    registry = memory / ".tether" / "registry" / f"{TASK}.jsonl"
-    paths = [json.loads(x).get("path") for x in registry.read_text().splitlines()]
+    paths = [rec.get("path") for rec in registry(memory).values()]
     assert {memory / p for p in paths if p and p.startswith("findings/researcher-")} == set(ours)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from memory.doc_records import DocumentRecords, agent_path, task_path
 
@@ -59,12 +60,16 @@ class RecordTables(DocumentRecords):
 
     connect: Callable[[], sqlite3.Connection]
     create_document: Callable[..., bool]
+    layout: Any
+    read_only: bool
     _adopted: bool = False
 
     def _adopt_rows(self) -> None:
         """Copy records an older tether kept in `memory.db` to their files (once)."""
         if self._adopted:
             return
+        if self.read_only or not self.layout.db.exists():
+            return  # nothing to copy (and a reader creates no memory.db), or no way to
         self._adopted = True
         conn = self.connect()
         for task_id, status, data, at in conn.execute(LIST_TASKS_SQL).fetchall():
