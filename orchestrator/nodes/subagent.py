@@ -390,6 +390,9 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
         }
     findings = with_files_written(result.final.model_dump(), result.transcript)
     ts = iso_timestamp()
+    # the stored record, not the run's lookup: its agent's finished runs (1 unless a bug)
+    stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
+    runs = (stored.data.get("runs") or 0) + 1 if stored is not None else 1
     _note(
         ctx,
         task_id,
@@ -399,7 +402,7 @@ def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict
         tokens=result.tokens,
         phase=payload["phase"],
         subtask=sub,
-        runs=(rec or {}).get("runs", 0) + 1,  # its agent's finished runs (1 unless a bug)
+        runs=runs,
     )
     fault("subagent_before_findings")
     # not fsynced: the record just noted holds the findings durably, and a resume writes
