@@ -40,6 +40,7 @@ RESEARCH_PLANS = "research_plans"
 FINDINGS = "findings"
 CHECKPOINTS = "checkpoints"
 CONTEXT_SNAPSHOTS = "context_snapshots"
+#: The ledgers older versions kept (read, never written: `orchestrator.tasks`, `.registry`).
 TASKS = ".tether/tasks.jsonl"
 REGISTRY = ".tether/registry"
 

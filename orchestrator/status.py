@@ -3,7 +3,7 @@
 Status never imports LangGraph or LangChain and never opens the graph, so it answers in a
 fraction of a second. It reads:
 
-* the task registry (`.tether/tasks.jsonl`): the task, its objective, a recorded failure
+* the task's record (`orchestrator.tasks`): the task, its objective, a recorded failure
   of the lead's model;
 * the task's newest JSON checkpoint that parses, rebuilt into a state together with the
   findings written since (`orchestrator.rebuild.state_from_checkpoint`, which reads the
