@@ -10,7 +10,8 @@ cannot be mounted the tests are skipped and say why). At each level:
   `memory.db` passes `PRAGMA integrity_check`, and the same command works after space is
   freed;
 * `orchestrator run` ends with one `Error:` line (no traceback), and after space is freed
-  `orchestrator resume` finishes the task;
+  `orchestrator resume` finishes the task (or, when the disk was too full to record the task
+  at all, the same `orchestrator run` does);
 * an append that the disk cuts short is cut back, and its message says the file is as it was.
 """
 
@@ -138,9 +139,13 @@ def test_orchestrator_run_on_a_full_disk_then_resume(disk, free_kb, cli_env, tmp
     done = _run("orchestrator", args, env, tmp_path)
     _one_error_line(done)
     free_up(disk)
-    resumed = _run("orchestrator", ["resume", "--task", "t1"], env, tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith("Task t1: done")
+    recorded = (memory / ".tether" / "records" / "tasks" / "t1.json").exists()
+    if recorded or free_kb > 32:  # with 32 KB the task's record may not fit: run it again
+        again = _run("orchestrator", ["resume", "--task", "t1"], env, tmp_path)
+    else:
+        again = _run("orchestrator", args, env, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("Task t1: done")
     assert _integrity(memory / "memory.db") == "ok"
     assert _integrity(memory / ".langgraph" / "state.sqlite") == "ok"
 

@@ -160,7 +160,7 @@ def test_served_run_streams_progress_and_writes_the_cli_memory_files(server, tmp
     for rel in (v["path"] for v in values["findings"].values()):
         assert (served_memory / rel).is_file()
     record = json.loads((served_memory / ".tether/records/tasks/shop-1.json").read_text())
-    assert record["data"]["workdir"] == str(repo) and record["status"] == "done"
+    assert record["data"]["workdir"] == str(repo)
 
     from orchestrator import Orchestrator
 
@@ -322,7 +322,6 @@ def test_a_worker_killed_mid_task_is_finished_by_rerunning_the_thread(tmp_path):
     assert [p.name for p in records] == ["shop-1.json"]
     record = json.loads(records[0].read_text())
     assert record["data"]["created"] == created  # started once, not twice
-    assert record["status"] == "done"
 
 
 def test_the_assistant_publishes_its_input_and_context_schemas(server):

@@ -9,6 +9,7 @@ before anything else: `test_recovery.py`.)
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -30,7 +31,7 @@ def test_missing_findings_are_named_and_their_subtasks_run_again(
     snap = handoff.stdout.strip().splitlines()[-1].split()[-1]
     lost = sorted((memory_dir / "findings").glob("researcher-exploration-*.md"))[0]
     lost.unlink()
-    (memory_dir / ".tether" / "registry" / "t.jsonl").unlink()  # its record with it
+    shutil.rmtree(memory_dir / ".tether" / "records" / "subagents" / "t")  # its record too
 
     resumed = subprocess.run(
         [*CMD, "resume", "--from-snapshot", snap], env=cli_env, capture_output=True, text=True

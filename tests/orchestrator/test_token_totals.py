@@ -18,12 +18,10 @@ CMD = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def _registry_tokens(memory_dir) -> int:
+    """What the finished subagents spent, as their registry records (JSON files) say."""
     total = 0
-    for path in (memory_dir / ".tether" / "registry").glob("*"):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if rec.get("key", "").startswith("findings:"):
-                total += int(rec.get("tokens") or 0)
+    for path in (memory_dir / ".tether" / "records" / "subagents").glob("*/findings*.json"):
+        total += int(json.loads(path.read_text())["data"].get("tokens") or 0)
     return total
 
 
