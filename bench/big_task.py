@@ -20,8 +20,8 @@ processes (`spawn`) and fresh memory directories:
    the middle of the third phase has written its findings
    (`TETHER_FAULT=subagent_after_findings:K`), then `Orchestrator.resume` in another
    process: how many subagents it ran, how many it found finished (reused from the
-   registry, not run), and how many finished subagents ran twice (a subtask with more than
-   one findings record in the artifact registry: the goal is 0), with its wall time.
+   registry, not run), and how many finished subagents ran twice (a subtask whose registry
+   record counts more than one finished run of its agent: the goal is 0), with its wall time.
 
 The last lines give the ratios of the largest size to the smallest: time per subagent,
 peak RSS and graph-state bytes per subagent (goal: within 1.5x).
@@ -137,14 +137,12 @@ def _child(ctx: Any, target: Any, *args: Any) -> dict | None:
 
 
 def runs_twice(memory: Path) -> int:
-    """Subtasks whose findings were recorded more than once (a finished subagent ran again)."""
-    counts: dict[str, int] = {}
-    registry = memory / ".tether" / "registry" / f"{TASK}.jsonl"
-    for line in registry.read_text().splitlines():
-        rec = json.loads(line)
-        if rec["key"].startswith("findings:") and "findings" in rec:
-            counts[rec["key"]] = counts.get(rec["key"], 0) + 1
-    return sum(1 for n in counts.values() if n > 1)
+    """Subtasks whose agent finished more than once (its registry record counts the runs)."""
+    folder = memory / ".tether" / "records" / "subagents" / TASK
+    twice = 0
+    for path in folder.glob("findings*.json"):
+        twice += json.loads(path.read_text())["data"].get("runs", 1) > 1
+    return twice
 
 
 def measure(size: int, phases: int, parallel: int, root: Path) -> dict:

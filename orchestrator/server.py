@@ -11,10 +11,10 @@ chat model, the workflow), which no JSON request can carry. So the served graph 
 outer graph whose context is plain options (`ServeOptions`) and whose two nodes build
 everything else through the same constructors `Orchestrator.run` uses:
 
-* `start` validates the input and options, picks the task id, records the task in
-  the memory's task records (`orchestrator.tasks`) and creates its working memory, then writes the initial
-  `OrchestratorState` into the outer state (checkpointed by the server before `tether`
-  starts, so a retried run keeps the same task id);
+* `start` validates the input and options, picks the task id, records the task in the
+  memory's task records (`orchestrator.tasks`) and creates its working memory, then writes
+  the initial `OrchestratorState` into the outer state (checkpointed by the server before
+  `tether` starts, so a retried run keeps the same task id);
 * `tether` gets the task's `RunContext` from `Orchestrator.open_task` (progress events go
   to the run's `custom` stream) and runs tether's own graph as a subgraph. The subgraph uses
   the server's checkpointer (in-memory under `langgraph dev`, Postgres on a deployment),

@@ -196,7 +196,22 @@ class DocumentsMixin:
                     conn.execute(FLUSH_SQL)  # what landed is on disk before we say so
             return NOT_LANDED if row is None else row[0]
 
-        return self._retry(lambda: self._append(path, payload, token), landed)
+        def attempt() -> int:
+            from psycopg.errors import UniqueViolation  # the `postgres` extra's
+
+            try:
+                return self._append(path, payload, token)
+            except UniqueViolation as exc:
+                # the receipt is there: an attempt the lost connection hid committed after
+                # `landed` looked (the server finishes a statement its client left)
+                if exc.diag.constraint_name != "tether_receipts_pkey":
+                    raise
+                first = landed()
+                if first is NOT_LANDED:
+                    raise
+                return first
+
+        return self._retry(attempt, landed)
 
     def _append(self, path: str, payload: bytes, token: str) -> int:
         if path.endswith(".jsonl"):
