@@ -68,7 +68,7 @@ class DocumentRecords:
 
     @staticmethod
     def _record_bytes(record: dict[str, Any]) -> bytes:
-        return (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode()
+        return (json.dumps(record, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode()
 
     def _record_swap(self, path: str, change: Callable[[dict[str, Any] | None], Any]) -> Any:
         """Compare-and-set: `change(record)` returns `(new record or None to delete, result)`
