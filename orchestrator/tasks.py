@@ -24,7 +24,7 @@ import os
 import re
 import shlex
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from memory.base import LockHeldError
 from memory.names import slugify
@@ -33,8 +33,35 @@ from orchestrator.docs import TASKS, Docs
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
 from orchestrator.paths import new_suffix
 
-TaskRecord = dict[str, Any]
-"""A task's merged record: `task_id`, `objective`, `workdir`, `thread_id`, ... (see above)."""
+
+class TaskRecord(TypedDict, total=False):
+    """A task's record as the orchestrator reads it: the contract's `memory.base.TaskRecord`
+    (`task_id`, `status`, and `data` holding the rest) flattened into one dict. A typed dict,
+    not a pydantic model: `orchestrator status` imports this module and stays cheap."""
+
+    task_id: Required[str]
+    status: str  # running, waiting (for an approval), done, failed, ...; absent at first
+    objective: str
+    workdir: str
+    phases: list[str]
+    start_phase: str
+    workflow: str | None  # the workflow file the task runs, when not the default
+    model: str | None  # `provider:name`; None when a chat model object was passed
+    model_source: str  # where the model came from (flag, environment, workflow, default)
+    model_before: str | None  # the model before an explicit switch on resume
+    token_threshold: int | None
+    max_parallel: int | None
+    max_subtasks: int | None
+    thread_id: str  # LangGraph's thread (a new one after a fallback resume)
+    project_dir: str | None
+    created: str  # ISO time of the start
+    in_process_tools: list[str]  # tools passed in Python: a resume needs them again
+    agents: dict[str, Any] | None  # agents defined in Python (`AgentSpec`), as data
+    served: bool  # started by LangGraph Server
+    error: str | None  # the failure that ended the last run
+    pending_approvals: list[Any]  # what the task waits for
+    _order: float  # grows with the record's latest change (the newest task is the max)
+
 
 #: A new task's id: it names folders and files and is pasted into shell commands, so only
 #: ASCII letters, digits, '-', '_' and '.', and never a leading '-' (an option) or '.'.
