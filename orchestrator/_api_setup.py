@@ -117,8 +117,9 @@ class SetupMixin:
         return resolved
 
     def close(self) -> None:
-        """Close the backend the orchestrator opened (its database connections)."""
-        if self._shared is not None:
+        """Close the backend the orchestrator opened (its database connections), not one it
+        was given."""
+        if self._shared is not None and not self._borrowed:
             self._shared.close()
         if self._owned is not None:
             self._owned.close()

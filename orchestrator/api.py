@@ -35,6 +35,7 @@ from langgraph.types import Command
 
 from memory.backends.files._repair import describe as describe_damage
 from memory.backends.files._repair import is_damage
+from memory.base import BaseBackend
 from memory.capabilities import HoldsGraphState, no_checkpointer
 from memory.paths import Layout
 from memory.store import MemoryStore
@@ -102,6 +103,10 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         status_file: refresh tether's block in the workdir's `STATUS.md` after each
             phase (also when the workflow's `status_file` is true; default: never write
             in the workdir).
+        backend: a memory backend of your own (`memory.base.BaseBackend`: the contract's
+            14 primitives suffice) instead of `memory_dir`/`memory_url`; the caller keeps
+            and closes it. Without the `HoldsGraphState` capability
+            (`memory.capabilities`), pass a `checkpointer` too.
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         tools: Sequence[Any] = (),
         agents: Mapping[str, AgentSpec | Mapping[str, Any]] | None = None,
         status_file: bool = False,
+        backend: BaseBackend | None = None,
     ):
         self.status_file = status_file
         self.model_timeout = model_timeout
@@ -154,7 +160,17 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         #: The shared backend's store (PostgreSQL), open for the orchestrator's lifetime.
         self._shared: MemoryStore | None = None
         self._owned: Any = None
-        if memory_url:
+        self._borrowed = backend is not None
+        if backend is not None and checkpointer is None:
+            if not isinstance(backend, HoldsGraphState):
+                raise OrchestratorUserError(
+                    f"{type(backend).__name__} keeps no LangGraph state; pass a checkpointer "
+                    "too: Orchestrator(backend=..., checkpointer=...)"
+                )
+        if backend is not None:
+            self._shared = MemoryStore(backend=backend)
+            self.docs = Docs(backend)
+        elif memory_url:
             self._shared = MemoryStore.from_url(memory_url)
             self.docs = Docs(self._shared.backend)
         else:
