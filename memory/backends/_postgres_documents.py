@@ -18,10 +18,10 @@ from typing import Any
 
 from memory.backends._postgres_retry import NOT_LANDED
 from memory.backends._postgres_sql import (
+    APPEND_CALL_SQL,
     APPEND_DOC_SQL,
     DELETE_PARTS_SQL,
     DELETE_PATH_SEARCH_SQL,
-    FAST_APPEND_SQL,
     FLUSH_SQL,
     INSERT_PART_SQL,
     INSERT_RECEIPT_SQL,
@@ -225,8 +225,9 @@ class DocumentsMixin:
         return first
 
     def _fast_append(self, path: str, payload: bytes, token: str) -> int | None:
-        """Append to an existing log in one statement (`FAST_APPEND_SQL`), then wait for the
-        disk (`FLUSH_SQL`); None when the log needs the slow way."""
+        """Append to an existing log in one call (`APPEND_CALL_SQL`: the append commits
+        without waiting for the disk, then the call waits for it); None when the log needs
+        the slow way."""
         new = payload.split(b"\n")[:-1] if indexed_source(path) else []
         docs = message_docs(path, list(enumerate(new, start=1)))
         if any(len(d.text) > PART_CHARS for d in docs):
@@ -242,11 +243,7 @@ class DocumentsMixin:
             "token": token,
         }
         with self._connection() as conn:
-            row = conn.execute(FAST_APPEND_SQL, params).fetchone()
-            if row is None:
-                return None
-            conn.execute(FLUSH_SQL)
-        return row[0] + 1
+            return conn.execute(APPEND_CALL_SQL, params).fetchone()[0]
 
     # -- search rows of documents --------------------------------------------------------
     def _reindex_document(self, conn: Any, path: str, data: bytes | None) -> None:

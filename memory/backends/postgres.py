@@ -195,7 +195,8 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
             done = {row[0] for row in conn.execute(APPLIED_SQL)}
             for name, script in MIGRATIONS:
                 if name not in done:
-                    for statement in script.split(";\n"):
+                    statements = script if isinstance(script, tuple) else script.split(";\n")
+                    for statement in statements:
                         conn.execute(statement)
                     conn.execute(RECORD_MIGRATION_SQL, (name,))
             conn.execute(PRUNE_RECEIPTS_SQL, (time.time() - 86400,))

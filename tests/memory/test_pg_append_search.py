@@ -1,0 +1,45 @@
+"""PostgreSQL: an append to a log commits before its durability barrier (`tether_append`)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from memory.backends.postgres import PostgresBackend
+from tests.pg import private_schema
+
+LOG = "working/t/messages.jsonl"
+
+
+@pytest.fixture
+def pg():
+    """A backend on one connection of its own (one server process), and another to look."""
+    with private_schema() as url, psycopg.connect(url, autocommit=True) as own:
+        backend = PostgresBackend(own, url=url)
+        backend.setup()
+        with psycopg.connect(url, autocommit=True) as conn:
+            yield backend, conn
+
+
+def _append(backend: PostgresBackend, n: int) -> int:
+    return backend.append_lines(LOG, [f'{{"role": "user", "content": "turn {n} zebra{n}"}}'])
+
+
+def test_an_append_commits_its_lines_then_waits_for_the_disk_in_a_second_transaction(pg):
+    backend, conn = pg
+    assert _append(backend, 1) == 1  # a new log: the slow way
+    pid = backend._conn.info.backend_pid
+    before = conn.execute("SELECT n FROM tether_flush WHERE pid = %s", (pid,)).fetchone()
+    assert _append(backend, 2) == 2 and _append(backend, 3) == 3  # the one-call way
+    n, flush_xid = conn.execute(
+        "SELECT n, xmin::text::bigint FROM tether_flush WHERE pid = %s", (pid,)
+    ).fetchone()
+    assert n == (before[0] if before else -1) + 2  # one barrier per append
+    part_xid = conn.execute(
+        "SELECT xmin::text::bigint FROM tether_document_parts WHERE path = %s "
+        "ORDER BY start DESC LIMIT 1",
+        (LOG,),
+    ).fetchone()[0]
+    assert part_xid < flush_xid  # the lines committed first, the barrier after
+    assert backend.get_document(LOG).data.count(b"\n") == 3
+    assert [h.doc_id for h in backend.index_query("zebra3")] == [f"{LOG}#L3"]
