@@ -1,14 +1,17 @@
-"""PostgreSQL: an append to a log commits before its durability barrier (`tether_append`)."""
+"""PostgreSQL: an append to a log commits before its durability barrier, and searches merge
+the GIN pending list that appends leave (`tether_append`, `PendingMerges`)."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
+from memory.backends import _postgres_search
 from memory.backends.postgres import PostgresBackend
 from tests.pg import private_schema
 
 LOG = "working/t/messages.jsonl"
+MERGE = "SELECT gin_clean_pending_list('tether_search_tsv'::regclass)"
 
 
 @pytest.fixture
@@ -43,3 +46,33 @@ def test_an_append_commits_its_lines_then_waits_for_the_disk_in_a_second_transac
     assert part_xid < flush_xid  # the lines committed first, the barrier after
     assert backend.get_document(LOG).data.count(b"\n") == 3
     assert [h.doc_id for h in backend.index_query("zebra3")] == [f"{LOG}#L3"]
+
+
+def test_a_search_merges_the_pending_list_that_appends_leave_at_most_once_a_second(pg):
+    backend, conn = pg
+    for n in range(1, 40):
+        _append(backend, n)
+    assert conn.execute(MERGE).fetchone()[0] > 0  # appends leave rows pending
+    for n in range(40, 80):
+        _append(backend, n)
+    assert [h.doc_id for h in backend.index_query("zebra50")] == [f"{LOG}#L50"]
+    assert conn.execute(MERGE).fetchone()[0] == 0  # the search merged them first
+    for n in range(80, 120):
+        _append(backend, n)
+    assert [h.doc_id for h in backend.index_query("zebra90")] == [f"{LOG}#L90"]
+    assert conn.execute(MERGE).fetchone()[0] > 0  # not again within the second
+    backend._merges._next = 0.0  # the second has passed
+    backend.index_query("zebra100")
+    assert conn.execute(MERGE).fetchone()[0] == 0
+
+
+def test_a_refused_merge_leaves_searches_working_and_is_not_asked_again(pg, monkeypatch):
+    backend, _ = pg
+    refuse = "DO $$ BEGIN RAISE insufficient_privilege; END $$"
+    monkeypatch.setattr(_postgres_search, "MERGE_PENDING_SQL", refuse)
+    _append(backend, 1)
+    _append(backend, 2)
+    assert [h.doc_id for h in backend.index_query("zebra2")] == [f"{LOG}#L2"]
+    assert backend._merges.refused
+    backend._merges._next = 0.0
+    assert not backend._merges.due()
