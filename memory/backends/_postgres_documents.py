@@ -13,7 +13,7 @@ import functools
 import json
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memory.backends._postgres_retry import NOT_LANDED
@@ -71,6 +71,13 @@ def search_parts(doc_id: str, text: str) -> list[tuple[str, str]]:
     return [
         (doc_id if k == 0 else f"{head}#p{k + 1}{suffix}", part) for k, part in enumerate(parts)
     ]
+
+
+def array_text(items: Iterable[Any]) -> str:
+    """A one-dimensional array in PostgreSQL's text form (every element quoted): psycopg
+    sends a string for less CPU than it adapts a list (0.04 ms of an append's 0.1)."""
+    quoted = (str(i).replace("\\", "\\\\").replace('"', '\\"') for i in items)
+    return "{" + ",".join(f'"{q}"' for q in quoted) + "}"
 
 
 def retried(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -238,8 +245,8 @@ class DocumentsMixin:
             "count": payload.count(b"\n"),
             "length": len(payload),
             "data": payload,
-            "nums": [d.meta["line"] for d in docs],
-            "bodies": [d.text.replace("\x00", "") for d in docs],
+            "nums": array_text(d.meta["line"] for d in docs),
+            "bodies": array_text(d.text.replace("\x00", "") for d in docs),
             "token": token,
         }
         with self._connection() as conn:

@@ -3,6 +3,8 @@ the GIN pending list that appends leave (`tether_append`, `PendingMerges`)."""
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
 
@@ -76,3 +78,13 @@ def test_a_refused_merge_leaves_searches_working_and_is_not_asked_again(pg, monk
     assert backend._merges.refused
     backend._merges._next = 0.0
     assert not backend._merges.due()
+
+
+def test_appended_texts_reach_the_index_as_written_quotes_backslashes_and_braces_too(pg):
+    backend, _ = pg
+    _append(backend, 1)
+    odd = 'say "hi", {braces} \\back\\slash\\ NULL é\u2028 walrus'
+    line = json.dumps({"role": "user", "content": odd})
+    assert backend.append_lines(LOG, [line, '{"role": "user", "content": "second walrus"}']) == 2
+    hits = {h.doc_id: h.text for h in backend.index_query("walrus")}
+    assert odd in hits[f"{LOG}#L2"] and "second walrus" in hits[f"{LOG}#L3"]
