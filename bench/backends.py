@@ -269,9 +269,10 @@ def concurrency_table(args: argparse.Namespace) -> None:
     total = args.writers * args.messages
     print(
         f"| {args.writers} writers x {args.messages:,} messages, {args.searchers} searchers "
-        "| wall | appends/s | searches | vs files | every message once, in order |"
+        "| wall | appends/s | searches (per s) | CPU per append | CPU per search | vs files "
+        "| every message once, in order |"
     )
-    print("|---|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp, pg_schema() as url:
             files = None
@@ -282,10 +283,19 @@ def concurrency_table(args: argparse.Namespace) -> None:
                 files = files or got["wall"]
                 print(
                     f"| {name} | {got['wall']:.1f} s | {total / got['wall']:,.0f} "
-                    f"| {got['searches']:,} | {got['wall'] / files:.2f}x "
-                    f"| {got['problem'] or 'yes'} |",
+                    f"| {got['searches']:,} ({got['searches'] / got['wall']:,.0f}) "
+                    f"| {_cpu_ms(got['append_cpu'])} | {_cpu_ms(got['search_cpu'])} "
+                    f"| {got['wall'] / files:.2f}x | {got['problem'] or 'yes'} |",
                     flush=True,
                 )
+
+
+def _cpu_ms(used: tuple[float, float]) -> str:
+    """`client + server` CPU milliseconds (the server's only where it has any)."""
+    client, server = used
+    if server <= 0:
+        return f"{client * 1000:.2f} ms"
+    return f"{client * 1000:.2f} + {server * 1000:.2f} ms"
 
 
 def recall_table(args: argparse.Namespace) -> None:

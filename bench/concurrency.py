@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import time
 from typing import Any
 
@@ -26,35 +27,65 @@ def _store(where: str) -> Any:
     return MemoryStore(where)
 
 
+def _server_pid(store: Any) -> int | None:
+    """The PostgreSQL server process of the store's (one) connection, else None."""
+    backend = store.backend
+    if getattr(backend, "kind", "") != "postgres":
+        return None
+    with backend._connection() as conn:
+        return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def _cpu(pid: int | None) -> float:
+    """CPU seconds of this process (`pid` None) or of server process `pid` (0: unknown)."""
+    if pid is None:
+        return time.process_time()
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_now(pid: int | None) -> tuple[float, float]:
+    return _cpu(None), (_cpu(pid) if pid is not None else 0.0)
+
+
 def _writer(where: str, writer: int, count: int, start: Any, out: Any) -> None:
     from memory.working import WorkingMemory
 
     store = _store(where)
     memory = WorkingMemory(store, TASK)
-    out.put(("ready", writer, 0))
+    pid = _server_pid(store)
+    out.put(("ready", writer, 0, (0.0, 0.0)))
     start.wait()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), _cpu_now(pid)
     for n in range(count):
         memory.append_message("assistant", f"writer {writer} message {n} zebra{writer}x{n}")
-    out.put(("writer", writer, time.perf_counter() - began))
+    used = tuple(b - a for a, b in zip(cpu, _cpu_now(pid), strict=True))
+    out.put(("writer", writer, time.perf_counter() - began, used))
     store.backend.close()
 
 
 def _searcher(where: str, number: int, start: Any, stop: Any, out: Any) -> None:
     store = _store(where)
     store.search("warm up", scope="messages", limit=5)
-    out.put(("ready", number, 0))
+    pid = _server_pid(store)
+    out.put(("ready", number, 0, (0.0, 0.0)))
     start.wait()
-    done, n = 0, 0
+    done, n, cpu = 0, 0, _cpu_now(pid)
     while not stop.is_set():
         store.search(f"zebra{n % 8}x{n * 7 % 2000} message", scope="messages", limit=5)
         done, n = done + 1, n + 1
-    out.put(("searcher", number, done))
+    used = tuple(b - a for a, b in zip(cpu, _cpu_now(pid), strict=True))
+    out.put(("searcher", number, done, used))
     store.backend.close()
 
 
 def run(where: str, *, writers: int, messages: int, searchers: int) -> dict[str, Any]:
-    """Start everything together; returns wall time, searches and what was verified."""
+    """Start everything together; returns wall time, searches, what was verified, and the
+    CPU seconds per append and per search (`*_cpu`: client, server)."""
     ctx = mp.get_context("spawn")
     store = _store(where)  # set up (schema, folders) once, before the race
     from memory.working import WorkingMemory
@@ -83,7 +114,18 @@ def run(where: str, *, writers: int, messages: int, searchers: int) -> dict[str,
     searches = sum(r[2] for r in results if r[0] == "searcher")
     lost = verify(store, writers, messages)
     store.backend.close()
-    return {"wall": wall, "searches": searches, "problem": lost}
+
+    def per(kind: str, count: int) -> tuple[float, float]:
+        used = [r[3] for r in results if r[0] == kind]
+        return (sum(u[0] for u in used) / max(count, 1), sum(u[1] for u in used) / max(count, 1))
+
+    return {
+        "wall": wall,
+        "searches": searches,
+        "problem": lost,
+        "append_cpu": per("writer", writers * messages),
+        "search_cpu": per("searcher", searches),
+    }
 
 
 def verify(store: Any, writers: int, messages: int) -> str:

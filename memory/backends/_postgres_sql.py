@@ -71,12 +71,70 @@ CREATE TABLE IF NOT EXISTS tether_receipts (
     token TEXT PRIMARY KEY, first BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL
 )
 """
-#: Named, append-only; never edit one that has shipped.
+#: An append to a log in one call, one round trip (`APPEND_CALL_SQL`): a procedure that
+#: locks the document's row, moves its counts on, adds the part (closing a torn last line,
+#: which keeps its number), indexes the new lines (`p_nums` are 1-based positions among them,
+#: `p_bodies` their texts) and leaves a receipt, then COMMITs without waiting for the disk
+#: (the row lock goes at once), and ends with `FLUSH_SQL`'s update, which the CALL commits
+#: synchronously: the call returns once the WAL is on disk past the append. `first` comes
+#: back NULL for a document that is new, deleted or from before `m003` (appended the slow
+#: way). The CALL runs outside any transaction block (an autocommit connection).
+M005_APPEND_PROCEDURE = (
+    """
+CREATE OR REPLACE PROCEDURE tether_append(
+    p_path TEXT, p_now DOUBLE PRECISION, p_count BIGINT, p_length BIGINT, p_data BYTEA,
+    p_nums BIGINT[], p_bodies TEXT[], p_token TEXT, INOUT first BIGINT DEFAULT NULL
+) LANGUAGE plpgsql AS $$
+DECLARE
+    v_before BIGINT;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    WITH old AS (
+        SELECT path, lines, size, open_tail FROM tether_documents
+        WHERE path = p_path AND NOT deleted
+          AND lines IS NOT NULL AND size IS NOT NULL AND open_tail IS NOT NULL
+        FOR UPDATE
+    ), doc AS (
+        UPDATE tether_documents d
+        SET version = d.version + 1, mtime = p_now, lines = old.lines + p_count,
+            size = old.size + p_length + old.open_tail::int, open_tail = FALSE
+        FROM old WHERE d.path = old.path
+        RETURNING old.lines AS before, old.size AS start, old.open_tail AS torn
+    ), part AS (
+        INSERT INTO tether_document_parts(path, start, data)
+        SELECT p_path, start, CASE WHEN torn THEN '\\x0a'::bytea || p_data ELSE p_data END
+        FROM doc
+    ), search AS (
+        INSERT INTO tether_search(doc_id, source, path, meta, body)
+        SELECT p_path || '#L' || (doc.before + t.n), 'messages', p_path,
+               jsonb_build_object('line', doc.before + t.n), t.body
+        FROM doc, unnest(p_nums, p_bodies) AS t(n, body)
+        ON CONFLICT (doc_id) DO UPDATE SET source = excluded.source, path = excluded.path,
+            meta = excluded.meta, body = excluded.body
+    ), receipt AS (
+        INSERT INTO tether_receipts(token, first, at) SELECT p_token, before + 1, p_now FROM doc
+    )
+    SELECT before INTO v_before FROM doc;
+    IF v_before IS NULL THEN
+        first := NULL;
+        RETURN;
+    END IF;
+    COMMIT;
+    INSERT INTO tether_flush(pid) VALUES (pg_backend_pid())
+    ON CONFLICT (pid) DO UPDATE SET n = tether_flush.n + 1;
+    first := v_before + 1;
+END
+$$
+""",
+)
+#: Named, append-only; never edit one that has shipped. A script is its statements joined by
+#: `;\n`, or a tuple of them (a procedure's body has its own).
 MIGRATIONS = [
     ("m001_tables", M001_TABLES),
     ("m002_entry_links", M002_ENTRY_LINKS),
     ("m003_document_parts", M003_DOCUMENT_PARTS),
     ("m004_flush", M004_FLUSH),
+    ("m005_append_procedure", M005_APPEND_PROCEDURE),
 ]
 
 CREATE_MIGRATIONS_SQL = """
@@ -131,42 +189,9 @@ SELECT version, deleted, lines, coalesce(size, octet_length(data)),
        CASE WHEN lines IS NULL THEN data END
 FROM tether_documents WHERE path = %s FOR UPDATE
 """
-#: An append to a log in one statement, run as a transaction of its own (autocommit), so the
-#: row lock is never held while the server waits for the client: lock the document's row,
-#: move its counts on, add the part (closing a torn last line, which keeps its number) and
-#: index the new lines (`%(nums)s` are 1-based positions among them, `%(bodies)s` their
-#: texts). Its commit does not wait for the disk (`quick`); `FLUSH_SQL` follows. No row comes
-#: back for a document that is new, deleted or from before `m003` (appended the slow way).
-FAST_APPEND_SQL = """
-WITH quick AS (
-    SELECT set_config('synchronous_commit', 'off', true)
-), old AS (
-    SELECT path, lines, size, open_tail FROM tether_documents, quick
-    WHERE path = %(path)s AND NOT deleted
-      AND lines IS NOT NULL AND size IS NOT NULL AND open_tail IS NOT NULL
-    FOR UPDATE
-), doc AS (
-    UPDATE tether_documents d
-    SET version = d.version + 1, mtime = %(now)s, lines = old.lines + %(count)s,
-        size = old.size + %(length)s + old.open_tail::int, open_tail = FALSE
-    FROM old WHERE d.path = old.path
-    RETURNING old.lines AS before, old.size AS start, old.open_tail AS torn
-), part AS (
-    INSERT INTO tether_document_parts(path, start, data)
-    SELECT %(path)s, start,
-           CASE WHEN torn THEN '\\x0a'::bytea || %(data)s::bytea ELSE %(data)s::bytea END
-    FROM doc
-), search AS (
-    INSERT INTO tether_search(doc_id, source, path, meta, body)
-    SELECT %(path)s || '#L' || (doc.before + t.n), 'messages', %(path)s,
-           jsonb_build_object('line', doc.before + t.n), t.body
-    FROM doc, unnest(%(nums)s::bigint[], %(bodies)s::text[]) AS t(n, body)
-    ON CONFLICT (doc_id) DO UPDATE SET source = excluded.source, path = excluded.path,
-        meta = excluded.meta, body = excluded.body
-), receipt AS (
-    INSERT INTO tether_receipts(token, first, at) SELECT %(token)s, before + 1, %(now)s FROM doc
-)
-SELECT before FROM doc
+APPEND_CALL_SQL = """
+CALL tether_append(%(path)s, %(now)s, %(count)s, %(length)s, %(data)s, %(nums)s::bigint[],
+                   %(bodies)s::text[], %(token)s)
 """
 INSERT_RECEIPT_SQL = "INSERT INTO tether_receipts(token, first, at) VALUES (%s, %s, %s)"
 SELECT_RECEIPT_SQL = "SELECT first FROM tether_receipts WHERE token = %s"

@@ -30,7 +30,7 @@ from memory.backends._postgres_entries import EntriesMixin
 from memory.backends._postgres_lock import LockKeeper
 from memory.backends._postgres_records import RecordsMixin
 from memory.backends._postgres_retry import lost_errors, make_pool, reason_of, retrying
-from memory.backends._postgres_search import CountCache, SearchMixin
+from memory.backends._postgres_search import CountCache, PendingMerges, SearchMixin
 from memory.backends._postgres_sql import (
     APPLIED_SQL,
     ASYNC_COMMIT_SQL,
@@ -66,6 +66,7 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
         self._conninfo = url
         self._connect_kwargs: dict[str, Any] = {}
         self._counts = CountCache()
+        self._merges = PendingMerges()
         self._mutex = threading.RLock()
         self._pool = hasattr(conn, "connection") and not hasattr(conn, "cursor")
         self._owned: Any = None
@@ -195,7 +196,8 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
             done = {row[0] for row in conn.execute(APPLIED_SQL)}
             for name, script in MIGRATIONS:
                 if name not in done:
-                    for statement in script.split(";\n"):
+                    statements = script if isinstance(script, tuple) else script.split(";\n")
+                    for statement in statements:
                         conn.execute(statement)
                     conn.execute(RECORD_MIGRATION_SQL, (name,))
             conn.execute(PRUNE_RECEIPTS_SQL, (time.time() - 86400,))
