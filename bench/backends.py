@@ -24,10 +24,13 @@ private schema is created and dropped)::
    first size (1.0 means an append costs the same however long the log is).
 4. **Concurrent writers** (`bench.concurrency`): `--writers` processes append `--messages`
    messages each to one task's log through `WorkingMemory.append_message` while
-   `--searchers` processes search it, on files and on PostgreSQL: wall time, appends per
-   second, searches done, the ratio to files, and the check that every message is there
-   once and in order per writer. `--parts` picks sections (`recall,orchestration,appends,
-   concurrency`); `--repeat N` runs the concurrency race N times and prints each.
+   `--searchers` processes search it (until the writers are done, or `--searches-each N`
+   searches each: the same search work on both backends), on files and on PostgreSQL:
+   wall time, appends per second, searches done (and per second), the CPU of one append
+   and of one search (the caller's + PostgreSQL's server process's), the ratio to files,
+   and the check that every message is there once and in order per writer. `--parts`
+   picks sections (`recall,orchestration,appends,concurrency`); `--repeat N` runs the
+   concurrency race N times and prints each.
 """
 
 from __future__ import annotations
@@ -235,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--searchers", type=int, default=2)
+    parser.add_argument("--searches-each", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--parts", default="recall,orchestration,appends,concurrency")
     args = parser.parse_args(argv)
@@ -267,8 +271,9 @@ def concurrency_table(args: argparse.Namespace) -> None:
     from bench.concurrency import run
 
     total = args.writers * args.messages
+    each = f" ({args.searches_each:,} each)" if args.searches_each is not None else ""
     print(
-        f"| {args.writers} writers x {args.messages:,} messages, {args.searchers} searchers "
+        f"| {args.writers} writers x {args.messages:,} messages, {args.searchers} searchers{each} "
         "| wall | appends/s | searches (per s) | CPU per append | CPU per search | vs files "
         "| every message once, in order |"
     )
@@ -278,7 +283,11 @@ def concurrency_table(args: argparse.Namespace) -> None:
             files = None
             for name, where in (("files + SQLite", str(Path(tmp) / "memory")), ("PostgreSQL", url)):
                 got = run(
-                    where, writers=args.writers, messages=args.messages, searchers=args.searchers
+                    where,
+                    writers=args.writers,
+                    messages=args.messages,
+                    searchers=args.searchers,
+                    searches_each=args.searches_each,
                 )
                 files = files or got["wall"]
                 print(

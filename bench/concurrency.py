@@ -68,14 +68,16 @@ def _writer(where: str, writer: int, count: int, start: Any, out: Any) -> None:
     store.backend.close()
 
 
-def _searcher(where: str, number: int, start: Any, stop: Any, out: Any) -> None:
+def _searcher(
+    where: str, number: int, start: Any, stop: Any, out: Any, each: int | None = None
+) -> None:
     store = _store(where)
     store.search("warm up", scope="messages", limit=5)
     pid = _server_pid(store)
     out.put(("ready", number, 0, (0.0, 0.0)))
     start.wait()
     done, n, cpu = 0, 0, _cpu_now(pid)
-    while not stop.is_set():
+    while (done < each) if each is not None else not stop.is_set():
         store.search(f"zebra{n % 8}x{n * 7 % 2000} message", scope="messages", limit=5)
         done, n = done + 1, n + 1
     used = tuple(b - a for a, b in zip(cpu, _cpu_now(pid), strict=True))
@@ -83,9 +85,15 @@ def _searcher(where: str, number: int, start: Any, stop: Any, out: Any) -> None:
     store.backend.close()
 
 
-def run(where: str, *, writers: int, messages: int, searchers: int) -> dict[str, Any]:
+def run(
+    where: str, *, writers: int, messages: int, searchers: int, searches_each: int | None = None
+) -> dict[str, Any]:
     """Start everything together; returns wall time, searches, what was verified, and the
-    CPU seconds per append and per search (`*_cpu`: client, server)."""
+    CPU seconds per append and per search (`*_cpu`: client, server).
+
+    Searchers search until the writers are done; with `searches_each`, each runs that many
+    searches instead (the same search work on every backend) and the wall time lasts until
+    the writers and the searchers are all done."""
     ctx = mp.get_context("spawn")
     store = _store(where)  # set up (schema, folders) once, before the race
     from memory.working import WorkingMemory
@@ -96,7 +104,8 @@ def run(where: str, *, writers: int, messages: int, searchers: int) -> dict[str,
         ctx.Process(target=_writer, args=(where, w, messages, start, out)) for w in range(writers)
     ]
     finders = [
-        ctx.Process(target=_searcher, args=(where, s, start, stop, out)) for s in range(searchers)
+        ctx.Process(target=_searcher, args=(where, s, start, stop, out, searches_each))
+        for s in range(searchers)
     ]
     for proc in procs + finders:
         proc.start()
@@ -104,7 +113,7 @@ def run(where: str, *, writers: int, messages: int, searchers: int) -> dict[str,
         out.get()
     began = time.perf_counter()
     start.set()
-    for proc in procs:
+    for proc in procs if searches_each is None else procs + finders:
         proc.join()
     wall = time.perf_counter() - began
     stop.set()
