@@ -180,6 +180,9 @@ def _run(orch: Orchestrator, state: ServeState, write: Any) -> dict[str, Any]:
             inner_state, sub_config, context=ctx, durability=DURABILITY, stream_mode="values"
         ):
             values = dict(chunk)
+    status = values.get("status")
+    if status not in ("failed", "waiting"):  # those the graph records itself
+        orch.tasks.note(state["task_id"], status=status, error=None, pending_approvals=[])
     write(
         build_event(
             "finish",

@@ -160,7 +160,7 @@ def test_served_run_streams_progress_and_writes_the_cli_memory_files(server, tmp
     for rel in (v["path"] for v in values["findings"].values()):
         assert (served_memory / rel).is_file()
     record = json.loads((served_memory / ".tether/records/tasks/shop-1.json").read_text())
-    assert record["data"]["workdir"] == str(repo)
+    assert record["data"]["workdir"] == str(repo) and record["status"] == "done"
 
     from orchestrator import Orchestrator
 
