@@ -53,12 +53,4 @@ class ImportsEntries(Protocol):
         ...
 
 
-def no_checkpointer(backend: Any) -> NotImplementedError:
-    """The error of a backend without `HoldsGraphState` asked for graph state."""
-    return NotImplementedError(
-        f"{type(backend).__name__} keeps no LangGraph state; pass a checkpointer "
-        "(Orchestrator(checkpointer=...))"
-    )
-
-
-__all__ = ["HoldsGraphState", "ImportsEntries", "Reindexable", "no_checkpointer"]
+__all__ = ["HoldsGraphState", "ImportsEntries", "Reindexable"]

@@ -36,7 +36,7 @@ from langgraph.types import Command
 from memory.backends.files._repair import describe as describe_damage
 from memory.backends.files._repair import is_damage
 from memory.base import BaseBackend
-from memory.capabilities import HoldsGraphState, no_checkpointer
+from memory.capabilities import HoldsGraphState
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
@@ -161,12 +161,6 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         self._shared: MemoryStore | None = None
         self._owned: Any = None
         self._borrowed = backend is not None
-        if backend is not None and checkpointer is None:
-            if not isinstance(backend, HoldsGraphState):
-                raise OrchestratorUserError(
-                    f"{type(backend).__name__} keeps no LangGraph state; pass a checkpointer "
-                    "too: Orchestrator(backend=..., checkpointer=...)"
-                )
         if backend is not None:
             self._shared = MemoryStore(backend=backend)
             self.docs = Docs(backend)
@@ -178,6 +172,12 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
 
             self._owned = FilesBackend(self.layout.root, create=False)
             self.docs = Docs(self._owned)
+        if checkpointer is None and not isinstance(self.docs.backend, HoldsGraphState):
+            name = type(self.docs.backend).__name__
+            raise OrchestratorUserError(
+                f"{name} keeps no LangGraph state; pass a checkpointer too: "
+                "Orchestrator(backend=..., checkpointer=...)"
+            )
         self.tasks = TaskRegistry(self.docs)
         self._agent_model_cache: dict[int, dict[str, Any]] = {}
 
@@ -319,8 +319,6 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         end."""
         fault("run_before_graph")
         backend = ctx.store.backend
-        if self.checkpointer is None and not isinstance(backend, HoldsGraphState):
-            raise no_checkpointer(backend)
         saver = self.checkpointer or backend.checkpointer()
         self._emit_notices(backend)
         try:
