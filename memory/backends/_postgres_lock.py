@@ -8,6 +8,11 @@ checks it every `CHECK_S` seconds; when the connection has gone it reconnects an
 lock again (waiting up to `TETHER_PG_RECONNECT_S` for the server), and says so in the log.
 If another process took the lock in the meantime, that is logged as an error: two runs of
 one task may now overlap, and the operator must know.
+
+A session this process lost may still hold the lock for a moment: the server drops it only
+once it sees that session end. So after a lost connection the lock is asked for again for up
+to `LOST_SESSION_S` seconds before it counts as another process's: a take whose answer was
+lost, or a keeper reconnecting, would otherwise report its own ghost as a second run.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from typing import Any
 
 from memory.backends._postgres_retry import lost_errors, reason_of, reconnect_seconds
 from memory.backends._postgres_sql import TRY_MUTEX_SQL, UNLOCK_MUTEX_SQL
-from memory.base import wait_for_lock
+from memory.base import LockHeldError, wait_for_lock
 
 log = logging.getLogger("tether.postgres")
 CHECK_S = 2.0
+#: Seconds a lock is asked for again after this process lost a session that may hold it.
+LOST_SESSION_S = 5.0
 
 
 class LockKeeper:
@@ -46,6 +53,14 @@ class LockKeeper:
 
     def _try(self) -> bool:
         return bool(self._conn.execute(TRY_MUTEX_SQL, (self.name,)).fetchone()[0])
+
+    def _try_for(self, seconds: float) -> bool:
+        """Ask every 10 ms for up to `seconds` (a lost session of ours may still hold it)."""
+        try:
+            wait_for_lock(self._try, self.name, seconds)
+        except LockHeldError:
+            return False
+        return True
 
     def take(self, timeout: float) -> None:
         """Wait up to `timeout` seconds for the lock (`LockHeldError` after), then keep it."""
@@ -81,7 +96,7 @@ class LockKeeper:
             self._close()
             try:
                 self._conn = self._connect()
-                if self._try():
+                if self._try_for(LOST_SESSION_S):
                     log.warning("lock %r taken again on a new connection", self.name)
                     return
                 self.lost = True

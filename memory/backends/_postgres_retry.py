@@ -144,21 +144,32 @@ _QUIET = _QuietPoolLog()
 
 
 def make_pool(url: str, kwargs: dict[str, Any], *, max_size: int, name: str = "tether") -> Any:
-    """A `ConnectionPool` on `url` (open). Connections are not checked at every checkout
-    (a round trip per call, and the pool's checkout backs off a whole second after a
-    failed check): a call that finds its connection dead is retried by `retrying`, which
-    first has the pool check its idle connections and replace the dead ones."""
+    """A `ConnectionPool` on `url`, open and its first connection made. Connections are not
+    checked at every checkout (a round trip per call, and the pool's checkout backs off a
+    whole second after a failed check): a call that finds its connection dead is retried by
+    `retrying`, which first has the pool check its idle connections and replace the dead
+    ones."""
     from psycopg_pool import ConnectionPool
 
-    for name in ("psycopg.pool", "psycopg"):
-        if _QUIET not in logging.getLogger(name).filters:
-            logging.getLogger(name).addFilter(_QUIET)
-    return ConnectionPool(
-        url,
-        kwargs=kwargs,
-        min_size=1,
-        max_size=max_size,
-        open=True,
-        name=name,
-        timeout=min(CHECKOUT_TIMEOUT_S, max(reconnect_seconds(), 0.5)),
+    for logger in ("psycopg.pool", "psycopg"):
+        if _QUIET not in logging.getLogger(logger).filters:
+            logging.getLogger(logger).addFilter(_QUIET)
+    timeout = min(CHECKOUT_TIMEOUT_S, max(reconnect_seconds(), 0.5))
+    pool = ConnectionPool(
+        url, kwargs=kwargs, min_size=1, max_size=max_size, open=True, name=name, timeout=timeout
     )
+    try:
+        # the first connection is ready before the first call: a call that had to wait for
+        # it would grow the pool by one, and calls would then alternate between two server
+        # processes for the pool's life (twice the connections, each with its own caches)
+        pool.wait(timeout=timeout)
+    except BaseException as exc:
+        pool.close()
+        if isinstance(exc, lost_errors()):
+            from memory.backends.savers import redact
+
+            raise StorageError(
+                f"could not connect to {redact(url)!r} in {timeout:.0f} s ({reason_of(exc)})"
+            ) from None
+        raise
+    return pool

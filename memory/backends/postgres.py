@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from memory.backends._postgres_documents import DocumentsMixin, retried
 from memory.backends._postgres_entries import EntriesMixin
-from memory.backends._postgres_lock import LockKeeper
+from memory.backends._postgres_lock import LOST_SESSION_S, LockKeeper
 from memory.backends._postgres_records import RecordsMixin
 from memory.backends._postgres_retry import lost_errors, make_pool, reason_of, retrying
 from memory.backends._postgres_search import CountCache, PendingMerges, SearchMixin
@@ -125,9 +125,18 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
     def mutex(self, name: str, *, timeout: float = 60.0) -> Iterator[None]:
         """A session advisory lock, held on a connection of its own for the block: the server
         drops it when the holder's connection ends, so a crashed process never leaves it
-        held; a live holder whose connection ends takes it again (`LockKeeper`)."""
+        held; a live holder whose connection ends takes it again (`LockKeeper`). An attempt
+        that lost its connection is followed by one that waits up to `LOST_SESSION_S` for
+        the lost session's lock to go."""
         keeper = LockKeeper(self._new_connection, name, self.url)
-        self._retry(lambda: keeper.take(timeout))
+        attempts = 0
+
+        def take() -> None:
+            nonlocal attempts
+            attempts += 1  # after a lost attempt, that attempt's session may hold the lock
+            keeper.take(timeout if attempts == 1 else max(timeout, LOST_SESSION_S))
+
+        self._retry(take)
         try:
             yield
         finally:

@@ -88,3 +88,22 @@ def test_appended_texts_reach_the_index_as_written_quotes_backslashes_and_braces
     assert backend.append_lines(LOG, [line, '{"role": "user", "content": "second walrus"}']) == 2
     hits = {h.doc_id: h.text for h in backend.index_query("walrus")}
     assert odd in hits[f"{LOG}#L2"] and "second walrus" in hits[f"{LOG}#L3"]
+
+
+def test_a_backend_from_a_url_serves_one_caller_from_one_server_process():
+    """A pool that grew because its first call waited for the first connection kept two
+    server processes busy for every single-threaded caller, alternating between them."""
+    with private_schema() as url:
+        name = "tether-test-one-connection"
+        backend = PostgresBackend.from_url(f"{url}&application_name={name}")
+        try:
+            for n in range(20):
+                _append(backend, n)
+            backend.index_query("zebra7")
+            with psycopg.connect(url, autocommit=True) as conn:
+                pids = conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+                ).fetchall()
+        finally:
+            backend.close()
+    assert len(pids) == 1

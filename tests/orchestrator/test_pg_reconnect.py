@@ -142,6 +142,38 @@ def test_a_server_that_stays_away_is_one_error_line_and_work_goes_on_when_it_is_
     backend.close()
 
 
+def test_a_lock_whose_answer_was_lost_is_not_reported_as_another_run(monkeypatch):
+    """The first attempt took the lock, then its connection went before the answer came
+    back: the server keeps that session's lock until it sees the session end. The retry
+    waits for that instead of reporting the task as running elsewhere."""
+    from memory.backends._postgres_lock import LockKeeper
+    from memory.backends._postgres_sql import TRY_MUTEX_SQL
+
+    take, ghosts = LockKeeper.take, []
+
+    def answer_lost_once(self, timeout):
+        if not ghosts:  # the lost session: it holds the lock, and ends half a second later
+            ghost = psycopg.connect(url, autocommit=True)
+            assert ghost.execute(TRY_MUTEX_SQL, (self.name,)).fetchone()[0]
+            ghosts.append(ghost)
+            threading.Timer(0.5, ghost.close).start()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return take(self, timeout)
+
+    monkeypatch.setattr(LockKeeper, "take", answer_lost_once)
+    with private_schema() as url:
+        backend = PostgresBackend.from_url(url)
+        with backend.mutex("run:t1", timeout=0):
+            monkeypatch.setattr(LockKeeper, "take", take)
+            other = PostgresBackend.from_url(url)
+            with pytest.raises(LockHeldError):  # held, by this process now
+                with other.mutex("run:t1", timeout=0):
+                    pass
+            other.close()
+        backend.close()
+    assert ghosts[0].closed
+
+
 def test_the_run_lock_is_taken_again_after_its_connection_ends(proxied, monkeypatch):
     monkeypatch.setattr("memory.backends._postgres_lock.CHECK_S", 0.1)
     proxy, through, direct = proxied
