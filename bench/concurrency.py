@@ -19,21 +19,41 @@ from typing import Any
 TASK = "T0001"
 
 
-def _store(where: str) -> Any:
+def _store(where: str, name: str = "") -> Any:
+    """The store at `where`; on PostgreSQL its connections carry `name` (`application_name`)
+    so that the CPU of every server process serving this process can be read."""
     from memory.store import MemoryStore
 
     if "://" in where:
+        if name:
+            where += ("&" if "?" in where else "?") + f"application_name={name}"
         return MemoryStore.from_url(where)
     return MemoryStore(where)
 
 
-def _server_pid(store: Any) -> int | None:
-    """The PostgreSQL server process of the store's (one) connection, else None."""
-    backend = store.backend
-    if getattr(backend, "kind", "") != "postgres":
-        return None
-    with backend._connection() as conn:
-        return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+class ServerCPU:
+    """CPU seconds of the PostgreSQL server processes serving one process (all of its
+    pool's connections, found by `application_name`); 0 on other backends."""
+
+    def __init__(self, store: Any, name: str):
+        self.backend, self.name = store.backend, name
+        self.start: dict[int, float] = {}
+
+    def pids(self) -> list[int]:
+        if getattr(self.backend, "kind", "") != "postgres":
+            return []
+        with self.backend._connection() as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (self.name,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def begin(self) -> None:
+        self.start = {pid: _cpu(pid) for pid in self.pids()}
+
+    def used(self) -> float:
+        """Server CPU since `begin` (a connection opened since then counts from zero)."""
+        return sum(_cpu(pid) - self.start.get(pid, 0.0) for pid in self.pids())
 
 
 def _cpu(pid: int | None) -> float:
@@ -48,22 +68,20 @@ def _cpu(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_now(pid: int | None) -> tuple[float, float]:
-    return _cpu(None), (_cpu(pid) if pid is not None else 0.0)
-
-
 def _writer(where: str, writer: int, count: int, start: Any, out: Any) -> None:
     from memory.working import WorkingMemory
 
-    store = _store(where)
+    name = f"tether-bench-writer-{writer}"
+    store = _store(where, name)
     memory = WorkingMemory(store, TASK)
-    pid = _server_pid(store)
+    server = ServerCPU(store, name)
     out.put(("ready", writer, 0, (0.0, 0.0)))
     start.wait()
-    began, cpu = time.perf_counter(), _cpu_now(pid)
+    server.begin()
+    began, cpu = time.perf_counter(), time.process_time()
     for n in range(count):
         memory.append_message("assistant", f"writer {writer} message {n} zebra{writer}x{n}")
-    used = tuple(b - a for a, b in zip(cpu, _cpu_now(pid), strict=True))
+    used = (time.process_time() - cpu, server.used())
     out.put(("writer", writer, time.perf_counter() - began, used))
     store.backend.close()
 
@@ -71,16 +89,18 @@ def _writer(where: str, writer: int, count: int, start: Any, out: Any) -> None:
 def _searcher(
     where: str, number: int, start: Any, stop: Any, out: Any, each: int | None = None
 ) -> None:
-    store = _store(where)
+    name = f"tether-bench-searcher-{number}"
+    store = _store(where, name)
     store.search("warm up", scope="messages", limit=5)
-    pid = _server_pid(store)
+    server = ServerCPU(store, name)
     out.put(("ready", number, 0, (0.0, 0.0)))
     start.wait()
-    done, n, cpu = 0, 0, _cpu_now(pid)
+    server.begin()
+    done, n, cpu = 0, 0, time.process_time()
     while (done < each) if each is not None else not stop.is_set():
         store.search(f"zebra{n % 8}x{n * 7 % 2000} message", scope="messages", limit=5)
         done, n = done + 1, n + 1
-    used = tuple(b - a for a, b in zip(cpu, _cpu_now(pid), strict=True))
+    used = (time.process_time() - cpu, server.used())
     out.put(("searcher", number, done, used))
     store.backend.close()
 
@@ -152,3 +172,22 @@ def verify(store: Any, writers: int, messages: int) -> str:
                 + json.dumps(numbers == sorted(numbers))
             )
     return ""
+
+
+def fsync_ms(folder: str, count: int = 300) -> float:
+    """Median milliseconds of appending one line to a file in `folder` and fsyncing it: what
+    every files-backend append waits for (the disk's share of the files column; PostgreSQL's
+    writers share their WAL flushes)."""
+    path = os.path.join(folder, "fsync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    took = []
+    try:
+        for _ in range(count):
+            began = time.perf_counter()
+            os.write(fd, b"x" * 100 + b"\n")
+            os.fsync(fd)
+            took.append(time.perf_counter() - began)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return sorted(took)[len(took) // 2] * 1000
