@@ -7,6 +7,7 @@ weigh the words.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -17,20 +18,28 @@ from typing import Any
 from memory.backends._postgres_documents import retried
 from memory.backends._postgres_entries import _entry
 from memory.backends._postgres_sql import (
+    ASYNC_COMMIT_SQL,
+    CLEAR_MARKS_SQL,
     CLEAR_SEARCH_SQL,
     COUNT_SEARCH_SQL,
     DELETE_SEARCH_SQL,
     ENTRY_COLUMNS,
     ESTIMATE_SEARCH_SQL,
     LIST_DOC_DATA_SQL,
+    PENDING_LOGS_SQL,
     QUERY_SEARCH_SQL,
     SELECT_CHUNKS_SQL,
+    SELECT_MARK_SQL,
     TERM_SCORE_SQL,
     TERM_STATS_SQL,
+    UPDATE_MARK_SQL,
+    UPSERT_MARK_SQL,
     XACT_LOCK_SQL,
 )
-from memory.backends.blocks import document_docs, entry_docs
+from memory.backends.blocks import document_docs, entry_docs, indexed_source, message_docs
 from memory.base import IndexReport, SearchDoc, SearchHit, check_id, check_query
+
+log = logging.getLogger("tether.postgres")
 
 #: Words as the index splits them: runs of letters and digits (`auth_service` is two words).
 ALNUM = re.compile(r"[^\W_]+")
@@ -131,6 +140,8 @@ class SearchMixin:
     _insert_search: Any
     _counts: CountCache
     _merges: PendingMerges
+    _read: Any
+    _marks_refused: bool
 
     @retried
     def index_upsert(self, docs: Sequence[SearchDoc]) -> None:
@@ -158,6 +169,44 @@ class SearchMixin:
         ):
             self._merges.refused = True  # autovacuum merges it in time
 
+    def _index_pending_logs(self) -> None:
+        """Index the lines appended to searched logs after their marks (appends leave that
+        to the next search, as on the files backend: `M006_LOG_MARKS`). A role that may not
+        write searches what is indexed already, and is told so once."""
+        import psycopg
+
+        if self._marks_refused:
+            return
+        try:
+            with self._connection() as conn:
+                paths = [row[0] for row in conn.execute(PENDING_LOGS_SQL).fetchall()]
+            for path in paths:
+                self._index_log(path)
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
+            self._marks_refused = True
+            log.warning(
+                "%s: cannot index the newest log lines (%s); searches miss them until a "
+                "process that may write searches",
+                self.url,  # type: ignore[attr-defined]
+                str(exc).strip().splitlines()[0],
+            )
+
+    def _index_log(self, path: str) -> None:
+        """Index `path`'s whole lines after its mark and move the mark past them, in one
+        transaction (a crash loses both, and the next search does it again). Searchers of
+        one log take turns: the second finds the work done."""
+        with self._tx() as conn:
+            conn.execute(ASYNC_COMMIT_SQL)
+            conn.execute(XACT_LOCK_SQL, ("index:" + path,))
+            mark = conn.execute(SELECT_MARK_SQL, (path,)).fetchone()
+            doc = self._read(conn, path, mark[1]) if mark is not None else None
+            end = doc.data.rfind(b"\n") + 1 if doc is not None else 0
+            if not end:
+                return
+            new = doc.data[:end].split(b"\n")[:-1]
+            self._insert_search(conn, message_docs(path, list(enumerate(new, start=mark[0] + 1))))
+            conn.execute(UPDATE_MARK_SQL, (mark[0] + len(new), mark[1] + end, path))
+
     @retried
     def index_delete(self, doc_ids: Sequence[str]) -> int:
         with self._tx() as conn:
@@ -171,6 +220,8 @@ class SearchMixin:
             return []
         srcs = list(sources) if sources is not None else None
         key = tuple(srcs) if srcs is not None else None
+        if srcs is None or "messages" in srcs:
+            self._index_pending_logs()
         if self._merges.due():
             self._merge_pending()
         with self._tx() as conn:
@@ -221,9 +272,14 @@ class SearchMixin:
         with self._tx() as conn:
             conn.execute(XACT_LOCK_SQL, ("tether_reindex",))
             conn.execute(CLEAR_SEARCH_SQL)
+            conn.execute(CLEAR_MARKS_SQL)
             for path, data, appended in conn.execute(LIST_DOC_DATA_SQL).fetchall():
-                docs = document_docs(path, bytes(data or b"") + bytes(appended or b""))
+                whole = bytes(data or b"") + bytes(appended or b"")
+                docs = document_docs(path, whole)
                 self._insert_search(conn, docs)
+                if path.endswith(".jsonl") and indexed_source(path):  # lines after: later
+                    end = whole.rfind(b"\n") + 1
+                    conn.execute(UPSERT_MARK_SQL, (path, whole[:end].count(b"\n"), end))
                 report.files_indexed += 1 if docs else 0
                 report.rows_added += len(docs)
             for row in conn.execute(f"SELECT {ENTRY_COLUMNS} FROM tether_entries").fetchall():

@@ -127,6 +127,70 @@ END
 $$
 """,
 )
+#: A searched log's new lines are indexed by the first search after them, not by the append
+#: (as on the files backend): `tether_log_marks` says up to where a log's search rows go
+#: (`bytes`, always at a line's start, and the `lines` before it); a search first indexes
+#: what lies after (`PENDING_LOGS_SQL`). `tether_append_log` is `tether_append` without
+#: the search rows: it leaves a mark where a searched log has none yet (everything before
+#: was indexed by whoever wrote it, a torn last line excepted: the mark goes after the newline
+#: that closes it). Logs whose last line is torn get their mark at their next append.
+M006_LOG_MARKS = (
+    """
+CREATE TABLE IF NOT EXISTS tether_log_marks (
+    path TEXT PRIMARY KEY, lines BIGINT NOT NULL, bytes BIGINT NOT NULL
+)
+""",
+    """
+INSERT INTO tether_log_marks(path, lines, bytes)
+SELECT path, lines, size FROM tether_documents
+WHERE NOT deleted AND path ~ '^working/[^./][^/]*/messages[.]jsonl$' AND lines IS NOT NULL
+  AND size IS NOT NULL AND open_tail IS FALSE
+ON CONFLICT (path) DO NOTHING
+""",
+    """
+CREATE OR REPLACE PROCEDURE tether_append_log(
+    p_path TEXT, p_now DOUBLE PRECISION, p_count BIGINT, p_length BIGINT, p_data BYTEA,
+    p_searched BOOLEAN, p_token TEXT, INOUT first BIGINT DEFAULT NULL
+) LANGUAGE plpgsql AS $$
+DECLARE
+    v_before BIGINT;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    WITH old AS (
+        SELECT path, lines, size, open_tail FROM tether_documents
+        WHERE path = p_path AND NOT deleted
+          AND lines IS NOT NULL AND size IS NOT NULL AND open_tail IS NOT NULL
+        FOR UPDATE
+    ), doc AS (
+        UPDATE tether_documents d
+        SET version = d.version + 1, mtime = p_now, lines = old.lines + p_count,
+            size = old.size + p_length + old.open_tail::int, open_tail = FALSE
+        FROM old WHERE d.path = old.path
+        RETURNING old.lines AS before, old.size AS start, old.open_tail AS torn
+    ), part AS (
+        INSERT INTO tether_document_parts(path, start, data)
+        SELECT p_path, start, CASE WHEN torn THEN '\\x0a'::bytea || p_data ELSE p_data END
+        FROM doc
+    ), mark AS (
+        INSERT INTO tether_log_marks(path, lines, bytes)
+        SELECT p_path, before, start + torn::int FROM doc WHERE p_searched
+        ON CONFLICT (path) DO NOTHING
+    ), receipt AS (
+        INSERT INTO tether_receipts(token, first, at) SELECT p_token, before + 1, p_now FROM doc
+    )
+    SELECT before INTO v_before FROM doc;
+    IF v_before IS NULL THEN
+        first := NULL;
+        RETURN;
+    END IF;
+    COMMIT;
+    INSERT INTO tether_flush(pid) VALUES (pg_backend_pid())
+    ON CONFLICT (pid) DO UPDATE SET n = tether_flush.n + 1;
+    first := v_before + 1;
+END
+$$
+""",
+)
 #: Named, append-only; never edit one that has shipped. A script is its statements joined by
 #: `;\n`, or a tuple of them (a procedure's body has its own).
 MIGRATIONS = [
@@ -135,6 +199,7 @@ MIGRATIONS = [
     ("m003_document_parts", M003_DOCUMENT_PARTS),
     ("m004_flush", M004_FLUSH),
     ("m005_append_procedure", M005_APPEND_PROCEDURE),
+    ("m006_log_marks", M006_LOG_MARKS),
 ]
 
 CREATE_MIGRATIONS_SQL = """
@@ -190,8 +255,21 @@ SELECT version, deleted, lines, coalesce(size, octet_length(data)),
 FROM tether_documents WHERE path = %s FOR UPDATE
 """
 APPEND_CALL_SQL = """
-CALL tether_append(%(path)s, %(now)s, %(count)s, %(length)s, %(data)s, %(nums)s::bigint[],
-                   %(bodies)s::text[], %(token)s)
+CALL tether_append_log(%(path)s, %(now)s, %(count)s, %(length)s, %(data)s, %(searched)s,
+                       %(token)s)
+"""
+#: Searched logs with lines after their mark, and where (`M006_LOG_MARKS`).
+PENDING_LOGS_SQL = """
+SELECT m.path FROM tether_log_marks m JOIN tether_documents d ON d.path = m.path
+WHERE NOT d.deleted AND coalesce(d.size, octet_length(d.data)) > m.bytes
+"""
+SELECT_MARK_SQL = "SELECT lines, bytes FROM tether_log_marks WHERE path = %s"
+UPDATE_MARK_SQL = "UPDATE tether_log_marks SET lines = %s, bytes = %s WHERE path = %s"
+DELETE_MARK_SQL = "DELETE FROM tether_log_marks WHERE path = %s"
+CLEAR_MARKS_SQL = "DELETE FROM tether_log_marks"
+UPSERT_MARK_SQL = """
+INSERT INTO tether_log_marks(path, lines, bytes) VALUES (%s, %s, %s)
+ON CONFLICT (path) DO UPDATE SET lines = excluded.lines, bytes = excluded.bytes
 """
 INSERT_RECEIPT_SQL = "INSERT INTO tether_receipts(token, first, at) VALUES (%s, %s, %s)"
 SELECT_RECEIPT_SQL = "SELECT first FROM tether_receipts WHERE token = %s"

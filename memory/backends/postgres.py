@@ -67,6 +67,7 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
         self._connect_kwargs: dict[str, Any] = {}
         self._counts = CountCache()
         self._merges = PendingMerges()
+        self._marks_refused = False
         self._mutex = threading.RLock()
         self._pool = hasattr(conn, "connection") and not hasattr(conn, "cursor")
         self._owned: Any = None

@@ -1,5 +1,6 @@
-"""PostgreSQL: an append to a log commits before its durability barrier, and searches merge
-the GIN pending list that appends leave (`tether_append`, `PendingMerges`)."""
+"""PostgreSQL: an append to a log commits before its durability barrier, leaves its lines to
+the next search to index (`tether_append_log`, `tether_log_marks`), and searches merge the GIN
+pending list (`PendingMerges`)."""
 
 from __future__ import annotations
 
@@ -50,15 +51,14 @@ def test_an_append_commits_its_lines_then_waits_for_the_disk_in_a_second_transac
     assert [h.doc_id for h in backend.index_query("zebra3")] == [f"{LOG}#L3"]
 
 
-def test_a_search_merges_the_pending_list_that_appends_leave_at_most_once_a_second(pg):
+def test_a_search_merges_the_pending_list_that_indexing_leaves_at_most_once_a_second(pg):
     backend, conn = pg
     for n in range(1, 40):
         _append(backend, n)
-    assert conn.execute(MERGE).fetchone()[0] > 0  # appends leave rows pending
     for n in range(40, 80):
         _append(backend, n)
     assert [h.doc_id for h in backend.index_query("zebra50")] == [f"{LOG}#L50"]
-    assert conn.execute(MERGE).fetchone()[0] == 0  # the search merged them first
+    assert conn.execute(MERGE).fetchone()[0] == 0  # the search indexed them, then merged
     for n in range(80, 120):
         _append(backend, n)
     assert [h.doc_id for h in backend.index_query("zebra90")] == [f"{LOG}#L90"]
@@ -107,3 +107,98 @@ def test_a_backend_from_a_url_serves_one_caller_from_one_server_process():
         finally:
             backend.close()
     assert len(pids) == 1
+
+
+def _rows(conn) -> int:
+    return conn.execute("SELECT count(*) FROM tether_search WHERE path = %s", (LOG,)).fetchone()[0]
+
+
+def _hits(backend, words: str) -> list[str]:
+    return [h.doc_id for h in backend.index_query(words)]
+
+
+def test_appends_leave_their_lines_to_the_next_search_which_indexes_each_once(pg):
+    backend, conn = pg
+    for n in range(1, 31):
+        _append(backend, n)
+    assert _rows(conn) == 1  # only the first, which made the log, indexed its own line
+    assert _hits(backend, "zebra30") == [f"{LOG}#L30"]
+    assert _rows(conn) == 30
+    mark = conn.execute("SELECT lines, bytes, xmin::text FROM tether_log_marks").fetchall()
+    assert mark[0][:2] == (30, backend.stat_document(LOG).size)
+    assert _hits(backend, "zebra7") == [f"{LOG}#L7"]
+    assert conn.execute("SELECT lines, bytes, xmin::text FROM tether_log_marks").fetchall() == mark
+
+
+def test_a_long_message_appended_to_a_log_is_found_by_its_last_word(pg):
+    backend, _ = pg
+    _append(backend, 1)
+    long = " ".join(f"word{n}" for n in range(60_000)) + " quokka"  # several search rows
+    assert backend.append_lines(LOG, [json.dumps({"role": "user", "content": long})]) == 2
+    _append(backend, 3)
+    assert _hits(backend, "quokka") == [f"{LOG}#L2"]
+    assert _hits(backend, "zebra3") == [f"{LOG}#L3"]
+
+
+def test_a_rewritten_log_is_searched_as_rewritten_and_then_appended_to(pg):
+    backend, _ = pg
+    for n in range(1, 4):
+        _append(backend, n)
+    assert _hits(backend, "zebra2") == [f"{LOG}#L2"]
+    backend.put_document(LOG, b'{"role": "user", "content": "alpha"}\n')
+    _append(backend, 9)
+    assert _hits(backend, "zebra2") == []
+    assert _hits(backend, "alpha") == [f"{LOG}#L1"]
+    assert _hits(backend, "zebra9") == [f"{LOG}#L2"]
+    backend.delete_document(LOG)
+    _append(backend, 5)  # a new log under the same name
+    assert _hits(backend, "zebra5") == [f"{LOG}#L1"] and _hits(backend, "zebra9") == []
+
+
+def test_a_line_after_a_torn_last_line_is_found_under_its_own_number(pg):
+    backend, _ = pg
+    backend.put_document(LOG, b'{"role": "user", "content": "one ant"}\n{"role": "us')
+    assert _append(backend, 7) == 3  # the torn line keeps number 2
+    assert _hits(backend, "zebra7") == [f"{LOG}#L3"]
+    assert _hits(backend, "ant") == [f"{LOG}#L1"]
+
+
+def test_a_reindex_marks_what_it_indexed_and_later_lines_follow(pg):
+    backend, conn = pg
+    for n in range(1, 6):
+        _append(backend, n)
+    report = backend.reindex()
+    assert report.rows_added == 5 and _rows(conn) == 5
+    _append(backend, 6)
+    assert _hits(backend, "zebra6") == [f"{LOG}#L6"] and _hits(backend, "zebra1") == [f"{LOG}#L1"]
+    assert _rows(conn) == 6
+
+
+def test_a_log_indexed_before_marks_existed_gets_one_at_its_next_append(pg):
+    """Logs written by a version that indexed inside the append have no mark: their next
+    append leaves one where that append starts, and only later lines wait for a search."""
+    backend, conn = pg
+    for n in range(1, 4):
+        _append(backend, n)
+    backend.index_query("zebra1")
+    conn.execute("DELETE FROM tether_log_marks")
+    _append(backend, 4)
+    assert conn.execute("SELECT lines FROM tether_log_marks").fetchall() == [(3,)]
+    assert _hits(backend, "zebra4") == [f"{LOG}#L4"] and _rows(conn) == 4
+
+
+def test_a_role_that_may_not_write_searches_what_is_indexed_and_says_so_once(
+    pg, monkeypatch, caplog
+):
+    backend, _ = pg
+    _append(backend, 1)
+    _append(backend, 2)
+
+    def refused(self, path):
+        raise psycopg.errors.InsufficientPrivilege("permission denied for table tether_log_marks")
+
+    monkeypatch.setattr(PostgresBackend, "_index_log", refused)
+    assert _hits(backend, "zebra1") == [f"{LOG}#L1"] and _hits(backend, "zebra2") == []
+    _hits(backend, "zebra2")
+    said = [r for r in caplog.records if "cannot index the newest log lines" in r.getMessage()]
+    assert len(said) == 1 and "permission denied" in said[0].getMessage()
