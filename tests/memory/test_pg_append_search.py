@@ -202,3 +202,21 @@ def test_a_role_that_may_not_write_searches_what_is_indexed_and_says_so_once(
     _hits(backend, "zebra2")
     said = [r for r in caplog.records if "cannot index the newest log lines" in r.getMessage()]
     assert len(said) == 1 and "permission denied" in said[0].getMessage()
+
+
+def test_an_upgrade_to_marks_marks_every_log_where_its_search_rows_end(pg):
+    """`m006` on a database whose logs were indexed inside their appends: each log gets a
+    mark at its end, so only lines appended after the upgrade wait for a search."""
+    backend, conn = pg
+    for n in range(1, 5):
+        _append(backend, n)
+    backend.index_query("zebra1")
+    conn.execute("DELETE FROM tether_log_marks")  # as before m006
+    conn.execute("DELETE FROM tether_migrations WHERE name = 'm006_log_marks'")
+    backend.setup()
+    size = backend.stat_document(LOG).size
+    assert conn.execute("SELECT path, lines, bytes FROM tether_log_marks").fetchall() == [
+        (LOG, 4, size)
+    ]
+    _append(backend, 5)
+    assert _hits(backend, "zebra5") == [f"{LOG}#L5"] and _rows(conn) == 5
