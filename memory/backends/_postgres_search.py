@@ -193,11 +193,11 @@ class SearchMixin:
 
     def _index_log(self, path: str) -> None:
         """Index `path`'s whole lines after its mark and move the mark past them, in one
-        transaction (a crash loses both, and the next search does it again). Searchers of
-        one log take turns: the second finds the work done."""
+        transaction (a crash loses both, and the next search does it again). The mark's row
+        is locked first: searchers of one log take turns (the second finds the work done),
+        and a rewrite of the log cannot slip between reading the mark and the lines."""
         with self._tx() as conn:
             conn.execute(ASYNC_COMMIT_SQL)
-            conn.execute(XACT_LOCK_SQL, ("index:" + path,))
             mark = conn.execute(SELECT_MARK_SQL, (path,)).fetchone()
             doc = self._read(conn, path, mark[1]) if mark is not None else None
             end = doc.data.rfind(b"\n") + 1 if doc is not None else 0

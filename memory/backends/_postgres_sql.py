@@ -263,7 +263,9 @@ PENDING_LOGS_SQL = """
 SELECT m.path FROM tether_log_marks m JOIN tether_documents d ON d.path = m.path
 WHERE NOT d.deleted AND coalesce(d.size, octet_length(d.data)) > m.bytes
 """
-SELECT_MARK_SQL = "SELECT lines, bytes FROM tether_log_marks WHERE path = %s"
+#: Locked: a rewrite of the log (`_replace` deletes the mark) waits for the indexer, or the
+#: indexer for the rewrite (and then finds no mark); searchers of one log take turns.
+SELECT_MARK_SQL = "SELECT lines, bytes FROM tether_log_marks WHERE path = %s FOR UPDATE"
 UPDATE_MARK_SQL = "UPDATE tether_log_marks SET lines = %s, bytes = %s WHERE path = %s"
 DELETE_MARK_SQL = "DELETE FROM tether_log_marks WHERE path = %s"
 CLEAR_MARKS_SQL = "DELETE FROM tether_log_marks"

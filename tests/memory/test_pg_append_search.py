@@ -5,6 +5,8 @@ pending list (`PendingMerges`)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import psycopg
 import pytest
@@ -220,3 +222,26 @@ def test_an_upgrade_to_marks_marks_every_log_where_its_search_rows_end(pg):
     ]
     _append(backend, 5)
     assert _hits(backend, "zebra5") == [f"{LOG}#L5"] and _rows(conn) == 5
+
+
+def test_a_log_rewritten_while_a_search_indexes_it_keeps_no_rows_of_its_old_lines(pg):
+    backend, conn = pg
+    for n in range(1, 4):
+        _append(backend, n)  # lines 2 and 3 wait for a search
+    new = b'{"role": "user", "content": "alpha"}\n'
+    conn.execute("BEGIN")  # a rewrite of the log, under way (as `put_document` does it)
+    conn.execute("DELETE FROM tether_document_parts WHERE path = %s", (LOG,))
+    conn.execute("DELETE FROM tether_log_marks WHERE path = %s", (LOG,))
+    conn.execute(
+        "UPDATE tether_documents SET data = %s, lines = 1, size = %s, open_tail = FALSE, "
+        "version = version + 1 WHERE path = %s",
+        (new, len(new), LOG),
+    )
+    conn.execute("DELETE FROM tether_search WHERE path = %s", (LOG,))
+    search = threading.Thread(target=_hits, args=(backend, "zebra3"))
+    search.start()
+    time.sleep(0.5)  # the search is indexing the log, or waiting to
+    conn.execute("COMMIT")
+    search.join(timeout=30)
+    assert not search.is_alive()
+    assert _hits(backend, "zebra3") == [] and _hits(backend, "zebra2") == []
