@@ -27,9 +27,11 @@ from memory.backends._postgres_sql import (
     INSERT_PART_SQL,
     INSERT_RECEIPT_SQL,
     LIST_DOCS_SQL,
+    SELECT_BASE_WINDOW_SQL,
     SELECT_DOC_SQL,
     SELECT_LOG_SQL,
     SELECT_PARTS_SQL,
+    SELECT_PARTS_WINDOW_SQL,
     SELECT_RECEIPT_SQL,
     SELECT_VERSION_SQL,
     STAT_DOC_SQL,
@@ -111,6 +113,23 @@ class DocumentsMixin:
                 pieces.append(bytes(part)[max(0, offset - start) :])
             data = b"".join(pieces)
         return Document(path, row[1], row[2], size, data)
+
+    @staticmethod
+    def _read_window(conn: Any, path: str, offset: int, limit: int) -> tuple[bytes, int]:
+        """About `limit` bytes of the document at `path` from byte `offset` (the parts that
+        start inside the window whole, so often a little more), and the document's size
+        (0 when it is absent or deleted)."""
+        row = conn.execute(SELECT_BASE_WINDOW_SQL, (offset + 1, limit, path)).fetchone()
+        if row is None or row[3]:
+            return b"", 0
+        pieces, base, size = [bytes(row[0] or b"")], row[1] or 0, row[2] or 0
+        since = max(offset, base)
+        if since < offset + limit and size > base:
+            for start, part in conn.execute(
+                SELECT_PARTS_WINDOW_SQL, (path, since, offset + limit)
+            ).fetchall():
+                pieces.append(bytes(part)[max(0, since - start) :])
+        return b"".join(pieces), size
 
     @retried
     def stat_document(self, path: str) -> DocumentInfo | None:

@@ -56,6 +56,9 @@ MAX_PAIRED = 4
 #: An `index_upsert` of this many rows is a bulk load: the GIN pending list is merged after.
 BULK_ROWS = 500
 MERGE_PENDING_SQL = "SELECT gin_clean_pending_list('tether_search_tsv'::regclass)"
+#: Bytes of a log a search indexes per transaction (`_index_log`), so that a log appended to
+#: for hours without a search is indexed in steps, not read into memory whole.
+INDEX_WINDOW = 4 << 20
 #: Seconds between the merges of the GIN pending list that searches start (`PendingMerges`).
 MERGE_EVERY_S = 1.0
 
@@ -181,7 +184,8 @@ class SearchMixin:
             with self._connection() as conn:
                 paths = [row[0] for row in conn.execute(PENDING_LOGS_SQL).fetchall()]
             for path in paths:
-                self._index_log(path)
+                while self._index_log(path):
+                    pass
         except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
             self._marks_refused = True
             log.warning(
@@ -191,21 +195,30 @@ class SearchMixin:
                 str(exc).strip().splitlines()[0],
             )
 
-    def _index_log(self, path: str) -> None:
-        """Index `path`'s whole lines after its mark and move the mark past them, in one
-        transaction (a crash loses both, and the next search does it again). The mark's row
-        is locked first: searchers of one log take turns (the second finds the work done),
-        and a rewrite of the log cannot slip between reading the mark and the lines."""
+    def _index_log(self, path: str) -> bool:
+        """Index the whole lines of `path` in about `INDEX_WINDOW` bytes after its mark and
+        move the mark past them, in one transaction (a crash loses both, and the next search
+        does it again); True when more lines wait. The mark's row is locked first: searchers
+        of one log take turns (the second finds the work done), and a rewrite of the log
+        cannot slip between reading the mark and the lines."""
         with self._tx() as conn:
             conn.execute(ASYNC_COMMIT_SQL)
             mark = conn.execute(SELECT_MARK_SQL, (path,)).fetchone()
-            doc = self._read(conn, path, mark[1]) if mark is not None else None
-            end = doc.data.rfind(b"\n") + 1 if doc is not None else 0
+            if mark is None:
+                return False
+            lines, offset = mark
+            data, size = self._read_window(conn, path, offset, INDEX_WINDOW)
+            end = data.rfind(b"\n") + 1
+            if not end and offset + len(data) < size:  # one line longer than the window
+                doc = self._read(conn, path, offset)
+                data = doc.data if doc is not None else b""
+                end = data.rfind(b"\n") + 1
             if not end:
-                return
-            new = doc.data[:end].split(b"\n")[:-1]
-            self._insert_search(conn, message_docs(path, list(enumerate(new, start=mark[0] + 1))))
-            conn.execute(UPDATE_MARK_SQL, (mark[0] + len(new), mark[1] + end, path))
+                return False
+            new = data[:end].split(b"\n")[:-1]
+            self._insert_search(conn, message_docs(path, list(enumerate(new, start=lines + 1))))
+            conn.execute(UPDATE_MARK_SQL, (lines + len(new), offset + end, path))
+        return offset + end < size
 
     @retried
     def index_delete(self, doc_ids: Sequence[str]) -> int:

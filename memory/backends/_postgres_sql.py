@@ -233,6 +233,17 @@ SELECT_PARTS_SQL = """
 SELECT start, data FROM tether_document_parts
 WHERE path = %s AND start + octet_length(data) > %s ORDER BY start
 """
+#: Up to `for` bytes of a document's base value from a 1-based position, with its lengths.
+SELECT_BASE_WINDOW_SQL = """
+SELECT substring(data from %s for %s), octet_length(data), coalesce(size, octet_length(data)),
+       deleted
+FROM tether_documents WHERE path = %s
+"""
+#: The parts that hold bytes in [from, to).
+SELECT_PARTS_WINDOW_SQL = """
+SELECT start, data FROM tether_document_parts
+WHERE path = %s AND start + octet_length(data) > %s AND start < %s ORDER BY start
+"""
 INSERT_PART_SQL = "INSERT INTO tether_document_parts(path, start, data) VALUES (%s, %s, %s)"
 DELETE_PARTS_SQL = "DELETE FROM tether_document_parts WHERE path = %s"
 STAT_DOC_SQL = """

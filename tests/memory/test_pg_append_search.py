@@ -245,3 +245,35 @@ def test_a_log_rewritten_while_a_search_indexes_it_keeps_no_rows_of_its_old_line
     search.join(timeout=30)
     assert not search.is_alive()
     assert _hits(backend, "zebra3") == [] and _hits(backend, "zebra2") == []
+
+
+def test_a_search_indexes_a_long_backlog_in_steps_a_long_line_too(pg, monkeypatch):
+    backend, conn = pg
+    monkeypatch.setattr(_postgres_search, "INDEX_WINDOW", 300)  # about 5 lines a step
+    _append(backend, 1)
+    for n in range(2, 31):
+        _append(backend, n)
+    long = " ".join(f"word{n}" for n in range(200)) + " quokka"  # longer than a step
+    backend.append_lines(LOG, [json.dumps({"role": "user", "content": long})])
+    _append(backend, 32)
+    assert _hits(backend, "zebra32") == [f"{LOG}#L32"]
+    assert _hits(backend, "quokka") == [f"{LOG}#L31"] and _hits(backend, "zebra17") == [
+        f"{LOG}#L17"
+    ]
+    assert _rows(conn) == 32
+    steps = conn.execute(
+        "SELECT count(DISTINCT xmin::text) FROM tether_search WHERE path = %s", (LOG,)
+    ).fetchone()[0]
+    assert steps >= 6  # the first line's own, then one transaction a step
+    size = backend.stat_document(LOG).size
+    assert conn.execute("SELECT lines, bytes FROM tether_log_marks").fetchall() == [(32, size)]
+
+
+def test_a_torn_line_longer_than_a_step_does_not_stop_the_indexing(pg, monkeypatch):
+    backend, _ = pg
+    monkeypatch.setattr(_postgres_search, "INDEX_WINDOW", 100)
+    torn = b'{"role": "user", "content": "' + b"x" * 500
+    backend.put_document(LOG, b'{"role": "user", "content": "one ant"}\n' + torn)
+    backend.reindex()  # marks the log after line 1: the torn line 2 waits
+    assert _append(backend, 7) == 3
+    assert _hits(backend, "zebra7") == [f"{LOG}#L3"] and _hits(backend, "ant") == [f"{LOG}#L1"]
