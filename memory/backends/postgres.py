@@ -3,7 +3,8 @@
 Everything is a row in tables prefixed `tether_` in the connection's schema: documents (bytes,
 version, mtime; a delete keeps the row so versions are never reused), entries and their chunk
 texts, the search index (`tsvector` generated from the body with the `english` configuration,
-a GIN index, ranked by idf-weighted `ts_rank`), task records, the
+a GIN index, ranked by idf-weighted `ts_rank`; the lines appended to a searched log are
+indexed by the next search, from the log's mark in `tether_log_marks`), task records, the
 subagent registry and task leases.
 
 Concurrency: each call runs in one transaction. Writers of one document or one subagent
