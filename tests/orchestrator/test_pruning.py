@@ -159,7 +159,9 @@ def test_a_fan_out_killed_after_an_earlier_phase_was_pruned_resumes(
         assert calls["plan"] == 1 and 2 <= calls["subagent"] <= 3, calls
         orch = Orchestrator(**memory)
         before = finished(orch)
-        assert len(before) == 5
+        # the second phase's subagents run in parallel: its 3rd may have recorded its
+        # findings while the 2nd was being killed
+        assert 5 <= len(before) <= 6, before
         result, ran = resume_counting_runs(orch, monkeypatch)
         assert result.status == "done" and result.source == "langgraph"
         assert_ran_once(orch, before, ran, result)
