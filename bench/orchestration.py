@@ -108,7 +108,7 @@ def bare_graph(model: Any, checkpointer: Any = None, *, agents: bool = False) ->
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Send
 
-    from orchestrator.protocol import PhasePlan, SubmitFindings
+    from orchestrator.types import PhasePlan, SubmitFindings
 
     lead = model.bind_tools([PhasePlan])
     worker_model = model.bind_tools([SubmitFindings])

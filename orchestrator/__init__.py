@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from orchestrator.graph import build_graph
     from orchestrator.middleware import TetherMemoryMiddleware
     from orchestrator.offload import OffloadLargeToolResults
-    from orchestrator.protocol import PhasePlan, SubmitFindings, Subtask
     from orchestrator.result import RunResult
     from orchestrator.state import OrchestratorState
+    from orchestrator.types import PhasePlan, SubmitFindings, Subtask
     from orchestrator.workflow import AgentSpec, Workflow, load_workflow
 
 _EXPORTS = {
@@ -58,12 +58,12 @@ _EXPORTS = {
     "OrchestratorState": "orchestrator.state",
     "OrchestratorUserError": "orchestrator.errors",
     "PendingApproval": "orchestrator.approvals",
-    "PhasePlan": "orchestrator.protocol",
+    "PhasePlan": "orchestrator.types",
     "RecoveryError": "orchestrator.errors",
     "RunResult": "orchestrator.result",
     "SkillError": "orchestrator.errors",
-    "SubmitFindings": "orchestrator.protocol",
-    "Subtask": "orchestrator.protocol",
+    "SubmitFindings": "orchestrator.types",
+    "Subtask": "orchestrator.types",
     "TemplateError": "orchestrator.errors",
     "TetherMemoryMiddleware": "orchestrator.middleware",
     "TokenGauge": "orchestrator.gauge",

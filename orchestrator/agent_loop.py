@@ -2,7 +2,7 @@
 
 `run_agent` runs a `langchain.agents.create_agent` agent with the model, the agent's
 ordinary tools and one *final* protocol tool (`PhasePlan` or `SubmitFindings`, see
-`orchestrator.protocol`). Its middleware list is the agent's own middleware, then tether's
+`orchestrator.types`). Its middleware list is the agent's own middleware, then tether's
 protocol, one job per class (`orchestrator.protocol_middleware`): the final answer
 (`orchestrator.final_answer`), Ctrl-C, the step limit, the context budget, provider
 retries, token accounting, and LangChain's `ToolErrorMiddleware` for failing tools.

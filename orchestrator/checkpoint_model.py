@@ -21,8 +21,7 @@ from pydantic.fields import FieldInfo
 
 from orchestrator.approvals import PendingApproval
 from orchestrator.errors import TemplateError
-from orchestrator.jsonvalues import JsonObject
-from orchestrator.run_model import Subtask, model_view
+from orchestrator.types import JsonObject, Subtask, model_view
 
 CHECKPOINT_TEMPLATE = "checkpoint.json.j2"
 TIMESTAMP_PATTERN = (

@@ -32,9 +32,9 @@ from orchestrator.artifacts.findings import (
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
-from orchestrator.findings import TEXT_FIELDS, finding_ref
 from orchestrator.registry import find_written, registry_records
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
+from orchestrator.types import TEXT_FIELDS, finding_ref
 
 
 def _findings_record(

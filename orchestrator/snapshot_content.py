@@ -41,7 +41,7 @@ from orchestrator.artifacts._render import md_code
 from orchestrator.artifacts.findings import list_findings, read_findings
 from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
-from orchestrator.run_model import INLINE_FIELDS
+from orchestrator.types import INLINE_FIELDS
 
 FOUND_CHARS = 3000
 LEFT_CHARS = 1600

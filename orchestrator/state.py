@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict  # pydantic (LangGraph Server schemas) needs it on 3.11
 
-from orchestrator.run_model import Plan
+from orchestrator.types import Plan
 
 #: Value that deletes a key in `merge_keyed` (e.g. a failure cleared by a later success).
 DELETE = None
@@ -76,7 +76,7 @@ class OrchestratorState(TypedDict, total=False):
     subtasks: Annotated[dict[str, dict[str, Any]], merge_keyed]
     """`subtask_key -> {id, title, description, agent, scope, phase}`, all phases."""
     findings: Annotated[dict[str, dict[str, Any]], merge_keyed]
-    """`subtask_key -> FindingRef` (`orchestrator.findings`: path, agent, title, phase, id,
+    """`subtask_key -> FindingRef` (`orchestrator.types`: path, agent, title, phase, id,
     tokens, status, counts) for every finished subagent; the texts are in the registry and
     the findings file, never in the graph state (which every super-step stores again)."""
     failed: Annotated[dict[str, dict[str, Any]], merge_keyed]

@@ -36,7 +36,7 @@ from orchestrator.artifacts.findings import (
 )
 from orchestrator.artifacts.plan import PLAN_TEMPLATE, PlanInput, QuestionInput, render_plan
 from orchestrator.artifacts.snapshot import SNAPSHOT_TEMPLATE, SnapshotInput, render_snapshot
-from orchestrator.jsonvalues import JsonObject, _json_problem
+from orchestrator.types import JsonObject, _json_problem
 
 __all__ = [
     "CHECKPOINT_TEMPLATE",

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memory.templating import TemplateRenderError, render
 from orchestrator.errors import TemplateError
-from orchestrator.run_model import FileNote
+from orchestrator.types import FileNote
 
 _HEADING_LIKE = re.compile(r"^(\s{0,3})(#{1,6}(?:\s|$)|[-=*_]{3,}\s*$|[=]+\s*$)")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")

@@ -3,7 +3,7 @@ per merged batch.
 
 This module owns everything about these files: their names (`findings_name`,
 `merged_name`; `ts` is UTC `YYYYMMDDTHHMMSSffffffZ`, so names sort by time), their template
-inputs (views of `orchestrator.run_model.Finding`), rendering each `Finding` field by its
+inputs (views of `orchestrator.types.Finding`), rendering each `Finding` field by its
 type (`finding_views`), writing (`write_findings`, `write_merged`), reading back
 (`read_findings`, `read_merged`, their metadata line) and listing (`list_findings`).
 
@@ -42,7 +42,7 @@ from orchestrator.artifacts._render import (
 from orchestrator.artifacts._text import _name, _newest_first, _read_kind, _text_and_meta
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.paths import iso_timestamp, slug, timestamp, utc
-from orchestrator.run_model import INLINE_FIELDS, FileNote, Finding, Inline, model_view
+from orchestrator.types import INLINE_FIELDS, FileNote, Finding, Inline, model_view
 
 FINDINGS_TEMPLATE = "findings.md.j2"
 MERGED_TEMPLATE = "merged_findings.md.j2"
@@ -268,7 +268,7 @@ def findings_text(
 ) -> str:
     """The markdown `write_findings` writes (same arguments, but the memory).
 
-    `finding`: the other fields of an `orchestrator.run_model.Finding` (`status`,
+    `finding`: the other fields of an `orchestrator.types.Finding` (`status`,
     `key_discoveries`, `files`, `files_written`, `open_questions`, `recommendations`, ...);
     an unknown one is a `TemplateError`.
     """

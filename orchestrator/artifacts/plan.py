@@ -1,7 +1,7 @@
 """The research plan: `research_plans/{task_id}.md`, one per task, rewritten in place.
 
 The name is `Docs.plan(task_id)` (`orchestrator.docs`). `write_plan` renders
-`research_plan.md.j2` from a `PlanInput` (the lead's `orchestrator.run_model.Plan`, each
+`research_plan.md.j2` from a `PlanInput` (the lead's `orchestrator.types.Plan`, each
 field rendered by its type, plus the task and its progress) and keeps what a person added by hand
 (`keep_hand_edits`); `read_plan` gives back the values it was written with (its metadata
 line), its sections and text.
@@ -32,7 +32,7 @@ from orchestrator.artifacts._text import _read_kind, parse_meta, sections
 from orchestrator.docs import Docs
 from orchestrator.errors import TemplateError
 from orchestrator.paths import iso_timestamp
-from orchestrator.run_model import Plan, model_view
+from orchestrator.types import Plan, model_view
 
 PLAN_TEMPLATE = "research_plan.md.j2"
 
@@ -138,7 +138,7 @@ def write_plan(
         completed, in_progress, pending: subtask ids or titles for the Progress section.
         skipped: phases not run, with the reason.
         project_dir: where a project's `templates/` override lives (default: cwd).
-        plan: the fields of an `orchestrator.run_model.Plan` (`strategy`, `key_questions`
+        plan: the fields of an `orchestrator.types.Plan` (`strategy`, `key_questions`
             as `(text, answered)` pairs, `{"text", "answered"}` dicts or strings,
             `constraints`, `next_actions`, ...); an unknown one is a `TemplateError`.
     """

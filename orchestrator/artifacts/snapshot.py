@@ -36,9 +36,9 @@ from orchestrator.artifacts._render import (
 from orchestrator.artifacts._text import _name, _newest_first, _read_text, parse_meta, sections
 from orchestrator.docs import CONTEXT_SNAPSHOTS, Docs
 from orchestrator.errors import SnapshotError
-from orchestrator.jsonvalues import JsonObject
 from orchestrator.paths import iso_timestamp, utc
 from orchestrator.paths import timestamp as _stamp  # the writer has a parameter `timestamp`
+from orchestrator.types import JsonObject
 
 SNAPSHOT_TEMPLATE = "snapshot.md.j2"
 _LABEL = re.compile(r"^\*\*(?P<label>[^*]+)\*\*: ?(?P<value>.*)$", re.MULTILINE)

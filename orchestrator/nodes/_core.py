@@ -32,7 +32,6 @@ from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.paths import iso_timestamp, utc
 from orchestrator.registry import find_written, registry_lookup, registry_note
-from orchestrator.run_model import MERGED_FIELDS, Plan, model_values
 from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
@@ -40,6 +39,7 @@ from orchestrator.state import (
     phase_subtasks,
     skipped_phases,
 )
+from orchestrator.types import MERGED_FIELDS, Plan, model_values
 
 # -- plan and overview ----------------------------------------------------------------------
 

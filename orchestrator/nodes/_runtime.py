@@ -28,11 +28,11 @@ from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
 from orchestrator.events import Event, build_event
-from orchestrator.findings import finding_record
 from orchestrator.gauge import UsageRatio
 from orchestrator.registry import registry_records
 from orchestrator.skills import Triggers
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
+from orchestrator.types import finding_record
 from orchestrator.workdir import workdir_tools
 from orchestrator.workdir_write import write_tools
 from orchestrator.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow

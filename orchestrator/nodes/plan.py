@@ -25,9 +25,7 @@ from orchestrator.models import context_window
 from orchestrator.nodes._core import write_plan_file
 from orchestrator.nodes._lead import LEAD, lead_messages, log_lead, max_subtasks
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.protocol import PhasePlan
 from orchestrator.provider import approx_tokens, tool_tokens
-from orchestrator.run_model import Plan
 from orchestrator.state import (
     OrchestratorState,
     current_phase,
@@ -35,6 +33,7 @@ from orchestrator.state import (
     subtask_key,
     usage_record,
 )
+from orchestrator.types import PhasePlan, Plan
 
 LEAD_MAX_STEPS = 6
 """Model calls of one planning turn, unless the workflow defines a `lead` agent."""

@@ -51,15 +51,13 @@ from orchestrator.artifacts.findings import (
 from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
-from orchestrator.findings import finding_ref
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.paths import iso_timestamp
-from orchestrator.protocol import SubmitFindings
 from orchestrator.registry import find_written, registry_note, registry_records
-from orchestrator.run_model import finding_values
 from orchestrator.state import DELETE, usage_record
 from orchestrator.toolbox import ToolTimeoutMiddleware
+from orchestrator.types import SubmitFindings, finding_ref, finding_values
 from orchestrator.workdir_write import CREATED_RE, MODIFIED_RE
 from orchestrator.workflow import AgentSpec
 

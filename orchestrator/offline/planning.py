@@ -36,7 +36,7 @@ from orchestrator.offline.terms import (
     stems,
     words,
 )
-from orchestrator.protocol import PhasePlan
+from orchestrator.types import PhasePlan
 
 #: What a file named by an objective word counts for when none of the searched words is in
 #: it (`resource-limits.md` for "where could a user limit ..." beside files that hold

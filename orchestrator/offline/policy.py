@@ -105,7 +105,7 @@ from orchestrator.offline.terms import (
 )
 from orchestrator.offline.ticks import answered_questions
 from orchestrator.offline.wording import build_findings
-from orchestrator.protocol import FINDINGS_TOOL, PLAN_TOOL
+from orchestrator.types import FINDINGS_TOOL, PLAN_TOOL
 
 # The public names of this module before the findings half moved to
 # `orchestrator.offline.evidence` and the lead's plan to `orchestrator.offline.planning`;

@@ -53,7 +53,7 @@ from orchestrator.offline.terms import (
     stem,
     stems,
 )
-from orchestrator.protocol import SubmitFindings
+from orchestrator.types import SubmitFindings
 
 #: A line that only brings a name in: `import x`, `from x import y`, `use a::b;`,
 #: `pub(crate) mod colors;`, `#include <x>`, `const x = require('x')`, `import x from 'x'`.

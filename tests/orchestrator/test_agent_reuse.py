@@ -15,7 +15,7 @@ from memory.store import MemoryStore
 from memory.tools import memory_tools
 from orchestrator.agent_loop import run_agent
 from orchestrator.offline import OfflineChatModel
-from orchestrator.protocol import SubmitFindings
+from orchestrator.types import SubmitFindings
 from orchestrator.workdir import workdir_tools
 from tests.orchestrator.openai_server import ScriptedOpenAI
 

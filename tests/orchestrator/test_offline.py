@@ -19,7 +19,7 @@ from langchain_core.tools import tool
 
 from orchestrator.errors import ModelCallError
 from orchestrator.offline import MODEL_NAME, OfflineChatModel, ResearchPolicy
-from orchestrator.protocol import PhasePlan, SubmitFindings
+from orchestrator.types import PhasePlan, SubmitFindings
 from orchestrator.workdir import workdir_tools
 
 

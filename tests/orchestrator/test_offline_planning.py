@@ -6,7 +6,7 @@ from __future__ import annotations
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from orchestrator.offline import OfflineChatModel, ResearchPolicy
-from orchestrator.protocol import PhasePlan
+from orchestrator.types import PhasePlan
 from orchestrator.workdir import workdir_tools
 from tests.orchestrator.test_offline import (
     BILLING,

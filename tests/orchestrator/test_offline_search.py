@@ -12,7 +12,7 @@ import re
 
 from orchestrator.offline import OfflineChatModel
 from orchestrator.offline.terms import terms_pattern, whole
-from orchestrator.protocol import PhasePlan, SubmitFindings
+from orchestrator.types import PhasePlan, SubmitFindings
 from orchestrator.workdir import workdir_tools
 from tests.orchestrator.test_offline import make_repo, run_agent, sub_prompt
 

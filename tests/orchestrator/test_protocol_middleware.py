@@ -12,7 +12,6 @@ from orchestrator._agent_cache import compiled_agent
 from orchestrator.agent_loop import run_agent
 from orchestrator.final_answer import FinalAnswerMiddleware
 from orchestrator.offline import OfflineChatModel
-from orchestrator.protocol import SubmitFindings
 from orchestrator.protocol_middleware import (
     ContextBudgetMiddleware,
     ProviderRetryMiddleware,
@@ -21,6 +20,7 @@ from orchestrator.protocol_middleware import (
     UsageMiddleware,
     protocol_middleware,
 )
+from orchestrator.types import SubmitFindings
 
 
 def test_the_protocol_is_one_middleware_per_job_in_a_fixed_order():

@@ -23,7 +23,7 @@ from langchain_openai import ChatOpenAI
 from orchestrator.agent_loop import run_agent
 from orchestrator.api import Orchestrator
 from orchestrator.errors import ModelCallError, ModelConfigError
-from orchestrator.protocol import PhasePlan, SubmitFindings
+from orchestrator.types import PhasePlan, SubmitFindings
 from tests.orchestrator.openai_server import ScriptedOpenAI, policy_responder
 
 GOOD_FINDINGS = {"summary": "The shop has three handlers.", "key_discoveries": ["handle_0"]}

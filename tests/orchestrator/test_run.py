@@ -204,7 +204,7 @@ class TestAgentLoop:
         from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
         from orchestrator.agent_loop import run_agent
-        from orchestrator.protocol import SubmitFindings
+        from orchestrator.types import SubmitFindings
 
         model = OfflineChatModel(
             policy=[
@@ -240,7 +240,7 @@ class TestAgentLoop:
         from langchain_core.tools import tool
 
         from orchestrator.agent_loop import run_agent
-        from orchestrator.protocol import SubmitFindings
+        from orchestrator.types import SubmitFindings
 
         def policy(messages, tools):
             task = str(messages[1].content)
@@ -286,8 +286,8 @@ class TestAgentLoop:
 
         from orchestrator.agent_loop import run_agent
         from orchestrator.errors import AgentLoopError
-        from orchestrator.protocol import SubmitFindings
         from orchestrator.provider import approx_tokens
+        from orchestrator.types import SubmitFindings
 
         sent: list[int] = []
 

@@ -1,4 +1,4 @@
-"""The one typed model of a finding (`orchestrator.run_model`) and its views.
+"""The one typed model of a finding (`orchestrator.types`) and its views.
 
 The final-answer tool, the template inputs of the findings and merged files, the merged
 record's fields and the texts the graph state leaves out are all derived from `Finding`;
@@ -17,14 +17,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator import run_model
+from orchestrator import types as run_model
 from orchestrator.checkpoint_model import checkpoint_json_schema
-from orchestrator.findings import TEXT_FIELDS
 from orchestrator.nodes._core import MERGED_FIELDS
-from orchestrator.protocol import PhasePlan, SubmitFindings
-from orchestrator.run_model import RECORDED, Finding, Plan, Subtask
 from orchestrator.state import LEAD_FIELDS, OrchestratorState
 from orchestrator.templates import FindingsInput, MergedFindingInput, PlanInput
+from orchestrator.types import (
+    RECORDED,
+    TEXT_FIELDS,
+    Finding,
+    PhasePlan,
+    Plan,
+    SubmitFindings,
+    Subtask,
+)
 
 IDENTITY = {"agent", "task", "subtask_id", "task_id", "phase", "timestamp"}
 
@@ -76,16 +82,16 @@ import json, sys, tempfile, types
 path = {path!r}
 src = open(path).read()
 assert src.count({anchor!r}) == 1
-mod = types.ModuleType("orchestrator.run_model")
+mod = types.ModuleType("orchestrator.types")
 mod.__file__ = path
-sys.modules["orchestrator.run_model"] = mod
+sys.modules["orchestrator.types"] = mod
 exec(compile(src.replace({anchor!r}, {anchor!r} + {added!r}), path, "exec"), mod.__dict__)
 
-from orchestrator.protocol import SubmitFindings
+from orchestrator.types import SubmitFindings
 from orchestrator.templates import FindingsInput, MergedFindingInput, PlanInput
 from orchestrator.nodes._core import MERGED_FIELDS, merged_input
 from orchestrator.checkpoint_model import checkpoint_json_schema
-from orchestrator.findings import TEXT_FIELDS, finding_record
+from orchestrator.types import TEXT_FIELDS, finding_record
 from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged
 from orchestrator.snapshot_content import _finding_block
 
@@ -143,14 +149,14 @@ import json, sys, types
 path = {path!r}
 src = open(path).read()
 assert src.count({anchor!r}) == 1
-mod = types.ModuleType("orchestrator.run_model")
+mod = types.ModuleType("orchestrator.types")
 mod.__file__ = path
-sys.modules["orchestrator.run_model"] = mod
+sys.modules["orchestrator.types"] = mod
 added = "    priority: int = Field(default=0, description='higher first')\\n"
 exec(compile(src.replace({anchor!r}, added + {anchor!r}), path, "exec"), mod.__dict__)
 
 from orchestrator.checkpoint_model import checkpoint_json_schema
-from orchestrator.protocol import PhasePlan
+from orchestrator.types import PhasePlan
 print(json.dumps([
     "priority" in PhasePlan.model_json_schema()["$defs"]["Subtask"]["properties"],
     "priority" in checkpoint_json_schema()["$defs"]["SubtaskEntry"]["properties"],

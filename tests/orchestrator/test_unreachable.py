@@ -17,7 +17,7 @@ from langchain_openai import ChatOpenAI
 
 from orchestrator.agent_loop import run_agent
 from orchestrator.errors import ProviderUnreachableError
-from orchestrator.protocol import SubmitFindings
+from orchestrator.types import SubmitFindings
 from tests.orchestrator.openai_server import ScriptedOpenAI
 
 CMD = [sys.executable, "-m", "orchestrator.cli"]

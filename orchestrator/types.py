@@ -1,0 +1,356 @@
+"""The types of a run: the run model, the protocol tools, JSON values, the finding reference.
+
+One module for the shapes everything else is a view of (imports only pydantic, no other
+module of tether):
+
+* **The run model.** A subtask, a plan and a finding are each defined once, here (`Subtask`,
+  `Plan`, `Finding`). Everything else that has the shape of a finding is a *view* of
+  `Finding`, derived from `Finding.model_fields` rather than written out again: the
+  subagent's final-answer tool `SubmitFindings` is `Finding` without the fields tether
+  records itself (`RECORDED`: the files the agent's tool calls wrote), through
+  `model_view`; the template inputs of a findings file and of a merged batch
+  (`orchestrator.artifacts.findings`) are `Finding`'s fields with the record's identity
+  (agent, task, subtask, phase) and lenient defaults; the fields of a merged record
+  (`MERGED_FIELDS`) and the texts the graph state does not carry (`TEXT_FIELDS`) are lists
+  of its field names; rendering turns each field into markdown by its type, with `Inline`
+  marking a text that stays on one line. So a field added to `Finding` reaches the tool
+  schema, the registry record, the findings file's metadata, the merged record and the
+  snapshot's records with no other change; a template shows it once it names it.
+  `Subtask` is the lead's unit of work (`PhasePlan`'s entries, the graph state's subtasks,
+  a checkpoint's subtask entries). `Plan` is what the lead decides for the research plan:
+  the `PhasePlan` tool extends it, the graph state and a checkpoint's `extra` carry its
+  fields (`orchestrator.state.LEAD_FIELDS`), and the plan file's input is a view of it
+  (`orchestrator.artifacts.plan.PlanInput`).
+* **The protocol tools.** A model (real or the offline model) ends a lead planning turn by
+  calling the `PhasePlan` tool and a subagent ends its work by calling `SubmitFindings`:
+  plain pydantic models bound as tools with `model.bind_tools([...])`, so any LangChain
+  chat model with tool calling can drive tether. Before the final call an agent may call
+  the ordinary tools it was given as often as its step budget allows.
+* **JSON values.** `JsonObject`, a dict of JSON values, checked fast.
+* **The finding reference.** The texts of a finding are written durably twice before the
+  graph state says the subagent ran: as a line of the task's artifact registry
+  (`findings:{key}`) and as `findings/{agent}_{ts}.md`. The graph state, which LangGraph's
+  checkpointer stores again at every super-step, carries a `FindingRef` only (where the
+  file is, who wrote it, its status and counts); `finding_record` expands it from the
+  registry or, failing that, from the file.
+
+Invariants: no other module lists the fields of a finding, a subtask or the lead's plan by
+hand (the graph state's `FindingRef` names the three lists it counts; the state's
+`TypedDict` names each plan field, as LangGraph needs a channel per key); a reference in
+the state always names a findings file or a registry record that holds the whole finding.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
+from typing_extensions import TypedDict
+
+# JSON values
+
+
+def _json_problem(item: Any, where: str = "") -> str | None:
+    """What in `item` is not JSON (strings, numbers, booleans, None, and lists and
+    string-keyed dicts of them), and where; None when nothing."""
+    if item is None or isinstance(item, str | int | float):  # bool is an int
+        return None
+    if isinstance(item, list | tuple):
+        found = (_json_problem(v, f"{where}[{i}]") for i, v in enumerate(item))
+    elif isinstance(item, dict):
+        bad = next((k for k in item if not isinstance(k, str)), None)
+        if bad is not None:
+            return f"key {bad!r} at {where or 'top'} is not a string"
+        found = (_json_problem(v, f"{where}[{k!r}]") for k, v in item.items())
+    else:
+        return f"{type(item).__name__} at {where or 'top'} is not a JSON value"
+    return next((p for p in found if p), None)
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _json_only(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` when everything in it is JSON. (Pydantic's `JsonValue` checks the same
+    through a tagged union that calls Python for every value: a third of a checkpoint's
+    write; this walk looks at the exact types of the common case first, 0.12 ms for 200
+    subtasks, and names the problem only when there is one.)"""
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            for key, inner in item.items():
+                if type(key) is not str and not isinstance(key, str):
+                    raise ValueError(_json_problem(value))
+                if type(inner) not in _LEAVES:
+                    push(inner)
+        elif kind is list or kind is tuple:
+            stack.extend(inner for inner in item if type(inner) not in _LEAVES)
+        elif item is None or isinstance(item, str | int | float):  # subclasses (StrEnum)
+            continue
+        elif isinstance(item, list | tuple):
+            push(list(item))
+        elif isinstance(item, dict):
+            push(dict(item))
+        else:
+            raise ValueError(_json_problem(value))
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_json_only)]
+"""A dict of JSON values (validated as such, passed through as it is)."""
+
+
+# The run model
+
+
+class Inline:
+    """Marks a text field shown on one line (a `**Label**:` line), not as paragraphs:
+    `status: Annotated[str, Inline] = ...`. JSON Schema ignores it."""
+
+
+class FileNote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    description: str
+
+
+class Subtask(BaseModel):
+    """One unit of work for a subagent in the current phase."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="Short stable id, unique within the task, e.g. 'explore-memory'.")
+    title: str = Field(description="One line saying what to do.")
+    description: str = Field(description="What to look at and what to report.")
+    agent: str = Field(
+        default="researcher", description="Role of the subagent (a workflow agent name)."
+    )
+    scope: list[str] = Field(
+        default_factory=list,
+        description="Paths under the workdir this subtask should focus on (may be empty).",
+    )
+
+
+class Plan(BaseModel):
+    """What the lead decides for the research plan (the progress in it is tether's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str = Field(description="High-level approach for this phase, 1-3 sentences.")
+    key_questions: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+    next_actions: list[str] = Field(default_factory=list)
+
+
+class Finding(BaseModel):
+    """What one subagent found: the one definition of a finding."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Annotated[str, Inline] = Field(
+        default="completed", description="completed | partial | failed"
+    )
+    summary: str = Field(description="2-3 sentence summary of what was found.")
+    key_discoveries: list[str] = Field(default_factory=list)
+    files: list[FileNote] = Field(
+        default_factory=list,
+        description="Files examined, with a note (files written with memory tools are "
+        "recorded from the tool calls).",
+    )
+    files_written: list[FileNote] = Field(default_factory=list)
+    """Files the agent's tool calls wrote (`RECORDED`: tether fills it in, not the agent)."""
+    open_questions: list[str] = Field(default_factory=list)
+    recommendations: list[str] = Field(default_factory=list)
+
+
+INLINE_FIELDS = tuple(k for k, f in Finding.model_fields.items() if Inline in f.metadata)
+"""`Finding` fields shown on one line: together, after the finding's name, in a merged
+batch (`(completed)`) and in a snapshot's digest."""
+
+RECORDED = frozenset({"files_written"})
+"""`Finding` fields tether records from the agent's tool calls; its tool does not offer them."""
+
+MERGED_FIELDS = ("agent", *Finding.model_fields, "path", "phase")
+"""The fields of a finding record (`orchestrator.types.finding_record`) that a merged
+batch keeps: who wrote it, the finding, its file and phase."""
+
+
+def model_view(
+    model: type[BaseModel],
+    name: str,
+    doc: str,
+    *,
+    exclude: Iterable[str] = (),
+    field: Callable[[str, FieldInfo], tuple[Any, FieldInfo]] | None = None,
+    base: type[BaseModel] | None = None,
+    lead: Mapping[str, tuple[Any, Any]] | None = None,
+    extra: Mapping[str, tuple[Any, Any]] | None = None,
+    module: str | None = None,
+) -> type[BaseModel]:
+    """A pydantic model named `name` with `model`'s fields (but `exclude`), in their order.
+
+    Args:
+        field: `(name, FieldInfo) -> (annotation, FieldInfo)` to adapt a field (a lenient
+            default, another type); default: the field as it is.
+        base: the view's base class (its config and validators); default: `model`'s config.
+        lead, extra: more fields, `name -> (annotation, FieldInfo or default)`, before and
+            after `model`'s.
+        module: the module the view is defined in (its `__module__`); default `model`'s.
+    """
+    skip = set(exclude)
+    fields: dict[str, Any] = dict(lead or {})
+    for key, info in model.model_fields.items():
+        if key not in skip:
+            info = copy.copy(info)
+            fields[key] = field(key, info) if field else (info.rebuild_annotation(), info)
+    fields.update(extra or {})
+    caller = module or model.__module__
+    if base is None:
+        return create_model(
+            name, __config__=model.model_config, __doc__=doc, __module__=caller, **fields
+        )
+    return create_model(name, __base__=base, __doc__=doc, __module__=caller, **fields)
+
+
+def _empty(info: FieldInfo) -> Any:
+    """What a missing or empty value of a field stands for: its default, else the empty text
+    (the required fields of these models are texts)."""
+    if info.is_required():
+        return ""
+    return info.get_default(call_default_factory=True)
+
+
+def model_values(
+    model: type[BaseModel], payload: Mapping[str, Any] | None, exclude: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Every field of `model` (but `exclude`) from `payload` (an agent's answer, a registry
+    record, a file's values, the graph state); a missing or empty value is the field's
+    default."""
+    payload = payload or {}
+    skip = set(exclude)
+    return {
+        k: payload.get(k) or _empty(info) for k, info in model.model_fields.items() if k not in skip
+    }
+
+
+def finding_values(payload: Mapping[str, Any] | None, exclude: Iterable[str] = ()) -> dict:
+    """Every `Finding` field (but `exclude`) from `payload` (see `model_values`)."""
+    return model_values(Finding, payload, exclude)
+
+
+# The protocol tools
+
+
+class PhasePlan(Plan):
+    """Submit the research plan and the subtasks for the current phase."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subtasks: list[Subtask] = Field(
+        default_factory=list,
+        description="Independent subtasks to run in parallel (none when the phase needs none).",
+    )
+    done: bool = Field(
+        default=False,
+        description="True when the objective is answered once this phase's subtasks (if any) "
+        "are done: no later phase runs.",
+    )
+    reason: str = Field(default="", description="With done: why the objective is answered.")
+    answered: list[int] = Field(
+        default_factory=list,
+        description="Numbers (1-based, as listed under 'Key questions') of the key questions "
+        "the findings so far answer.",
+    )
+
+
+SubmitFindings = model_view(
+    Finding,
+    "SubmitFindings",
+    "Submit what this subagent found; ends the subagent's work.",
+    exclude=RECORDED,
+    module=__name__,
+)
+"""The subagent's final-answer tool: `Finding` but the fields tether records itself."""
+
+
+PLAN_TOOL = PhasePlan.__name__
+FINDINGS_TOOL = SubmitFindings.__name__
+
+
+# The finding reference
+
+TEXT_FIELDS = tuple(k for k in Finding.model_fields if k != "status")
+"""The fields of a finding that are texts (what the graph state does not carry)."""
+
+
+class FindingRef(TypedDict, total=False):
+    """What the graph state holds of one finished subagent's finding."""
+
+    path: str
+    """The findings file, relative to the memory root."""
+    agent: str
+    title: str
+    phase: str
+    id: str
+    """The subtask's id (its key is `phase/id`)."""
+    tokens: int
+    status: str
+    """`completed`, `partial` or `failed`, as the agent reported it."""
+    counts: dict[str, int]
+    """How many `key_discoveries`, `files` (examined) and `files_written` it holds."""
+
+
+def finding_ref(record: Mapping[str, Any]) -> FindingRef:
+    """The reference of a whole finding record (identity, status and counts; no texts)."""
+    return FindingRef(
+        path=str(record.get("path") or ""),
+        agent=str(record.get("agent") or "researcher"),
+        title=str(record.get("title") or ""),
+        phase=str(record.get("phase") or ""),
+        id=str(record.get("id") or ""),
+        tokens=int(record.get("tokens") or 0),
+        status=str(record.get("status") or "completed"),
+        counts={
+            "key_discoveries": len(record.get("key_discoveries") or []),
+            "files": len(record.get("files") or []),
+            "files_written": len(record.get("files_written") or []),
+        },
+    )
+
+
+def texts_of(payload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The text fields of a finding from a registry payload or a findings file's values."""
+    return finding_values(payload, exclude=("status",))
+
+
+def finding_record(
+    key: str,
+    ref: Mapping[str, Any],
+    registry: Callable[[str], Mapping[str, Any] | None],
+    read_file: Callable[[str], Mapping[str, Any] | None],
+) -> dict[str, Any]:
+    """The whole finding of subtask `key` (its reference plus its texts).
+
+    Args:
+        registry: `registry key -> record` (e.g. `RunContext.registry_record` bound to the
+            task); its `findings:{key}` record holds the finding as the agent submitted it.
+        read_file: `path -> the values a findings file was written with`, or None when it
+            cannot be read (used when the registry has no record, e.g. an older task).
+    """
+    rec = registry(f"findings:{key}") or {}
+    payload = rec.get("findings")
+    if payload is None and ref.get("path"):
+        payload = read_file(str(ref["path"]))
+    # a reference of an older run may still carry the texts: they stand when nothing else does
+    out: dict[str, Any] = {**ref, **texts_of(payload if payload is not None else ref)}
+    out.pop("counts", None)
+    if payload is not None and payload.get("status") and not ref.get("status"):
+        out["status"] = payload["status"]
+    return out
