@@ -73,7 +73,7 @@ TARGETS = (
     ),
     Target(
         "lock",
-        ("orchestrator/tasks.py", "orchestrator/docs.py"),
+        ("orchestrator/artifacts/tasks.py", "orchestrator/artifacts/documents.py"),
         ("tests/orchestrator/test_task_lock.py", "tests/orchestrator/test_running_lock.py"),
         functions=("task_lock", "task_running", "run_lock", "running", "_run_lock_name"),
     ),

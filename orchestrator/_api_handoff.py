@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.checkpoints import latest_valid_checkpoint
+from orchestrator.artifacts.checkpoint import latest_valid_checkpoint
+from orchestrator.artifacts.tasks import resume_command
 from orchestrator.graph import saved_state
 from orchestrator.nodes._core import write_checkpoint
 from orchestrator.nodes._snapshot import write_lead_snapshot
 from orchestrator.rebuild import state_from_checkpoint, with_recorded_findings
 from orchestrator.status import task_status
-from orchestrator.tasks import resume_command
 
 
 class HandoffMixin:

@@ -13,18 +13,18 @@ from typing import Any
 
 from memory.store import MemoryStore
 from orchestrator.approvals import pending
+from orchestrator.artifacts.checkpoint import load_checkpoint
+from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.snapshot import read_snapshot
-from orchestrator.checkpoints import load_checkpoint
+from orchestrator.artifacts.tasks import TaskRecord, task_lock
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError
 from orchestrator.graph import saved_state
 from orchestrator.models import ResolvedModel
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.subagent import repair_findings, repaired_message
-from orchestrator.paths import new_suffix
 from orchestrator.rebuild import normalise
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
-from orchestrator.tasks import TaskRecord, task_lock
 from orchestrator.toolbox import Toolbox
 from orchestrator.workdir import check_workdir
 from orchestrator.workflow import Workflow

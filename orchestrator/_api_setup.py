@@ -12,15 +12,15 @@ from collections.abc import Iterator
 from typing import Any, Self
 
 from memory.store import MemoryStore
+from orchestrator.artifacts.names import utc
+from orchestrator.artifacts.tasks import TaskRecord
 from orchestrator.assembly import open_toolbox, run_workflow, task_workflow
 from orchestrator.events import build_event
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, run_model
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.paths import utc
 from orchestrator.settings import Settings
 from orchestrator.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.state import OrchestratorState, current_phase
-from orchestrator.tasks import TaskRecord
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.workflow import AgentSpec, Workflow
 

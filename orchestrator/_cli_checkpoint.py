@@ -42,8 +42,8 @@ def checkpoint_group() -> None:
 
 def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | None) -> Any:
     # validating a checkpoint loads pydantic and Jinja: not on every command
-    from orchestrator.checkpoints import latest_valid_checkpoint, load_checkpoint
-    from orchestrator.tasks import TaskRegistry
+    from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, load_checkpoint
+    from orchestrator.artifacts.tasks import TaskRegistry
 
     docs = _memory(memory_dir)
     if path:
@@ -82,7 +82,7 @@ def checkpoint_load(
       orchestrator checkpoint load
       orchestrator checkpoint load .temp/memory/checkpoints/cp_review_X.json --json
     """
-    from orchestrator.checkpoints import checkpoint_summary  # see `_checkpoint_file`
+    from orchestrator.artifacts.checkpoint import checkpoint_summary
 
     cp, path, warnings = _checkpoint_file(memory_dir, task_id, file)
     for warning in warnings:
@@ -106,7 +106,7 @@ def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | N
       orchestrator checkpoint report
       orchestrator checkpoint report .temp/memory/checkpoints/cp_review_X.json
     """
-    from orchestrator.checkpoints import report  # see `_checkpoint_file`
+    from orchestrator.artifacts.checkpoint import report
 
     cp, _path, warnings = _checkpoint_file(memory_dir, task_id, file)
     for warning in warnings:

@@ -15,8 +15,8 @@ from typing import Any
 def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
     """The closing report of `run`, `resume` and `approve` (`url`: the shared memory)."""
     from memory.backends.savers import redact
+    from orchestrator.artifacts.tasks import resume_command
     from orchestrator.state import failure_summary
-    from orchestrator.tasks import resume_command
 
     if json_mode:
         return json.dumps({"event": "result", **result.to_dict()}, default=str)
@@ -80,7 +80,7 @@ def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
 def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
     """What a waiting task waits for, a line per request, and the commands to answer."""
     from orchestrator.approvals import PendingApproval
-    from orchestrator.tasks import approve_command
+    from orchestrator.artifacts.tasks import approve_command
 
     lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
     lines += [f"  waits for approval: {PendingApproval.model_validate(r).line()}" for r in requests]

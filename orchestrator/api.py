@@ -11,7 +11,7 @@
 
 Design: options are validated before anything is written (workflow file, workdir, model,
 phase), so a bad call leaves the memory directory untouched. `Orchestrator` is the driver:
-it records the task (`orchestrator.tasks`), resolves the model (`orchestrator.models`),
+it records the task (`orchestrator.artifacts.tasks`), resolves the model (`orchestrator.models`),
 builds the run context and streams the graph (`orchestrator.graph`); a resume continues
 from the source `orchestrator.recovery` chooses; `status` reads tether's own files
 (`orchestrator.status`). Progress is reported as event dicts to `on_event` (their kinds and
@@ -44,9 +44,10 @@ from orchestrator._api_approve import ApprovalMixin
 from orchestrator._api_handoff import HandoffMixin
 from orchestrator._api_resume import ResumeMixin
 from orchestrator._api_setup import SetupMixin
+from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
+from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.tasks import TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.assembly import agent_specs
-from orchestrator.brief import brief_objective, brief_title, store_brief
-from orchestrator.docs import Docs
 from orchestrator.errors import (
     OrchestratorRuntimeError,
     OrchestratorUserError,
@@ -59,7 +60,6 @@ from orchestrator.nodes._runtime import RunContext
 from orchestrator.result import RunResult
 from orchestrator.settings import Overrides
 from orchestrator.state import OrchestratorState, initial_state
-from orchestrator.tasks import TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.toolbox import Toolbox
 from orchestrator.workflow import AgentSpec
 
@@ -194,7 +194,7 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
 
         Args:
             objective: what the task should achieve (at most `MAX_OBJECTIVE_CHARS`).
-            brief: a long brief instead (see `orchestrator.brief`): stored once as
+            brief: a long brief instead (see `orchestrator.artifacts.brief`): stored once as
                 `working/{task_id}/brief.md`; the objective becomes its title and a reference.
 
         Raises:

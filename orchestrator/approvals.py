@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from orchestrator.artifacts.registry import registry_note, registry_records
 from orchestrator.errors import ApprovalError
-from orchestrator.registry import registry_note, registry_records
 
 ARGS_SHOWN = 200
 """Characters of a request's arguments shown on its status line."""

@@ -40,7 +40,7 @@ from orchestrator._exits import (
     stop_gracefully_on_sigterm,
 )
 from orchestrator._process import settle_imports
-from orchestrator.brief import read_brief
+from orchestrator.artifacts.brief import read_brief
 from orchestrator.defaults import TOKEN_THRESHOLD
 from orchestrator.errors import Interrupted, OrchestratorError, Terminated
 from orchestrator.settings import MemoryLocation, memory_location
@@ -249,11 +249,11 @@ def shared_url(memory_dir: str | None = None) -> str | None:
 
 
 def _memory(memory_dir: str | None) -> Any:
-    """The memory a command reads (`orchestrator.docs.Docs`): the directory, or the
+    """The memory a command reads (`orchestrator.artifacts.documents.Docs`): the directory, or the
     shared backend (opened once, closed when the command ends)."""
     from memory.backends import backend_for
     from memory.backends.files import FilesBackend
-    from orchestrator.docs import Docs
+    from orchestrator.artifacts.documents import Docs
 
     invocation = _invocation()
     where = invocation.location(memory_dir)
@@ -384,7 +384,7 @@ def run_cmd(
         raise click.UsageError("missing OBJECTIVE (or --objective-file FILE for a long brief)")
     brief = read_brief(objective_file) if objective_file is not None else None
     if task_id is not None:  # a bad id is the only line said (no warning before it)
-        from orchestrator.tasks import check_task_id
+        from orchestrator.artifacts.tasks import check_task_id
 
         check_task_id(task_id)
     _warn_if_nothing_to_read(workdir)

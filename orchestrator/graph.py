@@ -43,7 +43,8 @@ from langgraph.types import Command
 
 from memory.capabilities import HoldsGraphState
 from orchestrator.approvals import PendingApproval, pending
-from orchestrator.docs import Docs
+from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.tasks import TaskRegistry, resume_command
 from orchestrator.errors import Interrupted, ModelCallError, Terminated
 from orchestrator.nodes._core import checkpoint_update, write_checkpoint
 from orchestrator.nodes._runtime import RunContext
@@ -56,7 +57,6 @@ from orchestrator.nodes.spawn import route_spawn, spawn_node
 from orchestrator.nodes.subagent import subagent_node
 from orchestrator.pruning import prune_thread
 from orchestrator.state import OrchestratorState
-from orchestrator.tasks import TaskRegistry, resume_command
 
 DURABILITY = "sync"
 

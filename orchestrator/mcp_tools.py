@@ -17,11 +17,11 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from orchestrator.checkpoints import latest_valid_checkpoint, report
-from orchestrator.docs import Docs
+from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, report
+from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.tasks import TaskRegistry
 from orchestrator.errors import OrchestratorError
 from orchestrator.status import task_status as status_of
-from orchestrator.tasks import TaskRegistry
 
 _TASK = Annotated[
     str | None,

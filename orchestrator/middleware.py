@@ -50,17 +50,17 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
-from orchestrator.artifacts._text import body_text
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.snapshot import write_snapshot
+from orchestrator.artifacts.snapshot_content import agent_content
+from orchestrator.artifacts.text import body_text
 from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
-from orchestrator.docs import Docs
 from orchestrator.errors import ContextLoopError
 from orchestrator.events import build_event
 from orchestrator.gauge import SAVE, WARN, TokenGauge, UsageRatio
 from orchestrator.models import CONTEXT_RATIO, effective_threshold
 from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.provider import approx_tokens
-from orchestrator.snapshot_content import agent_content
 
 REFILL_CALLS = 3
 """A handoff followed by the threshold again within this many model calls made no progress."""

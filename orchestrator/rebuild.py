@@ -1,6 +1,6 @@
 """Rebuilding a run's state from tether's own files, without LangGraph's database.
 
-The JSON checkpoints, the artifact registry (`orchestrator.registry`) and the findings
+The JSON checkpoints, the artifact registry (`orchestrator.artifacts.registry`) and the findings
 files hold everything a run needs to continue:
 
 * `state_from_checkpoint` rebuilds the state from a checkpoint (its JSON data) plus the
@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.artifacts.documents import FINDINGS, Docs
 from orchestrator.artifacts.findings import (
     agent_file_name,
     findings_meta,
@@ -29,10 +30,9 @@ from orchestrator.artifacts.findings import (
     list_findings,
     read_findings,
 )
+from orchestrator.artifacts.registry import find_written, registry_records
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
-from orchestrator.docs import FINDINGS, Docs
 from orchestrator.errors import ArtifactError, RecoveryError
-from orchestrator.registry import find_written, registry_records
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
 from orchestrator.types import TEXT_FIELDS, finding_ref
 

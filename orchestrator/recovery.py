@@ -28,9 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.artifacts.checkpoint import (
+    latest_valid_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+)
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.snapshot import read_snapshot
-from orchestrator.checkpoints import latest_valid_checkpoint, list_checkpoints, load_checkpoint
-from orchestrator.docs import Docs
 from orchestrator.errors import RecoveryError
 from orchestrator.rebuild import (
     missing_findings,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from orchestrator.checkpoints import list_checkpoints
-from orchestrator.docs import Docs
+from orchestrator.artifacts.checkpoint import list_checkpoints
+from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.names import name_timestamp
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.paths import name_timestamp
 from orchestrator.state import current_phase, skipped_phases, usage_totals
 
 

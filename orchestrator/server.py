@@ -12,7 +12,7 @@ outer graph whose context is plain options (`ServeOptions`) and whose two nodes 
 everything else through the same constructors `Orchestrator.run` uses:
 
 * `start` validates the input and options, picks the task id, records the task in the
-  memory's task records (`orchestrator.tasks`) and creates its working memory, then writes
+  memory's task records (`orchestrator.artifacts.tasks`) and creates its working memory, then writes
   the initial `OrchestratorState` into the outer state (checkpointed by the server before
   `tether` starts, so a retried run keeps the same task id);
 * `tether` gets the task's `RunContext` from `Orchestrator.open_task` (progress events go

@@ -3,7 +3,7 @@
 Status never imports LangGraph or LangChain and never opens the graph, so it answers in a
 fraction of a second. It reads:
 
-* the task's record (`orchestrator.tasks`): the task, its objective, a recorded failure
+* the task's record (`orchestrator.artifacts.tasks`): the task, its objective, a recorded failure
   of the lead's model;
 * the task's newest JSON checkpoint that parses, rebuilt into a state together with the
   findings written since (`orchestrator.rebuild.state_from_checkpoint`, which reads the
@@ -30,22 +30,22 @@ from pathlib import Path
 from typing import Any
 
 from memory.capabilities import HoldsGraphState
-from orchestrator.artifacts._text import loads_strict
 from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
+from orchestrator.artifacts.documents import CHECKPOINTS, Docs
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
-from orchestrator.docs import CHECKPOINTS, Docs
-from orchestrator.errors import ArtifactError, RecoveryError
-from orchestrator.gauge import total_tokens
-from orchestrator.models import OFFLINE_SPECS
-from orchestrator.rebuild import state_from_checkpoint
-from orchestrator.state import OrchestratorState, current_phase, initial_state, usage_totals
-from orchestrator.tasks import (
+from orchestrator.artifacts.tasks import (
     TaskRecord,
     TaskRegistry,
     approve_command,
     resume_command,
     task_running,
 )
+from orchestrator.artifacts.text import loads_strict
+from orchestrator.errors import ArtifactError, RecoveryError
+from orchestrator.gauge import total_tokens
+from orchestrator.models import OFFLINE_SPECS
+from orchestrator.rebuild import state_from_checkpoint
+from orchestrator.state import OrchestratorState, current_phase, initial_state, usage_totals
 
 
 def task_status(
@@ -54,7 +54,7 @@ def task_status(
     """A JSON-able summary of the task: phase, subtasks, tokens, latest files.
 
     Args:
-        memory: a `Docs`, `MemoryStore`, backend or `Layout` (see `orchestrator.docs`).
+        memory: a `Docs`, `MemoryStore`, backend or `Layout` (see `artifacts.documents`).
         task_id: the task (default: the most recent one).
         checkpointer: the LangGraph checkpointer runs use instead of the backend's own
             (asked only whether it holds the task's thread).

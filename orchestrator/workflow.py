@@ -61,9 +61,9 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.artifacts.names import read_text
 from orchestrator.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import WorkflowError
-from orchestrator.paths import read_text
 from orchestrator.skills import external_memory_triggers, yaml_problem
 
 DEFAULT_AGENT = "researcher"

@@ -7,12 +7,12 @@
 * `checkpoint`: `checkpoints/cp_{phase}_{ts}.json`, the recovery points.
 
 Each module owns its artifact's name, template input, rendering, writing, reading back and
-listing, so a change to one artifact stays in its module; `_render` (validated inputs,
-markdown-safe values, template rendering) and `_text` (the metadata line, sections) are
-what they share. `ts` is UTC `YYYYMMDDTHHMMSSffffffZ` (`orchestrator.paths.timestamp`), so
-names sort by time. Every file is a document of the memory's backend (`orchestrator.docs`):
-new ones are created with `Docs.create_unique`, so names never collide and an existing file
-is never overwritten; every write is atomic. The writers take the memory as a `Docs`, a
+listing, so a change to one artifact stays in its module; `render` (validated inputs,
+markdown-safe values, template rendering) and `text` (the metadata line, sections) are
+what they share. `ts` is UTC `YYYYMMDDTHHMMSSffffffZ` (`names.timestamp`), so names sort
+by time. Every file is a document of the memory's backend (`documents.Docs`): new ones
+are created with `Docs.create_unique`, so names never collide and an existing file is
+never overwritten; every write is atomic. The writers take the memory as a `Docs`, a
 `MemoryStore`, a backend or a `Layout`, and return `Docs.path` of what they wrote.
 
 Each markdown file ends with an HTML comment carrying its values as JSON, so the readers
@@ -32,19 +32,19 @@ _EXPORTS = {
     "ArtifactError": "orchestrator.errors",
     "SnapshotError": "orchestrator.errors",
     "findings_text": "orchestrator.artifacts.findings",
-    "iso_timestamp": "orchestrator.paths",
+    "iso_timestamp": "orchestrator.artifacts.names",
     "keep_hand_edits": "orchestrator.artifacts.plan",
     "list_findings": "orchestrator.artifacts.findings",
     "list_snapshots": "orchestrator.artifacts.snapshot",
-    "name_timestamp": "orchestrator.paths",
-    "new_suffix": "orchestrator.paths",
+    "name_timestamp": "orchestrator.artifacts.names",
+    "new_suffix": "orchestrator.artifacts.names",
     "read_findings": "orchestrator.artifacts.findings",
     "read_merged": "orchestrator.artifacts.findings",
     "read_plan": "orchestrator.artifacts.plan",
     "read_snapshot": "orchestrator.artifacts.snapshot",
-    "sections": "orchestrator.artifacts._text",
-    "slug": "orchestrator.paths",
-    "timestamp": "orchestrator.paths",
+    "sections": "orchestrator.artifacts.text",
+    "slug": "orchestrator.artifacts.names",
+    "timestamp": "orchestrator.artifacts.names",
     "write_findings": "orchestrator.artifacts.findings",
     "write_merged": "orchestrator.artifacts.findings",
     "write_plan": "orchestrator.artifacts.plan",

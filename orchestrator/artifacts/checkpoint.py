@@ -1,9 +1,9 @@
 """JSON checkpoints: `checkpoints/cp_{phase}_{ts}.json`, the recovery points.
 
-The model is `orchestrator.checkpoint_model` (`Checkpoint`, and `SavedCheckpoint`, a file
+The model is `orchestrator.artifacts.checkpoint_model` (`Checkpoint`, and `SavedCheckpoint`, a file
 on disk, whose JSON Schema is the shipped one); this module names, renders, validates,
-writes, lists and loads the files; the `checkpoint report` text is in
-`orchestrator.checkpoints`.
+writes, lists and loads the files, and gives the `checkpoint report` text and a
+checkpoint's summary (`report`, `checkpoint_summary`).
 
 A `Checkpoint` holds the fields (checkpoint_id, task_id, phase, timestamp, state,
 context_summary, next_action, recovery_instructions) plus what tether needs to rebuild a
@@ -26,23 +26,24 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memory.base import DocumentInfo
-from orchestrator.artifacts._render import Pathish, render_template, validate_input
-from orchestrator.artifacts._text import _name, loads_strict
-from orchestrator.checkpoint_model import (
+from memory.errors import MemoryStoreError
+from orchestrator.artifacts.checkpoint_model import (
     CHECKPOINT_TEMPLATE,
     Checkpoint,
     checkpoint_json_schema,
     checkpoint_problem,
 )
-from orchestrator.docs import CHECKPOINTS, Docs
+from orchestrator.artifacts.documents import CHECKPOINTS, Docs
+from orchestrator.artifacts.names import iso_timestamp, name_timestamp, slug, timestamp
+from orchestrator.artifacts.render import Pathish, render_template, validate_input
+from orchestrator.artifacts.text import _name, loads_strict
 from orchestrator.errors import CheckpointError, RecoveryError, TemplateError
-from orchestrator.paths import iso_timestamp, name_timestamp, slug, timestamp
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "checkpoint.schema.json"
 
@@ -56,7 +57,7 @@ def checkpoint_schema() -> dict[str, Any]:
 
 def checkpoint_schema_problem(obj: Any) -> str | None:
     """None when `obj` is a valid checkpoint file, else its first problem (the model is
-    the one validator: `orchestrator.checkpoint_model.checkpoint_problem`)."""
+    the one validator: `orchestrator.artifacts.checkpoint_model.checkpoint_problem`)."""
     return checkpoint_problem(obj)
 
 
@@ -137,7 +138,7 @@ def write_checkpoint(
 
 def load_checkpoint(path: Pathish, docs: Docs | None = None) -> Checkpoint:
     """Read, parse and validate one checkpoint file (through `docs` when it is in that
-    memory; see `orchestrator.artifacts._text`).
+    memory; see `orchestrator.artifacts.text`).
 
     Raises:
         CheckpointError: missing, unreadable, not JSON (e.g. truncated by a crash), or not
@@ -274,3 +275,102 @@ def task_of(docs: Docs, info: DocumentInfo) -> str | None:
     except (OSError, ValueError):
         return None
     return obj.get("task_id") if isinstance(obj, dict) else None
+
+
+SUMMARY_CHARS = 80
+
+
+# -- report (`checkpoint report`) -------------------------------------------------------
+def _names(values: Iterable[str]) -> str:
+    values = list(values)
+    return f" ({', '.join(values)})" if values else ""
+
+
+def _entry_line(entry_id: str, store: Any) -> str:
+    if store is None:
+        return f"  {entry_id}"
+    try:
+        entry = store.get_entry(entry_id)
+    except MemoryStoreError:
+        return f"  {entry_id}: (not in memory: pruned or never logged)"
+    summary = " ".join(str(getattr(entry, "summary", "") or "").split())
+    if len(summary) > SUMMARY_CHARS:
+        summary = summary[: SUMMARY_CHARS - 3] + "..."
+    return f"  {entry_id}: {summary or '(no summary)'} ({getattr(entry, 'tokens', '?')} tokens)"
+
+
+def _linked_entries(cp: Checkpoint, store: Any) -> list[str]:
+    ids = list(dict.fromkeys(cp.entries))
+    if store is not None and cp.checkpoint_id:
+        ids += [e.id for e in store.refs(checkpoint=cp.checkpoint_id) if e.id not in ids]
+    return ids
+
+
+def report(cp: Checkpoint, store: Any = None) -> str:
+    """The `checkpoint report` text: phase, state counts, next action, memory refs.
+
+    Args:
+        store: a `memory.store.MemoryStore`; with it, each referenced entry shows its
+            summary and token count (`mem-xxx: pytest results (12000 tokens)`), and entries
+            logged with `--checkpoint <this id>` are listed too.
+    """
+    st = cp.state
+    position = ""
+    if cp.phases and cp.phase in cp.phases:
+        marked = [f"[{p}]" if p == cp.phase else p for p in cp.phases]
+        position = f" ({cp.phases.index(cp.phase) + 1}/{len(cp.phases)}: {' > '.join(marked)})"
+    lines = [
+        f"[CHECKPOINT] {cp.checkpoint_id or '(unsaved)'}",
+        f"Task: {cp.task_id}",
+        f"Timestamp: {cp.timestamp or '(unsaved)'}",
+        f"Phase: {cp.phase}{position}",
+    ]
+    if cp.objective:
+        lines.append(f"Objective: {' '.join(cp.objective.split())}")
+    lines += [
+        "",
+        "[STATE]",
+        f"  completed subtasks: {len(st.completed_subtasks)}{_names(st.completed_subtasks)}",
+        f"  pending subtasks: {len(st.pending_subtasks)}{_names(st.pending_subtasks)}",
+        f"  active agents: {len(st.active_agents)}{_names(st.active_agents)}",
+        f"  blocked agents: {len(st.blocked_agents)}{_names(st.blocked_agents)}",
+        f"  findings: {st.findings_count}",
+        "",
+        "[SUMMARY]",
+        f"  {' '.join(cp.context_summary.split()) or '(none)'}",
+        "",
+        "[NEXT ACTION]",
+        f"  {' '.join(cp.next_action.split()) or '(none)'}",
+    ]
+    notes = cp.extra.get("notes")
+    if isinstance(notes, str) and notes.strip():
+        lines += ["", "[NOTES]", f"  {' '.join(notes.split())}"]
+    if cp.plan:
+        lines += ["", "[PLAN]", f"  {cp.plan}"]
+    ids = _linked_entries(cp, store)
+    lines += ["", "[MEMORY REFERENCES]"]
+    lines += [_entry_line(i, store) for i in ids] or ["  (none)"]
+    if cp.langgraph.thread_id:
+        lines += [
+            "",
+            "[LANGGRAPH]",
+            f"  thread {cp.langgraph.thread_id}"
+            + (f", checkpoint {cp.langgraph.checkpoint_id}" if cp.langgraph.checkpoint_id else ""),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def checkpoint_summary(cp: Checkpoint, path: Path | None = None) -> dict[str, Any]:
+    """A small JSON-able summary (for `status --json` and `checkpoint list --json`)."""
+    return {
+        "checkpoint_id": cp.checkpoint_id,
+        "task_id": cp.task_id,
+        "phase": cp.phase,
+        "timestamp": cp.timestamp,
+        "completed": len(cp.state.completed_subtasks),
+        "pending": len(cp.state.pending_subtasks),
+        "blocked": len(cp.state.blocked_agents),
+        "findings_count": cp.state.findings_count,
+        "next_action": cp.next_action,
+        "path": str(path) if path else None,
+    }

@@ -27,7 +27,9 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 from pydantic.fields import FieldInfo
 
-from orchestrator.artifacts._render import (
+from orchestrator.artifacts.documents import FINDINGS, Docs
+from orchestrator.artifacts.names import iso_timestamp, slug, timestamp, utc
+from orchestrator.artifacts.render import (
     FileNoteInput,
     Pathish,
     _file_views,
@@ -39,9 +41,7 @@ from orchestrator.artifacts._render import (
     render_template,
     validate_input,
 )
-from orchestrator.artifacts._text import _name, _newest_first, _read_kind, _text_and_meta
-from orchestrator.docs import FINDINGS, Docs
-from orchestrator.paths import iso_timestamp, slug, timestamp, utc
+from orchestrator.artifacts.text import _name, _newest_first, _read_kind, _text_and_meta
 from orchestrator.types import INLINE_FIELDS, FileNote, Finding, Inline, model_view
 
 FINDINGS_TEMPLATE = "findings.md.j2"

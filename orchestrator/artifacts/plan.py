@@ -1,6 +1,6 @@
 """The research plan: `research_plans/{task_id}.md`, one per task, rewritten in place.
 
-The name is `Docs.plan(task_id)` (`orchestrator.docs`). `write_plan` renders
+The name is `Docs.plan(task_id)` (`orchestrator.artifacts.documents`). `write_plan` renders
 `research_plan.md.j2` from a `PlanInput` (the lead's `orchestrator.types.Plan`, each
 field rendered by its type, plus the task and its progress) and keeps what a person added by hand
 (`keep_hand_edits`); `read_plan` gives back the values it was written with (its metadata
@@ -19,7 +19,9 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic.fields import FieldInfo
 
-from orchestrator.artifacts._render import (
+from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.names import iso_timestamp
+from orchestrator.artifacts.render import (
     Pathish,
     _Input,
     _pairs,
@@ -28,10 +30,8 @@ from orchestrator.artifacts._render import (
     render_template,
     validate_input,
 )
-from orchestrator.artifacts._text import _read_kind, parse_meta, sections
-from orchestrator.docs import Docs
+from orchestrator.artifacts.text import _read_kind, parse_meta, sections
 from orchestrator.errors import TemplateError
-from orchestrator.paths import iso_timestamp
 from orchestrator.types import Plan, model_view
 
 PLAN_TEMPLATE = "research_plan.md.j2"

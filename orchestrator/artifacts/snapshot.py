@@ -4,7 +4,7 @@
 `write_snapshot` renders `snapshot.md.j2` from a `SnapshotInput`; `read_snapshot` parses
 one back into what a fresh lead needs to resume (from its metadata line, or from the
 markdown of a snapshot a person wrote in the same layout); `list_snapshots` lists them
-newest first. What goes into a snapshot's digests is `orchestrator.snapshot_content`'s.
+newest first. What goes into a snapshot's digests is `orchestrator.artifacts.snapshot_content`'s.
 
 Invariant: a write leaves a complete new file under a fresh name or nothing; a snapshot is
 never overwritten.
@@ -20,7 +20,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from orchestrator.artifacts._render import (
+from orchestrator.artifacts.documents import CONTEXT_SNAPSHOTS, Docs
+from orchestrator.artifacts.names import iso_timestamp, utc
+from orchestrator.artifacts.names import (
+    timestamp as _stamp,  # the writer has a parameter `timestamp`
+)
+from orchestrator.artifacts.render import (
     FileNoteInput,
     Pathish,
     _blocks,
@@ -33,11 +38,8 @@ from orchestrator.artifacts._render import (
     render_template,
     validate_input,
 )
-from orchestrator.artifacts._text import _name, _newest_first, _read_text, parse_meta, sections
-from orchestrator.docs import CONTEXT_SNAPSHOTS, Docs
+from orchestrator.artifacts.text import _name, _newest_first, _read_text, parse_meta, sections
 from orchestrator.errors import SnapshotError
-from orchestrator.paths import iso_timestamp, utc
-from orchestrator.paths import timestamp as _stamp  # the writer has a parameter `timestamp`
 from orchestrator.types import JsonObject
 
 SNAPSHOT_TEMPLATE = "snapshot.md.j2"
@@ -127,7 +129,7 @@ def write_snapshot(
         reason: `token_limit`, `manual`, `phase_end`, ...
         token_count: the lead's context size when the snapshot was taken.
         what_was_found, what_is_left: digests of the findings and of the remaining work
-            (markdown; `orchestrator.snapshot_content` assembles them).
+            (markdown; `orchestrator.artifacts.snapshot_content` assembles them).
         files_in_play: `(path, status)` pairs or dicts.
         plan_path: the research plan, relative to the memory directory.
         extra: any JSON-able values a resumer needs (kept in the metadata block).

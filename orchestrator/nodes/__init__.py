@@ -7,5 +7,5 @@ it checks the state and the artifact registry before writing.
 Nodes import downward only, never each other: what several of them share lives below them
 in `_core` (checkpoints, the research plan, the overview, merged findings), `_lead` (the
 lead's context and its size) and `_snapshot` (the lead's context snapshot), and in the
-package's leaf modules (`orchestrator.registry`, `orchestrator.faults`, ...).
+package's leaf modules (`orchestrator.artifacts.registry`, `orchestrator.faults`, ...).
 """

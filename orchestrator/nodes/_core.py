@@ -8,7 +8,7 @@
   are kept, see `orchestrator.artifacts.plan.keep_hand_edits`).
 * `update_overview` keeps `working/{task}/overview.md` current.
 * `merge_findings` writes a batch's `findings/merged_{ts}.md` once, through the artifact
-  registry (`orchestrator.registry`), so a replayed step never writes a second file.
+  registry (`orchestrator.artifacts.registry`), so a replayed step never writes a second file.
 
 Every node imports from here and from `_lead`/`_snapshot`, never from another node.
 """
@@ -22,16 +22,16 @@ from typing import Any
 from memory.errors import MemoryStoreError
 from memory.status_file import write_status_file
 from memory.working import WorkingMemory
-from orchestrator.artifacts._text import sections
+from orchestrator.artifacts.checkpoint import write_checkpoint as write_checkpoint_file
+from orchestrator.artifacts.checkpoint_model import Checkpoint
+from orchestrator.artifacts.documents import FINDINGS
 from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
+from orchestrator.artifacts.names import iso_timestamp, utc
 from orchestrator.artifacts.plan import write_plan
-from orchestrator.checkpoints import Checkpoint
-from orchestrator.checkpoints import write_checkpoint as write_checkpoint_file
-from orchestrator.docs import FINDINGS
+from orchestrator.artifacts.registry import find_written, registry_lookup, registry_note
+from orchestrator.artifacts.text import sections
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.paths import iso_timestamp, utc
-from orchestrator.registry import find_written, registry_lookup, registry_note
 from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,

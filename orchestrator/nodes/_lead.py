@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from memory.context import ContextBudgets, ContextBuilder
 from memory.longterm import memory_index_message
 from memory.working import WorkingMemory
-from orchestrator.artifacts._text import body_text, sections
+from orchestrator.artifacts.text import body_text, sections
 from orchestrator.defaults import RECALL_SCOPES
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.provider import approx_tokens

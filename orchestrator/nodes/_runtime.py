@@ -23,13 +23,13 @@ from langchain_core.tools import BaseTool
 
 from memory.store import MemoryStore
 from memory.tools import memory_tools
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import read_findings
+from orchestrator.artifacts.registry import registry_records
 from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
-from orchestrator.docs import Docs
 from orchestrator.errors import ArtifactError
 from orchestrator.events import Event, build_event
 from orchestrator.gauge import UsageRatio
-from orchestrator.registry import registry_records
 from orchestrator.skills import Triggers
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.types import finding_record
@@ -135,7 +135,7 @@ class RunContext:
             return self._cache[key]
 
     def registry_record(self, task_id: str, key: str) -> dict[str, Any] | None:
-        """`key`'s record in the task's artifact registry (`orchestrator.registry`), or None.
+        """`key`'s record in the task's artifact registry (`artifacts.registry`), or None.
 
         The registry is read once per run: a run holds the task's run lock, so only this
         process appends to it meanwhile, and the lines it appends are noted here too

@@ -1,7 +1,7 @@
 """The lead's context snapshot: the handoff document a fresh lead (or agent) continues from.
 
 `write_lead_snapshot` writes `context_snapshots/snap_{ts}.md` from the run's state: what
-was found, what is left and what was said (`orchestrator.snapshot_content`), what is in
+was found, what is left and what was said (`orchestrator.artifacts.snapshot_content`), what is in
 play (findings and merged files, pending subtasks), how to resume, and in its metadata
 block what a resume needs (objective, phases, planned subtasks, their findings, per-agent
 tokens). `monitor` writes one at the token threshold, `advance` at the end of the task,
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts.snapshot import write_snapshot
+from orchestrator.artifacts.snapshot_content import lead_content
 from orchestrator.nodes._lead import lead_context_tokens
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.snapshot_content import lead_content
 from orchestrator.state import current_phase, phase_subtasks
 
 

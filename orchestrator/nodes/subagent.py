@@ -12,7 +12,7 @@ entries (`OffloadLargeToolResults`), the user's tools are timed out
 `SubmitFindings`.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
-registry (`orchestrator.registry`):
+registry (`orchestrator.artifacts.registry`):
 1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first
    (a durable line);
 2. the findings file is written with that timestamp, which fixes its name
@@ -40,7 +40,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agent_loop import run_agent
 from orchestrator.approvals import note_requests
-from orchestrator.artifacts._text import parse_meta
+from orchestrator.artifacts.documents import FINDINGS, Docs
 from orchestrator.artifacts.findings import (
     agent_file_name,
     findings_meta,
@@ -48,13 +48,13 @@ from orchestrator.artifacts.findings import (
     findings_text,
     write_findings,
 )
-from orchestrator.docs import FINDINGS, Docs
+from orchestrator.artifacts.names import iso_timestamp
+from orchestrator.artifacts.registry import find_written, registry_note, registry_records
+from orchestrator.artifacts.text import parse_meta
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offload import OffloadLargeToolResults
-from orchestrator.paths import iso_timestamp
-from orchestrator.registry import find_written, registry_note, registry_records
 from orchestrator.state import DELETE, usage_record
 from orchestrator.toolbox import ToolTimeoutMiddleware
 from orchestrator.types import SubmitFindings, finding_ref, finding_values

@@ -12,7 +12,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.brief import MAX_OBJECTIVE_CHARS
+from orchestrator.artifacts.brief import MAX_OBJECTIVE_CHARS
 from orchestrator.cli import cli
 
 

@@ -14,8 +14,12 @@ import json
 import jsonschema
 import pytest
 
-from orchestrator.checkpoint_model import SavedCheckpoint, checkpoint_json_schema
-from orchestrator.templates import SCHEMA_PATH, checkpoint_schema, checkpoint_schema_problem
+from orchestrator.artifacts.checkpoint import (
+    SCHEMA_PATH,
+    checkpoint_schema,
+    checkpoint_schema_problem,
+)
+from orchestrator.artifacts.checkpoint_model import SavedCheckpoint, checkpoint_json_schema
 
 VALID = {
     "checkpoint_id": "cp_exploration_20250104T120000000000Z",
@@ -100,7 +104,7 @@ def test_the_model_and_its_json_schema_agree(name, doc):
 
 
 def test_the_shipped_schema_is_the_models():
-    """Regenerate with `python -m orchestrator.checkpoint_model > orchestrator/schemas/
+    """Regenerate with `python -m orchestrator.artifacts.checkpoint_model > orchestrator/schemas/
     checkpoint.schema.json` after changing the model."""
     shipped = json.loads(SCHEMA_PATH.read_text())
     assert shipped == checkpoint_json_schema() == SavedCheckpoint.model_json_schema()
@@ -110,6 +114,6 @@ def test_the_shipped_schema_is_the_models():
 
 
 def test_what_tether_writes_is_valid():
-    from orchestrator.templates import render_checkpoint
+    from orchestrator.artifacts.checkpoint import render_checkpoint
 
     assert checkpoint_schema_problem(json.loads(render_checkpoint(VALID))) is None

@@ -1,6 +1,6 @@
 """JSON checkpoints: writing, validating, choosing the latest valid one, and the report.
 
-Covers `orchestrator.checkpoints`: `cp_{phase}_{ts}.json` names, schema validation on
+Covers `orchestrator.artifacts.checkpoint`: `cp_{phase}_{ts}.json` names, schema validation on
 write and on read, `latest_valid_checkpoint` skipping corrupt/truncated/invalid files with
 one warning each, task filtering, `RecoveryError`, and `checkpoint report`.
 """
@@ -20,9 +20,9 @@ from memory.errors import UnknownEntryError
 from memory.paths import Layout
 from memory.resources import shipped_dir
 from memory.store import MemoryStore
-from orchestrator import checkpoints, templates
 from orchestrator.artifacts import checkpoint as checkpoint_artifact
-from orchestrator.checkpoints import Checkpoint, CheckpointState
+from orchestrator.artifacts import checkpoint as checkpoints
+from orchestrator.artifacts.checkpoint_model import Checkpoint, CheckpointState
 from orchestrator.errors import CheckpointError, RecoveryError, TemplateError
 
 NAME = re.compile(r"^cp_(?P<phase>[A-Za-z0-9._-]+)_(?P<ts>\d{8}T\d{12}Z)(_[0-9a-f]{6})?\.json$")
@@ -59,7 +59,7 @@ class TestWrite:
         match = NAME.match(path.name)
         assert match and match.group("phase") == "exploration"
         obj = json.loads(path.read_text())
-        jsonschema.validate(obj, templates.checkpoint_schema())
+        jsonschema.validate(obj, checkpoints.checkpoint_schema())
         assert obj["checkpoint_id"] == path.stem
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", obj["timestamp"])
         assert obj["recovery_instructions"].startswith("Run `orchestrator resume --task t1`.")
@@ -230,7 +230,7 @@ class TestLoad:
         """The checkpoint example shipped in the external-memory skill is a valid checkpoint."""
         ref = shipped_dir("skills") / "external-memory/references/formats.md"
         block = re.search(r"```json\n(.*?)```", ref.read_text(), re.S).group(1)
-        jsonschema.validate(json.loads(block), templates.checkpoint_schema())
+        jsonschema.validate(json.loads(block), checkpoints.checkpoint_schema())
 
 
 class TestLatestValid:
@@ -424,7 +424,7 @@ def test_hand_named_files_sort_by_their_content_timestamp(layout):
 
 
 def test_model_and_schema_describe_the_same_fields():
-    schema = templates.checkpoint_schema()
+    schema = checkpoints.checkpoint_schema()
     assert set(Checkpoint.model_fields) == set(schema["properties"])
     optional = {"pending_approvals", "skipped_phases"}  # added with defaults: older files load
     assert set(schema["required"]) == set(schema["properties"]) - optional

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from memory.store import MemoryStore
-from orchestrator.docs import Docs
+from orchestrator.artifacts.documents import Docs
 
 
 @pytest.fixture

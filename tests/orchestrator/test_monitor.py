@@ -96,7 +96,7 @@ def test_tokens_are_counted_per_agent_and_in_total(fixture_repo, tiny_workflow):
 def test_the_closing_snapshot_reports_the_context_the_gauge_last_showed(
     fixture_repo, tiny_workflow, memory_dir
 ):
-    from orchestrator.readback import read_snapshot
+    from orchestrator.artifacts.snapshot import read_snapshot
 
     events: list[dict] = []
     result = Orchestrator(

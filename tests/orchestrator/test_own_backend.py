@@ -19,8 +19,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from memory.base import BaseBackend
 from memory.capabilities import HoldsGraphState, ImportsEntries, Reindexable
 from orchestrator.api import Orchestrator
+from orchestrator.artifacts.tasks import task_lock
 from orchestrator.errors import OrchestratorUserError
-from orchestrator.tasks import task_lock
 from tests.minimal_backend import MinimalBackend
 
 OBJECTIVE = "Survey the shop service"

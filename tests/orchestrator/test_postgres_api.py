@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from memory.cli import cli as memory_cli
 from orchestrator.api import Orchestrator
-from orchestrator.readback import read_findings
+from orchestrator.artifacts.findings import read_findings
 from orchestrator.status import task_status
 from tests.pg import private_schema
 

@@ -23,10 +23,10 @@ from langchain_core.messages import AIMessage
 from memory.backends.checkpoint_prune import prune_saver
 from memory.backends.savers import open_sqlite_saver
 from orchestrator.api import Orchestrator
+from orchestrator.artifacts.registry import registry_records
 from orchestrator.nodes import subagent as subagent_node
 from orchestrator.offline import OfflineChatModel
 from orchestrator.pruning import ENV_VAR, prune_thread
-from orchestrator.registry import registry_records
 from tests.pg import private_schema
 
 OBJECTIVE = "Survey the shop service"

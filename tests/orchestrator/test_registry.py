@@ -1,4 +1,4 @@
-"""The artifact registry (`orchestrator.registry`): one record per key in the storage
+"""The artifact registry (`orchestrator.artifacts.registry`): one record per key in the storage
 contract's subagent records, every note merged into it, by this process or by another one;
 a registry an older version kept as `.tether/registry/{task}.jsonl` is read and copied."""
 
@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from memory.paths import Layout
-from orchestrator.registry import registry_lookup, registry_note, registry_records
+from orchestrator.artifacts.registry import registry_lookup, registry_note, registry_records
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_notes_another_process_makes_are_seen(layout):
     assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "1"}
     code = (
         "import sys; from pathlib import Path; from memory.paths import Layout; "
-        "from orchestrator.registry import registry_note; "
+        "from orchestrator.artifacts.registry import registry_note; "
         "registry_note(Layout(Path(sys.argv[1])), 't', 'k', path='p'); "
         "registry_note(Layout(Path(sys.argv[1])), 't', 'other', ts='2')"
     )
@@ -100,7 +100,7 @@ def test_a_registry_an_older_version_kept_is_read_and_copied(layout):
     registry_note(layout, "old", "merged:p:1", path="findings/merged.md")
     code = (
         "import sys; from pathlib import Path; from memory.paths import Layout; "
-        "from orchestrator.registry import registry_lookup; "
+        "from orchestrator.artifacts.registry import registry_lookup; "
         "print(registry_lookup(Layout(Path(sys.argv[1])), 'old', 'merged:p:1')['path'])"
     )
     out = subprocess.run(

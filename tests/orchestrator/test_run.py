@@ -10,9 +10,9 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from orchestrator.api import Orchestrator
+from orchestrator.artifacts.checkpoint import SCHEMA_PATH
 from orchestrator.offline import OfflineChatModel, ResearchPolicy
 from orchestrator.state import merge_keyed
-from orchestrator.templates import SCHEMA_PATH
 
 
 def _meta(path):

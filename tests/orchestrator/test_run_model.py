@@ -18,10 +18,11 @@ import sys
 from pathlib import Path
 
 from orchestrator import types as run_model
-from orchestrator.checkpoint_model import checkpoint_json_schema
+from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
+from orchestrator.artifacts.findings import FindingsInput, MergedFindingInput
+from orchestrator.artifacts.plan import PlanInput
 from orchestrator.nodes._core import MERGED_FIELDS
 from orchestrator.state import LEAD_FIELDS, OrchestratorState
-from orchestrator.templates import FindingsInput, MergedFindingInput, PlanInput
 from orchestrator.types import (
     RECORDED,
     TEXT_FIELDS,
@@ -88,12 +89,13 @@ sys.modules["orchestrator.types"] = mod
 exec(compile(src.replace({anchor!r}, {anchor!r} + {added!r}), path, "exec"), mod.__dict__)
 
 from orchestrator.types import SubmitFindings
-from orchestrator.templates import FindingsInput, MergedFindingInput, PlanInput
+from orchestrator.artifacts.findings import FindingsInput, MergedFindingInput
+from orchestrator.artifacts.plan import PlanInput
 from orchestrator.nodes._core import MERGED_FIELDS, merged_input
-from orchestrator.checkpoint_model import checkpoint_json_schema
+from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
 from orchestrator.types import TEXT_FIELDS, finding_record
 from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged
-from orchestrator.snapshot_content import _finding_block
+from orchestrator.artifacts.snapshot_content import _finding_block
 
 answer = SubmitFindings(summary="s", confidence="high").model_dump()
 memory = tempfile.mkdtemp()
@@ -155,7 +157,7 @@ sys.modules["orchestrator.types"] = mod
 added = "    priority: int = Field(default=0, description='higher first')\\n"
 exec(compile(src.replace({anchor!r}, added + {anchor!r}), path, "exec"), mod.__dict__)
 
-from orchestrator.checkpoint_model import checkpoint_json_schema
+from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
 from orchestrator.types import PhasePlan
 print(json.dumps([
     "priority" in PhasePlan.model_json_schema()["$defs"]["Subtask"]["properties"],

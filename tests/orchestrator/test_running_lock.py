@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from memory.backends import open_backend
 from memory.backends.files import FilesBackend
-from orchestrator.docs import Docs
+from orchestrator.artifacts.documents import Docs
 from orchestrator.errors import OrchestratorUserError
 from tests.orchestrator.conftest import build_repo
 from tests.pg import private_schema

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from orchestrator.artifacts.tasks import check_task_id
 from orchestrator.cli import cli
 from orchestrator.errors import OrchestratorUserError
-from orchestrator.tasks import check_task_id
 
 MESSAGE = "use 1 to 128 letters, digits, '-', '_' or '.', starting with a letter or digit"
 

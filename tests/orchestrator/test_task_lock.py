@@ -9,7 +9,7 @@ import pytest
 
 from memory.backends.files import FilesBackend
 from orchestrator.api import Orchestrator
-from orchestrator.docs import Docs
+from orchestrator.artifacts.documents import Docs
 from orchestrator.errors import OrchestratorUserError
 
 

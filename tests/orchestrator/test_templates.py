@@ -1,7 +1,7 @@
 """Rendering artifacts: validated inputs, markdown that stays markdown, JSON that validates.
 
-Covers `orchestrator.templates` through the public writers (`orchestrator.artifacts`,
-`orchestrator.checkpoints`): hostile strings round-trip into valid JSON and readable
+Covers `orchestrator.artifacts` through the public writers (`orchestrator.artifacts`,
+`orchestrator.artifacts.checkpoint`): hostile strings round-trip into valid JSON and readable
 markdown, project `templates/` override shipped ones, and every failure is a one-line
 `TemplateError`.
 """
@@ -20,7 +20,12 @@ import pytest
 
 from memory.paths import Layout
 from memory.resources import shipped_dir
-from orchestrator import artifacts, checkpoints, templates
+from orchestrator import artifacts
+from orchestrator.artifacts import checkpoint as checkpoints
+from orchestrator.artifacts import render as _render
+from orchestrator.artifacts import text as _text
+from orchestrator.artifacts.checkpoint_model import Checkpoint, CheckpointState
+from orchestrator.artifacts.findings import render_findings
 from orchestrator.errors import TemplateError
 
 NASTY = [
@@ -42,19 +47,19 @@ def layout(memory_dir):
 
 
 def _schema():
-    return json.loads(templates.SCHEMA_PATH.read_text())
+    return json.loads(checkpoints.SCHEMA_PATH.read_text())
 
 
 class TestCheckpointJson:
     @pytest.mark.parametrize("text", NASTY)
     def test_hostile_strings_round_trip_into_valid_json(self, layout, text):
-        cp = checkpoints.Checkpoint(
+        cp = Checkpoint(
             task_id="t1",
             phase="exploration",
             objective=text,
             context_summary=text,
             next_action=text,
-            state=checkpoints.CheckpointState(completed_subtasks=[text], findings_count=1),
+            state=CheckpointState(completed_subtasks=[text], findings_count=1),
             subtasks=[{"id": "s1", "title": text, "scope": [text]}],
             completed_findings={text: text},
             extra={"note": text, "nested": [{"k": text}]},
@@ -74,7 +79,7 @@ class TestCheckpointJson:
         shipped = (shipped_dir("templates") / "checkpoint.json.j2").read_text()
         broken = shipped.replace("{{ objective | tojson }}", '"{{ objective }}"')
         (tmp_path / "templates" / "checkpoint.json.j2").write_text(broken)
-        cp = checkpoints.Checkpoint(task_id="t1", phase="p", objective='has "quotes"')
+        cp = Checkpoint(task_id="t1", phase="p", objective='has "quotes"')
         with pytest.raises(TemplateError) as exc:
             checkpoints.write_checkpoint(layout, cp, project_dir=tmp_path)
         assert str(exc.value).startswith(
@@ -90,7 +95,7 @@ class TestCheckpointJson:
         (tmp_path / "templates" / "checkpoint.json.j2").write_text(broken)
         with pytest.raises(TemplateError) as exc:
             checkpoints.write_checkpoint(
-                layout, checkpoints.Checkpoint(task_id="t1", phase="p"), project_dir=tmp_path
+                layout, Checkpoint(task_id="t1", phase="p"), project_dir=tmp_path
             )
         assert str(exc.value).startswith(
             "template 'checkpoint.json.j2' output fails the checkpoint schema at '(top level)': "
@@ -100,7 +105,7 @@ class TestCheckpointJson:
 
     def test_non_finite_numbers_are_refused(self):
         with pytest.raises(ValueError, match="NaN is not valid JSON"):
-            templates.loads_strict('{"a": NaN}')
+            _text.loads_strict('{"a": NaN}')
 
 
 class TestMarkdown:
@@ -165,9 +170,9 @@ class TestMarkdown:
         assert text.startswith("# Findings: a b\n**Task**: line1 # line2\n**Timestamp**: ")
 
     def test_code_spans_survive_backticks(self):
-        assert templates.md_code("a`b.py") == "``a`b.py``"
-        assert templates.md_code("`x`") == "`` `x` ``"
-        assert templates.md_code("plain.py") == "`plain.py`"
+        assert _render.md_code("a`b.py") == "``a`b.py``"
+        assert _render.md_code("`x`") == "`` `x` ``"
+        assert _render.md_code("plain.py") == "`plain.py`"
 
 
 class TestOverridesAndErrors:
@@ -258,12 +263,12 @@ class TestOverridesAndErrors:
     )
     def test_bad_input_is_one_line(self, data, message):
         with pytest.raises(TemplateError) as exc:
-            templates.render_findings(data)
+            render_findings(data)
         assert str(exc.value) == message
 
     def test_unknown_template(self):
         with pytest.raises(TemplateError) as exc:
-            templates.render_template("nope.md.j2")
+            _render.render_template("nope.md.j2")
         assert str(exc.value) == (
             "template 'nope.md.j2' not found in the project's templates/ or tether's"
         )
@@ -294,7 +299,7 @@ class TestFuzz:
             a, b, c = values[i : i + 3]
             cp_path = checkpoints.write_checkpoint(
                 layout,
-                checkpoints.Checkpoint(
+                Checkpoint(
                     task_id="t", phase="p", objective=a, context_summary=b, extra={c: [a, b]}
                 ),
             )

@@ -57,7 +57,7 @@ def _findings(url: str) -> list[str]:
 def _held(url: str, task_id: str):
     """The task's run lock, held as a process running it on a third machine holds it."""
     from memory.backends.postgres import PostgresBackend
-    from orchestrator.docs import Docs
+    from orchestrator.artifacts.documents import Docs
 
     with PostgresBackend.open(url) as backend, Docs(backend).run_lock(task_id):
         yield

@@ -35,9 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.docs import Docs
+from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.names import name_timestamp, timestamp
 from orchestrator.errors import ArtifactError
-from orchestrator.paths import name_timestamp, timestamp
 
 #: A record's status names its latest note (informative: lookups read the fields).
 STATUSES = ("started", "written", "requested", "decided", "noted")

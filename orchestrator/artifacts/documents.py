@@ -40,7 +40,7 @@ RESEARCH_PLANS = "research_plans"
 FINDINGS = "findings"
 CHECKPOINTS = "checkpoints"
 CONTEXT_SNAPSHOTS = "context_snapshots"
-#: The ledgers older versions kept (read, never written: `orchestrator.tasks`, `.registry`).
+#: The ledgers older versions kept (read, never written: `artifacts.tasks`, `.registry`).
 TASKS = ".tether/tasks.jsonl"
 REGISTRY = ".tether/registry"
 
@@ -208,7 +208,7 @@ class Docs:
         Raises:
             FileExistsError: after `MAX_NAME_TRIES` taken names (practically impossible).
         """
-        from orchestrator.paths import new_suffix
+        from orchestrator.artifacts.names import new_suffix
 
         candidate = stem
         for _ in range(MAX_NAME_TRIES):

@@ -22,9 +22,9 @@ from typing import Any
 import orjson
 
 from memory.base import DocumentInfo
-from orchestrator.docs import Docs
+from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.names import name_timestamp, read_text
 from orchestrator.errors import ArtifactError
-from orchestrator.paths import name_timestamp, read_text
 
 _META_RE = r"^<!-- tether:{kind} (?P<json>\{{.*\}}) -->[ \t]*$"
 _ANY_META = re.compile(r"^<!-- tether:\w+ .* -->[ \t]*$\n?", re.MULTILINE)

@@ -115,6 +115,6 @@ def brief_objective(text: str, task_id: str) -> str:
 
 def store_brief(memory: Any, task_id: str, text: str) -> Path:
     """Write the brief once, atomically, into the task's working folder."""
-    from orchestrator.docs import Docs
+    from orchestrator.artifacts.documents import Docs
 
     return Docs.of(memory).write_text(brief_path(task_id), text)

@@ -6,9 +6,9 @@
   inside the file); ids made from prose (task ids, planned subtask ids) come from
   `memory.names.slugify`, and the clock from `memory.clock`.
 * `new_suffix()` (6 hex digits) keeps a taken name unique
-  (`orchestrator.docs.Docs.create_unique`, which never overwrites a document).
+  (`orchestrator.artifacts.documents.Docs.create_unique`, which never overwrites a document).
 * Document paths and the hidden ones (task list, artifact registry) are in
-  `orchestrator.docs`.
+  `orchestrator.artifacts.documents`.
 
 Importing this module is cheap (no pydantic, Jinja or LangGraph): `orchestrator status`
 uses it.

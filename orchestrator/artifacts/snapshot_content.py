@@ -37,9 +37,9 @@ from typing import Any
 from memory.archive import Archive
 from memory.tokens import CHARS_PER_TOKEN
 from memory.working import WorkingMemory
-from orchestrator.artifacts._render import md_code
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import list_findings, read_findings
-from orchestrator.docs import Docs
+from orchestrator.artifacts.render import md_code
 from orchestrator.errors import ArtifactError
 from orchestrator.types import INLINE_FIELDS
 

@@ -28,10 +28,10 @@ from typing import Any, Required, TypedDict
 
 from memory.base import LockHeldError
 from memory.names import slugify
-from orchestrator.brief import check_objective
-from orchestrator.docs import TASKS, Docs
+from orchestrator.artifacts.brief import check_objective
+from orchestrator.artifacts.documents import TASKS, Docs
+from orchestrator.artifacts.names import new_suffix
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
-from orchestrator.paths import new_suffix
 
 
 class TaskRecord(TypedDict, total=False):

@@ -14,7 +14,7 @@ top, with the helpers here:
   unclosed code fence neutralised (`md_block`); list items indent continuation lines in
   the template. The exact values also travel as JSON in a trailing HTML comment
   (`<!-- tether:KIND {...} -->`, written with `tojson`, which escapes `<` and `>` so no
-  value can close the comment), which `orchestrator.artifacts._text.parse_meta` reads back.
+  value can close the comment), which `orchestrator.artifacts.text.parse_meta` reads back.
 * **JSON is valid and checked**: the checkpoint template passes every value through
   `tojson`; its output must parse and validate against the checkpoint model
   (`orchestrator.artifacts.checkpoint.render_checkpoint`).
