@@ -272,10 +272,10 @@ def time_resume(n: int, root: Path) -> tuple[float, int, int, int, int]:
 
 def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
     from memory.store import MemoryStore
+    from orchestrator.config.workflow import Workflow
     from orchestrator.nodes._core import write_checkpoint
     from orchestrator.nodes._runtime import RunContext
     from orchestrator.state import initial_state
-    from orchestrator.workflow import Workflow
 
     store = MemoryStore(root / "cp-memory")
     ctx = RunContext(store=store, workflow=Workflow(), model=None, project_dir=str(root))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from orchestrator.api import Orchestrator
     from orchestrator.approvals import PendingApproval
+    from orchestrator.config.workflow import AgentSpec, Workflow, load_workflow
     from orchestrator.errors import (
         ApprovalError,
         CheckpointError,
@@ -42,10 +43,9 @@ if TYPE_CHECKING:
     from orchestrator.result import RunResult
     from orchestrator.state import OrchestratorState
     from orchestrator.types import PhasePlan, SubmitFindings, Subtask
-    from orchestrator.workflow import AgentSpec, Workflow, load_workflow
 
 _EXPORTS = {
-    "AgentSpec": "orchestrator.workflow",
+    "AgentSpec": "orchestrator.config.workflow",
     "ApprovalError": "orchestrator.errors",
     "CheckpointError": "orchestrator.errors",
     "Interrupted": "orchestrator.errors",
@@ -70,10 +70,10 @@ _EXPORTS = {
     "ToolConfigError": "orchestrator.errors",
     "UnknownTaskError": "orchestrator.errors",
     "WorkdirError": "orchestrator.errors",
-    "Workflow": "orchestrator.workflow",
+    "Workflow": "orchestrator.config.workflow",
     "WorkflowError": "orchestrator.errors",
     "build_graph": "orchestrator.graph",
-    "load_workflow": "orchestrator.workflow",
+    "load_workflow": "orchestrator.config.workflow",
 }
 
 __all__ = [

@@ -17,6 +17,7 @@ from orchestrator.artifacts.checkpoint import load_checkpoint
 from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.artifacts.tasks import TaskRecord, task_lock
+from orchestrator.config.workflow import Workflow
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError
 from orchestrator.graph import saved_state
 from orchestrator.models import ResolvedModel
@@ -27,7 +28,6 @@ from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
 from orchestrator.toolbox import Toolbox
 from orchestrator.workdir import check_workdir
-from orchestrator.workflow import Workflow
 
 
 class ResumeMixin:

@@ -2,7 +2,7 @@
 
 A mixin of `orchestrator.api.Orchestrator` (it uses the attributes `__init__` sets:
 `overrides`, `workflow`, `project_dir`, `docs`, `tasks`, ...). Every option a run uses comes
-from `settings_for` (`orchestrator.settings`), never from an attribute read on its own.
+from `settings_for` (`orchestrator.config.settings`), never from an attribute read on its own.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from memory.store import MemoryStore
 from orchestrator.artifacts.names import utc
 from orchestrator.artifacts.tasks import TaskRecord
 from orchestrator.assembly import open_toolbox, run_workflow, task_workflow
+from orchestrator.config.settings import Settings
+from orchestrator.config.skills import discover_skills, external_memory_triggers, skills_index
+from orchestrator.config.workflow import AgentSpec, Workflow
 from orchestrator.events import build_event
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, run_model
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.settings import Settings
-from orchestrator.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.state import OrchestratorState, current_phase
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
-from orchestrator.workflow import AgentSpec, Workflow
 
 
 class SetupMixin:
@@ -52,7 +52,7 @@ class SetupMixin:
     def settings_for(self, workflow: Workflow, record: TaskRecord | None = None) -> Settings:
         """The settings of a run of `workflow` (continuing `record`'s task, if given): this
         orchestrator's arguments over the task's, the environment's, the workflow's, the
-        external-memory skill's and the defaults (`orchestrator.settings`).
+        external-memory skill's and the defaults (`orchestrator.config.settings`).
 
         Raises:
             ModelConfigError: an invalid `$TETHER_MODEL_TIMEOUT`.

@@ -48,6 +48,8 @@ from orchestrator.artifacts.brief import brief_objective, brief_title, store_bri
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskRegistry, check_new_task, resume_command, task_lock
 from orchestrator.assembly import agent_specs
+from orchestrator.config.settings import Overrides
+from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import (
     OrchestratorRuntimeError,
     OrchestratorUserError,
@@ -58,17 +60,15 @@ from orchestrator.graph import run_graph
 from orchestrator.models import ResolvedModel
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.result import RunResult
-from orchestrator.settings import Overrides
 from orchestrator.state import OrchestratorState, initial_state
 from orchestrator.toolbox import Toolbox
-from orchestrator.workflow import AgentSpec
 
 
 class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
     """Runs tether tasks against one memory: a memory directory, or a shared backend.
 
     The arguments are the top layer of every setting; the environment, the workflow, the
-    external-memory skill and the defaults fill in the rest (`orchestrator.settings`,
+    external-memory skill and the defaults fill in the rest (`orchestrator.config.settings`,
     resolved as `settings`).
 
     Args:
@@ -141,7 +141,7 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         self.tools = list(tools)
         self.agents = agent_specs(agents) if agents is not None else None
         self.project_dir = str(Path(project_dir or Path.cwd()).absolute())
-        #: The top layer of every setting (`orchestrator.settings`): the arguments given.
+        #: The top layer of every setting (`orchestrator.config.settings`): the arguments given.
         self.overrides = Overrides(
             memory_dir=memory_dir,
             memory_url=memory_url,

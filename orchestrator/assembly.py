@@ -18,10 +18,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.config.workflow import AgentSpec, Workflow, _validation_problem, load_workflow
 from orchestrator.errors import ToolConfigError, WorkflowError
 from orchestrator.mcp_client import McpServers
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
-from orchestrator.workflow import AgentSpec, Workflow, _validation_problem, load_workflow
 
 
 def agent_specs(agents: Mapping[str, Any]) -> dict[str, AgentSpec]:

@@ -41,9 +41,9 @@ from orchestrator._exits import (
 )
 from orchestrator._process import settle_imports
 from orchestrator.artifacts.brief import read_brief
-from orchestrator.defaults import TOKEN_THRESHOLD
+from orchestrator.config.defaults import TOKEN_THRESHOLD
+from orchestrator.config.settings import MemoryLocation, memory_location
 from orchestrator.errors import Interrupted, OrchestratorError, Terminated
-from orchestrator.settings import MemoryLocation, memory_location
 
 
 class _Group(click.Group):
@@ -234,7 +234,7 @@ class _Invocation:
     """The shared memory's documents, opened once for the command."""
 
     def location(self, memory_dir: str | None) -> MemoryLocation:
-        """Where the command's memory is (`orchestrator.settings.memory_location`)."""
+        """Where the command's memory is (`orchestrator.config.settings.memory_location`)."""
         return memory_location(memory_dir or self.memory_dir, self.memory_url)
 
 
@@ -280,7 +280,7 @@ def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> An
         memory_url=invocation.memory_url,
         on_event=view,
         **kwargs,
-    )  # the environment and the workflow fill in the rest (`orchestrator.settings`)
+    )  # the environment and the workflow fill in the rest (`orchestrator.config.settings`)
     click.get_current_context().call_on_close(orch.close)
     return orch
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 
 OK, WARN, SAVE = "ok", "warn", "save"
 

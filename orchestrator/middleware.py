@@ -54,7 +54,7 @@ from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.snapshot import write_snapshot
 from orchestrator.artifacts.snapshot_content import agent_content
 from orchestrator.artifacts.text import body_text
-from orchestrator.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import ContextLoopError
 from orchestrator.events import build_event
 from orchestrator.gauge import SAVE, WARN, TokenGauge, UsageRatio

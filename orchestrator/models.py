@@ -1,7 +1,7 @@
 """Which chat model a run uses: the one place a model string becomes a model object.
 
 Agents receive a `BaseChatModel` and never care where it came from (STYLE 11). Which model
-string a run uses is a setting like any other (`orchestrator.settings.choose_model`: the
+string a run uses is a setting like any other (`orchestrator.config.settings.choose_model`: the
 flag or argument, the task's recorded model, `$TETHER_MODEL`, the workflow file's `model`,
 the default small model of the first provider whose API key is set, else the built-in
 offline model `orchestrator.offline.OfflineChatModel`); this module builds it.
@@ -26,18 +26,18 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.config.settings import DEFAULT_MODEL_TIMEOUT as DEFAULT_TIMEOUT
+from orchestrator.config.settings import ENV_MODEL as ENV_MODEL
+from orchestrator.config.settings import OFFLINE_NAME as OFFLINE_NAME
+from orchestrator.config.settings import PROVIDER_DEFAULTS as PROVIDER_DEFAULTS
+from orchestrator.config.settings import choose_model
+from orchestrator.config.settings import model_timeout as _model_timeout
 from orchestrator.errors import ModelConfigError
-from orchestrator.settings import DEFAULT_MODEL_TIMEOUT as DEFAULT_TIMEOUT
-from orchestrator.settings import ENV_MODEL as ENV_MODEL
-from orchestrator.settings import OFFLINE_NAME as OFFLINE_NAME
-from orchestrator.settings import PROVIDER_DEFAULTS as PROVIDER_DEFAULTS
-from orchestrator.settings import choose_model
-from orchestrator.settings import model_timeout as _model_timeout
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
 
-    from orchestrator.workflow import Workflow
+    from orchestrator.config.workflow import Workflow
 
 #: Providers whose LangChain class takes `timeout` and `max_retries`: tether sets the
 #: request timeout and turns the client's own retries off (tether's agents retry, with
@@ -133,12 +133,12 @@ def offline_model(policy: Any = None) -> BaseChatModel:
 
 
 def choose_spec(spec: str | None = None, workflow_model: str | None = None) -> tuple[str, str]:
-    """The model string to use and where it came from (`orchestrator.settings.choose_model`)."""
+    """The model string to use and where it came from (`config.settings.choose_model`)."""
     return choose_model(spec, workflow_model)
 
 
 def model_timeout(timeout: float | None = None, workflow_timeout: float | None = None) -> float:
-    """Seconds per request (`orchestrator.settings.model_timeout`).
+    """Seconds per request (`orchestrator.config.settings.model_timeout`).
 
     Raises:
         ModelConfigError: a value that is not a positive number.
@@ -168,7 +168,7 @@ def resolve_model(
 
 
 def run_model(spec: Any, source: str, timeout: float) -> ResolvedModel:
-    """The lead's model for a run: `spec` from `orchestrator.settings.Settings` (`model`,
+    """The lead's model for a run: `spec` from `orchestrator.config.settings.Settings` (`model`,
     `sources["model"]`, `model_timeout`), or a chat model object given by an API caller
     (used as is, e.g. a scripted offline model).
 

@@ -25,7 +25,7 @@ everything else through the same constructors `Orchestrator.run` uses:
 Where each option comes from, first match wins: the run's input (`objective`, `task_id`,
 `start_phase`, `workdir`), the run's context (`ServeOptions`), the assistant's
 `configurable`; these are the `Orchestrator` arguments, so the rest comes from
-`orchestrator.settings` as for any run (`$TETHER_MEMORY_URL`, `$TETHER_MEMORY_DIR`,
+`orchestrator.config.settings` as for any run (`$TETHER_MEMORY_URL`, `$TETHER_MEMORY_DIR`,
 `$TETHER_MODEL`, the workflow's, the offline model). With `memory_url` (a deployment's
 PostgreSQL) the task's documents live there, beside the server's own graph state, and no
 memory directory is written.
@@ -116,7 +116,7 @@ def run_options(state: dict[str, Any], context: Any, config: dict[str, Any]) -> 
 
 def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Orchestrator:
     """The run's orchestrator (close it: it may hold a PostgreSQL pool); the options are its
-    arguments, over the environment and the workflow (`orchestrator.settings`)."""
+    arguments, over the environment and the workflow (`orchestrator.config.settings`)."""
     return Orchestrator(
         memory_url=options.get("memory_url"),
         memory_dir=options.get("memory_dir"),

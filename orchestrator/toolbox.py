@@ -2,7 +2,7 @@
 
 Sources, every name from exactly one of them:
 
-* **tether's** (`orchestrator.workflow.KNOWN_TOOLS`): the read-only workdir tools, the
+* **tether's** (`orchestrator.config.workflow.KNOWN_TOOLS`): the read-only workdir tools, the
   opt-in `write_file`/`edit_file`, and the memory tools; built per run for the task's
   workdir and memory (`RunContext.tools_for`);
 * **Python tools**: `Orchestrator(tools=[...])` (LangChain `BaseTool`s, `@tool`s, or plain
@@ -33,8 +33,8 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
+from orchestrator.config.workflow import KNOWN_TOOLS, Workflow
 from orchestrator.errors import ToolConfigError
-from orchestrator.workflow import KNOWN_TOOLS, Workflow
 
 MCP_PREFIX = "mcp:"
 DEFAULT_TOOL_TIMEOUT = 120.0

@@ -38,7 +38,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.events import Event
 
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}

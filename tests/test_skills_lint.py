@@ -1,7 +1,7 @@
 """Every shipped skill parses and its documentation is well-formed.
 
 For each `skills/*/SKILL.md` shipped with tether: the front matter parses through
-`orchestrator.skills`, the name matches the folder, the description says what the skill
+`orchestrator.config.skills`, the name matches the folder, the description says what the skill
 is for and when to use it, the body has "When to use" and "Do not use" sections, every
 `references/` file it mentions exists, and every fenced code block in the skill and its
 references is well-formed (yaml/json parse, python compiles, bash passes `bash -n`).
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from memory.resources import shipped_dir
-from orchestrator import skills
+from orchestrator.config import skills
 
 SKILL_FILES = sorted(shipped_dir("skills").glob("*/SKILL.md"))
 DOC_FILES = sorted({*SKILL_FILES, *shipped_dir("skills").glob("*/references/*.md")})

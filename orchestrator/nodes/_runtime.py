@@ -26,16 +26,16 @@ from memory.tools import memory_tools
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import read_findings
 from orchestrator.artifacts.registry import registry_records
-from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.skills import Triggers
+from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
 from orchestrator.errors import ArtifactError
 from orchestrator.events import Event, build_event
 from orchestrator.gauge import UsageRatio
-from orchestrator.skills import Triggers
 from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.types import finding_record
 from orchestrator.workdir import workdir_tools
 from orchestrator.workdir_write import write_tools
-from orchestrator.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
 
 #: The lead's tools unless the workflow defines an agent named `lead`.
 LEAD_TOOLS = ("list_files", "read_file", "grep_files", "recall_memory")

@@ -51,6 +51,7 @@ from orchestrator.artifacts.findings import (
 from orchestrator.artifacts.names import iso_timestamp
 from orchestrator.artifacts.registry import find_written, registry_note, registry_records
 from orchestrator.artifacts.text import parse_meta
+from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
@@ -59,7 +60,6 @@ from orchestrator.state import DELETE, usage_record
 from orchestrator.toolbox import ToolTimeoutMiddleware
 from orchestrator.types import SubmitFindings, finding_ref, finding_values
 from orchestrator.workdir_write import CREATED_RE, MODIFIED_RE
-from orchestrator.workflow import AgentSpec
 
 SUBAGENT_SYSTEM = (
     "You are a subagent of a tether run. Work only on your subtask, with the tools you are "

@@ -1,4 +1,4 @@
-"""Settings precedence (`orchestrator.settings`), through the public CLI, the Python API and
+"""Settings precedence (`orchestrator.config.settings`), through the public CLI, the Python API and
 files on disk.
 
 Layers, lowest first: defaults < the external-memory skill < the workflow file < the

@@ -1,6 +1,6 @@
 """Skills: discovery (shipped + project), front-matter validation and the monitor triggers.
 
-Covers `orchestrator.skills`: `discover_skills`, `skills_index`, `load_skill`,
+Covers `orchestrator.config.skills`: `discover_skills`, `skills_index`, `load_skill`,
 `external_memory_triggers`, and the one-line `SkillError` for each kind of bad front matter.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import skills
+from orchestrator.config import skills
 from orchestrator.errors import SkillError
 
 

@@ -1,6 +1,6 @@
 """Workflow YAML: defaults, precedence (skill < file < CLI) and one-line errors.
 
-Covers `orchestrator.workflow`: `load_workflow`, `Workflow.with_overrides`,
+Covers `orchestrator.config.workflow`: `load_workflow`, `Workflow.with_overrides`,
 `phase_index`/`next_phase`/`agent`, and the `WorkflowError` for each kind of bad file.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import workflow
+from orchestrator.config import workflow
+from orchestrator.config.workflow import AgentSpec, Workflow, load_workflow
 from orchestrator.errors import WorkflowError
-from orchestrator.workflow import AgentSpec, Workflow, load_workflow
 
 
 def _wf(tmp_path, text, name="wf.yaml"):

@@ -1,6 +1,6 @@
 """Untrusted YAML (a project's `SKILL.md` front matter, a workflow file) is parsed within limits.
 
-Covers `orchestrator._yaml` and its two callers: an alias bomb, a nesting bomb, a recursive
+Covers `orchestrator.config._yaml` and its two callers: an alias bomb, a nesting bomb, a recursive
 alias and an oversized text are each one `Error:` line naming the file, the limit and the
 line, never the expanded value; ordinary YAML (aliases included) loads as before. The bombs
 run through the console script in a child process whose address space is capped, so a
@@ -16,10 +16,10 @@ import sys
 import pytest
 import yaml
 
-from orchestrator import _yaml
+from orchestrator.config import _yaml
+from orchestrator.config.skills import parse_skill
+from orchestrator.config.workflow import load_workflow
 from orchestrator.errors import SkillError, WorkflowError
-from orchestrator.skills import parse_skill
-from orchestrator.workflow import load_workflow
 
 #: 9 levels of 9 aliases: 9**9 (387 million) strings once expanded, from 400 bytes of text.
 ALIAS_BOMB = "".join(

@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from memory.resources import shipped_dir
-from orchestrator import _yaml
-from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config import _yaml
+from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import SkillError
 
 SKILL_FILE = "SKILL.md"

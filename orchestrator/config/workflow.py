@@ -30,7 +30,7 @@ memory_dir: .temp/memory    # optional; relative to the workflow file
 
 Everything is optional. Where a run's options come from (defaults, the external-memory
 skill, this file, the environment, flags and arguments) is decided in one place,
-`orchestrator.settings`; `own_thresholds` tells it which thresholds the file itself set.
+`orchestrator.config.settings`; `own_thresholds` tells it which thresholds the file itself set.
 Parsing is strict: unknown keys, malformed YAML, empty or duplicate phases, ill-typed agents,
 `prompt` beside `prompt_file`, a `prompt_file` outside the workflow file's folder and
 non-positive thresholds are a `WorkflowError` with one line naming the file. Tool names are
@@ -62,9 +62,9 @@ from pydantic import (
 )
 
 from orchestrator.artifacts.names import read_text
-from orchestrator.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.skills import external_memory_triggers, yaml_problem
 from orchestrator.errors import WorkflowError
-from orchestrator.skills import external_memory_triggers, yaml_problem
 
 DEFAULT_AGENT = "researcher"
 PHASE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -381,7 +381,7 @@ class Workflow(BaseModel):
         """A copy with these values in place (None leaves a value alone).
 
         A run does not use it: flags and API arguments go through
-        `orchestrator.settings.Overrides`.
+        `orchestrator.config.settings.Overrides`.
 
         Raises:
             WorkflowError: a non-positive threshold or parallelism.
@@ -469,7 +469,7 @@ def _skill_thresholds(project_dir: str | os.PathLike[str] | None) -> Thresholds:
 
 def _read_yaml(path: Path) -> Any:
     # here, not at the top: this function is the module's one use of it
-    from orchestrator import _yaml
+    from orchestrator.config import _yaml
 
     text = read_text(path, "workflow file", WorkflowError, encoding="utf-8-sig")
     try:

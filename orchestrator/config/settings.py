@@ -5,7 +5,7 @@ Layers, lowest first; a value set in a layer wins over every layer below it:
 =========== =====================================================================
 layer       sets
 =========== =====================================================================
-default     everything (`orchestrator.defaults`; the model: the first provider
+default     everything (`orchestrator.config.defaults`; the model: the first provider
             whose API key is set, else the offline model)
 skill       `token_threshold`, `warning_ratio` (external-memory `SKILL.md` triggers)
 workflow    `thresholds.*`, `model`, `model_timeout`, `memory_dir`, `status_file`
@@ -25,7 +25,7 @@ reads the environment or a workflow value on its own.
 Invariant: a `Settings` that exists is valid. An invalid value raises one line that names
 the layer it came from: an argument by its name, an environment variable by its name, the
 workflow and skill files by their paths (those two are checked when they are parsed, by
-`orchestrator.workflow` and `orchestrator.skills`), a flag by click.
+`orchestrator.config.workflow` and `orchestrator.config.skills`), a flag by click.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from memory.paths import DEFAULT_RELATIVE
 from memory.paths import ENV_VAR as ENV_MEMORY_DIR
-from orchestrator.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import ModelConfigError, OrchestratorUserError
 
 if TYPE_CHECKING:
-    from orchestrator.skills import Triggers
-    from orchestrator.workflow import Workflow
+    from orchestrator.config.skills import Triggers
+    from orchestrator.config.workflow import Workflow
 
 ENV_MEMORY_URL = "TETHER_MEMORY_URL"
 ENV_MODEL = "TETHER_MODEL"
