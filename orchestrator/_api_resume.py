@@ -26,8 +26,8 @@ from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.rebuild import normalise
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
-from orchestrator.toolbox import Toolbox
-from orchestrator.workdir import check_workdir
+from orchestrator.tools.toolbox import Toolbox
+from orchestrator.tools.workdir import check_workdir
 
 
 class ResumeMixin:

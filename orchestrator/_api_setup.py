@@ -14,7 +14,6 @@ from typing import Any, Self
 from memory.store import MemoryStore
 from orchestrator.artifacts.names import utc
 from orchestrator.artifacts.tasks import TaskRecord
-from orchestrator.assembly import open_toolbox, run_workflow, task_workflow
 from orchestrator.config.settings import Settings
 from orchestrator.config.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.config.workflow import AgentSpec, Workflow
@@ -22,7 +21,8 @@ from orchestrator.events import build_event
 from orchestrator.models import ResolvedModel, agent_models, effective_threshold, run_model
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.state import OrchestratorState, current_phase
-from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
+from orchestrator.tools.assembly import open_toolbox, run_workflow, task_workflow
+from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 
 
 class SetupMixin:
@@ -35,13 +35,13 @@ class SetupMixin:
         return run_workflow(path, self.project_dir, agents if agents is not None else self.agents)
 
     def _task_workflow(self, record: TaskRecord) -> Workflow:
-        """The workflow a task runs with (see `orchestrator.assembly.task_workflow`)."""
+        """The workflow a task runs with (see `orchestrator.tools.assembly.task_workflow`)."""
         if self.workflow_path:
             return self.workflow
         return task_workflow(record, self.project_dir, self.agents) or self.workflow
 
     def _toolbox(self, workflow: Workflow, record: TaskRecord | None = None) -> Any:
-        """The run's user tools, checked (`orchestrator.assembly.open_toolbox`)."""
+        """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`)."""
         return open_toolbox(workflow, self.tools, self.project_dir, record)
 
     def _emit(self, event: str, **fields: Any) -> None:

@@ -47,7 +47,6 @@ from orchestrator._api_setup import SetupMixin
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskRegistry, check_new_task, resume_command, task_lock
-from orchestrator.assembly import agent_specs
 from orchestrator.config.settings import Overrides
 from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import (
@@ -61,7 +60,8 @@ from orchestrator.models import ResolvedModel
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, initial_state
-from orchestrator.toolbox import Toolbox
+from orchestrator.tools.assembly import agent_specs
+from orchestrator.tools.toolbox import Toolbox
 
 
 class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):

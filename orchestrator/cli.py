@@ -402,7 +402,7 @@ def _warn_if_nothing_to_read(workdir: str) -> None:
     """One warning line when the workdir holds no file the agents' tools would show (the
     run still goes on: an objective may not need any, and a bad path is the run's error)."""
     from orchestrator.errors import WorkdirError
-    from orchestrator.workdir import WorkdirFiles, check_workdir, is_binary
+    from orchestrator.tools.workdir import WorkdirFiles, check_workdir, is_binary
 
     try:
         root = check_workdir(workdir)

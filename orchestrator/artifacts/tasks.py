@@ -125,7 +125,7 @@ def check_new_task(
         WorkflowError: `start_phase` is not one of `phases`.
     """
     # the workdir tools' module (9 ms): `orchestrator status` imports this one, not that
-    from orchestrator.workdir import check_workdir
+    from orchestrator.tools.workdir import check_workdir
 
     check_objective(objective)
     if start_phase is not None and start_phase not in phases:

@@ -35,7 +35,7 @@ Parsing is strict: unknown keys, malformed YAML, empty or duplicate phases, ill-
 `prompt` beside `prompt_file`, a `prompt_file` outside the workflow file's folder and
 non-positive thresholds are a `WorkflowError` with one line naming the file. Tool names are
 checked against the tools a run has (tether's, the Python tools, the MCP servers' tools) by
-`orchestrator.toolbox` before anything is written.
+`orchestrator.tools.toolbox` before anything is written.
 
 Invariant: a `Workflow` that exists is valid (pydantic, `extra="forbid"`), and every phase
 name is usable in a file name.

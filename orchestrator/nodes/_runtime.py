@@ -32,10 +32,10 @@ from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, 
 from orchestrator.errors import ArtifactError
 from orchestrator.events import Event, build_event
 from orchestrator.gauge import UsageRatio
-from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
+from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
+from orchestrator.tools.workdir import workdir_tools
+from orchestrator.tools.workdir_write import write_tools
 from orchestrator.types import finding_record
-from orchestrator.workdir import workdir_tools
-from orchestrator.workdir_write import write_tools
 
 #: The lead's tools unless the workflow defines an agent named `lead`.
 LEAD_TOOLS = ("list_files", "read_file", "grep_files", "recall_memory")

@@ -57,9 +57,9 @@ from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.state import DELETE, usage_record
-from orchestrator.toolbox import ToolTimeoutMiddleware
+from orchestrator.tools.toolbox import ToolTimeoutMiddleware
+from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE
 from orchestrator.types import SubmitFindings, finding_ref, finding_values
-from orchestrator.workdir_write import CREATED_RE, MODIFIED_RE
 
 SUBAGENT_SYSTEM = (
     "You are a subagent of a tether run. Work only on your subtask, with the tools you are "

@@ -123,7 +123,7 @@ def parse_listing(text: str) -> list[tuple[str, int]]:
 
 def parse_folders(text: str) -> dict[str, int]:
     """Text files per folder from a capped `list_files` result's folder line (else {})."""
-    from orchestrator.workdir import FOLDERS_PREFIX
+    from orchestrator.tools.workdir import FOLDERS_PREFIX
 
     line = next((ln for ln in text.splitlines() if ln.startswith(FOLDERS_PREFIX)), "")
     return {

@@ -15,8 +15,8 @@ from memory.store import MemoryStore
 from memory.tools import memory_tools
 from orchestrator.agent_loop import run_agent
 from orchestrator.offline import OfflineChatModel
+from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import SubmitFindings
-from orchestrator.workdir import workdir_tools
 from tests.orchestrator.openai_server import ScriptedOpenAI
 
 

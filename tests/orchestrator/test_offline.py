@@ -19,8 +19,8 @@ from langchain_core.tools import tool
 
 from orchestrator.errors import ModelCallError
 from orchestrator.offline import MODEL_NAME, OfflineChatModel, ResearchPolicy
+from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan, SubmitFindings
-from orchestrator.workdir import workdir_tools
 
 
 def make_repo(root: Path, files: dict[str, str]) -> Path:

@@ -9,8 +9,8 @@ import re
 
 from orchestrator.offline import OfflineChatModel
 from orchestrator.offline.evidence import answered_by
+from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan, SubmitFindings
-from orchestrator.workdir import workdir_tools
 from tests.orchestrator.test_offline import (
     cited_lines_say,
     lead_prompt,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from orchestrator.offline import OfflineChatModel, ResearchPolicy
+from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan
-from orchestrator.workdir import workdir_tools
 from tests.orchestrator.test_offline import (
     BILLING,
     WEATHER,

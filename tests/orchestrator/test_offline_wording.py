@@ -10,8 +10,8 @@ import pytest
 
 from orchestrator.offline import OfflineChatModel
 from orchestrator.offline.evidence import Call, Evidence
+from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan, SubmitFindings
-from orchestrator.workdir import workdir_tools
 from tests.orchestrator.test_offline import make_repo, run_agent, sub_prompt
 
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from orchestrator import Orchestrator
 from orchestrator.cli import cli
-from orchestrator.workdir import workdir_tools
+from orchestrator.tools.workdir import workdir_tools
 
 
 def tree(root):

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from orchestrator.errors import WorkdirError
-from orchestrator.workdir import check_workdir, workdir_tools
+from orchestrator.tools.workdir import check_workdir, workdir_tools
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ class TestCheckWorkdir:
         def denied(path):
             raise PermissionError(13, "Permission denied", str(path))
 
-        monkeypatch.setattr("orchestrator.workdir.os.scandir", denied)
+        monkeypatch.setattr("orchestrator.tools.workdir.os.scandir", denied)
         with pytest.raises(WorkdirError) as info:
             check_workdir(tmp_path)
         assert str(info.value) == (
@@ -240,7 +240,7 @@ class TestGrepFiles:
         )
 
     def test_skips_big_files_and_reports_no_match(self, tools, repo, monkeypatch):
-        import orchestrator.workdir as wd
+        import orchestrator.tools.workdir as wd
 
         monkeypatch.setattr(wd, "MAX_GREP_BYTES", 30)
         assert (

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from orchestrator.config.workflow import AgentSpec, Workflow, _validation_problem, load_workflow
 from orchestrator.errors import ToolConfigError, WorkflowError
-from orchestrator.mcp_client import McpServers
-from orchestrator.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
+from orchestrator.tools.mcp_client import McpServers
+from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 
 
 def agent_specs(agents: Mapping[str, Any]) -> dict[str, AgentSpec]:

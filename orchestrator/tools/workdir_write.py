@@ -33,7 +33,7 @@ from langchain_core.tools import InjectedToolCallId, StructuredTool
 from memory.durable import atomic_write_bytes
 from memory.errors import PathEscapeError
 from memory.paths import confine
-from orchestrator.workdir import check_workdir, is_binary
+from orchestrator.tools.workdir import check_workdir, is_binary
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool

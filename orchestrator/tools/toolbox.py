@@ -10,7 +10,7 @@ Sources, every name from exactly one of them:
   (`mypkg.tools:count_widgets`), which any process can rebuild (`resume`, `approve`, a
   LangGraph Server);
 * **MCP tools**: the tools of the workflow's `mcp_servers`, by name, or all of one
-  server's as `mcp:SERVER` (`orchestrator.mcp_client`).
+  server's as `mcp:SERVER` (`orchestrator.tools.mcp_client`).
 
 An agent's `tools` list is checked against these before anything is written: an unknown
 name, a name two sources provide (tether's and a server's, or two servers'), a function
