@@ -16,6 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from orchestrator.agents.gauge import TokenGauge
+    from orchestrator.agents.memory_middleware import TetherMemoryMiddleware
+    from orchestrator.agents.offload import OffloadLargeToolResults
     from orchestrator.api import Orchestrator
     from orchestrator.approvals import PendingApproval
     from orchestrator.config.workflow import AgentSpec, Workflow, load_workflow
@@ -36,10 +39,7 @@ if TYPE_CHECKING:
         WorkdirError,
         WorkflowError,
     )
-    from orchestrator.gauge import TokenGauge
     from orchestrator.graph import build_graph
-    from orchestrator.middleware import TetherMemoryMiddleware
-    from orchestrator.offload import OffloadLargeToolResults
     from orchestrator.result import RunResult
     from orchestrator.state import OrchestratorState
     from orchestrator.types import PhasePlan, SubmitFindings, Subtask
@@ -51,7 +51,7 @@ _EXPORTS = {
     "Interrupted": "orchestrator.errors",
     "ModelCallError": "orchestrator.errors",
     "ModelConfigError": "orchestrator.errors",
-    "OffloadLargeToolResults": "orchestrator.offload",
+    "OffloadLargeToolResults": "orchestrator.agents.offload",
     "Orchestrator": "orchestrator.api",
     "OrchestratorError": "orchestrator.errors",
     "OrchestratorRuntimeError": "orchestrator.errors",
@@ -65,8 +65,8 @@ _EXPORTS = {
     "SubmitFindings": "orchestrator.types",
     "Subtask": "orchestrator.types",
     "TemplateError": "orchestrator.errors",
-    "TetherMemoryMiddleware": "orchestrator.middleware",
-    "TokenGauge": "orchestrator.gauge",
+    "TetherMemoryMiddleware": "orchestrator.agents.memory_middleware",
+    "TokenGauge": "orchestrator.agents.gauge",
     "ToolConfigError": "orchestrator.errors",
     "UnknownTaskError": "orchestrator.errors",
     "WorkdirError": "orchestrator.errors",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.store import MemoryStore
+from orchestrator.agents.chat_models import ResolvedModel
 from orchestrator.approvals import pending
 from orchestrator.artifacts.checkpoint import load_checkpoint
 from orchestrator.artifacts.names import new_suffix
@@ -20,7 +21,6 @@ from orchestrator.artifacts.tasks import TaskRecord, task_lock
 from orchestrator.config.workflow import Workflow
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError
 from orchestrator.graph import saved_state
-from orchestrator.models import ResolvedModel
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes.subagent import repair_findings, repaired_message
 from orchestrator.rebuild import normalise

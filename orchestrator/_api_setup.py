@@ -12,13 +12,18 @@ from collections.abc import Iterator
 from typing import Any, Self
 
 from memory.store import MemoryStore
+from orchestrator.agents.chat_models import (
+    ResolvedModel,
+    agent_models,
+    effective_threshold,
+    run_model,
+)
 from orchestrator.artifacts.names import utc
 from orchestrator.artifacts.tasks import TaskRecord
 from orchestrator.config.settings import Settings
 from orchestrator.config.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.config.workflow import AgentSpec, Workflow
 from orchestrator.events import build_event
-from orchestrator.models import ResolvedModel, agent_models, effective_threshold, run_model
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.state import OrchestratorState, current_phase
 from orchestrator.tools.assembly import open_toolbox, run_workflow, task_workflow

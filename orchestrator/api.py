@@ -11,7 +11,7 @@
 
 Design: options are validated before anything is written (workflow file, workdir, model,
 phase), so a bad call leaves the memory directory untouched. `Orchestrator` is the driver:
-it records the task (`orchestrator.artifacts.tasks`), resolves the model (`orchestrator.models`),
+it records the task (`artifacts.tasks`), resolves the model (`agents.chat_models`),
 builds the run context and streams the graph (`orchestrator.graph`); a resume continues
 from the source `orchestrator.recovery` chooses; `status` reads tether's own files
 (`orchestrator.status`). Progress is reported as event dicts to `on_event` (their kinds and
@@ -44,6 +44,7 @@ from orchestrator._api_approve import ApprovalMixin
 from orchestrator._api_handoff import HandoffMixin
 from orchestrator._api_resume import ResumeMixin
 from orchestrator._api_setup import SetupMixin
+from orchestrator.agents.chat_models import ResolvedModel
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskRegistry, check_new_task, resume_command, task_lock
@@ -56,7 +57,6 @@ from orchestrator.errors import (
 from orchestrator.events import Event
 from orchestrator.faults import fault
 from orchestrator.graph import run_graph
-from orchestrator.models import ResolvedModel
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, initial_state

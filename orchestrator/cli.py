@@ -292,7 +292,7 @@ def _with_view(json_mode: bool) -> Any:
     panel, through its console) so they stay in the scrollback and in logs.
     """
     # run and resume only (start-up: see the module docstring)
-    from orchestrator.models import OFFLINE_BANNER
+    from orchestrator.agents.chat_models import OFFLINE_BANNER
     from orchestrator.view import LiveView, make_view
 
     view = make_view(json_mode=json_mode)

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from memory.capabilities import HoldsGraphState
+from orchestrator.agents.chat_models import OFFLINE_SPECS
+from orchestrator.agents.gauge import total_tokens
 from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
 from orchestrator.artifacts.documents import CHECKPOINTS, Docs
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
@@ -42,8 +44,6 @@ from orchestrator.artifacts.tasks import (
 )
 from orchestrator.artifacts.text import loads_strict
 from orchestrator.errors import ArtifactError, RecoveryError
-from orchestrator.gauge import total_tokens
-from orchestrator.models import OFFLINE_SPECS
 from orchestrator.rebuild import state_from_checkpoint
 from orchestrator.state import OrchestratorState, current_phase, initial_state, usage_totals
 

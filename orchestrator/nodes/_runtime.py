@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool
 
 from memory.store import MemoryStore
 from memory.tools import memory_tools
+from orchestrator.agents.gauge import UsageRatio
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import read_findings
 from orchestrator.artifacts.registry import registry_records
@@ -31,7 +32,6 @@ from orchestrator.config.skills import Triggers
 from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
 from orchestrator.errors import ArtifactError
 from orchestrator.events import Event, build_event
-from orchestrator.gauge import UsageRatio
 from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.tools.workdir_write import write_tools

@@ -1,4 +1,4 @@
-"""monitor: the token gauge between merge and advance (see `orchestrator.gauge`).
+"""monitor: the token gauge between merge and advance (see `orchestrator.agents.gauge`).
 
 Measures the lead's next context; in the warning zone emits a warning (once per
 context); at the threshold writes a context snapshot and starts the lead afresh: its
@@ -13,8 +13,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from orchestrator.agents.gauge import SAVE, WARN, TokenGauge, total_tokens
 from orchestrator.faults import fault
-from orchestrator.gauge import SAVE, WARN, TokenGauge, total_tokens
 from orchestrator.nodes._lead import lead_context_estimated, lead_context_tokens
 from orchestrator.nodes._runtime import RunContext
 from orchestrator.nodes._snapshot import write_lead_snapshot

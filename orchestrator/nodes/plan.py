@@ -17,15 +17,15 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.runtime import Runtime
 
-from orchestrator.agent_loop import run_agent
+from orchestrator.agents.chat_models import context_window
+from orchestrator.agents.loop import run_agent
+from orchestrator.agents.memory_middleware import TetherMemoryMiddleware
+from orchestrator.agents.provider import approx_tokens, tool_tokens
 from orchestrator.errors import ContextOverflowError
 from orchestrator.faults import fault
-from orchestrator.middleware import TetherMemoryMiddleware
-from orchestrator.models import context_window
 from orchestrator.nodes._core import write_plan_file
 from orchestrator.nodes._lead import LEAD, lead_messages, log_lead, max_subtasks
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.provider import approx_tokens, tool_tokens
 from orchestrator.state import (
     OrchestratorState,
     current_phase,

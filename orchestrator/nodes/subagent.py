@@ -38,7 +38,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.runtime import Runtime
 
-from orchestrator.agent_loop import run_agent
+from orchestrator.agents.loop import run_agent
+from orchestrator.agents.offload import OffloadLargeToolResults
 from orchestrator.approvals import note_requests
 from orchestrator.artifacts.documents import FINDINGS, Docs
 from orchestrator.artifacts.findings import (
@@ -55,7 +56,6 @@ from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
 from orchestrator.nodes._runtime import RunContext
-from orchestrator.offload import OffloadLargeToolResults
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
 from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE

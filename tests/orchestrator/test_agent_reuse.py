@@ -13,7 +13,7 @@ from langchain_openai import ChatOpenAI
 
 from memory.store import MemoryStore
 from memory.tools import memory_tools
-from orchestrator.agent_loop import run_agent
+from orchestrator.agents.loop import run_agent
 from orchestrator.offline import OfflineChatModel
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import SubmitFindings

@@ -13,8 +13,7 @@ import sys
 
 import pytest
 
-from orchestrator.errors import ModelConfigError
-from orchestrator.models import (
+from orchestrator.agents.chat_models import (
     OFFLINE_BANNER,
     ResolvedModel,
     allow_model_requests,
@@ -22,6 +21,7 @@ from orchestrator.models import (
     model_requests_allowed,
     resolve_model,
 )
+from orchestrator.errors import ModelConfigError
 from orchestrator.offline import OfflineChatModel
 
 
@@ -43,7 +43,7 @@ def _not_installed(monkeypatch, module: str) -> None:
     def find_spec(name, *args, **kwargs):
         return None if name == module else real(name, *args, **kwargs)
 
-    monkeypatch.setattr("orchestrator.models.importlib.util.find_spec", find_spec)
+    monkeypatch.setattr("orchestrator.agents.chat_models.importlib.util.find_spec", find_spec)
 
 
 class TestOffline:
@@ -136,7 +136,9 @@ class TestErrors:
 class TestSwitch:
     def test_switch_refuses_real_models(self, monkeypatch):
         # pretend the provider package is installed, so the switch is what stops the build
-        monkeypatch.setattr("orchestrator.models.importlib.util.find_spec", lambda name: True)
+        monkeypatch.setattr(
+            "orchestrator.agents.chat_models.importlib.util.find_spec", lambda name: True
+        )
         previous = allow_model_requests(False)
         try:
             assert not model_requests_allowed()
@@ -165,7 +167,7 @@ class TestSwitch:
 def test_import_does_not_load_langchain():
     """The CLI imports this module at start-up; LangChain must wait until a model is built."""
     code = (
-        "import sys, orchestrator.models; "
+        "import sys, orchestrator.agents.chat_models; "
         "print(sorted(m for m in sys.modules if m.startswith(('langchain', 'openai'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -222,7 +224,7 @@ def test_tethers_provider_table_covers_langchains():
     adds one fails here, not in a user's run)."""
     from langchain.chat_models.base import _BUILTIN_PROVIDERS
 
-    from orchestrator import models
+    from orchestrator.agents import chat_models as models
 
     known = {**models._PROVIDER_MODULES, **models._OTHER_PROVIDERS}
     packages = {p: m.split(".")[0] for p, (m, *_rest) in _BUILTIN_PROVIDERS.items()}

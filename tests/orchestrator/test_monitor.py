@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage
 
+from orchestrator.agents.gauge import SAVE, WARN, TokenGauge
+from orchestrator.agents.provider import usage_tokens
 from orchestrator.api import Orchestrator
-from orchestrator.gauge import SAVE, WARN, TokenGauge
-from orchestrator.provider import usage_tokens
 
 
 @pytest.mark.parametrize(

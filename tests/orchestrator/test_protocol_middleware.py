@@ -1,4 +1,4 @@
-"""tether's protocol middleware (`orchestrator.protocol_middleware`): one job per class, in
+"""tether's protocol middleware (`orchestrator.agents.protocol_middleware`): one job per class, in
 a fixed order after the agent's own middleware, and compiled agents shared through slots."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from orchestrator._agent_cache import compiled_agent
-from orchestrator.agent_loop import run_agent
-from orchestrator.final_answer import FinalAnswerMiddleware
-from orchestrator.offline import OfflineChatModel
-from orchestrator.protocol_middleware import (
+from orchestrator.agents._cache import compiled_agent
+from orchestrator.agents.final_answer import FinalAnswerMiddleware
+from orchestrator.agents.loop import run_agent
+from orchestrator.agents.protocol_middleware import (
     ContextBudgetMiddleware,
     ProviderRetryMiddleware,
     StepLimitMiddleware,
@@ -20,6 +19,7 @@ from orchestrator.protocol_middleware import (
     UsageMiddleware,
     protocol_middleware,
 )
+from orchestrator.offline import OfflineChatModel
 from orchestrator.types import SubmitFindings
 
 

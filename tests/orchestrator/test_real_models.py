@@ -20,7 +20,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 
-from orchestrator.agent_loop import run_agent
+from orchestrator.agents.loop import run_agent
 from orchestrator.api import Orchestrator
 from orchestrator.errors import ModelCallError, ModelConfigError
 from orchestrator.types import PhasePlan, SubmitFindings

@@ -186,7 +186,7 @@ def test_public_api():
 
 
 class TestAgentLoop:
-    """The tool-calling loop every agent runs (`orchestrator.agent_loop`)."""
+    """The tool-calling loop every agent runs (`orchestrator.agents.loop`)."""
 
     def _tool(self):
         from langchain_core.tools import tool
@@ -203,7 +203,7 @@ class TestAgentLoop:
     def test_tool_errors_go_back_to_the_model_and_the_final_call_is_parsed(self):
         from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-        from orchestrator.agent_loop import run_agent
+        from orchestrator.agents.loop import run_agent
         from orchestrator.types import SubmitFindings
 
         model = OfflineChatModel(
@@ -239,7 +239,7 @@ class TestAgentLoop:
         from langchain_core.messages import HumanMessage, SystemMessage
         from langchain_core.tools import tool
 
-        from orchestrator.agent_loop import run_agent
+        from orchestrator.agents.loop import run_agent
         from orchestrator.types import SubmitFindings
 
         def policy(messages, tools):
@@ -284,9 +284,9 @@ class TestAgentLoop:
     def test_context_stays_within_budget_and_steps_are_bounded(self):
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        from orchestrator.agent_loop import run_agent
+        from orchestrator.agents.loop import run_agent
+        from orchestrator.agents.provider import approx_tokens
         from orchestrator.errors import AgentLoopError
-        from orchestrator.provider import approx_tokens
         from orchestrator.types import SubmitFindings
 
         sent: list[int] = []
@@ -313,7 +313,7 @@ class TestAgentLoop:
     def test_fit_context_drops_whole_old_exchanges(self):
         from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
-        from orchestrator.provider import approx_tokens, fit_context
+        from orchestrator.agents.provider import approx_tokens, fit_context
 
         messages = [SystemMessage("s"), HumanMessage("task")]
         for i in range(10):

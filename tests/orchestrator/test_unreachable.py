@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 
-from orchestrator.agent_loop import run_agent
+from orchestrator.agents.loop import run_agent
 from orchestrator.errors import ProviderUnreachableError
 from orchestrator.types import SubmitFindings
 from tests.orchestrator.openai_server import ScriptedOpenAI

@@ -2,7 +2,7 @@
 
 Counting: each model call counts its `usage_metadata["total_tokens"]` when the model
 reports usage, else LangChain's `count_tokens_approximately` of what was sent and
-received (`orchestrator.provider.usage_tokens`). Per-agent totals live in the state
+received (`orchestrator.agents.provider.usage_tokens`). Per-agent totals live in the state
 (`tokens`, keyed `lead` and `{agent}:{subtask}`).
 
 The gauge that triggers a handoff is the size of the *lead's context* (what its next call

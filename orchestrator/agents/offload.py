@@ -6,7 +6,7 @@ model sees, by its head, its size and the entry id; the model reads more with
 `memory_fetch(entry_id, chunk=N)`. The limit is `max_tokens` if given, else 10% of the
 model's context window (its LangChain profile's `max_input_tokens`, seen at the first model
 call), else 8,000. Sizes are estimated (about 4 characters a token) and scaled by the ratio
-of provider-reported to estimated tokens seen so far (`orchestrator.gauge.UsageRatio`),
+of provider-reported to estimated tokens seen so far (`orchestrator.agents.gauge.UsageRatio`),
 so a provider that counts three times more tokens than the estimate evicts a third as much
 text.
 
@@ -30,9 +30,9 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 
+from orchestrator.agents.chat_models import context_window
+from orchestrator.agents.gauge import UsageRatio
 from orchestrator.events import build_event
-from orchestrator.gauge import UsageRatio
-from orchestrator.models import context_window
 
 DEFAULT_LIMIT = 8_000
 """Tokens of a tool result kept in context when the model's window is unknown."""

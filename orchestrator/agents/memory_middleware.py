@@ -27,7 +27,7 @@ What it does, per model call:
   sends (every tool result over `COMPACT_SHARE` of the threshold goes to a memory entry, the
   seed keeps only what is left to do) and, if even that refills, raises `ContextLoopError`
   (one line) instead of writing another snapshot;
-* **evicts large tool results** (`orchestrator.offload.OffloadLargeToolResults`, which it
+* **evicts large tool results** (`orchestrator.agents.offload.OffloadLargeToolResults`, which it
   extends): a result over `tool_result_tokens` (default 10% of the model's window) is
   stored as a memory entry and the model gets its head and the entry id, to read more with
   `memory_fetch` (give the agent `memory.tools.memory_tools(store)`).
@@ -50,6 +50,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
+from orchestrator.agents.chat_models import CONTEXT_RATIO, effective_threshold
+from orchestrator.agents.gauge import SAVE, WARN, TokenGauge, UsageRatio
+from orchestrator.agents.offload import OffloadLargeToolResults
+from orchestrator.agents.provider import approx_tokens
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.snapshot import write_snapshot
 from orchestrator.artifacts.snapshot_content import agent_content
@@ -57,10 +61,6 @@ from orchestrator.artifacts.text import body_text
 from orchestrator.config.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import ContextLoopError
 from orchestrator.events import build_event
-from orchestrator.gauge import SAVE, WARN, TokenGauge, UsageRatio
-from orchestrator.models import CONTEXT_RATIO, effective_threshold
-from orchestrator.offload import OffloadLargeToolResults
-from orchestrator.provider import approx_tokens
 
 REFILL_CALLS = 3
 """A handoff followed by the threshold again within this many model calls made no progress."""

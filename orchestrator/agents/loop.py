@@ -3,14 +3,14 @@
 `run_agent` runs a `langchain.agents.create_agent` agent with the model, the agent's
 ordinary tools and one *final* protocol tool (`PhasePlan` or `SubmitFindings`, see
 `orchestrator.types`). Its middleware list is the agent's own middleware, then tether's
-protocol, one job per class (`orchestrator.protocol_middleware`): the final answer
-(`orchestrator.final_answer`), Ctrl-C, the step limit, the context budget, provider
+protocol, one job per class (`orchestrator.agents.protocol_middleware`): the final answer
+(`orchestrator.agents.final_answer`), Ctrl-C, the step limit, the context budget, provider
 retries, token accounting, and LangChain's `ToolErrorMiddleware` for failing tools.
 
-The compiled graph is shared by runs of the same shape (`orchestrator._agent_cache`); each
+The compiled graph is shared by runs of the same shape (`orchestrator.agents._cache`); each
 run's middleware, model and tool objects reach it through a context variable.
 Token counts, context fitting and the reading of provider failures are in
-`orchestrator.provider`.
+`orchestrator.agents.provider`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from langchain.agents.middleware import AgentMiddleware
 from langgraph.errors import GraphRecursionError
 from pydantic import BaseModel, ValidationError
 
-from orchestrator._agent_cache import CURRENT, compiled_agent
-from orchestrator.errors import AgentLoopError, ModelCallError
-from orchestrator.final_answer import is_closing
-from orchestrator.gauge import UsageRatio
-from orchestrator.protocol_middleware import (
+from orchestrator.agents._cache import CURRENT, compiled_agent
+from orchestrator.agents.final_answer import is_closing
+from orchestrator.agents.gauge import UsageRatio
+from orchestrator.agents.protocol_middleware import (
     DEFAULT_INITIAL_DELAY,
     DEFAULT_RETRIES,
     ENV_RETRY_DELAY,
@@ -36,6 +35,7 @@ from orchestrator.protocol_middleware import (
     AgentResult,
     protocol_middleware,
 )
+from orchestrator.errors import AgentLoopError, ModelCallError
 
 __all__ = ["AgentResult", "run_agent"]
 

@@ -30,7 +30,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from pydantic import BaseModel
 
-from orchestrator.final_answer import final_tool_object
+from orchestrator.agents.final_answer import final_tool_object
 
 WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
 NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")

@@ -3,7 +3,7 @@
 `protocol_middleware()` returns them in the order they wrap a model call (outermost
 first), after the agent's own middleware:
 
-1. `FinalAnswerMiddleware` (`orchestrator.final_answer`): accepts, repairs or asks again
+1. `FinalAnswerMiddleware` (`orchestrator.agents.final_answer`): accepts, repairs or asks again
    for the final answer; answers every assistant tool call;
 2. `StopMiddleware`: Ctrl-C (a `stop` event set by the main thread) ends the agent with
    `Stopped` before its next model call;
@@ -33,18 +33,10 @@ from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel
 
-from orchestrator.errors import (
-    AgentLoopError,
-    ContextOverflowError,
-    ModelCallError,
-    OrchestratorError,
-    ProviderUnreachableError,
-    Stopped,
-)
-from orchestrator.final_answer import FinalAnswerMiddleware
-from orchestrator.gauge import UsageRatio
-from orchestrator.models import context_window
-from orchestrator.provider import (
+from orchestrator.agents.chat_models import context_window
+from orchestrator.agents.final_answer import FinalAnswerMiddleware
+from orchestrator.agents.gauge import UsageRatio
+from orchestrator.agents.provider import (
     approx_tokens,
     describe,
     endpoint,
@@ -57,6 +49,14 @@ from orchestrator.provider import (
     retry_after,
     tool_tokens,
     usage_tokens,
+)
+from orchestrator.errors import (
+    AgentLoopError,
+    ContextOverflowError,
+    ModelCallError,
+    OrchestratorError,
+    ProviderUnreachableError,
+    Stopped,
 )
 
 DEFAULT_RETRIES = 4
@@ -368,7 +368,7 @@ def protocol_middleware(
     watch_every: float = WATCH_EVERY,
 ) -> Protocol:
     """The protocol middleware of one agent run (see the module docstring for the order;
-    the arguments are those of `orchestrator.agent_loop.run_agent`)."""
+    the arguments are those of `orchestrator.agents.loop.run_agent`)."""
     ratio = usage if usage is not None else UsageRatio()
     counter = UsageMiddleware(on_step, ratio)
     final = FinalAnswerMiddleware(final_tool, counter, max_steps=max_steps, jump=jump)

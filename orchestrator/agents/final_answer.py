@@ -40,7 +40,7 @@ _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
 
 
 class CallCounter(Protocol):
-    """Counts the agent's model calls (`orchestrator.protocol_middleware.UsageMiddleware`)."""
+    """Counts the agent's model calls (`protocol_middleware.UsageMiddleware`)."""
 
     calls: int
 
