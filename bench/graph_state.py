@@ -10,7 +10,7 @@ Run::
 
 Each run is one offline survey (`run_all_phases: true`, at most 4 subagents a phase,
 `max_parallel` 4) of `--phases` phases (default 8 and 16), once with pruning off
-(`TETHER_PRUNE_CHECKPOINTS=0`: every checkpoint kept, as before `orchestrator.pruning`) and
+(`TETHER_PRUNE_CHECKPOINTS=0`: every checkpoint kept, as before `orchestrator.graph.pruning`) and
 once with it on, each in a new memory directory. The model is tether's offline model (its
 research policy reads, greps and cites the workdir's files) or, with `--model scripted`,
 `bench.orchestration.fast_policy` (one `PhasePlan` of N subtasks, one `SubmitFindings` per
@@ -174,7 +174,7 @@ def survey(
     """One survey of `phases` phases in a new memory directory under `root`."""
     from memory.backends.savers import open_postgres_saver
     from orchestrator.api import Orchestrator
-    from orchestrator.pruning import ENV_VAR
+    from orchestrator.graph.pruning import ENV_VAR
 
     names = ", ".join(f"phase-{i + 1}" for i in range(phases))
     workflow = root / f"wf-{phases}.yaml"

@@ -273,8 +273,8 @@ def time_resume(n: int, root: Path) -> tuple[float, int, int, int, int]:
 def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
     from memory.store import MemoryStore
     from orchestrator.config.workflow import Workflow
-    from orchestrator.nodes._core import write_checkpoint
-    from orchestrator.nodes._runtime import RunContext
+    from orchestrator.graph.context import RunContext
+    from orchestrator.graph.writes import write_checkpoint
     from orchestrator.state import initial_state
 
     store = MemoryStore(root / "cp-memory")

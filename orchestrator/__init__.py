@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         WorkdirError,
         WorkflowError,
     )
-    from orchestrator.graph import build_graph
+    from orchestrator.graph.build import build_graph
     from orchestrator.result import RunResult
     from orchestrator.state import OrchestratorState
     from orchestrator.types import PhasePlan, SubmitFindings, Subtask
@@ -72,7 +72,7 @@ _EXPORTS = {
     "WorkdirError": "orchestrator.errors",
     "Workflow": "orchestrator.config.workflow",
     "WorkflowError": "orchestrator.errors",
-    "build_graph": "orchestrator.graph",
+    "build_graph": "orchestrator.graph.build",
     "load_workflow": "orchestrator.config.workflow",
 }
 

@@ -13,8 +13,8 @@ from langgraph.types import Command
 
 from orchestrator.approvals import decisions_for, note_decisions, pending, select
 from orchestrator.errors import ApprovalError
-from orchestrator.graph import SavedState, saved_state
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.build import SavedState, saved_state
+from orchestrator.graph.context import RunContext
 from orchestrator.result import RunResult
 from orchestrator.state import current_phase
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint
 from orchestrator.artifacts.tasks import resume_command
-from orchestrator.graph import saved_state
-from orchestrator.nodes._core import write_checkpoint
-from orchestrator.nodes._snapshot import write_lead_snapshot
+from orchestrator.graph.build import saved_state
+from orchestrator.graph.handoff import write_lead_snapshot
+from orchestrator.graph.writes import write_checkpoint
 from orchestrator.rebuild import state_from_checkpoint, with_recorded_findings
 from orchestrator.status import task_status
 

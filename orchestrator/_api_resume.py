@@ -20,9 +20,9 @@ from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.artifacts.tasks import TaskRecord, task_lock
 from orchestrator.config.workflow import Workflow
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError
-from orchestrator.graph import saved_state
-from orchestrator.nodes._runtime import RunContext
-from orchestrator.nodes.subagent import repair_findings, repaired_message
+from orchestrator.graph.build import saved_state
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
 from orchestrator.rebuild import normalise
 from orchestrator.recovery import choose_recovery
 from orchestrator.result import RunResult
@@ -75,7 +75,7 @@ class ResumeMixin:
     def open_task(self, task_id: str | None = None) -> Iterator[RunContext]:
         """The run context of a recorded task (`new_task`, or the most recent one), with its
         tools, run lock and store held for the block: for running tether's graph yourself
-        (`orchestrator.graph.compile_graph`); the LangGraph Server entry runs it as a
+        (`orchestrator.graph.build.compile_graph`); the LangGraph Server entry runs it as a
         subgraph. Findings files a crash left behind are recorded first (a `warning` event
         each), then a `model` event says which model runs.
 

@@ -24,7 +24,7 @@ from orchestrator.config.settings import Settings
 from orchestrator.config.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.config.workflow import AgentSpec, Workflow
 from orchestrator.events import build_event
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
 from orchestrator.state import OrchestratorState, current_phase
 from orchestrator.tools.assembly import open_toolbox, run_workflow, task_workflow
 from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox

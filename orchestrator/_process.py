@@ -18,6 +18,6 @@ def settle_imports() -> None:
     """Import the graph, its agents and Jinja, then `gc.freeze()` what exists."""
     import jinja2.sandbox  # noqa: F401  (every plan, findings file and checkpoint is rendered)
 
-    import orchestrator.graph  # noqa: F401  (LangGraph, LangChain's create_agent, the nodes)
+    import orchestrator.graph.build  # noqa: F401  (LangGraph, LangChain's create_agent, the nodes)
 
     gc.freeze()

@@ -12,7 +12,7 @@
 Design: options are validated before anything is written (workflow file, workdir, model,
 phase), so a bad call leaves the memory directory untouched. `Orchestrator` is the driver:
 it records the task (`artifacts.tasks`), resolves the model (`agents.chat_models`),
-builds the run context and streams the graph (`orchestrator.graph`); a resume continues
+builds the run context and streams the graph (`orchestrator.graph.build`); a resume continues
 from the source `orchestrator.recovery` chooses; `status` reads tether's own files
 (`orchestrator.status`). Progress is reported as event dicts to `on_event` (their kinds and
 fields: `orchestrator.events`; shown by `orchestrator.view`); library code never prints.
@@ -56,8 +56,8 @@ from orchestrator.errors import (
 )
 from orchestrator.events import Event
 from orchestrator.faults import fault
-from orchestrator.graph import run_graph
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.build import run_graph
+from orchestrator.graph.context import RunContext
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, initial_state
 from orchestrator.tools.assembly import agent_specs

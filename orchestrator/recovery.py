@@ -46,7 +46,7 @@ from orchestrator.rebuild import (
 from orchestrator.state import OrchestratorState, initial_state
 
 if TYPE_CHECKING:
-    from orchestrator.graph import SavedState
+    from orchestrator.graph.build import SavedState
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator.artifacts.checkpoint import list_checkpoints
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import name_timestamp
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
 from orchestrator.state import current_phase, skipped_phases, usage_totals
 
 

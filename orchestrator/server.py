@@ -45,7 +45,7 @@ from typing_extensions import TypedDict  # pydantic (server schemas) needs it on
 
 from orchestrator.api import Orchestrator
 from orchestrator.events import build_event
-from orchestrator.graph import DURABILITY, compile_graph
+from orchestrator.graph.build import DURABILITY, compile_graph
 from orchestrator.state import OrchestratorState
 
 GRAPH_ID = "tether"

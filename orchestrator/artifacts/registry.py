@@ -16,7 +16,7 @@ looks the artifact's key up in the task's registry, the storage contract's subag
 
 Since the record holds the findings durably, a subagent's findings file is not fsynced;
 a resume first writes again, under their recorded names, the files a crash of the machine
-lost or cut short (`orchestrator.nodes.subagent.repair_findings`).
+lost or cut short (`orchestrator.graph.nodes.subagent.repair_findings`).
 
 A note merges its fields into the key's record in one atomic step
 (`transition_subagent`), so no note is lost to another writer; its status says what the

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 BACKUP_TAG = "previous-content"
 BACKUP_TYPE = "context"
-#: The answers `files_written` reads back (`orchestrator.nodes.subagent`).
+#: The answers `files_written` reads back (`orchestrator.graph.nodes.subagent`).
 CREATED_RE = re.compile(r"^Created (?P<path>.+?) \(\d+ bytes\)")
 MODIFIED_RE = re.compile(r"^Modified (?P<path>.+?); previous content: (?P<entry>mem-[0-9a-f-]+)")
 MAX_WRITE_BYTES = 10_000_000

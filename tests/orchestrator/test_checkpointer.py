@@ -29,7 +29,7 @@ def test_a_run_checkpoints_into_postgres_and_not_sqlite(fixture_repo, tiny_workf
     assert result.findings
     assert saved is not None and saved.checkpoint["channel_values"]["task_id"] == "pg-run"
     # a checkpoint per super-step (durability "sync"), of which the finished task keeps
-    # its last (`PostgresSaver.prune`, `orchestrator.pruning`)
+    # its last (`PostgresSaver.prune`, `orchestrator.graph.pruning`)
     assert saved.metadata["step"] > 3 and len(steps) == 1
     assert not (memory_dir / ".langgraph" / "state.sqlite").exists()
 

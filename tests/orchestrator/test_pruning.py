@@ -1,4 +1,4 @@
-"""Pruning a task's LangGraph checkpoints (`orchestrator.pruning`): at each phase transition
+"""Pruning a task's LangGraph checkpoints (`orchestrator.graph.pruning`): at each phase transition
 and at the task's end the thread keeps what a resume, `orchestrator status` and a pending
 approval read, and nothing else, on SQLite and on PostgreSQL.
 
@@ -24,9 +24,9 @@ from memory.backends.checkpoint_prune import prune_saver
 from memory.backends.savers import open_sqlite_saver
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts.registry import registry_records
-from orchestrator.nodes import subagent as subagent_node
+from orchestrator.graph.nodes import subagent as subagent_node
+from orchestrator.graph.pruning import ENV_VAR, prune_thread
 from orchestrator.offline import OfflineChatModel
-from orchestrator.pruning import ENV_VAR, prune_thread
 from tests.pg import private_schema
 
 OBJECTIVE = "Survey the shop service"

@@ -38,10 +38,10 @@ _FORK = multiprocessing.get_context("forkserver")
 _FORK.set_forkserver_preload(
     [
         "orchestrator.api",
-        "orchestrator.graph",
+        "orchestrator.graph.build",
         "orchestrator.offline",
-        "orchestrator.nodes.plan",
-        "orchestrator.nodes.subagent",
+        "orchestrator.graph.nodes.plan",
+        "orchestrator.graph.nodes.subagent",
         "memory.context",
         "tests.orchestrator.test_recovery",
     ]
@@ -392,7 +392,7 @@ FIXED_TS = "2030-01-02T03:04:05.000006Z"
 
 def _child_at_a_fixed_time(*args: str) -> None:
     """`_child` whose subagents all finish at `FIXED_TS`, so their findings names are known."""
-    import orchestrator.nodes.subagent as subagent
+    import orchestrator.graph.nodes.subagent as subagent
 
     subagent.iso_timestamp = lambda now=None: FIXED_TS
     _child(*args)

@@ -112,7 +112,7 @@ def test_reducer_is_keyed_and_idempotent():
 
 
 def test_build_graph_is_importable_with_the_designed_nodes():
-    from orchestrator.graph import build_graph
+    from orchestrator.graph.build import build_graph
 
     graph = build_graph()
     assert {"plan", "spawn", "subagent", "merge", "monitor", "advance"} <= set(graph.nodes)

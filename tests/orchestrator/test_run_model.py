@@ -21,7 +21,7 @@ from orchestrator import types as run_model
 from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
 from orchestrator.artifacts.findings import FindingsInput, MergedFindingInput
 from orchestrator.artifacts.plan import PlanInput
-from orchestrator.nodes._core import MERGED_FIELDS
+from orchestrator.graph.writes import MERGED_FIELDS
 from orchestrator.state import LEAD_FIELDS, OrchestratorState
 from orchestrator.types import (
     RECORDED,
@@ -91,7 +91,7 @@ exec(compile(src.replace({anchor!r}, {anchor!r} + {added!r}), path, "exec"), mod
 from orchestrator.types import SubmitFindings
 from orchestrator.artifacts.findings import FindingsInput, MergedFindingInput
 from orchestrator.artifacts.plan import PlanInput
-from orchestrator.nodes._core import MERGED_FIELDS, merged_input
+from orchestrator.graph.writes import MERGED_FIELDS, merged_input
 from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
 from orchestrator.types import TEXT_FIELDS, finding_record
 from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged

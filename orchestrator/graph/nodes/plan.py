@@ -3,7 +3,7 @@
 The lead runs `agent_loop.run_agent` with the workdir tools, `recall_memory` and the
 `PhasePlan` final tool, and with `TetherMemoryMiddleware` (the same middleware users add
 to their own agents: its turns go to `working/{task}/messages.jsonl`). Its context is
-rebuilt for every call from durable parts (`orchestrator.nodes._lead.lead_messages`).
+rebuilt for every call from durable parts (`orchestrator.graph.lead.lead_messages`).
 
 Idempotent: a phase that already has subtasks in the state (replayed super-step, or a
 state rebuilt from a JSON checkpoint) is not planned again.
@@ -23,9 +23,9 @@ from orchestrator.agents.memory_middleware import TetherMemoryMiddleware
 from orchestrator.agents.provider import approx_tokens, tool_tokens
 from orchestrator.errors import ContextOverflowError
 from orchestrator.faults import fault
-from orchestrator.nodes._core import write_plan_file
-from orchestrator.nodes._lead import LEAD, lead_messages, log_lead, max_subtasks
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.lead import LEAD, lead_messages, log_lead, max_subtasks
+from orchestrator.graph.writes import write_plan_file
 from orchestrator.state import (
     OrchestratorState,
     current_phase,

@@ -16,8 +16,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from orchestrator.faults import fault
-from orchestrator.nodes._core import checkpoint_update, write_checkpoint
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.writes import checkpoint_update, write_checkpoint
 from orchestrator.state import OrchestratorState, current_phase, pending_subtasks
 
 

@@ -16,11 +16,11 @@ is given: the memory backend's own (`backend.checkpointer()`: `SqliteSaver` on
 and the writes of subagents that finished inside an interrupted super-step are kept as
 pending writes, so they are not run again on resume.
 
-Every node is also idempotent on its own (see `orchestrator.nodes`), so a state rebuilt
+Every node is also idempotent on its own (see `orchestrator.graph.nodes`), so a state rebuilt
 from a JSON checkpoint can enter at `plan` and only do what is left.
 
 At each phase transition and when the task ends, the thread's superseded checkpoints are
-pruned (`orchestrator.pruning`, LangGraph's `keep_latest` rule), so the graph state stays
+pruned (`orchestrator.graph.pruning`, LangGraph's `keep_latest` rule), so the graph state stays
 bounded by one phase, not the whole run.
 
 A run that stops at an `interrupt` (a tool call or a phase plan waiting for approval,
@@ -46,16 +46,16 @@ from orchestrator.approvals import PendingApproval, pending
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskRegistry, resume_command
 from orchestrator.errors import Interrupted, ModelCallError, Terminated
-from orchestrator.nodes._core import checkpoint_update, write_checkpoint
-from orchestrator.nodes._runtime import RunContext
-from orchestrator.nodes.advance import advance_node, route_advance
-from orchestrator.nodes.approve import approve_node, route_approve
-from orchestrator.nodes.merge import merge_node
-from orchestrator.nodes.monitor import monitor_node
-from orchestrator.nodes.plan import plan_node
-from orchestrator.nodes.spawn import route_spawn, spawn_node
-from orchestrator.nodes.subagent import subagent_node
-from orchestrator.pruning import prune_thread
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.nodes.advance import advance_node, route_advance
+from orchestrator.graph.nodes.approve import approve_node, route_approve
+from orchestrator.graph.nodes.merge import merge_node
+from orchestrator.graph.nodes.monitor import monitor_node
+from orchestrator.graph.nodes.plan import plan_node
+from orchestrator.graph.nodes.spawn import route_spawn, spawn_node
+from orchestrator.graph.nodes.subagent import subagent_node
+from orchestrator.graph.pruning import prune_thread
+from orchestrator.graph.writes import checkpoint_update, write_checkpoint
 from orchestrator.state import OrchestratorState
 
 DURABILITY = "sync"

@@ -55,7 +55,7 @@ from orchestrator.artifacts.text import parse_meta
 from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import Stopped
 from orchestrator.faults import fault
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
 from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE

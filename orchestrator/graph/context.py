@@ -86,11 +86,11 @@ class RunContext:
     from before, so a subagent does not look for an earlier attempt's findings. Any
     other run (resume, server) looks."""
     checkpointer: Any = None
-    """The run's LangGraph checkpointer (set by `orchestrator.graph.run_graph`), which
-    `advance` prunes at a phase transition (`orchestrator.pruning`); None under LangGraph
+    """The run's LangGraph checkpointer (set by `orchestrator.graph.build.run_graph`), which
+    `advance` prunes at a phase transition (`orchestrator.graph.pruning`); None under LangGraph
     Server, whose checkpointer is its own."""
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
-    """Set by Ctrl-C (`orchestrator.graph.run_graph`): agents in worker threads stop
+    """Set by Ctrl-C (`orchestrator.graph.build.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)

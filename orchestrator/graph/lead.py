@@ -28,7 +28,7 @@ from memory.working import WorkingMemory
 from orchestrator.agents.provider import approx_tokens
 from orchestrator.artifacts.text import body_text, sections
 from orchestrator.config.defaults import RECALL_SCOPES
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
 from orchestrator.state import OrchestratorState, current_phase
 
 LEAD = "lead"

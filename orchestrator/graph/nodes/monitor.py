@@ -15,9 +15,9 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agents.gauge import SAVE, WARN, TokenGauge, total_tokens
 from orchestrator.faults import fault
-from orchestrator.nodes._lead import lead_context_estimated, lead_context_tokens
-from orchestrator.nodes._runtime import RunContext
-from orchestrator.nodes._snapshot import write_lead_snapshot
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.handoff import write_lead_snapshot
+from orchestrator.graph.lead import lead_context_estimated, lead_context_tokens
 from orchestrator.state import OrchestratorState, last_phase
 
 

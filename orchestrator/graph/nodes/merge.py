@@ -2,7 +2,7 @@
 checkpoint `agent_completion`.
 
 Idempotent: the merged file of a batch is registered like findings
-(`orchestrator.nodes._core.merge_findings`), so a replay after a crash reuses the file it
+(`orchestrator.graph.writes.merge_findings`), so a replay after a crash reuses the file it
 wrote instead of adding a second one, and a phase already merged in the state is not
 merged again. The merged summary also enters the lead's conversation (`lead_log`), which
 is what makes the lead's context grow from phase to phase (and what the token monitor
@@ -16,7 +16,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.faults import fault
-from orchestrator.nodes._core import (
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.lead import log_lead
+from orchestrator.graph.writes import (
     checkpoint_update,
     merge_findings,
     merged_digest,
@@ -25,8 +27,6 @@ from orchestrator.nodes._core import (
     write_checkpoint,
     write_plan_file,
 )
-from orchestrator.nodes._lead import log_lead
-from orchestrator.nodes._runtime import RunContext
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
 
 

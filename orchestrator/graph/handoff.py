@@ -16,8 +16,8 @@ from typing import Any
 
 from orchestrator.artifacts.snapshot import write_snapshot
 from orchestrator.artifacts.snapshot_content import lead_content
-from orchestrator.nodes._lead import lead_context_tokens
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.lead import lead_context_tokens
 from orchestrator.state import current_phase, phase_subtasks
 
 

@@ -11,7 +11,7 @@ names what failed): later phases are never planned without its finding; `resume`
 the failed subagents only (`orchestrator.rebuild.retry_failed`).
 
 At a transition to the next phase, after its checkpoint, the thread's superseded LangGraph
-checkpoints are pruned (`orchestrator.pruning`): the finished phase's steps and its
+checkpoints are pruned (`orchestrator.graph.pruning`): the finished phase's steps and its
 subagents' conversations, which no resume reads again.
 
 Idempotent: the final summary is registered (`merged:final`), and a replayed transition
@@ -26,7 +26,10 @@ from langgraph.runtime import Runtime
 
 from memory.reflect import reflect
 from orchestrator.faults import fault
-from orchestrator.nodes._core import (
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.handoff import write_lead_snapshot
+from orchestrator.graph.pruning import prune_thread
+from orchestrator.graph.writes import (
     checkpoint_update,
     merge_findings,
     merged_digest,
@@ -34,9 +37,6 @@ from orchestrator.nodes._core import (
     write_checkpoint,
     write_plan_file,
 )
-from orchestrator.nodes._runtime import RunContext
-from orchestrator.nodes._snapshot import write_lead_snapshot
-from orchestrator.pruning import prune_thread
 from orchestrator.state import (
     OrchestratorState,
     current_phase,

@@ -23,8 +23,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from orchestrator.approvals import note_requests
-from orchestrator.nodes._lead import LEAD, log_lead
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
+from orchestrator.graph.lead import LEAD, log_lead
 from orchestrator.state import DELETE, OrchestratorState, current_phase, phase_subtasks
 
 PLAN_ACTION = "PhasePlan"

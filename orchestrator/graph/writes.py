@@ -31,7 +31,7 @@ from orchestrator.artifacts.plan import write_plan
 from orchestrator.artifacts.registry import find_written, registry_lookup, registry_note
 from orchestrator.artifacts.text import sections
 from orchestrator.faults import fault
-from orchestrator.nodes._runtime import RunContext
+from orchestrator.graph.context import RunContext
 from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
