@@ -65,7 +65,7 @@ TARGETS = (
     ),
     Target(
         "recovery",
-        ("orchestrator/recovery.py",),
+        ("orchestrator/recovery/resume.py",),
         # `test_recovery.py` and `test_recovery_order.py` start `forkserver` children,
         # which run mutmut's own entry script again and stop there (it finds no settings
         # in a test's working directory); these resume in the test process

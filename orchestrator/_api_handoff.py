@@ -15,8 +15,8 @@ from orchestrator.artifacts.tasks import resume_command
 from orchestrator.graph.build import saved_state
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.writes import write_checkpoint
-from orchestrator.rebuild import state_from_checkpoint, with_recorded_findings
-from orchestrator.status import task_status
+from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
+from orchestrator.recovery.status import task_status
 
 
 class HandoffMixin:
@@ -64,5 +64,5 @@ class HandoffMixin:
 
     def status(self, task_id: str | None = None) -> dict[str, Any]:
         """A JSON-able summary of the task: phase, subtasks, tokens, latest files
-        (see `orchestrator.status.task_status`)."""
+        (see `orchestrator.recovery.status.task_status`)."""
         return task_status(self.docs, task_id, checkpointer=self.checkpointer)

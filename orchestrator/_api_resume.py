@@ -23,8 +23,8 @@ from orchestrator.errors import OrchestratorUserError, UnknownTaskError
 from orchestrator.graph.build import saved_state
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
-from orchestrator.rebuild import normalise
-from orchestrator.recovery import choose_recovery
+from orchestrator.recovery.rebuild import normalise
+from orchestrator.recovery.resume import choose_recovery
 from orchestrator.result import RunResult
 from orchestrator.tools.toolbox import Toolbox
 from orchestrator.tools.workdir import check_workdir

@@ -13,8 +13,8 @@ Design: options are validated before anything is written (workflow file, workdir
 phase), so a bad call leaves the memory directory untouched. `Orchestrator` is the driver:
 it records the task (`artifacts.tasks`), resolves the model (`agents.chat_models`),
 builds the run context and streams the graph (`orchestrator.graph.build`); a resume continues
-from the source `orchestrator.recovery` chooses; `status` reads tether's own files
-(`orchestrator.status`). Progress is reported as event dicts to `on_event` (their kinds and
+from the source `orchestrator.recovery.resume` chooses; `status` reads tether's own files
+(`orchestrator.recovery.status`). Progress is reported as event dicts to `on_event` (their kinds and
 fields: `orchestrator.events`; shown by `orchestrator.view`); library code never prints.
 
 Invariant: `run` and `resume` either finish the task or leave it resumable: every

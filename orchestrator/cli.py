@@ -523,7 +523,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
       orchestrator status
       orchestrator status --task auth-map --json
     """
-    from orchestrator.status import task_status  # start-up: see the module docstring
+    from orchestrator.recovery.status import task_status  # start-up: see the module docstring
 
     info = task_status(_memory(memory_dir), task_id)
     if json_mode:

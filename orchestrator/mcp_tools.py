@@ -21,7 +21,7 @@ from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, report
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskRegistry
 from orchestrator.errors import OrchestratorError
-from orchestrator.status import task_status as status_of
+from orchestrator.recovery.status import task_status as status_of
 
 _TASK = Annotated[
     str | None,

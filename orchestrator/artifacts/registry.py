@@ -23,7 +23,7 @@ A note merges its fields into the key's record in one atomic step
 latest note was (`started`, `written`, `requested`, `decided`). Approval requests and their
 decisions are recorded here too (`orchestrator.approvals`). A lookup reads the key's record
 alone, so it stays cheap however many subagents the run has. The registry also lets a run's
-state be rebuilt without LangGraph's database (`orchestrator.rebuild`). A task an older
+state be rebuilt without LangGraph's database (`orchestrator.recovery.rebuild`). A task an older
 version ran keeps its registry in `.tether/registry/{task}.jsonl`; its keys are copied to
 records the first time the task's registry is read (the file is kept).
 """

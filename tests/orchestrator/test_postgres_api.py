@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from memory.cli import cli as memory_cli
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts.findings import read_findings
-from orchestrator.status import task_status
+from orchestrator.recovery.status import task_status
 from tests.pg import private_schema
 
 

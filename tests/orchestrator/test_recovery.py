@@ -1,7 +1,7 @@
 """Crash recovery: SIGKILL at many points, resume, and get exactly an uninterrupted run.
 
 Each case starts a child process that runs the task with `TETHER_FAULT=<point>:<n>` (the
-child SIGKILLs itself there, see `orchestrator.recovery`), then another child that
+child SIGKILLs itself there, see `orchestrator.recovery.resume`), then another child that
 resumes. Children come from a `forkserver` with the orchestrator preloaded, so a
 kill/resume pair costs about a second; the module fixture runs the pairs a few at a
 time. The result is compared with one uninterrupted baseline run: the same subtask ids,

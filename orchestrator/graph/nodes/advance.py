@@ -8,7 +8,7 @@ phases after it are recorded as skipped, with the reason, in the plan and the ch
 
 A phase with a failed subagent ends the task `failed` (checkpoint `phase_failed`, the plan
 names what failed): later phases are never planned without its finding; `resume` reruns
-the failed subagents only (`orchestrator.rebuild.retry_failed`).
+the failed subagents only (`orchestrator.recovery.rebuild.retry_failed`).
 
 At a transition to the next phase, after its checkpoint, the thread's superseded LangGraph
 checkpoints are pruned (`orchestrator.graph.pruning`): the finished phase's steps and its

@@ -36,7 +36,7 @@ from orchestrator.artifacts.checkpoint import (
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.errors import RecoveryError
-from orchestrator.rebuild import (
+from orchestrator.recovery.rebuild import (
     missing_findings,
     retry_failed,
     state_from_checkpoint,

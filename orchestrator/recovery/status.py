@@ -6,7 +6,7 @@ fraction of a second. It reads:
 * the task's record (`orchestrator.artifacts.tasks`): the task, its objective, a recorded failure
   of the lead's model;
 * the task's newest JSON checkpoint that parses, rebuilt into a state together with the
-  findings written since (`orchestrator.rebuild.state_from_checkpoint`, which reads the
+  findings written since (`orchestrator.recovery.rebuild.state_from_checkpoint`, which reads the
   artifact registry and the findings files); before the task's first checkpoint, the
   phases recorded with the task;
 * whether LangGraph's checkpointer holds the task's thread (one query, `holds_thread` of the
@@ -44,7 +44,7 @@ from orchestrator.artifacts.tasks import (
 )
 from orchestrator.artifacts.text import loads_strict
 from orchestrator.errors import ArtifactError, RecoveryError
-from orchestrator.rebuild import state_from_checkpoint
+from orchestrator.recovery.rebuild import state_from_checkpoint
 from orchestrator.state import OrchestratorState, current_phase, initial_state, usage_totals
 
 

@@ -11,7 +11,7 @@ files hold everything a run needs to continue:
 * `retry_failed` reopens a finished state at the earliest phase with a failed subagent;
 * `normalise` fills in what a rebuilt state lacks.
 
-Which of them a resume uses is `orchestrator.recovery.choose_recovery`'s decision;
+Which of them a resume uses is `orchestrator.recovery.resume.choose_recovery`'s decision;
 `orchestrator status` reads a task through `state_from_checkpoint` too. Importing this
 module is cheap (no pydantic, Jinja or LangGraph).
 """
