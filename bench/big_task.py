@@ -62,7 +62,7 @@ def _orchestrator(memory: Path, workdir: Path, per_phase: int, parallel: int, **
 
 def _whole(memory: str, workdir: str, per_phase: int, parallel: int, queue: Any) -> None:
     """Child: one uninterrupted run; puts its figures on `queue`."""
-    from orchestrator._process import settle_imports
+    from orchestrator.cli.process import settle_imports
 
     settle_imports()
     orch = _orchestrator(Path(memory), Path(workdir), per_phase, parallel)
@@ -92,7 +92,7 @@ def _killed(memory: str, workdir: str, per_phase: int, parallel: int, kill_at: i
 
 def _resume(memory: str, workdir: str, per_phase: int, parallel: int, queue: Any) -> None:
     """Child: resume the killed task; puts what ran and what was reused on `queue`."""
-    from orchestrator._process import settle_imports
+    from orchestrator.cli.process import settle_imports
 
     events: list[dict] = []
     orch = _orchestrator(Path(memory), Path(workdir), per_phase, parallel)

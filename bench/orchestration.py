@@ -231,7 +231,7 @@ def _resume_child(kind: str, memory: str, workdir: str, n: int, queue: Any) -> N
         os._exit(1)  # the fault should have killed us
     events: list[dict] = []
     orch.on_event = events.append
-    from orchestrator._process import settle_imports
+    from orchestrator.cli.process import settle_imports
 
     settle_imports()  # as `orchestrator resume` does before it starts
     start = time.perf_counter()

@@ -15,7 +15,7 @@ it records the task (`artifacts.tasks`), resolves the model (`agents.chat_models
 builds the run context and streams the graph (`orchestrator.graph.build`); a resume continues
 from the source `orchestrator.recovery.resume` chooses; `status` reads tether's own files
 (`orchestrator.recovery.status`). Progress is reported as event dicts to `on_event` (their kinds and
-fields: `orchestrator.events`; shown by `orchestrator.view`); library code never prints.
+fields: `orchestrator.events`; shown by `orchestrator.cli.view`); library code never prints.
 
 Invariant: `run` and `resume` either finish the task or leave it resumable: every
 super-step is durable (LangGraph `durability="sync"`), and the JSON checkpoints, plan and

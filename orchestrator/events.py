@@ -2,7 +2,7 @@
 
 A run reports progress as plain dicts (`Event`): `{"event": kind, **fields}`, delivered to
 the `on_event` callback of `Orchestrator` and of `TetherMemoryMiddleware`, to the CLI's
-live view (`orchestrator.view`) and to LangGraph Server's `custom` stream. Every emitter
+live view (`orchestrator.cli.view`) and to LangGraph Server's `custom` stream. Every emitter
 builds its dict with `build_event(kind, **fields)`, which checks the fields against the
 kind's model (`EVENTS[kind]`) and returns `{"event": kind, **fields}` itself: the model
 checks, it does not convert, so a callback sees the same keys and values as before the

@@ -9,7 +9,7 @@ import click
 import pytest
 
 from memory.cli import cli as memory_cli
-from orchestrator.cli import cli as orchestrator_cli
+from orchestrator.cli.app import cli as orchestrator_cli
 from orchestrator.events import events_table
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from memory.cli import cli as memory_cli
-from orchestrator.cli import cli as orchestrator_cli
+from orchestrator.cli.app import cli as orchestrator_cli
 
 
 @pytest.mark.parametrize("before", [True, False], ids=["before-verb", "after-verb"])

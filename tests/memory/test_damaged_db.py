@@ -140,7 +140,7 @@ def test_a_process_still_on_the_old_file_follows_to_the_new_one(memory):
 
 
 def test_orchestrator_status_run_and_resume_rebuild_and_go_on(memory_dir, tmp_path):
-    from orchestrator.cli import cli
+    from orchestrator.cli.app import cli
 
     work = tmp_path / "proj"
     work.mkdir()

@@ -205,7 +205,7 @@ def test_an_orchestrator_memory_round_trips_through_postgres(pg_url, tmp_path, m
     work = tmp_path / "proj"
     work.mkdir()
     (work / "app.py").write_text("def handle():\n    return 1\n")
-    boot = "import sys; sys.argv[0] = 'orchestrator'; from orchestrator.cli import main; main()"
+    boot = "import sys; sys.argv[0] = 'orchestrator'; from orchestrator.cli.app import main; main()"
     ran = subprocess.run(
         [sys.executable, "-c", boot, "run", "Survey the app", "--workdir", str(work)],
         capture_output=True,

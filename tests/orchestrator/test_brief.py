@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.artifacts.brief import MAX_OBJECTIVE_CHARS
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 
 
 def _run(*args: str):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 
 CMD = [sys.executable, "-m", "orchestrator.cli"]
 
@@ -257,7 +257,7 @@ def test_every_command_has_help_with_examples():
 
 
 def test_importing_the_cli_does_not_import_langgraph(cli_env):
-    code = "import sys, orchestrator.cli; print('langgraph' in sys.modules)"
+    code = "import sys, orchestrator.cli.app; print('langgraph' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True, text=True)
     assert done.stdout.strip() == "False"
 
@@ -267,7 +267,7 @@ def test_status_and_help_load_neither_langgraph_nor_langchain(finished, cli_env,
     """`status` reads tether's own files; loading LangGraph would cost it a second."""
     code = (
         "import sys\n"
-        "from orchestrator.cli import main\n"
+        "from orchestrator.cli.app import main\n"
         f"sys.argv = ['orchestrator', *{args!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "loaded = sorted({m.split('.')[0] for m in sys.modules})\n"
@@ -284,7 +284,7 @@ def test_status_and_help_load_neither_langgraph_nor_langchain(finished, cli_env,
 def test_live_view_fits_a_60_column_terminal():
     from rich.console import Console
 
-    from orchestrator.view import LiveView
+    from orchestrator.cli.view import LiveView
 
     buffer = io.StringIO()
     view = LiveView(buffer)
@@ -330,7 +330,7 @@ def test_live_view_fits_a_60_column_terminal():
 
 
 def test_plain_view_writes_clean_lines():
-    from orchestrator.view import PlainView
+    from orchestrator.cli.view import PlainView
 
     buffer = io.StringIO()
     view = PlainView(buffer)

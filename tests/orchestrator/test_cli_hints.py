@@ -8,7 +8,7 @@ import json
 
 from click.testing import CliRunner, Result
 
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 
 
 def run(*args: str) -> Result:

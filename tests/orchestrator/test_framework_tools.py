@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from langchain_openai import ChatOpenAI
 
 from orchestrator.api import Orchestrator
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 from orchestrator.errors import ToolConfigError
 from tests.orchestrator.fixtures.widget_tools import count_widgets
 from tests.orchestrator.openai_server import ScriptedOpenAI

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator import Orchestrator
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 from orchestrator.errors import OrchestratorUserError
 from tests.orchestrator.conftest import build_repo
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from orchestrator import Orchestrator
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 from orchestrator.tools.workdir import workdir_tools
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.artifacts.tasks import check_task_id
-from orchestrator.cli import cli
+from orchestrator.cli.app import cli
 from orchestrator.errors import OrchestratorUserError
 
 MESSAGE = "use 1 to 128 letters, digits, '-', '_' or '.', starting with a letter or digit"

@@ -12,7 +12,7 @@ import re
 import pytest
 from rich.console import Console
 
-from orchestrator.view import LiveView, PlainView
+from orchestrator.cli.view import LiveView, PlainView
 
 
 class _Clock:

@@ -35,7 +35,7 @@ def _capped() -> None:
 
 
 def _orchestrator(args, cwd, env):
-    boot = "import sys; sys.argv[0] = 'orchestrator'; from orchestrator.cli import main; main()"
+    boot = "import sys; sys.argv[0] = 'orchestrator'; from orchestrator.cli.app import main; main()"
     return subprocess.run(
         [sys.executable, "-c", boot, *args],
         cwd=cwd,

@@ -1,6 +1,6 @@
 """`orchestrator checkpoint now|load|report|list` and `orchestrator snapshot write|list`.
 
-Registered on the `orchestrator` group (`orchestrator.cli` imports this module once `cli`
+Registered on the `orchestrator` group (`orchestrator.cli.app` imports this module once `cli`
 and its shared options exist).
 """
 
@@ -15,7 +15,7 @@ import click
 from memory.store import MemoryStore
 from orchestrator.artifacts.checkpoint import list_checkpoints
 from orchestrator.artifacts.snapshot import list_snapshots
-from orchestrator.cli import (
+from orchestrator.cli.app import (
     _Group,
     _memory,
     _orchestrator,

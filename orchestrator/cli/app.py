@@ -29,8 +29,8 @@ import click
 from memory._cli_common import show_warnings
 from memory.cliopts import hoist
 from memory.errors import MemoryStoreError
-from orchestrator._cli_report import report_text, status_text, unreachable
-from orchestrator._exits import (
+from orchestrator.artifacts.brief import read_brief
+from orchestrator.cli.exits import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -39,8 +39,8 @@ from orchestrator._exits import (
     exit_now,
     stop_gracefully_on_sigterm,
 )
-from orchestrator._process import settle_imports
-from orchestrator.artifacts.brief import read_brief
+from orchestrator.cli.process import settle_imports
+from orchestrator.cli.report import report_text, status_text, unreachable
 from orchestrator.config.defaults import TOKEN_THRESHOLD
 from orchestrator.config.settings import MemoryLocation, memory_location
 from orchestrator.errors import Interrupted, OrchestratorError, Terminated
@@ -293,7 +293,7 @@ def _with_view(json_mode: bool) -> Any:
     """
     # run and resume only (start-up: see the module docstring)
     from orchestrator.agents.chat_models import OFFLINE_BANNER
-    from orchestrator.view import LiveView, make_view
+    from orchestrator.cli.view import LiveView, make_view
 
     view = make_view(json_mode=json_mode)
 
@@ -533,7 +533,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
 
 
 # the `checkpoint` and `snapshot` groups register themselves on `cli`
-import orchestrator._cli_checkpoint  # noqa: E402,F401  (after `cli` and its helpers exist)
+import orchestrator.cli.checkpoint  # noqa: E402,F401  (after `cli` and its helpers exist)
 
 
 @functools.wraps(cli)
@@ -541,10 +541,3 @@ def main(*args: Any, **kwargs: Any) -> Any:
     """Console-script entry point."""
     stop_gracefully_on_sigterm()
     return cli(*args, **kwargs)
-
-
-if __name__ == "__main__":  # `python -m orchestrator.cli`: the module's own `cli`, which
-    # `orchestrator._cli_checkpoint` registered its groups on (not this `__main__` copy's)
-    from orchestrator.cli import main as _main
-
-    _main()
