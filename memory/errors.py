@@ -22,9 +22,17 @@ can catch what they can fix::
         └── SummarizerFailed          the summariser raised or timed out (nothing archived)
 
 Messages are one line, show the offending value with `!r` and say what to do next.
+
+`is_sqlite_damage` and `describe_sqlite_damage` tell a damaged SQLite database (tether's
+`memory.db`, or LangGraph's `state.sqlite` beside it) from every other SQLite failure.
 """
 
 from __future__ import annotations
+
+import sqlite3
+
+#: SQLite's primary result codes (the low byte of an extended code).
+SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 10, 11, 13, 26
 
 
 class MemoryStoreError(Exception):
@@ -92,3 +100,22 @@ class LockHeldError(MemoryUserError):
 
 class StorageError(MemoryRuntimeError):
     """The backend cannot be reached or used (server down, bad credentials, old schema)."""
+
+
+def is_sqlite_damage(exc: BaseException) -> bool:
+    """Whether SQLite raised `exc` because the database file is damaged."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
+        return True
+    text = str(exc)  # the module's own errors carry no code
+    return text.startswith("Could not decode to UTF-8") or "malformed" in text
+
+
+def describe_sqlite_damage(exc: BaseException) -> str:
+    """What SQLite said, in a few words (never the stored text it could not decode)."""
+    text = " ".join(str(exc).split())
+    if text.startswith("Could not decode to UTF-8"):
+        return "stored text is not UTF-8"
+    return text[:200]

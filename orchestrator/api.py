@@ -33,10 +33,10 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from memory.backends.files._repair import describe as describe_damage
-from memory.backends.files._repair import is_damage
 from memory.base import BaseBackend
 from memory.capabilities import HoldsGraphState
+from memory.errors import describe_sqlite_damage as describe_damage
+from memory.errors import is_sqlite_damage as is_damage
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pytest
 
-from memory.cli import cli as memory_cli
+from memory.cli.app import cli as memory_cli
 from orchestrator.cli.app import cli as orchestrator_cli
 from orchestrator.events import events_table
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from memory.cli import cli as memory_cli
+from memory.cli.app import cli as memory_cli
 from orchestrator.cli.app import cli as orchestrator_cli
 
 

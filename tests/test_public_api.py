@@ -82,7 +82,7 @@ def test_orchestrator_all_is_sorted_pinned_and_importable():
 
 def test_importing_memory_does_not_import_langchain_or_langgraph():
     code = (
-        "import sys, memory, memory.cli; "
+        "import sys, memory, memory.cli.app; "
         "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]; "
         "print(bad)"
     )
@@ -93,7 +93,7 @@ def test_importing_memory_does_not_import_langchain_or_langgraph():
 def test_memory_log_and_search_import_no_langchain_langgraph_or_psycopg(tmp_path):
     code = (
         "import sys\n"
-        "from memory.cli import cli\n"
+        "from memory.cli.app import cli\n"
         "for args in (['log', 'the flaky test timed out'], ['search', 'flaky timeout']):\n"
         "    cli(args, standalone_mode=False)\n"
         "heavy = ('langchain', 'langgraph', 'psycopg', 'mcp', 'jinja2')\n"

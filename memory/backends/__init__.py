@@ -7,6 +7,7 @@
 `backend_for(url)` opens one (the caller closes it), `open_backend(url)` does the same as a
 context manager; `TETHER_MEMORY_URL` supplies the URL when none is given. Errors name the URL
 without its password.
+`resolve_url`, `is_postgres` and `is_directory` are `memory.backends.urls`'s.
 """
 
 from __future__ import annotations
@@ -17,26 +18,28 @@ from contextlib import contextmanager
 
 from memory.backends.files import FilesBackend
 from memory.backends.inmemory import InMemoryBackend
-from memory.backends.postgres import PostgresBackend, redact
+from memory.backends.postgres import PostgresBackend
+from memory.backends.urls import (
+    ENV_URL,
+    POSTGRES_SCHEMES,
+    is_directory,
+    is_postgres,
+    redact,
+    resolve_url,
+)
 from memory.base import BaseBackend
 from memory.errors import InvalidInputError
 
-ENV_URL = "TETHER_MEMORY_URL"
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def resolve_url(url: str | None = None) -> str | None:
-    """The URL given, else `$TETHER_MEMORY_URL`, else `None` (the files default)."""
-    return url or os.environ.get(ENV_URL) or None
-
-
-def is_postgres(url: str | None) -> bool:
-    return bool(url) and url.startswith(POSTGRES_SCHEMES)
-
-
-def is_directory(url: str | None) -> bool:
-    """Whether `url` names a memory directory (no URL, a path, or `file://`)."""
-    return url is None or url.startswith("file://") or "://" not in url
+__all__ = [
+    "ENV_URL",
+    "POSTGRES_SCHEMES",
+    "backend_for",
+    "is_directory",
+    "is_postgres",
+    "open_backend",
+    "redact",
+    "resolve_url",
+]
 
 
 def backend_for(

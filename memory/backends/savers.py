@@ -15,21 +15,16 @@ module costs only `sqlite3`.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+from memory.backends.urls import redact
 from memory.base import StorageError
 
 CONNECT_TIMEOUT_S = 5
 HAS_THREAD_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1"
 _READ_ONLY_FLAGS = ("mode=ro", "immutable=1")  # `immutable`: a read-only dir with a WAL file
-
-
-def redact(url: str) -> str:
-    """`url` without its password (`postgresql://user:***@host/db`)."""
-    return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 def open_sqlite_saver(db_path: Path, *, read_only: bool = False) -> Any:
@@ -117,13 +112,13 @@ def pg_connect(url: str, **kwargs: Any) -> Any:
 def open_postgres_saver(url: str, **kwargs: Any) -> Any:
     """A set-up `PostgresSaver` on a checked pool of connections to `url` (close it with
     `saver.conn.close()`). A connection lost under a call is replaced and the call run
-    again (`memory.backends._postgres_retry`): every saver call is an idempotent upsert or
+    again (`memory.backends.postgres.connections`): every saver call is an idempotent upsert or
     a read. `kwargs` are connection settings (e.g. `options` for a search path).
 
     Raises:
         StorageError: the server cannot be reached (the message hides the password).
     """
-    from memory.backends._postgres_retry import make_pool
+    from memory.backends.postgres.connections import make_pool
 
     pg_connect(url, **kwargs).close()  # the real reason, if any, is here
     from psycopg.rows import dict_row
@@ -152,7 +147,7 @@ def _reconnecting_saver() -> Any:
         return _SAVER_CLASS
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from memory.backends._postgres_retry import retrying
+    from memory.backends.postgres.connections import retrying
 
     class ReconnectingPostgresSaver(PostgresSaver):
         url = "postgresql"

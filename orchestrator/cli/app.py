@@ -26,8 +26,8 @@ from typing import Any
 
 import click
 
-from memory._cli_common import show_warnings
-from memory.cliopts import hoist
+from memory.cli.common import show_warnings
+from memory.cli.options import hoist
 from memory.errors import MemoryStoreError
 from orchestrator.artifacts.brief import read_brief
 from orchestrator.cli.exits import (

@@ -14,7 +14,7 @@ from typing import Any
 
 def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
     """The closing report of `run`, `resume` and `approve` (`url`: the shared memory)."""
-    from memory.backends.savers import redact
+    from memory.backends.urls import redact
     from orchestrator.artifacts.tasks import resume_command
     from orchestrator.state import failure_summary
 
@@ -91,7 +91,7 @@ def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
 
 def status_text(info: dict[str, Any], url: str | None = None) -> str:
     """`orchestrator status` as lines (`url`: the shared memory, named in commands)."""
-    from memory.backends.savers import redact
+    from memory.backends.urls import redact
 
     memory = redact(url) if url is not None else info["memory_dir"]
     lines = [

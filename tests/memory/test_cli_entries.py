@@ -16,7 +16,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from memory.cli import cli
+from memory.cli.app import cli
 
 ID = r"mem-\d{8}-\d{6}-[0-9a-f]{8}"
 
@@ -311,7 +311,7 @@ class TestHelpAndStartup:
 
     def test_log_does_not_import_langchain_or_langgraph(self, cli_env):
         code = (
-            "import sys\nfrom memory.cli import cli\n"
+            "import sys\nfrom memory.cli.app import cli\n"
             "try:\n    cli(['log', 'startup check', '-q'], standalone_mode=False)\n"
             "finally:\n"
             "    heavy = sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from memory import MemoryStore, durable
-from memory.cli import cli
+from memory.cli.app import cli
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def test_help_has_examples():
 
 def test_search_does_not_import_langchain(memory, cli_env):
     code = (
-        "import sys\nfrom memory.cli import main\nsys.argv = ['memory', 'search', 'JWT']\n"
+        "import sys\nfrom memory.cli.app import main\nsys.argv = ['memory', 'search', 'JWT']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]\n"
         "print('IMPORTED', bad)\n"

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from memory import longterm, memfiles
-from memory.cli import cli
+from memory.cli.app import cli
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 
@@ -124,7 +124,7 @@ def test_facts_and_episodes_listings():
 
 def test_cli_never_imports_langchain(cli_env):
     code = (
-        "import sys; from memory.cli import cli; "
+        "import sys; from memory.cli.app import cli; "
         "print(sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph'))))"
     )
     out = subprocess.run(

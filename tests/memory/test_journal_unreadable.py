@@ -15,7 +15,7 @@ import pytest
 
 from memory import MemoryStore
 from memory.backends import open_backend
-from memory.backends.files._tree import import_tree
+from memory.backends.files.tree import import_tree
 from tests.clis import memory_cli
 from tests.pg import private_schema
 

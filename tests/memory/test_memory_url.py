@@ -142,8 +142,8 @@ def test_setup_upgrades_a_database_whose_logs_were_written_before_appends_had_ro
     and searched after `memory setup` adds the third."""
     import psycopg
 
-    from memory.backends._postgres_sql import MIGRATIONS
     from memory.backends.postgres import PostgresBackend
+    from memory.backends.postgres._sql import MIGRATIONS
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE tether_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")

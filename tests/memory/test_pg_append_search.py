@@ -11,8 +11,8 @@ import time
 import psycopg
 import pytest
 
-from memory.backends import _postgres_search
 from memory.backends.postgres import PostgresBackend
+from memory.backends.postgres import _search as _postgres_search
 from tests.pg import private_schema
 
 LOG = "working/t/messages.jsonl"

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from memory import MemoryStore, durable
-from memory.cli import cli
+from memory.cli.app import cli
 from memory.errors import InvalidQueryError
 from memory.recall import SCOPES, SearchResult, format_results, search
 

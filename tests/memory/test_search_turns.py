@@ -166,7 +166,7 @@ def test_an_index_from_before_speakers_is_searched_read_only(store, memory_dir, 
     subprocess.run(["chmod", "-R", "a-w", str(memory_dir)], check=True)
     try:
         drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
-        boot = "import sys; sys.argv[0] = 'memory'; from memory.cli import main; main()"
+        boot = "import sys; sys.argv[0] = 'memory'; from memory.cli.app import main; main()"
         found = subprocess.run(
             [*(drop if os.geteuid() == 0 else []), sys.executable, "-c", boot]
             + ["search", "which port does Ana's zephyr service use", "--limit", "2", "--json"],

@@ -10,7 +10,7 @@ import json
 
 from click.testing import CliRunner
 
-from memory.cli import cli
+from memory.cli.app import cli
 from memory.status_file import BEGIN, END
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from memory import MemoryStore
 from memory.backends import open_backend
-from memory.backends.files._tree import import_tree
+from memory.backends.files.tree import import_tree
 from memory.tools import memory_tools
 from tests.clis import memory_cli
 from tests.pg import private_schema
@@ -146,7 +146,7 @@ def tree(tmp_path, outside):
         big = store.log("word " * 3000)
     folder = tmp_path / "tree"
     with open_backend(str(source)) as backend:
-        from memory.backends.files._tree import export_tree
+        from memory.backends.files.tree import export_tree
 
         export_tree(backend, folder)
     (folder / "facts" / "leak.md").symlink_to(outside / "id_rsa")

@@ -84,8 +84,8 @@ def test_appends_and_searches_go_on_while_connections_are_dropped(proxied):
 def test_a_write_whose_answer_was_lost_is_not_applied_twice(proxied, monkeypatch):
     """The connection ends after the server applied a write and before the answer came
     back: the retry asks whether it landed instead of writing again."""
-    from memory.backends import _postgres_documents as documents
     from memory.backends.postgres import PostgresBackend as Backend
+    from memory.backends.postgres import _documents as documents
 
     _proxy, through, _direct = proxied
     backend = Backend.from_url(through)
@@ -146,8 +146,8 @@ def test_a_lock_whose_answer_was_lost_is_not_reported_as_another_run(monkeypatch
     """The first attempt took the lock, then its connection went before the answer came
     back: the server keeps that session's lock until it sees the session end. The retry
     waits for that instead of reporting the task as running elsewhere."""
-    from memory.backends._postgres_lock import LockKeeper
-    from memory.backends._postgres_sql import TRY_MUTEX_SQL
+    from memory.backends.postgres._lock import LockKeeper
+    from memory.backends.postgres._sql import TRY_MUTEX_SQL
 
     take, ghosts = LockKeeper.take, []
 
@@ -175,7 +175,7 @@ def test_a_lock_whose_answer_was_lost_is_not_reported_as_another_run(monkeypatch
 
 
 def test_the_run_lock_is_taken_again_after_its_connection_ends(proxied, monkeypatch):
-    monkeypatch.setattr("memory.backends._postgres_lock.CHECK_S", 0.1)
+    monkeypatch.setattr("memory.backends.postgres._lock.CHECK_S", 0.1)
     proxy, through, direct = proxied
     holder = PostgresBackend.from_url(through)
     other = PostgresBackend.from_url(direct)
@@ -231,7 +231,7 @@ def test_a_run_whose_server_stays_away_stops_with_one_line_and_resumes(
 def test_a_request_the_server_refuses_is_not_retried_as_a_lost_connection(proxied, monkeypatch):
     """A statement timeout or a server limit is an answer, not a lost connection: one
     `StorageError` at once, not a minute of retries."""
-    from memory.backends import _postgres_documents as documents
+    from memory.backends.postgres import _documents as documents
 
     _proxy, through, _direct = proxied
     backend = PostgresBackend.from_url(through)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import psycopg
 from click.testing import CliRunner
 
-from memory.cli import cli as memory_cli
+from memory.cli.app import cli as memory_cli
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts.findings import read_findings
 from orchestrator.recovery.status import task_status

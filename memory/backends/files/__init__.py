@@ -47,6 +47,7 @@ import memory.durable as durable
 from memory.backends.files._documents import DocumentFiles, is_document_path, walk_documents
 from memory.backends.files._entries import EntryStore
 from memory.backends.files._entry_sql import MIGRATIONS as ENTRY_MIGRATIONS
+from memory.backends.files._entry_upkeep import ORPHAN_GRACE_S
 from memory.backends.files._index import Index
 from memory.backends.files._index_schema import MIGRATIONS as INDEX_MIGRATIONS
 from memory.backends.files._planner import Query
@@ -68,7 +69,13 @@ from memory.clock import utc_now
 from memory.errors import MemoryDirError
 from memory.paths import Layout
 
-__all__ = ["FilesBackend", "MIGRATIONS", "is_document_path", "walk_documents"]
+__all__ = [
+    "MIGRATIONS",
+    "ORPHAN_GRACE_S",
+    "FilesBackend",
+    "is_document_path",
+    "walk_documents",
+]
 
 MIGRATIONS = [*ENTRY_MIGRATIONS, *INDEX_MIGRATIONS, *RECORD_MIGRATIONS]
 LANGGRAPH_DB = Path(".langgraph") / "state.sqlite"

@@ -29,35 +29,22 @@ from typing import Any, TypeVar
 
 import memory.durable as durable
 from memory.clock import utc_now
-from memory.errors import CorruptDataError, MemoryDirError, MemoryRuntimeError
+from memory.errors import (
+    SQLITE_FULL,
+    SQLITE_IOERR,
+    CorruptDataError,
+    MemoryDirError,
+    MemoryRuntimeError,
+)
+from memory.errors import describe_sqlite_damage as describe
+from memory.errors import is_sqlite_damage as is_damage
 from memory.paths import Layout
 
-#: SQLite's primary result codes (the low byte of an extended code).
-SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_NOTADB = 10, 11, 13, 26
 DB_FILES = ("", "-wal", "-shm")
 REPAIR_LOCK = "memory.db.repair"
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def is_damage(exc: BaseException) -> bool:
-    """Whether SQLite raised `exc` because `memory.db` is damaged."""
-    if not isinstance(exc, sqlite3.DatabaseError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB):
-        return True
-    text = str(exc)  # the module's own errors carry no code
-    return text.startswith("Could not decode to UTF-8") or "malformed" in text
-
-
-def describe(exc: BaseException) -> str:
-    """What SQLite said, in a few words (never the stored text it could not decode)."""
-    text = " ".join(str(exc).split())
-    if text.startswith("Could not decode to UTF-8"):
-        return "stored text is not UTF-8"
-    return text[:200]
 
 
 def storage_error(db: Path, exc: sqlite3.DatabaseError) -> Exception:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memory._cli_common import get_store
+from memory.cli.common import get_store
 from memory.status_file import FILE_NAME, write_status_file
 
 

@@ -11,9 +11,8 @@ import json
 import time
 from typing import Any
 
-from memory.backends._postgres_documents import retried
-from memory.backends._postgres_retry import NOT_LANDED
-from memory.backends._postgres_sql import (
+from memory.backends.postgres._documents import retried
+from memory.backends.postgres._sql import (
     DELETE_LOCK_SQL,
     GET_AGENT_SQL,
     LIST_AGENTS_SQL,
@@ -26,6 +25,7 @@ from memory.backends._postgres_sql import (
     UPSERT_LOCK_SQL,
     UPSERT_TASK_SQL,
 )
+from memory.backends.postgres.connections import NOT_LANDED
 from memory.base import LockInfo, SubagentRecord, TaskRecord, check_id, json_text
 
 

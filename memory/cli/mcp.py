@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from memory._cli_common import get_store
+from memory.cli.common import get_store
 
 
 def register(cli: click.Group) -> None:

@@ -12,8 +12,8 @@ import json
 
 import click
 
-from memory._cli_common import get_store
 from memory.archive import Archive, SummaryStatus
+from memory.cli.common import get_store
 from memory.errors import InvalidInputError
 from memory.longterm import episode_index
 from memory.memfiles import format_size, list_memory

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memory.backends._postgres_retry import NOT_LANDED
-from memory.backends._postgres_sql import (
+from memory.backends.blocks import document_docs, indexed_source, message_docs
+from memory.backends.postgres._sql import (
     APPEND_CALL_SQL,
     APPEND_DOC_SQL,
     DELETE_MARK_SQL,
@@ -38,7 +38,7 @@ from memory.backends._postgres_sql import (
     UPSERT_DOC_SQL,
     UPSERT_SEARCH_SQL,
 )
-from memory.backends.blocks import document_docs, indexed_source, message_docs
+from memory.backends.postgres.connections import NOT_LANDED
 from memory.base import (
     Document,
     DocumentInfo,

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import click
 
-from memory._cli_common import get_store
-from memory.backends.files import FilesBackend
-from memory.backends.files._entry_upkeep import ORPHAN_GRACE_S
-from memory.backends.files._leftovers import remove_temp_files, temp_files
+from memory.backends.files import ORPHAN_GRACE_S, FilesBackend
+from memory.backends.files.leftovers import remove_temp_files, temp_files
+from memory.cli.common import get_store
 from memory.entries import ENTRY_TYPES, Entry, check_type
 from memory.errors import InvalidInputError
 

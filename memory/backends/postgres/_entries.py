@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory.backends._postgres_documents import retried
-from memory.backends._postgres_retry import NOT_LANDED
-from memory.backends._postgres_sql import (
+from memory.backends.blocks import entry_docs
+from memory.backends.postgres._documents import retried
+from memory.backends.postgres._sql import (
     COUNT_PRUNED_SQL,
     DELETE_ENTRY_SEARCH_SQL,
     DELETE_ENTRY_SQL,
@@ -25,7 +25,7 @@ from memory.backends._postgres_sql import (
     SELECT_CHUNKS_SQL,
     SELECT_ENTRY_SQL,
 )
-from memory.backends.blocks import entry_docs
+from memory.backends.postgres.connections import NOT_LANDED
 from memory.base import check_chunk, check_limit, unknown_entry
 from memory.entries import Entry, normalize_directory, pieces, prepare_entry, tier_of
 

@@ -26,13 +26,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from memory.backends._postgres_documents import DocumentsMixin, retried
-from memory.backends._postgres_entries import EntriesMixin
-from memory.backends._postgres_lock import LOST_SESSION_S, LockKeeper
-from memory.backends._postgres_records import RecordsMixin
-from memory.backends._postgres_retry import lost_errors, make_pool, reason_of, retrying
-from memory.backends._postgres_search import CountCache, PendingMerges, SearchMixin
-from memory.backends._postgres_sql import (
+from memory.backends.postgres._documents import DocumentsMixin, retried
+from memory.backends.postgres._entries import EntriesMixin
+from memory.backends.postgres._lock import LOST_SESSION_S, LockKeeper
+from memory.backends.postgres._records import RecordsMixin
+from memory.backends.postgres._search import CountCache, PendingMerges, SearchMixin
+from memory.backends.postgres._sql import (
     APPLIED_SQL,
     ASYNC_COMMIT_SQL,
     CREATE_MIGRATIONS_SQL,
@@ -44,7 +43,9 @@ from memory.backends._postgres_sql import (
     RECORD_MIGRATION_SQL,
     XACT_LOCK_SQL,
 )
-from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect, redact
+from memory.backends.postgres.connections import lost_errors, make_pool, reason_of, retrying
+from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect
+from memory.backends.urls import redact
 from memory.base import BaseBackend, StorageError
 
 T = TypeVar("T")

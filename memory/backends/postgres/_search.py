@@ -15,9 +15,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memory.backends._postgres_documents import retried
-from memory.backends._postgres_entries import _entry
-from memory.backends._postgres_sql import (
+from memory.backends.blocks import document_docs, entry_docs, indexed_source, message_docs
+from memory.backends.postgres._documents import retried
+from memory.backends.postgres._entries import _entry
+from memory.backends.postgres._sql import (
     ASYNC_COMMIT_SQL,
     CLEAR_MARKS_SQL,
     CLEAR_SEARCH_SQL,
@@ -36,7 +37,6 @@ from memory.backends._postgres_sql import (
     UPSERT_MARK_SQL,
     XACT_LOCK_SQL,
 )
-from memory.backends.blocks import document_docs, entry_docs, indexed_source, message_docs
 from memory.base import IndexReport, SearchDoc, SearchHit, check_id, check_query
 
 log = logging.getLogger("tether.postgres")

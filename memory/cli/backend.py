@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
-from memory._cli_common import EXIT_PARTIAL, get_store
-from memory.backends.files._tree import export_tree, import_tree, tree_documents
+from memory.backends.files.tree import export_tree, import_tree, tree_documents
+from memory.cli.common import EXIT_PARTIAL, get_store
 
 
 def register(cli: click.Group) -> None:

@@ -24,14 +24,14 @@ import sys
 
 import click
 
-import memory._cli_backend as _cli_backend
-import memory._cli_entries as _cli_entries
-import memory._cli_mcp as _cli_mcp
-import memory._cli_search as _cli_search
-import memory._cli_status as _cli_status
-import memory._cli_working as _cli_working
-from memory._cli_common import show_warnings
-from memory.cliopts import hoist
+import memory.cli.backend as _cli_backend
+import memory.cli.entries as _cli_entries
+import memory.cli.mcp as _cli_mcp
+import memory.cli.search as _cli_search
+import memory.cli.status_file as _cli_status
+import memory.cli.working as _cli_working
+from memory.cli.common import show_warnings
+from memory.cli.options import hoist
 from memory.errors import MemoryStoreError
 
 _VERB_MODULES = (_cli_entries, _cli_search, _cli_working, _cli_mcp, _cli_status, _cli_backend)
@@ -126,7 +126,3 @@ _register()
 
 def main() -> None:
     cli(prog_name="memory")
-
-
-if __name__ == "__main__":
-    main()

@@ -166,7 +166,7 @@ def make_pool(url: str, kwargs: dict[str, Any], *, max_size: int, name: str = "t
     except BaseException as exc:
         pool.close()
         if isinstance(exc, lost_errors()):
-            from memory.backends.savers import redact
+            from memory.backends.urls import redact
 
             raise StorageError(
                 f"could not connect to {redact(url)!r} in {timeout:.0f} s ({reason_of(exc)})"

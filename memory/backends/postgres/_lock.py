@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memory.backends._postgres_retry import lost_errors, reason_of, reconnect_seconds
-from memory.backends._postgres_sql import TRY_MUTEX_SQL, UNLOCK_MUTEX_SQL
+from memory.backends.postgres._sql import TRY_MUTEX_SQL, UNLOCK_MUTEX_SQL
+from memory.backends.postgres.connections import lost_errors, reason_of, reconnect_seconds
 from memory.base import LockHeldError, wait_for_lock
 
 log = logging.getLogger("tether.postgres")

@@ -11,7 +11,7 @@ import json
 
 import click
 
-from memory._cli_common import EXIT_PARTIAL, get_store
+from memory.cli.common import EXIT_PARTIAL, get_store
 from memory.recall import format_results
 
 
