@@ -16,7 +16,7 @@
 
 Parts 1-4 and 6 form one system message (providers differ on several system messages); recent
 turns follow as they were logged (tool calls and their results kept together). The parts and
-how they render are in `memory._context_parts`, the fill in `memory._context_fill`.
+how they render are in `memory._context_parts`, the fill in `memory.context`.
 
 Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
 `count_tokens()` counts them, never exceeds `budgets.total`. When the parts together are
@@ -31,17 +31,25 @@ the builder does not see that caller's whole context, so it cannot know what is 
 Before assembling, the builder runs the task's summariser when it is due (every N user
 turns), so using the builder is enough to keep the archive going; at its first build for a
 task it also logs the "Available memory" message once (`memory_index=False` to skip).
+
+The fill (`fill`, at the end of this module): recall spends the budget a context's parts
+left unused. It runs after the parts were fitted to `budgets.total`, and only adds: recall
+hits (as snippets marked `fill`) and the neighbouring lines of recalled messages. It never
+takes the context above `budgets.total`, nor above the sum of the part budgets, so a build
+with the fill is never over budget where one without it was not.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory._context_fill import fill, filling
-from memory._context_parts import Parts, Snippet, assemble, part_tokens
+from memory._context_parts import Parts, Snippet, assemble, part_tokens, system_text, system_tokens
 from memory.archive import Archive, Summary
+from memory.backends.blocks import message_text
 from memory.errors import MemoryStoreError
 from memory.longterm import ensure_memory_index
 from memory.tokens import count_tokens, estimate_tokens
@@ -431,3 +439,104 @@ def _full_citation(result: Any, path: str, task_folder: str) -> str:
         if citation.startswith(("messages.jsonl", "overview.md", "detail/")):
             return f"{path.split('/')[0]}/{path.split('/')[1]}/{citation}"
     return citation
+
+
+_LINE_REF = re.compile(r"#L\d+$")
+_SNIPPET_CUTS = ("snippet budget", "total budget")
+
+
+def filling(budgets: ContextBudgets) -> bool:
+    """Whether unused budget is filled: on, unless the caller keeps the turns itself."""
+    return budgets.fill_limit > 0 and budgets.recent > 0 and budgets.recent_turns > 0
+
+
+def fill(
+    parts: Parts,
+    hits: list[Snippet],
+    omitted: list[str],
+    *,
+    budgets: ContextBudgets,
+    wm: WorkingMemory,
+    store: Any,
+) -> list[dict]:
+    """Use the budget the parts left: hits that did not fit the snippet budget, further
+    hits, and the messages before and after each recalled message line, in rank order.
+
+    Each addition is kept only if the whole context, counted as `count_tokens` counts
+    it, stays within `budgets.total` and the sum of the part budgets.
+
+    Args:
+        parts: the parts as fitted to the total; the fill adds to `parts.snippets`.
+        hits: every usable recall hit, in rank order.
+        omitted: the build's omissions; a snippet the fill brings back leaves it.
+        budgets: the builder's budgets.
+        wm: the task's working memory (its recent turns are already in context).
+        store: the `MemoryStore`, for the neighbours of hits from other tasks.
+    """
+    b = budgets
+    cap = min(b.total, b.system + b.overview + b.summaries + b.snippets + b.recent)
+    others = count_tokens(assemble(parts)[1:])
+    if others + system_tokens(system_text(parts)) >= cap:
+        return assemble(parts)
+    shown = {(s.path, s.line) for s in parts.snippets}
+    recent = set() if not parts.turn_lines else {wm.messages_doc}
+    logs: dict[str, WorkingMemory | None] = {}
+
+    def fits() -> bool:
+        return others + system_tokens(system_text(parts)) <= cap
+
+    for hit in hits:
+        if hit not in parts.snippets:
+            if (hit.path, hit.line) in shown:
+                continue
+            hit.fill = True
+            parts.snippets.append(hit)
+            if not fits():
+                parts.snippets.remove(hit)
+                continue
+            shown.add((hit.path, hit.line))
+            notes = {f"snippet left out ({why}): {hit.citation}" for why in _SNIPPET_CUTS}
+            omitted[:] = [o for o in omitted if o not in notes]
+        if not hit.path.endswith("/messages.jsonl") or not hit.line:
+            continue
+        for line, after in ((hit.line - 1, False), (hit.line + 1, True)):
+            if line < 1 or (hit.path, line) in shown:
+                continue
+            if hit.path in recent and any(a <= line <= z for a, z in parts.turn_lines):
+                continue  # already in context as a recent turn
+            text = _line_text(hit.path, line, logs, wm, store)
+            if text is None:
+                continue
+            citation = _LINE_REF.sub(f"#L{line}", hit.citation)
+            near = Snippet.from_text(citation, text, hit.path, line, max_chars=b.snippet_chars)
+            near.fill = True
+            at = parts.snippets.index(hit)
+            parts.snippets.insert(at + 1 if after else at, near)
+            if fits():
+                shown.add((hit.path, line))
+            else:
+                parts.snippets.remove(near)
+    return assemble(parts)
+
+
+def _line_text(
+    path: str,
+    line: int,
+    logs: dict[str, WorkingMemory | None],
+    wm: WorkingMemory,
+    store: Any,
+) -> str | None:
+    """The searchable text of one line of a task's `messages.jsonl` (None if absent)."""
+    if path not in logs:
+        task = path.split("/")[1] if path.count("/") == 2 else ""
+        try:
+            logs[path] = wm if path == wm.messages_doc else WorkingMemory(store, task)
+        except Exception:  # noqa: BLE001 - a path that names no task: no neighbours
+            logs[path] = None
+    found_wm = logs[path]
+    if found_wm is None or not path.startswith("working/"):
+        return None
+    found = found_wm.message_range(line, line)
+    if not found:
+        return None
+    return message_text(json.dumps(found[0].record, ensure_ascii=False).encode("utf-8"))
