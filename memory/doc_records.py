@@ -50,12 +50,8 @@ class DocumentRecords:
     delete_document: Callable[..., bool]
     list_documents: Callable[..., list[DocumentInfo]]
 
-    def _adopt_rows(self) -> None:
-        """Copy records an older version kept elsewhere to their documents (a hook)."""
-
     # -- documents of records --------------------------------------------------------
     def _record_read(self, path: str) -> tuple[dict[str, Any] | None, int]:
-        self._adopt_rows()
         doc = self.get_document(path)
         if doc is None:
             return None, 0
@@ -89,7 +85,6 @@ class DocumentRecords:
         raise ConflictError(f"{path!r} kept changing under {CAS_ATTEMPTS} attempts; retry")
 
     def _record_list(self, prefix: str) -> list[dict[str, Any]]:
-        self._adopt_rows()
         out = []
         for info in self.list_documents(prefix):
             if info.path.endswith(".json") and "/" not in info.path[len(prefix) :]:
@@ -104,7 +99,6 @@ class DocumentRecords:
         """Create or replace a task record (stamped with the time of the write)."""
         check_id(task.task_id, "task id")
         now, data = time.time(), json.loads(json_text(task.data))
-        self._adopt_rows()
         record = {"task_id": task.task_id, "status": task.status, "data": data, "updated_at": now}
         self.put_document(task_path(task.task_id), self._record_bytes(record))
         return TaskRecord(task.task_id, task.status, data, now)
@@ -142,7 +136,6 @@ class DocumentRecords:
         check_id(record.task_id, "task id")
         check_id(record.agent_id, "agent id")
         now, data = time.time(), json.loads(json_text(record.data))
-        self._adopt_rows()
         self.put_document(
             agent_path(record.task_id, record.agent_id),
             self._record_bytes({"task_id": record.task_id, "agent_id": record.agent_id,

@@ -13,7 +13,7 @@ from langgraph.types import Command
 
 from orchestrator.approvals import decisions_for, note_decisions, pending, select
 from orchestrator.errors import ApprovalError
-from orchestrator.graph.build import SavedState, saved_state
+from orchestrator.graph.build import ThreadState, thread_state
 from orchestrator.graph.context import RunContext
 from orchestrator.result import RunResult
 from orchestrator.state import current_phase
@@ -22,7 +22,7 @@ from orchestrator.state import current_phase
 class ApprovalMixin:
     """The approval verbs of `Orchestrator`."""
 
-    def _still_waiting(self, ctx: RunContext, saved: SavedState, task_id: str) -> RunResult:
+    def _still_waiting(self, ctx: RunContext, saved: ThreadState, task_id: str) -> RunResult:
         """The result of a task that waits for approval (nothing runs)."""
         waiting = [p.model_dump() for p in pending(self.docs, task_id, saved.interrupts)]
         values = {**saved.values, "status": "waiting", "pending_approvals": waiting}
@@ -55,7 +55,7 @@ class ApprovalMixin:
         task_id = record["task_id"]
         with self._continuing(record) as (store, workflow, resolved, toolbox):
             thread = record.get("thread_id") or task_id
-            saved = saved_state(self.docs, thread, self.checkpointer)
+            saved = thread_state(self.docs, thread, self.checkpointer)
             waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
             if not waiting:
                 if record.get("status") == "waiting" and saved is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint
 from orchestrator.artifacts.tasks import resume_command
-from orchestrator.graph.build import saved_state
+from orchestrator.graph.build import thread_state
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.writes import write_checkpoint
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
@@ -25,7 +25,7 @@ class HandoffMixin:
     def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:
         """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
         record = self.task_record(task_id)
-        saved = saved_state(
+        saved = thread_state(
             self.docs, record.get("thread_id") or record["task_id"], self.checkpointer
         )
         if saved is not None:  # a crash may have left findings it does not hold yet

@@ -17,17 +17,17 @@ from orchestrator.approvals import pending
 from orchestrator.artifacts.checkpoint import load_checkpoint
 from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.snapshot import read_snapshot
-from orchestrator.artifacts.tasks import TaskRecord, task_lock
+from orchestrator.artifacts.tasks import TaskInfo, task_lock
+from orchestrator.config.settings import check_workdir
 from orchestrator.config.workflow import Workflow
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError
-from orchestrator.graph.build import saved_state
+from orchestrator.graph.build import thread_state
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
 from orchestrator.recovery.rebuild import normalise
 from orchestrator.recovery.resume import choose_recovery
 from orchestrator.result import RunResult
 from orchestrator.tools.toolbox import Toolbox
-from orchestrator.tools.workdir import check_workdir
 
 
 class ResumeMixin:
@@ -94,7 +94,7 @@ class ResumeMixin:
             yield ctx
 
     @contextlib.contextmanager
-    def _continuing(self, record: TaskRecord) -> Iterator[tuple[Any, Workflow, Any, Toolbox]]:
+    def _continuing(self, record: TaskInfo) -> Iterator[tuple[Any, Workflow, Any, Toolbox]]:
         """What continuing a recorded task needs, checked before anything is written: its
         workflow, workdir, model and tools; then its run lock and the store, for the block."""
         workflow = self._task_workflow(record)
@@ -112,7 +112,7 @@ class ResumeMixin:
     def _resume(
         self,
         store: MemoryStore,
-        record: TaskRecord,
+        record: TaskInfo,
         snap: dict[str, Any] | None,
         from_checkpoint: str | None,
         workflow: Workflow,
@@ -122,7 +122,7 @@ class ResumeMixin:
         task_id = record["task_id"]
         thread = record.get("thread_id") or task_id
         repaired = repair_findings(self.docs, task_id, self.project_dir)
-        saved = saved_state(self.docs, thread, self.checkpointer)
+        saved = thread_state(self.docs, thread, self.checkpointer)
         waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
         if waiting and not (snap or from_checkpoint):
             # waiting for approval: continuing means answering (`approve`), not rerunning

@@ -19,7 +19,7 @@ from orchestrator.agents.chat_models import (
     run_model,
 )
 from orchestrator.artifacts.names import utc
-from orchestrator.artifacts.tasks import TaskRecord
+from orchestrator.artifacts.tasks import TaskInfo
 from orchestrator.config.settings import Settings
 from orchestrator.config.skills import discover_skills, external_memory_triggers, skills_index
 from orchestrator.config.workflow import AgentSpec, Workflow
@@ -39,13 +39,13 @@ class SetupMixin:
     ) -> Workflow:
         return run_workflow(path, self.project_dir, agents if agents is not None else self.agents)
 
-    def _task_workflow(self, record: TaskRecord) -> Workflow:
+    def _task_workflow(self, record: TaskInfo) -> Workflow:
         """The workflow a task runs with (see `orchestrator.tools.assembly.task_workflow`)."""
         if self.workflow_path:
             return self.workflow
         return task_workflow(record, self.project_dir, self.agents) or self.workflow
 
-    def _toolbox(self, workflow: Workflow, record: TaskRecord | None = None) -> Any:
+    def _toolbox(self, workflow: Workflow, record: TaskInfo | None = None) -> Any:
         """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`)."""
         return open_toolbox(workflow, self.tools, self.project_dir, record)
 
@@ -54,7 +54,7 @@ class SetupMixin:
         if self.on_event is not None:
             self.on_event(built)
 
-    def settings_for(self, workflow: Workflow, record: TaskRecord | None = None) -> Settings:
+    def settings_for(self, workflow: Workflow, record: TaskInfo | None = None) -> Settings:
         """The settings of a run of `workflow` (continuing `record`'s task, if given): this
         orchestrator's arguments over the task's, the environment's, the workflow's, the
         external-memory skill's and the defaults (`orchestrator.config.settings`).
@@ -72,7 +72,7 @@ class SetupMixin:
         workflow: Workflow,
         resolved: ResolvedModel | None,
         thread_id: str,
-        record: TaskRecord | None = None,
+        record: TaskInfo | None = None,
         toolbox: Toolbox | None = None,
     ) -> RunContext:
         """The run context of the graph (`resolved` None: files only, no model calls)."""
@@ -107,7 +107,7 @@ class SetupMixin:
             self._agent_model_cache[id(workflow)] = agent_models(workflow)
         return self._agent_model_cache[id(workflow)]
 
-    def _resolve_model(self, workflow: Workflow, record: TaskRecord | None = None) -> ResolvedModel:
+    def _resolve_model(self, workflow: Workflow, record: TaskInfo | None = None) -> ResolvedModel:
         recorded = (record or {}).get("model")
         by_name = isinstance(self.model_spec, str | None)
         settings = self.settings_for(workflow, record)

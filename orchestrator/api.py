@@ -47,8 +47,8 @@ from orchestrator._api_setup import SetupMixin
 from orchestrator.agents.chat_models import ResolvedModel
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
 from orchestrator.artifacts.documents import Docs
-from orchestrator.artifacts.tasks import TaskRegistry, check_new_task, resume_command, task_lock
-from orchestrator.config.settings import Overrides
+from orchestrator.artifacts.tasks import TaskList, resume_command, task_lock
+from orchestrator.config.settings import Overrides, check_new_task
 from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import (
     OrchestratorRuntimeError,
@@ -178,7 +178,7 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
                 f"{name} keeps no LangGraph state; pass a checkpointer too: "
                 "Orchestrator(backend=..., checkpointer=...)"
             )
-        self.tasks = TaskRegistry(self.docs)
+        self.tasks = TaskList(self.docs)
         self._agent_model_cache: dict[int, dict[str, Any]] = {}
 
     # -- running ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, report
 from orchestrator.artifacts.documents import Docs
-from orchestrator.artifacts.tasks import TaskRegistry
+from orchestrator.artifacts.tasks import TaskList
 from orchestrator.errors import OrchestratorError
 from orchestrator.recovery.status import task_status as status_of
 
@@ -50,7 +50,7 @@ def register(server: Any, store: Any) -> None:
         return json.dumps(status_of(docs, task_id), indent=1, default=str)
 
     def checkpoint_report(task_id: _TASK = None) -> str:
-        task = TaskRegistry(docs).record(task_id)["task_id"]
+        task = TaskList(docs).record(task_id)["task_id"]
         cp, path, warnings = latest_valid_checkpoint(docs, task)
         head = [f"Checkpoint: {docs.rel(path)}"]
         head += [f"Warning: {w}" for w in warnings]

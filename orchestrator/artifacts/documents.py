@@ -40,9 +40,6 @@ RESEARCH_PLANS = "research_plans"
 FINDINGS = "findings"
 CHECKPOINTS = "checkpoints"
 CONTEXT_SNAPSHOTS = "context_snapshots"
-#: The ledgers older versions kept (read, never written: `artifacts.tasks`, `.registry`).
-TASKS = ".tether/tasks.jsonl"
-REGISTRY = ".tether/registry"
 
 _FILES: dict[Path, Any] = {}
 _FILES_LOCK = threading.Lock()
@@ -91,10 +88,6 @@ class Docs:
     @staticmethod
     def plan(task_id: str) -> str:
         return f"{RESEARCH_PLANS}/{check_name(task_id, 'task id')}.md"
-
-    @staticmethod
-    def registry(task_id: str) -> str:
-        return f"{REGISTRY}/{check_name(task_id, 'task id')}.jsonl"
 
     def path(self, rel: str) -> Path:
         """What a person opens for document `rel`: its file, or the document path itself."""

@@ -23,14 +23,11 @@ A note merges its fields into the key's record in one atomic step
 latest note was (`started`, `written`, `requested`, `decided`). Approval requests and their
 decisions are recorded here too (`orchestrator.approvals`). A lookup reads the key's record
 alone, so it stays cheap however many subagents the run has. The registry also lets a run's
-state be rebuilt without LangGraph's database (`orchestrator.recovery.rebuild`). A task an older
-version ran keeps its registry in `.tether/registry/{task}.jsonl`; its keys are copied to
-records the first time the task's registry is read (the file is kept).
+state be rebuilt without LangGraph's database (`orchestrator.recovery.rebuild`).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,28 +42,19 @@ STATUSES = ("started", "written", "requested", "decided", "noted")
 
 def registry_lookup(memory: Any, task_id: str, key: str) -> dict[str, Any] | None:
     """The record for `key`, every note merged: {key, ts, payload, path?, ...}."""
-    docs = Docs.of(memory)
-    unadopted = _adopt_legacy(docs, task_id)
-    found = docs.backend.get_subagent(task_id, key)
-    if found is None:
-        return dict(unadopted[key]) if key in unadopted else None
-    return {**found.data, "key": key}
+    found = Docs.of(memory).backend.get_subagent(task_id, key)
+    return None if found is None else {**found.data, "key": key}
 
 
 def registry_records(memory: Any, task_id: str) -> dict[str, dict[str, Any]]:
     """Every key's record (used to rebuild state without LangGraph's database)."""
-    docs = Docs.of(memory)
-    records = {k: dict(v) for k, v in _adopt_legacy(docs, task_id).items()}
-    for r in docs.backend.list_subagents(task_id):
-        records[r.agent_id] = {**r.data, "key": r.agent_id}
-    return records
+    subagents = Docs.of(memory).backend.list_subagents(task_id)
+    return {r.agent_id: {**r.data, "key": r.agent_id} for r in subagents}
 
 
 def registry_note(memory: Any, task_id: str, key: str, **fields: Any) -> None:
     """Merge one note for `key` (an intent, a result or a path) into its record, durably."""
-    docs = Docs.of(memory)
-    _adopt_legacy(docs, task_id)
-    _merge(docs, task_id, key, fields, created_only=False)
+    _merge(Docs.of(memory), task_id, key, fields)
 
 
 def _status(fields: dict[str, Any]) -> str:
@@ -76,12 +64,9 @@ def _status(fields: dict[str, Any]) -> str:
     return "started" if "ts" in fields else "noted"
 
 
-def _merge(
-    docs: Docs, task_id: str, key: str, fields: dict[str, Any], *, created_only: bool
-) -> bool:
-    allowed: tuple[str | None, ...] = (None,) if created_only else (None, *STATUSES)
+def _merge(docs: Docs, task_id: str, key: str, fields: dict[str, Any]) -> bool:
     return docs.backend.transition_subagent(
-        task_id, key, from_status=allowed, to_status=_status(fields), data=fields
+        task_id, key, from_status=(None, *STATUSES), to_status=_status(fields), data=fields
     )
 
 
@@ -121,33 +106,3 @@ def find_written(
         ):
             return path
     return None
-
-
-# -- the registry of older versions ---------------------------------------------------------
-
-_ADOPTED: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-_ADOPTED_LOCK = threading.Lock()
-
-
-def _adopt_legacy(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
-    """Copy the keys an older version noted in `.tether/registry/{task}.jsonl` to records
-    (once per process and task; a key that has a record already keeps it). Returns what
-    could not be copied (a read-only memory's legacy keys), to be read as they are."""
-    mark = (docs.location, task_id)
-    with _ADOPTED_LOCK:
-        if mark in _ADOPTED:
-            return _ADOPTED[mark]
-        legacy = docs.registry(task_id)
-        merged: dict[str, dict[str, Any]] = {}
-        if docs.exists(legacy):
-            for _, rec in docs.read_jsonl(legacy).records:
-                key = rec.get("key")
-                if isinstance(key, str) and key:
-                    merged[key] = {**merged.get(key, {}), **rec}
-        if merged and not docs.backend.read_only:
-            for key, rec in merged.items():
-                fields = {k: v for k, v in rec.items() if k != "key"}
-                _merge(docs, task_id, key, fields, created_only=True)
-            merged = {}
-        _ADOPTED[mark] = merged
-        return merged

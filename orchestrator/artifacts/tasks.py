@@ -1,4 +1,4 @@
-"""The task registry and the run lock: which tasks a memory holds, who runs one.
+"""The task list and the run lock: which tasks a memory holds, who runs one.
 
 Every task is a task record of the storage contract (`memory.base`; on the files backend
 the JSON file `.tether/records/tasks/{task}.json`, on PostgreSQL a row): its status, and its
@@ -6,8 +6,7 @@ data, written when it starts (objective, workdir, workflow, model, phases, threa
 and merged with each change (a new LangGraph `thread_id` after a fallback resume, a model
 switch, pending approvals). A change is one atomic merge, so no writer loses another's.
 `resume`, `status` and `handoff` find "the most recent task" here and rebuild the same run
-from the record. Tasks an older version recorded in `.tether/tasks.jsonl` are read from it
-and copied to their record at their first change (the file is kept).
+from the record.
 
 One process at a time may run a task: `task_lock` holds the task's run lock for the whole
 run (`Docs.run_lock`: an OS file lock on the files backend, a session advisory lock on
@@ -20,7 +19,6 @@ Importing this module is cheap (no pydantic or LangGraph): `orchestrator status`
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -28,13 +26,12 @@ from typing import Any, Required, TypedDict
 
 from memory.base import LockHeldError
 from memory.names import slugify
-from orchestrator.artifacts.brief import check_objective
-from orchestrator.artifacts.documents import TASKS, Docs
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
-from orchestrator.errors import OrchestratorUserError, UnknownTaskError, WorkflowError
+from orchestrator.errors import OrchestratorUserError, UnknownTaskError
 
 
-class TaskRecord(TypedDict, total=False):
+class TaskInfo(TypedDict, total=False):
     """A task's record as the orchestrator reads it: the contract's `memory.base.TaskRecord`
     (`task_id`, `status`, and `data` holding the rest) flattened into one dict. A typed dict,
     not a pydantic model: `orchestrator status` imports this module and stays cheap."""
@@ -110,45 +107,17 @@ def approve_command(task_id: str, memory: Any = None, *, reject: bool = False) -
     return command
 
 
-def check_new_task(
-    objective: str,
-    task_id: str | None,
-    start_phase: str | None,
-    phases: list[str],
-    workdir: str | os.PathLike[str] | None,
-) -> tuple[str, str]:
-    """Validate a new task's inputs, writing nothing: `(task_id, workdir)`.
-
-    Raises:
-        OrchestratorUserError: an empty or too long objective, an invalid task id, or a
-            missing workdir.
-        WorkflowError: `start_phase` is not one of `phases`.
-    """
-    # the workdir tools' module (9 ms): `orchestrator status` imports this one, not that
-    from orchestrator.tools.workdir import check_workdir
-
-    check_objective(objective)
-    if start_phase is not None and start_phase not in phases:
-        raise WorkflowError(
-            f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
-        )
-    task_id = check_task_id(task_id) if task_id else new_task_id(objective)
-    return task_id, str(check_workdir(workdir or "."))
-
-
-class TaskRegistry:
+class TaskList:
     """The tasks of one memory: the storage contract's task records (see the module
-    docstring), with the ledger older versions kept (`.tether/tasks.jsonl`) read too."""
+    docstring)."""
 
     def __init__(self, memory: Any):
         self.docs = Docs.of(memory)
         self.backend = self.docs.backend
 
-    def records(self) -> dict[str, TaskRecord]:
+    def records(self) -> dict[str, TaskInfo]:
         """Every task's record; `_order` grows with its latest change."""
-        tasks = self._legacy()
-        tasks.update((t.task_id, _as_record(t)) for t in self.backend.list_tasks())
-        return tasks
+        return {t.task_id: _as_record(t) for t in self.backend.list_tasks()}
 
     def _where(self) -> str:
         if self.docs.root is not None:
@@ -158,13 +127,11 @@ class TaskRegistry:
     def __contains__(self, task_id: str) -> bool:
         return self._get(task_id) is not None
 
-    def _get(self, task_id: str) -> TaskRecord | None:
+    def _get(self, task_id: str) -> TaskInfo | None:
         found = self.backend.get_task(task_id)
-        if found is not None:
-            return _as_record(found)
-        return self._legacy().get(task_id)
+        return _as_record(found) if found is not None else None
 
-    def record(self, task_id: str | None = None) -> TaskRecord:
+    def record(self, task_id: str | None = None) -> TaskInfo:
         """The record of `task_id`, or of the most recently changed task.
 
         Raises:
@@ -186,7 +153,7 @@ class TaskRegistry:
             )
         return found
 
-    def adopt(self, task_id: str | None, snapshot: dict[str, Any], *, workdir: str) -> TaskRecord:
+    def adopt(self, task_id: str | None, snapshot: dict[str, Any], *, workdir: str) -> TaskInfo:
         """Record a task known here only from its snapshot (written in another memory
         directory): a resume from the snapshot starts it in this one.
 
@@ -208,34 +175,12 @@ class TaskRegistry:
     def note(self, task_id: str, **fields: Any) -> None:
         """Record a new task, or a change of an existing one (merged into its record, atomic
         against other writers)."""
-        self._import_legacy(task_id)
         status = fields.pop("status", None)
         self.backend.merge_task(task_id, fields, status=status)
 
-    # -- the ledger of older versions ------------------------------------------------------
-    def _legacy(self) -> dict[str, TaskRecord]:
-        """The tasks `.tether/tasks.jsonl` holds (an older version's ledger, never written
-        now): its lines merged in order, `_order` their line (older than any record)."""
-        if not self.docs.exists(TASKS):
-            return {}
-        tasks: dict[str, TaskRecord] = {}
-        for line, rec in self.docs.read_jsonl(TASKS).records:
-            if isinstance(rec.get("task_id"), str) and rec["task_id"]:
-                tasks[rec["task_id"]] = {**tasks.get(rec["task_id"], {}), **rec, "_order": line}
-        return tasks
 
-    def _import_legacy(self, task_id: str) -> None:
-        """Before its first change here, copy a task of the old ledger to its record."""
-        if self.backend.get_task(task_id) is not None:
-            return
-        old = self._legacy().get(task_id)
-        if old is not None:
-            data = {k: v for k, v in old.items() if k not in ("task_id", "status", "_order")}
-            self.backend.merge_task(task_id, data, status=old.get("status") or "")
-
-
-def _as_record(task: Any) -> TaskRecord:
-    """A contract `TaskRecord` as the orchestrator's dict: its data, id, status, `_order`."""
+def _as_record(task: Any) -> TaskInfo:
+    """A contract `memory.base.TaskRecord` as the orchestrator's dict (data, id, status, order)."""
     record = {**task.data, "task_id": task.task_id, "_order": task.updated_at}
     if task.status:
         record["status"] = task.status

@@ -8,7 +8,7 @@ panel on a terminal, plain lines otherwise); results go to stdout, as text or, w
 Exit codes: 0 done, 1 bad input or error, 3 the task stopped `failed` (an agent failed;
 the last line names it and the resume command), 130 interrupted.
 Start-up: LangGraph and LangChain are imported only by the commands that run a graph, and
-each command imports what only it needs inside its function (the task registry, status,
+each command imports what only it needs inside its function (the task list, status,
 the live view, checkpoint validation), so `--help` and `status` load no more than they use.
 """
 
@@ -401,8 +401,9 @@ def run_cmd(
 def _warn_if_nothing_to_read(workdir: str) -> None:
     """One warning line when the workdir holds no file the agents' tools would show (the
     run still goes on: an objective may not need any, and a bad path is the run's error)."""
+    from orchestrator.config.settings import check_workdir
     from orchestrator.errors import WorkdirError
-    from orchestrator.tools.workdir import WorkdirFiles, check_workdir, is_binary
+    from orchestrator.tools.workdir import WorkdirFiles, is_binary
 
     try:
         root = check_workdir(workdir)

@@ -43,13 +43,13 @@ def checkpoint_group() -> None:
 def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | None) -> Any:
     # validating a checkpoint loads pydantic and Jinja: not on every command
     from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, load_checkpoint
-    from orchestrator.artifacts.tasks import TaskRegistry
+    from orchestrator.artifacts.tasks import TaskList
 
     docs = _memory(memory_dir)
     if path:
         return load_checkpoint(Path(path), docs), Path(path), []
     if task_id is None:
-        task_id = TaskRegistry(docs).record(None)["task_id"]
+        task_id = TaskList(docs).record(None)["task_id"]
     return latest_valid_checkpoint(docs, task_id)
 
 

@@ -25,7 +25,9 @@ reads the environment or a workflow value on its own.
 Invariant: a `Settings` that exists is valid. An invalid value raises one line that names
 the layer it came from: an argument by its name, an environment variable by its name, the
 workflow and skill files by their paths (those two are checked when they are parsed, by
-`orchestrator.config.workflow` and `orchestrator.config.skills`), a flag by click.
+`orchestrator.config.workflow` and `orchestrator.config.skills`), a flag by click. A new
+task's own inputs (objective, task id, start phase, workdir) are checked by
+`check_new_task`, before anything is written.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from memory.paths import DEFAULT_RELATIVE
 from memory.paths import ENV_VAR as ENV_MEMORY_DIR
+from orchestrator.artifacts.brief import check_objective
+from orchestrator.artifacts.tasks import check_task_id, new_task_id
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
-from orchestrator.errors import ModelConfigError, OrchestratorUserError
+from orchestrator.errors import ModelConfigError, OrchestratorUserError, WorkdirError, WorkflowError
 
 if TYPE_CHECKING:
     from orchestrator.config.skills import Triggers
@@ -328,3 +332,49 @@ def _path(value: str | os.PathLike[str] | None) -> Path | None:
     if value is None or str(value) == "":
         return None
     return Path(value).expanduser().absolute()
+
+
+# -- a new task's inputs ---------------------------------------------------------------
+def check_workdir(path: str | os.PathLike[str]) -> Path:
+    """Return the resolved workdir, or raise `WorkdirError` if it cannot be used.
+
+    Raises:
+        WorkdirError: the path is missing, not a directory, or not readable.
+    """
+    raw = os.fspath(path)
+    p = Path(raw).expanduser()
+    if not p.exists():
+        raise WorkdirError(f"workdir {raw!r} does not exist: pass an existing directory")
+    if not p.is_dir():
+        raise WorkdirError(f"workdir {raw!r} is not a directory: pass a directory")
+    try:
+        with os.scandir(p):
+            pass
+    except OSError as exc:
+        raise WorkdirError(
+            f"workdir {raw!r} is not readable ({exc.strerror or exc}): fix its permissions"
+        ) from None
+    return p.resolve()
+
+
+def check_new_task(
+    objective: str,
+    task_id: str | None,
+    start_phase: str | None,
+    phases: list[str],
+    workdir: str | os.PathLike[str] | None,
+) -> tuple[str, str]:
+    """Validate a new task's inputs, writing nothing: `(task_id, workdir)`.
+
+    Raises:
+        OrchestratorUserError: an empty or too long objective, an invalid task id, or a
+            missing workdir.
+        WorkflowError: `start_phase` is not one of `phases`.
+    """
+    check_objective(objective)
+    if start_phase is not None and start_phase not in phases:
+        raise WorkflowError(
+            f"unknown phase {start_phase!r}; the workflow's phases are {', '.join(phases)}"
+        )
+    task_id = check_task_id(task_id) if task_id else new_task_id(objective)
+    return task_id, str(check_workdir(workdir or "."))

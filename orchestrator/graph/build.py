@@ -44,7 +44,7 @@ from langgraph.types import Command
 from memory.capabilities import HoldsGraphState
 from orchestrator.approvals import PendingApproval, pending
 from orchestrator.artifacts.documents import Docs
-from orchestrator.artifacts.tasks import TaskRegistry, resume_command
+from orchestrator.artifacts.tasks import TaskList, resume_command
 from orchestrator.errors import Interrupted, ModelCallError, Terminated
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.nodes.advance import advance_node, route_advance
@@ -61,8 +61,9 @@ from orchestrator.state import OrchestratorState
 DURABILITY = "sync"
 
 
-class SavedState(NamedTuple):
-    """LangGraph's saved state of a thread."""
+class ThreadState(NamedTuple):
+    """LangGraph's saved state of a thread (tether's own checkpoint state is
+    `artifacts.checkpoint_model.CheckpointState`)."""
 
     values: dict[str, Any]
     finished: bool
@@ -107,9 +108,9 @@ def _compiled() -> Any:
     return build_graph().compile()
 
 
-def saved_state(
+def thread_state(
     memory: Any, thread_id: str, checkpointer: BaseCheckpointSaver | None = None
-) -> SavedState | None:
+) -> ThreadState | None:
     """LangGraph's saved state of `thread_id` (in `checkpointer`, else the memory backend's
     own), or None when there is none or it cannot be read (a damaged database: the JSON
     checkpoints are read instead)."""
@@ -124,7 +125,7 @@ def saved_state(
         return None
     if not snapshot.values:
         return None
-    return SavedState(dict(snapshot.values), not snapshot.next, tuple(snapshot.interrupts))
+    return ThreadState(dict(snapshot.values), not snapshot.next, tuple(snapshot.interrupts))
 
 
 def run_graph(
@@ -185,7 +186,7 @@ def _waiting(
         **(values.get("checkpoints") or {}),
         **checkpoint_update(rel)["checkpoints"],
     }
-    TaskRegistry(ctx.docs).note(task_id, status="waiting", pending_approvals=listed)
+    TaskList(ctx.docs).note(task_id, status="waiting", pending_approvals=listed)
     ctx.emit("waiting_approval", task_id=task_id, requests=listed)
     return values
 
@@ -274,7 +275,7 @@ def _lead_failed(
             **(values.get("checkpoints") or {}),
             **checkpoint_update(rel)["checkpoints"],
         }
-    TaskRegistry(ctx.docs).note(task_id, status="failed", error=error[:500])
+    TaskList(ctx.docs).note(task_id, status="failed", error=error[:500])
     ctx.emit("failed", task_id=task_id, failed=["lead"], error=error)
     return values
 

@@ -46,7 +46,7 @@ from orchestrator.recovery.rebuild import (
 from orchestrator.state import OrchestratorState, initial_state
 
 if TYPE_CHECKING:
-    from orchestrator.graph.build import SavedState
+    from orchestrator.graph.build import ThreadState
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def choose_recovery(
     record: dict[str, Any],
     *,
     phases: list[str],
-    saved: SavedState | None,
+    saved: ThreadState | None,
     snapshot: dict[str, Any] | None = None,
     from_checkpoint: str | None = None,
 ) -> RecoveryPlan:
@@ -76,7 +76,7 @@ def choose_recovery(
 
     Args:
         phases: the workflow's phases, for a restart from the top.
-        saved: LangGraph's saved state of the task's thread (`graph.saved_state`).
+        saved: LangGraph's saved state of the task's thread (`graph.thread_state`).
         snapshot: a `read_snapshot` result given with `--from-snapshot`.
         from_checkpoint: a checkpoint file given with `--from-checkpoint`.
 

@@ -36,8 +36,8 @@ from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
 from orchestrator.artifacts.documents import CHECKPOINTS, Docs
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.artifacts.tasks import (
-    TaskRecord,
-    TaskRegistry,
+    TaskInfo,
+    TaskList,
     approve_command,
     resume_command,
     task_running,
@@ -64,7 +64,7 @@ def task_status(
         RecoveryError: the task has no checkpoint yet and no recorded phases.
     """
     docs = Docs.of(memory)
-    record = TaskRegistry(docs).record(task_id)
+    record = TaskList(docs).record(task_id)
     task = record["task_id"]
     newest, data = _latest_checkpoint(docs, task)
     state = _state(docs, record, data)
@@ -148,7 +148,7 @@ def _usable(data: dict[str, Any]) -> bool:
     )
 
 
-def _state(docs: Docs, record: TaskRecord, data: dict[str, Any] | None) -> OrchestratorState:
+def _state(docs: Docs, record: TaskInfo, data: dict[str, Any] | None) -> OrchestratorState:
     """The task's state from its checkpoint; before the first one, from its record."""
     if data is not None:
         state = state_from_checkpoint(docs, data)

@@ -37,7 +37,7 @@ from memory.errors import PathEscapeError
 from memory.paths import confine
 from memory.status_file import BEGIN as STATUS_BEGIN
 from memory.status_file import FILE_NAME as STATUS_FILE
-from orchestrator.errors import WorkdirError
+from orchestrator.config.settings import check_workdir
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -73,28 +73,6 @@ MAX_WALK_FILES = 20_000
 _SNIFF_BYTES = 4096
 #: Line breaks `str.splitlines` knows besides "\n" (where `^`/`$` of MULTILINE do not match).
 _OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-
-
-def check_workdir(path: str | os.PathLike[str]) -> Path:
-    """Return the resolved workdir, or raise `WorkdirError` if it cannot be used.
-
-    Raises:
-        WorkdirError: the path is missing, not a directory, or not readable.
-    """
-    raw = os.fspath(path)
-    p = Path(raw).expanduser()
-    if not p.exists():
-        raise WorkdirError(f"workdir {raw!r} does not exist: pass an existing directory")
-    if not p.is_dir():
-        raise WorkdirError(f"workdir {raw!r} is not a directory: pass a directory")
-    try:
-        with os.scandir(p):
-            pass
-    except OSError as exc:
-        raise WorkdirError(
-            f"workdir {raw!r} is not readable ({exc.strerror or exc}): fix its permissions"
-        ) from None
-    return p.resolve()
 
 
 def is_binary(path: Path) -> bool:

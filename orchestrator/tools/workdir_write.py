@@ -33,7 +33,8 @@ from langchain_core.tools import InjectedToolCallId, StructuredTool
 from memory.durable import atomic_write_bytes
 from memory.errors import PathEscapeError
 from memory.paths import confine
-from orchestrator.tools.workdir import check_workdir, is_binary
+from orchestrator.config.settings import check_workdir
+from orchestrator.tools.workdir import is_binary
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool

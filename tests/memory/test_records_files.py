@@ -1,13 +1,10 @@
 """On a memory directory the contract's task records, subagent registry and leases are
 files people can read (`.tether/records/`), not rows of the derived `memory.db`: a damaged
-`memory.db`, moved aside and rebuilt, keeps every one of them; records an older tether kept
-in `memory.db` are copied to files."""
+`memory.db`, moved aside and rebuilt, keeps every one of them."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
 
 from memory.backends import open_backend
 from memory.base import SubagentRecord, TaskRecord
@@ -48,21 +45,3 @@ def test_a_damaged_memory_db_keeps_every_record(tmp_path):
         assert not backend.acquire_lock("auth/map", "host-b")  # the lease still holds
         assert backend.get_lock("auth/map").owner == "host-a"
     assert list(root.glob("memory.db.damaged-*"))  # the damaged file was kept aside
-
-
-def test_records_an_older_version_kept_in_memory_db_are_copied_to_files(tmp_path):
-    root = tmp_path / "memdir"
-    with open_backend(str(root)) as backend:
-        backend.setup()
-    with sqlite3.connect(root / "memory.db") as conn:  # as an older tether wrote them
-        conn.execute(
-            "INSERT INTO backend_tasks VALUES ('t1', 'done', '{\"n\": 1}', ?)", (time.time(),)
-        )
-        conn.execute(
-            "INSERT INTO backend_subagents VALUES ('t1', 'a1', 'done', '{}', ?)", (time.time(),)
-        )
-    with open_backend(str(root)) as backend:
-        assert [t.task_id for t in backend.list_tasks()] == ["t1"]
-        assert [(a.agent_id, a.status) for a in backend.list_subagents("t1")] == [("a1", "done")]
-    assert (root / ".tether/records/tasks/t1.json").exists()
-    assert (root / ".tether/records/subagents/t1/a1.json").exists()

@@ -1,6 +1,5 @@
 """The artifact registry (`orchestrator.artifacts.registry`): one record per key in the storage
-contract's subagent records, every note merged into it, by this process or by another one;
-a registry an older version kept as `.tether/registry/{task}.jsonl` is read and copied."""
+contract's subagent records, every note merged into it, by this process or by another one."""
 
 from __future__ import annotations
 
@@ -76,34 +75,3 @@ def test_notes_of_one_key_from_many_writers_are_all_kept(layout):
         thread.join()
     expected = {"key": "approval:x", **{f"field{n}": n for n in range(8)}}
     assert registry_lookup(layout, "t", "approval:x") == expected
-
-
-def test_a_registry_an_older_version_kept_is_read_and_copied(layout):
-    legacy = layout.root / ".tether" / "registry" / "old.jsonl"
-    legacy.parent.mkdir(parents=True, exist_ok=True)
-    lines = [
-        {"key": "findings:a", "ts": "1", "findings": {"x": 1}},
-        {"key": "merged:p:1", "ts": "2"},
-        {"key": "findings:a", "path": "findings/a.md"},
-    ]
-    text = "".join(json.dumps(r) + "\n" for r in lines)
-    legacy.write_text(text + 'not json\n["a list"]\n{"key": ["unhashable"]}\n{"key": "k", "pa')
-    assert registry_lookup(layout, "old", "findings:a") == {
-        "key": "findings:a",
-        "ts": "1",
-        "findings": {"x": 1},
-        "path": "findings/a.md",
-    }
-    assert set(registry_records(layout, "old")) == {"findings:a", "merged:p:1"}
-    assert record_file(layout, "old", "merged:p:1").is_file()  # copied to its record
-    assert legacy.read_text().startswith(text)  # and the old file kept as it was
-    registry_note(layout, "old", "merged:p:1", path="findings/merged.md")
-    code = (
-        "import sys; from pathlib import Path; from memory.paths import Layout; "
-        "from orchestrator.artifacts.registry import registry_lookup; "
-        "print(registry_lookup(Layout(Path(sys.argv[1])), 'old', 'merged:p:1')['path'])"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(layout.root)], check=True, capture_output=True, text=True
-    )
-    assert out.stdout.strip() == "findings/merged.md"  # the old line does not win again

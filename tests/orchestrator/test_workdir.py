@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from orchestrator.config.settings import check_workdir
 from orchestrator.errors import WorkdirError
-from orchestrator.tools.workdir import check_workdir, workdir_tools
+from orchestrator.tools.workdir import workdir_tools
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ The pieces, each in its own module of this package:
   synced by mtime/size;
 * `_planner` (+ `_intersect`, `_rerank`): the query planner and reranker behind
   `index_query` (`memory search`);
-* `_records`: the copy of records older versions kept in `memory.db` to their files;
+* `_records`: the migrations of the contract's tables in `memory.db` (records are files);
 * `_repair`: a damaged `memory.db` moved aside and rebuilt where SQLite reports the damage,
   and a full disk as one line (every operation that touches the database is `healing`);
 * `_leftovers`: what interrupted writes leave (named by `memory stats`, swept by `prune`);
@@ -52,7 +52,6 @@ from memory.backends.files._index import Index
 from memory.backends.files._index_schema import MIGRATIONS as INDEX_MIGRATIONS
 from memory.backends.files._planner import Query
 from memory.backends.files._records import MIGRATIONS as RECORD_MIGRATIONS
-from memory.backends.files._records import RecordTables
 from memory.backends.savers import open_sqlite_saver, sqlite_holds_thread
 from memory.base import (
     BaseBackend,
@@ -81,7 +80,7 @@ MIGRATIONS = [*ENTRY_MIGRATIONS, *INDEX_MIGRATIONS, *RECORD_MIGRATIONS]
 LANGGRAPH_DB = Path(".langgraph") / "state.sqlite"
 
 
-class FilesBackend(DocumentFiles, RecordTables, BaseBackend):
+class FilesBackend(DocumentFiles, BaseBackend):
     """The default backend: a memory directory and its `memory.db`.
 
     Args:

@@ -1,16 +1,12 @@
-"""Task records, the subagent registry and task leases of the files backend: the
-contract's JSON documents (`memory.doc_records`); the `memory.db` tables older versions
-kept them in are read once to copy what they hold.
+"""The `memory.db` migrations of the storage contract's tables (shipped, so kept as they are).
+
+Task records, the subagent registry and task leases of the files backend are the
+contract's JSON documents (`memory.doc_records`): `memory.db` is derived, and a damaged one
+is rebuilt from the files, so records that exist nowhere else live in files. The tables
+these migrations made are no longer read.
 """
 
 from __future__ import annotations
-
-import json
-import sqlite3
-from collections.abc import Callable
-from typing import Any
-
-from memory.doc_records import DocumentRecords, agent_path, task_path
 
 M201_BACKEND_CONTRACT = """
 CREATE TABLE IF NOT EXISTS backend_documents (
@@ -46,47 +42,4 @@ MIGRATIONS = [
     ("m203_document_stamps", M203_DOCUMENT_STAMPS),
 ]
 
-LIST_TASKS_SQL = "SELECT task_id, status, data, updated_at FROM backend_tasks"
-
-
-class RecordTables(DocumentRecords):
-    """Tasks, the subagent registry and leases as JSON documents of the memory directory
-    (`memory.doc_records`, the contract's default), plus the copy of older rows.
-
-    `memory.db` is derived (a damaged one is moved aside and rebuilt from the files), so
-    records that exist nowhere else live in files. Rows an older tether kept in `memory.db`
-    are copied to files the first time records are used.
-    """
-
-    connect: Callable[[], sqlite3.Connection]
-    create_document: Callable[..., bool]
-    layout: Any
-    read_only: bool
-    _adopted: bool = False
-
-    def _adopt_rows(self) -> None:
-        """Copy records an older tether kept in `memory.db` to their files (once)."""
-        if self._adopted:
-            return
-        if self.read_only or not self.layout.db.exists():
-            return  # nothing to copy (and a reader creates no memory.db), or no way to
-        self._adopted = True
-        conn = self.connect()
-        for task_id, status, data, at in conn.execute(LIST_TASKS_SQL).fetchall():
-            record = {
-                "task_id": task_id,
-                "status": status,
-                "data": json.loads(data),
-                "updated_at": at,
-            }
-            self.create_document(task_path(task_id), self._record_bytes(record))
-        for task_id, agent_id, status, data, at in conn.execute(ALL_AGENTS_SQL).fetchall():
-            record = {"task_id": task_id, "agent_id": agent_id, "status": status,
-                      "data": json.loads(data), "updated_at": at}  # fmt: skip
-            self.create_document(agent_path(task_id, agent_id), self._record_bytes(record))
-
-
-ALL_AGENTS_SQL = "SELECT task_id, agent_id, status, data, updated_at FROM backend_subagents"
-
-
-__all__ = ["MIGRATIONS", "RecordTables"]
+__all__ = ["MIGRATIONS"]
