@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from orchestrator.agents.memory_middleware import TetherMemoryMiddleware
     from orchestrator.agents.offload import OffloadLargeToolResults
     from orchestrator.api import Orchestrator
-    from orchestrator.approvals import PendingApproval
     from orchestrator.config.workflow import AgentSpec, Workflow, load_workflow
     from orchestrator.errors import (
         ApprovalError,
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
     from orchestrator.graph.build import build_graph
     from orchestrator.result import RunResult
     from orchestrator.state import OrchestratorState
-    from orchestrator.types import PhasePlan, SubmitFindings, Subtask
+    from orchestrator.types import PendingApproval, PhasePlan, SubmitFindings, Subtask
 
 _EXPORTS = {
     "AgentSpec": "orchestrator.config.workflow",
@@ -57,7 +56,7 @@ _EXPORTS = {
     "OrchestratorRuntimeError": "orchestrator.errors",
     "OrchestratorState": "orchestrator.state",
     "OrchestratorUserError": "orchestrator.errors",
-    "PendingApproval": "orchestrator.approvals",
+    "PendingApproval": "orchestrator.types",
     "PhasePlan": "orchestrator.types",
     "RecoveryError": "orchestrator.errors",
     "RunResult": "orchestrator.result",

@@ -1,4 +1,4 @@
-"""The Python API: `Orchestrator` runs, resumes, hands off and reports on tasks.
+"""The Python API: `Orchestrator` runs, resumes, approves, hands off and reports on tasks.
 
 ::
 
@@ -10,61 +10,69 @@
     snap = orch.handoff(result.task_id)  # a snapshot a fresh agent can continue from
 
 Design: options are validated before anything is written (workflow file, workdir, model,
-phase), so a bad call leaves the memory directory untouched. `Orchestrator` is the driver:
-it records the task (`artifacts.tasks`), resolves the model (`agents.chat_models`),
-builds the run context and streams the graph (`orchestrator.graph.build`); a resume continues
-from the source `orchestrator.recovery.resume` chooses; `status` reads tether's own files
-(`orchestrator.recovery.status`). Progress is reported as event dicts to `on_event` (their kinds and
-fields: `orchestrator.events`; shown by `orchestrator.cli.view`); library code never prints.
+phase), so a bad call leaves the memory untouched. Each verb is a list of steps, each step
+in the wing it belongs to: the settings (`config.settings`), the memory
+(`artifacts.documents.MemoryHandle`), the task's record (`artifacts.tasks`), the model
+(`agents.chat_models`), the tools (`tools.assembly`), the run context
+(`graph.context.RunContext.build`), where a resume continues (`recovery.resume`), the
+decisions on approvals (`approvals`), and the graph run itself (`graph.build.run_graph`).
+Progress is reported as event dicts to `on_event` (their kinds and fields:
+`orchestrator.events`; shown by `orchestrator.cli.view`); library code never prints.
 
-Invariant: `run` and `resume` either finish the task or leave it resumable: every
-super-step is durable (LangGraph `durability="sync"`), and the JSON checkpoints, plan and
-findings files are enough to continue without LangGraph's database.
+Invariant: `run`, `resume` and `approve` either finish the task or leave it resumable:
+every super-step is durable (LangGraph `durability="sync"`), and the JSON checkpoints,
+plan and findings files are enough to continue without LangGraph's database.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from memory.base import BaseBackend
 from memory.capabilities import HoldsGraphState
-from memory.errors import describe_sqlite_damage as describe_damage
-from memory.errors import is_sqlite_damage as is_damage
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
-from orchestrator._api_approve import ApprovalMixin
-from orchestrator._api_handoff import HandoffMixin
-from orchestrator._api_resume import ResumeMixin
-from orchestrator._api_setup import SetupMixin
-from orchestrator.agents.chat_models import ResolvedModel
+from orchestrator.agents.chat_models import ResolvedModel, agent_models, run_model
+from orchestrator.approvals import answer, pending
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
-from orchestrator.artifacts.documents import Docs
-from orchestrator.artifacts.tasks import TaskList, resume_command, task_lock
-from orchestrator.config.settings import Overrides, check_new_task
-from orchestrator.config.workflow import AgentSpec
+from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, load_checkpoint
+from orchestrator.artifacts.documents import MemoryHandle
+from orchestrator.artifacts.names import utc
+from orchestrator.artifacts.snapshot import read_snapshot
+from orchestrator.artifacts.tasks import TaskInfo, TaskList, resume_command, task_lock
+from orchestrator.config.settings import Overrides, Settings, check_new_task, check_workdir
+from orchestrator.config.skills import external_memory_triggers
+from orchestrator.config.workflow import AgentSpec, Workflow
 from orchestrator.errors import (
-    OrchestratorRuntimeError,
+    ApprovalError,
     OrchestratorUserError,
+    UnknownTaskError,
 )
-from orchestrator.events import Event
+from orchestrator.events import Event, build_event
 from orchestrator.faults import fault
-from orchestrator.graph.build import run_graph
+from orchestrator.graph.build import ThreadState, run_graph, thread_state
 from orchestrator.graph.context import RunContext
+from orchestrator.graph.handoff import write_lead_snapshot
+from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
+from orchestrator.graph.writes import write_checkpoint
+from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
+from orchestrator.recovery.resume import finished_agents, prepare_resume
+from orchestrator.recovery.status import task_status
 from orchestrator.result import RunResult
-from orchestrator.state import OrchestratorState, initial_state
-from orchestrator.tools.assembly import agent_specs
+from orchestrator.state import OrchestratorState, current_phase, initial_state
+from orchestrator.tools.assembly import agent_specs, open_toolbox, run_workflow, task_workflow
 from orchestrator.tools.toolbox import Toolbox
 
 
-class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
+class Orchestrator:
     """Runs tether tasks against one memory: a memory directory, or a shared backend.
 
     The arguments are the top layer of every setting; the environment, the workflow, the
@@ -128,15 +136,10 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         status_file: bool = False,
         backend: BaseBackend | None = None,
     ):
-        self.status_file = status_file
-        self.model_timeout = model_timeout
         self.checkpointer = checkpointer
         self.workdir = workdir
         self.workflow_path = str(workflow) if workflow else None
         self.model_spec = model
-        self.token_threshold = token_threshold
-        self.max_parallel = max_parallel
-        self.max_subtasks = max_subtasks
         self.on_event = on_event
         self.tools = list(tools)
         self.agents = agent_specs(agents) if agents is not None else None
@@ -152,26 +155,13 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
             max_subtasks=max_subtasks,
             status_file=status_file,
         )
-        self.workflow = self._load_workflow(self.workflow_path)
+        self.workflow = run_workflow(self.workflow_path, self.project_dir, self.agents)
         #: The settings of a new task (a recorded task's: `settings_for`).
         self.settings = self.settings_for(self.workflow)
         self.layout = Layout.at(self.settings.memory_dir)
-        self.memory_url = memory_url = self.settings.memory_url
-        #: The shared backend's store (PostgreSQL), open for the orchestrator's lifetime.
-        self._shared: MemoryStore | None = None
-        self._owned: Any = None
-        self._borrowed = backend is not None
-        if backend is not None:
-            self._shared = MemoryStore(backend=backend)
-            self.docs = Docs(backend)
-        elif memory_url:
-            self._shared = MemoryStore.from_url(memory_url)
-            self.docs = Docs(self._shared.backend)
-        else:
-            from memory.backends.files import FilesBackend
-
-            self._owned = FilesBackend(self.layout.root, create=False)
-            self.docs = Docs(self._owned)
+        self.memory_url = self.settings.memory_url
+        self.memory = MemoryHandle(self.layout.root, url=self.memory_url, backend=backend)
+        self.docs = self.memory.docs
         if checkpointer is None and not isinstance(self.docs.backend, HoldsGraphState):
             name = type(self.docs.backend).__name__
             raise OrchestratorUserError(
@@ -181,7 +171,7 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         self.tasks = TaskList(self.docs)
         self._agent_model_cache: dict[int, dict[str, Any]] = {}
 
-    # -- running ---------------------------------------------------------------------
+    # -- running a new task ----------------------------------------------------------
     def run(
         self,
         objective: str | None = None,
@@ -201,37 +191,41 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
             OrchestratorUserError: bad objective, brief, task id, phase, workdir or model.
             Interrupted: Ctrl-C or SIGTERM (the task can be resumed).
         """
-        self._check_writable("run a task")
+        self.memory.check_writable("run a task")
         if brief is not None:
             objective = objective or brief_title(brief)
-        phases = list(self.workflow.phases)
-        task_id, workdir = check_new_task(
-            objective or "", task_id, start_phase, phases, self.workdir
-        )
+        state = self._new_state(objective or "", task_id, start_phase)
+        task_id = state["task_id"]
         if brief is not None:
-            objective = brief_objective(brief, task_id)
+            state["objective"] = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
         with (
             self._toolbox(self.workflow) as toolbox,
             task_lock(self.docs, task_id),
-            self._store() as store,
+            self.memory.store() as store,
         ):
-            if task_id in self.tasks:
-                raise OrchestratorUserError(
-                    f"task {task_id!r} already exists; continue it with "
-                    f"`orchestrator resume --task {task_id}` or pick another --task"
-                )
+            self._refuse_existing(task_id)
             if brief is not None:
                 store_brief(self.docs, task_id, brief)
-            state = initial_state(
+            self._record_new(state, resolved, toolbox.in_process)
+            WorkingMemory(store, task_id).ensure(objective=state["objective"])
+            ctx = self._context(store, self.workflow, resolved, task_id, toolbox=toolbox)
+            ctx.new_task = True
+            self._emit("model", name=resolved.name, offline=resolved.offline)
+            self._emit(
+                "start",
                 task_id=task_id,
-                objective=objective or "",
-                workdir=workdir,
-                phases=phases,
-                phase_index=phases.index(start_phase) if start_phase else 0,
+                objective=state["objective"],
+                phases=state["phases"],
+                memory_dir=self.docs.location,
+                workdir=state["workdir"],
+                model=resolved.name,
+                offline=resolved.offline,
+                token_threshold=self.settings.token_threshold,
+                max_parallel=self.settings.max_parallel,
             )
-            return self._start(store, state, resolved, toolbox)
+            return self._drive(ctx, state, task_id, source="run")
 
     def new_task(
         self,
@@ -256,55 +250,315 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
             OrchestratorUserError: bad objective, task id, phase, workdir or model, or a
                 task id that exists already.
         """
-        self._check_writable("start a task")
+        self.memory.check_writable("start a task")
+        state = self._new_state(objective, task_id, start_phase)
+        resolved = self._resolve_model(self.workflow)  # a bad model fails before any write
+        with task_lock(self.docs, state["task_id"]):
+            self._refuse_existing(state["task_id"])
+            self._record_new(state, resolved, [], served=served)
+        with self.memory.store() as store:
+            WorkingMemory(store, state["task_id"]).ensure(objective=objective)
+        return state
+
+    # -- continuing a recorded task --------------------------------------------------
+    def resume(
+        self,
+        task_id: str | None = None,
+        from_checkpoint: str | None = None,
+        from_snapshot: str | None = None,
+    ) -> RunResult:
+        """Continue a task: LangGraph state, else the latest valid checkpoint, else a snapshot.
+
+        Raises:
+            UnknownTaskError: no such task.
+            RecoveryError: nothing valid to resume from.
+            Interrupted: Ctrl-C or SIGTERM again (resume again).
+        """
+        self.memory.check_writable("resume a task")
+        if from_checkpoint and from_snapshot:
+            raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
+        snap = None
+        if from_snapshot:
+            snap = read_snapshot(Path(from_snapshot), self.docs)
+            task_id = task_id or snap.get("task_id")
+        if from_checkpoint:
+            cp_task = load_checkpoint(Path(from_checkpoint), self.docs).task_id
+            if task_id and task_id != cp_task:
+                raise OrchestratorUserError(
+                    f"checkpoint {from_checkpoint!r} belongs to task {cp_task!r}, "
+                    f"not {task_id!r}; drop --task or pass that task's checkpoint"
+                )
+            task_id = cp_task
+        try:
+            record = self.task_record(task_id)
+        except UnknownTaskError:
+            if snap is None:
+                raise
+            record = self.tasks.adopt(task_id, snap, workdir=str(Path(self.workdir or ".")))
+        with self._continuing(record) as (store, workflow, resolved, toolbox):
+            return self._resume(store, record, snap, from_checkpoint, workflow, resolved, toolbox)
+
+    def approve(
+        self,
+        task_id: str | None = None,
+        approve: bool = True,
+        message: str | None = None,
+        request_id: str | None = None,
+    ) -> RunResult:
+        """Answer the requests a waiting task has (all, or the one `request_id` names) and
+        continue it to its end (or its next wait); blocks like `resume`.
+
+        Args:
+            approve: True approves; False rejects, and the agent gets `message` as the
+                refused tool's result (a rejected phase plan is planned again).
+            request_id: a request id from `status` (a unique prefix is enough).
+
+        Raises:
+            UnknownTaskError: no such task.
+            ApprovalError: the task waits for nothing, or no request matches.
+            Interrupted: Ctrl-C or SIGTERM.
+        """
+        self.memory.check_writable("approve a request")
+        record = self.task_record(task_id)
+        task_id = record["task_id"]
+        with self._continuing(record) as (store, workflow, resolved, toolbox):
+            thread = record.get("thread_id") or task_id
+            saved = thread_state(self.docs, thread, self.checkpointer)
+            waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
+            if not waiting:
+                if record.get("status") == "waiting" and saved is None:
+                    # LangGraph's database is gone: the run continues from its JSON
+                    # checkpoint, and whoever asked asks again
+                    return self._resume(store, record, None, None, workflow, resolved, toolbox)
+                raise ApprovalError(
+                    f"task {task_id!r} waits for no approval (status "
+                    f"{record.get('status') or 'unknown'}); see `orchestrator status`"
+                )
+            answers = answer(
+                self.docs, task_id, waiting, request_id, approve=approve, message=message
+            )
+            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
+            self._emit_continuing(ctx, saved.values, list(answers), approve, message)  # type: ignore[union-attr]
+            self.tasks.note(task_id, status="running", pending_approvals=[])
+            return self._drive(ctx, Command(resume=answers), task_id, source="approve")
+
+    @contextlib.contextmanager
+    def open_task(self, task_id: str | None = None) -> Iterator[RunContext]:
+        """The run context of a recorded task (`new_task`, or the most recent one), with its
+        tools, run lock and store held for the block: for running tether's graph yourself
+        (`orchestrator.graph.build.compile_graph`); the LangGraph Server entry runs it as a
+        subgraph. Findings files a crash left behind are recorded first (a `warning` event
+        each), then a `model` event says which model runs.
+
+        Raises:
+            UnknownTaskError: no such task.
+            OrchestratorUserError: the task's workdir, model or tools are unusable.
+        """
+        record = self.task_record(task_id)
+        task_id = record["task_id"]
+        with self._continuing(record) as (store, workflow, resolved, toolbox):
+            for rel in repair_findings(self.docs, task_id, self.project_dir):
+                self._emit("warning", message=repaired_message(rel))
+            thread = record.get("thread_id") or task_id
+            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
+            self._emit("model", name=resolved.name, offline=resolved.offline)
+            yield ctx
+
+    # -- reading a task and writing its files ----------------------------------------
+    def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:
+        """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
+        record = self.task_record(task_id)
+        thread = record.get("thread_id") or record["task_id"]
+        saved = thread_state(self.docs, thread, self.checkpointer)
+        if saved is not None:  # a crash may have left findings it does not hold yet
+            return with_recorded_findings(self.docs, dict(saved.values)), "langgraph"
+        cp, _path, _warnings = latest_valid_checkpoint(self.docs, record["task_id"])
+        return state_from_checkpoint(self.docs, cp.model_dump(mode="json")), "checkpoint"
+
+    def handoff(self, task_id: str | None = None) -> Path:
+        """Write a context snapshot of the task's current state; returns its path."""
+        self.memory.check_writable("write a handoff snapshot")
+        state, _source = self.current_state(task_id)
+        with self.memory.store() as store:
+            record = self.task_record(state["task_id"])
+            ctx = self._context(store, self.workflow, None, "", record)
+            return write_lead_snapshot(ctx, state, reason="manual")
+
+    def checkpoint_now(self, task_id: str | None = None, notes: str = "") -> Path:
+        """Write a manual checkpoint of the task's current state; returns its path."""
+        state, _source = self.current_state(task_id)
+        task = state["task_id"]
+        if state.get("status") == "done":
+            next_action = "Task complete; nothing to do"
+        else:
+            next_action = f"Resume with `{resume_command(task, self.docs)}`"
+        with self.memory.store() as store:
+            ctx = self._context(store, self.workflow, None, "", self.task_record(task))
+            rel = write_checkpoint(
+                ctx, state, trigger="manual", next_action=next_action, extra={"notes": notes}
+            )
+            return ctx.docs.path(rel)
+
+    def status(self, task_id: str | None = None) -> dict[str, Any]:
+        """A JSON-able summary of the task: phase, subtasks, tokens, latest files
+        (see `orchestrator.recovery.status.task_status`)."""
+        return task_status(self.docs, task_id, checkpointer=self.checkpointer)
+
+    def task_record(self, task_id: str | None = None) -> TaskInfo:
+        """The recorded options of `task_id`, or of the most recent task.
+
+        Raises:
+            UnknownTaskError: no such task (or no task at all) in the memory.
+        """
+        return self.tasks.record(task_id)
+
+    def settings_for(self, workflow: Workflow, record: TaskInfo | None = None) -> Settings:
+        """The settings of a run of `workflow` (continuing `record`'s task, if given): this
+        orchestrator's arguments over the task's, the environment's, the workflow's, the
+        external-memory skill's and the defaults (`orchestrator.config.settings`).
+
+        Raises:
+            ModelConfigError: an invalid `$TETHER_MODEL_TIMEOUT`.
+            SkillError: an invalid external-memory skill.
+        """
+        triggers = external_memory_triggers(self.project_dir)
+        return Settings.resolve(self.overrides, workflow, triggers, record=record)
+
+    def close(self) -> None:
+        """Close the backend the orchestrator opened (its database connections), not one it
+        was given."""
+        self.memory.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the steps -------------------------------------------------------------------
+    def _new_state(
+        self, objective: str, task_id: str | None, start_phase: str | None
+    ) -> OrchestratorState:
+        """A new task's first state, its inputs checked (nothing is written)."""
         phases = list(self.workflow.phases)
         task_id, workdir = check_new_task(objective, task_id, start_phase, phases, self.workdir)
-        resolved = self._resolve_model(self.workflow)  # a bad model fails before any write
-        state = initial_state(
+        return initial_state(
             task_id=task_id,
             objective=objective,
             workdir=workdir,
             phases=phases,
             phase_index=phases.index(start_phase) if start_phase else 0,
         )
-        with task_lock(self.docs, task_id):
-            if task_id in self.tasks:
-                raise OrchestratorUserError(
-                    f"task {task_id!r} already exists in {self.docs.location!r}; pick another "
-                    f"task id, or continue it with `orchestrator resume --task {task_id}`"
-                )
-            self._record_new(state, resolved, [], served=served)
-        with self._store() as store:
-            WorkingMemory(store, task_id).ensure(objective=objective)
-        return state
 
-    def _start(
+    def _refuse_existing(self, task_id: str) -> None:
+        if task_id in self.tasks:
+            raise OrchestratorUserError(
+                f"task {task_id!r} already exists in {self.docs.location!r}; pick another "
+                f"task id, or continue it with `orchestrator resume --task {task_id}`"
+            )
+
+    def _record_new(
+        self,
+        state: OrchestratorState,
+        resolved: ResolvedModel,
+        in_process_tools: list[str],
+        **extra: Any,
+    ) -> None:
+        """Record a new task with the options it runs with (a resume uses them again)."""
+        self.tasks.note(
+            state["task_id"],
+            objective=state["objective"],
+            workdir=state["workdir"],
+            phases=state["phases"],
+            start_phase=current_phase(state),
+            workflow=self.workflow_path,
+            model=resolved.name if isinstance(self.model_spec, str | None) else None,
+            model_source=resolved.source,
+            token_threshold=self.overrides.token_threshold,
+            max_parallel=self.overrides.max_parallel,
+            max_subtasks=self.overrides.max_subtasks,
+            thread_id=state["task_id"],
+            project_dir=self.project_dir,
+            created=utc().isoformat(),
+            in_process_tools=in_process_tools,
+            agents=(
+                {k: v.model_dump(exclude_defaults=True) for k, v in self.agents.items()}
+                if self.agents is not None
+                else None
+            ),
+            **extra,
+        )
+
+    @contextlib.contextmanager
+    def _continuing(self, record: TaskInfo) -> Iterator[tuple[Any, Workflow, Any, Toolbox]]:
+        """What continuing a recorded task needs, checked before anything is written: its
+        workflow, workdir, model and tools; then its run lock and the store, for the block."""
+        workflow = self.workflow
+        if not self.workflow_path:
+            workflow = task_workflow(record, self.project_dir, self.agents) or self.workflow
+        if record.get("workdir"):
+            check_workdir(record["workdir"])  # moved or deleted since the run started?
+        resolved = self._resolve_model(workflow, record)
+        self._agent_models(workflow)
+        with (
+            self._toolbox(workflow, record) as toolbox,
+            task_lock(self.docs, record["task_id"]),
+            self.memory.store() as store,
+        ):
+            yield store, workflow, resolved, toolbox
+
+    def _resume(
         self,
         store: MemoryStore,
-        state: OrchestratorState,
+        record: TaskInfo,
+        snap: dict[str, Any] | None,
+        from_checkpoint: str | None,
+        workflow: Workflow,
         resolved: ResolvedModel,
         toolbox: Toolbox,
     ) -> RunResult:
-        task_id, objective = state["task_id"], state["objective"]
-        settings = self.settings_for(self.workflow)
-        self._record_new(state, resolved, toolbox.in_process)
-        WorkingMemory(store, task_id).ensure(objective=objective)
-        ctx = self._context(store, self.workflow, resolved, task_id, toolbox=toolbox)
-        ctx.new_task = True
+        task_id = record["task_id"]
+        found = prepare_resume(
+            self.docs,
+            self.tasks,
+            record,
+            phases=list(workflow.phases),
+            project_dir=self.project_dir,
+            checkpointer=self.checkpointer,
+            snapshot=snap,
+            from_checkpoint=from_checkpoint,
+        )
+        ctx = self._context(store, workflow, resolved, found.thread, record, toolbox)
+        if found.plan is None:  # waiting for approval: nothing runs
+            return self._still_waiting(ctx, found.saved, task_id)  # type: ignore[arg-type]
         self._emit("model", name=resolved.name, offline=resolved.offline)
+        for warning in found.plan.warnings:
+            self._emit("warning", message=warning)
+        for rel in found.repaired:
+            self._emit("warning", message=repaired_message(rel))
         self._emit(
-            "start",
+            "resume",
             task_id=task_id,
-            objective=objective,
-            phases=state["phases"],
+            source=found.plan.source,
+            path=found.plan.path,
             memory_dir=self.docs.location,
-            workdir=state["workdir"],
             model=resolved.name,
             offline=resolved.offline,
-            token_threshold=settings.token_threshold,
-            max_parallel=settings.max_parallel,
         )
-        return self._drive(ctx, state, task_id, source="run")
+        state = found.state
+        self._emit_finished(
+            state if state is not None else found.saved.values if found.saved else {}
+        )
+        return self._drive(
+            ctx, state, task_id, source=found.plan.source, warnings=found.plan.warnings
+        )
+
+    def _still_waiting(self, ctx: RunContext, saved: ThreadState, task_id: str) -> RunResult:
+        """The result of a task that waits for approval (nothing runs)."""
+        waiting = [p.model_dump() for p in pending(self.docs, task_id, saved.interrupts)]
+        values = {**saved.values, "status": "waiting", "pending_approvals": waiting}
+        self._emit("waiting_approval", task_id=task_id, requests=waiting)
+        return RunResult.from_state(values, ctx, source="langgraph", warnings=[])
 
     def _drive(
         self,
@@ -318,25 +572,7 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
         """Stream the graph from `state` (None: continue the thread's saved state) to its
         end."""
         fault("run_before_graph")
-        backend = ctx.store.backend
-        saver = self.checkpointer or backend.checkpointer()
-        self._emit_notices(backend)
-        try:
-            values = run_graph(ctx, state, task_id, saver)
-        except sqlite3.DatabaseError as exc:
-            # LangGraph's database went bad under the run: move it aside, so that the next
-            # `resume` continues from the JSON checkpoints, and say so in one line
-            if self.checkpointer is not None or not hasattr(backend, "reset_checkpointer"):
-                raise
-            if not is_damage(exc):
-                raise
-            aside = backend.reset_checkpointer(exc)
-            backend.notices.clear()
-            raise OrchestratorRuntimeError(
-                f"LangGraph's database was damaged during the run ({describe_damage(exc)}); "
-                f"moved aside to {aside}; continue with `{resume_command(task_id, self.docs)}` "
-                "(from the JSON checkpoints)"
-            ) from None
+        values = run_graph(ctx, state, task_id, self.checkpointer)
         result = RunResult.from_state(values, ctx, source=source, warnings=warnings or [])
         if result.status not in ("failed", "waiting"):
             self.tasks.note(task_id, status=result.status, error=None, pending_approvals=[])
@@ -355,3 +591,78 @@ class Orchestrator(SetupMixin, ResumeMixin, ApprovalMixin, HandoffMixin):
             reason=result.done_reason,
         )
         return result
+
+    def _context(
+        self,
+        store: MemoryStore,
+        workflow: Workflow,
+        resolved: ResolvedModel | None,
+        thread_id: str,
+        record: TaskInfo | None = None,
+        toolbox: Toolbox | None = None,
+    ) -> RunContext:
+        """The run context of the graph (`resolved` None: files only, no model calls)."""
+        return RunContext.build(
+            self.settings_for(workflow, record),
+            store=store,
+            workflow=workflow,
+            resolved=resolved,
+            thread_id=thread_id,
+            project_dir=self.project_dir,
+            on_event=self.on_event,
+            toolbox=toolbox,
+            agent_models=self._agent_models(workflow) if resolved is not None else {},
+        )
+
+    def _toolbox(self, workflow: Workflow, record: TaskInfo | None = None) -> Any:
+        """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`)."""
+        return open_toolbox(workflow, self.tools, self.project_dir, record)
+
+    def _agent_models(self, workflow: Workflow) -> dict[str, Any]:
+        """Chat models of workflow agents that name their own (resolved once per run)."""
+        if id(workflow) not in self._agent_model_cache:
+            self._agent_model_cache[id(workflow)] = agent_models(workflow)
+        return self._agent_model_cache[id(workflow)]
+
+    def _resolve_model(self, workflow: Workflow, record: TaskInfo | None = None) -> ResolvedModel:
+        recorded = (record or {}).get("model")
+        by_name = isinstance(self.model_spec, str | None)
+        settings = self.settings_for(workflow, record)
+        resolved = run_model(
+            settings.model if by_name else self.model_spec,
+            settings.sources["model"],
+            settings.model_timeout,
+        )
+        if record is not None and by_name and resolved.name != recorded:
+            # the task sticks to its model; an explicit --model switch is recorded
+            self.tasks.note(record["task_id"], model=resolved.name, model_before=recorded)
+        return resolved
+
+    # -- events ----------------------------------------------------------------------
+    def _emit(self, event: str, **fields: Any) -> None:
+        built = build_event(event, **fields)  # checked with or without a callback
+        if self.on_event is not None:
+            self.on_event(built)
+
+    def _emit_finished(self, values: dict[str, Any]) -> None:
+        """`agent` events for what finished before an interruption (see
+        `recovery.resume.finished_agents`)."""
+        for fields in finished_agents(values, self.docs):
+            self._emit("agent", **fields)
+
+    def _emit_continuing(
+        self, ctx: RunContext, values: dict[str, Any], ids: list[str], approve: bool, message: Any
+    ) -> None:
+        """The events that open an approved run (task, phase, what finished, the answers)."""
+        self._emit("model", name=ctx.model_name, offline=ctx.offline)
+        self._emit(
+            "resume", task_id=values["task_id"], source="approve", path=None,
+            memory_dir=self.docs.location, model=ctx.model_name, offline=ctx.offline,
+        )  # fmt: skip
+        phase = current_phase(values)  # type: ignore[arg-type]
+        self._emit(
+            "phase", phase=phase, index=values["phase_index"] + 1, total=len(values["phases"])
+        )
+        self._emit_finished(values)
+        for ident in ids:
+            self._emit("approved" if approve else "rejected", id=ident, message=message or "")

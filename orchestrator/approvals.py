@@ -19,42 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from orchestrator.artifacts.registry import registry_note, registry_records
 from orchestrator.errors import ApprovalError
+from orchestrator.types import PendingApproval
 
-ARGS_SHOWN = 200
-"""Characters of a request's arguments shown on its status line."""
 PREFIX = "approval:"
-
-
-class PendingApproval(BaseModel):
-    """One action waiting for a person's decision."""
-
-    id: str
-    """The request's id (LangGraph's interrupt id); one request may hold several actions."""
-    agent: str
-    """The agent that asked (`lead` for a phase plan)."""
-    key: str = ""
-    """The subtask key (`phase/id`), or `phase/plan`."""
-    tool: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    allowed_decisions: list[str] = Field(default_factory=lambda: ["approve", "reject"])
-    description: str = ""
-
-    def line(self) -> str:
-        """The request as one status line: id, agent, tool and its arguments (cut)."""
-        args = _short(self.args)
-        return f"{self.id[:12]}  {self.agent} ({self.key})  {self.tool}({args})"
-
-
-def _short(args: Any) -> str:
-    import json
-
-    text = json.dumps(args, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
 
 
 def actions_of(value: Any, ident: str, agent: str, key: str) -> list[PendingApproval]:
@@ -166,3 +135,24 @@ def decisions_for(
             decision["message"] = message
         decisions.append(decision)
     return {"decisions": decisions}
+
+
+def answer(
+    docs: Any,
+    task_id: str,
+    waiting: Sequence[PendingApproval],
+    request_id: str | None,
+    *,
+    approve: bool,
+    message: str | None,
+) -> dict[str, dict[str, Any]]:
+    """Decide the requests `request_id` names (all when None) and record the decisions:
+    `{interrupt id: LangChain's decision payload}`, what `Command(resume=...)` takes.
+
+    Raises:
+        ApprovalError: no request matches, or the decision is not allowed.
+    """
+    ids = select(waiting, request_id)
+    answers = {i: decisions_for(waiting, i, approve=approve, message=message) for i in ids}
+    note_decisions(docs, task_id, answers)
+    return answers

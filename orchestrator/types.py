@@ -26,6 +26,8 @@ module of tether):
   plain pydantic models bound as tools with `model.bind_tools([...])`, so any LangChain
   chat model with tool calling can drive tether. Before the final call an agent may call
   the ordinary tools it was given as often as its step budget allows.
+* **The approval request.** `PendingApproval`: one action waiting for a person's decision
+  (`orchestrator.approvals` finds them and answers them).
 * **JSON values.** `JsonObject`, a dict of JSON values, checked fast.
 * **The finding reference.** The texts of a finding are written durably twice before the
   graph state says the subagent ran: as a line of the task's artifact registry
@@ -354,3 +356,37 @@ def finding_record(
     if payload is not None and payload.get("status") and not ref.get("status"):
         out["status"] = payload["status"]
     return out
+
+
+# The approval request
+
+ARGS_SHOWN = 200
+"""Characters of a request's arguments shown on its status line."""
+
+
+class PendingApproval(BaseModel):
+    """One action waiting for a person's decision."""
+
+    id: str
+    """The request's id (LangGraph's interrupt id); one request may hold several actions."""
+    agent: str
+    """The agent that asked (`lead` for a phase plan)."""
+    key: str = ""
+    """The subtask key (`phase/id`), or `phase/plan`."""
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    allowed_decisions: list[str] = Field(default_factory=lambda: ["approve", "reject"])
+    description: str = ""
+
+    def line(self) -> str:
+        """The request as one status line: id, agent, tool and its arguments (cut)."""
+        args = _short(self.args)
+        return f"{self.id[:12]}  {self.agent} ({self.key})  {self.tool}({args})"
+
+
+def _short(args: Any) -> str:
+    import json
+
+    text = json.dumps(args, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."

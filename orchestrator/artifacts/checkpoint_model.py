@@ -19,9 +19,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from orchestrator.approvals import PendingApproval
 from orchestrator.errors import TemplateError
-from orchestrator.types import JsonObject, Subtask, model_view
+from orchestrator.types import JsonObject, PendingApproval, Subtask, model_view
 
 CHECKPOINT_TEMPLATE = "checkpoint.json.j2"
 TIMESTAMP_PATTERN = (

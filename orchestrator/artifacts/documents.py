@@ -241,3 +241,57 @@ class Docs:
 
 def _run_lock_name(task_id: str) -> str:
     return f"run:{check_name(task_id, 'task id')}"
+
+
+class MemoryHandle:
+    """The memory an `Orchestrator` runs against, opened once for its lifetime.
+
+    One of: a backend the caller gives (and keeps: it is never closed here), a shared
+    backend a URL names (PostgreSQL, open until `close`), or the files backend on the
+    memory directory `root` (the default; a run opens its own `MemoryStore` on it).
+    """
+
+    def __init__(self, root: Path, *, url: str | None = None, backend: BaseBackend | None = None):
+        from memory.store import MemoryStore  # the store is loaded only by what writes
+
+        self.root = root
+        #: The shared backend's store (given, or opened from `url`).
+        self.shared: MemoryStore | None = None
+        self._owned: BaseBackend | None = None
+        self._borrowed = backend is not None
+        if backend is not None:
+            self.shared = MemoryStore(backend=backend)
+        elif url:
+            self.shared = MemoryStore.from_url(url)
+        else:
+            from memory.backends.files import FilesBackend
+
+            self._owned = FilesBackend(root, create=False)
+        #: The one handle on the memory's documents.
+        self.docs = Docs(self.shared.backend if self.shared is not None else self._owned)
+
+    @contextlib.contextmanager
+    def store(self) -> Iterator[Any]:
+        """The `MemoryStore` a run writes through for the block (a shared one stays open)."""
+        if self.shared is not None:
+            yield self.shared
+            return
+        from memory.store import MemoryStore
+
+        with MemoryStore(self.root) as store:  # closes its checkpointer too
+            yield store
+
+    def check_writable(self, action: str) -> None:
+        """One-line `MemoryDirError` when the memory directory is read-only (before any
+        write)."""
+        if self.shared is None:
+            from memory.store import MemoryStore
+
+            MemoryStore(self.root, create=False).check_writable(action)
+
+    def close(self) -> None:
+        """Close what was opened here (database connections), never a backend given."""
+        if self.shared is not None and not self._borrowed:
+            self.shared.close()
+        if self._owned is not None:
+            self._owned.close()

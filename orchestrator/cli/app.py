@@ -14,175 +14,41 @@ the live view, checkpoint validation), so `--help` and `status` load no more tha
 
 from __future__ import annotations
 
-import errno
 import functools
 import itertools
 import json
-import sqlite3
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from memory.cli.common import show_warnings
-from memory.cli.options import hoist
-from memory.errors import MemoryStoreError
 from orchestrator.artifacts.brief import read_brief
+from orchestrator.cli.checkpoint import register as register_checkpoint_groups
+from orchestrator.cli.common import (
+    Group,
+    Invocation,
+    json_option,
+    make_orchestrator,
+    memory_option,
+    open_memory,
+    path_option,
+    run_options,
+    shared_url,
+    task_option,
+)
 from orchestrator.cli.exits import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
     EXIT_UNREACHABLE,
     EXIT_WAITING,
-    exit_now,
     stop_gracefully_on_sigterm,
 )
 from orchestrator.cli.process import settle_imports
 from orchestrator.cli.report import report_text, status_text, unreachable
-from orchestrator.config.defaults import TOKEN_THRESHOLD
-from orchestrator.config.settings import MemoryLocation, memory_location
-from orchestrator.errors import Interrupted, OrchestratorError, Terminated
+from orchestrator.config.settings import memory_location
 
 
-class _Group(click.Group):
-    """Turns tether's errors into one-line `Error:` messages with exit code 1, and takes
-    `--memory-url` after the verb as well as before it."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist(args, ["--memory-url"]))
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (OrchestratorError, MemoryStoreError) as exc:
-            if isinstance(exc, Interrupted):
-                click.echo(str(exc), err=True)
-                if exc.checkpoint:
-                    click.echo(f"Checkpoint: {exc.checkpoint}", err=True)
-                exit_now(128 + exc.signum)  # 130 after Ctrl-C, 143 after SIGTERM
-            raise click.ClickException(" ".join(str(exc).split())) from None
-        except click.UsageError as exc:
-            # One line, like every other error (click would add the usage and a hint).
-            raise click.ClickException(exc.format_message()) from None
-        except KeyboardInterrupt as exc:
-            how = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
-            click.echo(f"{how}; resume with `orchestrator resume`", err=True)
-            exit_now(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
-        except BrokenPipeError:
-            sys.stderr.close()
-            ctx.exit(0)
-        except (sqlite3.Error, OSError) as exc:
-            raise click.ClickException(_storage_problem(exc)) from None
-
-
-def _storage_problem(exc: Exception) -> str:
-    """One line for a failure of the storage under a command (LangGraph's SQLite state, a
-    file written outside the memory library), e.g. a full disk; a task stays resumable."""
-    if isinstance(exc, sqlite3.Error):
-        what = " ".join(str(exc).split()) or type(exc).__name__
-        return (
-            f"the task's state could not be saved ({what}); free space if the disk is full, "
-            "then run `orchestrator resume`"
-        )
-    where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
-    if getattr(exc, "errno", None) == errno.ENOSPC:
-        return f"disk full while writing{where}: free space, then run `orchestrator resume`"
-    return f"{exc.strerror or exc}:{where} (then `orchestrator resume` continues a task)"
-
-
-def memory_option(func: Callable) -> Callable:
-    return click.option(
-        "--memory-dir",
-        type=click.Path(file_okay=False, path_type=str),
-        default=None,
-        help="Memory directory (default: $TETHER_MEMORY_DIR, else ./.temp/memory).",
-    )(func)
-
-
-def task_option(func: Callable) -> Callable:
-    return click.option(
-        "--task", "task_id", default=None, help="Task id (default: the most recent task)."
-    )(func)
-
-
-def path_option(flag: str, help: str, default: str | None = None) -> Callable:
-    """A `FLAG PATH` option; the command checks the path and reports it in one line."""
-    return click.option(flag, type=click.Path(path_type=str), default=default, help=help)
-
-
-def json_option(func: Callable) -> Callable:
-    return click.option(
-        "--json",
-        "json_mode",
-        is_flag=True,
-        help="Machine-readable output: one JSON object per line.",
-    )(func)
-
-
-#: Subagents one process runs at once, at most: each is a thread with its own model calls,
-#: and a phase plans a handful of subtasks (4 by default), so more only hides a typo.
-MAX_PARALLEL = 64
-
-
-def _capped_parallel(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    if value is not None and value > MAX_PARALLEL:
-        click.echo(
-            f"Warning: --max-parallel {value} is more than {MAX_PARALLEL}; "
-            f"running at most {MAX_PARALLEL} subagents at once.",
-            err=True,
-        )
-        return MAX_PARALLEL
-    return value
-
-
-def run_options(func: Callable) -> Callable:
-    """Options shared by `run` and `resume`: the model and the limits reach the command as
-    keyword arguments it passes on to `Orchestrator` (`**settings`)."""
-    for decorator in reversed(
-        [
-            click.option(
-                "--model",
-                default=None,
-                help="provider:model (e.g. openai:gpt-4o-mini) or 'offline'.",
-            ),
-            click.option(
-                "--token-threshold",
-                type=click.IntRange(min=1),
-                default=None,
-                help=f"Lead-context tokens that trigger a snapshot (default {TOKEN_THRESHOLD}).",
-            ),
-            click.option(
-                "--model-timeout",
-                type=click.FloatRange(min=0, min_open=True),
-                default=None,
-                help="Seconds per model request before it is retried "
-                "(default: $TETHER_MODEL_TIMEOUT, workflow, 120).",
-            ),
-            click.option(
-                "--max-parallel",
-                type=click.IntRange(min=1),
-                default=None,
-                callback=_capped_parallel,
-                help=f"Subagents running at once (default: workflow, 4; at most {MAX_PARALLEL}).",
-            ),
-            click.option(
-                "--status-file",
-                is_flag=True,
-                default=False,
-                help="Keep tether's block in the workdir's STATUS.md current after each "
-                "phase (default: the workflow's status_file, else nothing is written there).",
-            ),
-            memory_option,
-            json_option,
-        ]
-    ):
-        func = decorator(func)
-    return func
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--memory-dir",
     "group_memory_dir",
@@ -210,7 +76,7 @@ def cli(ctx: click.Context, group_memory_dir: str | None, memory_url: str | None
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
     show_warnings()  # the memory library's (a damaged memory.db rebuilt, a lost entry)
-    ctx.obj = _Invocation(memory_dir=group_memory_dir, memory_url=memory_url)
+    ctx.obj = Invocation(memory_dir=group_memory_dir, memory_url=memory_url)
     where = memory_location(group_memory_dir, memory_url)
     if where.url:
         # the optional `postgres` extra and the backends (30 ms of start-up): only with a URL
@@ -220,69 +86,6 @@ def cli(ctx: click.Context, group_memory_dir: str | None, memory_url: str | None
             raise click.ClickException(
                 f"{where.url_flag} must be postgresql://... for the orchestrator"
             )
-
-
-@dataclass
-class _Invocation:
-    """What the `orchestrator` group was given, for the command it runs (`ctx.obj`)."""
-
-    memory_dir: str | None = None
-    """`--memory-dir` before the verb (the verb's own `--memory-dir` wins)."""
-    memory_url: str | None = None
-    """`--memory-url` (before or after the verb)."""
-    docs: Any = None
-    """The shared memory's documents, opened once for the command."""
-
-    def location(self, memory_dir: str | None) -> MemoryLocation:
-        """Where the command's memory is (`orchestrator.config.settings.memory_location`)."""
-        return memory_location(memory_dir or self.memory_dir, self.memory_url)
-
-
-def _invocation() -> _Invocation:
-    obj = click.get_current_context().find_object(_Invocation)
-    return obj if obj is not None else _Invocation()
-
-
-def shared_url(memory_dir: str | None = None) -> str | None:
-    """The shared memory's URL (`--memory-url`, `$TETHER_MEMORY_URL`), or None."""
-    return _invocation().location(memory_dir).url
-
-
-def _memory(memory_dir: str | None) -> Any:
-    """The memory a command reads (`orchestrator.artifacts.documents.Docs`): the directory, or the
-    shared backend (opened once, closed when the command ends)."""
-    from memory.backends import backend_for
-    from memory.backends.files import FilesBackend
-    from orchestrator.artifacts.documents import Docs
-
-    invocation = _invocation()
-    where = invocation.location(memory_dir)
-    if where.url is None:
-        backend = FilesBackend(where.dir, create=False)
-    elif invocation.docs is not None:
-        return invocation.docs
-    else:
-        backend = backend_for(where.url, setup=False)
-    click.get_current_context().call_on_close(backend.close)
-    docs = Docs(backend)
-    if where.url is not None:
-        invocation.docs = docs
-    return docs
-
-
-def _orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> Any:
-    # LangGraph and LangChain load here, for the commands that run or read a graph
-    from orchestrator.api import Orchestrator
-
-    invocation = _invocation()
-    orch = Orchestrator(
-        memory_dir=memory_dir or invocation.memory_dir,
-        memory_url=invocation.memory_url,
-        on_event=view,
-        **kwargs,
-    )  # the environment and the workflow fill in the rest (`orchestrator.config.settings`)
-    click.get_current_context().call_on_close(orch.close)
-    return orch
 
 
 def _with_view(json_mode: bool) -> Any:
@@ -322,7 +125,7 @@ def _drive(
     """Run or resume a task (`start` gets the `Orchestrator`) under a view; report it."""
     view, on_event = _with_view(json_mode)
     settle_imports()
-    orch = _orchestrator(memory_dir, on_event, **options)  # bad settings: before any panel
+    orch = make_orchestrator(memory_dir, on_event, **options)  # bad settings: before any panel
     with view:
         result = start(orch)
     click.echo(report_text(result, json_mode, shared_url(memory_dir)))
@@ -508,7 +311,7 @@ def handoff_cmd(task_id: str | None, memory_dir: str | None) -> None:
       orchestrator handoff
       orchestrator handoff --task auth-map
     """
-    path = _orchestrator(memory_dir).handoff(task_id)
+    path = make_orchestrator(memory_dir).handoff(task_id)
     click.echo(str(path))
 
 
@@ -526,15 +329,14 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     """
     from orchestrator.recovery.status import task_status  # start-up: see the module docstring
 
-    info = task_status(_memory(memory_dir), task_id)
+    info = task_status(open_memory(memory_dir), task_id)
     if json_mode:
         click.echo(json.dumps(info, default=str))
         return
     click.echo(status_text(info, shared_url(memory_dir)))
 
 
-# the `checkpoint` and `snapshot` groups register themselves on `cli`
-import orchestrator.cli.checkpoint  # noqa: E402,F401  (after `cli` and its helpers exist)
+register_checkpoint_groups(cli)
 
 
 @functools.wraps(cli)

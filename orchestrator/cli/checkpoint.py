@@ -1,7 +1,6 @@
 """`orchestrator checkpoint now|load|report|list` and `orchestrator snapshot write|list`.
 
-Registered on the `orchestrator` group (`orchestrator.cli.app` imports this module once `cli`
-and its shared options exist).
+`register` adds both groups to the `orchestrator` group (`orchestrator.cli.app`).
 """
 
 from __future__ import annotations
@@ -15,19 +14,18 @@ import click
 from memory.store import MemoryStore
 from orchestrator.artifacts.checkpoint import list_checkpoints
 from orchestrator.artifacts.snapshot import list_snapshots
-from orchestrator.cli.app import (
-    _Group,
-    _memory,
-    _orchestrator,
-    cli,
+from orchestrator.cli.common import (
+    Group,
     json_option,
+    make_orchestrator,
     memory_option,
+    open_memory,
     shared_url,
     task_option,
 )
 
 
-@cli.group("checkpoint", cls=_Group)
+@click.group("checkpoint", cls=Group)
 def checkpoint_group() -> None:
     """Write, read and list JSON checkpoints (recovery points of a task).
 
@@ -45,7 +43,7 @@ def _checkpoint_file(memory_dir: str | None, task_id: str | None, path: str | No
     from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, load_checkpoint
     from orchestrator.artifacts.tasks import TaskList
 
-    docs = _memory(memory_dir)
+    docs = open_memory(memory_dir)
     if path:
         return load_checkpoint(Path(path), docs), Path(path), []
     if task_id is None:
@@ -64,7 +62,7 @@ def checkpoint_now(task_id: str | None, notes: str, memory_dir: str | None) -> N
     Examples:
       orchestrator checkpoint now --notes "tests pass, starting the refactor"
     """
-    click.echo(str(_orchestrator(memory_dir).checkpoint_now(task_id, notes=notes)))
+    click.echo(str(make_orchestrator(memory_dir).checkpoint_now(task_id, notes=notes)))
 
 
 @checkpoint_group.command("load")
@@ -112,7 +110,7 @@ def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | N
     for warning in warnings:
         click.echo(f"Warning: {warning}", err=True)
     if shared_url(memory_dir) is not None:
-        click.echo(report(cp, MemoryStore(backend=_memory(memory_dir).backend)))
+        click.echo(report(cp, MemoryStore(backend=open_memory(memory_dir).backend)))
         return
     with MemoryStore(memory_dir) as store:
         click.echo(report(cp, store))
@@ -130,7 +128,7 @@ def checkpoint_list(task_id: str | None, memory_dir: str | None, json_mode: bool
       orchestrator checkpoint list
       orchestrator checkpoint list --task auth-map --json
     """
-    paths = list_checkpoints(_memory(memory_dir), task_id)
+    paths = list_checkpoints(open_memory(memory_dir), task_id)
     if json_mode:
         click.echo(json.dumps([str(p) for p in paths]))
         return
@@ -138,7 +136,7 @@ def checkpoint_list(task_id: str | None, memory_dir: str | None, json_mode: bool
         click.echo(str(p))
 
 
-@cli.group("snapshot", cls=_Group)
+@click.group("snapshot", cls=Group)
 def snapshot_group() -> None:
     """Write or list context snapshots (handoff documents).
 
@@ -159,7 +157,7 @@ def snapshot_write(task_id: str | None, memory_dir: str | None) -> None:
     Examples:
       orchestrator snapshot write --task auth-map
     """
-    click.echo(str(_orchestrator(memory_dir).handoff(task_id)))
+    click.echo(str(make_orchestrator(memory_dir).handoff(task_id)))
 
 
 @snapshot_group.command("list")
@@ -172,9 +170,15 @@ def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
     Examples:
       orchestrator snapshot list
     """
-    paths = list_snapshots(_memory(memory_dir))
+    paths = list_snapshots(open_memory(memory_dir))
     if json_mode:
         click.echo(json.dumps([str(p) for p in paths]))
         return
     for p in paths:
         click.echo(str(p))
+
+
+def register(group: click.Group) -> None:
+    """Add the `checkpoint` and `snapshot` groups to the `orchestrator` group."""
+    group.add_command(checkpoint_group)
+    group.add_command(snapshot_group)

@@ -79,8 +79,8 @@ def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
 
 def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
     """What a waiting task waits for, a line per request, and the commands to answer."""
-    from orchestrator.approvals import PendingApproval
     from orchestrator.artifacts.tasks import approve_command
+    from orchestrator.types import PendingApproval
 
     lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
     lines += [f"  waits for approval: {PendingApproval.model_validate(r).line()}" for r in requests]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -42,10 +43,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from memory.capabilities import HoldsGraphState
-from orchestrator.approvals import PendingApproval, pending
+from memory.errors import describe_sqlite_damage, is_sqlite_damage
+from orchestrator.approvals import pending
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskList, resume_command
-from orchestrator.errors import Interrupted, ModelCallError, Terminated
+from orchestrator.errors import Interrupted, ModelCallError, OrchestratorRuntimeError, Terminated
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.nodes.advance import advance_node, route_advance
 from orchestrator.graph.nodes.approve import approve_node, route_approve
@@ -57,6 +59,7 @@ from orchestrator.graph.nodes.subagent import subagent_node
 from orchestrator.graph.pruning import prune_thread
 from orchestrator.graph.writes import checkpoint_update, write_checkpoint
 from orchestrator.state import OrchestratorState
+from orchestrator.types import PendingApproval
 
 DURABILITY = "sync"
 
@@ -132,7 +135,7 @@ def run_graph(
     ctx: RunContext,
     state: OrchestratorState | Command | None,
     task_id: str,
-    saver: BaseCheckpointSaver,
+    saver: BaseCheckpointSaver | None = None,
 ) -> dict[str, Any]:
     """Stream the graph on `ctx.thread_id` from `state` (None: continue the thread's saved
     state; a `Command(resume=...)`: answer its pending requests) until it ends or waits;
@@ -141,9 +144,43 @@ def run_graph(
     A failure of the lead's model after its retries ends the task `failed` (in its state,
     a checkpoint and the task's record); a failed subagent already does so in `advance`.
 
+    Args:
+        saver: the run's checkpointer; None: the memory backend's own, whose repairs are
+            warning events, and which is moved aside when SQLite finds it damaged under
+            the run (the next `resume` continues from the JSON checkpoints).
+
     Raises:
         Interrupted: Ctrl-C or SIGTERM, after a checkpoint of what LangGraph saved.
+        OrchestratorRuntimeError: the backend's LangGraph database was damaged during the
+            run (moved aside).
     """
+    if saver is not None:
+        return _stream(ctx, state, task_id, saver)
+    backend = ctx.store.backend
+    saver = backend.checkpointer()
+    notices = getattr(backend, "notices", None)
+    while notices:  # its repairs (a damaged LangGraph database moved aside) as warnings
+        ctx.emit("warning", message=notices.pop(0))
+    try:
+        return _stream(ctx, state, task_id, saver)
+    except sqlite3.DatabaseError as exc:
+        if not is_sqlite_damage(exc) or not hasattr(backend, "reset_checkpointer"):
+            raise
+        aside = backend.reset_checkpointer(exc)
+        backend.notices.clear()
+        raise OrchestratorRuntimeError(
+            "LangGraph's database was damaged during the run "
+            f"({describe_sqlite_damage(exc)}); moved aside to {aside}; continue with "
+            f"`{resume_command(task_id, ctx.docs)}` (from the JSON checkpoints)"
+        ) from None
+
+
+def _stream(
+    ctx: RunContext,
+    state: OrchestratorState | Command | None,
+    task_id: str,
+    saver: BaseCheckpointSaver,
+) -> dict[str, Any]:
     graph = compile_graph(saver)
     config = run_config(ctx.thread_id, ctx.max_parallel)
     ctx.checkpointer = saver  # `advance` prunes it at each phase transition

@@ -23,12 +23,19 @@ from langchain_core.tools import BaseTool
 
 from memory.store import MemoryStore
 from memory.tools import memory_tools
+from orchestrator.agents.chat_models import ResolvedModel, effective_threshold
 from orchestrator.agents.gauge import UsageRatio
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import read_findings
 from orchestrator.artifacts.registry import registry_records
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
-from orchestrator.config.skills import Triggers
+from orchestrator.config.settings import Settings
+from orchestrator.config.skills import (
+    Triggers,
+    discover_skills,
+    external_memory_triggers,
+    skills_index,
+)
 from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
 from orchestrator.errors import ArtifactError
 from orchestrator.events import Event, build_event
@@ -94,6 +101,47 @@ class RunContext:
     before their next model call, and subagents not started yet do not start."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        *,
+        store: MemoryStore,
+        workflow: Workflow,
+        resolved: ResolvedModel | None,
+        thread_id: str,
+        project_dir: str,
+        on_event: Callable[[Event], None] | None = None,
+        toolbox: Toolbox | None = None,
+        agent_models: dict[str, BaseChatModel] | None = None,
+    ) -> RunContext:
+        """The run context of a run of `workflow` with `settings` (`resolved` None: a
+        context that only writes files, no model calls), the project's skills and the
+        external-memory skill's triggers read from `project_dir`."""
+        model = resolved.model if resolved else None
+        return cls(
+            toolbox=toolbox or Toolbox(),
+            prompts=workflow.prompts(),
+            tool_timeout=workflow.tool_timeout or DEFAULT_TOOL_TIMEOUT,
+            tool_result_tokens=workflow.thresholds.tool_result_tokens,
+            store=store,
+            workflow=workflow,
+            model=model,
+            model_name=resolved.name if resolved else "",
+            offline=bool(resolved and resolved.offline),
+            token_threshold=effective_threshold(settings.token_threshold, model),
+            warning_ratio=settings.warning_ratio,
+            max_parallel=settings.max_parallel,
+            skills_index=skills_index(discover_skills(project_dir)),
+            triggers=external_memory_triggers(project_dir),
+            thread_id=thread_id,
+            project_dir=project_dir,
+            on_event=on_event,
+            agent_models=agent_models or {},
+            max_subtasks=settings.max_subtasks,
+            status_file=settings.status_file,
+        )
 
     @property
     def docs(self) -> Docs:

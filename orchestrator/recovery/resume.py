@@ -20,33 +20,41 @@
 An explicit `--from-checkpoint` or `--from-snapshot` wins over LangGraph's state, except
 that a finished task is never planned again from a snapshot. Crash tests kill a run at the
 points `orchestrator.faults` names.
+
+`prepare_resume` is the whole decision of `Orchestrator.resume` before anything runs: the
+findings files a crash lost are written again, a task waiting for approval stays waiting
+(answering is `approve`'s), and a rebuilt state gets a thread of its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from orchestrator.approvals import pending
 from orchestrator.artifacts.checkpoint import (
     latest_valid_checkpoint,
     list_checkpoints,
     load_checkpoint,
 )
 from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.snapshot import read_snapshot
+from orchestrator.artifacts.tasks import TaskInfo, TaskList
 from orchestrator.errors import RecoveryError
+from orchestrator.graph.build import ThreadState, thread_state
+from orchestrator.graph.nodes.subagent import repair_findings
 from orchestrator.recovery.rebuild import (
     missing_findings,
+    normalise,
     retry_failed,
     state_from_checkpoint,
     state_from_snapshot,
     task_snapshots,
 )
-from orchestrator.state import OrchestratorState, initial_state
-
-if TYPE_CHECKING:
-    from orchestrator.graph.build import ThreadState
+from orchestrator.state import OrchestratorState, current_phase, initial_state
+from orchestrator.types import PendingApproval
 
 
 @dataclass(frozen=True)
@@ -147,3 +155,88 @@ def _restart(record: dict[str, Any], phases: list[str]) -> RecoveryPlan:
             "from its first phase, and subtasks whose findings files exist are not rerun"
         ],
     )
+
+
+@dataclass
+class Resumption:
+    """What resuming a recorded task found, before anything runs (`prepare_resume`)."""
+
+    thread: str
+    """The LangGraph thread the run continues on (a new one for a rebuilt state)."""
+    saved: ThreadState | None
+    """LangGraph's saved state of the task's thread, if any."""
+    waiting: list[PendingApproval]
+    """The requests the task waits for; then nothing runs and `plan` is None."""
+    plan: RecoveryPlan | None
+    repaired: list[str]
+    """Findings files a crash lost, written again from the artifact registry."""
+
+    @property
+    def state(self) -> OrchestratorState | None:
+        """The state to run from (None: LangGraph's saved state continues as it is)."""
+        if self.plan is None or self.plan.state is None:
+            return None
+        return normalise(self.plan.state)
+
+
+def prepare_resume(
+    docs: Docs,
+    tasks: TaskList,
+    record: TaskInfo,
+    *,
+    phases: list[str],
+    project_dir: str,
+    checkpointer: Any = None,
+    snapshot: dict[str, Any] | None = None,
+    from_checkpoint: str | None = None,
+) -> Resumption:
+    """Where the recorded task `record` continues (see the module docstring).
+
+    Raises:
+        RecoveryError: nothing to resume from.
+        CheckpointError: `from_checkpoint` is not a valid checkpoint.
+    """
+    task_id = record["task_id"]
+    thread = record.get("thread_id") or task_id
+    repaired = repair_findings(docs, task_id, project_dir)
+    saved = thread_state(docs, thread, checkpointer)
+    waiting = pending(docs, task_id, saved.interrupts) if saved is not None else []
+    if waiting and not (snapshot or from_checkpoint):
+        # waiting for approval: continuing means answering (`approve`), not rerunning
+        return Resumption(thread, saved, waiting, None, repaired)
+    plan = choose_recovery(
+        docs,
+        record,
+        phases=phases,
+        saved=saved,
+        snapshot=snapshot,
+        from_checkpoint=from_checkpoint,
+    )
+    if plan.state is not None:  # a rebuilt state runs on a thread of its own
+        thread = f"{task_id}~{new_suffix()}"
+        tasks.note(task_id, thread_id=thread)
+    return Resumption(thread, saved, [], plan, repaired)
+
+
+def finished_agents(values: dict[str, Any], docs: Docs) -> list[dict[str, Any]]:
+    """The `agent` events (`done`, reused) of the current phase's subagents that finished
+    before an interruption and that the graph will not enter again (their result is in the
+    state), so a view counts the whole fan-out; none for a task that is done."""
+    if values.get("status") == "done":
+        return []  # nothing runs: the closing report says it all
+    try:
+        phase = current_phase(values)  # type: ignore[arg-type]
+    except (KeyError, IndexError, TypeError):
+        return []
+    return [
+        {
+            "key": key,
+            "agent": rec.get("agent", "?"),
+            "state": "done",
+            "reused": True,
+            "tokens": rec.get("tokens", 0),
+            "path": str(docs.path(rec["path"])),
+        }
+        for key, rec in sorted((values.get("findings") or {}).items())
+        if rec.get("phase") == phase and rec.get("path")
+    ]
