@@ -274,7 +274,7 @@ def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
     from memory.store import MemoryStore
     from orchestrator.config.workflow import Workflow
     from orchestrator.graph.context import RunContext
-    from orchestrator.graph.writes import write_checkpoint
+    from orchestrator.graph.writes import checkpoint_state
     from orchestrator.state import initial_state
 
     store = MemoryStore(root / "cp-memory")
@@ -300,7 +300,7 @@ def checkpoint_latency(count: int, root: Path) -> tuple[float, float]:
     samples = []
     for _ in range(count):
         start = time.perf_counter()
-        write_checkpoint(ctx, state, trigger="bench", next_action="continue")
+        checkpoint_state(ctx, state, trigger="bench", next_action="continue")
         samples.append((time.perf_counter() - start) * 1000)
     store.close()
     samples.sort()

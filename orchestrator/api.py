@@ -62,7 +62,7 @@ from orchestrator.graph.build import ThreadState, run_graph, thread_state
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
-from orchestrator.graph.writes import write_checkpoint
+from orchestrator.graph.writes import checkpoint_state
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
 from orchestrator.recovery.resume import finished_agents, prepare_resume
 from orchestrator.recovery.status import task_status
@@ -394,7 +394,7 @@ class Orchestrator:
             next_action = f"Resume with `{resume_command(task, self.docs)}`"
         with self.memory.store() as store:
             ctx = self._context(store, self.workflow, None, "", self.task_record(task))
-            rel = write_checkpoint(
+            rel = checkpoint_state(
                 ctx, state, trigger="manual", next_action=next_action, extra={"notes": notes}
             )
             return ctx.docs.path(rel)

@@ -17,11 +17,14 @@ CLI builds the same (`decisions_for`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.artifacts.registry import registry_note, registry_records
 from orchestrator.errors import ApprovalError
 from orchestrator.types import PendingApproval
+
+if TYPE_CHECKING:
+    from orchestrator.artifacts.documents import Docs
 
 PREFIX = "approval:"
 
@@ -67,7 +70,7 @@ def note_requests(ctx: Any, task_id: str, exc: Any, *, agent: str, key: str) -> 
             ctx.emit("agent", key=key, agent=agent, state="waiting")
 
 
-def pending(docs: Any, task_id: str, interrupts: Iterable[Any]) -> list[PendingApproval]:
+def pending(docs: Docs, task_id: str, interrupts: Iterable[Any]) -> list[PendingApproval]:
     """The actions of LangGraph's pending `interrupts` of a task that nobody has answered
     yet, with who asked (from the registry; an interrupt nobody noted is shown with agent
     `?`).
@@ -86,7 +89,7 @@ def pending(docs: Any, task_id: str, interrupts: Iterable[Any]) -> list[PendingA
     return out
 
 
-def note_decisions(docs: Any, task_id: str, answers: dict[str, dict[str, Any]]) -> None:
+def note_decisions(docs: Docs, task_id: str, answers: dict[str, dict[str, Any]]) -> None:
     """Record that requests were answered (before the run continues with the answers)."""
     for ident, payload in answers.items():
         kinds = sorted({d.get("type", "?") for d in payload.get("decisions") or []})
@@ -138,7 +141,7 @@ def decisions_for(
 
 
 def answer(
-    docs: Any,
+    docs: Docs,
     task_id: str,
     waiting: Sequence[PendingApproval],
     request_id: str | None,

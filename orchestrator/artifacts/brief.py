@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory.paths import check_name
 from orchestrator.errors import OrchestratorUserError
+
+if TYPE_CHECKING:
+    from orchestrator.artifacts.documents import Docs
 
 MAX_OBJECTIVE_CHARS = 4_000
 """Longest objective accepted inline (about a page); longer briefs go in a file."""
@@ -113,8 +116,7 @@ def brief_objective(text: str, task_id: str) -> str:
     )
 
 
-def store_brief(memory: Any, task_id: str, text: str) -> Path:
+def store_brief(docs: Docs, task_id: str, text: str) -> Path:
     """Write the brief once, atomically, into the task's working folder."""
-    from orchestrator.artifacts.documents import Docs
 
-    return Docs.of(memory).write_text(brief_path(task_id), text)
+    return docs.write_text(brief_path(task_id), text)

@@ -40,21 +40,21 @@ from orchestrator.errors import ArtifactError
 STATUSES = ("started", "written", "requested", "decided", "noted")
 
 
-def registry_lookup(memory: Any, task_id: str, key: str) -> dict[str, Any] | None:
+def registry_lookup(docs: Docs, task_id: str, key: str) -> dict[str, Any] | None:
     """The record for `key`, every note merged: {key, ts, payload, path?, ...}."""
-    found = Docs.of(memory).backend.get_subagent(task_id, key)
+    found = docs.backend.get_subagent(task_id, key)
     return None if found is None else {**found.data, "key": key}
 
 
-def registry_records(memory: Any, task_id: str) -> dict[str, dict[str, Any]]:
+def registry_records(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
     """Every key's record (used to rebuild state without LangGraph's database)."""
-    subagents = Docs.of(memory).backend.list_subagents(task_id)
+    subagents = docs.backend.list_subagents(task_id)
     return {r.agent_id: {**r.data, "key": r.agent_id} for r in subagents}
 
 
-def registry_note(memory: Any, task_id: str, key: str, **fields: Any) -> None:
+def registry_note(docs: Docs, task_id: str, key: str, **fields: Any) -> None:
     """Merge one note for `key` (an intent, a result or a path) into its record, durably."""
-    _merge(Docs.of(memory), task_id, key, fields)
+    _merge(docs, task_id, key, fields)
 
 
 def _status(fields: dict[str, Any]) -> str:

@@ -474,9 +474,8 @@ def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
 MAX_FINDINGS_READ = 200
 
 
-def task_findings(memory: Any, task_id: str) -> list[dict[str, Any]]:
+def task_findings(docs: Docs, task_id: str) -> list[dict[str, Any]]:
     """Findings records of `task_id` from the newest findings files of the memory."""
-    docs = Docs.of(memory)
     records = []
     for path in list_findings(docs, merged=False)[:MAX_FINDINGS_READ]:
         try:
@@ -492,7 +491,7 @@ def task_findings(memory: Any, task_id: str) -> list[dict[str, Any]]:
 def agent_content(store: Any, task_id: str, threshold: int | None = None) -> SnapshotContent:
     """The digests of any agent's task handed off mid-turn (`TetherMemoryMiddleware`)."""
     found_chars, left_chars, said = budgets(threshold)
-    records = task_findings(store, task_id)
+    records = task_findings(Docs.of(store), task_id)
     found = (
         what_was_found(records, budget=found_chars)
         if records

@@ -111,8 +111,8 @@ class TaskList:
     """The tasks of one memory: the storage contract's task records (see the module
     docstring)."""
 
-    def __init__(self, memory: Any):
-        self.docs = Docs.of(memory)
+    def __init__(self, docs: Docs):
+        self.docs = docs
         self.backend = self.docs.backend
 
     def records(self) -> dict[str, TaskInfo]:
@@ -188,7 +188,7 @@ def _as_record(task: Any) -> TaskInfo:
 
 
 @contextlib.contextmanager
-def task_lock(memory: Any, task_id: str) -> Iterator[None]:
+def task_lock(docs: Docs, task_id: str) -> Iterator[None]:
     """Hold the task's run lock: one process at a time may run or resume a task.
 
     Raises:
@@ -197,7 +197,7 @@ def task_lock(memory: Any, task_id: str) -> Iterator[None]:
     """
     held = contextlib.ExitStack()
     try:
-        held.enter_context(Docs.of(memory).run_lock(task_id))
+        held.enter_context(docs.run_lock(task_id))
     except LockHeldError:
         raise OrchestratorUserError(
             f"task {task_id!r} is already running in another process; wait for it to "
@@ -207,6 +207,6 @@ def task_lock(memory: Any, task_id: str) -> Iterator[None]:
         yield
 
 
-def task_running(memory: Any, task_id: str) -> bool:
+def task_running(docs: Docs, task_id: str) -> bool:
     """True while a live process (on any machine sharing the memory) holds the run lock."""
-    return Docs.of(memory).running(task_id)
+    return docs.running(task_id)

@@ -57,7 +57,7 @@ from orchestrator.graph.nodes.plan import plan_node
 from orchestrator.graph.nodes.spawn import route_spawn, spawn_node
 from orchestrator.graph.nodes.subagent import subagent_node
 from orchestrator.graph.pruning import prune_thread
-from orchestrator.graph.writes import checkpoint_update, write_checkpoint
+from orchestrator.graph.writes import checkpoint_state, checkpoint_update
 from orchestrator.state import OrchestratorState
 from orchestrator.types import PendingApproval
 
@@ -112,12 +112,12 @@ def _compiled() -> Any:
 
 
 def thread_state(
-    memory: Any, thread_id: str, checkpointer: BaseCheckpointSaver | None = None
+    docs: Docs, thread_id: str, checkpointer: BaseCheckpointSaver | None = None
 ) -> ThreadState | None:
     """LangGraph's saved state of `thread_id` (in `checkpointer`, else the memory backend's
     own), or None when there is none or it cannot be read (a damaged database: the JSON
     checkpoints are read instead)."""
-    backend = Docs.of(memory).backend
+    backend = docs.backend
     try:
         if checkpointer is None:
             if not isinstance(backend, HoldsGraphState) or not backend.holds_thread(thread_id):
@@ -211,7 +211,7 @@ def _waiting(
     waiting = pending(ctx.docs, task_id, interrupts)
     listed = [p.model_dump() for p in waiting]
     values = {**values, "status": "waiting", "pending_approvals": listed}
-    rel = write_checkpoint(
+    rel = checkpoint_state(
         ctx,
         values,
         trigger="waiting",
@@ -278,7 +278,7 @@ def _interrupted(
     docs = ctx.docs
     cp = None
     if values.get("task_id"):
-        rel = write_checkpoint(
+        rel = checkpoint_state(
             ctx, values, trigger="interrupted", next_action="Resume the interrupted run"
         )
         cp = str(docs.path(rel))
@@ -305,7 +305,7 @@ def _lead_failed(
         tokens=tokens,
     )
     if values.get("task_id"):
-        rel = write_checkpoint(
+        rel = checkpoint_state(
             ctx, values, trigger="failed", next_action=f"Resume the task ({error[:200]})"
         )
         values["checkpoints"] = {

@@ -1,6 +1,6 @@
 """What several nodes write: checkpoints, the research plan, the overview, merged findings.
 
-* `write_checkpoint` writes `checkpoints/cp_{phase}_{ts}.json` from the state
+* `checkpoint_state` writes `checkpoints/cp_{phase}_{ts}.json` from the state
   (`checkpoint_payload`), reports it, and after a phase's or the task's end refreshes the
   workdir's `STATUS.md` when the run asks for it (`RunContext.status_file`);
   `checkpoint_update` is the state update that records it.
@@ -22,7 +22,7 @@ from typing import Any
 from memory.errors import MemoryStoreError
 from memory.status_file import write_status_file
 from memory.working import WorkingMemory
-from orchestrator.artifacts.checkpoint import write_checkpoint as write_checkpoint_file
+from orchestrator.artifacts.checkpoint import write_checkpoint
 from orchestrator.artifacts.checkpoint_model import Checkpoint
 from orchestrator.artifacts.documents import FINDINGS
 from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
@@ -195,7 +195,7 @@ def _context_summary(state: OrchestratorState, phase: str) -> str:
     )
 
 
-def write_checkpoint(
+def checkpoint_state(
     ctx: RunContext,
     state: OrchestratorState,
     *,
@@ -218,7 +218,7 @@ def write_checkpoint(
             refresh_status_file(ctx, state)
         return None
     payload = checkpoint_payload(ctx, state, trigger=trigger, next_action=next_action, **kwargs)
-    path = write_checkpoint_file(ctx.docs, Checkpoint.own(payload), project_dir=ctx.project_dir)
+    path = write_checkpoint(ctx.docs, Checkpoint.own(payload), project_dir=ctx.project_dir)
     ctx.emit("checkpoint", path=str(path), trigger=trigger, phase=payload["phase"])
     if trigger in STATUS_TRIGGERS and status_file and ctx.status_file:
         refresh_status_file(ctx, state, latest=ctx.docs.rel(path))

@@ -64,9 +64,8 @@ def _findings_record(
     )
 
 
-def registry_findings(memory: Any, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
+def registry_findings(docs: Docs, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
     """`(subtasks, findings)` recorded in the artifact registry with an existing file."""
-    docs = Docs.of(memory)
     subtasks: dict[str, dict] = {}
     findings: dict[str, dict] = {}
     for rkey, rec in registry_records(docs, task_id).items():
@@ -97,14 +96,14 @@ def registry_findings(memory: Any, task_id: str) -> tuple[dict[str, dict], dict[
     return subtasks, findings
 
 
-def with_recorded_findings(memory: Any, state: dict[str, Any]) -> dict[str, Any]:
+def with_recorded_findings(docs: Docs, state: dict[str, Any]) -> dict[str, Any]:
     """`state` plus every finding the artifact registry records with a file on disk.
 
     After a crash LangGraph's saved state (or the newest checkpoint) may lag behind the
     findings files: subagents that finished in the interrupted step are not in it yet. A
     snapshot or checkpoint written then must still count them, as `status` does.
     """
-    reg_subtasks, reg_findings = registry_findings(memory, state["task_id"])
+    reg_subtasks, reg_findings = registry_findings(docs, state["task_id"])
     findings = dict(state.get("findings") or {})
     added = {k: v for k, v in reg_findings.items() if k not in findings}
     if not added:
@@ -121,9 +120,8 @@ def with_recorded_findings(memory: Any, state: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def scan_findings(memory: Any, task_id: str) -> dict[str, str]:
+def scan_findings(docs: Docs, task_id: str) -> dict[str, str]:
     """`subtask key -> findings path` from the metadata of the findings files of a task."""
-    docs = Docs.of(memory)
     found: dict[str, str] = {}
     for path in sorted(list_findings(docs, merged=False)):
         try:
@@ -135,14 +133,13 @@ def scan_findings(memory: Any, task_id: str) -> dict[str, str]:
     return found
 
 
-def state_from_checkpoint(memory: Any, cp: Mapping[str, Any]) -> OrchestratorState:
+def state_from_checkpoint(docs: Docs, cp: Mapping[str, Any]) -> OrchestratorState:
     """Rebuild the graph state from a checkpoint's data plus findings and the registry.
 
     Args:
         cp: the checkpoint as JSON data (`Checkpoint.model_dump(mode="json")`, or a file's
             parsed JSON); fields it lacks take the checkpoint schema's defaults.
     """
-    docs = Docs.of(memory)
     task_id = cp["task_id"]
     state = initial_state(
         task_id=task_id,
@@ -209,7 +206,7 @@ def with_findings_tokens(
     return out
 
 
-def missing_findings(memory: Any, snap: dict[str, Any]) -> dict[str, str]:
+def missing_findings(docs: Docs, snap: dict[str, Any]) -> dict[str, str]:
     """Findings the snapshot names that this memory directory lacks: `{key: path}`.
 
     A snapshot carried to another memory directory (or one whose findings files were
@@ -220,14 +217,12 @@ def missing_findings(memory: Any, snap: dict[str, Any]) -> dict[str, str]:
     named = dict(extra.get("completed_findings") or {})
     if not named or not snap.get("task_id"):
         return {}
-    docs = Docs.of(memory)
     _subtasks, present = registry_findings(docs, snap["task_id"])
     return {k: p for k, p in sorted(named.items()) if k not in present and not docs.exists(p)}
 
 
-def state_from_snapshot(memory: Any, snap: dict[str, Any]) -> dict[str, Any]:
+def state_from_snapshot(docs: Docs, snap: dict[str, Any]) -> dict[str, Any]:
     """A state whose lead starts fresh from `snap` (a `read_snapshot` result)."""
-    docs = Docs.of(memory)
     extra = dict(snap.get("extra") or {})
     task_id = snap.get("task_id")
     objective = extra.get("objective") or snap.get("objective")
@@ -294,9 +289,8 @@ def normalise(state: dict[str, Any]) -> dict[str, Any]:
     return {**base, **{k: v for k, v in state.items() if v is not None or k in base}}
 
 
-def task_snapshots(memory: Any, task_id: str) -> list[Path]:
+def task_snapshots(docs: Docs, task_id: str) -> list[Path]:
     """Snapshots written for `task_id`, newest first."""
-    docs = Docs.of(memory)
     out = []
     for path in list_snapshots(docs):
         try:

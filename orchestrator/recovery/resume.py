@@ -72,7 +72,7 @@ class RecoveryPlan:
 
 
 def choose_recovery(
-    memory: Any,
+    docs: Docs,
     record: dict[str, Any],
     *,
     phases: list[str],
@@ -92,7 +92,6 @@ def choose_recovery(
         RecoveryError: nothing to resume from (and no objective to start again with).
         CheckpointError: `from_checkpoint` is not a valid checkpoint.
     """
-    docs = Docs.of(memory)
     task_id = record["task_id"]
     if snapshot is not None and saved is not None and saved.finished:
         if not saved.values.get("failed"):  # a snapshot would only plan its last phase again

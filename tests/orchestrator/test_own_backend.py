@@ -19,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from memory.base import BaseBackend
 from memory.capabilities import HoldsGraphState, ImportsEntries, Reindexable
 from orchestrator.api import Orchestrator
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import task_lock
 from orchestrator.errors import OrchestratorUserError
 from tests.minimal_backend import MinimalBackend
@@ -61,11 +62,11 @@ def test_a_task_runs_on_it_with_its_records_in_its_documents(fixture_repo, tiny_
 def test_its_run_lock_is_held_by_one_holder_at_a_time():
     backend = MinimalBackend()  # the mutex comes from the contract's leases
     held, other = threading.Event(), []
-    with task_lock(backend, "own"):
+    with task_lock(Docs(backend), "own"):
 
         def try_it() -> None:
             try:
-                with task_lock(backend, "own"):
+                with task_lock(Docs(backend), "own"):
                     other.append("got it")
             except OrchestratorUserError as exc:
                 other.append(str(exc))
@@ -74,7 +75,7 @@ def test_its_run_lock_is_held_by_one_holder_at_a_time():
         threading.Thread(target=try_it).start()
         held.wait(10)
     assert other and "already running" in other[0]
-    with task_lock(backend, "own"):  # released: the next holder gets it
+    with task_lock(Docs(backend), "own"):  # released: the next holder gets it
         pass
 
 

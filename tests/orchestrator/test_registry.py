@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from memory.paths import Layout
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.registry import registry_lookup, registry_note, registry_records
 
 
@@ -26,12 +27,12 @@ def record_file(layout, task, key):
 
 
 def test_a_key_merges_its_notes_in_order(layout):
-    assert registry_lookup(layout, "t", "findings:a") is None
-    registry_note(layout, "t", "findings:a", ts="2025-01-01T00:00:00Z", findings={"x": 1})
-    assert registry_lookup(layout, "t", "findings:a")["ts"] == "2025-01-01T00:00:00Z"
-    registry_note(layout, "t", "findings:b", ts="b")
-    registry_note(layout, "t", "findings:a", path="findings/a.md")
-    rec = registry_lookup(layout, "t", "findings:a")
+    assert registry_lookup(Docs.of(layout), "t", "findings:a") is None
+    registry_note(Docs.of(layout), "t", "findings:a", ts="2025-01-01T00:00:00Z", findings={"x": 1})
+    assert registry_lookup(Docs.of(layout), "t", "findings:a")["ts"] == "2025-01-01T00:00:00Z"
+    registry_note(Docs.of(layout), "t", "findings:b", ts="b")
+    registry_note(Docs.of(layout), "t", "findings:a", path="findings/a.md")
+    rec = registry_lookup(Docs.of(layout), "t", "findings:a")
     assert rec == {
         "key": "findings:a",
         "ts": "2025-01-01T00:00:00Z",
@@ -39,34 +40,35 @@ def test_a_key_merges_its_notes_in_order(layout):
         "path": "findings/a.md",
     }
     rec["path"] = "changed by the caller"  # a copy: the registry is unaffected
-    assert registry_lookup(layout, "t", "findings:a")["path"] == "findings/a.md"
-    assert registry_records(layout, "t") == {
-        "findings:a": registry_lookup(layout, "t", "findings:a"),
+    assert registry_lookup(Docs.of(layout), "t", "findings:a")["path"] == "findings/a.md"
+    assert registry_records(Docs.of(layout), "t") == {
+        "findings:a": registry_lookup(Docs.of(layout), "t", "findings:a"),
         "findings:b": {"key": "findings:b", "ts": "b"},
     }
     on_disk = json.loads(record_file(layout, "t", "findings:a").read_text())
     assert (on_disk["status"], on_disk["data"]["path"]) == ("written", "findings/a.md")
     assert json.loads(record_file(layout, "t", "findings:b").read_text())["status"] == "started"
-    assert registry_records(layout, "other") == {}
+    assert registry_records(Docs.of(layout), "other") == {}
 
 
 def test_notes_another_process_makes_are_seen(layout):
-    registry_note(layout, "t", "k", ts="1")
-    assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "1"}
+    registry_note(Docs.of(layout), "t", "k", ts="1")
+    assert registry_lookup(Docs.of(layout), "t", "k") == {"key": "k", "ts": "1"}
     code = (
         "import sys; from pathlib import Path; from memory.paths import Layout; "
         "from orchestrator.artifacts.registry import registry_note; "
-        "registry_note(Layout(Path(sys.argv[1])), 't', 'k', path='p'); "
-        "registry_note(Layout(Path(sys.argv[1])), 't', 'other', ts='2')"
+        "from orchestrator.artifacts.documents import Docs; "
+        "registry_note(Docs.of(Layout(Path(sys.argv[1]))), 't', 'k', path='p'); "
+        "registry_note(Docs.of(Layout(Path(sys.argv[1]))), 't', 'other', ts='2')"
     )
     subprocess.run([sys.executable, "-c", code, str(layout.root)], check=True)
-    assert registry_lookup(layout, "t", "k") == {"key": "k", "ts": "1", "path": "p"}
-    assert set(registry_records(layout, "t")) == {"k", "other"}
+    assert registry_lookup(Docs.of(layout), "t", "k") == {"key": "k", "ts": "1", "path": "p"}
+    assert set(registry_records(Docs.of(layout), "t")) == {"k", "other"}
 
 
 def test_notes_of_one_key_from_many_writers_are_all_kept(layout):
     def note(n):
-        registry_note(layout, "t", "approval:x", **{f"field{n}": n})
+        registry_note(Docs.of(layout), "t", "approval:x", **{f"field{n}": n})
 
     threads = [threading.Thread(target=note, args=(n,)) for n in range(8)]
     for thread in threads:
@@ -74,4 +76,4 @@ def test_notes_of_one_key_from_many_writers_are_all_kept(layout):
     for thread in threads:
         thread.join()
     expected = {"key": "approval:x", **{f"field{n}": n for n in range(8)}}
-    assert registry_lookup(layout, "t", "approval:x") == expected
+    assert registry_lookup(Docs.of(layout), "t", "approval:x") == expected

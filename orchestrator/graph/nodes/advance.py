@@ -30,11 +30,11 @@ from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.pruning import prune_thread
 from orchestrator.graph.writes import (
+    checkpoint_state,
     checkpoint_update,
     merge_findings,
     merged_digest,
     phase_findings,
-    write_checkpoint,
     write_plan_file,
 )
 from orchestrator.state import (
@@ -63,7 +63,7 @@ def _fail(ctx: RunContext, state: OrchestratorState, failed: dict[str, dict]) ->
     failed_state = {**state, "status": "failed"}
     nxt = f"Resume to rerun the failed subagents: {what}"
     write_plan_file(ctx, {**failed_state, "next_actions": [nxt]})
-    cp = write_checkpoint(ctx, failed_state, trigger="phase_failed", next_action=nxt[:500])
+    cp = checkpoint_state(ctx, failed_state, trigger="phase_failed", next_action=nxt[:500])
     ctx.emit("failed", task_id=state["task_id"], failed=sorted(failed), error=what)
     return {"status": "failed", **checkpoint_update(cp)}
 
@@ -78,7 +78,7 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     nxt = "finish the task" if last else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
     fault("advance_before_checkpoint")
     # after the last phase, the `task_complete` checkpoint of `_finish` refreshes STATUS.md
-    cp = write_checkpoint(
+    cp = checkpoint_state(
         ctx, state, trigger="phase_transition", next_action=nxt, status_file=not last
     )
     fault("advance_after_checkpoint")
@@ -120,7 +120,7 @@ def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
     summary = merged_digest("final", records, state.get("failed") or {})
     snapshots = [*(state.get("snapshots") or []), relative]
     skipped = skipped_phases(state)
-    cp = write_checkpoint(  # the task's final state, closing snapshot included
+    cp = checkpoint_state(  # the task's final state, closing snapshot included
         ctx,
         {**final_state, "merged": merged_all, "snapshots": snapshots},
         trigger="task_complete",

@@ -19,12 +19,12 @@ from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.lead import log_lead
 from orchestrator.graph.writes import (
+    checkpoint_state,
     checkpoint_update,
     merge_findings,
     merged_digest,
     phase_findings,
     update_overview,
-    write_checkpoint,
     write_plan_file,
 )
 from orchestrator.state import OrchestratorState, current_phase, phase_subtasks
@@ -57,7 +57,7 @@ def merge_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[s
         findings=len(records),
         failed=sorted(failed),
     )
-    cp = write_checkpoint(
+    cp = checkpoint_state(
         ctx,
         new_state,
         trigger="agent_completion",

@@ -17,7 +17,7 @@ from langgraph.types import Send
 
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
-from orchestrator.graph.writes import checkpoint_update, write_checkpoint
+from orchestrator.graph.writes import checkpoint_state, checkpoint_update
 from orchestrator.state import OrchestratorState, current_phase, pending_subtasks
 
 
@@ -30,7 +30,7 @@ def spawn_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[s
     for key, sub in pending.items():
         ctx.emit("agent", key=key, agent=sub["agent"], state="pending", title=sub["title"])
     agents = sorted({f"{v['agent']}:{k}" for k, v in pending.items()})
-    path = write_checkpoint(
+    path = checkpoint_state(
         ctx,
         state,
         trigger="before_spawning",
