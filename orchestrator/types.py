@@ -26,6 +26,7 @@ module of tether):
   plain pydantic models bound as tools with `model.bind_tools([...])`, so any LangChain
   chat model with tool calling can drive tether. Before the final call an agent may call
   the ordinary tools it was given as often as its step budget allows.
+* **The subagent's payload.** `SubagentPayload`: what `Send` hands each subagent.
 * **The approval request.** `PendingApproval`: one action waiting for a person's decision
   (`orchestrator.approvals` finds them and answers them).
 * **JSON values.** `JsonObject`, a dict of JSON values, checked fast.
@@ -390,3 +391,20 @@ def _short(args: Any) -> str:
     text = json.dumps(args, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
+
+
+# The subagent's payload
+
+
+class SubagentPayload(TypedDict):
+    """What each subagent receives through LangGraph's `Send` (`graph.nodes.spawn`): plain
+    JSON, so it is checkpointed with the super-step that sent it."""
+
+    task_id: str
+    objective: str
+    workdir: str
+    phase: str
+    key: str
+    """The subtask's state key, `phase/id` (`orchestrator.state.subtask_key`)."""
+    subtask: dict[str, Any]
+    """The subtask as the graph state holds it (`Subtask`'s fields and `phase`)."""

@@ -19,6 +19,7 @@ from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.writes import checkpoint_state, checkpoint_update
 from orchestrator.state import OrchestratorState, current_phase, pending_subtasks
+from orchestrator.types import SubagentPayload
 
 
 def spawn_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -48,14 +49,14 @@ def route_spawn(state: OrchestratorState) -> Any:
     return [
         Send(
             "subagent",
-            {
-                "task_id": state["task_id"],
-                "objective": state["objective"],
-                "workdir": state["workdir"],
-                "phase": current_phase(state),
-                "key": key,
-                "subtask": sub,
-            },
+            SubagentPayload(
+                task_id=state["task_id"],
+                objective=state["objective"],
+                workdir=state["workdir"],
+                phase=current_phase(state),
+                key=key,
+                subtask=sub,
+            ),
         )
         for key, sub in sorted(pending.items())
     ]

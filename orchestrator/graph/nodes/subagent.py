@@ -59,7 +59,7 @@ from orchestrator.graph.context import RunContext
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
 from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE
-from orchestrator.types import SubmitFindings, finding_ref, finding_values
+from orchestrator.types import SubagentPayload, SubmitFindings, finding_ref, finding_values
 
 SUBAGENT_SYSTEM = (
     "You are a subagent of a tether run. Work only on your subtask, with the tools you are "
@@ -74,7 +74,7 @@ WORKDIR_WRITES = frozenset({"write_file", "edit_file"})
 
 
 def subagent_prompt(
-    payload: dict[str, Any], skills_index: str, max_steps: int = 8, instructions: str = ""
+    payload: SubagentPayload, skills_index: str, max_steps: int = 8, instructions: str = ""
 ) -> list[Any]:
     sub = payload["subtask"]
     system = SUBAGENT_SYSTEM
@@ -175,20 +175,21 @@ def with_files_written(findings: dict[str, Any], transcript: list[Any]) -> dict[
     }
 
 
-def _findings_fields(payload: dict, findings: dict) -> dict[str, Any]:
+def _findings_fields(
+    task_id: str, key: str, phase: str | None, sub: dict[str, Any], findings: dict
+) -> dict[str, Any]:
     """`findings_text`'s arguments (but the timestamp) for one subagent's findings."""
-    sub = payload["subtask"]
     return {
-        "task": f"[{payload['key']}] {sub.get('title') or sub['id']}",
+        "task": f"[{key}] {sub.get('title') or sub['id']}",
         **finding_values(findings),
-        "task_id": payload["task_id"],
-        "subtask_id": payload["key"],
-        "phase": payload["phase"],
+        "task_id": task_id,
+        "subtask_id": key,
+        "phase": phase,
     }
 
 
 def _write_findings(
-    ctx: RunContext, payload: dict, findings: dict, ts: str, *, durable: bool = True
+    ctx: RunContext, payload: SubagentPayload, findings: dict, ts: str, *, durable: bool = True
 ) -> Path:
     return write_findings(
         ctx.docs,
@@ -196,7 +197,9 @@ def _write_findings(
         timestamp=ts,
         durable=durable,
         project_dir=ctx.project_dir,
-        **_findings_fields(payload, findings),
+        **_findings_fields(
+            payload["task_id"], payload["key"], payload["phase"], payload["subtask"], findings
+        ),
     )
 
 
@@ -250,19 +253,18 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
         if found is not None:  # under another name of its time (taken; killed before noting)
             registry_note(docs, task_id, rkey, path=docs.rel(found))
             continue
-        payload = {"subtask": sub, "key": key, "task_id": task_id, "phase": rec.get("phase")}
         text = findings_text(
             agent_file_name(sub),
             timestamp=rec["ts"],
             project_dir=project_dir,
-            **_findings_fields(payload, findings),
+            **_findings_fields(task_id, key, rec.get("phase"), sub, findings),
         )
         docs.write_text(expected, text)
         repaired.append(expected)
     return repaired
 
 
-def _reuse(ctx: RunContext, payload: dict, rec: dict) -> dict[str, Any]:
+def _reuse(ctx: RunContext, payload: SubagentPayload, rec: dict) -> dict[str, Any]:
     """A subagent that already produced findings: rewrite the file if needed, never rerun."""
     sub, key, docs = payload["subtask"], payload["key"], ctx.docs
     expected = findings_name(agent_file_name(sub), rec["ts"])
@@ -325,7 +327,7 @@ def subagent_middleware(ctx: RunContext, agent: str, task_id: str) -> list[Any]:
     return middleware
 
 
-def _run(ctx: RunContext, payload: dict[str, Any], used: dict[str, int]) -> Any:
+def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any:
     """Run the subagent's tool loop; `used["tokens"]` follows its spend as it goes."""
     sub, key = payload["subtask"], payload["key"]
     spec = ctx.agent_spec(sub["agent"])
@@ -356,7 +358,7 @@ def _run(ctx: RunContext, payload: dict[str, Any], used: dict[str, int]) -> Any:
     )
 
 
-def subagent_node(payload: dict[str, Any], runtime: Runtime[RunContext]) -> dict[str, Any]:
+def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     ctx = runtime.context
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
