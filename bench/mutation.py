@@ -59,8 +59,8 @@ TARGETS = (
         ("memory/recall.py",),
         (
             "tests/memory/test_search.py",
-            "tests/memory/test_cli_search.py",
-            "tests/memory/test_rarity.py",
+            "tests/memory/cli/test_cli_search.py",
+            "tests/memory/backends/test_rarity.py",
         ),
     ),
     Target(
@@ -69,12 +69,15 @@ TARGETS = (
         # `test_recovery.py` and `test_recovery_order.py` start `forkserver` children,
         # which run mutmut's own entry script again and stop there (it finds no settings
         # in a test's working directory); these resume in the test process
-        ("tests/orchestrator/test_resume_edges.py",),
+        ("tests/orchestrator/recovery/test_resume_edges.py",),
     ),
     Target(
         "lock",
         ("orchestrator/artifacts/tasks.py", "orchestrator/artifacts/documents.py"),
-        ("tests/orchestrator/test_task_lock.py", "tests/orchestrator/test_running_lock.py"),
+        (
+            "tests/orchestrator/artifacts/test_task_lock.py",
+            "tests/orchestrator/artifacts/test_running_lock.py",
+        ),
         functions=("task_lock", "task_running", "run_lock", "running", "_run_lock_name"),
     ),
 )

@@ -1,7 +1,7 @@
 """`memory status-file`: tether's block in STATUS.md, idempotent, a person's lines kept.
 
 Drives the `memory` CLI and reads the file on disk; the orchestrator's own refresh after
-each phase is covered in tests/orchestrator/test_status_after_phase.py.
+each phase is covered in tests/orchestrator/graph/test_status_after_phase.py.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def test_a_kill_mid_prune_leaves_the_thread_whole_and_a_second_prune_finishes(sa
     writes = saver.conn.execute("SELECT count(*) FROM writes").fetchone()[0]
     db = tmp_path / "state.sqlite"
     killed = subprocess.run(
-        [sys.executable, "-c", KILLER, str(db)], cwd=Path(__file__).parents[2], timeout=60
+        [sys.executable, "-c", KILLER, str(db)], cwd=Path(__file__).parents[3], timeout=60
     )
     assert killed.returncode == -9
     assert _rows(saver) == before  # the transaction died with the process

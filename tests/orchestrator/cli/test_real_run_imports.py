@@ -29,7 +29,7 @@ def test_a_real_run_imports_nothing_of_the_offline_model(cli_env):
     env = {**cli_env, "TETHER_ALLOW_MODEL_REQUESTS": "1"}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120,
-        cwd=Path(__file__).parents[2],
+        cwd=Path(__file__).parents[3],
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "done []"

@@ -22,7 +22,7 @@ import pytest
 from tests.orchestrator.openai_server import ScriptedOpenAI
 from tests.orchestrator.scripted_agents import agents, findings, one_subtask, tool_answers
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 CMD = [sys.executable, "-m", "orchestrator.cli"]
 WORKFLOW = """
 phases: [implementation, review]

@@ -25,7 +25,7 @@ from orchestrator.errors import OrchestratorUserError
 from tests.minimal_backend import MinimalBackend
 
 OBJECTIVE = "Survey the shop service"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_fourteen_primitives_are_the_whole_contract():

@@ -43,7 +43,7 @@ _FORK.set_forkserver_preload(
         "orchestrator.graph.nodes.plan",
         "orchestrator.graph.nodes.subagent",
         "memory.context",
-        "tests.orchestrator.test_recovery",
+        "tests.orchestrator.e2e.test_recovery",
     ]
 )
 

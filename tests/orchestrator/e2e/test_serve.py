@@ -29,7 +29,7 @@ import pytest
 from tests.conftest import _PROVIDER_KEYS
 from tests.orchestrator.conftest import build_repo
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NO_NETWORK_ENV = {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",  # langgraph-cli posts anonymous usage otherwise
     "LANGGRAPH_NO_VERSION_CHECK": "1",  # langgraph-api asks PyPI for newer versions otherwise

@@ -11,7 +11,7 @@ from orchestrator.offline import OfflineChatModel
 from orchestrator.offline.evidence import answered_by
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan, SubmitFindings
-from tests.orchestrator.test_offline import (
+from tests.orchestrator.offline.test_offline import (
     cited_lines_say,
     lead_prompt,
     make_repo,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from tests.orchestrator.test_offline import make_repo
-from tests.orchestrator.test_offline_search import (
+from tests.orchestrator.offline.test_offline import make_repo
+from tests.orchestrator.offline.test_offline_search import (
     FINDER,
     change_sites,
     findings_for,

@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from orchestrator.offline import OfflineChatModel, ResearchPolicy
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan
-from tests.orchestrator.test_offline import (
+from tests.orchestrator.offline.test_offline import (
     BILLING,
     WEATHER,
     lead_prompt,

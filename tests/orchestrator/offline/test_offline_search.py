@@ -14,7 +14,7 @@ from orchestrator.offline import OfflineChatModel
 from orchestrator.offline.terms import terms_pattern, whole
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan, SubmitFindings
-from tests.orchestrator.test_offline import make_repo, run_agent, sub_prompt
+from tests.orchestrator.offline.test_offline import make_repo, run_agent, sub_prompt
 
 OBJECTIVE = "How does the finder skip gitignored and hidden files, and how can a user override it?"
 

@@ -12,7 +12,7 @@ from orchestrator.offline import OfflineChatModel
 from orchestrator.offline.evidence import Call, Evidence
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.types import PhasePlan, SubmitFindings
-from tests.orchestrator.test_offline import make_repo, run_agent, sub_prompt
+from tests.orchestrator.offline.test_offline import make_repo, run_agent, sub_prompt
 
 
 class TestResearchPolicyWording:

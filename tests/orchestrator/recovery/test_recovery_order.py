@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 
 from orchestrator.api import Orchestrator
-from tests.orchestrator.test_recovery import (
+from tests.orchestrator.e2e.test_recovery import (
     TASK,
     agent_runs,
     assert_same_as_baseline,

@@ -22,7 +22,7 @@ from tests.orchestrator.fixtures.widget_tools import count_widgets
 from tests.orchestrator.openai_server import ScriptedOpenAI
 from tests.orchestrator.scripted_agents import agents, findings, one_subtask, tool_answers
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 MCP_SERVER = [sys.executable, str(FIXTURES / "mcp_tickets.py")]
 
 
@@ -229,7 +229,7 @@ def test_a_bad_tool_or_agent_setup_is_one_error_line_before_anything_is_written(
     wf.write_text(
         text.replace("PY", sys.executable).replace("SRV", str(FIXTURES / "mcp_tickets.py"))
     )
-    os.chdir(Path(__file__).parents[2])  # the fixtures' package is importable from here
+    os.chdir(Path(__file__).parents[3])  # the fixtures' package is importable from here
     result = CliRunner().invoke(
         cli, ["run", "Survey", "--workdir", str(tmp_path), "--workflow", str(wf)]
     )
@@ -264,7 +264,7 @@ def test_in_process_tools_must_be_given_again_to_continue_a_task(tmp_path, memor
             wf = workflow(tmp_path, text, task)
             orch = Orchestrator(workdir=tmp_path, workflow=wf, model=client(server), tools=tools)
             assert orch.run("Count", task_id=task).status == "done"
-    os.chdir(Path(__file__).parents[2])
+    os.chdir(Path(__file__).parents[3])
     refused = CliRunner().invoke(cli, ["resume", "--task", "c1", "--model", "offline"])
     assert refused.exit_code == 1
     assert refused.output.strip() == (
