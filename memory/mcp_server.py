@@ -44,10 +44,22 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 import memory.memfiles as memfiles
-from memory._mcp_stdio import stdio_server
+from memory._mcp_stdio import read_frame, stdio_server
 from memory.errors import MemoryDirError, MemoryStoreError
 from memory.recall import format_results
 from memory.tools import Patch, read_memory_lines
+
+__all__ = [
+    "INSTRUCTIONS",
+    "SERVER_NAME",
+    "TOOL_PROVIDERS",
+    "build_server",
+    "guarded",
+    "load_providers",
+    "read_frame",
+    "serve_stdio",
+    "tool_error",
+]
 
 SERVER_NAME = "tether-memory"
 

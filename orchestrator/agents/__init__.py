@@ -16,3 +16,27 @@ May import: `orchestrator.offline`, `orchestrator.tools`, `orchestrator.config`,
 `orchestrator.artifacts`, `orchestrator.types`, `orchestrator.events`,
 `orchestrator.errors`, `memory`.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "compiled_agent": "orchestrator.agents._cache",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

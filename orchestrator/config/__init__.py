@@ -11,3 +11,31 @@ Invariant: nothing here runs a model, a tool or the graph; configuration is data
 within limits, and every bad value is one `WorkflowError` or `SkillError` line.
 May import: `orchestrator.artifacts`, `orchestrator.types`, `orchestrator.errors`, `memory`.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> `module` or `module:attribute` it is loaded from (on first use, so importing
+#: one module of the package does not load the others).
+_EXPORTS = {
+    "LimitError": "orchestrator.config._yaml",
+    "load_yaml": "orchestrator.config._yaml:load",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    source = _EXPORTS.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, _, attribute = source.partition(":")
+    value = getattr(importlib.import_module(module), attribute or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -324,12 +324,12 @@ class TestBadInput:
             store.fetch(entry.id)
 
     def test_crash_before_the_row_leaves_no_dangling_row(self, store, memory_dir, monkeypatch):
-        import memory.backends.files._entries as entries_module
+        from memory.backends.files import EntryStore
 
         def fail(*args, **kwargs):
             raise sqlite3.OperationalError("simulated crash before commit")
 
-        monkeypatch.setattr(entries_module.EntryStore, "_insert_row", fail)
+        monkeypatch.setattr(EntryStore, "_insert_row", fail)
         with pytest.raises(sqlite3.OperationalError):
             store.log(lines_text(800))
         monkeypatch.undo()

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from memory._mcp_stdio import read_frame
+from memory.mcp_server import read_frame
 
 INIT = {
     "jsonrpc": "2.0",

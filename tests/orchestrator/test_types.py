@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator import types as run_model
+from orchestrator import types as types_module
 from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
 from orchestrator.artifacts.findings import FindingsInput, MergedFindingInput
 from orchestrator.artifacts.plan import PlanInput
@@ -95,7 +95,7 @@ from orchestrator.graph.writes import MERGED_FIELDS, merged_input
 from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
 from orchestrator.types import TEXT_FIELDS, finding_record
 from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged
-from orchestrator.artifacts.snapshot_content import _finding_block
+from orchestrator.artifacts.snapshot_content import what_was_found
 
 answer = SubmitFindings(summary="s", confidence="high").model_dump()
 memory = tempfile.mkdtemp()
@@ -113,13 +113,13 @@ print(json.dumps({{
     "file": read_findings(written).get("confidence"),
     "merged": read_merged(merged)["findings"][0].get("confidence"),
     "merged_line": "(completed, high)" in read_merged(merged)["text"],
-    "digest": "(completed, high)" in _finding_block({{**record, "key": "p/a"}}, None)[0],
+    "digest": "- p/a (completed, high)" in what_was_found([{{**record, "key": "p/a"}}]),
 }}))
 """
 
 
 def test_a_field_added_to_finding_reaches_every_view():
-    code = PROBE.format(path=run_model.__file__, anchor=ANCHOR, added=ADDED)
+    code = PROBE.format(path=types_module.__file__, anchor=ANCHOR, added=ADDED)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
@@ -133,7 +133,7 @@ def test_a_field_added_to_finding_reaches_every_view():
         "merged_line": True,
         "digest": True,
     }
-    assert Path(run_model.__file__).read_text().count(ANCHOR) == 1
+    assert Path(types_module.__file__).read_text().count(ANCHOR) == 1
 
 
 def test_artifacts_package_exports_resolve():
@@ -167,7 +167,7 @@ print(json.dumps([
 
 
 def test_a_field_added_to_subtask_reaches_the_tool_and_the_checkpoint_schema():
-    code = SUBTASK_PROBE.format(path=run_model.__file__, anchor=SUBTASK_ANCHOR)
+    code = SUBTASK_PROBE.format(path=types_module.__file__, anchor=SUBTASK_ANCHOR)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [True, True]

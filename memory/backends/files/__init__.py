@@ -52,6 +52,14 @@ from memory.backends.files._index import Index
 from memory.backends.files._index_schema import MIGRATIONS as INDEX_MIGRATIONS
 from memory.backends.files._planner import Query
 from memory.backends.files._records import MIGRATIONS as RECORD_MIGRATIONS
+from memory.backends.files._text import (
+    TEMP_SETUP,
+    ascii_words,
+    fill_tok,
+    fts_totals,
+    tokenize_query,
+)
+from memory.backends.files._watch import Watch
 from memory.backends.savers import open_sqlite_saver, sqlite_holds_thread
 from memory.base import (
     BaseBackend,
@@ -71,8 +79,17 @@ from memory.paths import Layout
 __all__ = [
     "MIGRATIONS",
     "ORPHAN_GRACE_S",
+    "TEMP_SETUP",
+    "EntryStore",
     "FilesBackend",
+    "Index",
+    "Query",
+    "Watch",
+    "ascii_words",
+    "fill_tok",
+    "fts_totals",
     "is_document_path",
+    "tokenize_query",
     "walk_documents",
 ]
 

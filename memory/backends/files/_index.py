@@ -25,7 +25,7 @@ Invariants:
 * Files are read outside any write lock; rows are applied in `BEGIN IMMEDIATE`
   transactions that first re-check the state the work was planned against, so several
   processes may sync at once and the result is the same as one sync.
-* Memory stays bounded: rows are applied every `BATCH_ROWS`, and a big jsonl file is
+* Memory stays bounded: rows are applied every `Index.BATCH_ROWS`, and a big jsonl file is
   indexed in slices (recorded as if it ended where a slice stopped, so the next slice is
   an ordinary append).
 * `rebuild()` drops every index table and indexes everything again.
@@ -161,6 +161,11 @@ class IndexEntries:
 class Index(IndexEntries):
     """The derived full-text index of one memory directory (see the module docstring)."""
 
+    #: Rows applied per write transaction during a large sync (bounds memory and lock time).
+    BATCH_ROWS = 20_000
+    #: A sync with more bytes than this to read plans in a helper thread beside its writes.
+    PIPELINE_BYTES = 4 << 20
+
     def __init__(self, backend: FilesHost):
         self.backend = backend
         self.layout = backend.layout
@@ -293,7 +298,9 @@ class Index(IndexEntries):
             for rel, item in seen.items()
             if stat_of(known.get(rel)) != (item.mtime_ns, item.size)
         ]
-        for batch in batches(changed):
+        for batch in batches(
+            changed, batch_rows=self.BATCH_ROWS, pipeline_bytes=self.PIPELINE_BYTES
+        ):
             self._write(lambda c, b=batch: self._apply_files(c, b, report))
 
     def _apply_files(
@@ -312,7 +319,7 @@ class Index(IndexEntries):
                     and (row["mtime_ns"], row["size"]) == (work.seen.mtime_ns, work.seen.size)
                 ):
                     continue
-                work = plan_file(work.seen, row)
+                work = plan_file(work.seen, row, batch_rows=self.BATCH_ROWS)
             next_id = self._apply_file(conn, work, row, next_id, report)
 
     def _apply_file(

@@ -2,10 +2,11 @@
 outside any lock against the `idx_files` state it saw (`FileWork.basis`, which the writer
 checks again in its transaction), grouped in write batches.
 
-A big jsonl is planned in slices of `BATCH_ROWS` rows, each against the row state the one
-before leaves; a sync with more than `PIPELINE_BYTES` to read plans the next batch in a
-helper thread while the caller writes the last one (SQLite holds no GIL inside the one
-statement that inserts a batch, see `_index_schema.json_array`).
+A big jsonl is planned in slices of `batch_rows` rows (`Index.BATCH_ROWS`), each against
+the row state the one before leaves; a sync with more than `pipeline_bytes`
+(`Index.PIPELINE_BYTES`) to read plans the next batch in a helper thread while the caller
+writes the last one (SQLite holds no GIL inside the one statement that inserts a batch,
+see `_index_schema.json_array`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ from memory.backends.blocks import (
 from memory.backends.files._index_schema import indexable, json_array
 from memory.backends.files._text import speaker_key
 
-#: Rows applied per write transaction during a large sync (bounds memory and lock time).
-BATCH_ROWS = 20_000
-#: A sync with more bytes than this to read plans in a helper thread beside its writes.
-PIPELINE_BYTES = 4 << 20
 READ_CHUNK = 1 << 20
 
 
@@ -87,7 +84,7 @@ class FileWork:
     tail_off: int = 0
     tail_hash: str = ""
     partial: bool = False
-    """True when a big jsonl stopped after `BATCH_ROWS` rows; the rest follows in turn."""
+    """True when a big jsonl stopped after `batch_rows` rows; the rest follows in turn."""
     encoded: tuple[str, str] | None = None
 
     def encode(self) -> tuple[str, str]:
@@ -127,13 +124,15 @@ def state_of(row: sqlite3.Row | None) -> tuple | None:
     return (row["mtime_ns"], row["size"], row["done_bytes"], row["done_lines"], row["tail_hash"])
 
 
-def batches(changed: list[tuple[Seen, sqlite3.Row | None]]) -> Iterator[list]:
-    """The work of the changed files in write batches (`BATCH_ROWS` rows, or up to a
-    big jsonl's slice). With more than `PIPELINE_BYTES` to read, a helper thread plans
+def batches(
+    changed: list[tuple[Seen, sqlite3.Row | None]], *, batch_rows: int, pipeline_bytes: int
+) -> Iterator[list]:
+    """The work of the changed files in write batches (`batch_rows` rows, or up to a
+    big jsonl's slice). With more than `pipeline_bytes` to read, a helper thread plans
     the next batch while the caller writes the last one: SQLite releases the GIL while
     it inserts and tokenizes, so reading and parsing the next rows runs beside it."""
-    planned = _group(_plan_steps(changed))
-    if sum(item.size for item, _ in changed) < PIPELINE_BYTES:
+    planned = _group(_plan_steps(changed, batch_rows), batch_rows)
+    if sum(item.size for item, _ in changed) < pipeline_bytes:
         yield from planned
         return
     with ThreadPoolExecutor(1, thread_name_prefix="tether-index-plan") as pool:
@@ -143,23 +142,25 @@ def batches(changed: list[tuple[Seen, sqlite3.Row | None]]) -> Iterator[list]:
             yield batch
 
 
-def _group(works: Iterator[FileWork]) -> Iterator[list[FileWork]]:
+def _group(works: Iterator[FileWork], batch_rows: int) -> Iterator[list[FileWork]]:
     batch: list[FileWork] = []
     pending_rows = 0
     for work in works:
         batch.append(work)
         pending_rows += len(work.rows)
-        if pending_rows >= BATCH_ROWS or work.partial:
+        if pending_rows >= batch_rows or work.partial:
             yield batch
             batch, pending_rows = [], 0
     if batch:
         yield batch
 
 
-def _plan_steps(changed: list[tuple[Seen, sqlite3.Row | None]]) -> Iterator[FileWork]:
+def _plan_steps(
+    changed: list[tuple[Seen, sqlite3.Row | None]], batch_rows: int
+) -> Iterator[FileWork]:
     for item, row in changed:
         while True:
-            work = plan_file(item, row)
+            work = plan_file(item, row, batch_rows=batch_rows)
             yield work
             if not work.partial:
                 break
@@ -169,15 +170,15 @@ def _plan_steps(changed: list[tuple[Seen, sqlite3.Row | None]]) -> Iterator[File
             row = _row_after(work)
 
 
-def plan_file(item: Seen, row: sqlite3.Row | None) -> FileWork:
-    work = _plan_rows(item, row)
+def plan_file(item: Seen, row: sqlite3.Row | None, *, batch_rows: int) -> FileWork:
+    work = _plan_rows(item, row, batch_rows)
     work.encode()  # here, in the planning thread when there is one
     return work
 
 
-def _plan_rows(item: Seen, row: sqlite3.Row | None) -> FileWork:
+def _plan_rows(item: Seen, row: sqlite3.Row | None, batch_rows: int) -> FileWork:
     if item.source == "messages":
-        return _plan_jsonl(item, row)
+        return _plan_jsonl(item, row, batch_rows)
     work = FileWork(item, state_of(row), append=False)
     try:
         with open(item.abspath, "rb") as fh:
@@ -190,7 +191,7 @@ def _plan_rows(item: Seen, row: sqlite3.Row | None) -> FileWork:
     return work
 
 
-def _plan_jsonl(item: Seen, row: sqlite3.Row | None) -> FileWork:
+def _plan_jsonl(item: Seen, row: sqlite3.Row | None, batch_rows: int) -> FileWork:
     """Index only the new complete lines when the file just grew, else all of it."""
     start, first_line, append = 0, 1, False
     # Append-only growth keeps the indexed prefix; any other change reindexes the file.
@@ -210,7 +211,7 @@ def _plan_jsonl(item: Seen, row: sqlite3.Row | None) -> FileWork:
                 days.append(day)
                 speakers.append(speaker and speaker_key(speaker))
             last = (line_no, offset, raw)
-            if len(rows) >= BATCH_ROWS and offset + len(raw) + 1 < item.size:
+            if len(rows) >= batch_rows and offset + len(raw) + 1 < item.size:
                 work.partial = True  # bounded memory: the caller comes back for more
                 break
     except OSError:

@@ -57,17 +57,7 @@ from memory.words import QUESTION_WORDS, verb_forms
 SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",
            "entries", "facts", "episodes")  # fmt: skip
 
-CANDIDATE_BUDGET = 5_000
-#: Above this many rows in a table the OR's budget shrinks in proportion, to a fifth of
-#: `CANDIDATE_BUDGET` at most: FTS5 scores every posting of the OR (about 1.4 us each, most
-#: of a 100K-row search), and in a big table the rows that hold several query words, which
-#: the ANDs find, are the ones the moderately rare words would have added.
-BUDGET_FULL_ROWS = 25_000
 MIN_BUDGET_SHARE = 0.2
-#: Postings read per (table, term) for its document frequency: exact below it, estimated
-#: above (the first question with a term pays it; 4,000 cost ~0.3 ms a question at 1M
-#: rows, recall@10 was the same at 1,000 on both halves of the bench's questions).
-DF_SAMPLE = 1_000
 DF_CACHE_SIZE = 20_000
 RERANK_K = 100
 MAX_TERMS = 32
@@ -85,6 +75,17 @@ _ASKING = frozenset(
 # -- the query ---------------------------------------------------------------------------
 class Query(Intersect, Rerank):
     """One search: plan per table, gather candidates, re-rank, cut snippets."""
+
+    CANDIDATE_BUDGET = 5_000
+    #: Above this many rows in a table the OR's budget shrinks in proportion, to a fifth of
+    #: `CANDIDATE_BUDGET` at most: FTS5 scores every posting of the OR (about 1.4 us each,
+    #: most of a 100K-row search), and in a big table the rows that hold several query
+    #: words, which the ANDs find, are the ones the moderately rare words would have added.
+    BUDGET_FULL_ROWS = 25_000
+    #: Postings read per (table, term) for its document frequency: exact below it, estimated
+    #: above (the first question with a term pays it; 4,000 cost ~0.3 ms a question at 1M
+    #: rows, recall@10 was the same at 1,000 on both halves of the bench's questions).
+    DF_SAMPLE = 1_000
 
     def __init__(
         self,
@@ -201,12 +202,12 @@ class Query(Intersect, Rerank):
         rows, last = self.conn.execute(
             f"SELECT count(*), max(rowid) FROM (SELECT rowid FROM {table} WHERE {table} "
             "MATCH ? ORDER BY rowid LIMIT ?)",
-            (self._quote(term), DF_SAMPLE),
+            (self._quote(term), self.DF_SAMPLE),
         ).fetchone()
-        if rows < DF_SAMPLE:
+        if rows < self.DF_SAMPLE:
             return int(rows)
         low, high = self.span[table]
-        estimate = DF_SAMPLE * (high - low + 1) / max(last - low + 1, 1)
+        estimate = self.DF_SAMPLE * (high - low + 1) / max(last - low + 1, 1)
         return int(min(estimate, self.totals[table][0]))
 
     # -- candidates -------------------------------------------------------------------
@@ -215,8 +216,8 @@ class Query(Intersect, Rerank):
         terms occur together (which the rare terms alone would miss)."""
         present = sorted((self.df[(table, t)], t) for t in terms if self.df[(table, t)] > 0)
         rows_in_table = max(self.totals[table][0], 1)
-        share = max(MIN_BUDGET_SHARE, min(1.0, BUDGET_FULL_ROWS / rows_in_table))
-        budget = CANDIDATE_BUDGET * share
+        share = max(MIN_BUDGET_SHARE, min(1.0, self.BUDGET_FULL_ROWS / rows_in_table))
+        budget = self.CANDIDATE_BUDGET * share
         rare, total = [], 0
         for df, term in present:
             if total + df > budget:

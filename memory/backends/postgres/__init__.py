@@ -41,12 +41,21 @@ from memory.backends.postgres._sql import (
     MIGRATIONS,
     PRUNE_RECEIPTS_SQL,
     RECORD_MIGRATION_SQL,
+    TRY_MUTEX_SQL,
     XACT_LOCK_SQL,
 )
 from memory.backends.postgres.connections import lost_errors, make_pool, reason_of, retrying
 from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect
 from memory.backends.urls import redact
 from memory.base import BaseBackend, StorageError
+
+__all__ = [
+    "MIGRATIONS",
+    "TRY_MUTEX_SQL",
+    "DocumentsMixin",
+    "LockKeeper",
+    "PostgresBackend",
+]
 
 T = TypeVar("T")
 POOL_MAX = 8

@@ -28,7 +28,6 @@ from memory.backends.postgres.connections import lost_errors, reason_of, reconne
 from memory.base import LockHeldError, wait_for_lock
 
 log = logging.getLogger("tether.postgres")
-CHECK_S = 2.0
 #: Seconds a lock is asked for again after this process lost a session that may hold it.
 LOST_SESSION_S = 5.0
 
@@ -41,6 +40,9 @@ class LockKeeper:
         name: the lock's name.
         url: the server, for messages.
     """
+
+    #: Seconds between the checks that the lock's connection is still there.
+    CHECK_S = 2.0
 
     def __init__(self, connect: Callable[[], Any], name: str, url: str):
         self._connect = connect
@@ -75,7 +77,7 @@ class LockKeeper:
 
     def _keep(self) -> None:
         errors = lost_errors()
-        while not self._stop.wait(CHECK_S):
+        while not self._stop.wait(self.CHECK_S):
             if self.lost:
                 return
             try:

@@ -55,10 +55,6 @@ COUNT_TTL_S = 10.0
 MAX_PAIRED = 4
 #: An `index_upsert` of this many rows is a bulk load: the GIN pending list is merged after.
 BULK_ROWS = 500
-MERGE_PENDING_SQL = "SELECT gin_clean_pending_list('tether_search_tsv'::regclass)"
-#: Bytes of a log a search indexes per transaction (`_index_log`), so that a log appended to
-#: for hours without a search is indexed in steps, not read into memory whole.
-INDEX_WINDOW = 4 << 20
 #: Seconds between the merges of the GIN pending list that searches start (`PendingMerges`).
 MERGE_EVERY_S = 1.0
 
@@ -137,6 +133,12 @@ class PendingMerges:
 class SearchMixin:
     """`index_upsert/delete/query` and `reindex` for `PostgresBackend`."""
 
+    #: The merge of the GIN index's pending list into the index (`_merge_pending`).
+    MERGE_PENDING_SQL = "SELECT gin_clean_pending_list('tether_search_tsv'::regclass)"
+    #: Bytes of a log a search indexes per transaction (`_index_log`), so that a log appended
+    #: to for hours without a search is indexed in steps, not read into memory whole.
+    INDEX_WINDOW = 4 << 20
+
     _tx: Any
     _connection: Any
     _retry: Any
@@ -165,7 +167,7 @@ class SearchMixin:
 
         try:
             with self._connection() as conn:
-                conn.execute(MERGE_PENDING_SQL)
+                conn.execute(self.MERGE_PENDING_SQL)
         except (
             psycopg.errors.InsufficientPrivilege,  # another role owns the index
             psycopg.errors.ObjectNotInPrerequisiteState,  # a standby: recovery in progress
@@ -207,7 +209,7 @@ class SearchMixin:
             if mark is None:
                 return False
             lines, offset = mark
-            data, size = self._read_window(conn, path, offset, INDEX_WINDOW)
+            data, size = self._read_window(conn, path, offset, self.INDEX_WINDOW)
             end = data.rfind(b"\n") + 1
             if not end and offset + len(data) < size:  # one line longer than the window
                 doc = self._read(conn, path, offset)

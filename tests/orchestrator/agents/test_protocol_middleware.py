@@ -8,7 +8,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from orchestrator.agents._cache import compiled_agent
+from orchestrator.agents import compiled_agent
 from orchestrator.agents.final_answer import FinalAnswerMiddleware
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.protocol_middleware import (

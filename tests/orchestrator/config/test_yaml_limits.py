@@ -1,10 +1,11 @@
 """Untrusted YAML (a project's `SKILL.md` front matter, a workflow file) is parsed within limits.
 
-Covers `orchestrator.config._yaml` and its two callers: an alias bomb, a nesting bomb, a recursive
-alias and an oversized text are each one `Error:` line naming the file, the limit and the
-line, never the expanded value; ordinary YAML (aliases included) loads as before. The bombs
-run through the console script in a child process whose address space is capped, so a
-parser without limits fails the test quickly instead of exhausting the machine.
+Covers the bounded loader (`orchestrator.config.load_yaml`) and its two callers: an alias
+bomb, a nesting bomb, a recursive alias and an oversized text are each one `Error:` line
+naming the file, the limit and the line, never the expanded value; ordinary YAML (aliases
+included) loads as before. The bombs run through the console script in a child process
+whose address space is capped, so a parser without limits fails the test quickly instead of
+exhausting the machine.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import pytest
 import yaml
 
-from orchestrator.config import _yaml
+from orchestrator.config import LimitError, load_yaml
 from orchestrator.config.skills import parse_skill
 from orchestrator.config.workflow import load_workflow
 from orchestrator.errors import SkillError, WorkflowError
@@ -105,26 +106,26 @@ class TestLimits:
         assert wf.agents["a"].tools == wf.agents["b"].tools == ["read_file", "grep_files"]
 
     def test_a_recursive_alias_is_refused(self):
-        with pytest.raises(_yaml.LimitError) as caught:
-            _yaml.load("a: &a [1, *a]\n")
+        with pytest.raises(LimitError) as caught:
+            load_yaml("a: &a [1, *a]\n")
         assert caught.value.problem == "an alias refers to a node that contains it"
 
     def test_limits_are_exact(self):
-        assert _yaml.load("[" * 64 + "]" * 64) is not None
-        with pytest.raises(_yaml.LimitError, match="nested deeper than 64 levels"):
-            _yaml.load("[" * 65 + "]" * 65)
+        assert load_yaml("[" * 64 + "]" * 64) is not None
+        with pytest.raises(LimitError, match="nested deeper than 64 levels"):
+            load_yaml("[" * 65 + "]" * 65)
 
         def wide(n):  # 1 + (1 + 10) + (1 + 1 + 10 * n) nodes once expanded
             return "a: &a [" + ", ".join("x" * 9) + "]\nb: [" + ", ".join(["*a"] * n) + "]\n"
 
-        assert len(_yaml.load(wide(998))["b"]) == 998  # 9,994 nodes
-        with pytest.raises(_yaml.LimitError, match="aliases expand past 10,000 nodes"):
-            _yaml.load(wide(999))  # 10,004
+        assert len(load_yaml(wide(998))["b"]) == 998  # 9,994 nodes
+        with pytest.raises(LimitError, match="aliases expand past 10,000 nodes"):
+            load_yaml(wide(999))  # 10,004
 
     def test_long_scalars_repeated_by_aliases_count_as_characters(self):
         text = f"a: &a {'x' * 20_000}\nb: [{', '.join(['*a'] * 60)}]\n"
-        with pytest.raises(_yaml.LimitError, match="characters"):
-            _yaml.load(text)
+        with pytest.raises(LimitError, match="characters"):
+            load_yaml(text)
 
     def test_an_oversized_text_is_refused_before_parsing(self, tmp_path):
         path = _skill(tmp_path, "name: big\ndescription: " + "y" * (1 << 20) + "\n")
@@ -148,4 +149,4 @@ class TestLimits:
             load_workflow(path, tmp_path)
 
     def test_a_limit_error_is_a_yaml_error(self):
-        assert issubclass(_yaml.LimitError, yaml.YAMLError)
+        assert issubclass(LimitError, yaml.YAMLError)

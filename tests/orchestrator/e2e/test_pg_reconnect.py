@@ -84,8 +84,8 @@ def test_appends_and_searches_go_on_while_connections_are_dropped(proxied):
 def test_a_write_whose_answer_was_lost_is_not_applied_twice(proxied, monkeypatch):
     """The connection ends after the server applied a write and before the answer came
     back: the retry asks whether it landed instead of writing again."""
+    from memory.backends.postgres import DocumentsMixin
     from memory.backends.postgres import PostgresBackend as Backend
-    from memory.backends.postgres import _documents as documents
 
     _proxy, through, _direct = proxied
     backend = Backend.from_url(through)
@@ -102,12 +102,8 @@ def test_a_write_whose_answer_was_lost_is_not_applied_twice(proxied, monkeypatch
 
         return call
 
-    monkeypatch.setattr(
-        documents.DocumentsMixin, "_append", after("append", documents.DocumentsMixin._append)
-    )
-    monkeypatch.setattr(
-        documents.DocumentsMixin, "_put", after("put", documents.DocumentsMixin._put)
-    )
+    monkeypatch.setattr(DocumentsMixin, "_append", after("append", DocumentsMixin._append))
+    monkeypatch.setattr(DocumentsMixin, "_put", after("put", DocumentsMixin._put))
     monkeypatch.setattr(Backend, "_insert_entry", after("entry", Backend._insert_entry))
 
     assert backend.append_lines("working/t/messages.jsonl", ['{"n": 1}']) == 2
@@ -146,8 +142,7 @@ def test_a_lock_whose_answer_was_lost_is_not_reported_as_another_run(monkeypatch
     """The first attempt took the lock, then its connection went before the answer came
     back: the server keeps that session's lock until it sees the session end. The retry
     waits for that instead of reporting the task as running elsewhere."""
-    from memory.backends.postgres._lock import LockKeeper
-    from memory.backends.postgres._sql import TRY_MUTEX_SQL
+    from memory.backends.postgres import TRY_MUTEX_SQL, LockKeeper
 
     take, ghosts = LockKeeper.take, []
 
@@ -175,7 +170,9 @@ def test_a_lock_whose_answer_was_lost_is_not_reported_as_another_run(monkeypatch
 
 
 def test_the_run_lock_is_taken_again_after_its_connection_ends(proxied, monkeypatch):
-    monkeypatch.setattr("memory.backends.postgres._lock.CHECK_S", 0.1)
+    from memory.backends.postgres import LockKeeper
+
+    monkeypatch.setattr(LockKeeper, "CHECK_S", 0.1)
     proxy, through, direct = proxied
     holder = PostgresBackend.from_url(through)
     other = PostgresBackend.from_url(direct)
@@ -231,7 +228,7 @@ def test_a_run_whose_server_stays_away_stops_with_one_line_and_resumes(
 def test_a_request_the_server_refuses_is_not_retried_as_a_lost_connection(proxied, monkeypatch):
     """A statement timeout or a server limit is an answer, not a lost connection: one
     `StorageError` at once, not a minute of retries."""
-    from memory.backends.postgres import _documents as documents
+    from memory.backends.postgres import DocumentsMixin
 
     _proxy, through, _direct = proxied
     backend = PostgresBackend.from_url(through)
@@ -239,7 +236,7 @@ def test_a_request_the_server_refuses_is_not_retried_as_a_lost_connection(proxie
     def refused(self, *args, **kwargs):
         raise psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
 
-    monkeypatch.setattr(documents.DocumentsMixin, "_append", refused)
+    monkeypatch.setattr(DocumentsMixin, "_append", refused)
     began = time.monotonic()
     with pytest.raises(StorageError, match="refused the request .*statement timeout"):
         backend.append_lines("working/t/messages.jsonl", ['{"n": 1}'])

@@ -1,4 +1,4 @@
-"""The incremental full-text index (`memory.index.Index`): what sync notices and costs.
+"""The incremental full-text index (`memory.backends.files.Index`): what sync notices and costs.
 
 Files are the truth: hand edits, deletions, appends and torn jsonl tails must show up in
 the next search; unchanged files must not be read again; a rebuild (also after deleting
@@ -7,14 +7,16 @@ memory.db) gives the same answers; two processes syncing at once stay consistent
 
 from __future__ import annotations
 
+import builtins
 import json
 import multiprocessing
+import os
 
 import pytest
 
 from memory import MemoryStore, durable
 from memory.backends.blocks import split_blocks
-from memory.backends.files import _index_plan as plan_module
+from memory.backends.files import Index
 
 
 @pytest.fixture
@@ -58,15 +60,19 @@ class TestFileChanges:
         assert (again.files_indexed, again.rows_added, again.rows_removed) == (0, 0, 0)
         assert not again.changed
 
-    def test_unchanged_files_are_not_even_opened(self, store, monkeypatch):
+    def test_unchanged_files_are_not_even_opened(self, store, memory_dir, monkeypatch):
         _note(store, "a.md", "alpha note about kiwis\n")
         durable.append_jsonl(store.layout.messages("T1"), {"role": "user", "content": "kiwi"})
         store.sync_index()
+        real_open, root = builtins.open, os.path.realpath(memory_dir)
 
-        def no_reads(*args, **kwargs):
-            raise AssertionError(f"index opened {args[0]!r} although nothing changed")
+        def no_reads(file, *args, **kwargs):
+            if isinstance(file, str | bytes | os.PathLike):
+                if os.path.realpath(os.fsdecode(file)).startswith(root + os.sep):
+                    raise AssertionError(f"index opened {file!r} although nothing changed")
+            return real_open(file, *args, **kwargs)
 
-        monkeypatch.setattr(plan_module, "open", no_reads, raising=False)
+        monkeypatch.setattr(builtins, "open", no_reads)
         assert len(store.search("kiwi")) == 2
 
     def test_hidden_files_and_the_database_are_ignored(self, store):
@@ -158,8 +164,8 @@ class TestMessages:
     @pytest.mark.parametrize("pipeline", [False, True], ids=["inline", "planned-ahead"])
     def test_big_log_is_indexed_in_bounded_batches(self, store, monkeypatch, pipeline):
         # planned ahead: a helper thread plans the next slice while the last one is written
-        monkeypatch.setattr(plan_module, "BATCH_ROWS", 7)
-        monkeypatch.setattr(plan_module, "PIPELINE_BYTES", 0 if pipeline else 1 << 40)
+        monkeypatch.setattr(Index, "BATCH_ROWS", 7)
+        monkeypatch.setattr(Index, "PIPELINE_BYTES", 0 if pipeline else 1 << 40)
         log = store.layout.messages("T1")
         durable.append_jsonl(
             log, [{"role": "user", "content": f"heron {i}"} for i in range(50)], many=True
@@ -174,7 +180,7 @@ class TestMessages:
         assert store.index.row_count() == 51
 
     def test_many_files_planned_ahead_index_as_planned_inline(self, memory_dir, monkeypatch):
-        monkeypatch.setattr(plan_module, "BATCH_ROWS", 5)
+        monkeypatch.setattr(Index, "BATCH_ROWS", 5)
         layout = MemoryStore(memory_dir).layout
         for t in range(4):
             rows = [{"role": "user", "content": f"gecko {t} note {i}"} for i in range(9)]
@@ -184,7 +190,7 @@ class TestMessages:
             )
         found = {}
         for threshold in (1 << 40, 0):
-            monkeypatch.setattr(plan_module, "PIPELINE_BYTES", threshold)
+            monkeypatch.setattr(Index, "PIPELINE_BYTES", threshold)
             store = MemoryStore(memory_dir)
             report = store.reindex()
             assert (report.files_indexed, report.rows_added) == (8, 40)

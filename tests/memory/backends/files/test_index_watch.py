@@ -1,4 +1,4 @@
-"""The folder watch that lets a search skip the sync's file scan (`_watch.Watch`).
+"""The folder watch that lets a search skip the sync's file scan (`files.Watch`).
 
 A search stats every indexed file unless the watch (Linux inotify, local file systems)
 saw nothing change under the memory directory since the last scan and no other
@@ -9,6 +9,7 @@ next search; where the watch cannot be trusted, every search scans as before.
 
 from __future__ import annotations
 
+import builtins
 import json
 import multiprocessing
 import os
@@ -18,8 +19,7 @@ import threading
 import pytest
 
 from memory import MemoryStore, durable
-from memory.backends.files import _index as index_module
-from memory.backends.files import _watch as watch_module
+from memory.backends.files import Index, Watch
 
 
 @pytest.fixture
@@ -33,13 +33,13 @@ def store(memory_dir):
 def scans(monkeypatch):
     """How many times any index scanned the files."""
     calls = []
-    real = index_module.Index._scan
+    real = Index._scan
 
     def counting(self, *args, **kwargs):
         calls.append(1)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(index_module.Index, "_scan", counting)
+    monkeypatch.setattr(Index, "_scan", counting)
     return calls
 
 
@@ -180,7 +180,8 @@ class TestSeesEveryChange:
         old = MemoryStore(memory_dir)
         durable.append_jsonl(old.layout.messages("T1"), {"role": "user", "content": "heron"})
         assert _watching(old)
-        inot, watch = watch_module._Inotify.get(), old.index._watch
+        watch = old.index._watch
+        inot = watch.inotify  # the process's one inotify instance
         wds = set(watch.paths.values())
         assert wds and all(watch.key in inot.owners[wd] for wd in wds)
         finished = threading.Event()
@@ -215,8 +216,19 @@ def _append(path: str, word: str) -> None:
         fh.write(json.dumps({"role": "user", "content": f"a {word}"}) + "\n")
 
 
-def test_without_a_trustworthy_watch_every_search_scans(memory_dir, monkeypatch, scans):
-    monkeypatch.setattr(watch_module, "_local_fs", lambda path: False)  # e.g. NFS
+def _fake_mounts(monkeypatch, path, text: str) -> None:
+    """`/proc/self/mounts` (where the watch reads each folder's file system) says `text`."""
+    path.write_text(text)
+    real_open = builtins.open
+
+    def fake_open(file, *args, **kwargs):
+        return real_open(path if file == "/proc/self/mounts" else file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+
+
+def test_without_a_trustworthy_watch_every_search_scans(memory_dir, tmp_path, monkeypatch, scans):
+    _fake_mounts(monkeypatch, tmp_path / "mounts", "server:/export / nfs4 rw 0 0\n")  # NFS
     store = MemoryStore(memory_dir)
     try:
         durable.append_jsonl(store.layout.messages("T1"), {"role": "user", "content": "heron"})
@@ -230,19 +242,15 @@ def test_without_a_trustworthy_watch_every_search_scans(memory_dir, monkeypatch,
         store.close()
 
 
+@needs_watch
 def test_network_file_systems_are_not_trusted(tmp_path, monkeypatch):
-    mounts = tmp_path / "mounts"
-    mounts.write_text(
+    _fake_mounts(
+        monkeypatch,
+        tmp_path / "mounts",
         "/dev/vda / ext4 rw 0 0\nserver:/export /mnt/nfs nfs4 rw 0 0\n"
-        "fuse /mnt/my\\040drive fuse.sshfs rw 0 0\n"
+        "fuse /mnt/my\\040drive fuse.sshfs rw 0 0\n",
     )
-    real_open = open
-
-    def fake_open(path, *args, **kwargs):
-        return real_open(mounts if path == "/proc/self/mounts" else path, *args, **kwargs)
-
-    monkeypatch.setattr(watch_module, "open", fake_open, raising=False)
-    monkeypatch.setattr(watch_module.os.path, "realpath", lambda p: p)
-    assert watch_module._local_fs("/home/me/memory")
-    assert not watch_module._local_fs("/mnt/nfs/memory")
-    assert not watch_module._local_fs("/mnt/my drive/memory")
+    monkeypatch.setattr(os.path, "realpath", lambda p: p)
+    assert Watch.for_root("/home/me/memory").active
+    assert not Watch.for_root("/mnt/nfs/memory").active
+    assert not Watch.for_root("/mnt/my drive/memory").active

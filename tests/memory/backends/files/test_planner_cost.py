@@ -1,4 +1,4 @@
-"""What the query planner (`_planner`) spends on a search: the AND queries it runs and
+"""What the query planner (`files.Query`) spends on a search: the AND queries it runs and
 the SQL it leaves to SQLite. Ranking itself is pinned in `test_search.py`."""
 
 from __future__ import annotations
@@ -8,8 +8,14 @@ import sqlite3
 import pytest
 
 from memory import MemoryStore, durable
-from memory.backends.files import _planner as planner
-from memory.backends.files import _text as text
+from memory.backends.files import (
+    TEMP_SETUP,
+    Query,
+    ascii_words,
+    fill_tok,
+    fts_totals,
+    tokenize_query,
+)
 
 
 @pytest.fixture
@@ -39,16 +45,16 @@ def test_lighter_and_combinations_are_not_queried_once_enough_rows_are_found(sto
     for word, n in (("gamma", 10), ("beta", 20), ("alpha", 30)):  # distinct frequencies
         rows += [{"role": "tool", "content": f"{word} other{i}"} for i in range(n)]
     durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
-    monkeypatch.setattr(planner, "CANDIDATE_BUDGET", 10)  # every word counts as common
+    monkeypatch.setattr(Query, "CANDIDATE_BUDGET", 10)  # every word counts as common
     queries = []
-    real = planner.Query._match
+    real = Query._match
 
     def counting(self, table, expr, *, limit, ranked):
         found = real(self, table, expr, limit=limit, ranked=ranked)
         queries.append((expr, len(found)))
         return found
 
-    monkeypatch.setattr(planner.Query, "_match", counting)
+    monkeypatch.setattr(Query, "_match", counting)
     hits = store.search("alpha beta gamma delta", limit=3)
     # The heaviest triple (or the pair it is answered from: `Query._and`) and nothing
     # lighter: its 150 rows are more than k = 100.
@@ -62,13 +68,13 @@ def test_ascii_rows_are_split_as_unicode61_splits_them():
     """Re-ranking splits ASCII rows in Python (`ascii_words`) instead of through FTS5: the
     tokens must be unicode61's, byte for byte, for every ASCII character."""
     conn = sqlite3.connect(":memory:")
-    for sql in text.TEMP_SETUP:
+    for sql in TEMP_SETUP:
         conn.execute(sql)
     sample = "".join(chr(c) for c in range(128)) + " Hello_World x9Y a-b café's 3.14 can't"
     ascii_text = sample.encode("ascii", "replace").decode("ascii")
-    text.fill_tok(conn, [(1, ascii_text)], raw=True)
+    fill_tok(conn, [(1, ascii_text)], raw=True)
     got = [r[0] for r in conn.execute("SELECT term FROM temp.rq_raw_inst ORDER BY offset")]
-    assert text.ascii_words(ascii_text) == got
+    assert ascii_words(ascii_text) == got
     conn.close()
 
 
@@ -77,14 +83,14 @@ def test_ascii_queries_tokenize_as_the_index_does():
     unstemmed forms as the TEMP FTS5 tables give (a non-ASCII word at the end takes the
     query down that path)."""
     conn = sqlite3.connect(":memory:")
-    for sql in text.TEMP_SETUP:
+    for sql in TEMP_SETUP:
         conn.execute(sql)
     sample = (
         "".join(chr(c) for c in range(32, 127))
         + " Why were KeyErrors hidden in merge_record's 3.14 handling-x9Y? can't"
     )
-    pairs, raw = text.tokenize_query(conn, sample)
-    slow_pairs, slow_raw = text.tokenize_query(conn, sample + " café")
+    pairs, raw = tokenize_query(conn, sample)
+    slow_pairs, slow_raw = tokenize_query(conn, sample + " café")
     assert slow_pairs[-1][1] == "café"
     assert (pairs, raw) == (slow_pairs[:-1], slow_raw[:-1])
     assert ("keyerror", "KeyErrors") in pairs and "keyerrors" in raw
@@ -118,19 +124,19 @@ def test_a_triple_is_answered_from_an_empty_or_small_pair(store, monkeypatch):
     rows += [{"role": "tool", "content": f"alpha delta y{i}"} for i in range(40)]
     durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
     store.sync_index()
-    query = planner.Query(store.backend.connect(), "alpha beta gamma delta", None, 10)
-    for sql in text.TEMP_SETUP:
+    query = Query(store.backend.connect(), "alpha beta gamma delta", None, 10)
+    for sql in TEMP_SETUP:
         query.conn.execute(sql)
-    query.surface, query.totals = {}, {"idx_msg": text.fts_totals(query.conn, "idx_msg")}
+    query.surface, query.totals = {}, {"idx_msg": fts_totals(query.conn, "idx_msg")}
     query.df = {("idx_msg", t): 50 for t in ("alpha", "beta", "gamma", "delta")}
     asked = []
-    real = planner.Query._match
+    real = Query._match
 
     def counting(self, table, expr, *, limit, ranked):
         asked.append(expr)
         return real(self, table, expr, limit=limit, ranked=ranked)
 
-    monkeypatch.setattr(planner.Query, "_match", counting)
+    monkeypatch.setattr(Query, "_match", counting)
     known = {frozenset(("beta", "delta")): []}
     assert query._and("idx_msg", ("beta", "gamma", "delta"), known) == []
     assert asked == []
@@ -157,17 +163,17 @@ def test_a_big_table_ranks_fewer_rare_words_and_still_finds_them(
     rows += [{"role": "tool", "content": f"unrelated {i}"} for i in range(15)]
     rows.append({"role": "tool", "content": "ocelot lynx puma sighting"})
     durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
-    monkeypatch.setattr(planner, "CANDIDATE_BUDGET", 40)
-    monkeypatch.setattr(planner, "BUDGET_FULL_ROWS", full_rows)
+    monkeypatch.setattr(Query, "CANDIDATE_BUDGET", 40)
+    monkeypatch.setattr(Query, "BUDGET_FULL_ROWS", full_rows)
     ors = []
-    real = planner.Query._match
+    real = Query._match
 
     def recording(self, table, expr, *, limit, ranked):
         if ranked:
             ors.append(set(expr.split(" OR ")))
         return real(self, table, expr, limit=limit, ranked=ranked)
 
-    monkeypatch.setattr(planner.Query, "_match", recording)
+    monkeypatch.setattr(Query, "_match", recording)
     hits = store.search("ocelot lynx puma", limit=3)
     assert ors == [ored]
     assert hits[0].text == "tool: ocelot lynx puma sighting"
@@ -182,15 +188,15 @@ def test_document_frequencies_are_exact_below_the_sample_and_estimated_above(sto
         for i in range(2_000)
     ]  # fmt: skip
     durable.append_jsonl(store.layout.messages("T1"), rows, many=True)
-    monkeypatch.setattr(planner, "DF_SAMPLE", 300)
+    monkeypatch.setattr(Query, "DF_SAMPLE", 300)
     seen = {}
-    real = planner.Query._rerank
+    real = Query._rerank
 
     def spying(self, candidates, terms):
         seen.update({term: df for (table, term), df in self.df.items() if table == "idx_msg"})
         return real(self, candidates, terms)
 
-    monkeypatch.setattr(planner.Query, "_rerank", spying)
+    monkeypatch.setattr(Query, "_rerank", spying)
     store.search("common rare", limit=3)
     assert seen["rare"] == 100  # 100 rows, under the sample: counted
     assert 900 <= seen["common"] <= 1_100  # 1,000 rows, over it: estimated

@@ -142,8 +142,7 @@ def test_setup_upgrades_a_database_whose_logs_were_written_before_appends_had_ro
     and searched after `memory setup` adds the third."""
     import psycopg
 
-    from memory.backends.postgres import PostgresBackend
-    from memory.backends.postgres._sql import MIGRATIONS
+    from memory.backends.postgres import MIGRATIONS, PostgresBackend
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE tether_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")

@@ -12,7 +12,6 @@ import psycopg
 import pytest
 
 from memory.backends.postgres import PostgresBackend
-from memory.backends.postgres import _search as _postgres_search
 from tests.pg import private_schema
 
 LOG = "working/t/messages.jsonl"
@@ -73,7 +72,7 @@ def test_a_search_merges_the_pending_list_that_indexing_leaves_at_most_once_a_se
 def test_a_refused_merge_leaves_searches_working_and_is_not_asked_again(pg, monkeypatch):
     backend, _ = pg
     refuse = "DO $$ BEGIN RAISE insufficient_privilege; END $$"
-    monkeypatch.setattr(_postgres_search, "MERGE_PENDING_SQL", refuse)
+    monkeypatch.setattr(PostgresBackend, "MERGE_PENDING_SQL", refuse)
     _append(backend, 1)
     _append(backend, 2)
     assert [h.doc_id for h in backend.index_query("zebra2")] == [f"{LOG}#L2"]
@@ -249,7 +248,7 @@ def test_a_log_rewritten_while_a_search_indexes_it_keeps_no_rows_of_its_old_line
 
 def test_a_search_indexes_a_long_backlog_in_steps_a_long_line_too(pg, monkeypatch):
     backend, conn = pg
-    monkeypatch.setattr(_postgres_search, "INDEX_WINDOW", 300)  # about 5 lines a step
+    monkeypatch.setattr(PostgresBackend, "INDEX_WINDOW", 300)  # about 5 lines a step
     _append(backend, 1)
     for n in range(2, 31):
         _append(backend, n)
@@ -271,7 +270,7 @@ def test_a_search_indexes_a_long_backlog_in_steps_a_long_line_too(pg, monkeypatc
 
 def test_a_torn_line_longer_than_a_step_does_not_stop_the_indexing(pg, monkeypatch):
     backend, _ = pg
-    monkeypatch.setattr(_postgres_search, "INDEX_WINDOW", 100)
+    monkeypatch.setattr(PostgresBackend, "INDEX_WINDOW", 100)
     torn = b'{"role": "user", "content": "' + b"x" * 500
     backend.put_document(LOG, b'{"role": "user", "content": "one ant"}\n' + torn)
     backend.reindex()  # marks the log after line 1: the torn line 2 waits
