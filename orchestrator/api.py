@@ -115,6 +115,10 @@ class Orchestrator:
             14 primitives suffice) instead of `memory_dir`/`memory_url`; the caller keeps
             and closes it. Without the `HoldsGraphState` capability
             (`memory.capabilities`), pass a `checkpointer` too.
+        budget_tokens: the task's token budget (prompt plus completion tokens of all its
+            agents; default: the workflow's `budget_tokens`, else none). Once it is spent
+            no model call starts and the task stops `stopped`; `resume` with a larger one
+            goes on. Recorded with the task.
     """
 
     def __init__(
@@ -135,6 +139,7 @@ class Orchestrator:
         agents: Mapping[str, AgentSpec | Mapping[str, Any]] | None = None,
         status_file: bool = False,
         backend: BaseBackend | None = None,
+        budget_tokens: int | None = None,
     ):
         self.checkpointer = checkpointer
         self.workdir = workdir
@@ -154,6 +159,7 @@ class Orchestrator:
             max_parallel=max_parallel,
             max_subtasks=max_subtasks,
             status_file=status_file,
+            budget_tokens=budget_tokens,
         )
         self.workflow = run_workflow(self.workflow_path, self.project_dir, self.agents)
         #: The settings of a new task (a recorded task's: `settings_for`).
@@ -477,6 +483,7 @@ class Orchestrator:
             token_threshold=self.overrides.token_threshold,
             max_parallel=self.overrides.max_parallel,
             max_subtasks=self.overrides.max_subtasks,
+            budget_tokens=self.overrides.budget_tokens,
             thread_id=state["task_id"],
             project_dir=self.project_dir,
             created=utc().isoformat(),
@@ -500,6 +507,8 @@ class Orchestrator:
             check_workdir(record["workdir"])  # moved or deleted since the run started?
         resolved = self._resolve_model(workflow, record)
         self._agent_models(workflow)
+        if self.overrides.budget_tokens is not None:  # a new budget sticks to the task
+            self.tasks.note(record["task_id"], budget_tokens=self.overrides.budget_tokens)
         with (
             self._toolbox(workflow, record) as toolbox,
             task_lock(self.docs, record["task_id"]),

@@ -172,6 +172,8 @@ class DoneEvent(EventModel):
     findings: int
     skipped: list[str]
     reason: str | None
+    answer: str | None = None
+    """The lead's answer to the objective (Markdown), which opens `merged`."""
 
 
 class FailedEvent(EventModel):
@@ -181,6 +183,16 @@ class FailedEvent(EventModel):
     task_id: str
     failed: list[str]
     error: str
+
+
+class StoppedEvent(EventModel):
+    """The task stopped at its token budget (resumable with a larger one)."""
+
+    kind = "stopped"
+    task_id: str
+    reason: str
+    budget: int | None
+    spent: int
 
 
 class FinishEvent(EventModel):

@@ -29,6 +29,7 @@ POINTS = (
     "advance_before_checkpoint",
     "advance_after_checkpoint",  # phase checkpoint written, phase index not yet moved
     "advance_after_prune",  # the finished phase's LangGraph checkpoints pruned
+    "answer_after_call",  # the answer recorded in the registry, no final file yet
     "finish_before_reflect",
 )
 

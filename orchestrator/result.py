@@ -47,6 +47,14 @@ class RunResult:
     skipped_phases: list[str] = field(default_factory=list)
     """Phases not run because the lead declared the objective answered."""
     done_reason: str | None = None
+    answer: str | None = None
+    """The lead's answer to the objective (Markdown), once the task is `done`."""
+    answer_path: str | None = None
+    """The final synthesis that opens with the answer (`findings/merged_{ts}.md`)."""
+    stop_reason: str | None = None
+    """With status `stopped`: why (the token budget was reached)."""
+    budget: dict[str, Any] | None = None
+    """With a token budget: `{"budget", "spent"}` (prompt plus completion tokens)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +94,10 @@ class RunResult:
                 else []
             ),
             done_reason=values.get("done_reason"),
+            answer=values.get("answer") if values.get("status") == "done" else None,
+            answer_path=(values.get("answer_info") or {}).get("path"),
+            stop_reason=values.get("stop_reason"),
+            budget=ctx.budget.summary() if ctx.budget.limit else None,
         )
 
 

@@ -57,6 +57,10 @@ LEAD_FIELDS = (
     "seed_snapshot",
     "first_call_done",
     "warned",
+    "answer",
+    "answer_info",
+    "answering",
+    "stop_reason",
 )
 """State fields a checkpoint keeps in its `extra`, so a rebuilt lead continues where it was."""
 
@@ -119,6 +123,17 @@ class OrchestratorState(TypedDict, total=False):
     first_call_done: bool
     """The memory index message goes into the lead's very first call only."""
     final_summary: str | None
+    """The digest of every finding (the template's merge, no model call)."""
+    answer: str | None
+    """The lead's answer to the objective (Markdown), once the task is done: its final
+    call (`SubmitAnswer`), or its plan when it answered alone (`PhasePlan.answer`)."""
+    answer_info: dict[str, Any] | None
+    """What the answer rests on: `{findings, files, open_questions, path, by}` (`path`: the
+    task's final `findings/merged_{ts}.md`, which opens with the answer)."""
+    answering: bool
+    """The last phase is over: the `answer` node answers the objective and ends the task."""
+    stop_reason: str | None
+    """Why a `stopped` task stopped (its token budget was reached)."""
 
 
 def initial_state(
@@ -160,6 +175,10 @@ def initial_state(
         warned=False,
         first_call_done=False,
         final_summary=None,
+        answer=None,
+        answer_info=None,
+        answering=False,
+        stop_reason=None,
     )
 
 
@@ -208,6 +227,32 @@ def usage_totals(usage: dict[str, dict[str, int]] | None) -> dict[str, int]:
         "calls": sum(int(v.get("calls", 0)) for v in values),
         "input_tokens": sum(int(v.get("input_tokens", 0)) for v in values),
     }
+
+
+def spend(tokens: dict[str, int] | None, lead_calls: list[dict[str, Any]] | None) -> dict:
+    """What a task's agents spent (prompt plus completion tokens), in all, by phase and by
+    agent: subagents' keys name both (`{agent}:{phase}/{id}`); the lead's spend is split
+    over the phases by its planning turns (`lead_calls[].spent`), its answer call counted
+    under the phase it came after."""
+    tokens = dict(tokens or {})
+    by_phase: dict[str, int] = {}
+    by_agent: dict[str, int] = {}
+    for key, n in tokens.items():
+        agent, _, where = key.partition(":")
+        by_agent[agent] = by_agent.get(agent, 0) + int(n or 0)
+        if where:
+            phase = where.split("/", 1)[0]
+            by_phase[phase] = by_phase.get(phase, 0) + int(n or 0)
+    lead_total = int(tokens.get("lead") or 0)
+    split = 0
+    for call in lead_calls or []:
+        n = int(call.get("spent") or 0)
+        if n and call.get("phase"):
+            by_phase[call["phase"]] = by_phase.get(call["phase"], 0) + n
+            split += n
+    if lead_total > split:  # turns recorded before their spend was, or the answer call
+        by_phase["(lead, unsplit)"] = lead_total - split
+    return {"spent": sum(by_agent.values()), "by_phase": by_phase, "by_agent": by_agent}
 
 
 def failure_summary(failed: dict[str, dict[str, Any]]) -> str:

@@ -22,7 +22,9 @@ module of tether):
   fields (`orchestrator.state.LEAD_FIELDS`), and the plan file's input is a view of it
   (`orchestrator.artifacts.plan.PlanInput`).
 * **The protocol tools.** A model (real or the offline model) ends a lead planning turn by
-  calling the `PhasePlan` tool and a subagent ends its work by calling `SubmitFindings`:
+  calling the `PhasePlan` tool, a subagent ends its work by calling `SubmitFindings`, and
+  the lead answers the objective of a finished task with `SubmitAnswer` (or in its plan,
+  `PhasePlan.answer`, when it answers alone):
   plain pydantic models bound as tools with `model.bind_tools([...])`, so any LangChain
   chat model with tool calling can drive tether. Before the final call an agent may call
   the ordinary tools it was given as often as its step budget allows.
@@ -271,6 +273,21 @@ class PhasePlan(Plan):
         description="Numbers (1-based, as listed under 'Key questions') of the key questions "
         "the findings so far answer.",
     )
+    answer: str = Field(
+        default="",
+        description="With done and no subtasks: your answer to the objective (Markdown).",
+    )
+
+
+class SubmitAnswer(BaseModel):
+    """Submit your answer to the objective; ends the task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: str = Field(description="The answer, in Markdown, citing file paths.")
+    findings: list[str] = Field(default_factory=list, description="Findings files it uses.")
+    files: list[str] = Field(default_factory=list, description="Workdir files it rests on.")
+    open_questions: list[str] = Field(default_factory=list, description="What is still open.")
 
 
 SubmitFindings = model_view(
@@ -285,6 +302,7 @@ SubmitFindings = model_view(
 
 PLAN_TOOL = PhasePlan.__name__
 FINDINGS_TOOL = SubmitFindings.__name__
+ANSWER_TOOL = SubmitAnswer.__name__
 
 
 # The finding reference
@@ -408,3 +426,6 @@ class SubagentPayload(TypedDict):
     """The subtask's state key, `phase/id` (`orchestrator.state.subtask_key`)."""
     subtask: dict[str, Any]
     """The subtask as the graph state holds it (`Subtask`'s fields and `phase`)."""
+    earlier: dict[str, FindingRef]
+    """The findings of earlier phases (`subtask_key -> FindingRef`): the subagent is told
+    those that concern its scope, so it builds on them instead of redoing them."""

@@ -131,6 +131,17 @@ class MergedFindingInput(_FindingFields):
     timestamp: str | None = None
 
 
+class AnswerInput(_Input):
+    """The lead's answer to the objective, which opens a task's final synthesis."""
+
+    answer: str
+    findings: list[str] = []
+    files: list[str] = []
+    open_questions: list[str] = []
+    by: str = "answer"
+    """`answer` (the lead's final call), `plan` (it answered alone in its plan)."""
+
+
 class MergedInput(_Input):
     """Everything `merged_findings.md.j2` shows."""
 
@@ -138,6 +149,7 @@ class MergedInput(_Input):
     phase: str
     timestamp: str
     findings: list[MergedFindingInput]
+    answer: AnswerInput | None = None
 
 
 # -- rendering ------------------------------------------------------------------------
@@ -249,8 +261,22 @@ def render_merged(data: MergedInput | Mapping[str, Any], project_dir: Pathish | 
         discoveries_count=sum(len(f.key_discoveries) for f in inp.findings),
         questions_count=sum(len(f.open_questions) for f in inp.findings),
         recommendations_count=sum(len(f.recommendations) for f in inp.findings),
+        answer=_answer_view(inp.answer),
         meta=inp.model_dump(mode="json"),
     )
+
+
+def _answer_view(answer: AnswerInput | None) -> dict[str, Any] | None:
+    """The lead's answer as `merged_findings.md.j2` shows it."""
+    if answer is None:
+        return None
+    return {
+        "text": md_block(answer.answer),
+        "findings": [md_code(p) for p in answer.findings],
+        "files": [md_code(p) for p in answer.files],
+        "open_questions": [md_block(q) for q in answer.open_questions],
+        "offline": answer.by == "offline",
+    }
 
 
 # -- writing --------------------------------------------------------------------------
@@ -327,6 +353,7 @@ def write_merged(
     *,
     timestamp: datetime | str | None = None,
     project_dir: Pathish | None = None,
+    answer: Mapping[str, Any] | None = None,
 ) -> Path:
     """Create `findings/merged_{ts}.md` synthesising one batch; returns its path.
 
@@ -334,6 +361,8 @@ def write_merged(
         findings: one dict per subagent with `agent` and any of `summary`, `status`,
             `task`, `subtask_id`, `key_discoveries`, `files`, `files_written`, `open_questions`,
             `recommendations`, `path` (its findings file), `timestamp`, `task_id`, `phase`.
+        answer: the lead's answer (`answer`, `findings`, `files`, `open_questions`, `by`)
+            for a task's final synthesis; it comes first in the file.
     """
     when = utc(timestamp)
     text = render_merged(
@@ -342,6 +371,9 @@ def write_merged(
             "phase": phase,
             "timestamp": iso_timestamp(when),
             "findings": [dict(f) for f in findings],
+            "answer": {k: v for k, v in answer.items() if k in AnswerInput.model_fields}
+            if answer
+            else None,
         },
         project_dir,
     )

@@ -26,6 +26,7 @@ from orchestrator.artifacts.render import (
     _Input,
     _pairs,
     md_block,
+    md_code,
     md_inline,
     render_template,
     validate_input,
@@ -83,6 +84,8 @@ PlanInput = model_view(
             "Phases not run because the lead declared the objective answered (with the reason)."
         ),
         "updated": (str, ...),
+        "answer": (str, Field(default="", description="The lead's answer, once the task is done.")),
+        "answer_path": (str, Field(default="", description="The final synthesis holding it.")),
     },
     module=__name__,
 )
@@ -115,6 +118,8 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
         in_progress=[md_inline(x) for x in inp.in_progress],
         pending=[md_inline(x) for x in inp.pending],
         skipped=[md_inline(x) for x in inp.skipped],
+        answer=md_block(inp.answer) if inp.answer else "",
+        answer_path=md_code(inp.answer_path) if inp.answer_path else "",
         meta=inp.model_dump(mode="json"),
     )
 
@@ -130,6 +135,8 @@ def write_plan(
     pending: Iterable[str] = (),
     skipped: Iterable[str] = (),
     project_dir: Pathish | None = None,
+    answer: str = "",
+    answer_path: str = "",
     **plan: Any,
 ) -> Path:
     """Write (or rewrite) `research_plans/{task_id}.md`; returns its path.
@@ -137,6 +144,8 @@ def write_plan(
     Args:
         completed, in_progress, pending: subtask ids or titles for the Progress section.
         skipped: phases not run, with the reason.
+        answer, answer_path: the lead's answer of a done task and the file that holds it;
+            the plan opens with it.
         project_dir: where a project's `templates/` override lives (default: cwd).
         plan: the fields of an `orchestrator.types.Plan` (`strategy`, `key_questions`
             as `(text, answered)` pairs, `{"text", "answered"}` dicts or strings,
@@ -153,6 +162,8 @@ def write_plan(
             "pending": list(pending),
             "skipped": list(skipped),
             "updated": iso_timestamp(),
+            "answer": answer,
+            "answer_path": answer_path,
         },
         project_dir,
     )

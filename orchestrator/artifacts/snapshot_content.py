@@ -39,7 +39,7 @@ from memory.tokens import CHARS_PER_TOKEN
 from memory.working import WorkingMemory
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import list_findings, read_findings
-from orchestrator.artifacts.render import md_code
+from orchestrator.artifacts.render import md_block, md_code
 from orchestrator.errors import ArtifactError
 from orchestrator.types import INLINE_FIELDS
 
@@ -189,16 +189,28 @@ def what_was_found(
     merged: Mapping[str, str] | None = None,
     objective: str | None = None,
     budget: int = FOUND_CHARS,
+    answer: str | None = None,
 ) -> str:
-    """The digest of `records` (findings as the state holds them, with `key` and `phase`).
+    """The digest of `records` (findings as the state holds them, with `key` and `phase`),
+    opening with the lead's `answer` when the task has one (cut to a third of the budget;
+    the whole answer is in the final summary it names).
 
     Shown in phase order; when the budget is short, the findings of `current` go in
     first, then those of newer phases, then one key discovery each, and a phase with
     findings left out points to its merged findings file.
     """
+    merged = dict(merged or {})
+    if answer:
+        opening = _answer_lines(answer, merged.get("final"), budget // 3)
+        if not records:
+            return opening + "\n\nNo findings: the lead answered from its own reading."
+        rest = what_was_found(
+            records, phases=phases, current=current, merged=merged, objective=objective,
+            budget=budget - len(opening) - 2,
+        )  # fmt: skip
+        return opening + "\n\n" + rest
     if not records:
         return "No findings yet."
-    merged = dict(merged or {})
     order = list(dict.fromkeys([*phases, *sorted({_phase(r) for r in records})]))
     rank = {p: i for i, p in enumerate(order)}
     ordered = sorted(records, key=lambda r: (rank[_phase(r)], str(r.get("key"))))
@@ -227,6 +239,16 @@ def what_was_found(
         where = f" in {md_code(merged[phase])}" if merged.get(phase) else ""
         lines.append(f"- {n} more finding(s) of phase {phase}{where}.")
     return "\n".join(lines)
+
+
+def _answer_lines(answer: str, path: str | None, budget: int) -> str:
+    """The lead's answer, cut at a line boundary to `budget` characters."""
+    text = md_block(answer)
+    if len(text) > budget:
+        cut = text[: max(budget - 40, 0)].rsplit("\n", 1)[0] if "\n" in text[:budget] else ""
+        text = (cut or text[: max(budget - 40, 0)]).rstrip() + " ..."
+    where = f" (the whole answer: {md_code(path)})" if path else ""
+    return f"**Answer**{where}:\n{text}"
 
 
 # -- what is left ------------------------------------------------------------------------
@@ -463,6 +485,7 @@ def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
             merged=state.get("merged"),
             objective=state.get("objective"),
             budget=found,
+            answer=state.get("answer"),
         ),
         what_is_left=what_is_left(state, left, records),
         conversation_summary=task_conversation(

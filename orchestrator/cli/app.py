@@ -39,6 +39,7 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.exits import (
     EXIT_FAILED,
+    EXIT_STOPPED,
     EXIT_UNREACHABLE,
     EXIT_WAITING,
     stop_gracefully_on_sigterm,
@@ -135,6 +136,8 @@ def _drive(
         click.get_current_context().exit(EXIT_FAILED)
     if result.status == "waiting":
         click.get_current_context().exit(EXIT_WAITING)
+    if result.status == "stopped":
+        click.get_current_context().exit(EXIT_STOPPED)
     return result
 
 

@@ -144,6 +144,13 @@ def run_options(func: Callable) -> Callable:
                 help=f"Subagents running at once (default: workflow, 4; at most {MAX_PARALLEL}).",
             ),
             click.option(
+                "--budget-tokens",
+                type=click.IntRange(min=1),
+                default=None,
+                help="The task's token budget (prompt plus completion tokens of all its "
+                "agents); at it the task stops, exit 6 (resume: the new total).",
+            ),
+            click.option(
                 "--status-file",
                 is_flag=True,
                 default=False,

@@ -18,6 +18,8 @@ EXIT_WAITING = 4
 EXIT_UNREACHABLE = 5
 """The provider could not be reached (every failure is a `ProviderUnreachableError`): the
 task stopped resumably; `orchestrator resume` continues once the endpoint answers."""
+EXIT_STOPPED = 6
+"""The task stopped at its token budget: `orchestrator resume --budget-tokens M` goes on."""
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

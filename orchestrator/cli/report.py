@@ -30,6 +30,11 @@ def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
     lines = [
         f"Task {result.task_id}: {result.status} (phase {result.phase}, "
         f"{len(result.findings)} finding(s), {len(result.failed)} failed)",
+    ]
+    if result.answer:
+        path = where(result.answer_path) if result.answer_path else "-"
+        lines += ["", f"Answer (whole: {path}):", *answer_head(result.answer), ""]
+    lines += [
         f"Memory: {result.memory_dir}" if shared else f"Memory directory: {root}",
         f"  plan:        {where(result.plan) if result.plan else '-'}",
         f"  findings:    {where('findings')} ({len(result.findings)} + "
@@ -56,11 +61,43 @@ def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
         )
     if result.usage.get("calls") and result.status != "waiting":
         lines.append(_usage_line(result.usage, result.offline))
+    if result.budget:
+        lines.append(budget_line(result.budget, result.tokens, result.lead_calls))
+    if result.status == "stopped":
+        lines.append(f"Stopped:  {result.stop_reason}")
+        lines.append(
+            f"Resume:   {resume_command(result.task_id, memory)} --budget-tokens N "
+            f"(N, the new total, above {result.budget['spent'] if result.budget else 0:,})"
+        )
+        return "\n".join(lines)
     if result.status == "waiting":
         lines += waiting_lines(result.pending_approvals, result.task_id, memory)
     else:
         lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
     return "\n".join(lines)
+
+
+ANSWER_LINES = 12
+
+
+def answer_head(answer: str, limit: int = ANSWER_LINES) -> list[str]:
+    """The first lines of an answer, indented, with how many more there are."""
+    text = [ln.rstrip() for ln in answer.strip().splitlines()]
+    shown = ["  " + ln if ln else "" for ln in text[:limit]]
+    if len(text) > limit:
+        shown.append(f"  (... {len(text) - limit} more line(s))")
+    return shown
+
+
+def budget_line(budget: dict[str, Any], tokens: dict, lead_calls: list) -> str:
+    """`Budget: spent of budget tokens; by phase ...; by agent ...`."""
+    from orchestrator.state import spend
+
+    parts = spend(tokens, lead_calls)
+    phases = ", ".join(f"{p} {n:,}" for p, n in parts["by_phase"].items())
+    agents = ", ".join(f"{a} {n:,}" for a, n in sorted(parts["by_agent"].items()))
+    line = f"Budget:   {budget['spent']:,} of {budget['budget']:,} tokens spent"
+    return line + (f" (by phase: {phases}; by agent: {agents})" if agents else "")
 
 
 def unreachable(failed: dict[str, Any]) -> bool:

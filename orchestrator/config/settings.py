@@ -8,11 +8,13 @@ layer       sets
 default     everything (`orchestrator.config.defaults`; the model: the first provider
             whose API key is set, else the offline model)
 skill       `token_threshold`, `warning_ratio` (external-memory `SKILL.md` triggers)
-workflow    `thresholds.*`, `model`, `model_timeout`, `memory_dir`, `status_file`
+workflow    `thresholds.*`, `model`, `model_timeout`, `memory_dir`, `status_file`,
+            `budget_tokens`
 environment `TETHER_MEMORY_DIR`, `TETHER_MEMORY_URL`, `TETHER_MODEL`,
             `TETHER_MODEL_TIMEOUT`
 task        on `resume` and `approve`: the `model`, `token_threshold`,
-            `max_parallel` and `max_subtasks` the task was started with
+            `max_parallel`, `max_subtasks` and `budget_tokens` the task was started
+            with (or last given)
 flags       CLI flags (`--model`, `--max-parallel`, ...) and the same-named
             `Orchestrator(...)` arguments (`Overrides`)
 =========== =====================================================================
@@ -90,13 +92,15 @@ class Overrides:
     max_parallel: int | None = None
     max_subtasks: int | None = None
     status_file: bool = False
+    budget_tokens: int | None = None
+    """The task's token budget (prompt plus completion tokens of all its agents)."""
 
     def __post_init__(self) -> None:
         if self.token_threshold is not None and _not_positive(self.token_threshold):
             raise OrchestratorUserError(
                 f"token threshold {self.token_threshold!r} must be a positive number of tokens"
             )
-        for name in ("max_parallel", "max_subtasks"):
+        for name in ("max_parallel", "max_subtasks", "budget_tokens"):
             value = getattr(self, name)
             if value is not None and _not_positive(value):
                 raise OrchestratorUserError(
@@ -124,6 +128,8 @@ class Settings:
     max_parallel: int
     max_subtasks: int
     status_file: bool
+    budget_tokens: int | None = None
+    """The task's token budget, or None (no budget)."""
     sources: Mapping[str, str] = field(default_factory=dict)
     """Where each value came from: `default`, `skill`, `workflow`, an environment variable's
     name, `task` or `flag` (the model: `--model` for a flag or argument)."""
@@ -201,6 +207,13 @@ class Settings:
                 (overrides.status_file or None, FLAG),
                 (workflow.status_file or None, WORKFLOW),
                 (False, DEFAULT),
+            ),
+            budget_tokens=pick(
+                "budget_tokens",
+                (overrides.budget_tokens, FLAG),
+                (record.get("budget_tokens"), TASK),
+                (workflow.budget_tokens, WORKFLOW),
+                (None, DEFAULT),
             ),
             sources=sources,
         )

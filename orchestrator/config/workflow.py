@@ -122,6 +122,10 @@ class AgentSpec(BaseModel):
     interrupt_on: dict[StrictStr, bool | dict[str, Any]] = Field(default_factory=dict)
     """Tools whose calls wait for a person's decision (`HumanInTheLoopMiddleware`'s
     `interrupt_on`; a plain list of tool names is shorthand for `{name: true}`)."""
+    skills: list[StrictStr] = Field(default_factory=list)
+    """Skills (by name) this agent may use: their names and descriptions go into its system
+    prompt and it gets `read_skill` to read one's body. None by default for subagents (the
+    lead sees every skill)."""
 
     @field_validator("interrupt_on", mode="before")
     @classmethod
@@ -249,6 +253,9 @@ class Workflow(BaseModel):
     """Refresh tether's block in the workdir's `STATUS.md` after each phase and at the
     task's end (`--status-file` asks for it too); off by default, so a run leaves the
     workdir as it found it."""
+    budget_tokens: int | None = Field(default=None, gt=0, strict=True)
+    """The task's token budget: prompt plus completion tokens of all its agents; once it
+    is spent no model call starts and the task stops (`--budget-tokens` wins)."""
     _source: Path | None = PrivateAttr(default=None)
     _own_thresholds: frozenset[str] | None = PrivateAttr(default=None)
 

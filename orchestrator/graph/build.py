@@ -4,7 +4,7 @@
 
     START ─► plan ─► approve ─► spawn ─Send×N─► subagent ─► merge ─► monitor ─► advance
                         │                └──── (nothing pending) ────► merge       │
-                        └─ (plan rejected) ─► plan           plan (next phase) | END ◄┘
+                        └─ (plan rejected) ─► plan   plan (next phase) | answer ─► END ◄┘
 
 `build_graph()` returns the uncompiled `StateGraph` so LangGraph Server (or a test) can
 compile it with its own checkpointer; `compile_graph()` compiles it with the checkpointer it
@@ -44,12 +44,14 @@ from langgraph.types import Command
 
 from memory.capabilities import HoldsGraphState
 from memory.errors import describe_sqlite_damage, is_sqlite_damage
+from orchestrator.agents.budget import BudgetReached
 from orchestrator.approvals import pending
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskList, resume_command
 from orchestrator.errors import Interrupted, ModelCallError, OrchestratorRuntimeError, Terminated
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.nodes.advance import advance_node, route_advance
+from orchestrator.graph.nodes.answer import answer_node
 from orchestrator.graph.nodes.approve import approve_node, route_approve
 from orchestrator.graph.nodes.merge import merge_node
 from orchestrator.graph.nodes.monitor import monitor_node
@@ -85,6 +87,7 @@ def build_graph() -> StateGraph:
     graph.add_node("merge", merge_node)
     graph.add_node("monitor", monitor_node)
     graph.add_node("advance", advance_node)
+    graph.add_node("answer", answer_node)
     graph.add_edge(START, "plan")
     graph.add_edge("plan", "approve")
     graph.add_conditional_edges("approve", route_approve, ["spawn", "plan"])
@@ -92,7 +95,10 @@ def build_graph() -> StateGraph:
     graph.add_edge("subagent", "merge")
     graph.add_edge("merge", "monitor")
     graph.add_edge("monitor", "advance")
-    graph.add_conditional_edges("advance", route_advance, {"plan": "plan", "end": END})
+    graph.add_conditional_edges(
+        "advance", route_advance, {"plan": "plan", "answer": "answer", "end": END}
+    )
+    graph.add_edge("answer", END)
     return graph
 
 
@@ -184,12 +190,17 @@ def _stream(
     graph = compile_graph(saver)
     config = run_config(ctx.thread_id, ctx.max_parallel)
     ctx.checkpointer = saver  # `advance` prunes it at each phase transition
+    before = state if isinstance(state, dict) else graph.get_state(config).values
+    ctx.budget.spent = spent_tokens(before or {})  # what the task spent in earlier runs
     try:
         with _stop_on_ctrl_c(ctx.stop):
+            ctx.budget.check("the lead")
             for _ in graph.stream(
                 state, config, context=ctx, durability=DURABILITY, stream_mode="updates"
             ):
                 pass
+    except BudgetReached as exc:
+        return _stopped(graph.get_state(config).values or dict(before or {}), ctx, task_id, exc)
     except KeyboardInterrupt as exc:
         signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
         raise _interrupted(graph.get_state(config).values, ctx, task_id, signum) from None
@@ -201,6 +212,31 @@ def _stream(
     if not snapshot.next:  # ended `done` or `failed`: only its last checkpoint is read again
         prune_thread(saver, ctx.thread_id, lambda m: ctx.emit("warning", message=m))
     return snapshot.values
+
+
+def spent_tokens(values: dict[str, Any]) -> int:
+    """The tokens a task's agents spent (lead and subagents), as its state records them."""
+    return sum(int(v or 0) for v in (values.get("tokens") or {}).values())
+
+
+def _stopped(
+    values: dict[str, Any], ctx: RunContext, task_id: str, exc: BudgetReached
+) -> dict[str, Any]:
+    """The state of a run stopped at its token budget: a `stopped` checkpoint, the task
+    record says `stopped` and why; `resume` with a larger budget goes on."""
+    reason = str(exc) or ctx.budget.reason()
+    values = {**values, "status": "stopped", "stop_reason": reason}
+    if values.get("task_id"):
+        checkpoint_state(
+            ctx,
+            values,
+            trigger="budget_reached",
+            next_action=f"Resume with a larger budget: `{resume_command(task_id, ctx.docs)} "
+            f"--budget-tokens N` (N > {ctx.budget.spent})",
+        )
+    TaskList(ctx.docs).note(task_id, status="stopped", stop_reason=reason)
+    ctx.emit("stopped", task_id=task_id, reason=reason, **ctx.budget.summary())
+    return values
 
 
 def _waiting(

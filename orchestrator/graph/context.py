@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool
 
 from memory.store import MemoryStore
 from memory.tools import memory_tools
+from orchestrator.agents.budget import BudgetMiddleware, TokenBudget
 from orchestrator.agents.chat_models import ResolvedModel, effective_threshold
 from orchestrator.agents.gauge import UsageRatio
 from orchestrator.artifacts.documents import Docs
@@ -37,8 +38,9 @@ from orchestrator.config.skills import (
     skills_index,
 )
 from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
-from orchestrator.errors import ArtifactError
+from orchestrator.errors import ArtifactError, WorkflowError
 from orchestrator.events import Event, build_event
+from orchestrator.tools.skill_tool import skill_tool
 from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.tools.workdir_write import write_tools
@@ -67,6 +69,9 @@ class RunContext:
     max_subtasks: int | None = None
     """Upper bound on a phase's subtasks (None: the workflow's, else 4)."""
     skills_index: str = ""
+    """Every skill as `- name: description` lines (the lead's index)."""
+    skills: dict[str, str] = field(default_factory=dict)
+    """Every skill's description by name (an agent sees those its spec names)."""
     thread_id: str = ""
     project_dir: str = "."
     on_event: Callable[[Event], None] | None = None
@@ -96,6 +101,9 @@ class RunContext:
     """The run's LangGraph checkpointer (set by `orchestrator.graph.build.run_graph`), which
     `advance` prunes at a phase transition (`orchestrator.graph.pruning`); None under LangGraph
     Server, whose checkpointer is its own."""
+    budget: TokenBudget = field(default_factory=TokenBudget)
+    """The task's token budget and its spend (`orchestrator.agents.budget`); `run_graph`
+    starts the spend at what the task spent before this run."""
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by Ctrl-C (`orchestrator.graph.build.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""
@@ -120,6 +128,8 @@ class RunContext:
         context that only writes files, no model calls), the project's skills and the
         external-memory skill's triggers read from `project_dir`."""
         model = resolved.model if resolved else None
+        skills = discover_skills(project_dir)
+        _check_agent_skills(workflow, {s.name for s in skills})
         return cls(
             toolbox=toolbox or Toolbox(),
             prompts=workflow.prompts(),
@@ -133,7 +143,8 @@ class RunContext:
             token_threshold=effective_threshold(settings.token_threshold, model),
             warning_ratio=settings.warning_ratio,
             max_parallel=settings.max_parallel,
-            skills_index=skills_index(discover_skills(project_dir)),
+            skills_index=skills_index(skills),
+            skills={s.name: s.description for s in skills},
             triggers=external_memory_triggers(project_dir),
             thread_id=thread_id,
             project_dir=project_dir,
@@ -141,7 +152,22 @@ class RunContext:
             agent_models=agent_models or {},
             max_subtasks=settings.max_subtasks,
             status_file=settings.status_file,
+            budget=TokenBudget(settings.budget_tokens),
         )
+
+    def skills_for(self, agent: str, *, lead: bool = False) -> str:
+        """The skills index `agent` sees: every skill for the lead, else the skills its
+        spec names (none by default)."""
+        if lead:
+            return self.skills_index
+        spec = self.agent_spec(agent)
+        names = [n for n in (spec.skills if spec is not None else []) if n in self.skills]
+        return "\n".join(f"- {n}: {self.skills[n]}" for n in names)
+
+    def budget_middleware(self, who: str) -> list[Any]:
+        """The middleware that keeps `who`'s model calls within the task's token budget
+        (none without a budget)."""
+        return [BudgetMiddleware(self.budget, who)] if self.budget.limit else []
 
     @property
     def docs(self) -> Docs:
@@ -269,4 +295,20 @@ class RunContext:
         if any(n in WRITE_TOOLS for n in names):
             builtin.update((t.name, t) for t in self.write_tools(workdir))
         builtin.update((t.name, t) for t in self.memory_tools(task_id))
-        return [builtin[n] if n in builtin else self.toolbox.tools[n] for n in names]
+        tools = [builtin[n] if n in builtin else self.toolbox.tools[n] for n in names]
+        index = self.skills_for(agent, lead=lead)
+        if index and "read_skill" not in names:  # an agent with skills reads them on demand
+            skill_names = [line[2:].split(":", 1)[0] for line in index.splitlines()]
+            tools.append(skill_tool(skill_names, self.project_dir))
+        return tools
+
+
+def _check_agent_skills(workflow: Workflow, known: set[str]) -> None:
+    """Every skill an agent's spec names exists (one `WorkflowError` line otherwise)."""
+    for name, spec in sorted(workflow.agents.items()):
+        unknown = [s for s in spec.skills if s not in known]
+        if unknown:
+            raise WorkflowError(
+                f"agent {name!r} names unknown skill {unknown[0]!r}; available: "
+                f"{', '.join(sorted(known)) or 'none'}"
+            )

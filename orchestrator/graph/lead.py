@@ -33,14 +33,16 @@ from orchestrator.state import OrchestratorState, current_phase
 
 LEAD = "lead"
 LEAD_SYSTEM = (
-    "You are the lead agent of a tether run: a long, phased, multi-agent task. For the "
-    "current phase, look at the project with the tools if needed, then call PhasePlan "
-    "once with a short strategy and independent subtasks for parallel subagents (none if "
-    "the phase needs none), each assigned to one of the agents below by what it is for. "
-    "List in `answered` the key questions the findings so far answer. When the findings "
-    "answer the objective (or will, once this phase's subtasks are done), set done=true "
-    "with the reason: the later phases are then skipped. Your plan and the subagents' "
-    "findings are saved as files; the skills below can be loaded when relevant."
+    "You lead a tether run: a phased task with parallel subagents. Plan the current phase: "
+    "look at the project with your tools if needed, then call PhasePlan once with a short "
+    "strategy and independent subtasks (none if none are needed), each for one of the "
+    "agents below. List in `answered` the key questions the findings so far answer. When "
+    "the findings answer the objective (or will, once this phase's subtasks are done), set "
+    "done=true with the reason: the later phases are skipped."
+)
+ALONE_NOTE = (
+    "If the objective needs no fan-out, answer it from your own reading: call PhasePlan "
+    "with no subtasks, done=true and your answer (Markdown, citing files) in `answer`."
 )
 SIZED_NOTE = "This workflow runs every phase (run_all_phases): leave done false."
 
@@ -64,8 +66,9 @@ def seed_text(snapshot: str) -> str:
     return "\n\n".join(kept) if kept else snapshot
 
 
-RECALL_BUDGET = 800
-"""Tokens of recalled snippets in the lead's context."""
+RECALL_BUDGET = 300
+"""Tokens of recalled snippets in the lead's context (a snippet of a file the context
+already shows, the plan or a findings file of this task, is left out)."""
 
 
 def working_context(ctx: RunContext, state: OrchestratorState, *, recall: bool = True) -> str:
@@ -85,11 +88,21 @@ def working_context(ctx: RunContext, state: OrchestratorState, *, recall: bool =
         snippets=RECALL_BUDGET if recall else 0,
     )
     query = f"{state['objective']} {current_phase(state)}"
+    shown = {
+        ctx.docs.plan(state["task_id"]),  # the plan is in the context whole
+        *(v.get("path") for v in (state.get("findings") or {}).values()),
+        *(state.get("merged") or {}).values(),  # and the findings as their digests
+    }
+
+    def search(q: str, n: int) -> list[Any]:
+        hits = store.search(q, scope=RECALL_SCOPES, limit=n + len(shown), widen=False)
+        return [h for h in hits if h.path not in shown][:n]
+
     built = ContextBuilder(
         store,
         state["task_id"],
         budgets,
-        search=lambda q, n: store.search(q, scope=RECALL_SCOPES, limit=n, widen=False),
+        search=search,
         memory_index=False,  # the lead injects the memory index itself, once
     ).build("", query=query)
     for warning in built.warnings:
@@ -182,6 +195,8 @@ def lead_messages(
     system = [LEAD_SYSTEM]
     if ctx.workflow.run_all_phases:
         system.append(SIZED_NOTE)
+    elif not state.get("first_call_done"):
+        system.append(ALONE_NOTE)
     system.append(roster(ctx))
     questions = numbered_questions(state)
     if questions:
@@ -191,7 +206,7 @@ def lead_messages(
         if index:
             system.append(index)
     if ctx.skills_index:
-        system.append("Skills (name: description):\n" + ctx.skills_index)
+        system.append("Skills (read one with read_skill):\n" + ctx.skills_index)
     memory = working_context(ctx, state, recall=recall)
     if memory:
         system.append(memory)

@@ -81,6 +81,8 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         skipped=[f"phase {p} ({state.get('done_reason')})" for p in skipped],
         phase=phase,
         project_dir=ctx.project_dir,
+        answer=state.get("answer") or "",
+        answer_path=(state.get("answer_info") or {}).get("path") or "",
     )
 
 
@@ -274,8 +276,10 @@ def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, A
     """A compact text of the batch for the lead's conversation."""
     lines = [f"Findings of phase {phase} ({len(records)} subagent(s)):"]
     for r in records:
-        lines.append(f"- {r['key']} [{r.get('status', 'completed')}]: {r.get('summary', '')}")
-        lines += [f"  * {d}" for d in (r.get("key_discoveries") or [])[:5]]
+        where = f" ({r['path']})" if r.get("path") else ""
+        summary = " ".join(str(r.get("summary") or "").split())
+        lines.append(f"- {r['key']} [{r.get('status', 'completed')}]{where}: {summary}")
+        lines += [f"  * {' '.join(str(d).split())}" for d in (r.get("key_discoveries") or [])[:5]]
     for key, info in sorted(failed.items()):
         lines.append(f"- {key} FAILED: {info.get('error', '')}")
     return "\n".join(lines)
@@ -293,9 +297,15 @@ def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def merge_findings(
-    ctx: RunContext, state: OrchestratorState, phase: str, records: list[dict]
+    ctx: RunContext,
+    state: OrchestratorState,
+    phase: str,
+    records: list[dict],
+    *,
+    answer: dict[str, Any] | None = None,
 ) -> str:
     """Write (once) the merged findings of `records` as `phase`'s batch; returns its path.
+    `answer` (the task's final synthesis): the lead's answer, which opens the file.
 
     The batch is registered under `merged:{phase}:{number of findings}`, so a replay after
     a crash reuses the file it wrote instead of adding a second one.
@@ -322,6 +332,7 @@ def merge_findings(
         [merged_input(task_id, r) for r in records],
         timestamp=ts,
         project_dir=ctx.project_dir,
+        answer=answer,
     )
     relative = docs.rel(path)
     if relative != merged_name(ts):

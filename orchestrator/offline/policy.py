@@ -105,7 +105,7 @@ from orchestrator.offline.terms import (
 )
 from orchestrator.offline.ticks import answered_questions
 from orchestrator.offline.wording import build_findings
-from orchestrator.types import FINDINGS_TOOL, PLAN_TOOL
+from orchestrator.types import ANSWER_TOOL, FINDINGS_TOOL, PLAN_TOOL
 
 # The public names of this module before the findings half moved to
 # `orchestrator.offline.evidence` and the lead's plan to `orchestrator.offline.planning`;
@@ -219,6 +219,18 @@ def tool_history(messages: Sequence[BaseMessage]) -> list[Call]:
     return order
 
 
+def _first_sentence(text: str, limit: int = 240) -> str:
+    """The first sentence of `text` (a summary's claim, without its counts), cut at `limit`."""
+    text = " ".join(text.split())
+    end = re.search(r"[.!?](\s|$)", text)
+    first = text[: end.end()].strip() if end else text
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+#: A finding's line in the answer call's digests: `- findings/x.md [status]: summary`.
+_DIGEST_RE = re.compile(r"^- (?P<path>findings/\S+\.md) \[[\w-]+\]: (?P<summary>.*)$")
+
+
 def _call(name: str, args: dict[str, Any], note: str = "") -> AIMessage:
     return AIMessage(content=note, tool_calls=[{"name": name, "args": args, "id": None}])
 
@@ -259,7 +271,36 @@ class ResearchPolicy:
             # a human turn after the work started (e.g. "budget exhausted") means: finish now
             nudged = bool(history) and isinstance(messages[-1], HumanMessage)
             return self.investigate(brief, history, set() if nudged else names)
+        if ANSWER_TOOL in names:
+            return self.answer(messages)
         return self.chat(messages)
+
+    def answer(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """`SubmitAnswer` quoting the findings' digests the answer call was given (an
+        extractive answer: their summaries and first discoveries, with their files)."""
+        last = next((str(m.text) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        quoted, sources, files = [], [], []
+        for line in last.splitlines():
+            found = _DIGEST_RE.match(line)
+            if found:
+                sources.append(found["path"])
+                quoted.append(f"- {_first_sentence(found['summary'])} (`{found['path']}`)")
+            elif line.startswith("  * ") and quoted and quoted[-1].count("\n") < 2:
+                quoted[-1] += "\n  - " + line[4:].strip()
+            elif line.startswith("  files: "):
+                files += [f.strip() for f in line[9:].split(",") if f.strip()]
+        head = (
+            "Extractive answer by tether's offline model (not an LLM): what the findings "
+            "say, in their own words."
+        )
+        text = head + ("\n\n" + "\n".join(quoted) if quoted else "\n\nNo findings to quote.")
+        args = {
+            "answer": text,
+            "findings": sources,
+            "files": list(dict.fromkeys(files))[:20],
+            "open_questions": [],
+        }
+        return _call(ANSWER_TOOL, args)
 
     # -- lead ------------------------------------------------------------------------------
 
@@ -267,7 +308,7 @@ class ResearchPolicy:
         """List the workdir once, then return the `PhasePlan` tool call."""
         listings = [c for c in history if c.name == "list_files" and c.result is not None]
         if "list_files" in names and not any(c.name == "list_files" for c in history):
-            args = {"path": ".", "max_entries": self.listing_entries}
+            args = {"path": ".", "recursive": True, "max_entries": self.listing_entries}
             return _call("list_files", args, "Listing the workdir to plan the subtasks.")
         # a name from the code in the objective: where it occurs decides the areas
         root = Evidence.from_history(listings[-1:], ["."]).root
@@ -310,11 +351,12 @@ class ResearchPolicy:
         if "list_files" in names:
             # the whole workdir first: tests of this scope often live elsewhere (tests/...)
             if ("list_files", ".") not in done:
-                return _call("list_files", {"path": ".", "max_entries": self.listing_entries})
+                args = {"path": ".", "recursive": True, "max_entries": self.listing_entries}
+                return _call("list_files", args)
             listed = Evidence.from_history(history, scope).listed
             for s in [s for s in scope if not _looks_like_file(s)][:3]:
                 if ("list_files", s) not in done and not any(_in_scope(p, [s]) for p in listed):
-                    return _call("list_files", {"path": s, "max_entries": 200})
+                    return _call("list_files", {"path": s, "recursive": True, "max_entries": 200})
         ev = Evidence.from_history(history, scope)
         # several scope paths are searched together, not the whole workdir for them
         where = ", ".join(scope)

@@ -230,13 +230,17 @@ class WorkdirFiles:
 
     # -- the tools -----------------------------------------------------------------------
 
-    def list_files(self, path: str = ".", max_entries: int = 200) -> str:
-        """Recursive listing of text files under `path`, one `path (N bytes)` line each."""
+    def list_files(self, path: str = ".", max_entries: int = 200, recursive: bool = False) -> str:
+        """The entries of folder `path`: its subfolders with the text files each holds, then
+        its text files with their sizes; `recursive`: every text file under it, one
+        `path (N bytes)` line each (at most `max_entries`)."""
         limit = _clamp(max_entries, 200, 2000)
         try:
             start = self._resolve(path)
         except (PathEscapeError, FileNotFoundError) as exc:
             return f"Error: {exc}"
+        if not recursive and start.is_dir():
+            return self._list_level(start, limit)
         lines: list[str] = []
         total = 0
         folders: dict[str, int] = {}  # text files per folder directly under `start`
@@ -268,6 +272,37 @@ class WorkdirFiles:
             more = f", +{len(names) - MAX_FOLDERS} more" if len(names) > MAX_FOLDERS else ""
             head.append(f"{FOLDERS_PREFIX}{shown}{more}")
         return "\n".join([*head, *lines])
+
+    def _list_level(self, start: Path, limit: int) -> str:
+        """One level of `start`: `name/ (N files)` per subfolder, `name (N bytes)` per file."""
+        counts: dict[str, int] = {}
+        files: list[str] = []
+        for file in self.iter_files(start):
+            if is_binary(file):
+                continue
+            parts = file.relative_to(start).parts
+            if len(parts) > 1:
+                counts[parts[0]] = counts.get(parts[0], 0) + 1
+            else:
+                try:
+                    files.append(f"{self.rel(file)} ({file.stat().st_size} bytes)")
+                except OSError:
+                    continue
+        where = repr(self.rel(start))
+        if start == self.root:
+            where += f" (workdir {self.root.name!r})"
+        if not counts and not files:
+            return f"# no text files under {where}"
+        prefix = "" if start == self.root else self.rel(start) + "/"
+        folders = [f"{prefix}{name}/ ({n} files)" for name, n in sorted(counts.items())]
+        entries = [*folders, *sorted(files)]
+        head = (
+            f"# {where}: {len(folders)} folders, {len(files)} text files "
+            "(recursive=true lists every file)"
+        )
+        if len(entries) > limit:
+            head += f", showing the first {limit}"
+        return "\n".join([head, *entries[:limit]])
 
     def read_file(self, path: str, start_line: int = 1, max_lines: int = 200) -> str:
         """Lines `start_line`.. of a text file, numbered as `N: text`."""
@@ -414,9 +449,10 @@ def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
 
     files = WorkdirFiles(workdir)
 
-    def list_files(path: str = ".", max_entries: int = 200) -> str:
-        """List text files under `path` (relative to the workdir), recursively, with sizes."""
-        return files.list_files(path, max_entries)
+    def list_files(path: str = ".", recursive: bool = False, max_entries: int = 200) -> str:
+        """List a workdir folder: subfolders with file counts, files with sizes
+        (recursive: every file under it)."""
+        return files.list_files(path, max_entries, recursive)
 
     def read_file(path: str, start_line: int = 1, max_lines: int = 200) -> str:
         """Read a text file of the workdir, `max_lines` lines from `start_line`, numbered."""

@@ -1,8 +1,8 @@
 """advance: phase transition checkpoint `cp_{phase}_{ts}.json`, then the next phase or the end.
 
-After the last phase it writes the final merged summary of every finding, a closing
-snapshot (so any fresh agent can pick the finished task up), records the episode in
-long-term memory (`memory.reflect.reflect`), and marks the task `done`. A phase whose plan
+After the last phase it hands the task to the `answer` node (`answering`), which answers
+the objective, writes the final synthesis and a closing snapshot, and marks the task
+`done` (`orchestrator.graph.nodes.answer`). A phase whose plan
 declared the objective answered (`done_reason`, `PhasePlan.done`) is the last one: the
 phases after it are recorded as skipped, with the reason, in the plan and the checkpoint.
 
@@ -14,8 +14,7 @@ At a transition to the next phase, after its checkpoint, the thread's superseded
 checkpoints are pruned (`orchestrator.graph.pruning`): the finished phase's steps and its
 subagents' conversations, which no resume reads again.
 
-Idempotent: the final summary is registered (`merged:final`), and a replayed transition
-only writes one more checkpoint, which is harmless.
+Idempotent: a replayed transition only writes one more checkpoint, which is harmless.
 """
 
 from __future__ import annotations
@@ -24,17 +23,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from memory.reflect import reflect
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
-from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.pruning import prune_thread
 from orchestrator.graph.writes import (
     checkpoint_state,
     checkpoint_update,
-    merge_findings,
-    merged_digest,
-    phase_findings,
     write_plan_file,
 )
 from orchestrator.state import (
@@ -42,7 +36,6 @@ from orchestrator.state import (
     current_phase,
     failure_summary,
     last_phase,
-    skipped_phases,
 )
 
 
@@ -75,9 +68,13 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     if failed:
         return _fail(ctx, state, failed)
     last = last_phase(state)
-    nxt = "finish the task" if last else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
+    nxt = (
+        "answer the objective and finish the task"
+        if last
+        else f"Plan phase {state['phases'][state['phase_index'] + 1]}"
+    )
     fault("advance_before_checkpoint")
-    # after the last phase, the `task_complete` checkpoint of `_finish` refreshes STATUS.md
+    # after the last phase, the `task_complete` checkpoint of `answer` refreshes STATUS.md
     cp = checkpoint_state(
         ctx, state, trigger="phase_transition", next_action=nxt, status_file=not last
     )
@@ -89,80 +86,14 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
         update["phase_index"] = state["phase_index"] + 1
         update["warned"] = state.get("warned", False)
         return update
-    finished = _finish(ctx, state)  # records its own checkpoint beside this one
-    written = {**update.get("checkpoints", {}), **finished.get("checkpoints", {})}
-    return {**finished, "checkpoints": written}
+    return {**update, "answering": True}  # the `answer` node answers and finishes
 
 
 def _warner(ctx: RunContext) -> Any:
     return lambda message: ctx.emit("warning", message=message)
 
 
-def _finish(ctx: RunContext, state: OrchestratorState) -> dict[str, Any]:
-    records = phase_findings(ctx, state)
-    final_state = {**state, "status": "done"}
-    merged = merge_findings(ctx, final_state, "final", records)
-    write_plan_file(  # the plan of a finished task says so, and where the summary is
-        ctx,
-        {**final_state, "next_actions": [f"None: the task is done; read `{merged}`."]},
-    )
-    merged_all = {**(state.get("merged") or {}), "final": merged}
-    snap = write_lead_snapshot(  # the lead's context as the monitor just measured it
-        ctx,
-        {**final_state, "merged": merged_all},
-        reason="phase_end",
-        token_count=ctx.lead_context_measured(state),
-    )
-    relative = ctx.docs.rel(snap)
-    ctx.emit("snapshot", path=str(snap), reason="phase_end")
-    fault("finish_before_reflect")
-    _reflect(ctx, state, records)
-    summary = merged_digest("final", records, state.get("failed") or {})
-    snapshots = [*(state.get("snapshots") or []), relative]
-    skipped = skipped_phases(state)
-    cp = checkpoint_state(  # the task's final state, closing snapshot included
-        ctx,
-        {**final_state, "merged": merged_all, "snapshots": snapshots},
-        trigger="task_complete",
-        next_action="Task complete; nothing to do",
-    )
-    ctx.emit(
-        "done",
-        task_id=state["task_id"],
-        merged=str(ctx.docs.path(merged)),
-        findings=len(records),
-        skipped=skipped,
-        reason=state.get("done_reason"),
-    )
-    return {
-        "status": "done",
-        "merged": {"final": merged},
-        "final_summary": summary,
-        "snapshots": snapshots,
-        **checkpoint_update(cp),
-    }
-
-
-def _reflect(ctx: RunContext, state: OrchestratorState, records: list[dict]) -> None:
-    files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})
-    ran = state["phases"][: state["phase_index"] + 1]
-    outcome = (
-        f"{len(records)} findings, {len(state.get('failed') or {})} failed, "
-        f"over phases {', '.join(ran)}."
-    )
-    if state.get("done_reason"):
-        outcome += f" Answered early: {state['done_reason']}"
-    try:
-        reflect(
-            ctx.store,
-            task_id=state["task_id"],
-            objective=state["objective"],
-            outcome=outcome,
-            files_touched=files[:50],
-        )
-    except Exception as exc:  # long-term memory must not fail a finished task
-        ctx.emit("warning", message=f"reflect failed: {type(exc).__name__}: {exc}")
-
-
 def route_advance(state: OrchestratorState) -> str:
-    return "end" if state.get("status") in ("done", "failed") else "plan"
+    if state.get("status") in ("done", "failed"):
+        return "end"
+    return "answer" if state.get("answering") else "plan"

@@ -57,9 +57,6 @@ def _subtask_records(ctx: RunContext, state: OrchestratorState, plan: Any) -> di
     return records
 
 
-TOOL_RESULT_CHARS = 3000
-
-
 def _tool_results(transcript: list[Any]) -> list[tuple[dict, Any]]:
     """`(tool call, tool message)` pairs of an agent run, in order."""
     calls: dict[str, dict] = {}
@@ -72,23 +69,17 @@ def _tool_results(transcript: list[Any]) -> list[tuple[dict, Any]]:
     return pairs
 
 
-def _tool_turn(call: dict, message: Any) -> dict[str, str]:
-    """What the lead saw from one tool call, kept in its conversation (bounded)."""
-    text = str(message.content)
-    if len(text) > TOOL_RESULT_CHARS:
-        text = text[:TOOL_RESULT_CHARS] + " ..."
-    return {"role": "user", "content": f"[{call['name']}({call.get('args') or {}})]\n{text}"}
-
-
 def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: bool) -> dict:
     """The state update of one planning turn (the lead's log grows by what it saw)."""
     phase = current_phase(state)
     plan = result.final
     subtasks = _subtask_records(ctx, state, plan)
-    summary = f"Plan for phase {phase}: {plan.strategy} Subtasks: " + "; ".join(
-        f"{v['id']} ({v['agent']}): {v['title']}" for v in subtasks.values()
+    summary = (
+        f"Plan for phase {phase}: {plan.strategy}\nSubtasks:"
+        + "".join(f"\n- {v['id']} ({v['agent']}): {v['title']}" for v in subtasks.values())
+        if subtasks
+        else f"Plan for phase {phase}: {plan.strategy}\nSubtasks: none."
     )
-    seen = [_tool_turn(call, msg) for call, msg in _tool_results(result.transcript)]
     questions = list(dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions]))
     answered = {i for i in plan.answered if 1 <= i <= len(questions)}
     update: dict[str, Any] = {}
@@ -97,6 +88,16 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
             "the lead declared the objective answered"
         )
         summary += f" Objective answered after this phase: {update['done_reason']}"
+        if plan.answer.strip() and not subtasks:  # answered alone: no answer call follows
+            read = [c.get("args", {}).get("path") for c, _ in _tool_results(result.transcript)
+                    if c["name"] == "read_file"]  # fmt: skip
+            update["answer"] = plan.answer.strip()
+            update["answer_info"] = {
+                "by": "offline" if ctx.offline else "plan",
+                "findings": [],
+                "files": [p for p in dict.fromkeys(read) if isinstance(p, str)],
+                "open_questions": [],
+            }
     return {
         **update,
         "subtasks": subtasks,
@@ -107,11 +108,9 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
         "usage": {LEAD: usage_record(result, (state.get("usage") or {}).get(LEAD))},
         "tokens": {LEAD: (state.get("tokens") or {}).get(LEAD, 0) + result.tokens},
         "first_call_done": True,
-        "lead_log": [
-            *(state.get("lead_log") or []),
-            *seen,
-            {"role": "assistant", "content": summary},
-        ],
+        # the lead's conversation keeps its plans and the findings' digests, not the raw
+        # tool output of earlier turns (in working memory, searchable and fetchable)
+        "lead_log": [*(state.get("lead_log") or []), {"role": "assistant", "content": summary}],
         "lead_calls": [
             *(state.get("lead_calls") or []),
             {
@@ -119,6 +118,7 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
                 "tokens": max(result.context_tokens or [0]),
                 "fresh": fresh,
                 "reported": not result.estimated,
+                "spent": result.tokens,
             },
         ],
     }
@@ -169,7 +169,7 @@ def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -
         messages=messages,
         max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        middleware=[lead_middleware(ctx, state["task_id"])],
+        middleware=[lead_middleware(ctx, state["task_id"]), *ctx.budget_middleware(LEAD)],
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),

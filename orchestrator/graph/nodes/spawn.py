@@ -46,6 +46,8 @@ def route_spawn(state: OrchestratorState) -> Any:
     pending = pending_subtasks(state)
     if not pending:
         return "merge"
+    phase = current_phase(state)
+    earlier = {k: v for k, v in (state.get("findings") or {}).items() if v.get("phase") != phase}
     return [
         Send(
             "subagent",
@@ -56,6 +58,7 @@ def route_spawn(state: OrchestratorState) -> Any:
                 phase=current_phase(state),
                 key=key,
                 subtask=sub,
+                earlier=earlier,
             ),
         )
         for key, sub in sorted(pending.items())

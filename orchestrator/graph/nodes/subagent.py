@@ -62,26 +62,33 @@ from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE
 from orchestrator.types import SubagentPayload, SubmitFindings, finding_ref, finding_values
 
 SUBAGENT_SYSTEM = (
-    "You are a subagent of a tether run. Work only on your subtask, with the tools you are "
-    "given (recall_memory, when you have it, finds what earlier agents found; memory_fetch "
-    "reads a tool result that was too large and went to memory), then call SubmitFindings "
-    "once with a short summary, concrete discoveries (paths, names, line numbers) and the "
-    "files you examined."
+    "You are a subagent of a tether run. Work only on your subtask, with your tools; do not "
+    "redo what earlier findings below already found. Then call SubmitFindings once: a short "
+    "summary, concrete discoveries (paths, names, line numbers), the files you examined."
 )
+EARLIER_FINDINGS = 6
+EARLIER_CHARS = 1500
+"""Earlier findings a subagent is told of, at most (count and characters)."""
 #: Tools that write files: memory files, and the workdir (`write_file`, `edit_file`).
 WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
 WORKDIR_WRITES = frozenset({"write_file", "edit_file"})
 
 
 def subagent_prompt(
-    payload: SubagentPayload, skills_index: str, max_steps: int = 8, instructions: str = ""
+    payload: SubagentPayload,
+    skills_index: str,
+    max_steps: int = 8,
+    instructions: str = "",
+    earlier: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> list[Any]:
+    """The subagent's conversation: tether's protocol text (with its own instructions and
+    the skills it may read), then its subtask and the earlier findings on its scope."""
     sub = payload["subtask"]
     system = SUBAGENT_SYSTEM
     if instructions:
         system += "\n\nYour instructions as this agent:\n" + instructions
     if skills_index:
-        system += "\n\nSkills (name: description):\n" + skills_index
+        system += "\n\nSkills (read one with read_skill):\n" + skills_index
     lines = [
         f"Objective: {payload['objective']}",
         f"Phase: {payload['phase']}",
@@ -90,9 +97,44 @@ def subagent_prompt(
         f"Description: {sub['description']}",
         f"Scope: {', '.join(sub.get('scope') or []) or '.'}",
         f"Max steps: {max(1, max_steps - 1)}",
-        "Investigate, then call SubmitFindings.",
     ]
+    if earlier:
+        lines += ["Earlier findings on this scope (build on them):", *_earlier_lines(earlier)]
+    lines.append("Investigate, then call SubmitFindings.")
     return [SystemMessage(system), HumanMessage("\n".join(lines))]
+
+
+def _in_scope(path: str, scope: list[str]) -> bool:
+    roots = [s.strip("/") for s in scope if s.strip("/") not in ("", ".")]
+    return not roots or any(path == r or path.startswith(r + "/") for r in roots)
+
+
+def earlier_on_scope(ctx: RunContext, payload: SubagentPayload) -> list[dict[str, Any]]:
+    """The earlier phases' findings that concern this subtask's scope: those that examined
+    a file inside it (all of them for a subtask of the whole workdir), newest phase first."""
+    scope = list(payload["subtask"].get("scope") or [])
+    out = []
+    for key, ref in sorted((payload.get("earlier") or {}).items(), reverse=True):
+        record = ctx.finding(payload["task_id"], key, ref)
+        files = [f["path"] for f in record.get("files") or [] if f.get("path")]
+        if not files or any(_in_scope(p, scope) for p in files):
+            out.append({**record, "key": key, "files": files})
+        if len(out) >= EARLIER_FINDINGS:
+            break
+    return out
+
+
+def _earlier_lines(records: list[dict[str, Any]]) -> list[str]:
+    lines, used = [], 0
+    for r in records:
+        summary = " ".join(str(r.get("summary") or "").split())[:300]
+        files = ", ".join(r.get("files", [])[:5])
+        line = f"- {summary} ({r.get('path') or r['key']}{'; files: ' + files if files else ''})"
+        if used + len(line) > EARLIER_CHARS:
+            break
+        lines.append(line)
+        used += len(line)
+    return lines
 
 
 def _note(ctx: RunContext, task_id: str, key: str, **fields: Any) -> None:
@@ -346,12 +388,19 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         tools=tools,
         final_tool=SubmitFindings,
         messages=subagent_prompt(
-            payload, ctx.skills_index, max_steps, ctx.prompts.get(sub["agent"], "")
+            payload,
+            ctx.skills_for(sub["agent"]),
+            max_steps,
+            ctx.prompts.get(sub["agent"], ""),
+            earlier_on_scope(ctx, payload),
         ),
         max_steps=max_steps,
         max_context_tokens=budget,
         on_step=on_step,
-        middleware=subagent_middleware(ctx, sub["agent"], payload["task_id"]),
+        middleware=[
+            *subagent_middleware(ctx, sub["agent"], payload["task_id"]),
+            *ctx.budget_middleware(key),
+        ],
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{key} [{sub['agent']}]: {line}"),
@@ -368,6 +417,7 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
     fault("subagent_before_run")
     if ctx.stop.is_set():
         raise Stopped(f"stopped by Ctrl-C before subagent {key!r} started")
+    ctx.budget.check(key)  # a queued subagent does not start past the budget
     ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=0)
     used = {"tokens": 0}
     try:

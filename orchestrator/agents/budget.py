@@ -1,0 +1,83 @@
+"""A task's token budget: no model call starts once the task has spent it.
+
+`TokenBudget` counts what the task's agents spend, lead and subagents alike: the prompt
+plus completion tokens each call's provider reports (`usage_metadata`; LangChain's estimate
+where none is reported, as everywhere else in tether), starting from what the task spent
+in its earlier runs. `BudgetMiddleware` checks it before every model call of an agent and
+adds each call's spend after it: once the budget is reached it raises `BudgetReached`
+instead of calling, so a run spends at most the calls already in flight past its budget
+(one per running agent). `BudgetReached` is a `KeyboardInterrupt`, like Ctrl-C's
+`Stopped`: no handler takes it for a failed agent, the agents' finished steps are kept,
+and the run ends `stopped` (exit code 6), resumable with a larger budget.
+
+Thread safety: parallel subagents share one `TokenBudget`; its counter is under a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+
+from orchestrator.agents.provider import approx_tokens
+
+
+class BudgetReached(KeyboardInterrupt):
+    """The task's token budget is spent: the agent stops before its next model call."""
+
+
+class TokenBudget:
+    """The task's budget (`limit`, None: unlimited) and what it has spent so far."""
+
+    def __init__(self, limit: int | None = None, spent: int = 0) -> None:
+        self.limit = limit
+        self.spent = spent
+        self._lock = threading.Lock()
+
+    @property
+    def reached(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+    def add(self, tokens: int) -> None:
+        with self._lock:
+            self.spent += max(int(tokens), 0)
+
+    def check(self, who: str) -> None:
+        """Raise `BudgetReached` when the budget is spent (before `who` calls its model)."""
+        if self.reached:
+            raise BudgetReached(self.reason(who))
+
+    def reason(self, who: str = "") -> str:
+        by = f" before {who}'s next model call" if who else ""
+        return f"token budget reached: {self.spent:,} of {self.limit:,} tokens spent{by}"
+
+    def summary(self) -> dict[str, Any]:
+        return {"budget": self.limit, "spent": self.spent}
+
+
+def call_tokens(request: Any, reply: Any) -> int:
+    """The prompt plus completion tokens of one call, as reported (else estimated)."""
+    usage = getattr(reply, "usage_metadata", None) or {}
+    reported = int(usage.get("total_tokens") or 0) or (
+        int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    )
+    if reported:
+        return reported
+    return approx_tokens(request.messages) + approx_tokens([reply])
+
+
+class BudgetMiddleware(AgentMiddleware):
+    """Checks the task's budget before each model call and counts the call's tokens."""
+
+    def __init__(self, budget: TokenBudget, who: str) -> None:
+        super().__init__()
+        self.budget = budget
+        self.who = who
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self.budget.check(self.who)
+        response = handler(request)
+        self.budget.add(call_tokens(request, response.result[-1]))
+        return response
