@@ -73,6 +73,9 @@ def fast_policy(messages: list[Any], tools: list[dict]) -> Any:
         ]
         args = {"strategy": "Fan out.", "subtasks": subtasks}
         return AIMessage("", tool_calls=[{"name": "PhasePlan", "args": args, "id": "p"}])
+    if "SubmitAnswer" in names:
+        call = {"name": "SubmitAnswer", "args": {"answer": "The parts are done."}, "id": "a"}
+        return AIMessage("", tool_calls=[call])
     sub = re.search(r"Subtask: (\S+)", text)
     args = {"summary": f"Done {sub.group(1) if sub else '?'}.", "key_discoveries": ["x"]}
     return AIMessage("", tool_calls=[{"name": "SubmitFindings", "args": args, "id": "f"}])

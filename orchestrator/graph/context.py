@@ -296,7 +296,7 @@ class RunContext:
             builtin.update((t.name, t) for t in self.write_tools(workdir))
         builtin.update((t.name, t) for t in self.memory_tools(task_id))
         tools = [builtin[n] if n in builtin else self.toolbox.tools[n] for n in names]
-        index = self.skills_for(agent, lead=lead)
+        index = "" if lead else self.skills_for(agent)  # the lead has its index only
         if index and "read_skill" not in names:  # an agent with skills reads them on demand
             skill_names = [line[2:].split(":", 1)[0] for line in index.splitlines()]
             tools.append(skill_tool(skill_names, self.project_dir))

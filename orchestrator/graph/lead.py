@@ -33,7 +33,8 @@ from orchestrator.state import OrchestratorState, current_phase
 
 LEAD = "lead"
 LEAD_SYSTEM = (
-    "You lead a tether run: a phased task with parallel subagents. Plan the current phase: "
+    "You are the lead agent of a tether run: a phased task with parallel subagents. Plan "
+    "the current phase: "
     "look at the project with your tools if needed, then call PhasePlan once with a short "
     "strategy and independent subtasks (none if none are needed), each for one of the "
     "agents below. List in `answered` the key questions the findings so far answer. When "
@@ -206,7 +207,7 @@ def lead_messages(
         if index:
             system.append(index)
     if ctx.skills_index:
-        system.append("Skills (read one with read_skill):\n" + ctx.skills_index)
+        system.append("Skills (name: description):\n" + ctx.skills_index)
     memory = working_context(ctx, state, recall=recall)
     if memory:
         system.append(memory)

@@ -278,7 +278,7 @@ def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, A
     for r in records:
         where = f" ({r['path']})" if r.get("path") else ""
         summary = " ".join(str(r.get("summary") or "").split())
-        lines.append(f"- {r['key']} [{r.get('status', 'completed')}]{where}: {summary}")
+        lines.append(f"- {r['key']} [{r.get('status', 'completed')}]: {summary}{where}")
         lines += [f"  * {' '.join(str(d).split())}" for d in (r.get("key_discoveries") or [])[:5]]
     for key, info in sorted(failed.items()):
         lines.append(f"- {key} FAILED: {info.get('error', '')}")

@@ -1,9 +1,10 @@
 """Agents played by rules, for the scripted OpenAI-compatible server (`openai_server.py`).
 
 `agents(plan=..., steps=...)` returns a responder: the lead's requests (the `PhasePlan`
-tool is offered) get `plan(phase)`; a subagent's requests (`SubmitFindings` offered) get its
-agent's next step, `steps[agent][n]` for its n-th reply (counted from the assistant messages
-of its conversation; the last step repeats). A step is a server step (`{"tool": NAME,
+tool is offered) get `plan(phase)`, its final answer (`SubmitAnswer` offered) `answer(body)`
+(by default `lead_answer`: the first finding's line it was given); a subagent's requests
+(`SubmitFindings` offered) get its agent's next step, `steps[agent][n]` for its n-th reply
+(counted from the assistant messages of its conversation; the last step repeats). A step is a server step (`{"tool": NAME,
 "args": {...}}`) or a callable `body -> step`, which can read what the tools answered.
 Which agent a request belongs to is read from its system prompt (the agent's own prompt
 starts with `AGENT=<name>`).
@@ -54,13 +55,31 @@ def findings(summary: str, **fields: Any) -> dict[str, Any]:
     return {"tool": "SubmitFindings", "args": {"summary": summary, **fields}}
 
 
+ANSWER_PREFIX = "The scripted lead's answer, from "
+
+
+def lead_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """`SubmitAnswer` naming the first finding it was given (or none)."""
+    users = [text_of(m) for m in body["messages"] if m["role"] == "user"]
+    found = re.search(r"^- (findings/\S+\.md) \[", users[-1] if users else "", re.MULTILINE)
+    source = found.group(1) if found else "no findings"
+    return {
+        "tool": "SubmitAnswer",
+        "args": {"answer": ANSWER_PREFIX + source + ".", "findings": [source] if found else []},
+    }
+
+
 def agents(
-    plan: Callable[[str], dict[str, Any]], steps: dict[str, list[Step]]
+    plan: Callable[[str], dict[str, Any]],
+    steps: dict[str, list[Step]],
+    answer: Callable[[dict[str, Any]], dict[str, Any]] = lead_answer,
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         tools = offered(body)
         if "PhasePlan" in tools:
             return {"tool": "PhasePlan", "args": plan(phase_of(body))}
+        if "SubmitAnswer" in tools:
+            return answer(body)
         if "SubmitFindings" in tools:
             script = steps[agent_of(body)]
             n = sum(1 for m in body["messages"] if m["role"] == "assistant")

@@ -45,7 +45,15 @@ class TestOfflineRun:
         result, _, mem = run
         plan = (mem / "research_plans" / "shop.md").read_text()
         assert "Survey the shop service" in plan and "## Progress" in plan
-        assert f"1. None: the task is done; read `{result.merged['final']}`." in plan
+        final = result.merged["final"]
+        assert f"1. None: the task is done; the answer is in `{final}`." in plan
+        # the answer opens the plan and the final synthesis; the offline model says what it is
+        assert plan.index("## Answer") < plan.index("## Strategy")
+        assert result.answer and result.answer.splitlines()[0] in plan
+        synthesis = (mem / final).read_text()
+        assert synthesis.index("## Answer") < synthesis.index("## Summary")
+        assert "Extractive answer by tether's offline model (not an LLM)" in synthesis
+        assert result.answer_path == final
         agent_files = sorted(
             p for p in (mem / "findings").glob("*.md") if not p.name.startswith("merged_")
         )

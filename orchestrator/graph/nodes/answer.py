@@ -23,7 +23,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from memory.reflect import reflect
+from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.loop import run_agent
+from orchestrator.agents.provider import approx_tokens, tool_tokens
 from orchestrator.artifacts.registry import registry_lookup, registry_note
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
@@ -41,6 +43,7 @@ from orchestrator.state import OrchestratorState, current_phase, skipped_phases,
 from orchestrator.types import SubmitAnswer
 
 ANSWER_KEY = "answer:final"
+WINDOW_MARGIN = 0.95
 ANSWER_TOOLS = ("recall_memory", "read_file")
 ANSWER_STEPS = 4
 DIGEST_CHARS = 8000
@@ -66,15 +69,18 @@ def finding_digest(record: dict[str, Any], limit: int = FINDING_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
-def answer_messages(state: OrchestratorState, records: list[dict[str, Any]]) -> list[Any]:
+def answer_messages(
+    state: OrchestratorState, records: list[dict[str, Any]], budget: int = DIGEST_CHARS
+) -> list[Any]:
     """The answer call's conversation: the system text, then the objective, the strategy
-    and the findings' digests (the offline model reads the same lines)."""
+    and the findings' digests within `budget` characters (the offline model reads the
+    same lines)."""
     from langchain_core.messages import HumanMessage, SystemMessage
 
     digests, used, left = [], 0, 0
     for record in records:
-        text = finding_digest(record)
-        if used + len(text) > DIGEST_CHARS:
+        text = finding_digest(record, min(FINDING_CHARS, budget))
+        if used + len(text) > budget:
             left += 1
             continue
         digests.append(text)
@@ -102,11 +108,19 @@ def _ask(
         if t.name in ANSWER_TOOLS
     ]
     tools = list({t.name: t for t in tools}.values())
+    messages = answer_messages(state, records)
+    window, budget = context_window(ctx.model), DIGEST_CHARS
+    schemas = tool_tokens([*tools, SubmitAnswer])
+    while window and budget > 500:  # as the provider counts: the call must fit its window
+        if ctx.usage.tokens(approx_tokens(messages) + schemas) <= window * WINDOW_MARGIN / 2:
+            break
+        budget //= 2
+        messages = answer_messages(state, records, budget)
     result = run_agent(
         ctx.model,
         tools=tools,
         final_tool=SubmitAnswer,
-        messages=answer_messages(state, records),
+        messages=messages,
         max_steps=ANSWER_STEPS,
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
         middleware=ctx.budget_middleware(LEAD),

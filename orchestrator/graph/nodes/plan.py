@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.loop import run_agent
+from orchestrator.agents.protocol_middleware import WINDOW_SHARE
 from orchestrator.agents.memory_middleware import TetherMemoryMiddleware
 from orchestrator.agents.provider import approx_tokens, tool_tokens
 from orchestrator.errors import ContextOverflowError
@@ -156,8 +157,10 @@ def lead_middleware(ctx: RunContext, task_id: str) -> Any:
     )
 
 
-WINDOW_MARGIN = 0.95
+WINDOW_MARGIN = WINDOW_SHARE
 """Share of the model's window a lead context may fill before the lean one is used."""
+TURN_GROWTH = 0.2
+"""Share of the window a planning turn's own tool results may add (a listing, a read)."""
 
 
 def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -> Any:
@@ -187,12 +190,14 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
     window = context_window(ctx.model)
     tools = [*ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True), PhasePlan]
     expected = ctx.usage.tokens(approx_tokens(messages) + tool_tokens(tools))
-    if window and expected > window * WINDOW_MARGIN and not state.get("lean_seed"):
+    room = window * (WINDOW_MARGIN - TURN_GROWTH) if window else 0
+    if window and expected > room and not state.get("lean_seed"):
         # the provider counts more than the estimate: this context would be refused
         ctx.emit(
             "warning",
-            message=f"lead context ~{expected} tokens (as the provider counts) is over the "
-            f"model's {window}-token window; planning from the lean context",
+            message=f"lead context ~{expected} tokens (as the provider counts) leaves too "
+            f"little of the model's {window}-token window for the planning turn; planning "
+            "from the lean context",
         )
         messages = lead_messages(ctx, state, lean=True)
     try:

@@ -116,7 +116,10 @@ def test_a_finished_task_has_nothing_left(fixture_repo, tiny_workflow, memory_di
     assert left.startswith("Nothing: the task is done; no subtask is pending.")
     assert "pending:" not in left
     found = snap["sections"]["What Was Found"]
-    assert found.startswith("6 finding(s) (6 completed) in 2 phase(s). Final summary: `findings/")
+    final = result.merged["final"]
+    assert found.startswith(f"**Answer** (the whole answer: `{final}`):\n")  # the answer first
+    assert result.answer.splitlines()[0] in found
+    assert f"6 finding(s) (6 completed) in 2 phase(s). Final summary: `{final}`" in found
 
 
 class _FailDocs:

@@ -113,7 +113,7 @@ class TestQueries:
             "phasez: [a]\n",
             "unknown key 'phasez'; allowed: name, phases, agents, thresholds, model, "
             "model_timeout, tool_timeout, python_tools, mcp_servers, approve_plan, "
-            "run_all_phases, memory_dir, status_file",
+            "run_all_phases, memory_dir, status_file, budget_tokens",
         ),
         (
             "thresholds:\n  tokens: 5\n",
@@ -124,7 +124,7 @@ class TestQueries:
         (
             "agents:\n  r:\n    tool: [x]\n",
             "unknown key 'agents.r.tool'; allowed: role, description, prompt, prompt_file, tools, "
-            "model, max_steps, interrupt_on",
+            "model, max_steps, interrupt_on, skills",
         ),
         ("phases: []\n", "'phases': must name at least one phase (got [])"),
         (

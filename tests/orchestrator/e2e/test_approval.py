@@ -112,7 +112,7 @@ def test_a_write_waits_and_a_second_process_approves_it_once(project, memory_dir
         assert "Skipped:  review" in approved.stdout  # the lead said one phase answers it
     assert (work / "notes.txt").read_text() == "7 red widgets\n"
     assert calls.read_text() == "red\n"  # the agent's earlier tool call did not run again
-    assert len(server.requests) == before + 1  # only the writer's last step after approval
+    assert len(server.requests) == before + 2  # the writer's last step, then the answer
     findings_file = next((memory_dir / "findings").glob("writer-writer-1_*.md")).read_text()
     entry = re.search(r"`notes.txt` \(modified; previous content: (mem-[\w-]+)\)", findings_file)
     assert entry, findings_file

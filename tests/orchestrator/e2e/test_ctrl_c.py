@@ -39,6 +39,9 @@ SCRIPT = textwrap.dedent(
             ]
             args = {"strategy": "Fan out.", "subtasks": subtasks}
             return AIMessage("", tool_calls=[{"name": "PhasePlan", "args": args, "id": "p"}])
+        if "SubmitAnswer" in names:
+            call = {"name": "SubmitAnswer", "args": {"answer": "Six parts."}, "id": "a"}
+            return AIMessage("", tool_calls=[call])
         with open(calls, "a") as fh:
             fh.write("call\\n")
         if sys.argv[2] == "run":

@@ -208,6 +208,8 @@ def approval_policy(messages: list, tools: list[dict]) -> AIMessage:
         agent = "counter" if phase == "exploration" else "writer"
         sub = {"id": f"{agent}-1", "title": agent, "description": "Do it.", "agent": agent}
         return _call("PhasePlan", {"strategy": "One agent.", "subtasks": [sub]}, "p")
+    if "SubmitAnswer" in names:
+        return _call("SubmitAnswer", {"answer": "The writer wrote notes.txt."}, "a")
     agent = re.search(r"AGENT=(\w+)", text).group(1)
     steps = [("count_widgets", {"color": "blue" if agent == "counter" else "red"})]
     if agent == "writer":

@@ -7,6 +7,7 @@ The model is the real `langchain-openai` client against the scripted server
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -96,7 +97,8 @@ def test_a_python_tool_and_the_agents_own_prompt_reach_the_model(tmp_path, memor
     assert "- counter: Counts the widgets of the warehouse by color." in lead[0]
     assert "7 red widgets in stock" in tool_messages(server)  # the tool ran, its answer sent
     assert "Counted: 7 red widgets in stock" in finding_text(memory_dir, result)
-    offered = {t["function"]["name"] for t in server.requests[-1]["tools"]}
+    counter = [r for r in server.requests if "AGENT=counter" in json.dumps(r["messages"][:1])]
+    offered = {t["function"]["name"] for t in counter[-1]["tools"]}
     assert {"count_widgets", "recall_memory", "memory_fetch"} <= offered
     assert "read_file" not in offered  # only what the agent lists (and memory_fetch)
 
@@ -130,7 +132,8 @@ agents:
     answer = "Ticket T-42: login fails after a password reset (status: open, owner: dana)"
     assert answer in tool_messages(server)
     assert answer in finding_text(memory_dir, result)
-    offered = {t["function"]["name"] for t in server.requests[-1]["tools"]}
+    triage = [r for r in server.requests if "AGENT=triage" in json.dumps(r["messages"][:1])]
+    offered = {t["function"]["name"] for t in triage[-1]["tools"]}
     assert {"lookup_ticket", "slow_lookup"} <= offered
 
 

@@ -92,8 +92,21 @@ class TestCheckWorkdir:
 
 
 class TestListFiles:
-    def test_lists_text_files_with_sizes_breadth_first(self, tools, repo):
+    def test_lists_one_level_by_default_folders_with_their_file_counts(self, tools, repo):
         out = tools["list_files"].invoke({})
+        size = (repo / "README.md").stat().st_size
+        assert out.splitlines() == [
+            f"# '.' (workdir {repo.name!r}): 1 folders, 1 text files (recursive=true lists "
+            "every file)",
+            "pkg/ (2 files)",
+            f"README.md ({size} bytes)",
+        ]
+        sub = tools["list_files"].invoke({"path": "pkg"}).splitlines()
+        assert sub[0].startswith("# 'pkg': 0 folders, 2 text files")
+        assert [ln.split(" (")[0] for ln in sub[1:]] == ["pkg/__init__.py", "pkg/core.py"]
+
+    def test_lists_text_files_with_sizes_breadth_first(self, tools, repo):
+        out = tools["list_files"].invoke({"recursive": True})
         lines = out.splitlines()
         assert lines[0].startswith("# 3 text files under '.'")
         size = (repo / "README.md").stat().st_size
@@ -109,7 +122,7 @@ class TestListFiles:
             assert noise not in out
 
     def test_sub_path_and_truncation(self, tools):
-        out = tools["list_files"].invoke({"path": "pkg", "max_entries": 1})
+        out = tools["list_files"].invoke({"path": "pkg", "max_entries": 1, "recursive": True})
         assert out.splitlines()[0] == (
             "# 2 text files under 'pkg', showing the first 1; pass a sub-path to see more"
         )
@@ -130,14 +143,15 @@ class TestListFiles:
             (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / rel).write_text(text)
         tools = {t.name: t for t in workdir_tools(tmp_path)}
-        lines = tools["list_files"].invoke({"path": ".", "max_entries": 3}).splitlines()
+        listed = tools["list_files"].invoke({"path": ".", "max_entries": 3, "recursive": True})
+        lines = listed.splitlines()
         assert lines[0] == (
             f"# 9 text files under '.' (workdir {tmp_path.name!r}), showing the first 3; "
             "pass a sub-path to see more"
         )
         assert lines[1] == "# text files per folder: alpha/ 5, beta/ 1, zeta/ 2"
         assert len(lines) == 5 and not any("zeta" in ln for ln in lines[2:])  # cut before it
-        whole = tools["list_files"].invoke({"path": ".", "max_entries": 200})
+        whole = tools["list_files"].invoke({"path": ".", "max_entries": 200, "recursive": True})
         assert "per folder" not in whole  # nothing hidden, nothing to name
 
 

@@ -1,0 +1,179 @@
+"""The structure ARCHITECTURE.md describes holds in the code: no import cycles, no import of
+a `_x` module from outside its folder, imports between orchestrator's wings run one way,
+top-level module counts, module sizes, no mixins cutting the facade.
+
+Imports are read from the source (module level and inside functions; those under
+`if TYPE_CHECKING:` and a package face importing its own children do not count).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("orchestrator", "memory")
+
+#: The layers of ARCHITECTURE.md, lowest first: a module imports only its own or lower ones.
+LAYERS = {
+    "orchestrator.types": 0, "orchestrator.errors": 0, "orchestrator.faults": 0,
+    "orchestrator.state": 1, "orchestrator.events": 1, "orchestrator.artifacts": 2,
+    "orchestrator.approvals": 3, "orchestrator.config": 4, "orchestrator.tools": 5,
+    "orchestrator.offline": 6, "orchestrator.agents": 7, "orchestrator.graph": 8,
+    "orchestrator.recovery": 9, "orchestrator.result": 10, "orchestrator.api": 11,
+    "orchestrator.server": 12, "orchestrator.mcp_tools": 11, "orchestrator.cli": 13,
+    "orchestrator": 14,
+}  # fmt: skip
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "_shipped" in path.parts:
+                continue
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in MODULES:
+            return ".".join(parts[:i])
+    return None
+
+
+def _type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def _imports(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([node.module] if node.module else [])])
+            names = [base, *(f"{base}.{a.name}" for a in node.names)]
+        else:
+            continue
+        if _type_checking(node, parents):
+            continue
+        for name in names:
+            target = _resolve(name) if name.split(".")[0] in PACKAGES else None
+            if target and target != module:
+                out.add(target)
+    return out
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def _own_child(face: str, target: str) -> bool:
+    return MODULES[face].name == "__init__.py" and target.startswith(face + ".")
+
+
+def test_no_import_cycles():
+    edges = {m: {t for t in ts if not _own_child(m, t)} for m, ts in GRAPH.items()}
+    cycles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(edges[node]):
+            if state.get(target) == "open":
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[node] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_no_private_module_is_imported_from_outside_its_folder():
+    reaches = [
+        (m, t)
+        for m, ts in GRAPH.items()
+        for t in ts
+        if t.rpartition(".")[2].startswith("_")
+        and MODULES[t].name != "__init__.py"
+        and MODULES[t].parent != MODULES[m].parent
+    ]
+    assert reaches == []
+
+
+def test_tests_import_no_private_module():
+    bad = []
+    for path in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in PACKAGES and any(
+                    p.startswith("_") and not p.startswith("__") for p in name.split(".")
+                ):
+                    bad.append(f"{path.relative_to(ROOT)}: {name}")
+    assert bad == []
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in LAYERS:
+            return LAYERS[".".join(parts[:i])]
+    return None
+
+
+def test_imports_between_orchestrator_wings_run_one_way():
+    upward = [
+        (m, t)
+        for m, ts in GRAPH.items()
+        if m.startswith("orchestrator")
+        for t in ts
+        if t.startswith("orchestrator") and (_layer(t) or 0) > (_layer(m) or 0)
+    ]
+    assert upward == []
+
+
+def test_memory_never_imports_orchestrator():
+    assert [(m, t) for m, ts in GRAPH.items() if m.startswith("memory") for t in ts
+            if t.startswith("orchestrator")] == []  # fmt: skip
+
+
+def test_top_levels_stay_small_and_modules_under_800_lines():
+    assert len(list((ROOT / "orchestrator").glob("*.py"))) <= 12
+    assert len(list((ROOT / "memory").glob("*.py"))) <= 36
+    big = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 800}
+    assert big == {}
+
+
+def test_no_mixin_cuts_a_class_of_the_orchestrator():
+    mixins = [
+        f"{m}.{node.name}"
+        for m, p in MODULES.items()
+        if m.startswith("orchestrator")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin")
+    ]
+    assert mixins == []
