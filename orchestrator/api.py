@@ -583,8 +583,10 @@ class Orchestrator:
         fault("run_before_graph")
         values = run_graph(ctx, state, task_id, self.checkpointer)
         result = RunResult.from_state(values, ctx, source=source, warnings=warnings or [])
-        if result.status not in ("failed", "waiting"):
+        if result.status not in ("failed", "waiting", "stopped"):
             self.tasks.note(task_id, status=result.status, error=None, pending_approvals=[])
+        if ctx.budget.limit:
+            self.tasks.note(task_id, spent_tokens=ctx.budget.spent)
         self._emit(
             "finish",
             task_id=result.task_id,
@@ -621,6 +623,7 @@ class Orchestrator:
             on_event=self.on_event,
             toolbox=toolbox,
             agent_models=self._agent_models(workflow) if resolved is not None else {},
+            record=record,
         )
 
     def _toolbox(self, workflow: Workflow, record: TaskInfo | None = None) -> Any:

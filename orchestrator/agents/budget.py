@@ -20,8 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage
 
-from orchestrator.agents.provider import approx_tokens
+from orchestrator.agents.provider import approx_tokens, usage_tokens
 
 
 class BudgetReached(KeyboardInterrupt):
@@ -58,14 +59,11 @@ class TokenBudget:
 
 
 def call_tokens(request: Any, reply: Any) -> int:
-    """The prompt plus completion tokens of one call, as reported (else estimated)."""
+    """The prompt plus completion tokens of one call, as reported (else estimated), counted
+    as the agent's own record counts them (`protocol_middleware.UsageMiddleware`)."""
     usage = getattr(reply, "usage_metadata", None) or {}
-    reported = int(usage.get("total_tokens") or 0) or (
-        int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-    )
-    if reported:
-        return reported
-    return approx_tokens(request.messages) + approx_tokens([reply])
+    context = int(usage.get("input_tokens") or 0) or approx_tokens(request.messages)
+    return usage_tokens(reply, context)
 
 
 class BudgetMiddleware(AgentMiddleware):
@@ -79,5 +77,8 @@ class BudgetMiddleware(AgentMiddleware):
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         self.budget.check(self.who)
         response = handler(request)
-        self.budget.add(call_tokens(request, response.result[-1]))
+        # the model's reply (the final-answer middleware may append its tool's answer)
+        reply = next((m for m in response.result if isinstance(m, AIMessage)), None)
+        if reply is not None:
+            self.budget.add(call_tokens(request, reply))
         return response

@@ -93,11 +93,8 @@ def budget_line(budget: dict[str, Any], tokens: dict, lead_calls: list) -> str:
     """`Budget: spent of budget tokens; by phase ...; by agent ...`."""
     from orchestrator.state import spend
 
-    parts = spend(tokens, lead_calls)
-    phases = ", ".join(f"{p} {n:,}" for p, n in parts["by_phase"].items())
-    agents = ", ".join(f"{a} {n:,}" for a, n in sorted(parts["by_agent"].items()))
     line = f"Budget:   {budget['spent']:,} of {budget['budget']:,} tokens spent"
-    return line + (f" (by phase: {phases}; by agent: {agents})" if agents else "")
+    return line + (_split(spend(tokens, lead_calls)) if tokens else "")
 
 
 def unreachable(failed: dict[str, Any]) -> bool:
@@ -140,8 +137,21 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         f"{len(info['subtasks'])} planned",
     ]
     lines += [f"  {v['state']:<7} {k} [{v['agent']}]" for k, v in info["subtasks"].items()]
+    lines += [_tokens_line(info)]
+    budget = info.get("budget") or {}
+    if budget.get("budget"):
+        lines.append(
+            budget_line({"budget": budget["budget"], "spent": budget["spent"]}, {}, []).replace(
+                "Budget:   ", "Budget: "
+            )
+            + _split(budget)
+        )
+    if info.get("answer"):
+        lines.append(f"Answer: {info['answer']['path'] or '-'}")
+        lines += answer_head(info["answer"]["text"], 6)
+    if info.get("stop_reason"):
+        lines.append(f"Stopped: {info['stop_reason']}")
     lines += [
-        _tokens_line(info),
         f"Plan: {info['plan'] or '-'}",
         f"Latest checkpoint: {info['latest_checkpoint'] or '-'}",
         f"Latest snapshot: {info['latest_snapshot'] or '-'}",
@@ -151,9 +161,17 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         lines.append(_usage_line(info["usage"]).replace("Usage:    ", "Usage: "))
     if info.get("pending_approvals"):
         lines += waiting_lines(info["pending_approvals"], info["task_id"], memory)
-    if info.get("resume"):
+    if info.get("resume") and info["status"] == "stopped":
+        lines.append(f"Resume: {info['resume']} --budget-tokens N (N above the spent tokens)")
+    elif info.get("resume"):
         lines.append(f"Resume: {info['resume']}")
     return "\n".join(lines)
+
+
+def _split(spent: dict[str, Any]) -> str:
+    phases = ", ".join(f"{p} {n:,}" for p, n in (spent.get("by_phase") or {}).items())
+    agents = ", ".join(f"{a} {n:,}" for a, n in sorted((spent.get("by_agent") or {}).items()))
+    return f" (by phase: {phases}; by agent: {agents})" if agents else ""
 
 
 def _tokens_line(info: dict[str, Any]) -> str:

@@ -191,7 +191,9 @@ def _stream(
     config = run_config(ctx.thread_id, ctx.max_parallel)
     ctx.checkpointer = saver  # `advance` prunes it at each phase transition
     before = state if isinstance(state, dict) else graph.get_state(config).values
-    ctx.budget.spent = spent_tokens(before or {})  # what the task spent in earlier runs
+    # what the task spent in earlier runs: its agents' totals, or more when a run stopped
+    # agents in flight (their calls so far count; a resume continues them)
+    ctx.budget.spent = max(ctx.budget.spent, spent_tokens(before or {}))
     try:
         with _stop_on_ctrl_c(ctx.stop):
             ctx.budget.check("the lead")
@@ -234,7 +236,9 @@ def _stopped(
             next_action=f"Resume with a larger budget: `{resume_command(task_id, ctx.docs)} "
             f"--budget-tokens N` (N > {ctx.budget.spent})",
         )
-    TaskList(ctx.docs).note(task_id, status="stopped", stop_reason=reason)
+    TaskList(ctx.docs).note(
+        task_id, status="stopped", stop_reason=reason, spent_tokens=ctx.budget.spent
+    )
     ctx.emit("stopped", task_id=task_id, reason=reason, **ctx.budget.summary())
     return values
 

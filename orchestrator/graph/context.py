@@ -123,6 +123,7 @@ class RunContext:
         on_event: Callable[[Event], None] | None = None,
         toolbox: Toolbox | None = None,
         agent_models: dict[str, BaseChatModel] | None = None,
+        record: dict[str, Any] | None = None,
     ) -> RunContext:
         """The run context of a run of `workflow` with `settings` (`resolved` None: a
         context that only writes files, no model calls), the project's skills and the
@@ -152,7 +153,9 @@ class RunContext:
             agent_models=agent_models or {},
             max_subtasks=settings.max_subtasks,
             status_file=settings.status_file,
-            budget=TokenBudget(settings.budget_tokens),
+            budget=TokenBudget(
+                settings.budget_tokens, int((record or {}).get("spent_tokens") or 0)
+            ),
         )
 
     def skills_for(self, agent: str, *, lead: bool = False) -> str:

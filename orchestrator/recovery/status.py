@@ -45,7 +45,13 @@ from orchestrator.artifacts.tasks import (
 from orchestrator.artifacts.text import loads_strict
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.recovery.rebuild import state_from_checkpoint
-from orchestrator.state import OrchestratorState, current_phase, initial_state, usage_totals
+from orchestrator.state import (
+    OrchestratorState,
+    current_phase,
+    initial_state,
+    spend,
+    usage_totals,
+)
 
 
 def task_status(
@@ -79,6 +85,8 @@ def task_status(
     waiting = list(record.get("pending_approvals") or [])
     if record.get("status") == "waiting" and waiting and status not in ("done", "failed"):
         status = "waiting"  # requests wait for `orchestrator approve`
+    if status == "running" and record.get("status") == "stopped":
+        status = "stopped"  # at its token budget (`resume --budget-tokens M` goes on)
     if status == "running" and not task_running(docs, task):
         status = "interrupted"
     findings = state.get("findings") or {}
@@ -91,6 +99,9 @@ def task_status(
         "source": source,
         "errors": {k: v.get("error") for k, v in sorted(failed.items())},
         "resume": None if status in ("done", "waiting") else resume_command(task, docs),
+        "stop_reason": record.get("stop_reason") if status == "stopped" else None,
+        "answer": _answer(docs, state) if status == "done" else None,
+        "budget": _budget(record, state),
         "pending_approvals": waiting if status == "waiting" else [],
         "approve": approve_command(task, docs) if status == "waiting" else None,
         "usage": usage_totals(state.get("usage")),
@@ -109,6 +120,24 @@ def task_status(
         "latest_snapshot": _latest_snapshot(docs, state),
         "memory_dir": docs.location,
     }
+
+
+def _answer(docs: Docs, state: OrchestratorState) -> dict[str, Any] | None:
+    """`{"path", "text"}` of a done task's answer (the final synthesis opens with it)."""
+    text = state.get("answer")
+    if not text:
+        return None
+    path = (state.get("answer_info") or {}).get("path")
+    return {"path": str(docs.path(path)) if path else None, "text": text}
+
+
+def _budget(record: dict[str, Any], state: OrchestratorState) -> dict[str, Any]:
+    """What the task spent (prompt plus completion tokens), in all, by phase and by agent,
+    against its budget (`budget`: None when it has none). A run stopped at its budget may
+    have stopped agents midway: their calls so far count in `spent` (recorded then)."""
+    parts = spend(state.get("tokens"), state.get("lead_calls"))
+    parts["spent"] = max(parts["spent"], int(record.get("spent_tokens") or 0))
+    return {"budget": record.get("budget_tokens"), **parts}
 
 
 def _latest_checkpoint(docs: Docs, task_id: str) -> tuple[Path | None, dict | None]:

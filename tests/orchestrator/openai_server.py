@@ -102,6 +102,9 @@ class ScriptedOpenAI:
         self.usage = usage
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
+        #: One record per answered request: `{"arrived", "done"}` (monotonic seconds) and
+        #: `total`, the prompt plus completion tokens reported for it.
+        self.log: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -125,6 +128,7 @@ class ScriptedOpenAI:
 
     # -- answering ------------------------------------------------------------------------
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        arrived = time.monotonic()
         with self._lock:
             self.requests.append(body)
             step = self.steps.popleft() if self.steps else None
@@ -153,9 +157,13 @@ class ScriptedOpenAI:
             return status, {**head, **headers}, data
         if "body" in step:
             return 200, {"content-type": "application/json"}, step["body"].encode()
-        return 200, {"content-type": "application/json"}, self._completion(body, step, tokens)
+        return (
+            200,
+            {"content-type": "application/json"},
+            self._completion(body, step, tokens, arrived),
+        )
 
-    def _completion(self, body: dict, step: dict, tokens: int) -> bytes:
+    def _completion(self, body: dict, step: dict, tokens: int, arrived: float = 0.0) -> bytes:
         message: dict[str, Any] = {"role": "assistant", "content": step.get("text")}
         finish = "stop"
         if "tool" in step:
@@ -184,6 +192,11 @@ class ScriptedOpenAI:
                 "completion_tokens": completion_tokens,
                 "total_tokens": reported + completion_tokens,
             }
+            with self._lock:
+                self.log.append(
+                    {"arrived": arrived, "done": time.monotonic(),
+                     "total": reported + completion_tokens}
+                )  # fmt: skip
         return json.dumps(data).encode()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -1,13 +1,13 @@
 """Agents played by rules, for the scripted OpenAI-compatible server (`openai_server.py`).
 
-`agents(plan=..., steps=...)` returns a responder: the lead's requests (the `PhasePlan`
-tool is offered) get `plan(phase)`, its final answer (`SubmitAnswer` offered) `answer(body)`
-(by default `lead_answer`: the first finding's line it was given); a subagent's requests
+`agents(plan=..., steps=...)` returns a responder: the lead's requests (the `PhasePlan` tool
+is offered) get `plan(phase)`, its final answer (`SubmitAnswer` offered) `answer(body)` (by
+default `lead_answer`: the first finding's line it was given); a subagent's requests
 (`SubmitFindings` offered) get its agent's next step, `steps[agent][n]` for its n-th reply
-(counted from the assistant messages of its conversation; the last step repeats). A step is a server step (`{"tool": NAME,
-"args": {...}}`) or a callable `body -> step`, which can read what the tools answered.
-Which agent a request belongs to is read from its system prompt (the agent's own prompt
-starts with `AGENT=<name>`).
+(counted from the assistant messages of its conversation; the last step repeats). A step is
+a server step (`{"tool": NAME, "args": {...}}`) or a callable `body -> step`, which can read
+what the tools answered. Which agent a request belongs to is read from its system prompt
+(the agent's own prompt starts with `AGENT=<name>`).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.loop import run_agent
-from orchestrator.agents.protocol_middleware import WINDOW_SHARE
 from orchestrator.agents.memory_middleware import TetherMemoryMiddleware
+from orchestrator.agents.protocol_middleware import WINDOW_SHARE
 from orchestrator.agents.provider import approx_tokens, tool_tokens
 from orchestrator.errors import ContextOverflowError
 from orchestrator.faults import fault
