@@ -156,6 +156,7 @@ def test_served_run_streams_progress_and_writes_the_cli_memory_files(server, tmp
     assert values["status"] == "done" and values["task_id"] == "shop-1"
     assert values["phases"] == ["exploration", "review"]
     assert values["findings"] and not values["failed"]
+    assert values["answer"].startswith("Extractive answer by tether's offline model")  # its key
     assert (served_memory / "research_plans" / "shop-1.md").is_file()
     for rel in (v["path"] for v in values["findings"].values()):
         assert (served_memory / rel).is_file()
