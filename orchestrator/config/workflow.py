@@ -11,6 +11,12 @@ agents:
     model: anthropic:claude-sonnet-4-5   # optional, per agent
     max_steps: 8
     interrupt_on: [write_file]           # or {write_file: {allowed_decisions: [approve, reject]}}
+  coder:
+    description: Edits and tests code in its own sandbox.
+    remote:                              # a graph served by LangGraph Server
+      url: http://10.0.0.5:2024          # or a list: subtasks spread over the servers
+      graph: coder                       # the assistant / graph id on that server
+      headers: {x-api-key: ${CODER_KEY}} # optional; ${VAR} expanded at connect time only
 python_tools: ["mypkg.tools:count_widgets"]   # LangChain tools or typed functions, by import path
 mcp_servers:                                  # langchain-mcp-adapters' connection shape
   tickets: {command: python, args: [tickets_server.py]}   # transport stdio is added
@@ -96,6 +102,87 @@ KNOWN_TOOLS = (
 #: Tools that change the workdir: an agent gets them only when it lists them.
 WRITE_TOOLS = ("write_file", "edit_file")
 DECISIONS = ("approve", "edit", "reject", "respond")
+#: The graph id of tether's own subagent graph on LangGraph Server (`orchestrator.server`).
+TETHER_SUBAGENT_GRAPH = "tether_subagent"
+#: `AgentSpec` fields that configure a tether subagent's own loop: a remote agent running
+#: any other graph has its own (`remote.graph` with `tether_subagent` runs tether's loop).
+LOCAL_ONLY = ("tools", "model", "max_steps", "interrupt_on", "skills")
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
+
+
+class RemoteSpec(BaseModel):
+    """Where a remote agent runs: a graph served by LangGraph Server (one or more servers).
+
+    The header values are kept as written (`${VAR}` unexpanded): `connect_headers` expands
+    them when a client connects, so the recorded workflow, the memory, logs and errors
+    never hold what the variables hold.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: StrictStr | list[StrictStr]
+    """The server's URL, or several: one agent's subtasks spread over them."""
+    graph: StrictStr = Field(min_length=1)
+    """The assistant or graph id on the server (`tether_subagent`: tether's own subagent)."""
+    headers: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    """HTTP headers of every request (`${VAR}` expanded from the environment at connect
+    time, e.g. `{x-api-key: ${CODER_KEY}}`)."""
+
+    @field_validator("url")
+    @classmethod
+    def _urls(cls, value: str | list[str]) -> str | list[str]:
+        urls = [value] if isinstance(value, str) else value
+        if not urls:
+            raise ValueError("must name at least one server URL")
+        for url in urls:
+            if not _URL_RE.match(url):
+                raise ValueError(f"{url!r} is not an http(s):// URL of a LangGraph Server")
+        if len(set(urls)) != len(urls):
+            raise ValueError("lists a server URL more than once")
+        return value
+
+    @property
+    def urls(self) -> list[str]:
+        """The servers, without a trailing slash, in the order given."""
+        urls = [self.url] if isinstance(self.url, str) else self.url
+        return [u.rstrip("/") for u in urls]
+
+    @property
+    def runs_tether(self) -> bool:
+        """Whether the remote graph is tether's own subagent graph."""
+        return self.graph == TETHER_SUBAGENT_GRAPH
+
+    def missing_variables(self) -> list[tuple[str, str]]:
+        """`(header, VAR)` for each `${VAR}` of the headers that the environment lacks."""
+        return [
+            (name, var)
+            for name, value in sorted(self.headers.items())
+            for var in _VAR_RE.findall(value)
+            if var not in os.environ
+        ]
+
+    def connect_headers(self, agent: str) -> dict[str, str]:
+        """The headers with `${VAR}` expanded from the environment (now, not before).
+
+        Raises:
+            WorkflowError: a variable is not set (the message names it, never a value).
+        """
+        missing = self.missing_variables()
+        if missing:
+            raise WorkflowError(unset_message(agent, *missing[0]))
+        return {
+            name: _VAR_RE.sub(lambda m: os.environ[m.group(1)], value)
+            for name, value in self.headers.items()
+        }
+
+
+def unset_message(agent: str, header: str, var: str) -> str:
+    """The one line saying a remote agent's header needs an unset variable."""
+    return (
+        f"agent {agent!r}: remote header {header!r} needs ${{{var}}}, which is not set; "
+        f"export {var} before running the task"
+    )
 
 
 class AgentSpec(BaseModel):
@@ -126,6 +213,10 @@ class AgentSpec(BaseModel):
     """Skills (by name) this agent may use: their names and descriptions go into its system
     prompt and it gets `read_skill` to read one's body. None by default for subagents (the
     lead sees every skill)."""
+    remote: RemoteSpec | None = None
+    """Run this agent's subtasks as runs of a graph on LangGraph Server instead of in this
+    process (`orchestrator.graph.remote`); the fields of `LOCAL_ONLY` then apply only to
+    `tether_subagent`, tether's own subagent graph."""
 
     @field_validator("interrupt_on", mode="before")
     @classmethod
@@ -162,7 +253,19 @@ class AgentSpec(BaseModel):
     def _one_prompt(self) -> AgentSpec:
         if self.prompt is not None and self.prompt_file is not None:
             raise ValueError("give 'prompt' or 'prompt_file', not both")
+        if self.remote is not None and not self.remote.runs_tether:
+            local = [f for f in LOCAL_ONLY if f in self.model_fields_set]
+            if local:
+                raise ValueError(
+                    f"{local[0]!r} does not apply to a remote agent (its graph "
+                    f"{self.remote.graph!r} has its own); drop it, or serve "
+                    f"{TETHER_SUBAGENT_GRAPH!r} to run tether's subagent remotely"
+                )
         return self
+
+    def served(self) -> AgentSpec:
+        """This spec as a local subagent (`remote` dropped): what `tether_subagent` runs."""
+        return self.model_copy(update={"remote": None})
 
     def instructions(self, base: Path | None = None) -> str:
         """The agent's own prompt text (`prompt`, or `prompt_file` read from `base`).
@@ -361,6 +464,36 @@ class Workflow(BaseModel):
         i = self.phase_index(name)
         return self.phases[i + 1] if i + 1 < len(self.phases) else None
 
+    def check_remote(self, postgres: bool) -> None:
+        """Check the remote agents before a task starts or continues: every `${VAR}` of
+        their headers is set, and `tether_subagent` runs only beside a PostgreSQL memory
+        (the servers write the findings into it).
+
+        Raises:
+            WorkflowError: one line naming the agent (never a header's value).
+        """
+        where = f"workflow file {str(self._source)!r}: " if self._source else ""
+        for name, spec in sorted(self.agents.items()):
+            if spec.remote is None:
+                continue
+            missing = spec.remote.missing_variables()
+            if missing:
+                raise WorkflowError(where + unset_message(name, *missing[0]))
+            if spec.remote.runs_tether and not postgres:
+                raise WorkflowError(
+                    f"{where}agent {name!r} runs {TETHER_SUBAGENT_GRAPH!r} on LangGraph "
+                    "Server, which writes its findings into the task's memory: run the task "
+                    "on the servers' PostgreSQL memory (--memory-url, the servers' "
+                    "TETHER_MEMORY_URL)"
+                )
+
+    def served(self) -> Workflow:
+        """A copy whose agents all run locally (`AgentSpec.served`): the workflow a server
+        running `tether_subagent` uses for the task's subagents."""
+        copy = self.model_copy(update={"agents": {k: v.served() for k, v in self.agents.items()}})
+        copy._source, copy._own_thresholds = self._source, self._own_thresholds
+        return copy
+
     def agent(self, name: str | None) -> AgentSpec:
         """The spec for agent `name`; unknown or empty names get the default agent's spec."""
         if name and name in self.agents:
@@ -447,7 +580,11 @@ def _validation_problem(exc: ValidationError) -> str:
     if err["type"] == "missing":
         return f"{where!r} is required"
     prefix = f"{where!r}: " if where else ""
-    return f"{prefix}{msg} (got {err.get('input')!r})" if "input" in err and where else prefix + msg
+    if "input" not in err or not where:
+        return prefix + msg
+    if "headers" in where or isinstance(err["input"], dict):  # a mapping may hold headers
+        return prefix + msg
+    return f"{prefix}{msg} (got {err['input']!r})"
 
 
 def _allowed_keys(parent: tuple[Any, ...]) -> list[str]:
@@ -457,6 +594,8 @@ def _allowed_keys(parent: tuple[Any, ...]) -> list[str]:
         return list(Thresholds.model_fields)
     if len(parent) == 2 and parent[0] == "agents":
         return list(AgentSpec.model_fields)
+    if len(parent) == 3 and parent[0] == "agents" and parent[2] == "remote":
+        return list(RemoteSpec.model_fields)
     return []
 
 

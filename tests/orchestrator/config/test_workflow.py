@@ -124,7 +124,7 @@ class TestQueries:
         (
             "agents:\n  r:\n    tool: [x]\n",
             "unknown key 'agents.r.tool'; allowed: role, description, prompt, prompt_file, tools, "
-            "model, max_steps, interrupt_on, skills",
+            "model, max_steps, interrupt_on, skills, remote",
         ),
         ("phases: []\n", "'phases': must name at least one phase (got [])"),
         (
