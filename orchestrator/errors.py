@@ -22,6 +22,8 @@
     │   ├── ContextOverflowError      a request over the window even cut to its head
     │   ├── ProviderUnreachableError  no connection to the provider (or no answer in time)
     │   └── ContextLoopError          a context that refills the threshold right after a snapshot
+        ├── RemoteAgentError              a remote agent's run failed on its LangGraph Server
+        │   └── RemoteUnreachableError    its server stayed unreachable within the timeout
         ├── EventError                    a progress event that does not match its model
         └── Interrupted                   Ctrl-C; the message carries the resume command
 
@@ -94,6 +96,15 @@ class RecoveryError(OrchestratorRuntimeError):
 class EventError(OrchestratorRuntimeError):
     """A progress event of an unknown kind, or whose fields do not match its model in
     `orchestrator.events` (a bug in the emitter or the model, not in the user's input)."""
+
+
+class RemoteAgentError(OrchestratorRuntimeError):
+    """A remote agent's run errored on its LangGraph Server, or answered nothing tether can
+    read; the message is the server's (its subagent fails, `resume` retries it)."""
+
+
+class RemoteUnreachableError(RemoteAgentError):
+    """A remote agent's server could not be reached (or re-joined) within the model timeout."""
 
 
 class ModelCallError(OrchestratorRuntimeError):

@@ -227,6 +227,23 @@ class AgentEvent(EventModel):
     error: str | None = None
 
 
+class RemoteEvent(EventModel):
+    """A remote agent's run on LangGraph Server (`orchestrator.graph.remote`): `started`
+    (a new run), `joined` (a run still going, e.g. after a crash), `read` (a run that
+    finished while tether was away), `resumed` (answered an interrupt), `retry` (an earlier
+    attempt failed: a new thread)."""
+
+    kind = "remote"
+    key: str
+    agent: str
+    action: Literal["started", "joined", "read", "resumed", "retry"]
+    server: str
+    """The server's URL (without credentials)."""
+    thread_id: str
+    run_id: str | None = None
+    attempt: int = 1
+
+
 class TokensEvent(EventModel):
     """An agent's context size against the threshold (`zone`: ok, warn or save)."""
 

@@ -22,6 +22,7 @@ POINTS = (
     "subagent_before_run",  # a subagent started, nothing written
     "subagent_before_findings",  # agent finished, registry intent written, no file
     "subagent_after_findings",  # findings file written, not yet in LangGraph's state
+    "remote_after_create",  # a remote agent's run created on its server, its id not noted
     "merge_before_write",
     "merge_after_write",  # merged file written, checkpoint not yet
     "merge_after_checkpoint",

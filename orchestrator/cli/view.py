@@ -73,6 +73,8 @@ def describe(event: Event, *, offline: bool = False) -> str | None:
         return (
             f"agent {event['key']} [{event['agent']}]: running" if not event.get("tokens") else None
         )
+    if kind == "remote":
+        return remote_line(event)
     if kind == "merged":
         return f"merged {event['findings']} finding(s) of {event['phase']} -> {event['path']}"
     if kind == "checkpoint":
@@ -91,6 +93,25 @@ def describe(event: Event, *, offline: bool = False) -> str | None:
     if kind == "done":
         return f"done: {event['findings']} finding(s); summary -> {event['merged']}"
     return None
+
+
+REMOTE_ACTIONS = {
+    "started": "remote run started",
+    "joined": "joined remote run",
+    "read": "read back remote run",
+    "resumed": "resumed remote run",
+    "retry": "earlier attempt failed; new remote thread",
+}
+
+
+def remote_line(event: Event) -> str:
+    """A remote agent's run as one line: what happened, where, on which thread."""
+    run = f" {event['run_id']}" if event.get("run_id") else ""
+    attempt = f", attempt {event['attempt']}" if event.get("attempt", 1) > 1 else ""
+    return (
+        f"agent {event['key']} [{event['agent']}]: {REMOTE_ACTIONS[event['action']]}{run} "
+        f"on {event['server']} (thread {event['thread_id']}{attempt})"
+    )
 
 
 class PlainView:
@@ -231,7 +252,7 @@ class LiveView:
         elif kind == "tokens" and event.get("agent") == "lead":
             keys = ("context", "threshold", "warning_ratio", "total", "estimated")
             self.lead.update({k: event[k] for k in keys if k in event})
-        if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume"}:
+        if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume", "remote"}:
             line = describe(event, offline=self.offline)
             if line:
                 self.log = (self.log + [line])[-self.LOG_LINES :]

@@ -26,6 +26,7 @@ from memory.tools import memory_tools
 from orchestrator.agents.budget import BudgetMiddleware, TokenBudget
 from orchestrator.agents.chat_models import ResolvedModel, effective_threshold
 from orchestrator.agents.gauge import UsageRatio
+from orchestrator.agents.remote import RemoteRuns
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import read_findings
 from orchestrator.artifacts.registry import registry_records
@@ -104,6 +105,9 @@ class RunContext:
     budget: TokenBudget = field(default_factory=TokenBudget)
     """The task's token budget and its spend (`orchestrator.agents.budget`); `run_graph`
     starts the spend at what the task spent before this run."""
+    remote: RemoteRuns = field(default_factory=RemoteRuns)
+    """The remote agents' servers and their runs in flight (`orchestrator.agents.remote`);
+    reaching a server is bounded by the model timeout."""
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by Ctrl-C (`orchestrator.graph.build.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""
@@ -156,6 +160,7 @@ class RunContext:
             budget=TokenBudget(
                 settings.budget_tokens, int((record or {}).get("spent_tokens") or 0)
             ),
+            remote=RemoteRuns(settings.model_timeout),
         )
 
     def skills_for(self, agent: str, *, lead: bool = False) -> str:

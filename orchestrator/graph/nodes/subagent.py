@@ -26,6 +26,11 @@ came before step 2, and the agent itself never runs a second time.
 A model or tool exception marks this subagent failed (`failed[key]`, shown as
 `blocked_agents` in checkpoints) and leaves the other subagents alone; a failed subtask
 has no findings, so the next resume's spawn retries it.
+
+A remote agent (`AgentSpec.remote`) runs the subtask on LangGraph Server instead
+(`orchestrator.graph.remote`): it is told the same subtask text, and its result goes
+through the same two steps (for `tether_subagent` the server took them, in the shared
+memory, and the node reads the record back).
 """
 
 from __future__ import annotations
@@ -53,9 +58,10 @@ from orchestrator.artifacts.names import iso_timestamp
 from orchestrator.artifacts.registry import find_written, registry_note, registry_records
 from orchestrator.artifacts.text import parse_meta
 from orchestrator.config.workflow import AgentSpec
-from orchestrator.errors import Stopped
+from orchestrator.errors import RemoteAgentError, Stopped
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
+from orchestrator.graph.remote import RemoteResult, run_remote
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
 from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE
@@ -83,12 +89,35 @@ def subagent_prompt(
 ) -> list[Any]:
     """The subagent's conversation: tether's protocol text (with its own instructions and
     the skills it may read), then its subtask and the earlier findings on its scope."""
-    sub = payload["subtask"]
     system = SUBAGENT_SYSTEM
     if instructions:
         system += "\n\nYour instructions as this agent:\n" + instructions
     if skills_index:
         system += "\n\nSkills (read one with read_skill):\n" + skills_index
+    text = subtask_text(
+        payload,
+        earlier,
+        [f"Max steps: {max(1, max_steps - 1)}"],
+        "Investigate, then call SubmitFindings.",
+    )
+    return [SystemMessage(system), HumanMessage(text)]
+
+
+REMOTE_CLOSING = (
+    "Work on this subtask only, then answer with what you found: concrete discoveries "
+    "(paths, names, line numbers) and the files you examined."
+)
+
+
+def subtask_text(
+    payload: SubagentPayload,
+    earlier: list[dict[str, Any]],
+    extra: list[str] = (),  # type: ignore[assignment]
+    closing: str = REMOTE_CLOSING,
+) -> str:
+    """The subtask as an agent is told it: objective, phase, subtask, scope, the earlier
+    findings on its scope, then `closing` (a remote agent gets this as its input message)."""
+    sub = payload["subtask"]
     lines = [
         f"Objective: {payload['objective']}",
         f"Phase: {payload['phase']}",
@@ -96,12 +125,12 @@ def subagent_prompt(
         f"Title: {sub['title']}",
         f"Description: {sub['description']}",
         f"Scope: {', '.join(sub.get('scope') or []) or '.'}",
-        f"Max steps: {max(1, max_steps - 1)}",
+        *extra,
     ]
     if earlier:
         lines += ["Earlier findings on this scope (build on them):", *_earlier_lines(earlier)]
-    lines.append("Investigate, then call SubmitFindings.")
-    return [SystemMessage(system), HumanMessage("\n".join(lines))]
+    lines.append(closing)
+    return "\n".join(lines)
 
 
 def _in_scope(path: str, scope: list[str]) -> bool:
@@ -306,8 +335,11 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
     return repaired
 
 
-def _reuse(ctx: RunContext, payload: SubagentPayload, rec: dict) -> dict[str, Any]:
-    """A subagent that already produced findings: rewrite the file if needed, never rerun."""
+def _reuse(
+    ctx: RunContext, payload: SubagentPayload, rec: dict, *, reused: bool = True
+) -> dict[str, Any]:
+    """A subagent that already produced findings: rewrite the file if needed, never rerun
+    (`reused` False: a remote `tether_subagent` wrote them just now)."""
     sub, key, docs = payload["subtask"], payload["key"], ctx.docs
     expected = findings_name(agent_file_name(sub), rec["ts"])
     # a file at the recorded name is whole: `repair_findings` ran before the graph
@@ -332,7 +364,7 @@ def _reuse(ctx: RunContext, payload: SubagentPayload, rec: dict) -> dict[str, An
         key=key,
         agent=sub["agent"],
         state="done",
-        reused=True,
+        reused=reused,
         tokens=rec.get("tokens", 0),
         path=str(path),
     )
@@ -409,7 +441,12 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
 
 def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
-    ctx = runtime.context
+    return run_subagent(runtime.context, payload)
+
+
+def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
+    """`subagent_node`'s work with the run context given (LangGraph Server's
+    `tether_subagent` graph runs one subagent so, `orchestrator.server`)."""
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
     rec = None if ctx.new_task else ctx.registry_record(task_id, f"findings:{key}")
     if rec and rec.get("findings") is not None:
@@ -419,6 +456,9 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
         raise Stopped(f"stopped by Ctrl-C before subagent {key!r} started")
     ctx.budget.check(key)  # a queued subagent does not start past the budget
     ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=0)
+    spec = ctx.agent_spec(sub["agent"])
+    if spec is not None and spec.remote is not None:
+        return _run_remote(ctx, payload, spec)
     used = {"tokens": 0}
     try:
         result = _run(ctx, payload, used)
@@ -428,17 +468,35 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
     except GraphBubbleUp:  # LangGraph's own control flow
         raise
     except Exception as exc:  # any model/tool failure blocks this subagent only
-        error = f"{type(exc).__name__}: {exc}"
-        ctx.emit(
-            "agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=used["tokens"]
-        )
-        return {
-            "failed": {
-                key: {"agent": sub["agent"], "error": error[:500], "kind": type(exc).__name__}
-            },
-            "tokens": {f"{sub['agent']}:{key}": used["tokens"]},
-        }
+        return _failed(ctx, payload, exc, used["tokens"])
     findings = with_files_written(result.final.model_dump(), result.transcript)
+    return _finish(ctx, payload, findings, result.tokens, usage_record(result))
+
+
+def _failed(
+    ctx: RunContext, payload: SubagentPayload, exc: Exception, tokens: int
+) -> dict[str, Any]:
+    """The state update of a subagent that failed (the others go on)."""
+    sub, key = payload["subtask"], payload["key"]
+    error = f"{type(exc).__name__}: {exc}"
+    ctx.emit("agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=tokens)
+    return {
+        "failed": {key: {"agent": sub["agent"], "error": error[:500], "kind": type(exc).__name__}},
+        "tokens": {f"{sub['agent']}:{key}": tokens},
+    }
+
+
+def _finish(
+    ctx: RunContext,
+    payload: SubagentPayload,
+    findings: dict[str, Any],
+    tokens: int,
+    usage: dict[str, int] | None,
+    **noted: Any,
+) -> dict[str, Any]:
+    """Record a subagent's findings, write their file, and return the state update
+    (`noted`: more fields of its registry record, e.g. where a remote agent ran)."""
+    sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
     ts = iso_timestamp()
     # the stored record, not the run's lookup: its agent's finished runs (1 unless a bug)
     stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
@@ -449,10 +507,11 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
         f"findings:{key}",
         ts=ts,
         findings=findings,
-        tokens=result.tokens,
+        tokens=tokens,
         phase=payload["phase"],
         subtask=sub,
         runs=runs,
+        **noted,
     )
     fault("subagent_before_findings")
     # not fsynced: the record just noted holds the findings durably, and a resume writes
@@ -463,12 +522,52 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
         # timestamp recorded above names it, and the registry needs no second line)
         _note(ctx, task_id, f"findings:{key}", path=ctx.docs.rel(path))
     fault("subagent_after_findings")
-    ctx.emit(
-        "agent", key=key, agent=sub["agent"], state="done", tokens=result.tokens, path=str(path)
-    )
-    return {
-        "findings": {key: _record(path, ctx.docs, sub, findings, result.tokens)},
+    ctx.emit("agent", key=key, agent=sub["agent"], state="done", tokens=tokens, path=str(path))
+    out = {
+        "findings": {key: _record(path, ctx.docs, sub, findings, tokens)},
         "failed": {key: DELETE},
-        "tokens": {f"{sub['agent']}:{key}": result.tokens},
-        "usage": {f"{sub['agent']}:{key}": usage_record(result)},
+        "tokens": {f"{sub['agent']}:{key}": tokens},
     }
+    if usage is not None:
+        out["usage"] = {f"{sub['agent']}:{key}": usage}
+    return out
+
+
+def remote_text(ctx: RunContext, payload: SubagentPayload) -> str:
+    """What a remote agent is told: its own instructions (`prompt`), then the subtask."""
+    text = subtask_text(payload, earlier_on_scope(ctx, payload))
+    instructions = ctx.prompts.get(payload["subtask"]["agent"], "")
+    return f"Your instructions as this agent:\n{instructions}\n\n{text}" if instructions else text
+
+
+def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> dict[str, Any]:
+    """A remote agent's subtask (`orchestrator.graph.remote`), recorded as a local one's."""
+    sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
+    assert spec.remote is not None
+    try:
+        result: RemoteResult = run_remote(
+            ctx, payload, sub["agent"], spec.remote, remote_text(ctx, payload)
+        )
+    except GraphInterrupt as exc:  # the remote run waits for a decision
+        note_requests(ctx, task_id, exc, agent=sub["agent"], key=key)
+        raise
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:  # a failed or unreachable remote run blocks this subagent only
+        return _failed(ctx, payload, exc, 0)
+    ctx.budget.add(result.tokens)
+    if result.findings is not None:
+        return _finish(
+            ctx, payload, result.findings, result.tokens, result.usage, remote=result.where
+        )
+    # `tether_subagent` wrote the finding into the shared memory: read its record back
+    stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
+    if stored is None or stored.data.get("findings") is None:
+        error = RemoteAgentError(f"{result.where.get('server')} wrote no finding for {key!r}")
+        return _failed(ctx, payload, error, result.tokens)
+    ctx.registry_noted(task_id, f"findings:{key}", dict(stored.data))
+    out = _reuse(ctx, payload, {**stored.data, "key": f"findings:{key}"}, reused=False)
+    out["tokens"] = {f"{sub['agent']}:{key}": result.tokens}
+    if result.usage is not None:
+        out["usage"] = {f"{sub['agent']}:{key}": result.usage}
+    return out

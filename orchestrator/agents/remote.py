@@ -1,0 +1,366 @@
+"""A remote agent: a graph on LangGraph Server running one subtask, through `langgraph-sdk`.
+
+tether speaks LangGraph Server's own protocol (threads, runs, join, a thread's state) and
+has no queue or worker protocol of its own:
+
+* **Threads.** One thread per subtask attempt, its id a UUID derived from the task (its id
+  and the time it was recorded, so the same task id in two memories never meets on a
+  server), the subtask and the attempt (`thread_id_for`); created with
+  `if_exists="do_nothing"`, with metadata naming the task, subtask and attempt.
+* **Runs.** Created with `multitask_strategy="reject"`: the server refuses a second run on
+  a busy thread, so two starts can never both run. A run is joined (`runs.join`), then
+  read back from the server (`runs.list`, `threads.get`: status, values, interrupts, error).
+* **Faults.** A refused connection, a dropped join, a 5xx or a 429 is retried with backoff
+  until `timeout` (the model timeout) has passed since it started failing: it bounds
+  reaching the server, never the run's length (a join answers a blank line every 5
+  seconds while the run goes on). Then `RemoteUnreachableError`. Any other refusal is a
+  `RemoteAgentError` at once.
+* **Findings.** A run's final state becomes a finding (`findings_of`): its
+  `structured_response` when that has tether's findings shape, else its last AI message
+  as the summary. Its AI messages' `usage_metadata` are its usage (`usage_of`: unknown
+  when none reports any).
+* **Secrets.** Header values (`RemoteSpec.connect_headers`, expanded when a client is
+  made) live in the HTTP client only; messages name a server by its URL without
+  credentials (`shown`), and no header is put in a message, a record or an event.
+
+`RemoteRuns` is a run's bookkeeping: one client per server and agent, and the runs in
+flight on each server, so an agent's list of servers gets each new attempt on the one with
+fewest (ties: the one given fewest so far, then the list's order).
+
+Thread safety: subagents call in from parallel threads; the clients are httpx clients
+(thread safe) and the counters are under a lock.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from langgraph_sdk.client import SyncLangGraphClient
+from pydantic import ValidationError
+
+from orchestrator.config.workflow import RemoteSpec
+from orchestrator.errors import RemoteAgentError, RemoteUnreachableError, Stopped
+from orchestrator.types import SubmitFindings
+
+NAMESPACE = uuid.UUID("7d2c4b1e-9f0a-5c3d-8e6b-2a1f0c9d8e7b")
+"""The namespace of the thread ids tether derives (`uuid5`)."""
+RUNNING = ("pending", "running")
+FAILED = ("error", "timeout", "interrupted")
+"""Run statuses of an attempt that ended without a result (`interrupted`: cancelled)."""
+FIRST_DELAY, MAX_DELAY = 0.2, 2.0
+"""Seconds between retries of an unreachable server: doubling from the first to the most."""
+POLL = 0.2
+"""Seconds between looks at Ctrl-C while a join waits."""
+
+
+def thread_id_for(task_id: str, created: str, key: str, attempt: int) -> str:
+    """The remote thread of attempt `attempt` of subtask `key` of the task recorded at
+    `created` (a UUID: LangGraph Server takes no other thread ids)."""
+    return str(uuid.uuid5(NAMESPACE, f"tether|{task_id}|{created}|{key}|{attempt}"))
+
+
+def shown(url: str) -> str:
+    """A server URL as tether shows it: without user or password."""
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What tether reads of a remote thread's latest run."""
+
+    run_id: str
+    status: str
+    """The run's status (`pending`, `running`, `success`, `error`, `timeout`, `interrupted`)."""
+    values: dict[str, Any] = field(default_factory=dict)
+    """The thread's values after a finished run."""
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    """The thread's pending interrupts (`{"id", "value"}`), after a run that stopped at one."""
+    error: str = ""
+    """The server's message for a run that errored."""
+
+    @property
+    def running(self) -> bool:
+        return self.status in RUNNING
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run ended without a result (a run stopped at an interrupt has none
+        yet, and waits: not failed, whatever status a server gives it)."""
+        return self.status in FAILED and not self.interrupts
+
+
+def _detail(exc: httpx.HTTPStatusError) -> str:
+    """A refusal's one line: the status and what the server said."""
+    response = exc.response
+    try:
+        body = response.json()
+        said = body.get("detail") or body.get("message") if isinstance(body, dict) else body
+    except Exception:  # not JSON (or not read: a streamed response)
+        said = ""
+    said = " ".join(str(said or "").split())[:300]
+    return f"HTTP {response.status_code}" + (f": {said}" if said else "")
+
+
+class Server:
+    """One LangGraph Server as one agent reaches it: an SDK client with its headers, and the
+    retry policy of `timeout` seconds."""
+
+    def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
+        self.url = url
+        self.timeout = timeout
+        # no transport retries: `_retry` owns the backoff, bounded by the timeout
+        http = httpx.Client(
+            base_url=url,
+            transport=httpx.HTTPTransport(retries=0),
+            timeout=httpx.Timeout(timeout),
+            headers={"User-Agent": "tether", **headers},
+        )
+        self.client = SyncLangGraphClient(http)
+
+    def _retry(self, what: str, call: Callable[[], Any]) -> Any:
+        """`call()`, retried while the server is unreachable, for `timeout` seconds."""
+        deadline = time.monotonic() + self.timeout
+        delay = FIRST_DELAY
+        while True:
+            try:
+                return call()
+            except httpx.TransportError as exc:
+                problem = type(exc).__name__
+            except httpx.HTTPStatusError as exc:
+                code = exc.response.status_code
+                if code < 500 and code != 429:
+                    raise RemoteAgentError(
+                        f"LangGraph Server {shown(self.url)} refused {what}: {_detail(exc)}"
+                    ) from None
+                problem = f"HTTP {code}"
+            if time.monotonic() + delay > deadline:
+                raise RemoteUnreachableError(
+                    f"LangGraph Server {shown(self.url)} unreachable while {what} ({problem}) "
+                    f"for {self.timeout:g}s; `orchestrator resume` tries again"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_DELAY)
+
+    def latest(self, thread_id: str) -> RunState | None:
+        """The thread's latest run, read back; None when the thread or its runs do not exist."""
+
+        def look() -> RunState | None:
+            try:
+                runs = self.client.runs.list(thread_id, limit=1)
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code == 404:
+                    return None
+                raise
+            return self._read(thread_id, runs[0]) if runs else None
+
+        return self._retry(f"listing the runs of thread {thread_id}", look)
+
+    def _read(self, thread_id: str, run: dict[str, Any]) -> RunState:
+        status = str(run.get("status"))
+        if status in RUNNING:
+            return RunState(str(run["run_id"]), status)
+        thread = self.client.threads.get(thread_id)
+        interrupts = [i for group in (thread.get("interrupts") or {}).values() for i in group]
+        error = thread.get("error") or {}
+        said = ": ".join(str(error.get(k)) for k in ("error", "message") if error.get(k))
+        return RunState(
+            str(run["run_id"]),
+            status,
+            dict(thread.get("values") or {}),
+            [i for i in interrupts if isinstance(i, dict) and i.get("id")],
+            said or (f"the run ended {status}" if status in FAILED else ""),
+        )
+
+    def start(
+        self,
+        thread_id: str,
+        graph: str,
+        metadata: dict[str, Any],
+        *,
+        input: dict[str, Any] | None = None,
+        command: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Start a run on the thread (created if missing); its id, or None when the server
+        refused it because a run is going on the thread already (then join that one)."""
+
+        def create() -> str | None:
+            self.client.threads.create(
+                thread_id=thread_id, if_exists="do_nothing", metadata=metadata, graph_id=graph
+            )
+            try:
+                run = self.client.runs.create(
+                    thread_id,
+                    graph,
+                    input=input,
+                    command=command,
+                    metadata=metadata,
+                    multitask_strategy="reject",
+                )
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code == 409:  # busy: a run of ours is going on it
+                    return None
+                raise
+            return str(run["run_id"])
+
+        return self._retry(f"starting a run of {graph!r}", create)
+
+    def join(self, thread_id: str, run_id: str, stop: threading.Event) -> None:
+        """Wait until the run ends (re-joining while the server is unreachable, within the
+        timeout); Ctrl-C (`stop`) ends the wait, never the run.
+
+        Raises:
+            Stopped: `stop` was set (the run goes on; a resume joins it again).
+        """
+        path = f"/threads/{thread_id}/runs/{run_id}/join"
+
+        def once() -> None:
+            done = threading.Event()
+            outcome: list[BaseException] = []
+
+            def wait() -> None:
+                try:  # no reconnects of the SDK's own: `_retry` bounds them by the timeout
+                    self.client.http.request_reconnect(path, "GET", reconnect_limit=0)
+                except BaseException as exc:  # handed to the waiting thread
+                    outcome.append(exc)
+                finally:
+                    done.set()
+
+            threading.Thread(target=wait, name=f"join-{run_id[:8]}", daemon=True).start()
+            while not done.wait(POLL):
+                if stop.is_set():
+                    raise Stopped(f"stopped by Ctrl-C while joining remote run {run_id}")
+            if outcome:
+                raise outcome[0]
+
+        self._retry(f"joining run {run_id}", once)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RemoteRuns:
+    """A run's remote servers: a client per server and agent, the runs in flight on each."""
+
+    def __init__(self, timeout: float = 120.0) -> None:
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._servers: dict[tuple[str, str], Server] = {}
+        self._in_flight: dict[str, int] = {}
+        self._given: dict[str, int] = {}
+        self._created: dict[str, str] = {}
+        self._tasks: set[str] = set()
+
+    def server(self, url: str, agent: str, spec: RemoteSpec) -> Server:
+        """The client of `url` for `agent` (its headers expanded now, once per run).
+
+        Raises:
+            WorkflowError: a header's `${VAR}` is not set.
+        """
+        with self._lock:
+            found = self._servers.get((url, agent))
+            if found is None:
+                found = Server(url, spec.connect_headers(agent), self.timeout)
+                self._servers[(url, agent)] = found
+            return found
+
+    def pick(self, urls: list[str]) -> str:
+        """The server with fewest runs in flight (ties: given fewest, then list order), held
+        for the caller (`release` it)."""
+        with self._lock:
+            url = min(
+                urls,
+                key=lambda u: (self._in_flight.get(u, 0), self._given.get(u, 0), urls.index(u)),
+            )
+            self._given[url] = self._given.get(url, 0) + 1
+            self._in_flight[url] = self._in_flight.get(url, 0) + 1
+            return url
+
+    def hold(self, url: str) -> None:
+        """Count a run in flight on `url` (an attempt recorded before this process)."""
+        with self._lock:
+            self._in_flight[url] = self._in_flight.get(url, 0) + 1
+
+    def release(self, url: str | None) -> None:
+        if url is None:
+            return
+        with self._lock:
+            self._in_flight[url] = max(self._in_flight.get(url, 0) - 1, 0)
+
+    def task_created(self, task_id: str, read: Callable[[], str]) -> str:
+        """When the task was recorded (`read()` once per task and run): part of its thread ids."""
+        with self._lock:
+            if task_id not in self._created:
+                self._created[task_id] = read()
+            return self._created[task_id]
+
+    def first_remote(self, task_id: str) -> bool:
+        """Whether this is the run's first remote attempt of `task_id` (then noted)."""
+        with self._lock:
+            first = task_id not in self._tasks
+            self._tasks.add(task_id)
+            return first
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.close()
+
+
+# -- what a run's final state holds -------------------------------------------------------
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def _ai_messages(values: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = values.get("messages") or []
+    return [m for m in messages if isinstance(m, dict) and m.get("type") in ("ai", "AIMessage")]
+
+
+def findings_of(values: dict[str, Any]) -> dict[str, Any]:
+    """The finding of a remote run's final state: its `structured_response` when that has
+    tether's findings shape (`SubmitFindings`), else its last AI message with text as the
+    summary.
+
+    Raises:
+        RemoteAgentError: the state has neither.
+    """
+    structured = values.get("structured_response")
+    if isinstance(structured, dict):
+        try:
+            return SubmitFindings.model_validate(structured).model_dump()
+        except ValidationError:
+            pass  # another shape: the agent's last message speaks for it
+    for message in reversed(_ai_messages(values)):
+        text = _text(message.get("content")).strip()
+        if text:
+            return {"status": "completed", "summary": text}
+    raise RemoteAgentError(
+        "the remote run ended with no AI message and no structured_response in tether's "
+        "findings shape; a remote agent's state needs `messages`"
+    )
+
+
+def usage_of(values: dict[str, Any]) -> dict[str, int] | None:
+    """What a remote run's AI messages report they spent: `{calls, input_tokens, tokens}`
+    (prompt plus completion tokens), or None when none reports its usage."""
+    messages = _ai_messages(values)
+    reported = [m["usage_metadata"] for m in messages if isinstance(m.get("usage_metadata"), dict)]
+    if not reported:
+        return None
+    inputs = sum(int(u.get("input_tokens") or 0) for u in reported)
+    outputs = sum(int(u.get("output_tokens") or 0) for u in reported)
+    totals = sum(int(u.get("total_tokens") or 0) for u in reported)
+    return {"calls": len(messages), "input_tokens": inputs, "tokens": max(totals, inputs + outputs)}
