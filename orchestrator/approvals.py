@@ -8,6 +8,9 @@ records who asked (agent, subtask) in the task's artifact registry, so `status` 
 the request without LangGraph, and `orchestrator approve` from any process or machine can
 answer it.
 
+A remote agent's run that stops at an interrupt raises tether's with the remote request
+and where it waits (`orchestrator.graph.remote`); its decision goes back to that thread.
+
 A decision is LangChain's payload, one per action of the request:
 `{"decisions": [{"type": "approve"} | {"type": "reject", "message": ...}]}`; a LangGraph
 Server client resumes the thread with `Command(resume={interrupt_id: payload})`, and the
@@ -30,10 +33,13 @@ PREFIX = "approval:"
 
 
 def actions_of(value: Any, ident: str, agent: str, key: str) -> list[PendingApproval]:
-    """The pending actions of one interrupt value (a `HITLRequest`)."""
+    """The pending actions of one interrupt value (a `HITLRequest`; a remote agent's names
+    where it waits under `remote`, `orchestrator.graph.remote`)."""
     if not isinstance(value, dict):
         return [PendingApproval(id=ident, agent=agent, key=key, tool="?", args={})]
     configs = {c.get("action_name"): c for c in value.get("review_configs") or []}
+    where = value.get("remote") if isinstance(value.get("remote"), dict) else {}
+    remote = f"{where['server']} thread {where['thread_id']}" if where else ""
     out = []
     for action in value.get("action_requests") or []:
         config = configs.get(action.get("name")) or {}
@@ -46,6 +52,7 @@ def actions_of(value: Any, ident: str, agent: str, key: str) -> list[PendingAppr
                 args=dict(action.get("args") or {}),
                 allowed_decisions=list(config.get("allowed_decisions") or ["approve", "reject"]),
                 description=str(action.get("description") or ""),
+                remote=remote,
             )
         )
     return out

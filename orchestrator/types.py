@@ -396,11 +396,15 @@ class PendingApproval(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     allowed_decisions: list[str] = Field(default_factory=lambda: ["approve", "reject"])
     description: str = ""
+    remote: str = ""
+    """Where a remote agent's run waits (`server thread THREAD_ID`); empty for local agents."""
 
     def line(self) -> str:
-        """The request as one status line: id, agent, tool and its arguments (cut)."""
+        """The request as one status line: id, agent, tool and its arguments (cut), and
+        where a remote agent's run waits."""
         args = _short(self.args)
-        return f"{self.id[:12]}  {self.agent} ({self.key})  {self.tool}({args})"
+        where = f"  on {self.remote}" if self.remote else ""
+        return f"{self.id[:12]}  {self.agent} ({self.key})  {self.tool}({args}){where}"
 
 
 def _short(args: Any) -> str:
