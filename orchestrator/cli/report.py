@@ -136,8 +136,17 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         f"Subtasks: {info['findings']} done, {len(info['failed'])} failed, "
         f"{len(info['subtasks'])} planned",
     ]
-    lines += [f"  {v['state']:<7} {k} [{v['agent']}]" for k, v in info["subtasks"].items()]
+    lines += [
+        f"  {v['state']:<7} {k} [{v['agent']}]{_ran_on(v.get('ran_on'))}"
+        for k, v in info["subtasks"].items()
+    ]
     lines += [_tokens_line(info)]
+    if info.get("usage_unknown"):
+        unknown = info["usage_unknown"]
+        lines.append(
+            f"Usage unknown: {len(unknown)} remote subtask(s) reported no token usage "
+            f"(not in the totals or the budget): {', '.join(unknown)}"
+        )
     budget = info.get("budget") or {}
     if budget.get("budget"):
         lines.append(
@@ -166,6 +175,14 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
     elif info.get("resume"):
         lines.append(f"Resume: {info['resume']}")
     return "\n".join(lines)
+
+
+def _ran_on(place: dict[str, Any] | None) -> str:
+    """Where a remote subtask ran, as a status line's tail (nothing for a local one)."""
+    if not place:
+        return ""
+    attempt = f", attempt {place['attempt']}" if (place.get("attempt") or 1) > 1 else ""
+    return f" on {place['server']} ({place['graph']}, thread {place['thread_id']}{attempt})"
 
 
 def _split(spent: dict[str, Any]) -> str:

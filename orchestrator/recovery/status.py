@@ -14,7 +14,10 @@ fraction of a second. It reads:
   `source` is `langgraph`, else `checkpoint`;
 * whether a live process holds the task's run lock: an unfinished task nobody runs is
   `interrupted`, with the command that resumes it;
-* the snapshots, newest first, for the task's newest (written by the run or on request).
+* the snapshots, newest first, for the task's newest (written by the run or on request);
+* for a task with remote agents (its record says so), where each remote subtask ran: the
+  `remote:{key}` records of the artifact registry (server, graph, thread, run, attempt,
+  whether its usage was reported).
 
 Token totals of a task run by the offline model are LangChain's estimates
 (`tokens_estimated`): no provider counted them and nothing was spent.
@@ -34,6 +37,7 @@ from orchestrator.agents.chat_models import OFFLINE_SPECS
 from orchestrator.agents.gauge import total_tokens
 from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
 from orchestrator.artifacts.documents import CHECKPOINTS, Docs
+from orchestrator.artifacts.registry import registry_records
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.artifacts.tasks import (
     TaskInfo,
@@ -92,6 +96,7 @@ def task_status(
     findings = state.get("findings") or {}
     thread = record.get("thread_id") or task
     source = "langgraph" if _langgraph_holds(docs, thread, checkpointer) else "checkpoint"
+    remote = _remote_places(docs, task) if record.get("remote_agents") else {}
     return {
         "task_id": task,
         "objective": state["objective"],
@@ -108,7 +113,8 @@ def task_status(
         "phase": current_phase(state),
         "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
         "phases": list(state["phases"]),
-        "subtasks": _subtasks(state, findings, failed),
+        "subtasks": _subtasks(state, findings, failed, remote),
+        "usage_unknown": sorted(k for k, v in remote.items() if v.get("usage_known") is False),
         "findings": len(findings),
         "failed": sorted(failed),
         "tokens": {"total": total_tokens(state.get("tokens")), **dict(state.get("tokens") or {})},
@@ -215,16 +221,37 @@ def _failed(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {key: {"agent": agent, "error": None} for agent, _, key in pairs}
 
 
+REMOTE_FIELDS = ("server", "graph", "thread_id", "run_id", "attempt")
+
+
+def _remote_places(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
+    """Where each remote subtask ran (its latest attempt), by subtask key."""
+    out = {}
+    for rkey, rec in registry_records(docs, task_id).items():
+        if rkey.startswith("remote:") and rec.get("thread_id"):
+            place = {k: rec.get(k) for k in REMOTE_FIELDS}
+            if "usage_known" in rec:
+                place["usage_known"] = bool(rec["usage_known"])
+            out[rkey.removeprefix("remote:")] = place
+    return out
+
+
 def _subtasks(
-    state: OrchestratorState, findings: dict[str, Any], failed: dict[str, Any]
+    state: OrchestratorState,
+    findings: dict[str, Any],
+    failed: dict[str, Any],
+    remote: dict[str, dict[str, Any]],
 ) -> dict[str, dict[str, Any]]:
-    """Each planned subtask's agent, title, phase and state, in the workflow's phase order."""
+    """Each planned subtask's agent, title, phase and state, in the workflow's phase order,
+    and where it ran (`ran_on`: a remote agent's server and thread; None: in the lead's
+    process)."""
     return {
         key: {
             "agent": sub.get("agent"),
             "title": sub.get("title"),
             "phase": sub.get("phase"),
             "state": "done" if key in findings else "failed" if key in failed else "pending",
+            "ran_on": remote.get(key),
         }
         for key, sub in sorted(
             (state.get("subtasks") or {}).items(), key=lambda item: _phase_order(state, item)
