@@ -35,11 +35,13 @@ from typing import Any, Self
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
+from memory.backends.urls import is_postgres
 from memory.base import BaseBackend
 from memory.capabilities import HoldsGraphState
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
+from orchestrator.agents.budget import TokenBudget
 from orchestrator.agents.chat_models import ResolvedModel, agent_models, run_model
 from orchestrator.approvals import answer, pending
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
@@ -206,6 +208,7 @@ class Orchestrator:
             state["objective"] = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
+        self.workflow.check_remote(is_postgres(self.memory_url))  # unset ${VAR}s too
         with (
             self._toolbox(self.workflow) as toolbox,
             task_lock(self.docs, task_id),
@@ -259,6 +262,7 @@ class Orchestrator:
         self.memory.check_writable("start a task")
         state = self._new_state(objective, task_id, start_phase)
         resolved = self._resolve_model(self.workflow)  # a bad model fails before any write
+        self.workflow.check_remote(is_postgres(self.memory_url))
         with task_lock(self.docs, state["task_id"]):
             self._refuse_existing(state["task_id"])
             self._record_new(state, resolved, [], served=served)
@@ -368,6 +372,24 @@ class Orchestrator:
             thread = record.get("thread_id") or task_id
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
             self._emit("model", name=resolved.name, offline=resolved.offline)
+            yield ctx
+
+    @contextlib.contextmanager
+    def subagent_context(self, task_id: str) -> Iterator[RunContext]:
+        """The run context for one subagent of a task that another process runs (LangGraph
+        Server's `tether_subagent`, `orchestrator.server`): the task's workflow with every
+        agent local, its model and tools, the store; not the run lock, which the task's lead
+        holds, and no budget of its own (the lead counts what the subagent spent).
+
+        Raises:
+            UnknownTaskError: no such task.
+            OrchestratorUserError: the task's workdir, model or tools are unusable here.
+        """
+        record = self.task_record(task_id)
+        with self._continuing(record, served=True) as (store, workflow, resolved, toolbox):
+            thread = record.get("thread_id") or record["task_id"]
+            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
+            ctx.budget = TokenBudget()
             yield ctx
 
     # -- reading a task and writing its files ----------------------------------------
@@ -497,21 +519,27 @@ class Orchestrator:
         )
 
     @contextlib.contextmanager
-    def _continuing(self, record: TaskInfo) -> Iterator[tuple[Any, Workflow, Any, Toolbox]]:
+    def _continuing(
+        self, record: TaskInfo, *, served: bool = False
+    ) -> Iterator[tuple[Any, Workflow, Any, Toolbox]]:
         """What continuing a recorded task needs, checked before anything is written: its
-        workflow, workdir, model and tools; then its run lock and the store, for the block."""
+        workflow, workdir, model and tools; then its run lock and the store, for the block
+        (`served`: one subagent of a task another process runs: every agent local, no lock)."""
         workflow = self.workflow
         if not self.workflow_path:
             workflow = task_workflow(record, self.project_dir, self.agents) or self.workflow
+        if served:
+            workflow = workflow.served()
         if record.get("workdir"):
             check_workdir(record["workdir"])  # moved or deleted since the run started?
         resolved = self._resolve_model(workflow, record)
         self._agent_models(workflow)
+        workflow.check_remote(is_postgres(self.memory_url))
         if self.overrides.budget_tokens is not None:  # a new budget sticks to the task
             self.tasks.note(record["task_id"], budget_tokens=self.overrides.budget_tokens)
         with (
             self._toolbox(workflow, record) as toolbox,
-            task_lock(self.docs, record["task_id"]),
+            contextlib.nullcontext() if served else task_lock(self.docs, record["task_id"]),
             self.memory.store() as store,
         ):
             yield store, workflow, resolved, toolbox

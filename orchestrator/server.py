@@ -30,6 +30,20 @@ Where each option comes from, first match wins: the run's input (`objective`, `t
 PostgreSQL) the task's documents live there, beside the server's own graph state, and no
 memory directory is written.
 
+**`tether_subagent`** (`make_subagent_graph`) runs one tether subagent, so a workflow's
+agent can be `remote: {url: ..., graph: tether_subagent}` and one task's subagents run on
+the workers of a LangGraph Server deployment, all on the task's PostgreSQL memory. Its input
+is the subagent's payload (`SubagentPayload`, as `Send` hands it to a local subagent) with
+the task's model, project folder and the time the task was recorded (`ServedSubagentInput`);
+its output is the finding's reference (`FindingRef`) and what the subagent spent. The server's
+memory is `$TETHER_MEMORY_URL` (PostgreSQL): a payload whose task is not recorded there, at
+that time, is refused with one line before anything starts. The subagent is
+`orchestrator.graph.nodes.subagent.run_subagent` in a context of the task's own
+(`Orchestrator.subagent_context`: its workflow, every agent local), so its findings land in
+the shared memory exactly once through the artifact registry, as a local subagent's do, also
+when the server runs it again after a worker died; a subagent that fails ends the run with
+its error.
+
 Invariant: the outer state is `OrchestratorState` plus the input fields, all plain JSON.
 """
 
@@ -43,10 +57,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
+from memory.backends.urls import ENV_URL, is_postgres, redact, resolve_url
 from orchestrator.api import Orchestrator
+from orchestrator.config.workflow import TETHER_SUBAGENT_GRAPH
+from orchestrator.errors import OrchestratorUserError, RemoteAgentError, UnknownTaskError
 from orchestrator.events import build_event
 from orchestrator.graph.build import DURABILITY, compile_graph
+from orchestrator.graph.nodes.subagent import run_subagent
 from orchestrator.state import OrchestratorState
+from orchestrator.types import FindingRef, SubagentPayload
 
 GRAPH_ID = "tether"
 
@@ -216,3 +235,92 @@ def make_graph() -> Any:
     graph = build_serve_graph().compile()
     graph.name = GRAPH_ID
     return graph
+
+
+# -- tether_subagent: one subagent of a task on the servers' PostgreSQL memory ------------
+class ServedSubagentInput(SubagentPayload, total=False):
+    """A `tether_subagent` run's input: the subagent's payload, and the task's model, project
+    folder and when it was recorded (`Orchestrator`'s task record, checked here)."""
+
+    model: str | None
+    project_dir: str | None
+    task_created: str
+
+
+class ServedSubagentOutput(TypedDict, total=False):
+    """What a `tether_subagent` run answers: the finding's reference and the spend."""
+
+    key: str
+    finding: FindingRef
+    tokens: int
+    """Prompt plus completion tokens the subagent spent."""
+    usage: dict[str, int]
+    """Its model calls and prompt tokens."""
+
+
+class ServedSubagentState(ServedSubagentInput, ServedSubagentOutput, total=False):
+    """The subagent graph's state: its input and its output."""
+
+
+def _check_task(orch: Orchestrator, state: ServedSubagentState, url: str) -> None:
+    """The payload's task must be this memory's task, recorded at the time it says."""
+    task_id = state.get("task_id") or ""
+    try:
+        record = orch.task_record(task_id)
+    except UnknownTaskError:
+        record = None
+    if record is None or str(record.get("created") or "") != str(state.get("task_created")):
+        raise OrchestratorUserError(
+            f"task {task_id!r} is not a task of this server's memory {redact(url)!r}; run the "
+            f"task on the PostgreSQL memory the server's {ENV_URL} names"
+        )
+
+
+def served_subagent_node(state: ServedSubagentState) -> dict[str, Any]:
+    """Run the payload's subagent against the server's memory; returns its finding's
+    reference (the finding itself is in the memory).
+
+    Raises:
+        OrchestratorUserError: the server has no PostgreSQL memory, or not the task's.
+        RemoteAgentError: the subagent failed (its error, one line).
+    """
+    url = resolve_url(None)
+    if not is_postgres(url):
+        raise OrchestratorUserError(
+            f"{TETHER_SUBAGENT_GRAPH} needs the tasks' PostgreSQL memory: start the server "
+            f"with {ENV_URL}=postgresql://..."
+        )
+    payload = SubagentPayload(**{k: state[k] for k in SubagentPayload.__annotations__})  # type: ignore[typeddict-item]
+    with Orchestrator(
+        memory_url=url,
+        model=state.get("model") or None,
+        workdir=payload["workdir"],
+        project_dir=state.get("project_dir") or None,
+    ) as orch:
+        _check_task(orch, state, url)
+        with orch.subagent_context(payload["task_id"]) as ctx:
+            out = run_subagent(ctx, payload)
+    key = payload["key"]
+    failed = (out.get("failed") or {}).get(key)
+    if isinstance(failed, dict):
+        raise RemoteAgentError(str(failed.get("error") or "the subagent failed"))
+    agent_key = f"{payload['subtask']['agent']}:{key}"
+    return {
+        "key": key,
+        "finding": out["findings"][key],
+        "tokens": int((out.get("tokens") or {}).get(agent_key) or 0),
+        "usage": dict((out.get("usage") or {}).get(agent_key) or {}),
+    }
+
+
+def make_subagent_graph() -> Any:
+    """The `tether_subagent` graph factory named in `langgraph.json`."""
+    graph = StateGraph(
+        ServedSubagentState, input_schema=ServedSubagentInput, output_schema=ServedSubagentOutput
+    )
+    graph.add_node("subagent", served_subagent_node)
+    graph.add_edge(START, "subagent")
+    graph.add_edge("subagent", END)
+    compiled = graph.compile()
+    compiled.name = TETHER_SUBAGENT_GRAPH
+    return compiled
