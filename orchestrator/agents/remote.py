@@ -140,12 +140,13 @@ class Server:
                         f"LangGraph Server {shown(self.url)} refused {what}: {_detail(exc)}"
                     ) from None
                 problem = f"HTTP {code}"
-            if time.monotonic() + delay > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise RemoteUnreachableError(
                     f"LangGraph Server {shown(self.url)} unreachable while {what} ({problem}) "
                     f"for {self.timeout:g}s; `orchestrator resume` tries again"
                 ) from None
-            time.sleep(delay)
+            time.sleep(min(delay, left))  # the last try comes at the deadline
             delay = min(delay * 2, MAX_DELAY)
 
     def latest(self, thread_id: str) -> RunState | None:
