@@ -1,0 +1,119 @@
+"""A remote agent's pieces (`orchestrator.agents.remote`) without a server: the derived
+thread ids, a final state read as a finding and its usage, the spread over servers, and an
+unreachable server given up on within the timeout with a message that names no header."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+
+import pytest
+
+from orchestrator.agents.remote import (
+    RemoteRuns,
+    Server,
+    findings_of,
+    shown,
+    thread_id_for,
+    usage_of,
+)
+from orchestrator.errors import RemoteAgentError, RemoteUnreachableError
+
+
+def ai(content, usage=None, **extra):
+    return {"type": "ai", "content": content, "usage_metadata": usage, **extra}
+
+
+def test_thread_ids_are_uuids_of_task_subtask_and_attempt():
+    one = thread_id_for("t", "2026-01-01T00:00:00", "exploration/a", 1)
+    assert uuid.UUID(one).version == 5
+    assert one == thread_id_for("t", "2026-01-01T00:00:00", "exploration/a", 1)  # any process
+    others = {
+        thread_id_for("t", "2026-01-01T00:00:00", "exploration/a", 2),
+        thread_id_for("t", "2026-01-01T00:00:00", "exploration/b", 1),
+        thread_id_for("t", "2026-02-02T00:00:00", "exploration/a", 1),  # same id, other task
+    }
+    assert one not in others and len(others) == 3
+
+
+@pytest.mark.parametrize(
+    "values,expected",
+    [
+        ({"messages": [{"type": "human", "content": "do"}, ai("Found it in a.py:3.")]},
+         {"status": "completed", "summary": "Found it in a.py:3."}),
+        ({"messages": [ai([{"type": "text", "text": "Part one. "}, {"type": "text",
+          "text": "Part two."}]), ai("", tool_calls=[{"name": "x"}])]},
+         {"status": "completed", "summary": "Part one. Part two."}),  # the last with text
+        ({"messages": [ai("plain")], "structured_response": {"summary": "S", "key_discoveries":
+          ["k"]}}, {"summary": "S", "key_discoveries": ["k"]}),
+        ({"messages": [ai("plain")], "structured_response": {"answer": 42}},
+         {"status": "completed", "summary": "plain"}),  # not tether's shape: the message
+    ],
+)  # fmt: skip
+def test_a_final_state_becomes_a_finding(values, expected):
+    found = findings_of(values)
+    assert {k: found[k] for k in expected} == expected
+
+
+def test_a_final_state_without_an_answer_is_an_error():
+    with pytest.raises(RemoteAgentError, match="no AI message and no structured_response"):
+        findings_of({"messages": [{"type": "human", "content": "x"}]})
+
+
+def test_usage_is_what_the_messages_report_or_unknown():
+    reported = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
+    values = {"messages": [ai("a", reported), ai("b", reported), ai("c")]}
+    assert usage_of(values) == {"calls": 3, "input_tokens": 200, "tokens": 240}
+    assert usage_of({"messages": [ai("a"), {"type": "human", "content": "x"}]}) is None
+
+
+def test_new_attempts_go_to_the_server_with_fewest_runs_in_flight():
+    runs = RemoteRuns()
+    urls = ["http://a", "http://b"]
+    picked = [runs.pick(urls) for _ in range(4)]
+    assert picked == ["http://a", "http://b", "http://a", "http://b"]
+    runs.release("http://a")
+    runs.release("http://a")
+    assert runs.pick(urls) == "http://a"  # a has none in flight now
+    runs.hold("http://a")
+    assert runs.pick(urls) == "http://b"
+
+
+def test_an_unreachable_server_is_given_up_on_within_the_timeout():
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = Server(f"http://127.0.0.1:{port}", {"x-api-key": "k3y-value"}, timeout=1.0)
+    start = time.monotonic()
+    with pytest.raises(RemoteUnreachableError) as caught:
+        server.latest(thread_id_for("t", "c", "k", 1))
+    assert 0.8 <= time.monotonic() - start < 4
+    message = str(caught.value)
+    assert message.startswith(f"LangGraph Server http://127.0.0.1:{port} unreachable")
+    assert "k3y-value" not in message and "\n" not in message
+
+
+def test_a_join_stops_waiting_at_ctrl_c_and_leaves_the_run_alone():
+    """The join waits in a thread of its own, so Ctrl-C (`stop`) ends the wait at once."""
+    from orchestrator.errors import Stopped
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+    server = Server(f"http://127.0.0.1:{listener.getsockname()[1]}", {}, timeout=30)
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    start = time.monotonic()
+    with pytest.raises(Stopped, match="while joining remote run r1"):
+        server.join("t1", "r1", stop)  # the "server" accepts and never answers
+    assert time.monotonic() - start < 2
+    listener.close()
+
+
+def test_urls_are_shown_without_credentials():
+    assert shown("https://user:pw@host:2024/x") == "https://host:2024/x"
+    assert shown("http://host:2024") == "http://host:2024"

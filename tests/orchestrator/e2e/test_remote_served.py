@@ -1,0 +1,95 @@
+"""tether's own subagent graph (`tether_subagent`) served by a real `langgraph dev` on
+PostgreSQL: a task's subagents run on the server, their findings land in the shared memory
+once; a task of another memory is refused by the server, a task whose memory is a
+directory by the lead, each with one line and before anything starts.
+
+The lead is `orchestrator run` with the offline model on the server's PostgreSQL memory
+(a private schema); the server runs the task's subagents with the task's recorded model.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.orchestrator.conftest import build_repo
+from tests.orchestrator.dev_servers import REPO, DevServer
+from tests.pg import private_schema
+
+CMD = [sys.executable, "-m", "orchestrator.cli"]
+
+
+def cli(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([*CMD, *args], env=env, capture_output=True, text=True, cwd=REPO)
+
+
+def _findings(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT path FROM tether_documents WHERE path LIKE 'findings/researcher-%'"
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def test_the_served_subagent_graph_writes_each_finding_once_in_the_shared_memory(tmp_path, cli_env):
+    repo = build_repo(tmp_path / "repo")
+    with private_schema() as url, private_schema() as other:
+        server = DevServer(tmp_path / "server", "S", env={"TETHER_MEMORY_URL": url}).start()
+        try:
+            server.wait_ready()
+            wf = tmp_path / "wf.yaml"
+            wf.write_text(
+                "name: served\nphases: [exploration]\nagents:\n  researcher:\n"
+                f"    remote: {{url: {server.url}, graph: tether_subagent}}\n"
+            )
+            env = {**cli_env, "PYTHONPATH": str(REPO)}
+            args = ["--workdir", str(repo), "--workflow", str(wf)]
+            done = cli("run", "Survey the shop", "--task", "served", "--memory-url", url, *args,
+                       env=env)  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            written = _findings(url)
+            runs = server.runs_of("served")
+            assert len(written) == len(runs) == 3  # one file per subtask, written by the server
+            assert all([r["status"] for r in rs] == ["success"] for rs in runs.values())
+            status = json.loads(cli("status", "--task", "served", "--json", "--memory-url", url,
+                                    env=env).stdout)  # fmt: skip
+            assert status["status"] == "done" and status["findings"] == 3
+            assert {v["ran_on"]["graph"] for v in status["subtasks"].values()} == {
+                "tether_subagent"
+            }
+
+            # the server runs a subtask again (as after a worker died): the same finding, no
+            # second file
+            client = server.client()
+            [thread] = client.threads.search(metadata={"tether_task": "served"}, limit=1)
+            payload = client.runs.list(thread["thread_id"])[0]["kwargs"]["input"]
+            again = client.runs.wait(None, "tether_subagent", input=payload)
+            assert again["finding"]["path"] in written
+            assert _findings(url) == written
+
+            # a task of another memory: refused by the server, nothing written anywhere
+            refused = cli("run", "Survey the shop", "--task", "elsewhere", "--memory-url",
+                          other, *args, env=env)  # fmt: skip
+            assert refused.returncode == 3, refused.stdout + refused.stderr
+            status = json.loads(cli("status", "--task", "elsewhere", "--json", "--memory-url",
+                                    other, env=env).stdout)  # fmt: skip
+            errors = list(status["errors"].values())
+            assert errors and all(
+                "task 'elsewhere' is not a task of this server's memory" in e for e in errors
+            )
+            assert all("\n" not in e for e in errors)
+            assert _findings(other) == [] and _findings(url) == written
+        finally:
+            server.stop()
+
+    # a task whose memory is a directory: refused by the lead, before anything is written
+    memory = tmp_path / "files-memory"
+    files = cli("run", "Survey", "--memory-dir", str(memory), *args, env=env)
+    assert files.returncode == 1
+    [line] = files.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and "runs 'tether_subagent'" in line, line
+    assert not Path(memory).exists()
