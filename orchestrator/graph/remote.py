@@ -80,7 +80,8 @@ class RemoteResult:
     usage: dict[str, int] | None = None
     """`{calls, input_tokens}` as reported; None: unknown (no message reported usage)."""
     where: dict[str, Any] = field(default_factory=dict)
-    """`server`, `graph`, `thread_id`, `run_id`, `attempt`: where it ran."""
+    """`server`, `graph`, `thread_id`, `run_id`, `attempt`, `agent`: where it ran, and
+    `usage_known` (noted in the finding's registry record)."""
 
 
 def _note(ctx: RunContext, task_id: str, key: str, **fields: Any) -> dict[str, Any]:
@@ -307,7 +308,7 @@ class _Visit:
             reported = usage_of(values)
             tokens = reported.pop("tokens") if reported else 0
             usage = reported
-        self.rec = _note(self.ctx, self.task_id, self.key, usage_known=usage is not None)
+        where["usage_known"] = usage is not None  # noted with the finding's record
         return RemoteResult(found, tokens, usage, where)
 
 

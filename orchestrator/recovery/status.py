@@ -16,8 +16,8 @@ fraction of a second. It reads:
   `interrupted`, with the command that resumes it;
 * the snapshots, newest first, for the task's newest (written by the run or on request);
 * for a task with remote agents (its record says so), where each remote subtask ran: the
-  `remote:{key}` records of the artifact registry (server, graph, thread, run, attempt,
-  whether its usage was reported).
+  `remote:{key}` records of the artifact registry (server, graph, thread, run, attempt),
+  and from its finding's record whether its usage was reported.
 
 Token totals of a task run by the offline model are LangChain's estimates
 (`tokens_estimated`): no provider counted them and nothing was spent.
@@ -226,13 +226,16 @@ REMOTE_FIELDS = ("server", "graph", "thread_id", "run_id", "attempt")
 
 def _remote_places(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
     """Where each remote subtask ran (its latest attempt), by subtask key."""
+    records = registry_records(docs, task_id)
     out = {}
-    for rkey, rec in registry_records(docs, task_id).items():
+    for rkey, rec in records.items():
         if rkey.startswith("remote:") and rec.get("thread_id"):
+            key = rkey.removeprefix("remote:")
             place = {k: rec.get(k) for k in REMOTE_FIELDS}
-            if "usage_known" in rec:
-                place["usage_known"] = bool(rec["usage_known"])
-            out[rkey.removeprefix("remote:")] = place
+            finished = (records.get(f"findings:{key}") or {}).get("remote")
+            if isinstance(finished, dict) and "usage_known" in finished:
+                place["usage_known"] = bool(finished["usage_known"])
+            out[key] = place
     return out
 
 

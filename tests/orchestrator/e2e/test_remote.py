@@ -243,12 +243,12 @@ def test_a_remote_interrupt_makes_the_task_wait_and_approve_resumes_it_there(
     wf = workflow(tmp_path / "wf.yaml", [a.url], graph="asks")
     paused = cli(*run_args(repo, wf, "ask", "Deploy the shop"), env=env)
     assert paused.returncode == 4, paused.stdout + paused.stderr
-    [(thread, runs)] = [(k, v) for k, v in a.runs_of("ask").items()]
+    [key] = a.runs_of("ask")  # the one subtask
     status = json.loads(cli("status", "--task", "ask", "--json", env=env).stdout)
     assert status["status"] == "waiting"
     [request] = status["pending_approvals"]
     assert (request["tool"], request["args"]) == ("deploy", {"target": "staging"})
-    where = status["subtasks"][thread]["ran_on"]
+    where = status["subtasks"][key]["ran_on"]
     assert request["remote"] == f"{a.url} thread {where['thread_id']}"
     assert f'deploy({{"target": "staging"}})  on {a.url} thread' in paused.stdout
 
@@ -258,6 +258,11 @@ def test_a_remote_interrupt_makes_the_task_wait_and_approve_resumes_it_there(
     assert [r["status"] for r in runs] == ["success", "success"]  # the run, then its resume
     text = next(memory_dir.glob("findings/researcher-*.md")).read_text()
     assert "Deploy done: ['approve']" in text
+    shown = cli("status", "--task", "ask", env=env).stdout  # `asks` reports no token usage
+    assert "Usage unknown: 1 remote subtask(s) reported no token usage" in shown
+    assert json.loads(cli("status", "--task", "ask", "--json", env=env).stdout)[
+        "usage_unknown"
+    ] == [key]
 
 
 def test_a_failed_remote_run_fails_its_subagent_and_resume_retries_it_on_a_new_thread(
