@@ -3,9 +3,9 @@
 `DevServer` starts one (in-memory runtime, no browser, no reload, analytics and version
 checks off) in a working folder of its own, from a `langgraph.json` there that serves
 tether's graphs (`orchestrator.server`) and the test graphs of
-`tests/orchestrator/e2e/remote_graphs.py`; it can be killed (SIGKILL, as a crash) and
-started again on the same port and folder, where the dev runtime keeps what it last wrote
-(`.langgraph_api/`). The code it serves is this checkout's (`PYTHONPATH`).
+`tests/orchestrator/e2e/remote_graphs.py` (or the `graphs` given); it can be killed
+(SIGKILL, as a crash) and started again on the same port and folder, where the dev runtime
+keeps what it last wrote (`.langgraph_api/`). The code it serves is this checkout's (`PYTHONPATH`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,13 @@ def free_port() -> int:
 class DevServer:
     """One `langgraph dev` process; `start()`, `kill()` (SIGKILL), `stop()`."""
 
-    def __init__(self, folder: Path, name: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        name: str,
+        env: dict[str, str] | None = None,
+        graphs: dict[str, str] | None = None,
+    ) -> None:
         self.folder = folder
         self.name = name
         self.port = free_port()
@@ -54,7 +60,7 @@ class DevServer:
         self.proc: subprocess.Popen | None = None
         self.log = folder / "dev.log"
         folder.mkdir(parents=True, exist_ok=True)
-        config = {"dependencies": ["."], "graphs": GRAPHS}
+        config = {"dependencies": ["."], "graphs": graphs or GRAPHS}
         (folder / "langgraph.json").write_text(json.dumps(config))
 
     def start(self) -> DevServer:
