@@ -565,6 +565,7 @@ def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> d
     if stored is None or stored.data.get("findings") is None:
         error = RemoteAgentError(f"{result.where.get('server')} wrote no finding for {key!r}")
         return _failed(ctx, payload, error, result.tokens)
+    ctx.registry_noted(task_id, f"findings:{key}", dict(stored.data))  # this run's lookups
     _note(ctx, task_id, f"findings:{key}", remote=result.where)
     out = _reuse(ctx, payload, {**stored.data, "key": f"findings:{key}"}, reused=False)
     out["tokens"] = {f"{sub['agent']}:{key}": result.tokens}
