@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import Orchestrator
 from tests.orchestrator.dev_servers import REPO, DevServer, start_all
 
 CMD = [sys.executable, "-m", "orchestrator.cli"]
@@ -81,6 +82,11 @@ def env(cli_env):
     return {**cli_env, "PYTHONPATH": str(REPO), "REMOTE_KEY": SECRET}
 
 
+def status_of(task: str) -> dict:
+    """`orchestrator status --json` of `task`, read in this process (`Orchestrator.status`)."""
+    return Orchestrator().status(task)  # the test's memory dir: `$TETHER_MEMORY_DIR`
+
+
 def run_args(repo: Path, wf: Path, task: str, objective: str) -> list[str]:
     return ["run", objective, "--task", task, "--workdir", str(repo), "--workflow", str(wf)]
 
@@ -109,7 +115,7 @@ def test_six_subtasks_spread_over_two_servers(servers, tmp_path, env, memory_dir
     where = started_once(servers, "spread")
     assert len(where) == 6
     assert sorted(where.values()) == ["A", "A", "A", "B", "B", "B"]  # fewest in flight first
-    status = json.loads(cli("status", "--task", "spread", "--json", env=env).stdout)
+    status = status_of("spread")
     assert status["status"] == "done"
     ran = {k: v["ran_on"]["server"] for k, v in status["subtasks"].items()}
     urls = {s.name: s.url for s in servers}
@@ -138,14 +144,14 @@ def test_a_killed_lead_resumes_without_starting_a_remote_run_twice(servers, tmp_
     before = started_once(servers, "killed", killed=True)
     assert 4 <= len(before) <= 6
 
-    resumed = cli("resume", "--task", "killed", env=env)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    events: list[dict] = []
+    assert Orchestrator(on_event=events.append).resume("killed").status == "done"
     where = started_once(servers, "killed")  # still one run per subtask, on the same server
     assert len(where) == 6 and {k: where[k] for k in before} == before
-    attached = resumed.stderr.count("joined remote run") + resumed.stderr.count("read back")
-    assert attached == len(before), resumed.stderr
-    assert resumed.stderr.count("remote run started") == 6 - len(before)
-    status = json.loads(cli("status", "--task", "killed", "--json", env=env).stdout)
+    actions = sorted(e["action"] for e in events if e["event"] == "remote")
+    assert actions.count("joined") + actions.count("read") == len(before), actions
+    assert actions.count("started") == 6 - len(before)
+    status = status_of("killed")
     assert status["status"] == "done" and status["findings"] == 6
 
 
@@ -196,7 +202,7 @@ def test_a_server_killed_mid_phase_fails_its_subtasks_and_resume_joins_its_reque
             if lead.poll() is None:
                 lead.kill()
     assert lead.returncode == 3, out + log.read_text()  # finished with failures
-    status = json.loads(cli("status", "--task", "crash", "--json", env=env).stdout)
+    status = status_of("crash")
     failed = sorted(status["failed"])
     assert len(failed) == 3 and status["findings"] == 3
     assert all(f"{b.url} unreachable" in status["errors"][k] for k in failed), status["errors"]
@@ -225,7 +231,7 @@ def test_a_server_killed_mid_phase_fails_its_subtasks_and_resume_joins_its_reque
     assert sorted(k for k, name in where.items() if name == "B") == failed
     runs_b = sorted(r["run_id"] for rs in b.runs_of("crash").values() for r in rs)
     assert runs_b == on_b
-    status = json.loads(cli("status", "--task", "crash", "--json", env=env).stdout)
+    status = status_of("crash")
     assert status["status"] == "done" and status["findings"] == 6
 
 
@@ -244,7 +250,7 @@ def test_a_remote_interrupt_makes_the_task_wait_and_approve_resumes_it_there(
     paused = cli(*run_args(repo, wf, "ask", "Deploy the shop"), env=env)
     assert paused.returncode == 4, paused.stdout + paused.stderr
     [key] = a.runs_of("ask")  # the one subtask
-    status = json.loads(cli("status", "--task", "ask", "--json", env=env).stdout)
+    status = status_of("ask")
     assert status["status"] == "waiting"
     [request] = status["pending_approvals"]
     assert (request["tool"], request["args"]) == ("deploy", {"target": "staging"})
@@ -252,17 +258,14 @@ def test_a_remote_interrupt_makes_the_task_wait_and_approve_resumes_it_there(
     assert request["remote"] == f"{a.url} thread {where['thread_id']}"
     assert f'deploy({{"target": "staging"}})  on {a.url} thread' in paused.stdout
 
-    approved = cli("approve", "--task", "ask", env=env)
-    assert approved.returncode == 0, approved.stdout + approved.stderr
+    assert Orchestrator().approve("ask").status == "done"  # as `orchestrator approve` does
     [runs] = a.runs_of("ask").values()
     assert [r["status"] for r in runs] == ["success", "success"]  # the run, then its resume
     text = next(memory_dir.glob("findings/researcher-*.md")).read_text()
     assert "Deploy done: ['approve']" in text
     shown = cli("status", "--task", "ask", env=env).stdout  # `asks` reports no token usage
     assert "Usage unknown: 1 remote subtask(s) reported no token usage" in shown
-    assert json.loads(cli("status", "--task", "ask", "--json", env=env).stdout)[
-        "usage_unknown"
-    ] == [key]
+    assert status_of("ask")["usage_unknown"] == [key]
 
 
 def test_a_failed_remote_run_fails_its_subagent_and_resume_retries_it_on_a_new_thread(
@@ -273,16 +276,15 @@ def test_a_failed_remote_run_fails_its_subagent_and_resume_retries_it_on_a_new_t
     wf = workflow(tmp_path / "wf.yaml", [a.url], graph="flaky")
     failed = cli(*run_args(repo, wf, "flaky", "Survey the parts"), env=env)
     assert failed.returncode == 3, failed.stdout + failed.stderr
-    status = json.loads(cli("status", "--task", "flaky", "--json", env=env).stdout)
+    status = status_of("flaky")
     assert len(status["failed"]) == 6
     assert all("flaky agent: first run of" in e for e in status["errors"].values())
 
-    resumed = cli("resume", "--task", "flaky", env=env)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert Orchestrator().resume("flaky").status == "done"
     runs = a.runs_of("flaky")
     assert {k: sorted(r["status"] for r in rs) for k, rs in runs.items()} == {
         k: ["error", "success"] for k in status["subtasks"]
     }  # attempt 1's errored run, attempt 2's on a thread of its own
-    status = json.loads(cli("status", "--task", "flaky", "--json", env=env).stdout)
+    status = status_of("flaky")
     assert status["status"] == "done"
     assert {v["ran_on"]["attempt"] for v in status["subtasks"].values()} == {2}
