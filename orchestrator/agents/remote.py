@@ -58,6 +58,9 @@ FIRST_DELAY, MAX_DELAY = 0.2, 2.0
 """Seconds between retries of an unreachable server: doubling from the first to the most."""
 POLL = 0.2
 """Seconds between looks at Ctrl-C while a join waits."""
+JOIN_SILENCE = 30.0
+"""Seconds a join may hear nothing before it counts as dropped (at least the timeout): a
+server answers a blank line every 5 seconds while the run goes on."""
 
 
 def thread_id_for(task_id: str, created: str, key: str, attempt: int) -> str:
@@ -115,18 +118,24 @@ class Server:
     def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
         self.url = url
         self.timeout = timeout
+        self.client = self._client(headers, httpx.Timeout(timeout))
+        # a join's read outlasts the server's heartbeats, whatever the timeout
+        self.joins = self._client(headers, httpx.Timeout(timeout, read=max(timeout, JOIN_SILENCE)))
+
+    def _client(self, headers: dict[str, str], timeout: httpx.Timeout) -> SyncLangGraphClient:
         # no transport retries: `_retry` owns the backoff, bounded by the timeout
         http = httpx.Client(
-            base_url=url,
+            base_url=self.url,
             transport=httpx.HTTPTransport(retries=0),
-            timeout=httpx.Timeout(timeout),
+            timeout=timeout,
             headers={"User-Agent": "tether", **headers},
         )
-        self.client = SyncLangGraphClient(http)
+        return SyncLangGraphClient(http)
 
     def _retry(self, what: str, call: Callable[[], Any]) -> Any:
-        """`call()`, retried while the server is unreachable, for `timeout` seconds."""
-        deadline = time.monotonic() + self.timeout
+        """`call()`, retried while the server is unreachable, for `timeout` seconds from the
+        first failure (a join that fails after an hour is retried too)."""
+        deadline = None
         delay = FIRST_DELAY
         while True:
             try:
@@ -140,6 +149,8 @@ class Server:
                         f"LangGraph Server {shown(self.url)} refused {what}: {_detail(exc)}"
                     ) from None
                 problem = f"HTTP {code}"
+            if deadline is None:
+                deadline = time.monotonic() + self.timeout
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RemoteUnreachableError(
@@ -227,7 +238,7 @@ class Server:
 
             def wait() -> None:
                 try:  # no reconnects of the SDK's own: `_retry` bounds them by the timeout
-                    self.client.http.request_reconnect(path, "GET", reconnect_limit=0)
+                    self.joins.http.request_reconnect(path, "GET", reconnect_limit=0)
                 except BaseException as exc:  # handed to the waiting thread
                     outcome.append(exc)
                 finally:
@@ -244,6 +255,7 @@ class Server:
 
     def close(self) -> None:
         self.client.close()
+        self.joins.close()
 
 
 class RemoteRuns:

@@ -117,3 +117,65 @@ def test_a_join_stops_waiting_at_ctrl_c_and_leaves_the_run_alone():
 def test_urls_are_shown_without_credentials():
     assert shown("https://user:pw@host:2024/x") == "https://host:2024/x"
     assert shown("http://host:2024") == "http://host:2024"
+
+
+class _JoinServer:
+    """A stand-in for a server's join endpoint: silent for `silence` seconds, then the run's
+    values; the first `drops` joins are cut off after `silence` seconds instead."""
+
+    def __init__(self, silence: float, drops: int = 0) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.joins = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # a body of a stated length: a cut one is an error
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                outer.joins += 1
+                body = b'{"messages": []}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                time.sleep(silence)
+                if outer.joins <= drops:
+                    self.wfile.write(body[:3])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)  # dropped mid-join
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def close(self) -> None:
+        self.http.shutdown()
+
+
+def test_a_join_outlasts_the_timeout_while_the_run_goes_on():
+    """The timeout bounds reaching the server, not the run: a join silent for longer (a
+    real server's heartbeat comes every 5 s) is not given up on."""
+    fake = _JoinServer(silence=1.5)
+    try:
+        Server(fake.url, {}, timeout=0.5).join("t1", "r1", threading.Event())
+        assert fake.joins == 1
+    finally:
+        fake.close()
+
+
+def test_a_join_dropped_after_the_timeout_is_joined_again():
+    """The retries' timeout starts at the failure: a join cut off after a long wait joins
+    again instead of giving up at once."""
+    fake = _JoinServer(silence=1.0, drops=1)
+    try:
+        Server(fake.url, {}, timeout=0.5).join("t1", "r1", threading.Event())
+        assert fake.joins == 2
+    finally:
+        fake.close()
