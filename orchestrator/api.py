@@ -372,7 +372,10 @@ class Orchestrator:
             thread = record.get("thread_id") or task_id
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
             self._emit("model", name=resolved.name, offline=resolved.offline)
-            yield ctx
+            try:
+                yield ctx
+            finally:
+                ctx.remote.close()
 
     @contextlib.contextmanager
     def subagent_context(self, task_id: str) -> Iterator[RunContext]:
@@ -609,7 +612,10 @@ class Orchestrator:
         """Stream the graph from `state` (None: continue the thread's saved state) to its
         end."""
         fault("run_before_graph")
-        values = run_graph(ctx, state, task_id, self.checkpointer)
+        try:
+            values = run_graph(ctx, state, task_id, self.checkpointer)
+        finally:
+            ctx.remote.close()  # the remote agents' HTTP clients (their runs go on)
         result = RunResult.from_state(values, ctx, source=source, warnings=warnings or [])
         if result.status not in ("failed", "waiting", "stopped"):
             self.tasks.note(task_id, status=result.status, error=None, pending_approvals=[])
