@@ -1,7 +1,9 @@
 """tether's own subagent graph (`tether_subagent`) served by a real `langgraph dev` on
 PostgreSQL: a task's subagents run on the server, their findings land in the shared memory
-once; a task of another memory is refused by the server, a task whose memory is a
-directory by the lead, each with one line and before anything starts.
+once (also when the server runs one again); a payload of a task the server's memory does
+not hold is refused by the server, a task whose memory is a directory by the lead, each
+with one line and before anything starts. (A remote run's error failing its subagent is
+`test_remote.py`'s.)
 
 The lead is `orchestrator run` with the offline model on the server's PostgreSQL memory
 (a private schema); the server runs the task's subagents with the task's recorded model.
@@ -9,11 +11,11 @@ The lead is `orchestrator run` with the offline model on the server's PostgreSQL
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+from orchestrator import Orchestrator
 from tests.orchestrator.conftest import build_repo
 from tests.orchestrator.dev_servers import REPO, DevServer
 from tests.pg import private_schema
@@ -37,7 +39,7 @@ def _findings(url: str) -> list[str]:
 
 def test_the_served_subagent_graph_writes_each_finding_once_in_the_shared_memory(tmp_path, cli_env):
     repo = build_repo(tmp_path / "repo")
-    with private_schema() as url, private_schema() as other:
+    with private_schema() as url:
         server = DevServer(tmp_path / "server", "S", env={"TETHER_MEMORY_URL": url}).start()
         try:
             server.wait_ready()
@@ -55,8 +57,8 @@ def test_the_served_subagent_graph_writes_each_finding_once_in_the_shared_memory
             runs = server.runs_of("served")
             assert len(written) == len(runs) == 3  # one file per subtask, written by the server
             assert all([r["status"] for r in rs] == ["success"] for rs in runs.values())
-            status = json.loads(cli("status", "--task", "served", "--json", "--memory-url", url,
-                                    env=env).stdout)  # fmt: skip
+            with Orchestrator(memory_url=url) as orch:  # `status --json`, in this process
+                status = orch.status("served")
             assert status["status"] == "done" and status["findings"] == 3
             assert {v["ran_on"]["graph"] for v in status["subtasks"].values()} == {
                 "tether_subagent"
@@ -71,18 +73,23 @@ def test_the_served_subagent_graph_writes_each_finding_once_in_the_shared_memory
             assert again["finding"]["path"] in written
             assert _findings(url) == written
 
-            # a task of another memory: refused by the server, nothing written anywhere
-            refused = cli("run", "Survey the shop", "--task", "elsewhere", "--memory-url",
-                          other, *args, env=env)  # fmt: skip
-            assert refused.returncode == 3, refused.stdout + refused.stderr
-            status = json.loads(cli("status", "--task", "elsewhere", "--json", "--memory-url",
-                                    other, env=env).stdout)  # fmt: skip
-            errors = list(status["errors"].values())
-            assert errors and all(
-                "task 'elsewhere' is not a task of this server's memory" in e for e in errors
-            )
-            assert all("\n" not in e for e in errors)
-            assert _findings(other) == [] and _findings(url) == written
+            # a task this memory does not hold (another memory's, even of the same id: it was
+            # recorded at another time): refused by the server in one line, before its
+            # subagent does anything
+            for task, other in (("elsewhere", {}), ("served", {"task_created": "2020-01-01"})):
+                refused = client.runs.wait(
+                    None,
+                    "tether_subagent",
+                    input={**payload, "task_id": task, **other},
+                    raise_error=False,
+                )
+                error = refused["__error__"]
+                assert error["error"] == "OrchestratorUserError"
+                assert error["message"].startswith(
+                    f"task {task!r} is not a task of this server's memory"
+                )
+                assert "\n" not in error["message"]
+            assert _findings(url) == written
         finally:
             server.stop()
 
