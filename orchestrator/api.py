@@ -68,7 +68,14 @@ from orchestrator.recovery.resume import finished_agents, prepare_resume
 from orchestrator.recovery.status import task_status
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, current_phase, initial_state
-from orchestrator.tools.assembly import agent_specs, open_toolbox, run_workflow, task_workflow
+from orchestrator.tools.assembly import (
+    agent_specs,
+    check_unchanged,
+    open_toolbox,
+    run_workflow,
+    task_workflow,
+    workflow_digests,
+)
 from orchestrator.tools.toolbox import Toolbox
 
 
@@ -488,6 +495,7 @@ class Orchestrator:
             project_dir=self.project_dir,
             created=utc().isoformat(),
             in_process_tools=in_process_tools,
+            workflow_digests=workflow_digests(self.workflow),
             agents=(
                 {k: v.model_dump(exclude_defaults=True) for k, v in self.agents.items()}
                 if self.agents is not None
@@ -503,6 +511,7 @@ class Orchestrator:
         workflow = self.workflow
         if not self.workflow_path:
             workflow = task_workflow(record, self.project_dir, self.agents) or self.workflow
+        check_unchanged(record.get("workflow_digests"), workflow)  # nothing runs what changed
         if record.get("workdir"):
             check_workdir(record["workdir"])  # moved or deleted since the run started?
         resolved = self._resolve_model(workflow, record)

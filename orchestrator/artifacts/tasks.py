@@ -53,6 +53,7 @@ class TaskInfo(TypedDict, total=False):
     project_dir: str | None
     created: str  # ISO time of the start
     in_process_tools: list[str]  # tools passed in Python: a resume needs them again
+    workflow_digests: dict[str, str]  # SHA-256 of the workflow and prompt files at the start
     agents: dict[str, Any] | None  # agents defined in Python (`AgentSpec`), as data
     served: bool  # started by LangGraph Server
     error: str | None  # the failure that ended the last run

@@ -380,7 +380,7 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         used["tokens"] = tokens
         ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens)
 
-    tools = ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False)
+    tools = ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False, key=key)
     if not any(t.name == "memory_fetch" for t in tools):  # evicted results stay readable
         tools += [t for t in ctx.memory_tools(payload["task_id"]) if t.name == "memory_fetch"]
     return run_agent(
