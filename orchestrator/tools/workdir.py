@@ -359,7 +359,7 @@ class WorkdirFiles:
         last = start_no + len(shown) - 1
         out = [f"# {rel} (lines {start_no}-{last} of {total})", *shown]
         if last < count:
-            more = count - last if whole else f"{count - last} or more"
+            more = count - last if whole else f"at least {count - last}"
             out.append(f"# ... {more} more lines: call read_file with start_line={last + 1}")
         return "\n".join(out)
 
