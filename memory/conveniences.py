@@ -55,7 +55,10 @@ class BackendConveniences:
         lines = []
         for record in records:
             line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-            lines.append(line.encode("utf-8"))
+            try:
+                lines.append(line.encode("utf-8"))
+            except UnicodeEncodeError:  # a lone surrogate: escaped, so it round-trips
+                lines.append(json.dumps(record, separators=(",", ":")).encode("ascii"))
         return self.append_lines(path, lines)
 
     def update_document(self, path: str, fn: Any, *, attempts: int = 50) -> DocumentInfo:
