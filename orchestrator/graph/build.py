@@ -42,6 +42,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from memory.backends.urls import redact_text
 from memory.capabilities import HoldsGraphState
 from memory.errors import describe_sqlite_damage, is_sqlite_damage
 from orchestrator.agents.budget import BudgetReached
@@ -330,7 +331,7 @@ def _lead_failed(
 ) -> dict[str, Any]:
     """The state of a run stopped by a failure outside the subagents (the lead's model
     failed after its retries): recorded as `failed` in a checkpoint and the task record."""
-    error = str(exc)
+    error = redact_text(str(exc))
     values = dict(saved)
     tokens = dict(values.get("tokens") or {})
     spent = int(getattr(exc, "tokens", 0) or 0)

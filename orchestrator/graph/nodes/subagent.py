@@ -38,6 +38,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.runtime import Runtime
 
+from memory.backends.urls import redact_text
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.offload import OffloadLargeToolResults
 from orchestrator.approvals import note_requests
@@ -428,7 +429,7 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
     except GraphBubbleUp:  # LangGraph's own control flow
         raise
     except Exception as exc:  # any model/tool failure blocks this subagent only
-        error = f"{type(exc).__name__}: {exc}"
+        error = redact_text(f"{type(exc).__name__}: {exc}")  # no credentials of a URL kept
         ctx.emit(
             "agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=used["tokens"]
         )
