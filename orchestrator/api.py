@@ -637,7 +637,13 @@ class Orchestrator:
 
     def _toolbox(self, workflow: Workflow, record: TaskInfo | None = None) -> Any:
         """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`)."""
-        return open_toolbox(workflow, self.tools, self.project_dir, record)
+        return open_toolbox(
+            workflow,
+            self.tools,
+            self.project_dir,
+            record,
+            on_warning=lambda line: self._emit("warning", message=line),
+        )
 
     def _agent_models(self, workflow: Workflow) -> dict[str, Any]:
         """Chat models of workflow agents that name their own (resolved once per run)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,11 @@ def open_toolbox(
     tools: Sequence[Any],
     project_dir: str,
     record: Mapping[str, Any] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Iterator[Toolbox]:
     """The run's user tools (Python and MCP; the servers run for the block) after checking
-    every agent's tool names, before anything is written.
+    every agent's tool names, before anything is written (`on_warning`: what the MCP
+    servers do wrong without failing, one line each).
 
     Raises:
         ToolConfigError: an unknown or doubly provided tool, a Python tool that cannot be
@@ -102,7 +104,7 @@ def open_toolbox(
             "Python with Orchestrator(tools=[...]), or name them in the workflow's "
             "python_tools"
         )
-    with McpServers(workflow.mcp_servers, timeout=timeout) as servers:
+    with McpServers(workflow.mcp_servers, timeout=timeout, on_warning=on_warning) as servers:
         box = Toolbox(tools, workflow.python_tools, servers.tools, search=search)
         box.check(workflow)
         yield box
