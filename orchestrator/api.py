@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -41,7 +42,13 @@ from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.agents.chat_models import ResolvedModel, agent_models, run_model
-from orchestrator.approvals import answer, pending
+from orchestrator.approvals import (
+    answer,
+    answerable,
+    listed_only,
+    pending,
+    recorded_decisions,
+)
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, load_checkpoint
 from orchestrator.artifacts.documents import MemoryHandle
@@ -53,7 +60,9 @@ from orchestrator.config.skills import external_memory_triggers
 from orchestrator.config.workflow import AgentSpec, Workflow
 from orchestrator.errors import (
     ApprovalError,
+    Interrupted,
     OrchestratorUserError,
+    Terminated,
     UnknownTaskError,
 )
 from orchestrator.events import Event, build_event
@@ -213,11 +222,14 @@ class Orchestrator:
             state["objective"] = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
-        with (
-            self._toolbox(self.workflow) as toolbox,
-            task_lock(self.docs, task_id),
-            self.memory.store() as store,
-        ):
+        with contextlib.ExitStack() as held:
+            try:  # starting the MCP servers may take long: a signal there leaves no task
+                toolbox = held.enter_context(self._toolbox(self.workflow))
+            except KeyboardInterrupt as exc:
+                signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+                raise Interrupted(task_id, None, self.docs.location, None, signum) from None
+            held.enter_context(task_lock(self.docs, task_id))
+            store = held.enter_context(self.memory.store())
             self._refuse_existing(task_id)
             if brief is not None:
                 store_brief(self.docs, task_id, brief)
@@ -332,28 +344,46 @@ class Orchestrator:
             Interrupted: Ctrl-C or SIGTERM.
         """
         self.memory.check_writable("approve a request")
+        if request_id is not None and not request_id.strip():
+            raise ApprovalError("empty request id; give one from `orchestrator status` (--id)")
         record = self.task_record(task_id)
         task_id = record["task_id"]
-        with self._continuing(record) as (store, workflow, resolved, toolbox):
-            thread = record.get("thread_id") or task_id
-            saved = thread_state(self.docs, thread, self.checkpointer)
-            waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
-            if not waiting:
-                if record.get("status") == "waiting" and saved is None:
-                    # LangGraph's database is gone: the run continues from its JSON
-                    # checkpoint, and whoever asked asks again
-                    return self._resume(store, record, None, None, workflow, resolved, toolbox)
-                raise ApprovalError(
-                    f"task {task_id!r} waits for no approval (status "
-                    f"{record.get('status') or 'unknown'}); see `orchestrator status`"
-                )
-            answers = answer(
-                self.docs, task_id, waiting, request_id, approve=approve, message=message
+        thread = record.get("thread_id") or task_id
+        # what waits is known without the model: a task that waits for nothing says so
+        # before its model (and its key) is asked for
+        saved = thread_state(self.docs, thread, self.checkpointer)
+        lost = record.get("status") == "waiting" and saved is None
+        if not lost and not answerable(self.docs, task_id, saved):
+            raise ApprovalError(
+                f"task {task_id!r} waits for no approval (status "
+                f"{record.get('status') or 'unknown'}); see `orchestrator status`"
             )
+        with self._continuing(record) as (store, workflow, resolved, toolbox):
+            saved = thread_state(self.docs, thread, self.checkpointer)
+            if saved is None:
+                # LangGraph's database is gone: the run continues from its JSON
+                # checkpoint, and whoever asked asks again
+                return self._resume(store, record, None, None, workflow, resolved, toolbox)
+            waiting = pending(self.docs, task_id, saved.interrupts)
+            decided = recorded_decisions(self.docs, task_id, saved.interrupts)
+            if request_id is None:  # what the last listing showed; newer ones wait on
+                waiting, line = listed_only(self.tasks, record, waiting, bool(decided))
+                if line:
+                    self._emit("warning", message=line)
+            if not waiting and not decided:  # answered meanwhile, by another process
+                raise ApprovalError(f"task {task_id!r} waits for no approval any more")
+            answers = (
+                answer(self.docs, task_id, waiting, request_id, approve=approve, message=message)
+                if waiting
+                else {}
+            )
+            fault("approve_after_decision")
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
-            self._emit_continuing(ctx, saved.values, list(answers), approve, message)  # type: ignore[union-attr]
+            self._emit_continuing(ctx, saved.values, list(answers), approve, message)
             self.tasks.note(task_id, status="running", pending_approvals=[])
-            return self._drive(ctx, Command(resume=answers), task_id, source="approve")
+            # decisions an earlier `approve` recorded but never got to LangGraph go too
+            resume = {**decided, **answers}
+            return self._drive(ctx, Command(resume=resume), task_id, source="approve")
 
     @contextlib.contextmanager
     def open_task(self, task_id: str | None = None) -> Iterator[RunContext]:
@@ -567,8 +597,11 @@ class Orchestrator:
         self._emit_finished(
             state if state is not None else found.saved.values if found.saved else {}
         )
+        start: OrchestratorState | Command | None = state
+        if state is None and found.decisions:  # decided, never reached LangGraph: apply
+            start = Command(resume=found.decisions)
         return self._drive(
-            ctx, state, task_id, source=found.plan.source, warnings=found.plan.warnings
+            ctx, start, task_id, source=found.plan.source, warnings=found.plan.warnings
         )
 
     def _still_waiting(self, ctx: RunContext, saved: ThreadState, task_id: str) -> RunResult:

@@ -129,14 +129,15 @@ class ContextLoopError(ModelCallError):
 
 class Interrupted(OrchestratorRuntimeError):
     """The run was stopped by Ctrl-C (or SIGTERM: `signum`); it can be resumed with
-    `resume` (a shell command)."""
+    `resume` (a shell command), or (None) it stopped before the task was recorded and there
+    is nothing to resume."""
 
     def __init__(
         self,
         task_id: str,
         checkpoint: str | None,
         memory_dir: str | None,
-        resume: str,
+        resume: str | None,
         signum: int = signal.SIGINT,
     ):
         self.task_id = task_id
@@ -144,7 +145,13 @@ class Interrupted(OrchestratorRuntimeError):
         self.memory_dir = memory_dir
         self.signum = signum
         how = "Terminated (SIGTERM)" if signum == signal.SIGTERM else "Interrupted"
-        super().__init__(f"{how}; resume with `{resume}`")
+        if resume is None:
+            super().__init__(
+                f"{how} before task {task_id!r} started; nothing was recorded, so there is "
+                "nothing to resume: run it again"
+            )
+        else:
+            super().__init__(f"{how}; resume with `{resume}`")
 
 
 class Terminated(KeyboardInterrupt):

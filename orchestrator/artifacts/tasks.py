@@ -129,6 +129,8 @@ class TaskList:
         return self._get(task_id) is not None
 
     def _get(self, task_id: str) -> TaskInfo | None:
+        if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
+            return None  # `../../etc` names no task (and no file of the memory's)
         found = self.backend.get_task(task_id)
         return _as_record(found) if found is not None else None
 

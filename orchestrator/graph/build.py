@@ -50,6 +50,7 @@ from orchestrator.approvals import pending
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskList, resume_command
 from orchestrator.errors import Interrupted, ModelCallError, OrchestratorRuntimeError, Terminated
+from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.nodes.advance import advance_node, route_advance
 from orchestrator.graph.nodes.answer import answer_node
@@ -264,6 +265,7 @@ def _waiting(
         **(values.get("checkpoints") or {}),
         **checkpoint_update(rel)["checkpoints"],
     }
+    fault("waiting_before_record")
     TaskList(ctx.docs).note(task_id, status="waiting", pending_approvals=listed)
     ctx.emit("waiting_approval", task_id=task_id, requests=listed)
     return values

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from langchain_openai import ChatOpenAI
 
+from tests.orchestrator.fixtures.processes import processes_running
 from tests.orchestrator.openai_server import ScriptedOpenAI
 from tests.orchestrator.scripted_agents import agents, findings, one_subtask, tool_answers
 
@@ -27,22 +28,6 @@ MISBEHAVING = str(Path(__file__).parents[1] / "fixtures" / "mcp_misbehaving.py")
 
 def client(server: ScriptedOpenAI) -> ChatOpenAI:
     return ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key="k", max_retries=0)
-
-
-def processes_running(marker: str) -> list[int]:
-    """Pids of live processes whose command line holds `marker` (zombies excluded)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(proc.name))
-    return found
 
 
 def test_a_python_tool_hanging_past_its_timeout_does_not_keep_the_process(tmp_path, cli_env):
