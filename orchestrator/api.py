@@ -564,7 +564,10 @@ class Orchestrator:
         workflow: Workflow,
         resolved: ResolvedModel,
         toolbox: Toolbox,
+        retry: bool = True,
     ) -> RunResult:
+        """Continue the task from where `prepare_resume` finds it; with `retry`, once more
+        when it ends failed by agents an earlier run failed (they are rerun now)."""
         task_id = record["task_id"]
         found = prepare_resume(
             self.docs,
@@ -600,9 +603,17 @@ class Orchestrator:
         start: OrchestratorState | Command | None = state
         if state is None and found.decisions:  # decided, never reached LangGraph: apply
             start = Command(resume=found.decisions)
-        return self._drive(
+        result = self._drive(
             ctx, start, task_id, source=found.plan.source, warnings=found.plan.warnings
         )
+        stale = sorted(k for k in result.failed if k != "lead" and k not in ctx.attempted)
+        if not retry or result.status != "failed" or not stale or snap or from_checkpoint:
+            return result
+        # failures an earlier run left in the phase this one finished (killed after an
+        # agent failed): retried now, not at a second resume
+        self._emit("warning", message=f"retrying what failed before this run: {', '.join(stale)}")
+        again = self.task_record(task_id)
+        return self._resume(store, again, None, None, workflow, resolved, toolbox, retry=False)
 
     def _still_waiting(self, ctx: RunContext, saved: ThreadState, task_id: str) -> RunResult:
         """The result of a task that waits for approval (nothing runs)."""

@@ -99,6 +99,10 @@ class EventError(OrchestratorRuntimeError):
 class ModelCallError(OrchestratorRuntimeError):
     """A model call failed during a run."""
 
+    messages: list = []  # noqa: RUF012 - set per instance by the retry middleware
+    """The agent's conversation before the failed call (its tool calls answered), when the
+    provider failed: a subagent run again continues from it instead of from scratch."""
+
 
 class ArtifactError(OrchestratorRuntimeError):
     """A plan, findings or snapshot file that is missing, unreadable or not tether's."""

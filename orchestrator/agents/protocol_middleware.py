@@ -272,7 +272,10 @@ class ProviderRetryMiddleware(AgentMiddleware):
                 if is_context_overflow(exc):
                     raise
                 if not is_retryable(exc) or attempt >= self.retries:
-                    raise self._failure(exc, label, attempt + 1) from exc
+                    failure = self._failure(exc, label, attempt + 1)
+                    # the conversation so far (its tool calls done): a retry continues it
+                    failure.messages = list((request.state or {}).get("messages") or [])
+                    raise failure from exc
                 self._wait(exc, label, attempt)
                 attempt += 1
 

@@ -105,6 +105,9 @@ class RunContext:
     budget: TokenBudget = field(default_factory=TokenBudget)
     """The task's token budget and its spend (`orchestrator.agents.budget`); `run_graph`
     starts the spend at what the task spent before this run."""
+    attempted: set[str] = field(default_factory=set)
+    """The subtask keys whose agent this run started (a failure of any other key is one
+    an earlier run left: `Orchestrator.resume` retries it)."""
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by Ctrl-C (`orchestrator.graph.build.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""

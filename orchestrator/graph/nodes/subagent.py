@@ -25,7 +25,10 @@ came before step 2, and the agent itself never runs a second time.
 
 A model or tool exception marks this subagent failed (`failed[key]`, shown as
 `blocked_agents` in checkpoints) and leaves the other subagents alone; a failed subtask
-has no findings, so the next resume's spawn retries it.
+has no findings, so the next resume's spawn retries it. When its provider failed, its
+conversation so far (every tool call answered) is recorded first (`transcript:{key}` in
+the registry), and the retry continues from it, as a resume after a kill continues from
+the agent's durable steps: its tool calls are not made a second time.
 """
 
 from __future__ import annotations
@@ -34,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.runtime import Runtime
 
@@ -54,7 +64,7 @@ from orchestrator.artifacts.names import iso_timestamp
 from orchestrator.artifacts.registry import find_written, registry_note, registry_records
 from orchestrator.artifacts.text import parse_meta
 from orchestrator.config.workflow import AgentSpec
-from orchestrator.errors import Stopped
+from orchestrator.errors import ModelCallError, Stopped
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.state import DELETE, usage_record
@@ -388,7 +398,8 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         ctx.model_for(sub["agent"]),
         tools=tools,
         final_tool=SubmitFindings,
-        messages=subagent_prompt(
+        messages=_continued(ctx, payload)
+        or subagent_prompt(
             payload,
             ctx.skills_for(sub["agent"]),
             max_steps,
@@ -408,6 +419,45 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
     )
 
 
+TRANSCRIPT = "transcript:"
+"""Registry key prefix of a failed subagent's conversation (`_keep_transcript`)."""
+
+
+def _keep_transcript(ctx: RunContext, task_id: str, key: str, exc: Exception) -> None:
+    """Record the conversation of a subagent whose provider failed, its tool calls done,
+    so that the run that retries it continues from there, as after a kill: a tool with
+    effects (`send_email`) is not called again."""
+    messages = getattr(exc, "messages", None)
+    if not isinstance(exc, ModelCallError) or not messages:
+        return
+    try:
+        _note(ctx, task_id, TRANSCRIPT + key, messages=messages_to_dict(messages))
+    except (TypeError, ValueError):  # a message that is not JSON: the retry starts afresh
+        return
+
+
+def _continued(ctx: RunContext, payload: SubagentPayload) -> list[Any] | None:
+    """The recorded conversation of this subtask's failed attempt, if any (None: start
+    from its prompt)."""
+    if ctx.new_task:
+        return None
+    rec = ctx.registry_record(payload["task_id"], TRANSCRIPT + payload["key"])
+    kept = (rec or {}).get("messages")
+    if not isinstance(kept, list) or not kept:
+        return None
+    try:
+        messages = messages_from_dict(kept)
+    except (KeyError, TypeError, ValueError):
+        return None
+    ctx.emit(
+        "warning",
+        message=f"{payload['key']} [{payload['subtask']['agent']}]: continues its failed "
+        f"attempt from its {sum(m.type == 'ai' for m in messages)} earlier step(s); its "
+        "tool calls are not made again",
+    )
+    return messages
+
+
 def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     ctx = runtime.context
@@ -420,6 +470,7 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
         raise Stopped(f"stopped by Ctrl-C before subagent {key!r} started")
     ctx.budget.check(key)  # a queued subagent does not start past the budget
     ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=0)
+    ctx.attempted.add(key)
     used = {"tokens": 0}
     try:
         result = _run(ctx, payload, used)
@@ -429,6 +480,7 @@ def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dic
     except GraphBubbleUp:  # LangGraph's own control flow
         raise
     except Exception as exc:  # any model/tool failure blocks this subagent only
+        _keep_transcript(ctx, task_id, key, exc)
         error = redact_text(f"{type(exc).__name__}: {exc}")  # no credentials of a URL kept
         ctx.emit(
             "agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=used["tokens"]
