@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 from filelock import FileLock, Timeout
 from langchain_core.tools import InjectedToolCallId, StructuredTool
 
+from memory.entries import PREVIOUS_CONTENT_TAG
 from memory.errors import PathEscapeError
 from memory.paths import confine
 from orchestrator.config.settings import check_workdir
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
     from memory.store import MemoryStore
 
-BACKUP_TAG = "previous-content"
+BACKUP_TAG = PREVIOUS_CONTENT_TAG  # `memory prune` never removes these
 BACKUP_TYPE = "context"
 #: The answers `files_written` reads back (`orchestrator.graph.nodes.subagent`); a name may
 #: hold a newline.
