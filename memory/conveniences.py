@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from memory.entries import Entry, prune_victims
+from memory.entries import ENTRY_ID_RE, Entry, prune_victims
 from memory.entries import entry_stats as _entry_stats
 from memory.errors import (
     ConflictError,
@@ -55,7 +55,10 @@ class BackendConveniences:
         lines = []
         for record in records:
             line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-            lines.append(line.encode("utf-8"))
+            try:
+                lines.append(line.encode("utf-8"))
+            except UnicodeEncodeError:  # a lone surrogate: escaped, so it round-trips
+                lines.append(json.dumps(record, separators=(",", ":")).encode("ascii"))
         return self.append_lines(path, lines)
 
     def update_document(self, path: str, fn: Any, *, attempts: int = 50) -> DocumentInfo:
@@ -113,19 +116,36 @@ class BackendConveniences:
     ) -> list[Entry]:
         """Remove entries older than `keep_days` or beyond the newest `keep_entries`.
 
-        Only entries go; nothing else is touched. Returns the removed entries (with
-        `dry_run`, those that would be removed), oldest first.
+        Only entries go; nothing else is touched, and never an entry that keeps the
+        previous content of a file (`PREVIOUS_CONTENT_TAG`) or one a live task cites
+        (`cited_entries`). Returns the removed entries (with `dry_run`, those that would
+        be removed), oldest first.
         """
+        entries = self.list_entries(limit=None)
         victims = prune_victims(
-            self.list_entries(limit=None),
+            entries,
             keep_days=keep_days,
             keep_entries=keep_entries,
             now=self.clock(),
+            keep=self.cited_entries(entries),
         )
         if dry_run or not victims:
             return victims
         removed = {e.id for e in self.delete_entries([e.id for e in victims])}
         return [e for e in victims if e.id in removed]
+
+    def cited_entries(self, entries: Sequence[Entry]) -> set[str]:
+        """The ids of `entries` a task that is not done cites: tagged `task:ID`, or named in
+        its record or its subagents' records (findings, the files they wrote)."""
+        cited: set[str] = set()
+        for task in self.list_tasks():  # type: ignore[attr-defined]
+            if task.status == "done":
+                continue
+            records = [task.data, *(r.data for r in self.list_subagents(task.task_id))]  # type: ignore[attr-defined]
+            cited.update(ENTRY_ID_RE.findall(json.dumps(records, default=str)))
+            tag = f"task:{task.task_id}"
+            cited.update(e.id for e in entries if tag in e.tags)
+        return cited
 
     def entry_stats(self) -> dict[str, Any]:
         """Counts, tokens, bytes (content and stored) overall, by tier and by type."""

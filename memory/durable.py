@@ -221,7 +221,10 @@ def encode_line(record: Any) -> bytes:
     line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     if "\n" in line:  # json.dumps escapes newlines; this guards custom encoders
         raise ValueError("a jsonl record must serialise to a single line")
-    return (line + "\n").encode("utf-8")
+    try:
+        return (line + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): escaped
+        return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def append_jsonl(path: Path, records: Any | Iterable[Any], *, many: bool = False) -> int:

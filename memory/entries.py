@@ -235,12 +235,23 @@ def pieces(entry: Entry, text: str) -> list[str]:
     return split_chunks(text) if entry.tier == "chunked" else [text]
 
 
+#: Entries with this tag are never pruned: the previous content of a file an agent
+#: overwrote (`orchestrator.tools.workdir_write`), the only copy of what a user had there.
+PREVIOUS_CONTENT_TAG = "previous-content"
+
+
 def prune_victims(
-    entries: list[Entry], *, keep_days: int | None, keep_entries: int | None, now: datetime
+    entries: list[Entry],
+    *,
+    keep_days: int | None,
+    keep_entries: int | None,
+    now: datetime,
+    keep: frozenset[str] | set[str] = frozenset(),
 ) -> list[Entry]:
     """The entries (given newest first) that `prune` removes, oldest first.
 
-    An entry goes if it is older than `keep_days` or not among the newest `keep_entries`.
+    An entry goes if it is older than `keep_days` or not among the newest `keep_entries`,
+    unless its id is in `keep` or it is tagged `PREVIOUS_CONTENT_TAG`.
     """
     for name, value in (("keep-days", keep_days), ("keep-entries", keep_entries)):
         if value is not None and value < 0:
@@ -251,8 +262,12 @@ def prune_victims(
     victims = [
         e
         for rank, e in enumerate(entries)
-        if (cutoff is not None and e.created_at < cutoff)
-        or (keep_entries is not None and rank >= keep_entries)
+        if (
+            (cutoff is not None and e.created_at < cutoff)
+            or (keep_entries is not None and rank >= keep_entries)
+        )
+        and e.id not in keep
+        and PREVIOUS_CONTENT_TAG not in e.tags
     ]
     return list(reversed(victims))
 

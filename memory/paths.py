@@ -14,7 +14,9 @@ outside the memory root is indexed, searched or read.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,3 +237,37 @@ class Inside:
         """`path` with every symlink resolved, or None when that leaves the root."""
         real = os.path.realpath(path)
         return real if real == self.real_root or real.startswith(self._prefix) else None
+
+
+def read_bounded(
+    path: str | os.PathLike[str], limit: int, *, within: str | os.PathLike[str] | None = None
+) -> bytes:
+    """The content of the regular file `path`, at most `limit` bytes, read without blocking
+    on what is not a regular file (a FIFO, a device: a project's `.gitignore` or skill file
+    is untrusted) and, with `within`, only when it resolves inside that folder.
+
+    Raises:
+        PathEscapeError: `path` resolves outside `within` (through a symlink).
+        OSError: it is missing or unreadable, not a regular file (`EINVAL`), or larger than
+            `limit` (`EFBIG`).
+    """
+    if within is not None and not Inside(within)(path):
+        raise PathEscapeError(f"{os.fspath(path)!r} resolves outside {os.fspath(within)!r}")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket?)", path)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -43,7 +44,13 @@ from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.agents.budget import TokenBudget
 from orchestrator.agents.chat_models import ResolvedModel, agent_models, run_model
-from orchestrator.approvals import answer, pending
+from orchestrator.approvals import (
+    answer,
+    answerable,
+    listed_only,
+    pending,
+    recorded_decisions,
+)
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, load_checkpoint
 from orchestrator.artifacts.documents import MemoryHandle
@@ -55,7 +62,9 @@ from orchestrator.config.skills import external_memory_triggers
 from orchestrator.config.workflow import AgentSpec, Workflow
 from orchestrator.errors import (
     ApprovalError,
+    Interrupted,
     OrchestratorUserError,
+    Terminated,
     UnknownTaskError,
 )
 from orchestrator.events import Event, build_event
@@ -70,7 +79,14 @@ from orchestrator.recovery.resume import finished_agents, prepare_resume
 from orchestrator.recovery.status import task_status
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, current_phase, initial_state
-from orchestrator.tools.assembly import agent_specs, open_toolbox, run_workflow, task_workflow
+from orchestrator.tools.assembly import (
+    agent_specs,
+    check_unchanged,
+    open_toolbox,
+    run_workflow,
+    task_workflow,
+    workflow_digests,
+)
 from orchestrator.tools.toolbox import Toolbox
 
 
@@ -209,11 +225,14 @@ class Orchestrator:
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
         self.workflow.check_remote(is_postgres(self.memory_url))  # unset ${VAR}s too
-        with (
-            self._toolbox(self.workflow) as toolbox,
-            task_lock(self.docs, task_id),
-            self.memory.store() as store,
-        ):
+        with contextlib.ExitStack() as held:
+            try:  # starting the MCP servers may take long: a signal there leaves no task
+                toolbox = held.enter_context(self._toolbox(self.workflow))
+            except KeyboardInterrupt as exc:
+                signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+                raise Interrupted(task_id, None, self.docs.location, None, signum) from None
+            held.enter_context(task_lock(self.docs, task_id))
+            store = held.enter_context(self.memory.store())
             self._refuse_existing(task_id)
             if brief is not None:
                 store_brief(self.docs, task_id, brief)
@@ -329,28 +348,46 @@ class Orchestrator:
             Interrupted: Ctrl-C or SIGTERM.
         """
         self.memory.check_writable("approve a request")
+        if request_id is not None and not request_id.strip():
+            raise ApprovalError("empty request id; give one from `orchestrator status` (--id)")
         record = self.task_record(task_id)
         task_id = record["task_id"]
-        with self._continuing(record) as (store, workflow, resolved, toolbox):
-            thread = record.get("thread_id") or task_id
-            saved = thread_state(self.docs, thread, self.checkpointer)
-            waiting = pending(self.docs, task_id, saved.interrupts) if saved is not None else []
-            if not waiting:
-                if record.get("status") == "waiting" and saved is None:
-                    # LangGraph's database is gone: the run continues from its JSON
-                    # checkpoint, and whoever asked asks again
-                    return self._resume(store, record, None, None, workflow, resolved, toolbox)
-                raise ApprovalError(
-                    f"task {task_id!r} waits for no approval (status "
-                    f"{record.get('status') or 'unknown'}); see `orchestrator status`"
-                )
-            answers = answer(
-                self.docs, task_id, waiting, request_id, approve=approve, message=message
+        thread = record.get("thread_id") or task_id
+        # what waits is known without the model: a task that waits for nothing says so
+        # before its model (and its key) is asked for
+        saved = thread_state(self.docs, thread, self.checkpointer)
+        lost = record.get("status") == "waiting" and saved is None
+        if not lost and not answerable(self.docs, task_id, saved):
+            raise ApprovalError(
+                f"task {task_id!r} waits for no approval (status "
+                f"{record.get('status') or 'unknown'}); see `orchestrator status`"
             )
+        with self._continuing(record) as (store, workflow, resolved, toolbox):
+            saved = thread_state(self.docs, thread, self.checkpointer)
+            if saved is None:
+                # LangGraph's database is gone: the run continues from its JSON
+                # checkpoint, and whoever asked asks again
+                return self._resume(store, record, None, None, workflow, resolved, toolbox)
+            waiting = pending(self.docs, task_id, saved.interrupts)
+            decided = recorded_decisions(self.docs, task_id, saved.interrupts)
+            if request_id is None:  # what the last listing showed; newer ones wait on
+                waiting, line = listed_only(self.tasks, record, waiting, bool(decided))
+                if line:
+                    self._emit("warning", message=line)
+            if not waiting and not decided:  # answered meanwhile, by another process
+                raise ApprovalError(f"task {task_id!r} waits for no approval any more")
+            answers = (
+                answer(self.docs, task_id, waiting, request_id, approve=approve, message=message)
+                if waiting
+                else {}
+            )
+            fault("approve_after_decision")
             ctx = self._context(store, workflow, resolved, thread, record, toolbox)
-            self._emit_continuing(ctx, saved.values, list(answers), approve, message)  # type: ignore[union-attr]
+            self._emit_continuing(ctx, saved.values, list(answers), approve, message)
             self.tasks.note(task_id, status="running", pending_approvals=[])
-            return self._drive(ctx, Command(resume=answers), task_id, source="approve")
+            # decisions an earlier `approve` recorded but never got to LangGraph go too
+            resume = {**decided, **answers}
+            return self._drive(ctx, Command(resume=resume), task_id, source="approve")
 
     @contextlib.contextmanager
     def open_task(self, task_id: str | None = None) -> Iterator[RunContext]:
@@ -513,6 +550,7 @@ class Orchestrator:
             project_dir=self.project_dir,
             created=utc().isoformat(),
             in_process_tools=in_process_tools,
+            workflow_digests=workflow_digests(self.workflow),
             agents=(
                 {k: v.model_dump(exclude_defaults=True) for k, v in self.agents.items()}
                 if self.agents is not None
@@ -531,6 +569,7 @@ class Orchestrator:
         workflow = self.workflow
         if not self.workflow_path:
             workflow = task_workflow(record, self.project_dir, self.agents) or self.workflow
+        check_unchanged(record.get("workflow_digests"), workflow)  # nothing runs what changed
         if served:
             workflow = workflow.served()
         if record.get("workdir"):
@@ -556,7 +595,10 @@ class Orchestrator:
         workflow: Workflow,
         resolved: ResolvedModel,
         toolbox: Toolbox,
+        retry: bool = True,
     ) -> RunResult:
+        """Continue the task from where `prepare_resume` finds it; with `retry`, once more
+        when it ends failed by agents an earlier run failed (they are rerun now)."""
         task_id = record["task_id"]
         found = prepare_resume(
             self.docs,
@@ -589,9 +631,20 @@ class Orchestrator:
         self._emit_finished(
             state if state is not None else found.saved.values if found.saved else {}
         )
-        return self._drive(
-            ctx, state, task_id, source=found.plan.source, warnings=found.plan.warnings
+        start: OrchestratorState | Command | None = state
+        if state is None and found.decisions:  # decided, never reached LangGraph: apply
+            start = Command(resume=found.decisions)
+        result = self._drive(
+            ctx, start, task_id, source=found.plan.source, warnings=found.plan.warnings
         )
+        stale = sorted(k for k in result.failed if k != "lead" and k not in ctx.attempted)
+        if not retry or result.status != "failed" or not stale or snap or from_checkpoint:
+            return result
+        # failures an earlier run left in the phase this one finished (killed after an
+        # agent failed): retried now, not at a second resume
+        self._emit("warning", message=f"retrying what failed before this run: {', '.join(stale)}")
+        again = self.task_record(task_id)
+        return self._resume(store, again, None, None, workflow, resolved, toolbox, retry=False)
 
     def _still_waiting(self, ctx: RunContext, saved: ThreadState, task_id: str) -> RunResult:
         """The result of a task that waits for approval (nothing runs)."""
@@ -662,7 +715,13 @@ class Orchestrator:
 
     def _toolbox(self, workflow: Workflow, record: TaskInfo | None = None) -> Any:
         """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`)."""
-        return open_toolbox(workflow, self.tools, self.project_dir, record)
+        return open_toolbox(
+            workflow,
+            self.tools,
+            self.project_dir,
+            record,
+            on_warning=lambda line: self._emit("warning", message=line),
+        )
 
     def _agent_models(self, workflow: Workflow) -> dict[str, Any]:
         """Chat models of workflow agents that name their own (resolved once per run)."""

@@ -14,7 +14,11 @@ and where it waits (`orchestrator.graph.remote`); its decision goes back to that
 A decision is LangChain's payload, one per action of the request:
 `{"decisions": [{"type": "approve"} | {"type": "reject", "message": ...}]}`; a LangGraph
 Server client resumes the thread with `Command(resume={interrupt_id: payload})`, and the
-CLI builds the same (`decisions_for`).
+CLI builds the same (`decisions_for`). The payload is recorded with the request before the
+run continues (`note_decisions`): a process killed after recording it and before LangGraph
+saved it leaves a decided request among LangGraph's interrupts, and the next `resume` or
+`approve` applies the recorded decision (`recorded_decisions`) instead of asking again or
+running nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from orchestrator.types import PendingApproval
 
 if TYPE_CHECKING:
     from orchestrator.artifacts.documents import Docs
+    from orchestrator.artifacts.tasks import TaskList
 
 PREFIX = "approval:"
 
@@ -83,24 +88,42 @@ def pending(docs: Docs, task_id: str, interrupts: Iterable[Any]) -> list[Pending
     `?`).
 
     An answered request stays among LangGraph's interrupts until the step it paused
-    completes (a process killed while continuing it leaves it there, with the answer); the
-    registry's `decided` says it needs no second answer: a resume continues it.
+    completes (a process killed while continuing it leaves it there, maybe before LangGraph
+    saved the answer); the decision recorded in the registry says it needs no second
+    answer: a resume continues it with that decision (`recorded_decisions`). A request
+    marked decided without its decision (recorded by an older tether) is asked again.
     """
     records = registry_records(docs, task_id)
     out: list[PendingApproval] = []
     for intr in interrupts:
         rec = records.get(PREFIX + intr.id) or {}
-        if rec.get("decided"):
+        if rec.get("decided") and isinstance(rec.get("decision"), dict):
             continue
         out += actions_of(intr.value, intr.id, rec.get("agent", "?"), rec.get("subtask", ""))
     return out
 
 
 def note_decisions(docs: Docs, task_id: str, answers: dict[str, dict[str, Any]]) -> None:
-    """Record that requests were answered (before the run continues with the answers)."""
+    """Record the decisions on requests (before the run continues with them), each with
+    its payload, so a run killed before LangGraph saved it can still apply it."""
     for ident, payload in answers.items():
         kinds = sorted({d.get("type", "?") for d in payload.get("decisions") or []})
-        registry_note(docs, task_id, PREFIX + ident, decided="/".join(kinds))
+        registry_note(docs, task_id, PREFIX + ident, decided="/".join(kinds), decision=payload)
+
+
+def recorded_decisions(
+    docs: Docs, task_id: str, interrupts: Iterable[Any]
+) -> dict[str, dict[str, Any]]:
+    """The recorded decisions on LangGraph's pending `interrupts`: `{interrupt id: payload}`
+    of the requests answered whose step has not completed (what `Command(resume=...)`
+    takes, to continue them)."""
+    records = registry_records(docs, task_id)
+    out = {}
+    for intr in interrupts:
+        rec = records.get(PREFIX + intr.id) or {}
+        if rec.get("decided") and isinstance(rec.get("decision"), dict):
+            out[intr.id] = rec["decision"]
+    return out
 
 
 def select(waiting: Sequence[PendingApproval], request_id: str | None) -> list[str]:
@@ -115,6 +138,8 @@ def select(waiting: Sequence[PendingApproval], request_id: str | None) -> list[s
         raise ApprovalError("nothing waits for approval in this task")
     if request_id is None:
         return ids
+    if not request_id.strip():  # "" is a prefix of every id: it must not match them all
+        raise ApprovalError("empty request id; give one from `orchestrator status` (--id)")
     found = [i for i in ids if i.startswith(request_id.strip())]
     if len(found) != 1:
         what = "no request" if not found else f"{len(found)} requests"
@@ -166,3 +191,41 @@ def answer(
     answers = {i: decisions_for(waiting, i, approve=approve, message=message) for i in ids}
     note_decisions(docs, task_id, answers)
     return answers
+
+
+def answerable(docs: Docs, task_id: str, saved: Any) -> bool:
+    """Whether LangGraph's saved state (`graph.build.ThreadState`, or None) of the task
+    holds requests to answer or recorded decisions to apply."""
+    if saved is None:
+        return False
+    interrupts = saved.interrupts
+    return bool(pending(docs, task_id, interrupts) or recorded_decisions(docs, task_id, interrupts))
+
+
+def listed_only(
+    tasks: TaskList, record: dict[str, Any], waiting: list[PendingApproval], decided: bool
+) -> tuple[list[PendingApproval], str]:
+    """`(requests, warning)`: the requests an `approve` without `--id` answers, those the
+    task's last listing showed (its record's, which `run`, `resume`, `approve` and `status`
+    print); newer ones wait on, named in the warning (empty when there are none), and are
+    listed from now on.
+
+    Raises:
+        ApprovalError: every waiting request is newer than the last listing (and no
+            recorded decision is left to apply).
+    """
+    listed = {p.get("id") for p in record.get("pending_approvals") or [] if isinstance(p, dict)}
+    fresh = sorted({p.id for p in waiting if p.id not in listed})
+    if not fresh:
+        return waiting, ""
+    tasks.note(
+        record["task_id"], status="waiting", pending_approvals=[p.model_dump() for p in waiting]
+    )
+    line = (
+        f"{len(fresh)} request(s) appeared after the last listing and are not answered: "
+        f"{', '.join(i[:12] for i in fresh)}; `orchestrator status` lists them"
+    )
+    kept = [p for p in waiting if p.id in listed]
+    if not kept and not decided:
+        raise ApprovalError(f"{line}, then approve again")
+    return kept, line

@@ -110,6 +110,10 @@ class RemoteUnreachableError(RemoteAgentError):
 class ModelCallError(OrchestratorRuntimeError):
     """A model call failed during a run."""
 
+    messages: list = []  # noqa: RUF012 - set per instance by the retry middleware
+    """The agent's conversation before the failed call (its tool calls answered), when the
+    provider failed: a subagent run again continues from it instead of from scratch."""
+
 
 class ArtifactError(OrchestratorRuntimeError):
     """A plan, findings or snapshot file that is missing, unreadable or not tether's."""
@@ -140,14 +144,15 @@ class ContextLoopError(ModelCallError):
 
 class Interrupted(OrchestratorRuntimeError):
     """The run was stopped by Ctrl-C (or SIGTERM: `signum`); it can be resumed with
-    `resume` (a shell command)."""
+    `resume` (a shell command), or (None) it stopped before the task was recorded and there
+    is nothing to resume."""
 
     def __init__(
         self,
         task_id: str,
         checkpoint: str | None,
         memory_dir: str | None,
-        resume: str,
+        resume: str | None,
         signum: int = signal.SIGINT,
     ):
         self.task_id = task_id
@@ -155,7 +160,13 @@ class Interrupted(OrchestratorRuntimeError):
         self.memory_dir = memory_dir
         self.signum = signum
         how = "Terminated (SIGTERM)" if signum == signal.SIGTERM else "Interrupted"
-        super().__init__(f"{how}; resume with `{resume}`")
+        if resume is None:
+            super().__init__(
+                f"{how} before task {task_id!r} started; nothing was recorded, so there is "
+                "nothing to resume: run it again"
+            )
+        else:
+            super().__init__(f"{how}; resume with `{resume}`")
 
 
 class Terminated(KeyboardInterrupt):

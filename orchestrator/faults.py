@@ -17,6 +17,7 @@ ENV_VAR = "TETHER_FAULT"
 
 POINTS = (
     "run_before_graph",  # task recorded, nothing else durable yet
+    "approve_after_decision",  # `approve` recorded its decisions, LangGraph has none yet
     "plan_after_write",  # plan written, PhasePlan not yet in the state
     "spawn_after_checkpoint",  # before_spawning checkpoint written, no Send yet
     "subagent_before_run",  # a subagent started, nothing written
@@ -32,6 +33,7 @@ POINTS = (
     "advance_after_prune",  # the finished phase's LangGraph checkpoints pruned
     "answer_after_call",  # the answer recorded in the registry, no final file yet
     "finish_before_reflect",
+    "waiting_before_record",  # a wait's checkpoint written, the task record not yet
 )
 
 _counts: dict[str, int] = {}

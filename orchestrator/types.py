@@ -380,6 +380,8 @@ def finding_record(
 # The approval request
 
 ARGS_SHOWN = 200
+VALUE_SHOWN = 80
+"""Characters of each argument shown in a request's line (those naming its target: all)."""
 """Characters of a request's arguments shown on its status line."""
 
 
@@ -408,11 +410,35 @@ class PendingApproval(BaseModel):
 
 
 def _short(args: Any) -> str:
+    """A request's arguments as one JSON line: those naming what the tool acts on (`path`,
+    `file`, `url`, `command`, ...) first and whole, whatever order the model gave them in;
+    each other long value cut on its own (the line stays JSON, and a long `content` can no
+    longer push the path out of sight)."""
     import json
 
-    text = json.dumps(args, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
+    if not isinstance(args, dict):
+        text = " ".join(json.dumps(args, ensure_ascii=False, default=str).split())
+        return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
+    order = sorted(args, key=lambda k: 0 if _names_a_target(str(k)) else 1)
+    shown = {}
+    for key in order:
+        value = args[key]
+        if _names_a_target(str(key)):
+            shown[key] = value
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        shown[key] = value if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 3] + "..."
+    return " ".join(json.dumps(shown, ensure_ascii=False, default=str).split())
+
+
+#: Argument names (or endings) that say what a tool acts on, shown first and whole.
+TARGET_ARGS = ("path", "file", "filename", "dir", "directory", "url", "uri", "command", "cmd",
+               "target", "dest", "destination", "to", "recipient", "table", "repo")  # fmt: skip
+
+
+def _names_a_target(key: str) -> bool:
+    low = key.lower()
+    return low in TARGET_ARGS or low.endswith(("path", "_file", "_dir", "_url"))
 
 
 # The subagent's payload

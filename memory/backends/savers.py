@@ -19,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from memory.backends.urls import redact
+from memory.backends.urls import encode_userinfo, redact
 from memory.base import StorageError
 
 CONNECT_TIMEOUT_S = 5
@@ -99,7 +99,7 @@ def pg_connect(url: str, **kwargs: Any) -> Any:
     }
     settings.update(kwargs)
     try:
-        return psycopg.connect(url, **settings)
+        return psycopg.connect(encode_userinfo(url), **settings)
     except (psycopg.Error, ValueError) as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         reason = lines[0].removeprefix("connection failed: ") if lines else type(exc).__name__

@@ -294,6 +294,14 @@ def memory_stats(ctx, as_json):
         click.echo(_stats_text(stats))
 
 
+def _what(entry) -> str:
+    """What an entry was, in a few words: its type, tags and first line."""
+    tags = f" [{', '.join(entry.tags)}]" if entry.tags else ""
+    line = " ".join((entry.summary_line or "").split())
+    shown = f": {line[:60]!r}" if line else ""
+    return f"{entry.type}{tags}{shown}"
+
+
 @click.command("prune")
 @click.option("--keep-days", type=int, metavar="N", help="Remove entries older than N days.")
 @click.option("--keep-entries", type=int, metavar="N", help="Keep only the newest N entries.")
@@ -303,7 +311,10 @@ def memory_stats(ctx, as_json):
 def memory_prune(ctx, keep_days, keep_entries, dry_run, as_json):
     """Remove old entries (only entries: never messages, plans, findings or facts).
 
-    An entry goes if it is older than --keep-days or not among the newest --keep-entries.
+    An entry goes if it is older than --keep-days or not among the newest --keep-entries,
+    except the previous contents of files an agent changed (tag previous-content) and the
+    entries a task that is not done cites. Each removed entry is named with its type, tags
+    and first line.
     What interrupted writes left goes too, once it is an hour old: folders under entries/
     that no entry points to (a `memory log` killed mid-way) and hidden `.NAME.tmp-*` files
     (a write killed before its rename). `memory stats` names them.
@@ -327,7 +338,7 @@ def memory_prune(ctx, keep_days, keep_entries, dry_run, as_json):
         return
     verb = "Would remove" if dry_run else "Removed"
     for e in removed:
-        click.echo(f"{verb}: {e.id} ({e.tokens} tokens, {e.created_at})")
+        click.echo(f"{verb}: {e.id} ({_what(e)}, {e.tokens} tokens, {e.created_at})")
     for path in orphans:
         click.echo(f"{verb}: {path} (files without an entry, left by an interrupted log)")
     for path in temps:

@@ -15,7 +15,9 @@ first), after the agent's own middleware:
    backoff honouring `Retry-After`; the last failure is a `ModelCallError`;
 6. `UsageMiddleware`: counts calls and tokens (the provider's `usage_metadata`, else an
    estimate) and records the agent's tool calls in its `AgentResult`;
-7. LangChain's `ToolErrorMiddleware`: a failing tool is answered by an error tool message.
+7. `CleanToolResultsMiddleware`: a tool result's text holds no lone surrogate (a file
+   name or output that is not UTF-8), which no provider request could encode;
+8. LangChain's `ToolErrorMiddleware`: a failing tool is answered by an error tool message.
 
 Invariant: one set of instances serves one agent run; they share its `UsageMiddleware`
 (the call count) and nothing else.
@@ -23,6 +25,7 @@ Invariant: one set of instances serves one agent run; they share its `UsageMiddl
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
+from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel
 
@@ -268,7 +272,10 @@ class ProviderRetryMiddleware(AgentMiddleware):
                 if is_context_overflow(exc):
                     raise
                 if not is_retryable(exc) or attempt >= self.retries:
-                    raise self._failure(exc, label, attempt + 1) from exc
+                    failure = self._failure(exc, label, attempt + 1)
+                    # the conversation so far (its tool calls done): a retry continues it
+                    failure.messages = list((request.state or {}).get("messages") or [])
+                    raise failure from exc
                 self._wait(exc, label, attempt)
                 attempt += 1
 
@@ -342,6 +349,38 @@ class UsageMiddleware(AgentMiddleware):
         return handler(request)
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (a JSON request, a log line and
+    a provider can all encode it)."""
+    return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
+
+
+class CleanToolResultsMiddleware(AgentMiddleware):
+    """A tool's answer is cleaned where it comes back (`clean_text`): otherwise every later
+    model call of the agent fails to encode its request, which reads as a provider failure
+    and fails the agent on every resume."""
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        result = handler(request)
+        if isinstance(result, ToolMessage):
+            if isinstance(result.content, str):
+                result.content = clean_text(result.content)
+            elif isinstance(result.content, list):
+                result.content = [
+                    clean_text(p) if isinstance(p, str) else _clean_part(p) for p in result.content
+                ]
+        return result
+
+
+def _clean_part(part: Any) -> Any:
+    if isinstance(part, dict) and isinstance(part.get("text"), str):
+        return {**part, "text": clean_text(part["text"])}
+    return part
+
+
 @dataclass
 class Protocol:
     """One agent run's protocol middleware (`middleware`, in order) and the two that keep
@@ -383,6 +422,7 @@ def protocol_middleware(
         ContextBudgetMiddleware(max_context_tokens, ratio),
         retry,
         counter,
+        CleanToolResultsMiddleware(),
         ToolErrorMiddleware(tool_error_text),
     )
     return Protocol(final=final, usage=counter, middleware=middleware)

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.errors import GraphBubbleUp
 
+from memory.backends.urls import redact, redact_text
 from orchestrator.errors import AgentLoopError
 
 TRUNCATION_NOTE = "\n[... truncated to fit the context window; use a narrower query ...]"
@@ -204,15 +205,16 @@ def reason(exc: BaseException) -> str:
 
 
 def endpoint(model: Any) -> str:
-    """Where a chat model sends its requests (its base URL), or its provider's name."""
+    """Where a chat model sends its requests (its base URL, without credentials:
+    `memory.backends.urls.redact`), or its provider's name."""
     for attr in ("openai_api_base", "base_url", "anthropic_api_url", "api_base", "endpoint"):
         value = getattr(model, attr, None)
         if isinstance(value, str) and value:
-            return value
+            return redact(value)
     client = getattr(model, "root_client", None) or getattr(model, "_client", None)
     url = getattr(client, "base_url", None)  # an SDK client (e.g. from OPENAI_BASE_URL)
     if url:
-        return str(url).rstrip("/")
+        return redact(str(url).rstrip("/"))
     name = type(model).__name__
     if name in ("ChatOpenAI", "AzureChatOpenAI"):
         return "https://api.openai.com/v1"
@@ -223,4 +225,4 @@ def describe(exc: BaseException) -> str:
     """One line naming a model failure: type, HTTP status when there is one, message."""
     status = _status(exc)
     text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {text}"
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {redact_text(text)}"

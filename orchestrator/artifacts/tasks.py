@@ -53,6 +53,7 @@ class TaskInfo(TypedDict, total=False):
     project_dir: str | None
     created: str  # ISO time of the start
     in_process_tools: list[str]  # tools passed in Python: a resume needs them again
+    workflow_digests: dict[str, str]  # SHA-256 of the workflow and prompt files at the start
     agents: dict[str, Any] | None  # agents defined in Python (`AgentSpec`), as data
     served: bool  # started by LangGraph Server
     error: str | None  # the failure that ended the last run
@@ -128,6 +129,8 @@ class TaskList:
         return self._get(task_id) is not None
 
     def _get(self, task_id: str) -> TaskInfo | None:
+        if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
+            return None  # `../../etc` names no task (and no file of the memory's)
         found = self.backend.get_task(task_id)
         return _as_record(found) if found is not None else None
 

@@ -6,7 +6,7 @@ panel on a terminal, plain lines otherwise); results go to stdout, as text or, w
 `--json`, one JSON object per line. Only this module turns exceptions into
 `Error: ...` (exit 1); Ctrl-C exits 130 after a checkpoint, with the resume command.
 Exit codes: 0 done, 1 bad input or error, 3 the task stopped `failed` (an agent failed;
-the last line names it and the resume command), 130 interrupted.
+the last line names it and the resume command) or is not done, 130 interrupted.
 Start-up: LangGraph and LangChain are imported only by the commands that run a graph, and
 each command imports what only it needs inside its function (the task list, status,
 the live view, checkpoint validation), so `--help` and `status` load no more than they use.
@@ -138,6 +138,13 @@ def _drive(
         click.get_current_context().exit(EXIT_WAITING)
     if result.status == "stopped":
         click.get_current_context().exit(EXIT_STOPPED)
+    if result.status != "done":  # nothing ran to the end: never reported as a success
+        click.echo(
+            f"Not done: task {result.task_id} is {result.status}; "
+            f"continue it with `orchestrator resume --task {result.task_id}`",
+            err=True,
+        )
+        click.get_current_context().exit(EXIT_FAILED)
     return result
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -131,7 +132,7 @@ def run_options(func: Callable) -> Callable:
             ),
             click.option(
                 "--model-timeout",
-                type=click.FloatRange(min=0, min_open=True),
+                type=click.FloatRange(min=0, min_open=True, max=threading.TIMEOUT_MAX),
                 default=None,
                 help="Seconds per model request before it is retried "
                 "(default: $TETHER_MODEL_TIMEOUT, workflow, 120).",

@@ -35,6 +35,7 @@ task's own inputs (objective, task id, start phase, workdir) are checked by
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,8 @@ ENV_MEMORY_URL = "TETHER_MEMORY_URL"
 ENV_MODEL = "TETHER_MODEL"
 ENV_MODEL_TIMEOUT = "TETHER_MODEL_TIMEOUT"
 DEFAULT_MODEL_TIMEOUT = 120.0
+MAX_SECONDS = threading.TIMEOUT_MAX
+"""The longest timeout a thread can wait for (`threading.TIMEOUT_MAX`)."""
 """Seconds one model request may take before it is abandoned and retried."""
 DEFAULT_MAX_PARALLEL = 4
 DEFAULT_MAX_SUBTASKS = 4
@@ -333,6 +336,11 @@ def _seconds(value: Any, where: str) -> float | None:
         seconds = -1.0
     if seconds <= 0 or seconds != seconds:  # NaN is not a timeout either
         raise ModelConfigError(f"{where} {value!r} is not a positive number of seconds; e.g. 60")
+    if seconds > MAX_SECONDS:  # a wait longer than the platform's (inf, 1e308) overflows
+        raise ModelConfigError(
+            f"{where} {value!r} is more than the longest wait this platform allows "
+            f"({MAX_SECONDS:.0f} s); e.g. 60"
+        )
     return seconds
 
 

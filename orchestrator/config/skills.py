@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from memory.errors import PathEscapeError
+from memory.paths import read_bounded
 from memory.resources import shipped_dir
 from orchestrator.config import _yaml
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
@@ -36,6 +38,9 @@ SKILL_FILE = "SKILL.md"
 EXTERNAL_MEMORY = "external-memory"
 NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 MAX_DESCRIPTION = 1024
+MAX_SKILL_BYTES = 8_000_000
+"""A skill file larger than this is not even read (its front matter is bounded again, by
+`orchestrator.config._yaml`)."""
 _FRONT_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 
 
@@ -103,10 +108,19 @@ def _shown(value: Any) -> str:
 
 # -- parsing --------------------------------------------------------------------------
 def _read(path: Path) -> str:
+    """A skill file's text: a regular file inside its skills folder, at most
+    `MAX_SKILL_BYTES` (a project's skill is untrusted: a FIFO or a link to a device must
+    not hang or exhaust a run)."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        data = read_bounded(path, MAX_SKILL_BYTES, within=path.parent.parent)
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SkillError(f"skill file {str(path)!r} is not UTF-8 text") from None
+    except PathEscapeError:
+        raise SkillError(
+            f"skill file {str(path)!r} resolves outside its skills folder (a symlink); "
+            "put the skill's file itself there"
+        ) from None
     except OSError as exc:
         raise SkillError(f"cannot read skill file {str(path)!r}: {exc.strerror}") from None
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -337,9 +338,9 @@ class Workflow(BaseModel):
     agents: dict[str, AgentSpec] = Field(default_factory=lambda: {DEFAULT_AGENT: AgentSpec()})
     thresholds: Thresholds = Field(default_factory=Thresholds)
     model: StrictStr | None = None
-    model_timeout: float | None = Field(default=None, gt=0)
+    model_timeout: float | None = Field(default=None, gt=0, le=threading.TIMEOUT_MAX)
     """Seconds one model request may take (default 120; `--model-timeout` wins)."""
-    tool_timeout: float | None = Field(default=None, gt=0)
+    tool_timeout: float | None = Field(default=None, gt=0, le=threading.TIMEOUT_MAX)
     """Seconds one tool call may take before the agent gets an error answer (default 120)."""
     python_tools: list[StrictStr] = Field(default_factory=list)
     """Tools by import path, `module:attribute` (a LangChain tool or a typed function with a

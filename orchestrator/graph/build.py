@@ -42,6 +42,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from memory.backends.urls import redact_text
 from memory.capabilities import HoldsGraphState
 from memory.errors import describe_sqlite_damage, is_sqlite_damage
 from orchestrator.agents.budget import BudgetReached
@@ -49,6 +50,7 @@ from orchestrator.approvals import pending
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import TaskList, resume_command
 from orchestrator.errors import Interrupted, ModelCallError, OrchestratorRuntimeError, Terminated
+from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.nodes.advance import advance_node, route_advance
 from orchestrator.graph.nodes.answer import answer_node
@@ -263,6 +265,7 @@ def _waiting(
         **(values.get("checkpoints") or {}),
         **checkpoint_update(rel)["checkpoints"],
     }
+    fault("waiting_before_record")
     TaskList(ctx.docs).note(task_id, status="waiting", pending_approvals=listed)
     ctx.emit("waiting_approval", task_id=task_id, requests=listed)
     return values
@@ -330,7 +333,7 @@ def _lead_failed(
 ) -> dict[str, Any]:
     """The state of a run stopped by a failure outside the subagents (the lead's model
     failed after its retries): recorded as `failed` in a checkpoint and the task record."""
-    error = str(exc)
+    error = redact_text(str(exc))
     values = dict(saved)
     tokens = dict(values.get("tokens") or {})
     spent = int(getattr(exc, "tokens", 0) or 0)

@@ -41,10 +41,11 @@ from orchestrator.config.skills import (
 from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
 from orchestrator.errors import ArtifactError, WorkflowError
 from orchestrator.events import Event, build_event
+from orchestrator.tools.assembly import run_files
 from orchestrator.tools.skill_tool import skill_tool
 from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.tools.workdir import workdir_tools
-from orchestrator.tools.workdir_write import write_tools
+from orchestrator.tools.workdir_write import WriteScope, write_tools
 from orchestrator.types import finding_record
 
 #: The lead's tools unless the workflow defines an agent named `lead`.
@@ -108,6 +109,9 @@ class RunContext:
     remote: RemoteRuns = field(default_factory=RemoteRuns)
     """The remote agents' servers and their runs in flight (`orchestrator.agents.remote`);
     reaching a server is bounded by the model timeout."""
+    attempted: set[str] = field(default_factory=set)
+    """The subtask keys whose agent this run started (a failure of any other key is one
+    an earlier run left: `Orchestrator.resume` retries it)."""
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by Ctrl-C (`orchestrator.graph.build.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""
@@ -274,15 +278,14 @@ class RunContext:
             )
         )
 
-    def write_tools(self, workdir: str) -> list[BaseTool]:
-        """`write_file` and `edit_file` over `workdir`; nothing under the memory is written."""
+    def write_tools(self, workdir: str, scope: WriteScope | None = None) -> list[BaseTool]:
+        """`write_file` and `edit_file` over `workdir` for `scope` (the task, agent and
+        subtask writing); nothing under the memory, nor what the run itself reads and
+        executes (`tools.assembly.run_files`), is written."""
         root = getattr(self.store.backend, "root", None)
         protected = [Path(root)] if root is not None else []
-        return list(
-            self._cached(
-                ("write", workdir), lambda: list(write_tools(workdir, self.store, protected))
-            )
-        )
+        guarded = self._cached("run files", lambda: run_files(self.workflow, self.project_dir))
+        return write_tools(workdir, self.store, protected, guarded=guarded, scope=scope)
 
     def tool_names(self, agent: str, *, lead: bool) -> list[str]:
         """The tool names `agent` works with: its spec's (`mcp:SERVER` expanded), else the
@@ -292,16 +295,20 @@ class RunContext:
             return list(LEAD_TOOLS if lead else DEFAULT_TOOLS)
         return self.toolbox.expand(spec.tools, agent)
 
-    def tools_for(self, agent: str, task_id: str, workdir: str, *, lead: bool) -> list[BaseTool]:
+    def tools_for(
+        self, agent: str, task_id: str, workdir: str, *, lead: bool, key: str = ""
+    ) -> list[BaseTool]:
         """The agent's tools, in the order its spec names them (see `tool_names`).
 
         tether's tools are built for the task's workdir and memory; the write tools only
-        when the agent lists them; the user's tools come from the run's `toolbox`.
+        when the agent lists them (for subtask `key`); the user's tools come from the run's
+        `toolbox`.
         """
         names = self.tool_names(agent, lead=lead)
         builtin = {t.name: t for t in self.workdir_tools(workdir)}
         if any(n in WRITE_TOOLS for n in names):
-            builtin.update((t.name, t) for t in self.write_tools(workdir))
+            scope = WriteScope(task_id, agent, key)
+            builtin.update((t.name, t) for t in self.write_tools(workdir, scope))
         builtin.update((t.name, t) for t in self.memory_tools(task_id))
         tools = [builtin[n] if n in builtin else self.toolbox.tools[n] for n in names]
         index = "" if lead else self.skills_for(agent)  # the lead has its index only

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.approvals import pending
+from orchestrator.approvals import pending, recorded_decisions
 from orchestrator.artifacts.checkpoint import (
     latest_valid_checkpoint,
     list_checkpoints,
@@ -169,6 +169,9 @@ class Resumption:
     plan: RecoveryPlan | None
     repaired: list[str]
     """Findings files a crash lost, written again from the artifact registry."""
+    decisions: dict[str, Any] = field(default_factory=dict)
+    """Decisions recorded on requests LangGraph still holds (an `approve` killed before
+    LangGraph saved them): the run continues with `Command(resume=decisions)`."""
 
     @property
     def state(self) -> OrchestratorState | None:
@@ -214,7 +217,9 @@ def prepare_resume(
     if plan.state is not None:  # a rebuilt state runs on a thread of its own
         thread = f"{task_id}~{new_suffix()}"
         tasks.note(task_id, thread_id=thread)
-    return Resumption(thread, saved, [], plan, repaired)
+        return Resumption(thread, saved, [], plan, repaired)
+    decided = recorded_decisions(docs, task_id, saved.interrupts) if saved is not None else {}
+    return Resumption(thread, saved, [], plan, repaired, decided)
 
 
 def finished_agents(values: dict[str, Any], docs: Docs) -> list[dict[str, Any]]:

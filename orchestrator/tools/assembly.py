@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,11 @@ def open_toolbox(
     tools: Sequence[Any],
     project_dir: str,
     record: Mapping[str, Any] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Iterator[Toolbox]:
     """The run's user tools (Python and MCP; the servers run for the block) after checking
-    every agent's tool names, before anything is written.
+    every agent's tool names, before anything is written (`on_warning`: what the MCP
+    servers do wrong without failing, one line each).
 
     Raises:
         ToolConfigError: an unknown or doubly provided tool, a Python tool that cannot be
@@ -101,7 +104,85 @@ def open_toolbox(
             "Python with Orchestrator(tools=[...]), or name them in the workflow's "
             "python_tools"
         )
-    with McpServers(workflow.mcp_servers, timeout=timeout) as servers:
+    with McpServers(workflow.mcp_servers, timeout=timeout, on_warning=on_warning) as servers:
         box = Toolbox(tools, workflow.python_tools, servers.tools, search=search)
         box.check(workflow)
         yield box
+
+
+def run_files(workflow: Workflow, project_dir: str) -> list[tuple[Path, str]]:
+    """`(path, what it is)` of what a run of `workflow` reads and executes, which the write
+    tools refuse to change: the workflow file, its prompt files, the `python_tools`
+    modules (and the `__init__.py` of their packages), the project's `skills/` and
+    `templates/`."""
+    out: list[tuple[Path, str]] = []
+    base = workflow.source.parent if workflow.source is not None else Path.cwd()
+    if workflow.source is not None:
+        out.append((workflow.source, "the run's workflow file"))
+    for name, spec in workflow.agents.items():
+        if spec.prompt_file:
+            path = (base / Path(spec.prompt_file).expanduser()).resolve()
+            out.append((path, f"the prompt file of agent {name!r}"))
+    for tool in workflow.python_tools:
+        module = tool.partition(":")[0].strip()
+        for path in _module_files(module):
+            out.append((path, f"a module of python_tools {tool!r}"))
+    out.append((Path(project_dir) / "skills", "the project's skills folder"))
+    out.append((Path(project_dir) / "templates", "the project's templates folder"))
+    return out
+
+
+def _module_files(module: str) -> list[Path]:
+    """The file of an imported (or importable) module and its packages' `__init__.py`."""
+    import importlib.util
+    import sys
+
+    out = []
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        loaded = sys.modules.get(name)
+        origin = getattr(loaded, "__file__", None)
+        if origin is None:
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            origin = spec.origin if spec is not None else None
+        if origin and origin not in ("built-in", "frozen"):
+            out.append(Path(origin))
+    return out
+
+
+def workflow_digests(workflow: Workflow) -> dict[str, str]:
+    """SHA-256 of the workflow file and its agents' prompt files, by path (recorded when a
+    task starts: a continued task refuses a workflow changed since, `check_unchanged`)."""
+    files = [
+        p
+        for p, what in run_files(workflow, ".")
+        if what == "the run's workflow file" or what.startswith("the prompt file")
+    ]
+    return {str(p): _digest_of(p) for p in files}
+
+
+def check_unchanged(recorded: Mapping[str, str] | None, workflow: Workflow) -> None:
+    """A continued task runs the workflow file (and prompt files) it started with.
+
+    Raises:
+        WorkflowError: a file recorded when the task started changed since (an agent with
+            write tools could have put a command there), one line naming it.
+    """
+    for path, digest in workflow_digests(workflow).items():
+        if recorded and path in recorded and recorded[path] != digest:
+            raise WorkflowError(
+                f"{path!r} changed since the task started (a workflow's MCP commands, "
+                "tools and prompts run as the task's own); restore it, or start a new task "
+                "with `orchestrator run`"
+            )
+
+
+def _digest_of(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"

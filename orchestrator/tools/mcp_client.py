@@ -15,15 +15,26 @@ in LangGraph's worker threads) call a tool through `asyncio.run_coroutine_thread
 a timeout, after which the call is cancelled and the agent gets an error answer.
 
 `close()` (also on Ctrl-C and failure: use it as a context manager) ends every session,
-which stops stdio servers, then the loop.
+which stops stdio servers, then the loop. A server that never finished starting (it never
+answers `initialize`, or prints something else) has its session cancelled; and every
+process a stdio server was started as is then killed (its process group: SIGTERM, then
+SIGKILL) if it is still there, so no server outlives the run.
+
+A line on a stdio server's stdout that is not JSON-RPC is skipped: one warning naming the
+server (`on_warning`) instead of the SDK's traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
+import logging
+import os
+import signal
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.errors import ToolConfigError
@@ -57,6 +68,87 @@ def _real_stderr_for_stdio_servers() -> None:
         stdio.stdio_client.__defaults__ = (sys.__stderr__,)
 
 
+#: The server whose session the current task serves, and where its processes are noted.
+_SERVING: contextvars.ContextVar[tuple[str, list[int], Callable[[str], None]] | None] = (
+    contextvars.ContextVar("tether_mcp_serving", default=None)
+)
+CLOSE_GRACE_S = 3.0
+"""Seconds the servers' sessions get to end on `close()` before their processes are killed."""
+
+
+def _note_spawned_processes() -> None:
+    """Note the pid of every process the SDK starts for a stdio server, in the list of the
+    server being started (`_SERVING`), so `close()` can kill what is left of it."""
+    try:
+        from mcp.client import stdio
+    except ImportError:
+        return
+    create = getattr(stdio, "_create_platform_compatible_process", None)
+    if create is None or getattr(create, "_tether_notes", False):
+        return
+
+    async def noting(*args: Any, **kwargs: Any) -> Any:
+        process = await create(*args, **kwargs)
+        serving = _SERVING.get()
+        if serving is not None and getattr(process, "pid", None):
+            serving[1].append(process.pid)
+        return process
+
+    noting._tether_notes = True  # type: ignore[attr-defined]
+    stdio._create_platform_compatible_process = noting
+
+
+class _NotJsonLines(logging.Filter):
+    """The SDK's "Failed to parse JSONRPC message" tracebacks become one warning naming
+    the server (the first such line of each server)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "Failed to parse JSONRPC message" not in record.getMessage():
+            return True
+        serving = _SERVING.get()
+        if serving is not None:
+            name, _pids, warn = serving
+            warn(name)
+        return False
+
+
+_NOT_JSON = _NotJsonLines()
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGTERM, then SIGKILL, the process groups of `pids` still running (the SDK starts a
+    stdio server in a session of its own), and reap them."""
+    alive = []
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            alive.append(pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    deadline = time.monotonic() + 1.0
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if not _reaped(p)]
+        time.sleep(0.02)
+    for pid in alive:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        _reaped(pid, block=True)
+
+
+def _reaped(pid: int, *, block: bool = False) -> bool:
+    try:
+        done, _status = os.waitpid(pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:  # not our child (any more): reaped by the event loop
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return done == pid
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first real error inside anyio's exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -76,17 +168,28 @@ class McpServers:
     Args:
         connections: server name -> connection dict (`langchain-mcp-adapters`' shape).
         timeout: seconds one tool call may take.
+        on_warning: receives one line per server that wrote something other than
+            JSON-RPC to its stdout.
     """
 
-    def __init__(self, connections: Mapping[str, Mapping[str, Any]], *, timeout: float = 120.0):
+    def __init__(
+        self,
+        connections: Mapping[str, Mapping[str, Any]],
+        *,
+        timeout: float = 120.0,
+        on_warning: Callable[[str], None] | None = None,
+    ):
         self.connections = {name: dict(conn) for name, conn in connections.items()}
         self.timeout = timeout
+        self.on_warning = on_warning
         self.tools: dict[str, list[Any]] = {}
         """Server name -> its tools (sync LangChain tools), after `start()`."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stops: list[asyncio.Event] = []
         self._tasks: list[concurrent.futures.Future] = []
+        self._pids: list[int] = []
+        self._warned: set[str] = set()
 
     def __enter__(self) -> McpServers:
         return self.start()
@@ -112,6 +215,10 @@ class McpServers:
                 f"need langchain-mcp-adapters: {INSTALL_HINT}"
             ) from None
         _real_stderr_for_stdio_servers()
+        _note_spawned_processes()
+        stdio_logger = logging.getLogger("mcp.client.stdio")
+        if _NOT_JSON not in stdio_logger.filters:
+            stdio_logger.addFilter(_NOT_JSON)
         client = MultiServerMCPClient(self.connections)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -136,6 +243,7 @@ class McpServers:
 
             stop = asyncio.Event()
             self._stops.append(stop)
+            _SERVING.set((name, self._pids, self._not_json))
             try:
                 async with client.session(name) as session:
                     tools = await load_mcp_tools(session, server_name=name)
@@ -159,18 +267,32 @@ class McpServers:
                 "check its command, args and url in the workflow's mcp_servers"
             ) from None
 
+    def _not_json(self, name: str) -> None:
+        if name in self._warned or self.on_warning is None:
+            return
+        self._warned.add(name)
+        self.on_warning(
+            f"MCP server {name!r} wrote a line that is not JSON-RPC on its stdout; "
+            "skipped (a server must log to stderr)"
+        )
+
     def close(self) -> None:
-        """End every session (stdio servers exit), then the loop; safe to call twice."""
+        """End every session (stdio servers exit), cancel those that never started, kill
+        what is left of the servers' processes, then stop the loop; safe to call twice."""
         loop, self._loop = self._loop, None
         if loop is None:
             return
         for stop in self._stops:
             loop.call_soon_threadsafe(stop.set)
+        deadline = time.monotonic() + CLOSE_GRACE_S
         for task in self._tasks:
             try:
-                task.result(10)
-            except Exception:  # noqa: BLE001 - a server that dies while closing is closed
+                task.result(max(0.05, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:  # still starting, or ignoring its stdin
                 task.cancel()
+            except BaseException:  # noqa: BLE001 - a server that died while closing is closed
+                pass
+        _kill(self._pids)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)
@@ -178,6 +300,7 @@ class McpServers:
             loop.close()
         self._stops.clear()
         self._tasks.clear()
+        self._pids.clear()
 
     # -- tools --------------------------------------------------------------------------
     def _sync_tool(self, tool: Any, server: str) -> Any:

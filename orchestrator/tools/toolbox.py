@@ -25,6 +25,7 @@ import concurrent.futures
 import contextvars
 import importlib
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ from orchestrator.config.workflow import KNOWN_TOOLS, Workflow
 from orchestrator.errors import ToolConfigError
 
 MCP_PREFIX = "mcp:"
+#: Tools tether gives agents itself: the final answers and the skills reader. A user's tool
+#: of one of these names would be dropped (or shadow tether's), so it is refused.
+PROTOCOL_TOOLS = frozenset({"PhasePlan", "SubmitFindings", "SubmitAnswer", "read_skill"})
 DEFAULT_TOOL_TIMEOUT = 120.0
 """Seconds a user's tool call may take (the workflow's `tool_timeout` overrides it)."""
 
@@ -139,6 +143,11 @@ class Toolbox:
                 self.servers[server].append(tool.name)
 
     def _add(self, tool: BaseTool, source: str) -> None:
+        if tool.name in PROTOCOL_TOOLS:
+            raise ToolConfigError(
+                f"tool name {tool.name!r} is provided twice: by tether's protocol and by "
+                f"{source}; rename yours"
+            )
         before = self.sources.get(tool.name)
         if before is not None:
             raise ToolConfigError(
@@ -198,12 +207,28 @@ class Toolbox:
 
 
 # -- timeouts -------------------------------------------------------------------------------
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="tether-tool")
+def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+    """`fn(*args)` in a daemon thread of its own: a call that never returns (a hung tool)
+    is left behind when the run returns, and the process still exits (a thread pool's
+    workers are joined at interpreter shutdown)."""
+    future: concurrent.futures.Future = concurrent.futures.Future()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting agent
+            future.set_exception(exc)
+
+    threading.Thread(target=target, name="tether-tool", daemon=True).start()
+    return future
 
 
 class ToolTimeoutMiddleware(AgentMiddleware):
     """Calls of the named tools that take longer than `timeout` seconds answer the agent
-    with an error (the call goes on in the background; a Python thread cannot be killed).
+    with an error (the call goes on in a daemon thread; a Python thread cannot be killed,
+    and one that hangs never keeps the process alive after the run).
 
     Args:
         timeout: seconds per call.
@@ -220,7 +245,7 @@ class ToolTimeoutMiddleware(AgentMiddleware):
         if call["name"] not in self.names:
             return handler(request)
         context = contextvars.copy_context()
-        future = _POOL.submit(context.run, handler, request)
+        future = _in_daemon_thread(context.run, handler, request)
         try:
             return future.result(self.timeout)
         except concurrent.futures.TimeoutError:

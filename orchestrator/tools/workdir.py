@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory.errors import PathEscapeError
-from memory.paths import confine
+from memory.paths import confine, read_bounded
 from memory.status_file import BEGIN as STATUS_BEGIN
 from memory.status_file import FILE_NAME as STATUS_FILE
 from orchestrator.config.settings import check_workdir
+from orchestrator.tools._dirfd import NotRegularError, open_regular
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -71,8 +72,28 @@ FOLDERS_PREFIX = "# text files per folder: "
 MAX_WALK_FILES = 20_000
 """A walk stops after this many files, so a huge tree cannot stall an agent."""
 _SNIFF_BYTES = 4096
+MAX_GITIGNORE_BYTES = 1_000_000
+COUNT_CHARS = 32_000_000
+"""`read_file` counts a file's lines up to this many characters past what it shows; a
+larger file's header says "at least"."""
 #: Line breaks `str.splitlines` knows besides "\n" (where `^`/`$` of MULTILINE do not match).
 _OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def has_nul(data: bytes) -> bool:
+    """Whether the first 4 KiB of `data` hold a NUL byte (binary content)."""
+    return b"\x00" in data[:_SNIFF_BYTES]
+
+
+def shown_name(name: str) -> str:
+    """A file name as the tools show it: a name that is not UTF-8 (kept by Python as lone
+    surrogates) with its bytes escaped (`caf\\xe9.txt`), so no answer, log or JSON line
+    ever holds a character it cannot encode."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
 
 
 def is_binary(path: Path) -> bool:
@@ -104,11 +125,13 @@ def _skipped_dir(name: str) -> bool:
 
 
 def _gitignore(root: Path) -> list[tuple[str, bool]]:
-    """`(glob, directories only)` pairs of the root `.gitignore` (none if unreadable)."""
+    """`(glob, directories only)` pairs of the root `.gitignore` (none if unreadable, not a
+    regular file inside the workdir, or over `MAX_GITIGNORE_BYTES`)."""
     try:
-        text = (root / ".gitignore").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        data = read_bounded(root / ".gitignore", MAX_GITIGNORE_BYTES, within=root)
+    except OSError:  # PathEscapeError included
         return []
+    text = data.decode("utf-8", errors="replace")
     out = []
     for raw in text.splitlines():
         line = raw.strip()
@@ -187,8 +210,8 @@ class WorkdirFiles:
         return False
 
     def rel(self, path: Path) -> str:
-        """`path` relative to the workdir, with forward slashes."""
-        return path.relative_to(self.root).as_posix() if path != self.root else "."
+        """`path` relative to the workdir, with forward slashes (escaped: `shown_name`)."""
+        return shown_name(path.relative_to(self.root).as_posix()) if path != self.root else "."
 
     def iter_files(self, start: Path) -> Iterator[Path]:
         """Text-candidate files under `start`, breadth-first, skipping noise and symlinks out."""
@@ -315,25 +338,29 @@ class WorkdirFiles:
         rel = self.rel(target)
         if target.is_dir():
             return f"Error: {rel!r} is a directory: use list_files to see its files"
-        if is_binary(target):
+        if target.suffix.lower() in BINARY_SUFFIXES:
             return f"Error: {rel!r} is a binary file: read_file shows text files only"
-        shown: list[str] = []
-        count = 0
         try:
-            with target.open(encoding="utf-8", errors="replace") as fh:
-                for count, line in enumerate(fh, start=1):
-                    if start_no <= count < start_no + limit:
-                        shown.append(f"{count}: {line.rstrip()[:MAX_LINE_CHARS]}")
+            fd = open_regular(target, rel)
+        except NotRegularError:
+            return f"Error: {rel!r} is not a regular file (a FIFO, device or socket)"
         except OSError as exc:
             return f"Error: cannot read {rel!r} ({exc.strerror or exc})"
+        try:
+            with open(fd, encoding="utf-8", errors="replace") as fh:
+                if has_nul(os.pread(fd, _SNIFF_BYTES, 0)):
+                    return f"Error: {rel!r} is a binary file: read_file shows text files only"
+                shown, count, whole = _window(fh, start_no, limit)
+        except OSError as exc:
+            return f"Error: cannot read {rel!r} ({exc.strerror or exc})"
+        total = str(count) if whole else f"at least {count}"
         if not shown:
-            return f"# {rel} has {count} lines; start_line {start_no} is past the end"
+            return f"# {rel} has {total} lines; start_line {start_no} is past the end"
         last = start_no + len(shown) - 1
-        out = [f"# {rel} (lines {start_no}-{last} of {count})", *shown]
+        out = [f"# {rel} (lines {start_no}-{last} of {total})", *shown]
         if last < count:
-            out.append(
-                f"# ... {count - last} more lines: call read_file with start_line={last + 1}"
-            )
+            more = count - last if whole else f"at least {count - last}"
+            out.append(f"# ... {more} more lines: call read_file with start_line={last + 1}")
         return "\n".join(out)
 
     def grep_files(self, pattern: str, path: str = ".", max_matches: int = 50) -> str:
@@ -409,6 +436,34 @@ class WorkdirFiles:
             "# most matches: " + ", ".join(f"{r} ({counts[r]})" for r in busiest),
         ]
         return "\n".join(out)
+
+
+def _window(fh: Any, start_no: int, limit: int) -> tuple[list[str], int, bool]:
+    """`(shown lines, lines counted, whether the count is the whole file)` of a text file:
+    lines `start_no`.. (at most `limit`, each cut at `MAX_LINE_CHARS`), never holding more
+    than a cut line in memory, and counting the lines after them up to `COUNT_CHARS`."""
+    shown: list[str] = []
+    count = 0
+    while count < start_no + limit - 1:
+        line = fh.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return shown, count, True
+        if not line.endswith("\n"):  # a long line: its rest is skipped, a chunk at a time
+            rest = line
+            while rest and not rest.endswith("\n"):
+                rest = fh.readline(1 << 16)
+        count += 1
+        if count >= start_no:
+            shown.append(f"{count}: {line.rstrip()[:MAX_LINE_CHARS]}")
+    counted, last = 0, "\n"
+    while counted < COUNT_CHARS:
+        chunk = fh.read(1 << 20)
+        if not chunk:
+            return shown, count + (last != "\n"), True
+        count += chunk.count("\n")
+        counted += len(chunk)
+        last = chunk[-1]
+    return shown, count, False
 
 
 def _spread(

@@ -16,7 +16,13 @@ client). A step is a dict:
 * `{"hang": seconds}`: sleep before answering (a timeout for the client);
 * `{"body": "not json"}`: a 200 response whose body is not JSON;
 * `{"tool": NAME, "args": {...}}` or `{"tool": NAME, "raw": "{truncated"}`: a tool call;
+* `{"calls": [{"tool": NAME, "args": {...}}, ...]}`: several tool calls in one reply;
 * `{"text": "..."}`: a plain assistant message.
+
+In a tool call's string arguments, `{subtask}` is replaced by the subtask id of the
+conversation (its `Subtask: ID` line), so one script serves several subtasks.
+`call_ids="position"` numbers each reply's calls `call_0`, `call_1`, ... as some providers
+do (ids then repeat across replies, agents and tasks); the default is a random id per call.
 
 `usage` (a callable `prompt_tokens -> prompt_tokens to report`, or None for no usage
 block) sets what the server reports. `scale` makes the server's tokenizer count `scale`
@@ -94,8 +100,10 @@ class ScriptedOpenAI:
         window: int = 1_000_000,
         usage: Callable[[int], int] | None = lambda n: n,
         scale: float = 1.0,
+        call_ids: str = "random",
     ):
         self.scale = scale
+        self.call_ids = call_ids
         self.steps: deque = deque(steps or [])
         self.responder = responder
         self.window = window
@@ -166,15 +174,17 @@ class ScriptedOpenAI:
     def _completion(self, body: dict, step: dict, tokens: int, arrived: float = 0.0) -> bytes:
         message: dict[str, Any] = {"role": "assistant", "content": step.get("text")}
         finish = "stop"
-        if "tool" in step:
-            args = step["raw"] if "raw" in step else json.dumps(step.get("args") or {})
+        calls = step.get("calls") or ([step] if "tool" in step else [])
+        if calls:
+            subtask = _subtask_of(body)
             message["content"] = None
             message["tool_calls"] = [
                 {
-                    "id": "call_" + uuid.uuid4().hex[:16],
+                    "id": f"call_{i}" if self.call_ids == "position" else _random_id(),
                     "type": "function",
-                    "function": {"name": step["tool"], "arguments": args},
+                    "function": {"name": call["tool"], "arguments": _arguments(call, subtask)},
                 }
+                for i, call in enumerate(calls)
             ]
             finish = "tool_calls"
         completion_tokens = len(json.dumps(message)) // 4
@@ -223,6 +233,38 @@ class ScriptedOpenAI:
                     pass
 
         return Handler
+
+
+def _random_id() -> str:
+    return "call_" + uuid.uuid4().hex[:16]
+
+
+def _subtask_of(body: dict[str, Any]) -> str:
+    """The `Subtask: ID` of a subagent's conversation (empty for the lead's)."""
+    for m in body.get("messages", []):
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, str):
+            for line in content.splitlines():
+                if line.startswith("Subtask: "):
+                    return line.removeprefix("Subtask: ").strip()
+    return ""
+
+
+def _arguments(call: dict[str, Any], subtask: str) -> str:
+    """A scripted call's arguments as JSON, `{subtask}` in its strings filled in."""
+    if "raw" in call:
+        return call["raw"]
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace("{subtask}", subtask)
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return value
+
+    return json.dumps(fill(call.get("args") or {}))
 
 
 def _error(

@@ -155,8 +155,16 @@ def make_pool(url: str, kwargs: dict[str, Any], *, max_size: int, name: str = "t
         if _QUIET not in logging.getLogger(logger).filters:
             logging.getLogger(logger).addFilter(_QUIET)
     timeout = min(CHECKOUT_TIMEOUT_S, max(reconnect_seconds(), 0.5))
+    from memory.backends.urls import encode_userinfo
+
     pool = ConnectionPool(
-        url, kwargs=kwargs, min_size=1, max_size=max_size, open=True, name=name, timeout=timeout
+        encode_userinfo(url),
+        kwargs=kwargs,
+        min_size=1,
+        max_size=max_size,
+        open=True,
+        name=name,
+        timeout=timeout,
     )
     try:
         # the first connection is ready before the first call: a call that had to wait for

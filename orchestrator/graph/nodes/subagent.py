@@ -25,7 +25,10 @@ came before step 2, and the agent itself never runs a second time.
 
 A model or tool exception marks this subagent failed (`failed[key]`, shown as
 `blocked_agents` in checkpoints) and leaves the other subagents alone; a failed subtask
-has no findings, so the next resume's spawn retries it.
+has no findings, so the next resume's spawn retries it. When its provider failed, its
+conversation so far (every tool call answered) is recorded first (`transcript:{key}` in
+the registry), and the retry continues from it, as a resume after a kill continues from
+the agent's durable steps: its tool calls are not made a second time.
 
 A remote agent (`AgentSpec.remote`) runs the subtask on LangGraph Server instead
 (`orchestrator.graph.remote`): it is told the same subtask text, and its result goes
@@ -39,10 +42,18 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.runtime import Runtime
 
+from memory.backends.urls import redact_text
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.offload import OffloadLargeToolResults
 from orchestrator.approvals import note_requests
@@ -58,7 +69,7 @@ from orchestrator.artifacts.names import iso_timestamp
 from orchestrator.artifacts.registry import find_written, registry_note, registry_records
 from orchestrator.artifacts.text import parse_meta
 from orchestrator.config.workflow import AgentSpec
-from orchestrator.errors import RemoteAgentError, Stopped
+from orchestrator.errors import ModelCallError, RemoteAgentError, Stopped
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.remote import RemoteResult, run_remote
@@ -412,14 +423,15 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         used["tokens"] = tokens
         ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens)
 
-    tools = ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False)
+    tools = ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False, key=key)
     if not any(t.name == "memory_fetch" for t in tools):  # evicted results stay readable
         tools += [t for t in ctx.memory_tools(payload["task_id"]) if t.name == "memory_fetch"]
     return run_agent(
         ctx.model_for(sub["agent"]),
         tools=tools,
         final_tool=SubmitFindings,
-        messages=subagent_prompt(
+        messages=_continued(ctx, payload)
+        or subagent_prompt(
             payload,
             ctx.skills_for(sub["agent"]),
             max_steps,
@@ -439,6 +451,45 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
     )
 
 
+TRANSCRIPT = "transcript:"
+"""Registry key prefix of a failed subagent's conversation (`_keep_transcript`)."""
+
+
+def _keep_transcript(ctx: RunContext, task_id: str, key: str, exc: Exception) -> None:
+    """Record the conversation of a subagent whose provider failed, its tool calls done,
+    so that the run that retries it continues from there, as after a kill: a tool with
+    effects (`send_email`) is not called again."""
+    messages = getattr(exc, "messages", None)
+    if not isinstance(exc, ModelCallError) or not messages:
+        return
+    try:
+        _note(ctx, task_id, TRANSCRIPT + key, messages=messages_to_dict(messages))
+    except (TypeError, ValueError):  # a message that is not JSON: the retry starts afresh
+        return
+
+
+def _continued(ctx: RunContext, payload: SubagentPayload) -> list[Any] | None:
+    """The recorded conversation of this subtask's failed attempt, if any (None: start
+    from its prompt)."""
+    if ctx.new_task:
+        return None
+    rec = ctx.registry_record(payload["task_id"], TRANSCRIPT + payload["key"])
+    kept = (rec or {}).get("messages")
+    if not isinstance(kept, list) or not kept:
+        return None
+    try:
+        messages = messages_from_dict(kept)
+    except (KeyError, TypeError, ValueError):
+        return None
+    ctx.emit(
+        "warning",
+        message=f"{payload['key']} [{payload['subtask']['agent']}]: continues its failed "
+        f"attempt from its {sum(m.type == 'ai' for m in messages)} earlier step(s); its "
+        "tool calls are not made again",
+    )
+    return messages
+
+
 def subagent_node(payload: SubagentPayload, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Run (or reuse) one subagent; returns its keyed findings, or its failure."""
     return run_subagent(runtime.context, payload)
@@ -456,6 +507,7 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
         raise Stopped(f"stopped by Ctrl-C before subagent {key!r} started")
     ctx.budget.check(key)  # a queued subagent does not start past the budget
     ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=0)
+    ctx.attempted.add(key)
     spec = ctx.agent_spec(sub["agent"])
     if spec is not None and spec.remote is not None:
         return _run_remote(ctx, payload, spec)
@@ -468,6 +520,7 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     except GraphBubbleUp:  # LangGraph's own control flow
         raise
     except Exception as exc:  # any model/tool failure blocks this subagent only
+        _keep_transcript(ctx, task_id, key, exc)
         return _failed(ctx, payload, exc, used["tokens"])
     findings = with_files_written(result.final.model_dump(), result.transcript)
     return _finish(ctx, payload, findings, result.tokens, usage_record(result))
@@ -478,7 +531,7 @@ def _failed(
 ) -> dict[str, Any]:
     """The state update of a subagent that failed (the others go on)."""
     sub, key = payload["subtask"], payload["key"]
-    error = f"{type(exc).__name__}: {exc}"
+    error = redact_text(f"{type(exc).__name__}: {exc}")  # no credentials of a URL kept
     ctx.emit("agent", key=key, agent=sub["agent"], state="failed", error=error, tokens=tokens)
     return {
         "failed": {key: {"agent": sub["agent"], "error": error[:500], "kind": type(exc).__name__}},

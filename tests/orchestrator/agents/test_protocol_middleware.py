@@ -12,6 +12,7 @@ from orchestrator.agents import compiled_agent
 from orchestrator.agents.final_answer import FinalAnswerMiddleware
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.protocol_middleware import (
+    CleanToolResultsMiddleware,
     ContextBudgetMiddleware,
     ProviderRetryMiddleware,
     StepLimitMiddleware,
@@ -32,6 +33,7 @@ def test_the_protocol_is_one_middleware_per_job_in_a_fixed_order():
         ContextBudgetMiddleware,
         ProviderRetryMiddleware,
         UsageMiddleware,
+        CleanToolResultsMiddleware,
         ToolErrorMiddleware,
     ]
     assert protocol.final is protocol.middleware[0]

@@ -161,3 +161,30 @@ def test_a_subagent_reading_files_under_scaled_usage_finishes_within_the_window(
         ).run("How is widget math done?", task_id="w")  # fmt: skip
     assert result.status == "done", result.failed
     assert 400 not in server.statuses
+
+
+def broken_text() -> str:
+    """A report whose text holds a lone surrogate (output that was not UTF-8)."""
+    return "widgets: 7 in caf\udce9 aisle"
+
+
+def test_a_tool_result_with_a_lone_surrogate_reaches_the_model_cleaned(tmp_path, memory_dir):
+    """Issue 42 item 10: the agent is not failed as a provider failure (5 retries); the
+    model gets the text with U+FFFD in place of the surrogate."""
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(REPORTER.replace("[big_report, memory_fetch]", "[broken_text]"))
+    steps = {
+        "reporter": [
+            {"tool": "broken_text", "args": {}},
+            lambda body: findings("Read: " + tool_answers(body)[-1]),
+        ]
+    }
+    with ScriptedOpenAI(responder=agents(one_subtask("reporter"), steps)) as server:
+        orch = Orchestrator(
+            workdir=tmp_path, workflow=wf, model=client(server), tools=[broken_text]
+        )
+        result = orch.run("Read the report", task_id="sur")
+        answers = [a for body in server.requests for a in tool_answers(body)]
+    assert result.status == "done", result.failed
+    assert "widgets: 7 in caf\ufffd aisle" in answers
+    assert "Read: widgets: 7 in caf\ufffd aisle" in (memory_dir / result.findings[0]).read_text()
