@@ -2,20 +2,22 @@
 
 Start-up must stay fast (agents pipe tool output into `memory log` many times a minute),
 so this module imports only click and the memory core; LangChain and LangGraph are never
-imported here. Each group of verbs lives in its own `_cli_*` module:
+imported here. Each group of verbs lives in its own module of this package:
 
-* `_cli_entries`: log, fetch, list, refs, stats, prune
-* `_cli_search`: search, reindex
-* `_cli_working`: summary status|on|off|now, facts, episodes
-* `_cli_mcp`: mcp (the MCP server over stdio, `memory.mcp_server`)
-* `_cli_status`: status-file
-* `_cli_backend`: setup, export, import
+* `entries`: log, fetch, list, refs, stats, prune
+* `search`: search, reindex
+* `working`: summary status|on|off|now, facts, episodes
+* `mcp`: mcp (the MCP server over stdio, `memory.mcp_server`)
+* `status_file`: status-file
+* `backend`: setup, export, import
 
 Every verb works on every backend (`--memory-url` / `TETHER_MEMORY_URL`, default the memory
-directory) through the store `_cli_common.get_store` opens.
+directory) through the store `common.get_store` opens.
 
 Only this layer turns exceptions into `Error: ...` lines and exit codes; library code
-never prints or exits.
+never prints or exits. A usage error, wherever click meets it (the group's own options,
+a verb's, a subgroup called without a subcommand), is one `Error:` line and exit 2
+(`options.usage_error`); every other bad input is one line and exit 1.
 """
 
 from __future__ import annotations
@@ -31,15 +33,24 @@ import memory.cli.search as _cli_search
 import memory.cli.status_file as _cli_status
 import memory.cli.working as _cli_working
 from memory.cli.common import show_warnings
-from memory.cli.options import hoist
+from memory.cli.options import hoist, usage_error
 from memory.errors import MemoryStoreError
 
+PROGRAM = "memory"
 _VERB_MODULES = (_cli_entries, _cli_search, _cli_working, _cli_mcp, _cli_status, _cli_backend)
 
 
 class _Group(click.Group):
-    """A group that turns memory errors into one-line `Error:` messages (exit 1), and takes
-    `--memory-url` after the verb as well as before it."""
+    """A group that turns memory errors into one-line `Error:` messages (exit 1) and usage
+    errors into one line with exit 2, and takes `--memory-url` after the verb as well as
+    before it."""
+
+    def make_context(self, info_name, args, parent=None, **extra):  # noqa: D102
+        # The group's own options are parsed here, before `invoke`: `memory --memroy-dir x`.
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise usage_error(exc, PROGRAM) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102
         return super().parse_args(ctx, hoist(args, ["--memory-url"]))
@@ -51,7 +62,7 @@ class _Group(click.Group):
             raise click.ClickException(str(exc)) from None
         except click.UsageError as exc:
             # One line, like every other error (click would add the usage and a hint).
-            raise click.ClickException(exc.format_message()) from None
+            raise usage_error(exc, PROGRAM) from None
         except BrokenPipeError:
             # `memory search ... | head` closes the pipe early; that is not an error.
             sys.stderr.close()
@@ -74,6 +85,9 @@ class _Group(click.Group):
     envvar="TETHER_MEMORY_URL",
     help="Storage backend URL, e.g. postgresql://user@host/db (default: the memory "
     "directory); before or after the verb.",
+)
+@click.version_option(
+    package_name="tether", prog_name=PROGRAM, message="%(prog)s (tether) %(version)s"
 )
 @click.pass_context
 def cli(ctx: click.Context, memory_dir: str | None, memory_url: str | None) -> None:
@@ -125,4 +139,4 @@ _register()
 
 
 def main() -> None:
-    cli(prog_name="memory")
+    cli(prog_name=PROGRAM)

@@ -3,11 +3,23 @@
 `hoist(args, options)`: group options such as `--memory-url` may also be written after the
 verb (`orchestrator run "..." --memory-url postgresql://...`); the group moves them in
 front of the verb before click parses, so the group sees them before its verb runs.
+
+`usage_error(exc, program)`: the one rule both commands follow for a usage error (an
+unknown option, a missing or extra argument, no such command, a group called without a
+subcommand): one `Error:` line, with click's "Did you mean" when it has one, and exit 2.
+A bad value of an option or argument (`--limit abc`) is bad input like any other: exit 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+import click
+
+#: Exit code of a usage error (click's, and the shell's for a misused builtin).
+EXIT_USAGE = 2
+#: A group called without a subcommand lists them in its error line up to this many.
+_LISTED_COMMANDS = 6
 
 
 def hoist(args: list[str], options: Iterable[str]) -> list[str]:
@@ -33,3 +45,34 @@ def hoist(args: list[str], options: Iterable[str]) -> list[str]:
             rest.append(arg)
         i += 1
     return front + rest
+
+
+def usage_error(exc: click.UsageError, program: str) -> click.ClickException:
+    """`exc` as one `Error:` line: exit 2 for a usage error, 1 for a bad value.
+
+    Args:
+        exc: what click raised while parsing (or resolving a subcommand).
+        program: the command's name (`memory`), used instead of however it was invoked.
+    """
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        message = _missing_command(exc.ctx, program)  # click's message is the whole help
+    else:
+        message = " ".join(exc.format_message().split())
+    bad_value = isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter)
+    error = click.ClickException(message)
+    error.exit_code = 1 if bad_value else EXIT_USAGE
+    return error
+
+
+def _missing_command(ctx: click.Context, program: str) -> str:
+    names: list[str] = []
+    at: click.Context | None = ctx
+    while at is not None and at.parent is not None:
+        names.append(at.info_name or "")
+        at = at.parent
+    path = " ".join([program, *reversed(names)])
+    group = ctx.command
+    verbs = group.list_commands(ctx) if isinstance(group, click.Group) else []
+    if 0 < len(verbs) <= _LISTED_COMMANDS:
+        return f"missing command: `{path}` takes one of {', '.join(verbs)} (see `{path} --help`)"
+    return f"missing command: see `{path} --help` for the commands"
