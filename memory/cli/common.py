@@ -1,9 +1,12 @@
-"""What every `memory` verb shares: the store of the invocation, opened once, and the
-warnings the memory library logs (logger `memory`), printed as `Warning: ...` lines."""
+"""What every `memory` verb shares: the store of the invocation, opened once, the task a
+verb acts on when none is named (`latest_task`: the most recently changed task record, as
+every `orchestrator` verb takes it), and the warnings the memory library logs (logger
+`memory`), printed as `Warning: ...` lines."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import click
 
@@ -63,6 +66,13 @@ def _command_of(ctx: click.Context) -> str:
         names.append(ctx.info_name or "")
         ctx = ctx.parent
     return " ".join(["memory", *reversed(names)])
+
+
+def latest_task(store: Any) -> str | None:
+    """The most recent task of the memory: the one whose task record changed last (the
+    orchestrator's "most recent task"), None when the memory holds no task record."""
+    tasks = store.backend.list_tasks()  # most recently updated first
+    return tasks[0].task_id if tasks else None
 
 
 #: Exit code of a verb that did its work but could not do all of it (the orchestrator's too).

@@ -1,7 +1,9 @@
 """`memory summary status|on|off|now`, `memory facts`, `memory episodes`.
 
 The conversation-summary commands over one task's archive, and the listings of
-long-term memory. `--task` may be omitted when exactly one task has working memory.
+long-term memory. Without `--task` they act on the most recent task, as `orchestrator`
+verbs do (`common.latest_task`); in a memory without task records (working memory written
+through the Python API only), on the task whose working memory changed last.
 Only click and the memory core are imported here (never LangChain): `summary now` uses the
 extractive summariser.
 """
@@ -13,7 +15,7 @@ import json
 import click
 
 from memory.archive import Archive, SummaryStatus
-from memory.cli.common import get_store
+from memory.cli.common import get_store, latest_task
 from memory.errors import InvalidInputError
 from memory.longterm import episode_index
 from memory.memfiles import format_size, list_memory
@@ -24,7 +26,7 @@ _task_option = click.option(
     "task_id",
     default=None,
     metavar="ID",
-    help="Task id (default: the only task with working memory).",
+    help="Task id (default: the most recent task).",
 )
 
 
@@ -36,20 +38,32 @@ def register(cli: click.Group) -> None:
 
 
 def resolve_task(store, task_id: str | None) -> str:
-    """The task to act on: `task_id` if it exists, else the only one; a clear error otherwise."""
+    """The task to act on: `task_id` if it has working memory, else the most recent task
+    (see the module docstring); one clear error otherwise."""
     tasks = list_tasks(store)
     if task_id is not None:
         if task_id not in tasks:
             known = ", ".join(tasks) or "none yet"
             raise InvalidInputError(f"unknown task {task_id!r}; tasks with working memory: {known}")
         return task_id
-    if len(tasks) == 1:
-        return tasks[0]
     if not tasks:
         raise InvalidInputError(
             "no task has working memory yet; run a task first (orchestrator run ...)"
         )
-    raise InvalidInputError(f"several tasks ({', '.join(tasks)}); pick one with --task ID")
+    latest = latest_task(store)
+    if latest is None:
+        return max(tasks, key=lambda task: _last_change(store, task))
+    if latest not in tasks:
+        raise InvalidInputError(
+            f"the most recent task {latest!r} has no working memory yet; pick one with "
+            f"--task ID: {', '.join(tasks)}"
+        )
+    return latest
+
+
+def _last_change(store, task_id: str) -> float:
+    """When the working memory of `task_id` last changed (its newest document)."""
+    return max(i.mtime for i in store.backend.list_documents(f"working/{task_id}/"))
 
 
 def _archive(ctx: click.Context, task_id: str | None) -> Archive:

@@ -1,15 +1,17 @@
 """`memory summary status|on|off|now`, `memory facts`, `memory episodes` on the command line.
 
-Covers: exact output lines, `--task` defaulting to the only task and the errors when there
-is none or several, settings persisting across invocations, and the CLI path never
-importing LangChain.
+Covers: exact output lines, `--task` defaulting to the most recent task (as `orchestrator`
+verbs take it) and the errors when there is none, settings persisting across invocations,
+and the CLI path never importing LangChain.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from datetime import date
 
 import pytest
@@ -84,7 +86,6 @@ def test_on_off_persist():
     "tasks, args, error",
     [
         ((), (), "Error: no task has working memory yet; run a task first (orchestrator run ...)"),
-        (("a", "b"), (), "Error: several tasks (a, b); pick one with --task ID"),
         (("a",), ("--task", "zz"), "Error: unknown task 'zz'; tasks with working memory: a"),
     ],
 )
@@ -95,6 +96,48 @@ def test_task_selection_errors(tasks, args, error):
     result = CliRunner().invoke(cli, ["summary", "status", *args])
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == error
+
+
+def test_without_task_every_summary_verb_takes_the_most_recent_task():
+    store = MemoryStore()
+    _task("older", 3)
+    _task("newer", 1)
+    # the task records say which task changed last (as for `orchestrator status`), whatever
+    # working memory was written last
+    store.backend.merge_task("newer", {"objective": "n"}, status="running")
+    store.backend.merge_task("older", {"objective": "o"}, status="running")
+    assert run("summary", "status").output.splitlines()[:4] == [
+        "task: older",
+        "enabled: yes",
+        "threshold: every 10 user turns",
+        "turns since last summary: 3",
+    ]
+    assert run("summary", "off").output == "summaries disabled for task older (nothing deleted)\n"
+    assert run("summary", "on").output == "summaries enabled for task older (every 10 user turns)\n"
+    assert run("summary", "now").output.startswith("wrote detail/summary-L1-000001.md")
+    assert run("summary", "status", "--task", "newer").output.splitlines()[0] == "task: newer"
+    store.backend.merge_task("newer", {"phase": "planning"})
+    assert run("summary", "status").output.splitlines()[0] == "task: newer"
+
+
+def test_without_task_records_the_task_whose_working_memory_changed_last(memory_dir):
+    older, _newer = _task("older", 1), _task("newer", 1)
+    for path in (memory_dir / "working" / "older").rglob("*"):
+        os.utime(path, (time.time() - 100, time.time() - 100))
+    assert run("summary", "status").output.splitlines()[0] == "task: newer"
+    os.utime(older.messages_path, (time.time() + 100, time.time() + 100))
+    assert run("summary", "status").output.splitlines()[0] == "task: older"
+
+
+def test_the_most_recent_task_without_working_memory_is_named():
+    _task("a", 1)
+    MemoryStore().backend.merge_task("fresh", {"objective": "x"}, status="running")
+    result = CliRunner().invoke(cli, ["summary", "status"])
+    assert (result.exit_code, result.output) == (
+        1,
+        "Error: the most recent task 'fresh' has no working memory yet; pick one with "
+        "--task ID: a\n",
+    )
 
 
 def test_bad_threshold_is_refused():
