@@ -1,8 +1,9 @@
 """STATUS.md: where a project's memory is, for a person or an agent opening the project.
 
-`write_status_file()` renders one marked block (task, phase and outcome, latest checkpoint,
-plan, snapshot, what is left, and the memory entries grouped by the directory they are
-linked to, each with its id) and puts it into a `STATUS.md`:
+`write_status_file()` renders one marked block about one task (phase and outcome, its latest
+checkpoint, plan, snapshot and findings, what is left; never another task's) and the memory
+entries grouped by the directory they are linked to, each with its id, and puts it into a
+`STATUS.md`:
 
 * the file does not exist: it is created with the block alone;
 * it has the block: only the block is replaced, every line a person wrote above or below it
@@ -14,6 +15,11 @@ entries, on whatever backend the store has, so the block is true of the memory a
 it is written. Writing twice
 with nothing changed leaves the file identical (no clock in the block). The write is atomic
 and happens under the backend's mutex, so two writers never interleave.
+
+The block is valid Markdown whatever the names and summaries hold: every value shown as
+code is a code span fenced with more backticks than it contains (`md_code`), and every
+command it suggests works when pasted, from any directory (values shell-quoted, the memory
+named by `--memory-dir` or `--memory-url`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +43,11 @@ FILE_NAME = "STATUS.md"
 ENTRIES_PER_DIRECTORY = 10
 _BLOCK = re.compile(re.escape(BEGIN.split(" (")[0]) + r".*?" + re.escape(END), re.DOTALL)
 _TS = re.compile(r"_(\d{8}T\d{6,12}Z)")
+_SNAPSHOT_META = re.compile(r"<!-- tether:snapshot (\{.*?\}) -->\s*\Z", re.DOTALL)
+_LONGEST_TICKS = re.compile(r"`+")
 
-__all__ = ["END", "BEGIN", "FILE_NAME", "StatusInfo", "gather_status", "render_block",
-           "write_status_file"]  # fmt: skip
+__all__ = ["END", "BEGIN", "FILE_NAME", "StatusInfo", "gather_status", "md_code",
+           "render_block", "write_status_file"]  # fmt: skip
 
 
 @dataclass
@@ -53,7 +62,12 @@ class StatusInfo:
     plan: str | None = None
     snapshot: str | None = None
     findings: int = 0
+    """Findings files of the task's subagents, as its latest checkpoint records them."""
+    merged: int = 0
+    """Merged findings files of the task (one per phase, and the final one)."""
     entries: dict[str, list[Any]] = field(default_factory=dict)
+    """Entries by directory (`None`: linked to no directory), newest first."""
+    total_entries: int = 0
     url: bool = False
     """True when the memory is a backend URL rather than a directory."""
 
@@ -114,15 +128,61 @@ def gather_status(
         info.task_id = max(plans, key=lambda i: i.mtime).path.rsplit("/", 1)[1][:-3]
     if info.task_id and any(p.path == f"research_plans/{info.task_id}.md" for p in plans):
         info.plan = f"research_plans/{info.task_id}.md"
-    snaps = _newest([i.path for i in _names(backend, "context_snapshots", "snap_", ".md")])
-    info.snapshot = snaps[0] if snaps else None
-    info.findings = len(_names(backend, "findings", "", ".md"))
-    groups: dict[str, list[Any]] = defaultdict(list)
+    if info.task_id:
+        info.snapshot = _task_snapshot(backend, info.task_id, info.checkpoint)
+    info.findings, info.merged = _findings_counts(info.checkpoint)
+    groups: dict[Any, list[Any]] = defaultdict(list)
     for entry in store.list_entries(limit=None):
-        groups[entry.directory or "(no directory)"].append(entry)
-    info.entries = dict(sorted(groups.items()))
+        groups[entry.directory or None].append(entry)
+    info.entries = dict(sorted(groups.items(), key=lambda item: (item[0] is None, item[0] or "")))
+    info.total_entries = sum(len(group) for group in groups.values())
     info.url = not store.location.startswith("/")
     return info
+
+
+def _findings_counts(cp: dict[str, Any] | None) -> tuple[int, int]:
+    """(subagents' findings files, merged files) of the checkpoint's task."""
+    if cp is None:
+        return 0, 0
+    extra = cp.get("extra") if isinstance(cp.get("extra"), dict) else {}
+    done = cp.get("completed_findings")
+    files = set(done.values()) if isinstance(done, dict) else set()
+    files |= {f for f in cp.get("findings") or [] if isinstance(f, str)}
+    merged = extra.get("merged")
+    count = len(files) or int((cp.get("state") or {}).get("findings_count") or 0)
+    return count, len(set(merged.values())) if isinstance(merged, dict) else 0
+
+
+def _task_snapshot(backend: Any, task_id: str, cp: dict[str, Any] | None) -> str | None:
+    """The task's newest context snapshot: one its checkpoint lists, or a newer one that
+    names the task (written on request since); never another task's. Only the snapshots
+    newer than the newest listed one are read."""
+    extra = (cp or {}).get("extra")
+    listed = set((extra.get("snapshots") if isinstance(extra, dict) else None) or [])
+    for doc in _newest([i.path for i in _names(backend, "context_snapshots", "snap_", ".md")]):
+        if doc in listed or _snapshot_task(backend, doc) == task_id:
+            return doc
+    return None
+
+
+def _snapshot_task(backend: Any, doc: str) -> str | None:
+    try:
+        found = _SNAPSHOT_META.search(backend.read_text(doc) or "")
+        meta = json.loads(found.group(1)) if found else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return meta.get("task_id") if isinstance(meta, dict) else None
+
+
+def md_code(text: str) -> str:
+    """`text` as one Markdown code span, valid whatever backticks it holds (CommonMark:
+    fenced by one backtick more than its longest run, padded when it starts or ends with
+    one). Line breaks become spaces."""
+    text = " ".join(str(text).split("\n"))
+    fence = "`" * (max((len(run) for run in _LONGEST_TICKS.findall(text)), default=0) + 1)
+    if text.startswith("`") or text.endswith("`"):
+        text = f" {text} "
+    return f"{fence}{text}{fence}"
 
 
 def _state_lines(cp: dict[str, Any]) -> list[str]:
@@ -133,51 +193,73 @@ def _state_lines(cp: dict[str, Any]) -> list[str]:
         f"- Completed subtasks: {len(state.get('completed_subtasks') or [])}, "
         f"pending: {len(pending)}, failed or blocked: {len(blocked)}"
     ]
-    lines += [f"- Pending: `{p}`" for p in pending[:20]]
-    lines += [f"- Blocked: `{b if isinstance(b, str) else json.dumps(b)}`" for b in blocked[:20]]
+    lines += [f"- Pending: {md_code(p)}" for p in pending[:20]]
+    lines += [
+        f"- Blocked: {md_code(b if isinstance(b, str) else json.dumps(b))}" for b in blocked[:20]
+    ]
     if cp.get("next_action"):
         lines.append(f"- Next action: {' '.join(str(cp['next_action']).split())}")
     return lines
 
 
+def _command(info: StatusInfo, *words: str) -> str:
+    """A command naming this memory, shell-quoted: it works when pasted anywhere."""
+    where = ("--memory-url" if info.url else "--memory-dir", info.memory_root)
+    return md_code(shlex.join([*words, *where]))
+
+
 def render_block(info: StatusInfo) -> str:
     """The marked block, markdown, deterministic for the same memory."""
     where = "Memory backend" if info.url else "Memory directory"
-    out = [BEGIN, "## tether memory", "", f"- {where}: `{info.memory_root}`"]
+    out = [BEGIN, "## tether memory", "", f"- {where}: {md_code(info.memory_root)}"]
     if info.task_id is None:
         out.append("- No task has run with this memory yet.")
     else:
-        out.append(f"- Task: `{info.task_id}`")
+        out.append(f"- Task: {md_code(info.task_id)}")
     cp = info.checkpoint
     if cp is not None:
         out.append(f"- Phase: {cp.get('phase')} (latest checkpoint {cp.get('timestamp')})")
-        report = f"orchestrator checkpoint report --task {info.task_id}"
-        out.append(
-            f"- Latest checkpoint: `{info.checkpoint_path}` "
-            f"(`{report} --memory-{'url' if info.url else 'dir'} {info.memory_root}`)"
-        )
+        report = _command(info, "orchestrator", "checkpoint", "report", "--task", info.task_id)
+        out.append(f"- Latest checkpoint: {md_code(info.checkpoint_path)} ({report})")
     if info.plan:
-        out.append(f"- Research plan: `{info.plan}`")
+        out.append(f"- Research plan: {md_code(info.plan)}")
     if info.snapshot:
-        out.append(f"- Latest context snapshot: `{info.snapshot}`")
-    out.append(f"- Findings files (subagents and merged): {info.findings}")
+        out.append(f"- Latest context snapshot: {md_code(info.snapshot)}")
     if cp is not None:
+        out.append(
+            f"- Findings files of this task: {info.findings} by subagents, {info.merged} merged"
+        )
         out += ["", "### Where the task stands", "", *_state_lines(cp)]
     out += ["", "### Memory entries by directory", ""]
     if not info.entries:
-        out.append("No entries yet (store one with `memory log --file F --directory DIR`).")
+        out.append("No entries yet (`memory log --help` shows how to store a command's output).")
     for directory, entries in info.entries.items():
-        out.append(f"- `{directory}` ({len(entries)} entries)")
-        out += [f"  - `{e.reference}`" for e in entries[:ENTRIES_PER_DIRECTORY]]
+        name = md_code(directory) if directory is not None else "No directory"
+        out.append(f"- {name} ({len(entries)} entries)")
+        out += [
+            f"  - {md_code(e.id)}: {md_code(e.reference.removeprefix(e.id + ': '))}"
+            for e in entries[:ENTRIES_PER_DIRECTORY]
+        ]
         if len(entries) > ENTRIES_PER_DIRECTORY:
             more = len(entries) - ENTRIES_PER_DIRECTORY
-            out.append(f"  - ... {more} more: `memory list --directory {directory}`")
-    out += [
-        "",
-        "Use `memory fetch ID --summary-only` (or `--chunk N`) for an entry's content.",
-        END,
-    ]
+            if directory is not None:
+                listing = _command(
+                    info, "memory", "list", "--directory", directory, "--limit", str(len(entries))
+                )
+                out.append(f"  - ... {more} more: {listing}")
+            else:
+                listing = _command(info, "memory", "list", "--limit", str(info.total_entries))
+                out.append(f"  - ... {more} more, among every entry: {listing}")
+    if info.entries:
+        newest = max((e for group in info.entries.values() for e in group), key=_created)
+        fetch = _command(info, "memory", "fetch", newest.id, "--summary-only")
+        out += ["", f"An entry's content: {fetch} (or `--chunk N`, or without either)."]
+    out.append(END)
     return "\n".join(out) + "\n"
+
+
+def _created(entry: Any) -> tuple[str, str]:
+    return (str(entry.created_at), entry.id)
 
 
 def _merge(existing: str, block: str) -> str:

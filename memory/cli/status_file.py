@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memory.cli.common import get_store
+from memory.cli.common import get_store, latest_task
 from memory.status_file import FILE_NAME, write_status_file
 
 
@@ -16,7 +16,7 @@ def register(cli: click.Group) -> None:
 @click.command("status-file")
 @click.argument("path", required=False, type=click.Path(path_type=str))
 @click.option("--task", "task_id", default=None, metavar="ID",
-              help="Task to describe (default: the task of the latest checkpoint).")  # fmt: skip
+              help="Task to describe (default: the most recent task).")  # fmt: skip
 @click.pass_context
 def memory_status_file(ctx: click.Context, path: str | None, task_id: str | None) -> None:
     """Write where this memory is into STATUS.md (default ./STATUS.md, or PATH).
@@ -29,5 +29,8 @@ def memory_status_file(ctx: click.Context, path: str | None, task_id: str | None
       memory status-file                      # ./STATUS.md
       memory status-file ../app --task auth   # ../app/STATUS.md, for task auth
     """
-    target = write_status_file(get_store(ctx), path or FILE_NAME, task_id=task_id)
+    store = get_store(ctx)
+    if task_id is None:  # else the library takes the latest checkpoint's (no task records)
+        task_id = latest_task(store)
+    target = write_status_file(store, path or FILE_NAME, task_id=task_id)
     click.echo(f"Wrote {target}")
