@@ -245,6 +245,9 @@ class ServedSubagentInput(SubagentPayload, total=False):
     model: str | None
     project_dir: str | None
     task_created: str
+    probe: bool
+    """Only say which memory the server has (`memory`), run nothing: a lead asks it before
+    its task starts (`orchestrator.graph.remote.check_served_memory`)."""
 
 
 class ServedSubagentOutput(TypedDict, total=False):
@@ -256,6 +259,8 @@ class ServedSubagentOutput(TypedDict, total=False):
     """Prompt plus completion tokens the subagent spent."""
     usage: dict[str, int]
     """Its model calls and prompt tokens."""
+    memory: str
+    """The server's memory (`PostgresBackend.identity`), answered to a `probe`."""
 
 
 class ServedSubagentState(ServedSubagentInput, ServedSubagentOutput, total=False):
@@ -290,6 +295,11 @@ def served_subagent_node(state: ServedSubagentState) -> dict[str, Any]:
             f"{TETHER_SUBAGENT_GRAPH} needs the tasks' PostgreSQL memory: start the server "
             f"with {ENV_URL}=postgresql://..."
         )
+    if state.get("probe"):
+        from memory.backends.postgres import PostgresBackend
+
+        with PostgresBackend.open(url, setup=False) as backend:
+            return {"memory": backend.identity()}
     payload = SubagentPayload(**{k: state[k] for k in SubagentPayload.__annotations__})  # type: ignore[typeddict-item]
     with Orchestrator(
         memory_url=url,

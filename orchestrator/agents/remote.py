@@ -160,6 +160,18 @@ class Server:
             time.sleep(min(delay, left))  # the last try comes at the deadline
             delay = min(delay * 2, MAX_DELAY)
 
+    def memory(self, graph: str) -> str | None:
+        """The memory a `tether_subagent` server writes into (its answer to a probe: a
+        stateless run that runs nothing); None when it cannot say now (unreachable, a run
+        that failed, a server of a tether without the probe): the server checks each
+        payload's task itself anyway."""
+        try:
+            out = self.client.runs.wait(None, graph, input={"probe": True}, raise_error=False)
+        except (httpx.TransportError, httpx.HTTPStatusError):
+            return None
+        found = out.get("memory") if isinstance(out, dict) else None
+        return found if isinstance(found, str) else None
+
     def latest(self, thread_id: str) -> RunState | None:
         """The thread's latest run, read back; None when the thread or its runs do not exist."""
 

@@ -56,8 +56,8 @@ from orchestrator.agents.remote import (
 )
 from orchestrator.artifacts.registry import registry_note
 from orchestrator.artifacts.tasks import TaskList
-from orchestrator.config.workflow import RemoteSpec
-from orchestrator.errors import RemoteAgentError
+from orchestrator.config.workflow import TETHER_SUBAGENT_GRAPH, RemoteSpec, Workflow
+from orchestrator.errors import RemoteAgentError, WorkflowError
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.types import SubagentPayload
@@ -327,3 +327,40 @@ def run_remote(
         Stopped: Ctrl-C while joining (the remote run goes on).
     """
     return _Visit(ctx, payload, agent, spec, text).run()
+
+
+#: Seconds a probe of a `tether_subagent` server may take before the task starts anyway.
+PROBE_S = 15.0
+
+
+def check_served_memory(workflow: Workflow, identity: Any, timeout: float) -> None:
+    """Before a task starts or continues, ask each server that runs `tether_subagent` for one
+    of its agents which memory it writes into, and refuse one whose memory is not the
+    task's: its subagents would be refused one by one after the lead planned. A server that
+    cannot answer now is not refused here (it checks each payload's task itself).
+
+    Args:
+        identity: the task's memory's `identity()` (a PostgreSQL memory), or None: no check.
+
+    Raises:
+        WorkflowError: one line naming the agent and the server.
+    """
+    if identity is None:
+        return
+    ours: str | None = None
+    for name, spec in sorted(workflow.agents.items()):
+        if spec.remote is None or not spec.remote.runs_tether:
+            continue
+        for url in spec.remote.urls:
+            server = Server(url, spec.remote.connect_headers(name), min(timeout, PROBE_S))
+            try:
+                theirs = server.memory(spec.remote.graph)
+            finally:
+                server.close()
+            ours = ours or identity()
+            if theirs is not None and theirs != ours:
+                raise WorkflowError(
+                    f"agent {name!r} runs {TETHER_SUBAGENT_GRAPH!r} on {shown(url)}, whose "
+                    "memory is not this task's: start that server with TETHER_MEMORY_URL "
+                    "naming the task's PostgreSQL memory (--memory-url)"
+                )

@@ -49,6 +49,10 @@ from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_co
 from memory.backends.urls import redact
 from memory.base import BaseBackend, StorageError
 
+IDENTITY_SQL = (
+    "SELECT current_database(), current_schema(), (SELECT min(applied_at) FROM tether_migrations)"
+)
+
 __all__ = [
     "MIGRATIONS",
     "TRY_MUTEX_SQL",
@@ -222,6 +226,15 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
                         conn.execute(statement)
                     conn.execute(RECORD_MIGRATION_SQL, (name,))
             conn.execute(PRUNE_RECEIPTS_SQL, (time.time() - 86400,))
+
+    @retried
+    def identity(self) -> str:
+        """Which memory this is, the same from every host that reaches it: the database, the
+        schema, and when tether's tables were first made there (a LangGraph Server's
+        `tether_subagent` answers it, so a lead refuses a server on another memory)."""
+        with self._tx() as conn:
+            database, schema, made = conn.execute(IDENTITY_SQL).fetchone()
+        return f"{database}/{schema}@{made.isoformat() if made else '-'}"
 
     @retried
     def check_schema(self) -> None:

@@ -1,8 +1,9 @@
 """tether's own subagent graph (`tether_subagent`) served by a real `langgraph dev` on
 PostgreSQL: a task's subagents run on the server, their findings land in the shared memory
 once (also when the server runs one again); a payload of a task the server's memory does
-not hold is refused by the server, a task whose memory is a directory by the lead, each
-with one line and before anything starts. (A remote run's error failing its subagent is
+not hold is refused by the server; a task on another PostgreSQL memory (the lead asks the
+server which memory it writes into) or on a directory is refused by the lead, each with one
+line and before anything starts. (A remote run's error failing its subagent is
 `test_remote.py`'s.)
 
 The lead is `orchestrator run` with the offline model on the server's PostgreSQL memory
@@ -90,6 +91,19 @@ def test_the_served_subagent_graph_writes_each_finding_once_in_the_shared_memory
                 )
                 assert "\n" not in error["message"]
             assert _findings(url) == written
+
+            # a task on another PostgreSQL memory: the lead asks the server which memory it
+            # writes into and refuses in one line before the task is recorded or planned
+            with private_schema() as other:
+                refused = cli("run", "Survey", "--task", "elsewhere-pg", "--memory-url", other,
+                              *args, env=env)  # fmt: skip
+                assert refused.returncode == 1, refused.stdout + refused.stderr
+                [line] = refused.stderr.strip().splitlines()
+                assert line.startswith("Error: agent 'researcher' runs 'tether_subagent' on ")
+                assert "whose memory is not this task's" in line, line
+                with Orchestrator(memory_url=other) as orch:
+                    assert orch.tasks.records() == {}  # nothing recorded
+                assert server.runs_of("elsewhere-pg") == {}  # no subtask was sent
         finally:
             server.stop()
 
