@@ -73,6 +73,7 @@ from orchestrator.graph.build import ThreadState, run_graph, thread_state
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
+from orchestrator.graph.remote import check_served_memory
 from orchestrator.graph.writes import checkpoint_state
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
 from orchestrator.recovery.resume import finished_agents, prepare_resume
@@ -224,7 +225,7 @@ class Orchestrator:
             state["objective"] = brief_objective(brief, task_id)
         resolved = self._resolve_model(self.workflow)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
-        self.workflow.check_remote(is_postgres(self.memory_url))  # unset ${VAR}s too
+        self._check_remote(self.workflow)  # unset ${VAR}s too, a server on another memory
         with contextlib.ExitStack() as held:
             try:  # starting the MCP servers may take long: a signal there leaves no task
                 toolbox = held.enter_context(self._toolbox(self.workflow))
@@ -281,7 +282,7 @@ class Orchestrator:
         self.memory.check_writable("start a task")
         state = self._new_state(objective, task_id, start_phase)
         resolved = self._resolve_model(self.workflow)  # a bad model fails before any write
-        self.workflow.check_remote(is_postgres(self.memory_url))
+        self._check_remote(self.workflow)
         with task_lock(self.docs, state["task_id"]):
             self._refuse_existing(state["task_id"])
             self._record_new(state, resolved, [], served=served)
@@ -576,7 +577,7 @@ class Orchestrator:
             check_workdir(record["workdir"])  # moved or deleted since the run started?
         resolved = self._resolve_model(workflow, record)
         self._agent_models(workflow)
-        workflow.check_remote(is_postgres(self.memory_url))
+        self._check_remote(workflow)
         if self.overrides.budget_tokens is not None:  # a new budget sticks to the task
             self.tasks.note(record["task_id"], budget_tokens=self.overrides.budget_tokens)
         with (
@@ -712,6 +713,13 @@ class Orchestrator:
             agent_models=self._agent_models(workflow) if resolved is not None else {},
             record=record,
         )
+
+    def _check_remote(self, workflow: Workflow) -> None:
+        """The remote agents can run: their headers' variables are set, and a server that
+        runs `tether_subagent` writes into this memory (`graph.remote.check_served_memory`)."""
+        workflow.check_remote(is_postgres(self.memory_url))
+        identity = getattr(self.docs.backend, "identity", None)
+        check_served_memory(workflow, identity, self.settings.model_timeout)
 
     def _toolbox(self, workflow: Workflow, record: TaskInfo | None = None) -> Any:
         """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`)."""
