@@ -37,7 +37,9 @@ is the subagent's payload (`SubagentPayload`, as `Send` hands it to a local suba
 the task's model, project folder and the time the task was recorded (`ServedSubagentInput`);
 its output is the finding's reference (`FindingRef`) and what the subagent spent. The server's
 memory is `$TETHER_MEMORY_URL` (PostgreSQL): a payload whose task is not recorded there, at
-that time, is refused with one line before anything starts. The subagent is
+that time, is refused with one line before anything starts; an input `{"probe": true}` runs
+nothing and answers which memory that is (`memory`), which a lead asks before its task
+starts (`orchestrator.graph.remote.check_served_memory`). The subagent is
 `orchestrator.graph.nodes.subagent.run_subagent` in a context of the task's own
 (`Orchestrator.subagent_context`: its workflow, every agent local), so its findings land in
 the shared memory exactly once through the artifact registry, as a local subagent's do, also
