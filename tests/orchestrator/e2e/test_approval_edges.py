@@ -81,11 +81,11 @@ def test_a_decision_that_never_reached_langgraph_is_applied_next_time(project, m
     work, wf, _env = project
     with ScriptedOpenAI(responder=agents(one_subtask("writer"), steps(WRITE))) as server:
         assert start(project, server).returncode == 4
-        with Orchestrator(workdir=work, workflow=wf, model="offline") as orch:
-            saved = thread_state(orch.docs, "notes")
-            waiting = pending(orch.docs, "notes", saved.interrupts)
-            # what `approve` does first; then it died (kill -9) before LangGraph saw it
-            answer(orch.docs, "notes", waiting, None, approve=True, message=None)
+        # `approve` killed (-9) the moment its decision is recorded, before LangGraph has it
+        killed = command("approve", "--task", "notes", server=server,
+                         env={**project[2], "TETHER_FAULT": "approve_after_decision"})  # fmt: skip
+        assert killed.returncode == -9, killed.stderr
+        assert (work / "notes.txt").read_text() == "old notes\n"
         done = command(verb, "--task", "notes", env=project[2], server=server)
     assert done.returncode == 0, done.stderr + done.stdout
     assert "Task notes: done" in done.stdout
