@@ -10,7 +10,9 @@ only click and the memory core are imported (never LangChain/LangGraph).
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import unicodedata
 from pathlib import Path
 
 import click
@@ -154,19 +156,71 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
     out.flush()
 
 
-def _table(entries: list[Entry]) -> str:
-    rows = [("ID", "TYPE", "TOKENS", "CHUNKS", "TAGS", "SUMMARY")]
-    for e in entries:
-        summary = e.summary_line.replace("\t", " ")
-        if len(summary) > SUMMARY_COLUMN_CHARS:
-            summary = summary[: SUMMARY_COLUMN_CHARS - 3] + "..."
-        rows.append((e.id, e.type, str(e.tokens), str(e.chunks), ",".join(e.tags) or "-", summary))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+#: The table's columns; at a narrow width they go in `_DROPPED` order (ID and SUMMARY stay).
+_HEADER = ("ID", "TYPE", "TOKENS", "CHUNKS", "TAGS", "SUMMARY")
+_DROPPED = (3, 2, 4, 1)  # CHUNKS, TOKENS, TAGS, TYPE
+_MIN_SUMMARY = 24  # columns the summary keeps before a column is dropped
+_MIN_TAGS = 12  # tags are cut down to this before the column is dropped
+
+
+def _cells(text: str) -> int:
+    """Terminal columns of `text` (East Asian wide and full-width characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` in at most `width` columns, ending in `...` when it was cut."""
+    if _cells(text) <= width:
+        return text
+    out, used, room = [], 0, max(width - 3, 0)
+    for char in text:
+        used += _cells(char)
+        if used > room:
+            break
+        out.append(char)
+    return "".join(out) + "..."[: max(width, 0)]
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    fill = " " * (width - _cells(text))
+    return fill + text if right else text + fill
+
+
+def _table(entries: list[Entry], width: int | None = None) -> str:
+    """The rows of `memory list`: whole (summary cut at `SUMMARY_COLUMN_CHARS`) without a
+    `width`, else fitted into `width` columns (tags cut, then columns dropped; an id is
+    never cut)."""
+    rows = [_HEADER] + [
+        (e.id, e.type, str(e.tokens), str(e.chunks), ",".join(e.tags) or "-",
+         " ".join(e.summary_line.split()))
+        for e in entries
+    ]  # fmt: skip
+    widths = [max(_cells(r[i]) for r in rows) for i in range(5)]
+    shown = [0, 1, 2, 3, 4]
+    summary_width = SUMMARY_COLUMN_CHARS
+    if width is not None:
+
+        def room() -> int:  # what the summary gets beside the shown columns
+            return width - sum(widths[i] + 2 for i in shown)
+
+        if room() < _MIN_SUMMARY:  # cut the tags first, down to `_MIN_TAGS`
+            widths[4] = max(_MIN_TAGS, widths[4] - (_MIN_SUMMARY - room()), _cells("TAGS"))
+        for column in _DROPPED:
+            if room() >= _MIN_SUMMARY:
+                break
+            shown.remove(column)
+        summary_width = max(room(), 3)
     lines = []
     for r in rows:
-        cells = [r[i].rjust(widths[i]) if i in (2, 3) else r[i].ljust(widths[i]) for i in range(5)]
-        lines.append("  ".join([*cells, r[5]]).rstrip())
+        cells = [_pad(_cut(r[i], widths[i]), widths[i], right=i in (2, 3)) for i in shown]
+        lines.append("  ".join([*cells, _cut(r[5], summary_width)]).rstrip())
     return "\n".join(lines)
+
+
+def _terminal_width() -> int | None:
+    """The width rows are fitted to: the terminal's when stdout is one; None when it is a
+    pipe or a file, so `grep` and `cut` get whole rows (even with `$COLUMNS` exported)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 @click.command("list")
@@ -179,6 +233,11 @@ def _table(entries: list[Entry]) -> str:
 @click.pass_context
 def memory_list(ctx, type_, directory, tag, checkpoint, limit, as_json):
     """List entries, newest first: id, type, tokens, chunks, tags, summary.
+
+    In a terminal, rows fit its width: tags and the summary are cut, and on a narrow one
+    the CHUNKS, TOKENS, TAGS and TYPE columns go, in that order (an id is never cut).
+    Piped or redirected, rows are whole (the summary cut at 60 characters); `--json`
+    has everything.
 
     \b
     Examples:
@@ -196,7 +255,7 @@ def memory_list(ctx, type_, directory, tag, checkpoint, limit, as_json):
     elif not found:
         click.echo("No entries.")
     else:
-        click.echo(_table(found))
+        click.echo(_table(found, _terminal_width()))
 
 
 @click.command("refs")
