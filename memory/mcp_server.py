@@ -35,6 +35,7 @@ Invariant: stdout carries only MCP messages (nothing here prints); logs go to st
 import functools
 import importlib
 from collections.abc import Callable, Iterable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import anyio
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 SERVER_NAME = "tether-memory"
+DIST_NAME = "tether"  # the distribution the server reports the version of (pyproject.toml)
 
 #: `module:function` of optional providers of more tools (`register(server, store)`).
 TOOL_PROVIDERS = ("orchestrator.mcp_tools:register",)
@@ -255,6 +257,8 @@ def load_providers(names: Iterable[str]) -> list[Callable[[Any, Any], None]]:
 def build_server(store: Any, providers: Iterable[str] = TOOL_PROVIDERS) -> Any:
     """A `FastMCP` server with the memory tools over `store` (+ installed providers')."""
     server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    # `serverInfo.version` is the MCP SDK's own unless set: a client should see tether's.
+    server._mcp_server.version = _tether_version()
     _search_tools(server, store)
     _file_tools(server, store)
     for register in load_providers(providers):
@@ -263,6 +267,13 @@ def build_server(store: Any, providers: Iterable[str] = TOOL_PROVIDERS) -> Any:
         except MemoryDirError:
             continue  # a provider over a memory directory, and this memory has none
     return server
+
+
+def _tether_version() -> str:
+    try:
+        return version(DIST_NAME)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def serve_stdio(store: Any) -> None:
