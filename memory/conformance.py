@@ -345,6 +345,28 @@ def test_rows_where_common_words_meet_outrank_rows_with_one_of_them(backend):
     assert backend.index_query("zeppelin cache")[0].doc_id == "rare"
 
 
+def test_distilled_records_outrank_raw_output_for_the_same_words(backend):
+    """A finding, a plan or a note comes before the tool output and the log lines it was
+    distilled from (`memory.recall.SOURCE_WEIGHTS`), though they repeat the words more; a
+    raw output holding the question's words that no record holds still comes first."""
+    out = "graph.py: the graph compiles once; graph nodes spawn subagents, subagents report"
+    log = "tool: graph/ holds the graph and the nodes of the subagents, subagents run"
+    backend.index_upsert([
+        SearchDoc("out", "entries", out),
+        SearchDoc("log", "messages", log),
+        SearchDoc("found", "findings", "The graph runs a lead agent and its subagents in phases."),
+        SearchDoc("note", "detail", "Open question: how the graph hands work to subagents."),
+        *(SearchDoc(f"n{i}", "findings", f"The cache of shard {i} warms") for i in range(6)),
+    ])  # fmt: skip
+    ranked = [h.doc_id for h in backend.index_query("graph subagents", limit=4)]
+    assert {*ranked[:2]} == {"found", "note"}
+    assert {*ranked[2:]} == {"log", "out"}
+    raw = backend.index_query("graph subagents", sources=["messages", "entries"])
+    assert {h.doc_id for h in raw} == {"log", "out"}  # still found, and ranked on their own
+    backend.index_upsert([SearchDoc("trace", "messages", "tool: zeppelin hangar graph trace")])
+    assert backend.index_query("zeppelin hangar graph", limit=1)[0].doc_id == "trace"
+
+
 def test_appended_lines_are_searched_only_in_searched_logs(backend):
     line = json.dumps({"role": "user", "content": "the zeppelin hangar opens at dawn"})
     backend.append_lines("working/t/messages.jsonl", [line])

@@ -9,6 +9,13 @@ makes a hand edit searchable at the next query), asks `index_query`, and turns e
 characters around the best match. The files backend ranks with its own query planner and cuts
 its own snippets (`memory.backends.files._planner`); for the others the snippet and the cited
 line inside a block are chosen here from the words of the query.
+
+Every backend weighs a match by the kind of record it is in (`SOURCE_WEIGHTS`): the agents'
+distilled records (plans, findings, checkpoints, snapshots, overview, notes, facts, episodes)
+count in full, raw output (offloaded tool results and logged texts: `entries`; conversation
+log lines: `messages`) at half. For the same words, what an agent concluded comes before the
+file it read to conclude it; a raw output that matches much better still comes first, and a
+search of one kind of record alone ranks as before.
 """
 
 from __future__ import annotations
@@ -37,6 +44,11 @@ SCOPES = (
 )
 SOURCES = SCOPES[1:]
 SNIPPET_CHARS = 300
+#: What a match weighs by the view it is in (its score is multiplied by this; 1.0 when not
+#: named): raw output, the text agents read or said on the way, weighs half as much as the
+#: records they distilled from it. The files backend weighs per full-text table: every view
+#: that is neither `messages` nor `entries` must keep one weight.
+SOURCE_WEIGHTS: dict[str, float] = {"messages": 0.5, "entries": 0.5}
 #: The most hits a search asks for again when near-copies left it short.
 MAX_ASKED = 80
 #: Two results of one view with this share of their words in common are one (Jaccard).
@@ -117,6 +129,11 @@ def search(
         if not short or not widen or len(hits) < asked or 2 * asked > MAX_ASKED:
             return (kept + echoes)[:limit]
         asked *= 2
+
+
+def source_weight(source: str) -> float:
+    """The weight of a match in the view `source` (`SOURCE_WEIGHTS`)."""
+    return SOURCE_WEIGHTS.get(source, 1.0)
 
 
 def distinct(results: Sequence[SearchResult], query: str = "") -> list[SearchResult]:

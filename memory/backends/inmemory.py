@@ -2,8 +2,9 @@
 
 It is meant to be obviously correct, not fast: every operation takes `self._lock`, copies
 what it stores and what it returns (records are frozen dataclasses, bytes are immutable), and
-ranks search results with textbook BM25 over lower-cased words. Nothing survives the process;
-use it in tests and as the yardstick the other backends are compared with.
+ranks search results with textbook BM25 over lower-cased words, weighed by the kind of record
+(`memory.recall.SOURCE_WEIGHTS`). Nothing survives the process; use it in tests and as the
+yardstick the other backends are compared with.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from memory.base import (
     unknown_entry,
 )
 from memory.entries import Entry, pieces, prepare_entry, under_directory
+from memory.recall import source_weight
 
 WORD = re.compile(r"\w+")
 BM25_K1 = 1.2
@@ -257,6 +259,7 @@ class InMemoryBackend(BaseBackend):
                 idf = math.log(1 + (len(tokenised) - df[term] + 0.5) / (df[term] + 0.5))
                 norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * len(toks) / avg)
                 score += idf * tf * (BM25_K1 + 1) / norm
+            score *= source_weight(doc.source)  # distilled records before raw output
             if score > 0:
                 hits.append(SearchHit(doc.doc_id, doc.source, doc.path, score, doc.text))
         hits.sort(key=lambda h: (-h.score, h.doc_id))

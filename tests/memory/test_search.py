@@ -517,8 +517,9 @@ def test_copies_of_the_objective_filling_the_first_hits_make_search_look_further
     durable.atomic_write_text(
         memory_dir / "findings/researcher_1.md",
         "# Findings\n\nThe parameters of a route (`:id`) are read when `app.param` callbacks run; "
-        "the router parsed them from the path before.\n",
-    )
+        "the router matched the path before.\n",
+    )  # fewer of the question's words than the prompts: a finding outweighs a prompt's copy
+
     prompts = [
         {"role": "user", "content": f"Objective: {objective} Phase {i}: plan area {i * 7}."}
         for i in range(30)

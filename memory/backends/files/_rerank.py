@@ -5,8 +5,10 @@ is read and tokenized as the index tokenizes (`_text`), scored with BM25 over al
 terms in two fields (the stem, with global document frequencies and each table's average
 length, and the query's own word form, whose rarer frequency is estimated from the
 candidates), with a bonus for rows holding more of the distinct terms and holding them
-close together; messages are then read as turns of their conversations (`_conversation`);
-only the rows returned get their metadata and snippet.
+close together; messages are then read as turns of their conversations (`_conversation`),
+and every score is weighed by the kind of record (`memory.recall.SOURCE_WEIGHTS`, per FTS
+table: raw output, messages and entries, after the agents' distilled records); only the
+rows returned get their metadata and snippet.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from memory.backends.files._text import (
     varints,
 )
 from memory.base import SearchHit
+from memory.recall import SOURCES, source_weight
 
 K1, B = 1.2, 0.75
 COVERAGE_WEIGHT = 0.5
@@ -41,6 +44,9 @@ DAY_WEIGHT = 1.0
 _ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
 MESSAGE_TABLE = table_for("messages")
 _BEST_FIRST = operator.itemgetter(0, 1)
+#: What a row's score is multiplied by, per FTS table: the weight its views share
+#: (`memory.recall.SOURCE_WEIGHTS`).
+TABLE_WEIGHT = {table_for(source): source_weight(source) for source in SOURCES}
 
 
 #: A term's matches read per row, in a row longer than `SPLIT_MAX_CHARS`.
@@ -71,9 +77,11 @@ class Rerank:
             (self._score(docs[doc_id], positions, tf, tf_exact, terms), doc_id, positions)
             for doc_id, positions, tf, tf_exact in counted
         ]
+        scored.sort(key=_BEST_FIRST, reverse=True)  # `_as_turns` reads the best first
+        self._as_turns(docs, scored)
+        # distilled records before raw output (after `_as_turns`, which reads messages alone)
+        scored = [(score * self._weight(docs, d), d, pos) for score, d, pos in scored]
         scored.sort(key=_BEST_FIRST, reverse=True)  # score, then newest first
-        if self._as_turns(docs, scored):
-            scored.sort(key=_BEST_FIRST, reverse=True)
         results: list[SearchHit] = []
         at = 0
         while len(results) < self.limit and at < len(scored):
@@ -86,6 +94,12 @@ class Rerank:
                 self._result(docs[d], score, pos) for score, d, pos in batch if "source" in docs[d]
             ]
         return results
+
+    @staticmethod
+    def _weight(docs: dict[int, dict], doc_id: int) -> float:
+        """The weight of a row's table (a turn `_as_turns` added is a message)."""
+        doc = docs.get(doc_id)
+        return TABLE_WEIGHT[doc["table"] if doc else MESSAGE_TABLE]
 
     def _as_turns(self, docs: dict[int, dict], scored: list) -> bool:
         """Rescore the messages of `scored` (best first) as turns of their conversations

@@ -7,6 +7,7 @@ weigh the words.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -38,6 +39,7 @@ from memory.backends.postgres._sql import (
     XACT_LOCK_SQL,
 )
 from memory.base import IndexReport, SearchDoc, SearchHit, check_id, check_query
+from memory.recall import SOURCE_WEIGHTS
 
 log = logging.getLogger("tether.postgres")
 
@@ -55,6 +57,8 @@ COUNT_TTL_S = 10.0
 MAX_PAIRED = 4
 #: An `index_upsert` of this many rows is a bulk load: the GIN pending list is merged after.
 BULK_ROWS = 500
+#: What a match weighs by its view (`memory.recall.SOURCE_WEIGHTS`), as `QUERY_SEARCH_SQL` reads it.
+WEIGHTS_JSON = json.dumps(SOURCE_WEIGHTS)
 #: Seconds between the merges of the GIN pending list that searches start (`PendingMerges`).
 MERGE_EVERY_S = 1.0
 
@@ -257,6 +261,7 @@ class SearchMixin:
                 total = self._search_rows(conn, srcs)
                 self._counts.put((key, None), total, large=total > COMMON_DF)
             params: dict[str, Any] = {"sources": srcs, "limit": limit + PARTS_SLACK}
+            params["weights"] = WEIGHTS_JSON
             params["candidates"] = candidate_query([t for t, _ in stats], [df for _, df in stats])
             parts = []
             for i, (term, df) in enumerate(stats):
