@@ -35,7 +35,7 @@ from typing import Any
 
 from memory.base import DocumentInfo
 from memory.durable import atomic_write_text
-from memory.errors import InvalidInputError
+from memory.errors import InvalidInputError, MemoryStoreError
 
 BEGIN = "<!-- tether:status:begin (rewritten by `memory status-file`; edit outside this block) -->"
 END = "<!-- tether:status:end -->"
@@ -155,14 +155,31 @@ def _findings_counts(cp: dict[str, Any] | None) -> tuple[int, int]:
 
 def _task_snapshot(backend: Any, task_id: str, cp: dict[str, Any] | None) -> str | None:
     """The task's newest context snapshot: one its checkpoint lists, or a newer one that
-    names the task (written on request since); never another task's. Only the snapshots
-    newer than the newest listed one are read."""
+    names the task (written on request since); never another task's. Only snapshots newer
+    than the newest listed one and than the task's start are read."""
     extra = (cp or {}).get("extra")
     listed = set((extra.get("snapshots") if isinstance(extra, dict) else None) or [])
+    started = _started(backend, task_id)
     for doc in _newest([i.path for i in _names(backend, "context_snapshots", "snap_", ".md")]):
-        if doc in listed or _snapshot_task(backend, doc) == task_id:
+        if doc in listed:
+            return doc
+        stamp = _TS.search(doc.rsplit("/", 1)[-1])
+        if started and stamp and stamp.group(1)[:15] < started:
+            return None  # older than the task: none of the rest is its own
+        if _snapshot_task(backend, doc) == task_id:
             return doc
     return None
+
+
+def _started(backend: Any, task_id: str) -> str | None:
+    """When the task started, as a snapshot name's time (`20261123T100000`), if recorded."""
+    try:
+        record = backend.get_task(task_id)
+    except (MemoryStoreError, ValueError):
+        return None
+    created = str(((record.data if record is not None else None) or {}).get("created") or "")
+    digits = re.sub(r"[^0-9T]", "", created.split(".")[0].split("+")[0])
+    return digits if re.fullmatch(r"\d{8}T\d{6}", digits) else None
 
 
 def _snapshot_task(backend: Any, doc: str) -> str | None:
