@@ -77,7 +77,7 @@ from orchestrator.graph.remote import check_served_memory
 from orchestrator.graph.writes import checkpoint_state
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
 from orchestrator.recovery.resume import finished_agents, prepare_resume
-from orchestrator.recovery.status import task_status
+from orchestrator.recovery.status import standing_events, task_status
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.tools.assembly import (
@@ -254,6 +254,7 @@ class Orchestrator:
                 token_threshold=self.settings.token_threshold,
                 max_parallel=self.settings.max_parallel,
             )
+            self._emit_standing(ctx, state, phase=False)  # the gauge's real threshold
             return self._drive(ctx, state, task_id, source="run")
 
     def new_task(
@@ -629,9 +630,8 @@ class Orchestrator:
             offline=resolved.offline,
         )
         state = found.state
-        self._emit_finished(
-            state if state is not None else found.saved.values if found.saved else {}
-        )
+        values = state if state is not None else found.saved.values if found.saved else {}
+        self._emit_standing(ctx, values)
         start: OrchestratorState | Command | None = state
         if state is None and found.decisions:  # decided, never reached LangGraph: apply
             start = Command(resume=found.decisions)
@@ -757,6 +757,23 @@ class Orchestrator:
         if self.on_event is not None:
             self.on_event(built)
 
+    def _emit_standing(self, ctx: RunContext, values: Any, *, phase: bool = True) -> None:
+        """Where the task stands before the graph runs, so a view shows it from its first
+        frame: phase, unfinished agents and the lead's gauge against the run's threshold
+        (`recovery.status.standing_events`), then what finished, counting the findings a
+        crash left out of the saved state; `phase` False: the gauge only (a new task)."""
+        values = dict(values)
+        if phase and values.get("task_id"):
+            values = with_recorded_findings(self.docs, values)
+        found = standing_events(
+            values, threshold=ctx.token_threshold, warning_ratio=ctx.warning_ratio
+        )
+        for kind, fields in found:
+            if phase or kind == "tokens":
+                self._emit(kind, **fields)
+        if phase:
+            self._emit_finished(values)
+
     def _emit_finished(self, values: dict[str, Any]) -> None:
         """`agent` events for what finished before an interruption (see
         `recovery.resume.finished_agents`)."""
@@ -772,10 +789,6 @@ class Orchestrator:
             "resume", task_id=values["task_id"], source="approve", path=None,
             memory_dir=self.docs.location, model=ctx.model_name, offline=ctx.offline,
         )  # fmt: skip
-        phase = current_phase(values)  # type: ignore[arg-type]
-        self._emit(
-            "phase", phase=phase, index=values["phase_index"] + 1, total=len(values["phases"])
-        )
-        self._emit_finished(values)
+        self._emit_standing(ctx, values)
         for ident in ids:
             self._emit("approved" if approve else "rejected", id=ident, message=message or "")

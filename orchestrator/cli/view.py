@@ -115,19 +115,30 @@ def remote_line(event: Event) -> str:
 
 
 class PlainView:
-    """One line per state change, no ANSI codes."""
+    """One line per state change, no ANSI codes: a phase or an agent state that is told
+    again (a resumed run says where it stands, then its graph enters that phase) is not
+    printed twice."""
 
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stderr
         self.offline = False
+        self._told: dict[str, str] = {}
+        """The last line printed per phase and per agent key."""
 
     def __call__(self, event: Event) -> None:
-        if event.get("event") in ("model", "start") and "offline" in event:
+        kind = event.get("event")
+        if kind in ("model", "start") and "offline" in event:
             self.offline = bool(event["offline"])
         line = describe(event, offline=self.offline)
-        if line:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+        if not line:
+            return
+        subject = "phase" if kind == "phase" else f"agent {event['key']}" if kind == "agent" else ""
+        if subject and self._told.get(subject) == line:
+            return
+        if subject:
+            self._told[subject] = line
+        self.stream.write(line + "\n")
+        self.stream.flush()
 
     def __enter__(self) -> PlainView:
         return self

@@ -22,6 +22,14 @@ fraction of a second. It reads:
 Token totals of a task run by the offline model are LangChain's estimates
 (`tokens_estimated`): no provider counted them and nothing was spent.
 
+A subtask whose agent asked for approval of a tool call is `waiting` (the request is among
+the task's pending approvals), as the live view and the `agent` events call it.
+
+`standing_events` is where a continued task stands as progress events (its phase, the
+subagents of that phase that have not finished, the lead's gauge against the run's real
+threshold), sent by `resume` and `approve` before the graph runs, so a view shows them from
+its first frame instead of waiting for the next phase.
+
 Checkpoints are written at every step that changes what status shows (before spawning,
 after merging, at each phase's end, at the task's end or failure), so the answer is the
 state LangGraph holds, give or take the lead's planning call in progress.
@@ -53,6 +61,7 @@ from orchestrator.state import (
     OrchestratorState,
     current_phase,
     initial_state,
+    phase_subtasks,
     spend,
     usage_totals,
 )
@@ -113,7 +122,7 @@ def task_status(
         "phase": current_phase(state),
         "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
         "phases": list(state["phases"]),
-        "subtasks": _subtasks(state, findings, failed, remote),
+        "subtasks": _subtasks(state, findings, failed, remote, _asking(waiting)),
         "usage_unknown": sorted(k for k, v in remote.items() if v.get("usage_known") is False),
         "findings": len(findings),
         "failed": sorted(failed),
@@ -239,21 +248,36 @@ def _remote_places(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _asking(waiting: list[dict[str, Any]]) -> set[str]:
+    """The subtask keys whose agent waits for approval of a tool call (not the lead's plan
+    gate, `phase/plan`, whose subtasks are only planned)."""
+    return {str(r.get("key")) for r in waiting if r.get("agent") != "lead" and r.get("key")}
+
+
 def _subtasks(
     state: OrchestratorState,
     findings: dict[str, Any],
     failed: dict[str, Any],
     remote: dict[str, dict[str, Any]],
+    asking: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> dict[str, dict[str, Any]]:
-    """Each planned subtask's agent, title, phase and state, in the workflow's phase order,
-    and where it ran (`ran_on`: a remote agent's server and thread; None: in the lead's
-    process)."""
+    """Each planned subtask's agent, title, phase and state (`done`, `failed`, `waiting`
+    for approval, `pending`), in the workflow's phase order, and where it ran (`ran_on`: a
+    remote agent's server and thread; None: in the lead's process)."""
+
+    def state_of(key: str) -> str:
+        if key in findings:
+            return "done"
+        if key in failed:
+            return "failed"
+        return "waiting" if key in asking else "pending"
+
     return {
         key: {
             "agent": sub.get("agent"),
             "title": sub.get("title"),
             "phase": sub.get("phase"),
-            "state": "done" if key in findings else "failed" if key in failed else "pending",
+            "state": state_of(key),
             "ran_on": remote.get(key),
         }
         for key, sub in sorted(
@@ -299,3 +323,48 @@ def _langgraph_holds(docs: Docs, thread_id: str, checkpointer: Any) -> bool:
             return False
     backend = docs.backend
     return isinstance(backend, HoldsGraphState) and backend.holds_thread(thread_id)
+
+
+def standing_events(
+    values: dict[str, Any], *, threshold: int, warning_ratio: float
+) -> list[tuple[str, dict[str, Any]]]:
+    """Where a continued task stands, as `(kind, fields)` progress events: its phase, the
+    current phase's subtasks that have not finished (`pending`: one that failed runs again;
+    the finished ones are `recovery.resume.finished_agents`), and the lead's gauge:
+    its last context against `threshold`, the run's own (the model's window may lower the
+    configured one). Nothing for a task that is done, or a state without phases.
+    """
+    if values.get("status") == "done":
+        return []
+    try:
+        phase = current_phase(values)  # type: ignore[arg-type]
+    except (KeyError, IndexError, TypeError):
+        return []
+    out: list[tuple[str, dict[str, Any]]] = [
+        (
+            "phase",
+            {"phase": phase, "index": values["phase_index"] + 1, "total": len(values["phases"])},
+        )
+    ]
+    findings = values.get("findings") or {}
+    # a plan not past its approval may be planned again: `spawn` names what runs
+    spawned = phase in (values.get("approved") or [])
+    for key, sub in sorted(phase_subtasks(values).items()) if spawned else ():  # type: ignore[arg-type]
+        if key not in findings:  # an earlier failure is run again: pending too
+            fields = {"key": key, "agent": str(sub.get("agent") or "?"), "state": "pending"}
+            out.append(("agent", {**fields, "title": sub.get("title")}))
+    calls = values.get("lead_calls") or []
+    out.append(
+        (
+            "tokens",
+            {
+                "agent": "lead",
+                "context": int(calls[-1].get("tokens") or 0) if calls else 0,
+                "threshold": int(threshold),
+                "warning_ratio": float(warning_ratio),
+                "total": total_tokens(values.get("tokens")),
+                "estimated": not (calls and calls[-1].get("reported")),
+            },
+        )
+    )
+    return out
