@@ -128,6 +128,8 @@ def gather_status(
         info.task_id = max(plans, key=lambda i: i.mtime).path.rsplit("/", 1)[1][:-3]
     if info.task_id and any(p.path == f"research_plans/{info.task_id}.md" for p in plans):
         info.plan = f"research_plans/{info.task_id}.md"
+    if task_id is not None and info.checkpoint is None and info.plan is None:
+        _check_known(backend, task_id)
     if info.task_id:
         info.snapshot = _task_snapshot(backend, info.task_id, info.checkpoint)
     info.findings, info.merged = _findings_counts(info.checkpoint)
@@ -138,6 +140,20 @@ def gather_status(
     info.total_entries = sum(len(group) for group in groups.values())
     info.url = not store.location.startswith("/")
     return info
+
+
+def _check_known(backend: Any, task_id: str) -> None:
+    """Refuse a task the memory knows nothing of (no record, checkpoint or plan)."""
+    try:
+        if backend.get_task(task_id) is not None:
+            return
+    except (MemoryStoreError, ValueError):
+        pass  # not even a valid id
+    known = [t.task_id for t in backend.list_tasks()[:5]]
+    raise InvalidInputError(
+        f"unknown task {task_id!r}: this memory has no record, checkpoint or plan of it; "
+        f"known: {', '.join(known) or 'none'}"
+    )
 
 
 def _findings_counts(cp: dict[str, Any] | None) -> tuple[int, int]:
@@ -303,8 +319,8 @@ def write_status_file(
         latest: the checkpoint document just written for `task_id` (see `gather_status`).
 
     Raises:
-        InvalidInputError: `path` is in a folder that does not exist, or the existing file
-            is not UTF-8 text (it is left as it was).
+        InvalidInputError: `path` is in a folder that does not exist, the existing file is
+            not UTF-8 text (it is left as it was), or the memory knows no task `task_id`.
     """
     target = Path(path) if path is not None else Path(FILE_NAME)
     if target.is_dir():

@@ -161,6 +161,19 @@ def test_the_block_counts_and_names_only_its_tasks_findings_and_snapshot(tmp_pat
     assert "snap_20261123T140000000000Z.md`" in (tmp_path / "STATUS.md").read_text()
 
 
+def test_an_unknown_task_is_one_error_line_and_no_file(tmp_path, memory_dir):
+    _checkpoint(memory_dir, "cp_planning_20261123T110000000000Z", "shop", "planning")
+    with MemoryStore(memory_dir) as store:
+        store.backend.merge_task("shop", {"objective": "s"}, status="running")
+    result = _memory("status-file", str(tmp_path), "--task", "shpo")
+    assert (result.exit_code, result.output) == (
+        1,
+        "Error: unknown task 'shpo': this memory has no record, checkpoint or plan of it; "
+        "known: shop\n",
+    )
+    assert not (tmp_path / "STATUS.md").exists()
+
+
 def test_without_task_the_block_is_about_the_most_recent_task(tmp_path, memory_dir):
     _checkpoint(memory_dir, "cp_planning_20261123T110000000000Z", "shop", "planning")
     _checkpoint(memory_dir, "cp_review_20261123T120000000000Z", "other", "review")
