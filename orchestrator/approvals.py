@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memory.errors import MemoryStoreError
+from orchestrator.artifacts.decisions import write_key_decisions
 from orchestrator.artifacts.registry import registry_note, registry_records
 from orchestrator.errors import ApprovalError
 from orchestrator.types import PendingApproval
@@ -109,6 +111,10 @@ def note_decisions(docs: Docs, task_id: str, answers: dict[str, dict[str, Any]])
     for ident, payload in answers.items():
         kinds = sorted({d.get("type", "?") for d in payload.get("decisions") or []})
         registry_note(docs, task_id, PREFIX + ident, decided="/".join(kinds), decision=payload)
+    try:  # where a person reads them; the registry is the record, this file a view
+        write_key_decisions(docs, task_id)
+    except (OSError, MemoryStoreError):  # the next overview update writes them
+        pass
 
 
 def recorded_decisions(

@@ -186,9 +186,22 @@ def render_findings(
         **finding_views(inp),
         agent=md_inline(inp.agent),
         task=md_inline(inp.task),
+        task_id=md_inline(inp.task_id or ""),
+        subtask=md_inline(_subtask_line(inp.subtask_id, inp.task)),
+        phase=md_inline(inp.phase or ""),
         timestamp=md_inline(inp.timestamp),
         meta=inp.model_dump(mode="json"),
     )
+
+
+def _subtask_line(subtask_id: str | None, title: str) -> str:
+    """`id: title` of a subtask (either alone when the other is missing; a title that
+    opens with `[id]`, as the orchestrator writes it, shows the id once)."""
+    if subtask_id and title.startswith(f"[{subtask_id}] "):
+        title = title[len(subtask_id) + 3 :]
+    if subtask_id and title and title != subtask_id:
+        return f"{subtask_id}: {title}"
+    return subtask_id or title or "-"
 
 
 def _labels(batch: Sequence[MergedFindingInput]) -> list[str]:

@@ -43,6 +43,9 @@ class QuestionInput(_Input):
 
     text: str
     answered: bool = False
+    """The lead said so (`PhasePlan.answered`)."""
+    addressed_by: list[str] = Field(default_factory=list)
+    """What of a done task addressed it (subtask keys, `the answer`): see `addressed_by`."""
 
 
 class _PlanBase(_Input):
@@ -79,6 +82,7 @@ PlanInput = model_view(
     extra={
         "completed": _progress("Finished subtasks."),
         "in_progress": _progress("Subtasks running or to be retried."),
+        "waiting": _progress("Subtasks of a plan that waits for a person's approval."),
         "pending": _progress("Phases still to come."),
         "skipped": _progress(
             "Phases not run because the lead declared the objective answered (with the reason)."
@@ -97,10 +101,93 @@ def _view(value: Any) -> Any:
     if isinstance(value, str):
         return md_block(value)
     if isinstance(value, QuestionInput):
-        return {"text": md_block(value.text), "answered": value.answered}
+        by = [md_inline(b) for b in value.addressed_by]
+        shown = ", ".join(by[:MAX_ADDRESSED]) + (
+            f" (+{len(by) - MAX_ADDRESSED} more)" if len(by) > MAX_ADDRESSED else ""
+        )
+        return {"text": md_block(value.text), "answered": value.answered, "by": shown}
     if isinstance(value, list):
         return [_view(v) for v in value]
     return value
+
+
+# -- key questions of a done task -----------------------------------------------------
+MAX_ADDRESSED = 4
+"""Most sources named after a key question (the rest counted)."""
+_STOP = frozenset(
+    "what which where when how why who whom whose does do did is are was were be been the a an "
+    "and or of in on at to for from by with this that these those it its should would could "
+    "can will matter matters report objective there their them they each about into".split()
+)
+_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+
+
+def _stems(text: str) -> set[str]:
+    """Words of `text` cut to five letters (`redirects`, `redirect` and `redirected` meet)."""
+    return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _names(question: str, path: str) -> bool:
+    """Whether `question` names `path` (a file or folder) or a folder holding it."""
+    return any(
+        re.search(rf"(?<![\w/.-]){re.escape(part)}(?![\w/-])", question) for part in _prefixes(path)
+    )
+
+
+def _prefixes(path: str) -> list[str]:
+    parts = [p for p in str(path).strip("/").split("/") if p and p != "."]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def addressed_by(
+    question: str,
+    records: Iterable[Mapping[str, Any]],
+    *,
+    phases: Iterable[str] = (),
+    answer: str = "",
+) -> list[str]:
+    """What addressed a key question of a done task: the keys of the findings `records`
+    (each with `key`, `phase`, `scope`, `files`, `summary`, `key_discoveries`), and
+    `the answer` (the lead's `answer`). Nothing is judged true or false here: a question
+    is *addressed* when the work it asks about was done.
+
+    * A question that names phases (`What should the review phase report?`) or folders
+      and files of the findings (`Which files in lib/router matter?`) is addressed by the
+      findings of those phases that cover those places (their scope or files examined).
+    * Any other question is addressed by the answer, or a finding, whose text holds every
+      content word of the question (first five letters, so `redirects` meets `redirect`).
+    * A question with no content word, or that nothing matches, is addressed by nothing:
+      the plan leaves it open and says so.
+    """
+    records = list(records)
+    named = [p for p in phases if re.search(rf"\b{re.escape(p)}\b", question, re.I)]
+    places = {
+        str(r.get("key")): [*(r.get("scope") or []), *(_note_path(f) for f in r.get("files") or [])]
+        for r in records
+    }
+    folders = any(_names(question, p) for ps in places.values() for p in ps if p)
+    if named or folders:
+        return [
+            str(r.get("key"))
+            for r in records
+            if (not named or r.get("phase") in named)
+            and (not folders or any(_names(question, p) for p in places[str(r.get("key"))] if p))
+        ]
+    wanted = _stems(question)
+    if not wanted:
+        return []
+    out = ["the answer"] if answer and wanted <= _stems(answer) else []
+    for r in records:
+        said = " ".join([str(r.get("summary") or ""), *map(str, r.get("key_discoveries") or [])])
+        if wanted <= _stems(said):
+            out.append(str(r.get("key")))
+    return out
+
+
+def _note_path(note: Any) -> str:
+    if isinstance(note, Mapping):
+        return str(note.get("path") or "")
+    return str(getattr(note, "path", "") or "")
 
 
 def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None = None) -> str:
@@ -116,6 +203,7 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
         **{name: _view(getattr(inp, name)) for name in Plan.model_fields},
         completed=[md_inline(x) for x in inp.completed],
         in_progress=[md_inline(x) for x in inp.in_progress],
+        waiting=[md_inline(x) for x in inp.waiting],
         pending=[md_inline(x) for x in inp.pending],
         skipped=[md_inline(x) for x in inp.skipped],
         answer=md_block(inp.answer) if inp.answer else "",
@@ -132,6 +220,7 @@ def write_plan(
     phase: str,
     completed: Iterable[str] = (),
     in_progress: Iterable[str] = (),
+    waiting: Iterable[str] = (),
     pending: Iterable[str] = (),
     skipped: Iterable[str] = (),
     project_dir: Pathish | None = None,
@@ -143,6 +232,8 @@ def write_plan(
 
     Args:
         completed, in_progress, pending: subtask ids or titles for the Progress section.
+        waiting: subtasks planned but not run until a person approves the plan
+            (`approve_plan`).
         skipped: phases not run, with the reason.
         answer, answer_path: the lead's answer of a done task and the file that holds it;
             the plan opens with it.
@@ -159,6 +250,7 @@ def write_plan(
             "objective": objective,
             "completed": list(completed),
             "in_progress": list(in_progress),
+            "waiting": list(waiting),
             "pending": list(pending),
             "skipped": list(skipped),
             "updated": iso_timestamp(),

@@ -13,7 +13,7 @@ never overwritten.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,8 @@ class SnapshotInput(_Input):
     active_agents: list[str] = Field(default_factory=list)
     important_context: str = ""
     files_in_play: list[FileNoteInput] = Field(default_factory=list)
+    decisions: list[str] = Field(default_factory=list)
+    """Decisions people made (approvals, rejections), one line each."""
     pending_decisions: list[str] = Field(default_factory=list)
     resume_instructions: str = ""
     plan_path: str | None = None
@@ -96,6 +98,7 @@ def render_snapshot(
         plan_code=md_code(inp.plan_path) if inp.plan_path else "",
         important_context=md_block(inp.important_context),
         files_in_play=_file_views(inp.files_in_play),
+        decisions=_blocks(inp.decisions),
         pending_decisions=_blocks(inp.pending_decisions),
         resume_instructions=md_block(inp.resume_instructions),
         meta=inp.model_dump(mode="json"),
@@ -116,12 +119,13 @@ def write_snapshot(
     important_context: str = "",
     files_in_play: Iterable[Any] = (),
     pending_decisions: Iterable[str] = (),
-    resume_instructions: str = "",
+    resume_instructions: str | Callable[[str], str] = "",
     plan_path: str | None = None,
     extra: Mapping[str, Any] | None = None,
     objective: str | None = None,
     timestamp: datetime | str | None = None,
     project_dir: Pathish | None = None,
+    decisions: Iterable[str] = (),
 ) -> Path:
     """Create `context_snapshots/snap_{ts}.md`; returns its path.
 
@@ -131,6 +135,12 @@ def write_snapshot(
         what_was_found, what_is_left: digests of the findings and of the remaining work
             (markdown; `orchestrator.artifacts.snapshot_content` assembles them).
         files_in_play: `(path, status)` pairs or dicts.
+        pending_decisions: what waits for a person (approvals, subtasks to run).
+        decisions: the decisions people made (approvals and rejections, with their
+            messages), one line each.
+        resume_instructions: markdown, or a function of the snapshot's own path (as the
+            memory names it: the file on a memory directory) for instructions that name
+            the file itself, such as `--from-snapshot PATH`.
         plan_path: the research plan, relative to the memory directory.
         extra: any JSON-able values a resumer needs (kept in the metadata block).
         objective: the task objective (also accepted as `extra["objective"]`).
@@ -139,28 +149,32 @@ def write_snapshot(
     if objective is None and isinstance(extra.get("objective"), str):
         objective = extra["objective"]
     when = utc(timestamp)
-    text = render_snapshot(
-        {
-            "task_id": task_id,
-            "phase": phase,
-            "reason": reason,
-            "token_count": token_count,
-            "timestamp": iso_timestamp(when),
-            "objective": objective,
-            "conversation_summary": conversation_summary,
-            "what_was_found": what_was_found,
-            "what_is_left": what_is_left,
-            "active_agents": list(active_agents),
-            "important_context": important_context,
-            "files_in_play": list(files_in_play),
-            "pending_decisions": list(pending_decisions),
-            "resume_instructions": resume_instructions,
-            "plan_path": plan_path,
-            "extra": extra,
-        },
-        project_dir,
-    )
-    return Docs.of(memory).create_unique(CONTEXT_SNAPSHOTS, f"snap_{_stamp(when)}", ".md", text)
+    docs = Docs.of(memory)
+    values = {
+        "task_id": task_id,
+        "phase": phase,
+        "reason": reason,
+        "token_count": token_count,
+        "timestamp": iso_timestamp(when),
+        "objective": objective,
+        "conversation_summary": conversation_summary,
+        "what_was_found": what_was_found,
+        "what_is_left": what_is_left,
+        "active_agents": list(active_agents),
+        "important_context": important_context,
+        "files_in_play": list(files_in_play),
+        "decisions": list(decisions),
+        "pending_decisions": list(pending_decisions),
+        "plan_path": plan_path,
+        "extra": extra,
+    }
+
+    def text(stem: str) -> str:  # the instructions may name the file a free name gives
+        own = str(docs.path(f"{CONTEXT_SNAPSHOTS}/{stem}.md"))
+        steps = resume_instructions(own) if callable(resume_instructions) else resume_instructions
+        return render_snapshot({**values, "resume_instructions": steps}, project_dir)
+
+    return docs.create_unique(CONTEXT_SNAPSHOTS, f"snap_{_stamp(when)}", ".md", text)
 
 
 def read_snapshot(path: Path, docs: Docs | None = None) -> dict[str, Any]:
@@ -198,7 +212,7 @@ def _parse_snapshot_markdown(text: str, path: Path) -> dict[str, Any]:
     tokens = re.sub(r"[^0-9]", "", labels.get("token count", ""))
     agents = items.get("agents", "")
     return {
-        "task_id": items.get("task") or None,
+        "task_id": items.get("task") or labels.get("task") or None,
         "phase": items.get("phase") or None,
         "objective": items.get("objective") or None,
         "reason": labels.get("reason") or None,

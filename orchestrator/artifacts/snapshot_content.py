@@ -5,9 +5,9 @@ at once. This module assembles its three digests from what is on disk and in the
 
 * **What was found**: per finished subagent, the first sentence of its summary and one
   of its key discoveries (one that cites a line when there is one), verbatim, with the
-  `file:line` citations the finding carries and the path of its findings file; the
-  current phase first when space is short, the rest pointed to by the phase's merged
-  findings file.
+  `file:line` citations the finding carries and the path of its findings file; when
+  space is short, shared fairly across phases (one finding of each phase per round, the
+  current phase first), the rest pointed to by the phase's merged findings file.
 * **What is left**: the pending subtasks of the current phase, the failed subagents with
   their errors, the phases not planned yet and the open questions of the findings, or
   "Nothing" for a finished task.
@@ -32,6 +32,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
 from memory.archive import Archive
@@ -168,6 +169,16 @@ def _finding_block(record: Mapping[str, Any], objective: str | None) -> list[str
     return [head, *(f"  - {clip(_short(d, objective))}" for d in cited[:1])]
 
 
+def _compact(record: Mapping[str, Any], objective: str | None, limit: int) -> str:
+    """A finding's digest item in about `limit` characters: its key, file and first
+    sentence, without citations."""
+    key = record.get("key") or record.get("subtask_id") or record.get("agent") or "?"
+    where = f" {md_code(record['path'])}" if record.get("path") else ""
+    head = f"- {key} ({record.get('status') or 'completed'}){where}: "
+    sentence = first_sentence(_short(record.get("summary") or "", objective), ITEM_CHARS)
+    return head + (clip(sentence, max(limit - len(head) - 1, 40)) or "_no summary_")
+
+
 def _short(text: str, objective: str | None) -> str:
     """`text` with a quoted copy of the objective (stated once in the snapshot) shortened."""
     if not objective:
@@ -195,9 +206,11 @@ def what_was_found(
     opening with the lead's `answer` when the task has one (cut to a third of the budget;
     the whole answer is in the final summary it names).
 
-    Shown in phase order; when the budget is short, the findings of `current` go in
-    first, then those of newer phases, then one key discovery each, and a phase with
-    findings left out points to its merged findings file.
+    Shown in phase order; when the budget is short, the findings go in by rounds, one
+    of each phase per round (`current` first, then the newer phases), each phase's first
+    one shortened to its share of the budget if need be, so every phase with findings is
+    shown; then one key discovery each; a phase with findings left out points to its
+    merged findings file.
     """
     merged = dict(merged or {})
     if answer:
@@ -220,12 +233,20 @@ def what_was_found(
     if merged.get("final"):
         head += f" Final summary: {md_code(merged['final'])}."
     blocks = [_finding_block(r, objective) for r in ordered]
-    urgent = sorted(
-        range(len(ordered)),
-        key=lambda i: (_phase(ordered[i]) != current, -rank[_phase(ordered[i])], i),
-    )
+    by_phase: dict[str, list[int]] = {}
+    for i, r in enumerate(ordered):
+        by_phase.setdefault(_phase(r), []).append(i)
+    # fair across phases: one finding of each phase per round (the current phase, then
+    # the newer ones, first), so no phase's findings are left out wholesale
+    turn = sorted(by_phase, key=lambda p: (p != current, -rank[p]))
+    rounds = zip_longest(*(by_phase[p] for p in turn))
+    urgent = [i for row in rounds for i in row if i is not None]
     chosen: set[tuple[int, int]] = set()
-    room = budget - len(head) - 200  # what is left out is pointed to in a line per phase
+    room = budget - len(head) - 1 - sum(len(_left_out(p, 999, merged)) + 1 for p in by_phase)
+    share = room // max(len(by_phase), 1)
+    for i in urgent[: len(by_phase)]:  # each phase's first finding, shortened to its share
+        if len(blocks[i][0]) >= share:
+            blocks[i][0] = _compact(ordered[i], objective, share)
     for i, j in [(i, 0) for i in urgent] + [(i, 1) for i in urgent]:
         if j < len(blocks[i]) and (j == 0 or (i, 0) in chosen) and len(blocks[i][j]) < room:
             chosen.add((i, j))
@@ -235,10 +256,14 @@ def what_was_found(
         line for i, block in enumerate(blocks) for j, line in enumerate(block) if (i, j) in chosen
     ]
     left_out = Counter(_phase(r) for i, r in enumerate(ordered) if (i, 0) not in chosen)
-    for phase, n in left_out.items():
-        where = f" in {md_code(merged[phase])}" if merged.get(phase) else ""
-        lines.append(f"- {n} more finding(s) of phase {phase}{where}.")
+    lines += [_left_out(phase, n, merged) for phase, n in left_out.items()]
     return "\n".join(lines)
+
+
+def _left_out(phase: str, n: int, merged: Mapping[str, str]) -> str:
+    """The line pointing to a phase's `n` findings left out of the digest."""
+    where = f" in {md_code(merged[phase])}" if merged.get(phase) else ""
+    return f"- {n} more finding(s) of phase {phase}{where}."
 
 
 def _answer_lines(answer: str, path: str | None, budget: int) -> str:

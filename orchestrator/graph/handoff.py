@@ -10,10 +10,12 @@ tokens). `monitor` writes one at the token threshold, `advance` at the end of th
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from orchestrator.artifacts.decisions import decision_lines, waiting_lines
 from orchestrator.artifacts.snapshot import write_snapshot
 from orchestrator.artifacts.snapshot_content import lead_content
 from orchestrator.graph.context import RunContext
@@ -56,14 +58,20 @@ def write_lead_snapshot(
             + "".join(f"Key question: {q}\n" for q in (state.get("key_questions") or [])[-3:])
         ).strip(),
         files_in_play=files,
-        pending_decisions=pending,
+        decisions=decision_lines(docs, state["task_id"]),
+        pending_decisions=[
+            *(waiting_lines(docs, state["task_id"]) if state.get("status") != "done" else []),
+            *pending,
+        ],
         resume_instructions=(
             f"The task is done; nothing to resume. Read the final summary "
             f"`{(state.get('merged') or {}).get('final', 'findings/merged_*.md')}` and the plan."
             if state.get("status") == "done"
-            else f"Run `orchestrator resume --task {state['task_id']} --from-snapshot <this "
-            f"file>` to continue phase {phase} ({state['phase_index'] + 1}/"
-            f"{len(state['phases'])}) with a fresh lead; finished subtasks are not run again."
+            else lambda own: (
+                f"Run `orchestrator resume --task {state['task_id']} --from-snapshot "
+                f"{shlex.quote(own)}` to continue phase {phase} ({state['phase_index'] + 1}/"
+                f"{len(state['phases'])}) with a fresh lead; finished subtasks are not run again."
+            )
         ),
         plan_path=plan if docs.exists(plan) else None,
         extra={

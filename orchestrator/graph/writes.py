@@ -24,12 +24,14 @@ from memory.status_file import write_status_file
 from memory.working import WorkingMemory
 from orchestrator.artifacts.checkpoint import write_checkpoint
 from orchestrator.artifacts.checkpoint_model import Checkpoint
+from orchestrator.artifacts.decisions import decision_lines, key_decisions
 from orchestrator.artifacts.documents import FINDINGS
 from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
 from orchestrator.artifacts.names import iso_timestamp, utc
-from orchestrator.artifacts.plan import write_plan
+from orchestrator.artifacts.plan import addressed_by, write_plan
 from orchestrator.artifacts.registry import find_written, registry_lookup, registry_note
 from orchestrator.artifacts.text import sections
+from orchestrator.config.workflow import WRITE_TOOLS
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.state import (
@@ -64,8 +66,10 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         for k, v in current.items()
         if k in failed and k not in findings
     ]
-    answered = set(state.get("answered") or [])  # the lead says which (`PhasePlan.answered`)
-    questions = [(q, i in answered) for i, q in enumerate(state.get("key_questions") or [], 1)]
+    if ctx.workflow.approve_plan and phase not in (state.get("approved") or []):
+        waiting, in_progress = in_progress, []  # nothing runs before a person approves
+    else:
+        waiting = []
     return write_plan(
         ctx.docs,
         state["task_id"],
@@ -73,10 +77,11 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         **{
             **model_values(Plan, state),  # the lead's plan, as the state carries it
             "strategy": state.get("strategy") or "Plan each phase, fan out, merge, checkpoint.",
-            "key_questions": questions,
+            "key_questions": _questions(ctx, state),
         },
         completed=completed,
         in_progress=in_progress + blocked,
+        waiting=waiting,
         pending=pending,
         skipped=[f"phase {p} ({state.get('done_reason')})" for p in skipped],
         phase=phase,
@@ -86,19 +91,45 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
     )
 
 
+def _questions(ctx: RunContext, state: OrchestratorState) -> list[dict[str, Any]]:
+    """The key questions with whether the lead answered them (`PhasePlan.answered`) and,
+    once the task is done, what addressed the others (`artifacts.plan.addressed_by`)."""
+    answered = set(state.get("answered") or [])
+    questions = [
+        {"text": q, "answered": i in answered}
+        for i, q in enumerate(state.get("key_questions") or [], 1)
+    ]
+    if state.get("status") != "done" or all(q["answered"] for q in questions):
+        return questions
+    subtasks = state.get("subtasks") or {}
+    records = [
+        {**r, "scope": (subtasks.get(r["key"]) or {}).get("scope") or []}
+        for r in phase_findings(ctx, state)
+    ]
+    for q in questions:
+        if not q["answered"]:
+            q["addressed_by"] = addressed_by(
+                q["text"], records, phases=state["phases"], answer=state.get("answer") or ""
+            )
+    return questions
+
+
 RECENT_OPERATIONS = 10
 
 
 def update_overview(ctx: RunContext, state: OrchestratorState, operation: str) -> None:
-    """Keep `working/{task}/overview.md` current: the task, where it runs, what just happened.
+    """Keep `working/{task}/overview.md` current: the task, where it runs, the decisions
+    people made on its approval requests, what just happened.
 
-    Only `Current Task`, `Known Context` (when still empty) and `Recent Operations` are
+    Only `Current Task`, `Known Context` (its `Workdir` line; the section is otherwise the
+    agents' and people's), tether's block of `Key Decisions` and `Recent Operations` are
     written; the other sections belong to the agents and to people editing the file.
     """
     wm = WorkingMemory(ctx.store, state["task_id"]).ensure(objective=state["objective"])
     k, n = state["phase_index"] + 1, len(state["phases"])
     plan = ctx.docs.plan(state["task_id"])
     stamp = utc().strftime("%Y-%m-%d %H:%M")
+    decided = decision_lines(ctx.docs, state["task_id"])  # approvals and rejections
 
     def bodies(text: str) -> dict[str, str]:  # one durable write for all three sections
         parts = sections(text)
@@ -106,8 +137,16 @@ def update_overview(ctx: RunContext, state: OrchestratorState, operation: str) -
             "Current Task": f"{state['objective']}\n\nPhase: {current_phase(state)} ({k}/{n}: "
             f"{', '.join(state['phases'])}). Plan: `{plan}`."
         }
-        if not re.sub(r"<!--.*?-->", "", parts.get("Known Context", ""), flags=re.S).strip():
-            out["Known Context"] = f"Workdir (read-only for the agents): `{state['workdir']}`"
+        known = parts.get("Known Context", "")
+        if not re.sub(r"<!--.*?-->", "", known, flags=re.S).strip():
+            out["Known Context"] = workdir_line(ctx, state)
+        elif any(ln.startswith("Workdir") for ln in known.splitlines()):
+            # tether's line, kept true (an older one said "read-only" whatever the tools)
+            out["Known Context"] = "\n".join(
+                workdir_line(ctx, state) if ln.startswith("Workdir") else ln
+                for ln in known.splitlines()
+            )
+        out["Key Decisions"] = key_decisions(parts.get("Key Decisions", ""), decided)
         recent = parts.get("Recent Operations", "")
         earlier = [ln for ln in recent.splitlines() if ln.startswith("- ")]
         out["Recent Operations"] = "\n".join(
@@ -116,6 +155,26 @@ def update_overview(ctx: RunContext, state: OrchestratorState, operation: str) -
         return out
 
     wm.update_overview_sections(bodies)
+
+
+def workdir_line(ctx: RunContext, state: OrchestratorState) -> str:
+    """The overview's line on the workdir: which agents may change it (a workdir write
+    tool in their tools: `config.workflow.WRITE_TOOLS`) and whether their writes wait for
+    a person (`interrupt_on`)."""
+    writers = []
+    for name, spec in sorted(ctx.workflow.agents.items()):
+        tools = [t for t in spec.tools if t in WRITE_TOOLS]
+        if tools:
+            gated = [t for t in tools if spec.interrupt_on.get(t)]
+            note = "each write approved by a person" if gated == tools else "without approval"
+            if gated and gated != tools:
+                note = f"{', '.join(gated)} approved by a person"
+            writers.append(f"{name} ({', '.join(tools)}; {note})")
+    where = f"`{state['workdir']}`"
+    if not writers:
+        return f"Workdir (read-only for the agents): {where}"
+    writable = "; ".join(writers)
+    return f"Workdir: {where}; agents that may write to it: {writable}; read-only for the others."
 
 
 # -- checkpoints --------------------------------------------------------------------------

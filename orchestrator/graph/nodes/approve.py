@@ -25,6 +25,7 @@ from langgraph.types import interrupt
 from orchestrator.approvals import note_requests
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.lead import LEAD, log_lead
+from orchestrator.graph.writes import write_plan_file
 from orchestrator.state import DELETE, OrchestratorState, current_phase, phase_subtasks
 
 PLAN_ACTION = "PhasePlan"
@@ -72,6 +73,7 @@ def approve_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     decision = (answer.get("decisions") or [{}])[0] if isinstance(answer, dict) else {}
     if decision.get("type") == "approve":
         ctx.emit("approved", agent=LEAD, phase=phase)
+        write_plan_file(ctx, {**state, "approved": [*approved, phase]})  # no longer waiting
         return {"approved": [*approved, phase]}
     message = (decision.get("message") or "").strip() or "no reason given"
     text = f"Your plan for phase {phase} was rejected: {message}. Plan this phase again."

@@ -270,7 +270,7 @@ class TestSnapshot:
         assert path.name == "snap_20250104T120000123456Z.md"
         text = path.read_text()
         assert text.startswith(
-            "# Context Snapshot\n**Timestamp**: 2025-01-04T12:00:00.123456Z\n"
+            "# Context Snapshot\n**Task**: task-1\n**Timestamp**: 2025-01-04T12:00:00.123456Z\n"
             "**Token Count**: ~151234\n**Reason**: token_limit\n"
         )
         assert (
