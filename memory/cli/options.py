@@ -74,5 +74,5 @@ def _missing_command(ctx: click.Context, program: str) -> str:
     group = ctx.command
     verbs = group.list_commands(ctx) if isinstance(group, click.Group) else []
     if 0 < len(verbs) <= _LISTED_COMMANDS:
-        return f"missing command: `{path}` takes one of {', '.join(verbs)} (see `{path} --help`)"
-    return f"missing command: see `{path} --help` for the commands"
+        return f"missing command for `{path}`: one of {', '.join(verbs)}"
+    return f"missing command for `{path}`: see `{path} --help`"

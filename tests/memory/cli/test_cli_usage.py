@@ -43,10 +43,9 @@ def invoke(*args: str):
         (["summary", "bogus"], "Error: No such command 'bogus'."),
         (
             ["summary"],
-            "Error: missing command: `memory summary` takes one of now, off, on, status "
-            "(see `memory summary --help`)",
+            "Error: missing command for `memory summary`: one of now, off, on, status",
         ),
-        ([], "Error: missing command: see `memory --help` for the commands"),
+        ([], "Error: missing command for `memory`: see `memory --help`"),
     ],
 )
 def test_a_usage_error_is_one_line_and_exit_2(args, error):
