@@ -5,11 +5,14 @@
 * `entries`: `log`, `fetch`, `list`, `refs`, `stats`, `prune`; `search`: `search`,
   `reindex`; `working`: `summary`, `facts`, `episodes`; `backend`: `setup`, `export`,
   `import`; `mcp`: `mcp`; `status_file`: `status-file`;
-* `common`: the store of one invocation and how warnings are printed (the `orchestrator`
-  command shares it); `options`: option helpers both commands use, cheap to import.
+* `common`: the store of one invocation, the task a verb acts on by default (the most
+  recent), and how warnings are printed (the `orchestrator` command shares it);
+  `options`: helpers both commands use, cheap to import (options written after the verb,
+  a usage error as one `Error:` line with exit 2).
 
 Invariant: only this package prints or exits; a bad input is one `Error:` line and a
-non-zero exit, and leaves the memory as it was. `main` is loaded on first use, so the
+non-zero exit (2 for a usage error, else 1 or the verb's own), and leaves the memory as it
+was. `main` is loaded on first use, so the
 `orchestrator` command can import `options` without loading the verbs.
 """
 

@@ -20,6 +20,8 @@ import click
 EXIT_USAGE = 2
 #: A group called without a subcommand lists them in its error line up to this many.
 _LISTED_COMMANDS = 6
+#: What click (8.2 and later) raises for a group called without a subcommand.
+_NO_COMMAND = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def hoist(args: list[str], options: Iterable[str]) -> list[str]:
@@ -54,7 +56,7 @@ def usage_error(exc: click.UsageError, program: str) -> click.ClickException:
         exc: what click raised while parsing (or resolving a subcommand).
         program: the command's name (`memory`), used instead of however it was invoked.
     """
-    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+    if isinstance(exc, _NO_COMMAND):
         message = _missing_command(exc.ctx, program)  # click's message is the whole help
     else:
         message = " ".join(exc.format_message().split())
