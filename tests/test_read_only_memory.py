@@ -3,8 +3,9 @@
 Through the console scripts, as a process that cannot write the directory (as root the
 subprocess drops `CAP_DAC_OVERRIDE` with `setpriv`, so file modes apply): `memory search`,
 `list`, `stats`, `fetch`, `orchestrator status` and `checkpoint report` succeed and search
-says results may be stale; `memory log`, `orchestrator run`, `resume` and `handoff` print
-one `Error:` line and exit 1; nothing in the directory changes.
+says results may be stale; `memory log`, `orchestrator run`, `approve` and `handoff` print
+one `Error:` line and exit 1; `resume` of its done task has nothing to resume (exit 0);
+nothing in the directory changes.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def test_search_and_fetch_read_and_say_results_may_be_stale(frozen, cli_env, tmp
     [
         ["memory", "log", "more"],
         ["orchestrator", "run", "Another survey"],
-        ["orchestrator", "resume"],
+        ["orchestrator", "approve"],
         ["orchestrator", "handoff"],
     ],
 )
@@ -99,4 +100,11 @@ def test_writes_get_one_error_line(frozen, args, cli_env, tmp_path, memory_dir):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: ") and "read-only" in lines[0]
     assert str(memory_dir) in lines[0]
+    assert _tree(memory_dir) == frozen[1]
+
+
+def test_resume_of_its_done_task_has_nothing_to_resume(frozen, cli_env, tmp_path, memory_dir):
+    result = _run(["orchestrator", "resume"], cli_env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "done; nothing to resume" in result.stdout
     assert _tree(memory_dir) == frozen[1]

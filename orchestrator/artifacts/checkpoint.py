@@ -239,6 +239,39 @@ def list_checkpoints(memory: Any, task_id: str | None = None) -> list[Path]:
     return [docs.path(i.path) for i in found]
 
 
+def checkpoint_listing(memory: Any, task_id: str) -> list[dict[str, Any]]:
+    """The checkpoints of `task_id`, newest first, as `checkpoint list` shows them: each a
+    dict of `path`, `task_id`, `phase`, `trigger` (why it was written: `before_spawning`,
+    `phase_transition`, `manual`, ...) and `timestamp` (ISO, UTC; None when a file does
+    not say). Files that name another task or cannot be read are left out, as in
+    `list_checkpoints`."""
+    docs = Docs.of(memory)
+    rows = []
+    for info in checkpoint_infos(docs):
+        if task_of(docs, info) != task_id:
+            continue
+        try:
+            obj = loads_strict(docs.read_bytes(info.path) or b"")
+        except (OSError, ValueError):
+            obj = None  # changed since `task_of` read it: listed without its details
+        obj = obj if isinstance(obj, dict) else {}
+        extra = obj.get("extra") if isinstance(obj.get("extra"), dict) else {}
+        rows.append(
+            {
+                "path": str(docs.path(info.path)),
+                "task_id": task_id,
+                "phase": _text(obj.get("phase")),
+                "trigger": _text(extra.get("trigger")),
+                "timestamp": _text(obj.get("timestamp")),
+            }
+        )
+    return rows
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def checkpoint_infos(docs: Docs) -> list[DocumentInfo]:
     """The checkpoint documents, newest first (see `list_checkpoints`)."""
     found = docs.list(CHECKPOINTS, ".json")

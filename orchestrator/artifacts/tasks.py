@@ -6,7 +6,7 @@ data, written when it starts (objective, workdir, workflow, model, phases, threa
 and merged with each change (a new LangGraph `thread_id` after a fallback resume, a model
 switch, pending approvals). A change is one atomic merge, so no writer loses another's.
 `resume`, `status` and `handoff` find "the most recent task" here and rebuild the same run
-from the record.
+from the record; `task_rows` lists every task as `orchestrator tasks` shows them.
 
 One process at a time may run a task: `task_lock` holds the task's run lock for the whole
 run (`Docs.run_lock`: an OS file lock on the files backend, a session advisory lock on
@@ -22,6 +22,7 @@ import contextlib
 import re
 import shlex
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any, Required, TypedDict
 
 from memory.base import LockHeldError
@@ -141,12 +142,7 @@ class TaskList:
             UnknownTaskError: no such task (or no task at all) in the memory directory.
         """
         if task_id is None:
-            tasks = self.records()
-            if not tasks:
-                raise UnknownTaskError(
-                    f"no task in {self._where()}; start one with `orchestrator run OBJECTIVE`"
-                )
-            return max(tasks.values(), key=lambda r: r["_order"])
+            return self.newest_first()[0]
         found = self._get(task_id)
         if found is None:
             known = sorted(self.records())[:5]
@@ -155,6 +151,19 @@ class TaskList:
                 f"{', '.join(known) if known else 'none'} (see `orchestrator status`)"
             )
         return found
+
+    def newest_first(self) -> list[TaskInfo]:
+        """Every task's record, the most recently changed first (ties: by id).
+
+        Raises:
+            UnknownTaskError: no task at all in the memory.
+        """
+        tasks = sorted(self.records().values(), key=lambda r: (-r["_order"], r["task_id"]))
+        if not tasks:
+            raise UnknownTaskError(
+                f"no task in {self._where()}; start one with `orchestrator run OBJECTIVE`"
+            )
+        return tasks
 
     def adopt(self, task_id: str | None, snapshot: dict[str, Any], *, workdir: str) -> TaskInfo:
         """Record a task known here only from its snapshot (written in another memory
@@ -180,6 +189,111 @@ class TaskList:
         against other writers)."""
         status = fields.pop("status", None)
         self.backend.merge_task(task_id, fields, status=status)
+
+
+def task_rows(docs: Docs) -> list[dict[str, Any]]:
+    """Every task of the memory, the most recently changed first, as `orchestrator tasks`
+    lists them: `task_id`, `status`, `phase`, `updated` (ISO time, UTC, of the record's
+    latest change) and `objective`.
+
+    Status and phase are those `orchestrator status` shows (`orchestrator.recovery.status`
+    reads them the same way): from the task's record, its newest usable checkpoint and its
+    run lock. The checkpoints are read in one pass, newest first, until every task's is
+    found, so the listing costs one read per checkpoint at most, not one per task and
+    checkpoint.
+
+    Raises:
+        UnknownTaskError: no task at all in the memory.
+    """
+    records = TaskList(docs).newest_first()
+    newest = _newest_checkpoints(docs, {r["task_id"] for r in records})
+    rows = []
+    for record in records:
+        task, data = record["task_id"], newest.get(record["task_id"])
+        rows.append(
+            {
+                "task_id": task,
+                "status": _standing(docs, record, data),
+                "phase": _phase(record, data),
+                "updated": datetime.fromtimestamp(record["_order"], UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                ),
+                "objective": record.get("objective") or (data or {}).get("objective") or "",
+            }
+        )
+    return rows
+
+
+def _newest_checkpoints(docs: Docs, tasks: set[str]) -> dict[str, dict[str, Any]]:
+    """Each task's newest usable checkpoint data (a task without one is left out)."""
+    # checkpoints load pydantic: only here, so `status` and `--help` do not pay for it
+    from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
+    from orchestrator.artifacts.text import loads_strict
+
+    found: dict[str, dict[str, Any]] = {}
+    for info in checkpoint_infos(docs):
+        if len(found) == len(tasks):
+            break
+        named = task_of(docs, info)
+        if named is not None and (named not in tasks or named in found):
+            continue
+        try:
+            data = loads_strict(docs.read_bytes(info.path) or b"")
+        except (OSError, ValueError):
+            continue  # torn or corrupt: an older one is read instead, as `status` does
+        task = data.get("task_id") if isinstance(data, dict) else None
+        if task in tasks and task not in found and _usable(data):
+            found[task] = data
+    return found
+
+
+def _usable(data: dict[str, Any]) -> bool:
+    """Whether checkpoint data has, well-typed, every field `status` reads (the same test)."""
+    phases = data.get("phases") or [data.get("phase")]
+    index = data.get("phase_index", 0)
+    subtasks = data.get("subtasks", [])
+    return (
+        isinstance(phases, list)
+        and all(isinstance(p, str) for p in phases)
+        and isinstance(index, int)
+        and 0 <= index < len(phases)
+        and isinstance(subtasks, list)
+        and all(isinstance(s, dict) and "id" in s for s in subtasks)
+        and isinstance(data.get("completed_findings", {}), dict)
+        and isinstance(data.get("extra", {}), dict)
+    )
+
+
+def _standing(docs: Docs, record: TaskInfo, data: dict[str, Any] | None) -> str:
+    """The task's status as `status` says it: done, failed, waiting, stopped, running (a
+    live process holds its run lock) or interrupted."""
+    extra = (data or {}).get("extra") or {}
+    recorded = record.get("status")
+    status = "done" if extra.get("status") == "done" else "running"
+    if status == "running" and extra.get("status") == "failed" and extra.get("trigger") != "failed":
+        status = "failed"  # a phase ended with failed subagents
+    if status == "running" and recorded == "failed":
+        status = "failed"  # the lead's model failed
+    waits = recorded == "waiting" and record.get("pending_approvals")
+    if waits and status not in ("done", "failed"):
+        status = "waiting"
+    if status == "running" and recorded == "stopped":
+        status = "stopped"
+    if status == "running" and not task_running(docs, record["task_id"]):
+        status = "interrupted"
+    return status
+
+
+def _phase(record: TaskInfo, data: dict[str, Any] | None) -> str | None:
+    """The phase the task is in (the next one once a phase is over), as `status` says it."""
+    if data is not None:
+        phases = data.get("phases") or [data.get("phase")]
+        index = data.get("phase_index") or 0
+        over = (data.get("extra") or {}).get("trigger") == "phase_transition"
+        return phases[index + 1] if over and index + 1 < len(phases) else phases[index]
+    phases = record.get("phases") or []
+    start = record.get("start_phase")
+    return start if start in phases else (phases[0] if phases else None)
 
 
 def _as_record(task: Any) -> TaskInfo:

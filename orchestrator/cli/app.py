@@ -1,12 +1,11 @@
 """The `orchestrator` command line: run, resume, hand off and inspect tether tasks.
 
-Groups are nouns, subcommands verbs: `run`, `resume`, `handoff`, `status`,
-`checkpoint now|load|report|list`, `snapshot write|list`. Progress goes to stderr (a live
-panel on a terminal, plain lines otherwise); results go to stdout, as text or, with
-`--json`, one JSON object per line. Only this module turns exceptions into
-`Error: ...` (exit 1); Ctrl-C exits 130 after a checkpoint, with the resume command.
-Exit codes: 0 done, 1 bad input or error, 3 the task stopped `failed` (an agent failed;
-the last line names it and the resume command) or is not done, 130 interrupted.
+Groups are nouns, subcommands verbs: `run`, `resume`, `approve`, `handoff`, `status`,
+`tasks`, `checkpoint now|load|report|list`, `snapshot write|list`. Progress goes to stderr
+(a live panel on a terminal, plain lines otherwise); results go to stdout, as text or,
+with `--json`, one JSON object per line. Only this package turns exceptions into
+`Error: ...` (exit 1; a usage error exit 2); Ctrl-C exits 130 after a checkpoint, with the
+resume command. The exit codes are `orchestrator.cli.exits`'s table.
 Start-up: LangGraph and LangChain are imported only by the commands that run a graph, and
 each command imports what only it needs inside its function (the task list, status,
 the live view, checkpoint validation), so `--help` and `status` load no more than they use.
@@ -17,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +26,7 @@ from memory.cli.common import show_warnings
 from orchestrator.artifacts.brief import read_brief
 from orchestrator.cli.checkpoint import register as register_checkpoint_groups
 from orchestrator.cli.common import (
+    PROGRAM,
     Group,
     Invocation,
     json_option,
@@ -45,7 +46,13 @@ from orchestrator.cli.exits import (
     stop_gracefully_on_sigterm,
 )
 from orchestrator.cli.process import settle_imports
-from orchestrator.cli.report import report_text, status_text, unreachable
+from orchestrator.cli.report import (
+    nothing_to_resume,
+    report_text,
+    status_text,
+    task_lines,
+    unreachable,
+)
 from orchestrator.config.settings import memory_location
 
 
@@ -64,6 +71,9 @@ from orchestrator.config.settings import memory_location
     "machines (instead of a memory directory; default $TETHER_MEMORY_URL); before or "
     "after the command.",
 )
+@click.version_option(
+    package_name="tether", prog_name=PROGRAM, message="%(prog)s (tether) %(version)s"
+)
 @click.pass_context
 def cli(ctx: click.Context, group_memory_dir: str | None, memory_url: str | None = None) -> None:
     """tether: phased multi-agent runs that survive context limits, crashes and handoffs.
@@ -72,6 +82,7 @@ def cli(ctx: click.Context, group_memory_dir: str | None, memory_url: str | None
     Examples:
       orchestrator run "Survey this repository" --workdir .
       orchestrator status
+      orchestrator tasks
       orchestrator resume
       orchestrator handoff
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
@@ -129,7 +140,8 @@ def _drive(
     orch = make_orchestrator(memory_dir, on_event, **options)  # bad settings: before any panel
     with view:
         result = start(orch)
-    click.echo(report_text(result, json_mode, shared_url(memory_dir)))
+    newest = None if json_mode else _newest_snapshot(orch.docs, result)
+    click.echo(report_text(result, json_mode, shared_url(memory_dir), newest))
     if result.status == "failed" and unreachable(result.failed):
         click.get_current_context().exit(EXIT_UNREACHABLE)
     if result.status == "failed":
@@ -146,6 +158,14 @@ def _drive(
         )
         click.get_current_context().exit(EXIT_FAILED)
     return result
+
+
+def _newest_snapshot(docs: Any, result: Any) -> str | None:
+    """The task's newest snapshot, the one `status` names (a handoff's since the run too)."""
+    from orchestrator.cli.checkpoint import snapshot_listing
+
+    rows = snapshot_listing(docs, result.task_id, result.snapshots)
+    return rows[0]["path"] if rows else None
 
 
 @cli.command("run")
@@ -248,6 +268,7 @@ def resume_cmd(
 
     Uses LangGraph's saved state, else the latest valid JSON checkpoint (corrupt ones
     are skipped with a warning), else a snapshot. Finished subagents never run again.
+    A done task has nothing to resume: one line says so (exit 0) and nothing starts.
 
     \b
     Examples:
@@ -256,6 +277,11 @@ def resume_cmd(
       orchestrator resume --from-checkpoint .temp/memory/checkpoints/cp_review_X.json
       orchestrator resume --from-snapshot .temp/memory/context_snapshots/snap_X.md
     """
+    done = None if from_checkpoint or from_snapshot else _done_task(memory_dir, task_id)
+    if done is not None:  # before any model is resolved: no provider key needed
+        memory = shared_url(memory_dir) or done["memory_dir"]
+        click.echo(nothing_to_resume(done["task_id"], memory, json_mode))
+        return
     _drive(
         json_mode,
         memory_dir,
@@ -265,6 +291,20 @@ def resume_cmd(
         workdir=None,
         **settings,
     )
+
+
+def _done_task(memory_dir: str | None, task_id: str | None) -> dict[str, Any] | None:
+    """The task's `status` if it is done, else None (also when status cannot tell: the
+    resume itself then says what is wrong). Read as `status` reads it, without LangGraph."""
+    from memory.errors import MemoryStoreError
+    from orchestrator.errors import OrchestratorError
+    from orchestrator.recovery.status import task_status
+
+    try:
+        info = task_status(open_memory(memory_dir), task_id)
+    except (OrchestratorError, MemoryStoreError):
+        return None
+    return info if info["status"] == "done" else None
 
 
 @cli.command("approve")
@@ -344,6 +384,33 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
         click.echo(json.dumps(info, default=str))
         return
     click.echo(status_text(info, shared_url(memory_dir)))
+
+
+@cli.command("tasks")
+@memory_option
+@json_option
+def tasks_cmd(memory_dir: str | None, json_mode: bool) -> None:
+    """List the memory's tasks, newest first: id, status, phase, updated, objective.
+
+    Status and phase are those `status` shows; times are UTC. On a terminal the objective
+    is cut to its width (a narrow one puts it on a line of its own); --json prints one
+    JSON object per task and line, with the whole objective.
+
+    \b
+    Examples:
+      orchestrator tasks
+      orchestrator tasks --json
+      orchestrator tasks --memory-url postgresql://tether@db.internal/tether
+    """
+    from orchestrator.artifacts.tasks import task_rows  # start-up: see the module docstring
+
+    rows = task_rows(open_memory(memory_dir))
+    if json_mode:
+        for row in rows:
+            click.echo(json.dumps(row))
+        return
+    for line in task_lines(rows, shutil.get_terminal_size((0, 0)).columns):
+        click.echo(line)
 
 
 register_checkpoint_groups(cli)

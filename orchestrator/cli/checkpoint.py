@@ -6,14 +6,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from memory.store import MemoryStore
-from orchestrator.artifacts.checkpoint import list_checkpoints
-from orchestrator.artifacts.snapshot import list_snapshots
 from orchestrator.cli.common import (
     Group,
     json_option,
@@ -121,19 +120,25 @@ def checkpoint_report(file: str | None, task_id: str | None, memory_dir: str | N
 @memory_option
 @json_option
 def checkpoint_list(task_id: str | None, memory_dir: str | None, json_mode: bool) -> None:
-    """List checkpoints, newest first.
+    """List a task's checkpoints, newest first: task, phase, trigger, time, path.
+
+    The path is the last column, whole (`awk '{print $NF}'` cuts it); --json prints one
+    JSON object per line with the same fields.
 
     \b
     Examples:
       orchestrator checkpoint list
       orchestrator checkpoint list --task auth-map --json
     """
-    paths = list_checkpoints(open_memory(memory_dir), task_id)
-    if json_mode:
-        click.echo(json.dumps([str(p) for p in paths]))
-        return
-    for p in paths:
-        click.echo(str(p))
+    from orchestrator.artifacts.checkpoint import checkpoint_listing
+    from orchestrator.artifacts.tasks import TaskList
+
+    docs = open_memory(memory_dir)
+    task = TaskList(docs).record(task_id)["task_id"]
+    rows = checkpoint_listing(docs, task)
+    _echo_rows(rows, ("task_id", "phase", "trigger", "timestamp", "path"), json_mode)
+    if not rows and not json_mode:
+        click.echo(f"No checkpoint of task {task!r} yet.", err=True)
 
 
 @click.group("snapshot", cls=Group)
@@ -161,21 +166,83 @@ def snapshot_write(task_id: str | None, memory_dir: str | None) -> None:
 
 
 @snapshot_group.command("list")
+@task_option
 @memory_option
 @json_option
-def snapshot_list(memory_dir: str | None, json_mode: bool) -> None:
-    """List context snapshots, newest first.
+def snapshot_list(task_id: str | None, memory_dir: str | None, json_mode: bool) -> None:
+    """List a task's context snapshots, newest first: task, phase, reason, time, path.
+
+    The path is the last column, whole (`awk '{print $NF}'` cuts it); --json prints one
+    JSON object per line with the same fields.
 
     \b
     Examples:
       orchestrator snapshot list
+      orchestrator snapshot list --task auth-map --json
     """
-    paths = list_snapshots(open_memory(memory_dir))
+    from orchestrator.artifacts.tasks import TaskList
+
+    docs = open_memory(memory_dir)
+    task = TaskList(docs).record(task_id)["task_id"]
+    rows = snapshot_listing(docs, task)
+    _echo_rows(rows, ("task_id", "phase", "reason", "timestamp", "path"), json_mode)
+    if not rows and not json_mode:
+        click.echo(f"No snapshot of task {task!r} yet.", err=True)
+
+
+def snapshot_listing(docs: Any, task_id: str, written: Iterable[str] = ()) -> list[dict]:
+    """The snapshots of `task_id`, newest first, each a dict of `path`, `task_id`, `phase`,
+    `reason` and `timestamp` read from the file (a snapshot that cannot be read is listed
+    only when the run recorded it in `written`, its document paths).
+
+    The newest is the one `orchestrator status` names as the task's latest snapshot.
+    """
+    from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
+    from orchestrator.errors import ArtifactError
+
+    written = set(written)
+    rows = []
+    for path in list_snapshots(docs):
+        try:
+            meta = read_snapshot(path, docs)
+        except (ArtifactError, OSError):
+            meta = {}
+        if meta.get("task_id") != task_id and docs.rel(path) not in written:
+            continue
+        row = {k: meta.get(k) or None for k in ("phase", "reason", "timestamp")}
+        rows.append({"path": str(path), "task_id": task_id, **row})
+    return rows
+
+
+def _echo_rows(rows: list[dict], columns: tuple[str, ...], json_mode: bool) -> None:
+    """One line per row: one JSON object, or the columns padded to line up (a missing
+    value is `-`; times to the second)."""
     if json_mode:
-        click.echo(json.dumps([str(p) for p in paths]))
+        for row in rows:
+            click.echo(json.dumps(row, default=str))
         return
-    for p in paths:
-        click.echo(str(p))
+    cells = [[_cell(row.get(c), c) for c in columns] for row in rows]
+    widths = [max((len(line[i]) for line in cells), default=0) for i in range(len(columns))]
+    for line in cells:
+        padded = [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=False)]
+        click.echo("  ".join([*padded, line[-1]]))
+
+
+def _cell(value: Any, column: str) -> str:
+    if value is None or value == "":
+        return "-"
+    text = " ".join(str(value).split()) or "-"
+    if column == "timestamp":
+        return short_time(text)
+    return text
+
+
+def short_time(iso: str) -> str:
+    """An ISO time to the second (`2026-12-06T19:05:46.280810Z` -> `2026-12-06T19:05:46Z`)."""
+    head, dot, rest = iso.partition(".")
+    if dot and rest.endswith("Z") and rest[:-1].isdigit():
+        return head + "Z"
+    return iso
 
 
 def register(group: click.Group) -> None:

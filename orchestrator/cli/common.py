@@ -1,6 +1,13 @@
 """What the verbs and groups of the `orchestrator` command share: the group class that turns
 errors into one `Error:` line, the shared options, and the memory and `Orchestrator` of one
 invocation.
+
+One rule for every verb and group, the `memory` command's too (`memory.cli.options.usage_error`):
+a usage error (an unknown option, a missing or extra argument, no such command, a group
+called without a subcommand) is one `Error:` line, with click's "Did you mean" when it has
+one, and exit 2, wherever click meets it: the group's own options are parsed in
+`make_context`, before `invoke`, so both convert it. Every other bad input (a bad value
+too) is one line and exit 1.
 """
 
 from __future__ import annotations
@@ -15,17 +22,35 @@ from typing import Any
 
 import click
 
-from memory.cli.options import hoist
+from memory.cli.options import hoist, usage_error
 from memory.errors import MemoryStoreError
 from orchestrator.cli.exits import EXIT_INTERRUPTED, EXIT_TERMINATED, exit_now
 from orchestrator.config.defaults import TOKEN_THRESHOLD
 from orchestrator.config.settings import MemoryLocation, memory_location
 from orchestrator.errors import Interrupted, OrchestratorError, Terminated
 
+#: The command's name in error lines, however it was started (`python -m orchestrator.cli`).
+PROGRAM = "orchestrator"
+
 
 class Group(click.Group):
-    """Turns tether's errors into one-line `Error:` messages with exit code 1, and takes
-    `--memory-url` after the verb as well as before it."""
+    """Turns tether's errors into one-line `Error:` messages with exit code 1 (usage errors:
+    exit 2, see the module docstring), and takes `--memory-url` after the verb as well as
+    before it."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        # the group's own options (`orchestrator --memroy-dir x status`) and a group called
+        # without its subcommand fail here, before `invoke`
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise usage_error(exc, PROGRAM) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist(args, ["--memory-url"]))
@@ -41,8 +66,8 @@ class Group(click.Group):
                 exit_now(128 + exc.signum)  # 130 after Ctrl-C, 143 after SIGTERM
             raise click.ClickException(" ".join(str(exc).split())) from None
         except click.UsageError as exc:
-            # One line, like every other error (click would add the usage and a hint).
-            raise click.ClickException(exc.format_message()) from None
+            # a verb's options and arguments, no such command: one line, exit 2
+            raise usage_error(exc, PROGRAM) from None
         except KeyboardInterrupt as exc:
             how = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
             click.echo(f"{how}; resume with `orchestrator resume`", err=True)

@@ -1,6 +1,22 @@
 """How the `orchestrator` command ends: its exit codes, leaving at once when a run stops,
 and SIGTERM taken as Ctrl-C (`Terminated`), so that `kill`, `timeout` and `docker stop`
-stop a run with its `interrupted` checkpoint and the resume hint."""
+stop a run with its `interrupted` checkpoint and the resume hint.
+
+The exit codes, the same for every verb (the `memory` command shares 0, 1, 2 and 3):
+
+    0    done: the task is done, or the verb did what it was asked (`resume` of a done
+         task says there is nothing to resume)
+    1    bad input or an error (an unknown task, a bad value, a malformed workflow, a full
+         disk): one `Error:` line
+    2    a usage error (an unknown option, a missing or extra argument, no such command,
+         a group without its subcommand): one `Error:` line (`common.Group`, with
+         `memory.cli.options.usage_error`: click's codes, 1 and 2, kept)
+    3    the task is not done: it stopped `failed` (an agent failed), or did not finish
+    4    the task waits for approval
+    5    the provider could not be reached
+    6    the task stopped at its token budget
+    130  interrupted (Ctrl-C); 143 after SIGTERM
+"""
 
 from __future__ import annotations
 

@@ -12,8 +12,18 @@ from pathlib import Path
 from typing import Any
 
 
-def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
-    """The closing report of `run`, `resume` and `approve` (`url`: the shared memory)."""
+def report_text(
+    result: Any, json_mode: bool, url: str | None = None, latest_snapshot: str | None = None
+) -> str:
+    """The closing report of `run`, `resume` and `approve`.
+
+    Args:
+        url: the shared memory (named in the commands printed), None for a directory.
+        latest_snapshot: the task's newest snapshot, the one `status` names (also one
+            written by `handoff` since); default: the newest the run wrote.
+
+    A done task's report says nothing about resuming it (there is nothing to resume).
+    """
     from memory.backends.urls import redact
     from orchestrator.artifacts.tasks import resume_command
     from orchestrator.state import failure_summary
@@ -26,6 +36,8 @@ def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
 
     def where(rel: str) -> str:
         return str(root / rel) if root is not None else rel
+
+    newest = where(result.snapshots[-1]) if result.snapshots else None  # written in order
 
     lines = [
         f"Task {result.task_id}: {result.status} (phase {result.phase}, "
@@ -40,7 +52,7 @@ def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
         f"  findings:    {where('findings')} ({len(result.findings)} + "
         f"{len(result.merged)} merged)",
         f"  checkpoints: {where('checkpoints')} ({len(result.checkpoints)})",
-        f"  snapshots:   {', '.join(where(s) for s in result.snapshots) or '-'}",
+        f"  snapshot:    {latest_snapshot or newest or '-'}",
     ]
     if result.merged.get("final"):
         lines.append(f"  summary:     {where(result.merged['final'])}")
@@ -72,9 +84,26 @@ def report_text(result: Any, json_mode: bool, url: str | None = None) -> str:
         return "\n".join(lines)
     if result.status == "waiting":
         lines += waiting_lines(result.pending_approvals, result.task_id, memory)
-    else:
+    elif result.status != "done":
         lines.append(f"Resume:   {resume_command(result.task_id, memory)}")
     return "\n".join(lines)
+
+
+def nothing_to_resume(task_id: str, memory: Any, json_mode: bool) -> str:
+    """What `resume` prints for a done task (`memory`: the directory, or the shared
+    memory's URL): one line saying so, with the command that shows the task."""
+    from memory.backends.urls import redact
+    from orchestrator.artifacts.tasks import resume_command
+
+    if isinstance(memory, str) and "://" in memory:
+        memory = redact(memory)
+    status = resume_command(task_id, memory).replace("orchestrator resume", "orchestrator status")
+    line = f"Task {task_id}: done; nothing to resume (see `{status}`)"
+    if json_mode:
+        return json.dumps(
+            {"event": "nothing_to_resume", "task_id": task_id, "status": "done", "message": line}
+        )
+    return line
 
 
 ANSWER_LINES = 12
@@ -196,3 +225,45 @@ def _tokens_line(info: dict[str, Any]) -> str:
     if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
         return f"Tokens: ~{total} total (estimated for the offline model: no provider called)"
     return f"Tokens: {total} total"
+
+
+#: Below this many columns left for the objective, it goes on a line of its own.
+OBJECTIVE_MIN = 20
+
+
+def task_lines(rows: list[dict[str, Any]], width: int = 0) -> list[str]:
+    """`orchestrator tasks` as lines: id, status, phase, updated (UTC, to the minute) and
+    objective, the columns lined up.
+
+    Args:
+        width: the terminal's columns: no line is longer (the objective is cut, with `…`;
+            when fewer than `OBJECTIVE_MIN` columns are left for it, it goes on the next
+            line, indented). 0: not a terminal, nothing is cut.
+    """
+    from rich.cells import cell_len, set_cell_size
+
+    def cut(text: str, room: int) -> str:
+        if room <= 0 or cell_len(text) <= room:
+            return text
+        return set_cell_size(text, room - 1) + "…"
+
+    cells = [
+        [
+            row["task_id"],
+            row["status"],
+            row["phase"] or "-",
+            row["updated"][:16].replace("T", " "),
+        ]
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(4)] if cells else [0] * 4
+    lines = []
+    for line, row in zip(cells, rows, strict=True):
+        head = "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
+        objective = " ".join(str(row["objective"]).split()) or "-"
+        room = width - len(head) - 2
+        if width and room < OBJECTIVE_MIN:
+            lines += [cut(head.rstrip(), width), cut("  " + objective, width)]
+        else:
+            lines.append(f"{head}  {cut(objective, room if width else 0)}")
+    return lines

@@ -79,5 +79,5 @@ def test_bad_brief_files(make, message, tmp_path, memory_dir):
 )
 def test_objective_and_file_are_exclusive(args, message, memory_dir):
     result = _run(*args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error (issue 43 item 6)
     assert result.output == f"Error: {message}\n"

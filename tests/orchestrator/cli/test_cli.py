@@ -53,9 +53,10 @@ class TestRunInASubprocess:
             "findings",
             "checkpoints",
             "context_snapshots",
-            "orchestrator resume --task shop",
+            "orchestrator handoff --task shop",
         ):
             assert part in out
+        assert "orchestrator resume" not in out  # a done task has nothing to resume
         assert "offline model" in done.stderr  # the banner, on stderr
         assert "\x1b[" not in done.stderr + out  # no ANSI codes in a pipe
         assert "phase exploration (1/2)" in done.stderr
@@ -183,7 +184,10 @@ class TestInspect:
         assert info["phase_number"] == 2 and info["phases"][info["phase_number"] - 1] == "review"
 
     def test_checkpoint_verbs(self, finished, memory_dir):
-        listed = finished.invoke(cli, ["checkpoint", "list"]).output.split()
+        listed = [
+            ln.split()[-1]
+            for ln in finished.invoke(cli, ["checkpoint", "list"]).output.splitlines()
+        ]
         assert listed and all(Path(p).parent == memory_dir / "checkpoints" for p in listed)
         load = finished.invoke(cli, ["checkpoint", "load", "--json"])
         assert json.loads(load.output)["task_id"] == "done"
@@ -244,6 +248,7 @@ def test_every_command_has_help_with_examples():
         ["resume"],
         ["handoff"],
         ["status"],
+        ["tasks"],
         ["checkpoint", "now"],
         ["checkpoint", "load"],
         ["checkpoint", "report"],

@@ -48,8 +48,8 @@ def test_memory_url_after_the_verb_reaches_the_shared_memory(tmp_path, fixture_r
             ).fetchone()[0]
         assert findings >= 4  # one per subagent of the four phases, in PostgreSQL
 
-        resume = next(ln for ln in run.stdout.splitlines() if ln.startswith("Resume:"))
-        words = shlex.split(resume.removeprefix("Resume:"))
+        handoff = next(ln for ln in run.stdout.splitlines() if ln.startswith("Hand off:"))
+        words = shlex.split(handoff.removeprefix("Hand off:"))
         assert words[words.index("--memory-url") + 1] == url
 
         found = _cli(

@@ -4,6 +4,8 @@ its JSON checkpoints; a subagent that was waiting for approval asks again."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +33,14 @@ def orch(*args: str, env: dict) -> subprocess.CompletedProcess:
 def test_a_damaged_database_is_moved_aside_and_the_task_resumes(
     fixture_repo, tiny_workflow, cli_env, memory_dir
 ):
+    # killed mid-run (a done task has nothing to resume, and its database is not opened)
     first = orch("run", "Survey the shop", "--task", "t1", "--workdir", str(fixture_repo),
-                 "--workflow", str(tiny_workflow), env=cli_env)  # fmt: skip
-    assert first.returncode == 0, first.stderr
+                 "--workflow", str(tiny_workflow),
+                 env={**cli_env, "TETHER_FAULT": "merge_after_checkpoint:1"})  # fmt: skip
+    assert first.returncode == -9, first.stderr
+    db = memory_dir / ".langgraph" / "state.sqlite"
+    with contextlib.closing(sqlite3.connect(db)) as conn:  # the killed run's WAL, written in
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     damage(memory_dir)
     resumed = orch("resume", "--task", "t1", env=cli_env)
     assert resumed.returncode == 0, resumed.stderr
