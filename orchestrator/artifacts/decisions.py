@@ -38,7 +38,7 @@ PLAN_ACTION = "PhasePlan"
 MESSAGE_CHARS = 300
 """Longest message quoted (a person's reason is rarely longer)."""
 
-_KINDS = {"approve": "approved", "reject": "rejected", "edit": "edited"}
+_KINDS = {"approve": "approved", "reject": "rejected", "edit": "edited", "respond": "answered"}
 _PATH_ARGS = ("path", "file_path", "file", "target", "url")
 BEGIN = "<!-- decisions on approval requests, kept by tether from its registry: -->"
 END = "<!-- end of the decisions kept by tether -->"
@@ -59,23 +59,29 @@ class Decision:
     message: str
     at: float
     """When it was decided (or asked, while it waits): seconds since the epoch."""
-
-    @property
-    def about(self) -> str:
-        """What the request was about: the tool and its path, or the phase plan."""
-        if self.tool == PLAN_ACTION:
-            phase = self.args.get("phase") or self.subtask.split("/")[0] or "?"
-            subtasks = self.args.get("subtasks") or []
-            ids = ", ".join(str(s.get("id")) for s in subtasks if isinstance(s, dict))
-            listed = f": {ids}" if ids else ""
-            return f"the plan of phase {md_inline(phase)} ({len(subtasks)} subtask(s){listed})"
-        path = next((self.args[k] for k in _PATH_ARGS if isinstance(self.args.get(k), str)), "")
-        return f"{md_code(self.tool)} on {md_code(path)}" if path else md_code(self.tool)
+    edited: dict[str, Any] | None = None
+    """An `edit` decision's action (`name`, `args`): what ran instead."""
 
     @property
     def who(self) -> str:
         """The agent that asked, with its subtask."""
         return f"{self.agent}, {self.subtask}" if self.subtask else self.agent
+
+    @property
+    def about(self) -> str:
+        """What the request was about: the tool and its path, or the phase plan."""
+        return _about(self.tool, self.args, self.subtask)
+
+
+def _about(tool: str, args: dict[str, Any], subtask: str = "") -> str:
+    if tool == PLAN_ACTION:
+        phase = args.get("phase") or subtask.split("/")[0] or "?"
+        subtasks = args.get("subtasks") or []
+        ids = ", ".join(str(s.get("id")) for s in subtasks if isinstance(s, dict))
+        listed = f": {ids}" if ids else ""
+        return f"the plan of phase {md_inline(str(phase))} ({len(subtasks)} subtask(s){listed})"
+    path = next((args[k] for k in _PATH_ARGS if isinstance(args.get(k), str)), "")
+    return f"{md_code(tool)} on {md_code(path)}" if path else md_code(tool)
 
 
 def decisions(docs: Docs, task_id: str) -> list[Decision]:
@@ -102,6 +108,9 @@ def decisions(docs: Docs, task_id: str) -> list[Decision]:
                     kind=kind,
                     message=str(answer.get("message") or ""),
                     at=rec.updated_at,
+                    edited=answer.get("edited_action")
+                    if isinstance(answer.get("edited_action"), dict)
+                    else None,
                 )
             )
     return sorted(out, key=lambda d: (d.at, d.id))
@@ -118,6 +127,10 @@ def decision_line(d: Decision) -> str:
     if len(said) > MESSAGE_CHARS:
         said = said[: MESSAGE_CHARS - 4].rstrip() + " ..."
     reason = f': "{said}"' if said else " (no message)" if d.kind == "rejected" else ""
+    if d.edited is not None:
+        edited = d.edited
+        instead = _about(str(edited.get("name") or d.tool), dict(edited.get("args") or {}))
+        reason = f"; ran {instead} instead{reason}"
     return f"{_when(d.at)}: {d.kind} {d.about} ({md_inline(d.who)}){reason}"
 
 
@@ -127,12 +140,21 @@ def decision_lines(docs: Docs, task_id: str) -> list[str]:
 
 
 def waiting_lines(docs: Docs, task_id: str) -> list[str]:
-    """The requests of the task that wait for a person, with how to answer them."""
+    """The requests of the task that wait for a person, with how to answer them.
+
+    An agent waits on one request at a time, so only each agent's and subtask's newest
+    request can wait: an older one left unanswered was dropped with its run (a resume
+    from a snapshot asks again).
+    """
+    newest: dict[tuple[str, str], str] = {}
+    found = decisions(docs, task_id)
+    for d in found:  # oldest first: the last one of each agent and subtask wins
+        newest[(d.agent, d.subtask)] = d.id
     return [
         f"{d.about} ({md_inline(d.who)}) waits for approval since {_when(d.at)}: "
         f"`orchestrator approve --task {task_id} --id {d.id[:12]}` (or `--reject --message REASON`)"
-        for d in decisions(docs, task_id)
-        if d.kind == "waiting"
+        for d in found
+        if d.kind == "waiting" and newest[(d.agent, d.subtask)] == d.id
     ]
 
 

@@ -43,6 +43,9 @@ def write_lead_snapshot(
     pending = [f"{k}: {v['title']}" for k, v in sorted(current.items()) if k not in findings]
     if token_count is None:
         token_count = lead_context_tokens(ctx, state)
+    # the command works from any directory: a memory directory is named (a database's URL
+    # is the environment's, with its password)
+    where = f" --memory-dir {shlex.quote(str(docs.root))}" if docs.root is not None else ""
     return write_snapshot(
         docs,
         task_id=state["task_id"],
@@ -69,8 +72,8 @@ def write_lead_snapshot(
             if state.get("status") == "done"
             else lambda own: (
                 f"Run `orchestrator resume --task {state['task_id']} --from-snapshot "
-                f"{shlex.quote(own)}` to continue phase {phase} ({state['phase_index'] + 1}/"
-                f"{len(state['phases'])}) with a fresh lead; finished subtasks are not run again."
+                f"{shlex.quote(own)}{where}` to continue phase {phase} ({state['phase_index'] + 1}"
+                f"/{len(state['phases'])}) with a fresh lead; finished subtasks are not run again."
             )
         ),
         plan_path=plan if docs.exists(plan) else None,

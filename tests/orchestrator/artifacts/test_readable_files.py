@@ -19,7 +19,10 @@ from langchain_openai import ChatOpenAI
 
 from orchestrator import artifacts
 from orchestrator.api import Orchestrator
+from orchestrator.approvals import note_decisions
+from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.plan import addressed_by, read_plan, write_plan
+from orchestrator.artifacts.registry import registry_note
 from orchestrator.artifacts.snapshot_content import what_was_found
 from tests.orchestrator.openai_server import ScriptedOpenAI
 from tests.orchestrator.scripted_agents import agents, findings, one_subtask
@@ -92,6 +95,36 @@ class TestDecisions:
         final = newest_snapshot(memory_dir).read_text()
         assert '"Split the docs from the code"' in _section(final, "Decisions Made")
         assert _section(final, "Pending Decisions") == "_None._"
+
+    def test_only_the_request_that_still_waits_is_pending(self, fixture_repo, tmp_path):
+        """A resume from a snapshot asks again: the request it replaced waits no more."""
+        wf = tmp_path / "gate.yaml"
+        wf.write_text(GATE)
+        orch = Orchestrator(workdir=fixture_repo, workflow=wf)
+        orch.run("Survey the shop", task_id="gate")
+        again = orch.resume("gate", from_snapshot=str(orch.handoff("gate")))
+        [request] = {p["id"] for p in again.pending_approvals}
+        pending = _section(orch.handoff("gate").read_text(), "Pending Decisions")
+        waits = [ln for ln in pending.splitlines() if "waits for approval" in ln]
+        assert len(waits) == 1 and f"--id {request[:12]}`" in waits[0], pending
+
+    def test_an_edit_decision_says_what_ran_instead(self, tmp_path, memory_dir):
+        """A LangGraph Server client may answer `edit`: the overview says what ran."""
+        docs = Docs.of(memory_dir)
+        action = {"id": "r1", "agent": "writer", "key": "impl/w-1", "tool": "write_file",
+                  "args": {"path": "notes.txt", "content": "x"}}  # fmt: skip
+        registry_note(docs, "t", "approval:r1", agent="writer", subtask="impl/w-1",
+                      actions=[action])  # fmt: skip
+        edit = {"type": "edit", "edited_action": {"name": "write_file",
+                                                  "args": {"path": "notes-new.txt"}}}  # fmt: skip
+        note_decisions(docs, "t", {"r1": {"decisions": [edit]}})
+        overview = (memory_dir / "working" / "t" / "overview.md").read_text()
+        assert re.search(
+            r"^- \d{4}-\d\d-\d\d \d\d:\d\d UTC: edited `write_file` on `notes.txt` "
+            r"\(writer, impl/w-1\); ran `write_file` on `notes-new.txt` instead$",
+            _section(overview, "Key Decisions"),
+            re.M,
+        ), overview
 
     def test_a_refused_edit_names_the_tool_the_path_and_why(self, tmp_path, memory_dir):
         work = tmp_path / "work"
@@ -183,7 +216,7 @@ def test_the_snapshot_names_itself_in_its_resume_command(fixture_repo, tmp_path,
     command = re.search(r"`(orchestrator resume [^`]*)`", steps).group(1)
     args = shlex.split(command)
     assert args[:4] == ["orchestrator", "resume", "--task", "gate"]
-    assert args[4:] == ["--from-snapshot", str(snap)]
+    assert args[4:] == ["--from-snapshot", str(snap), "--memory-dir", str(memory_dir)]
     assert Path(args[5]).is_file()
     assert artifacts.read_snapshot(Path(args[5]))["task_id"] == "gate"
 
