@@ -23,17 +23,6 @@ USAGE = [
         "Error: No such option '--memroy-dir'. (Did you mean one of: '--memory-dir', "
         "'--memory-url'?)",
     ),
-    (
-        ["checkpoint"],
-        "Error: missing command: `orchestrator checkpoint` takes one of list, load, now, "
-        "report (see `orchestrator checkpoint --help`)",
-    ),
-    (
-        ["snapshot"],
-        "Error: missing command: `orchestrator snapshot` takes one of list, write "
-        "(see `orchestrator snapshot --help`)",
-    ),
-    ([], "Error: missing command: see `orchestrator --help` for the commands"),
     (["status", "--bogus"], "Error: No such option '--bogus'."),
     (["stauts"], "Error: No such command 'stauts'. Did you mean 'status'?"),
     (["checkpoint", "lst"], "Error: No such command 'lst'. Did you mean 'list'?"),
@@ -54,6 +43,23 @@ def test_a_usage_error_is_one_line_and_exit_2(args, line, memory_dir):
     assert result.exit_code == 2, result.output
     assert result.output.splitlines() == [line]
     assert not memory_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["checkpoint"], ["list", "load", "now", "report"]),
+        (["snapshot"], ["list", "write"]),
+        ([], ["--help"]),
+    ],
+)
+def test_a_group_without_its_subcommand_is_one_line_and_exit_2(args, named):
+    """Not its whole help prefixed `Error: Usage:` (the wording is `memory`'s too)."""
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"Error: missing command for `{' '.join(['orchestrator', *args])}`")
+    assert all(name in line for name in named), line
 
 
 def test_help_is_still_help_for_the_command_its_groups_and_verbs():
