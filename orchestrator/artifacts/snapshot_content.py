@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
@@ -201,10 +201,12 @@ def what_was_found(
     objective: str | None = None,
     budget: int = FOUND_CHARS,
     answer: str | None = None,
+    quoted: Collection[str] = (),
 ) -> str:
     """The digest of `records` (findings as the state holds them, with `key` and `phase`),
     opening with the lead's `answer` when the task has one (cut to a third of the budget;
-    the whole answer is in the final summary it names).
+    the whole answer is in the final summary it names). A finding whose file the shown
+    part of the answer names (`quoted`) gets no second line.
 
     Shown in phase order; when the budget is short, the findings go in by rounds, one
     of each phase per round (`current` first, then the newer phases), each phase's first
@@ -217,9 +219,10 @@ def what_was_found(
         opening = _answer_lines(answer, merged.get("final"), budget // 3)
         if not records:
             return opening + "\n\nNo findings: the lead answered from its own reading."
+        named = {str(r["path"]) for r in records if r.get("path") and str(r["path"]) in opening}
         rest = what_was_found(
             records, phases=phases, current=current, merged=merged, objective=objective,
-            budget=budget - len(opening) - 2,
+            budget=budget - len(opening) - 2, quoted=named,
         )  # fmt: skip
         return opening + "\n\n" + rest
     if not records:
@@ -232,6 +235,10 @@ def what_was_found(
     head = f"{len(records)} finding(s) ({counts}) in {len({_phase(r) for r in records})} phase(s)."
     if merged.get("final"):
         head += f" Final summary: {md_code(merged['final'])}."
+    above = [r for r in ordered if r.get("path") and str(r["path"]) in quoted]
+    if above:
+        head += f" {len(above)} of them quoted in the answer above; the others:"
+        ordered = [r for r in ordered if r not in above]
     blocks = [_finding_block(r, objective) for r in ordered]
     by_phase: dict[str, list[int]] = {}
     for i, r in enumerate(ordered):

@@ -260,7 +260,10 @@ class TestWhatWasFound:
         assert result.status == "done"
         found = _section(newest_snapshot(memory_dir).read_text(), "What Was Found")
         for phase in ("exploration", "planning", "implementation", "review"):
-            assert re.search(rf"^- {phase}/", found, re.M), found
+            assert f"researcher-{phase}-" in found, found
+        # what each area is (exploration) is there for every area: in the answer or after
+        for path in (memory_dir / "findings").glob("researcher-exploration-*.md"):
+            assert f"findings/{path.name}" in found, found
 
 
 class TestKeyQuestions:
