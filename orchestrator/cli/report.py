@@ -227,7 +227,7 @@ def _tokens_line(info: dict[str, Any]) -> str:
     return f"Tokens: {total} total"
 
 
-#: Below this many columns left for the objective, it goes on a line of its own.
+#: Below this many columns left for the objective, a task takes two lines.
 OBJECTIVE_MIN = 20
 
 
@@ -236,34 +236,32 @@ def task_lines(rows: list[dict[str, Any]], width: int = 0) -> list[str]:
     objective, the columns lined up.
 
     Args:
-        width: the terminal's columns: no line is longer (the objective is cut, with `…`;
-            when fewer than `OBJECTIVE_MIN` columns are left for it, it goes on the next
-            line, indented). 0: not a terminal, nothing is cut.
+        width: the terminal's columns: no line is longer (the objective is cut, with `…`).
+            When fewer than `OBJECTIVE_MIN` columns would be left for the objective, each
+            task takes two lines: id, status and phase, then, indented, the time and the
+            objective. 0: not a terminal, nothing is cut.
     """
     from rich.cells import cell_len, set_cell_size
 
     def cut(text: str, room: int) -> str:
-        if room <= 0 or cell_len(text) <= room:
+        if not width or cell_len(text) <= room:
             return text
-        return set_cell_size(text, room - 1) + "…"
+        return set_cell_size(text, max(room - 1, 0)) + "…"
 
     cells = [
-        [
-            row["task_id"],
-            row["status"],
-            row["phase"] or "-",
-            row["updated"][:16].replace("T", " "),
-        ]
+        [row["task_id"], row["status"], row["phase"] or "-", row["updated"][:16].replace("T", " ")]
         for row in rows
     ]
-    widths = [max(len(line[i]) for line in cells) for i in range(4)] if cells else [0] * 4
+    sizes = [max((len(line[i]) for line in cells), default=0) for i in range(4)]
+    two_lines = bool(width) and sum(sizes) + 2 * 4 + OBJECTIVE_MIN > width
     lines = []
     for line, row in zip(cells, rows, strict=True):
-        head = "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
         objective = " ".join(str(row["objective"]).split()) or "-"
-        room = width - len(head) - 2
-        if width and room < OBJECTIVE_MIN:
-            lines += [cut(head.rstrip(), width), cut("  " + objective, width)]
+        if two_lines:
+            head = "  ".join(cell.ljust(n) for cell, n in zip(line[:3], sizes, strict=False))
+            tail = f"  {line[3]}  {objective}"
+            lines += [cut(head.rstrip(), width), cut(tail, width)]
         else:
-            lines.append(f"{head}  {cut(objective, room if width else 0)}")
+            head = "  ".join(cell.ljust(n) for cell, n in zip(line, sizes, strict=True))
+            lines.append(f"{head}  {cut(objective, width - len(head) - 2)}")
     return lines

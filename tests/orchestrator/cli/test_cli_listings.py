@@ -130,7 +130,7 @@ class TestTasks:
             assert datetime.fromisoformat(row["updated"]).tzinfo is not None
         assert rows[0]["updated"] >= rows[1]["updated"]
 
-    @pytest.mark.parametrize("width", [100, 60])
+    @pytest.mark.parametrize("width", [100, 60, 40])
     def test_tasks_fit_the_terminal(self, shared, width):
         memory, _ = shared
         listed = orch("tasks", memory=memory, env={"COLUMNS": str(width)})
@@ -140,6 +140,8 @@ class TestTasks:
         text = " ".join(listed.stdout.split())
         assert "Survey the shop" in text and "…" in text  # alpha's, cut
         assert LONG not in text
+        if width == 40:  # too narrow for the objective beside: a second line, indented
+            assert len(lines) == 4 and lines[1].startswith("  20") and "Map the docs" in lines[1]
 
     def test_tasks_in_a_pipe_are_whole(self, shared):
         memory, _ = shared
