@@ -183,6 +183,9 @@ def _is_test(path: str) -> bool:
 _ROOT_RE = re.compile(r"# \d+ text files under '\.' \(workdir '(.+?)'\)")
 _CALL_SUFFIX = r"\w*\s*\("
 _CALL_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\s*\(")
+#: A call in Python: no space before the parenthesis (prose in a string that was not read,
+#: "an older version of Requests (<2.32.0)", has one).
+_PY_CALL_NAME_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\(")
 
 
 def chain(
@@ -196,10 +199,10 @@ def chain(
     site; the name is the first called name on the line that the pattern matches.
     """
     regex = re.compile(pattern, re.IGNORECASE)
-    key = call_key(pattern)
+    keys = call_keys(pattern)
 
     def holds(name: str) -> bool:
-        return bool(regex.search(name + "(")) and _starts_a_part(name, key)
+        return bool(regex.search(name + "(")) and any(_starts_a_part(name, k) for k in keys)
 
     defs, calls = [], []
     for p, n, t in hits:
@@ -210,16 +213,22 @@ def chain(
         if defined and holds(defined):
             defs.append(f"{p}:{n} {defined}")
             continue
-        name = next((c for c in _CALL_NAME_RE.findall(code) if holds(c)), "")
+        called = _PY_CALL_NAME_RE if p.endswith((".py", ".pyi")) else _CALL_NAME_RE
+        name = next((c for c in called.findall(code) if holds(c)), "")
         if name:
             calls.append(f"{p}:{n} {name}")
     return defs, calls
 
 
-def call_key(pattern: str) -> str:
-    """The word a `call_pattern` grep looks for in names (`rout` of `\\b\\w*rout\\w*\\s*\\(`)."""
-    key = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)]
-    return bare(key) if is_whole(key) else key.replace("\\", "")
+def call_keys(pattern: str) -> list[str]:
+    """The words a `call_pattern` grep looks for in names (`rout` of `\\b\\w*rout\\w*\\s*\\(`,
+    `rout`, `redirect` of `\\b\\w*(?:rout|redirect)\\w*\\s*\\(`)."""
+    held = pattern[pattern.index("w*") + 2 : -len(_CALL_SUFFIX)]
+    if held.startswith("(?:") and held.endswith(")"):
+        keys = held[3:-1].split("|")  # neither a stem nor a `whole` word holds a "|"
+    else:
+        keys = [held]
+    return [bare(k) if is_whole(k) else k.replace("\\", "") for k in keys]
 
 
 def _starts_a_part(name: str, key: str) -> bool:
@@ -489,14 +498,19 @@ class Evidence:
 
     def code_of(self, path: str, line: int, text: str) -> str:
         """`code_part` of a hit's `text`, at `line` of `path`: in a Python file read up to
-        there, a line inside a triple-quoted string is no code (its states are worked out
-        once per file)."""
-        read = self.read.get(path)
-        if not path.endswith((".py", ".pyi")) or read is None or len(read) < line:
+        there, or whose triple quotes were searched, a line inside a triple-quoted string
+        is no code (the states of a file read are worked out once per file)."""
+        if not path.endswith((".py", ".pyi")):
             return code_part(path, text)
-        if path not in self._quotes:
-            self._quotes[path] = open_quotes(read)
-        return code_part(path, text, inside=self._quotes[path][line - 1] is not None)
+        read = self.read.get(path)
+        if read is not None and len(read) >= line:
+            if path not in self._quotes:
+                self._quotes[path] = open_quotes(read)
+            return code_part(path, text, inside=self._quotes[path][line - 1] is not None)
+        before = self._quotes_before(path, line)
+        if before is None:
+            return code_part(path, text)
+        return code_part(path, text, inside=open_quotes([*before, ""])[-1] is not None)
 
     def todo_candidates(self) -> list[tuple[str, int, str]]:
         """Comment-anchored TODO grep hits (before the string-literal check)."""
@@ -507,12 +521,15 @@ class Evidence:
         return bool(self.string_check_files())
 
     def string_check_files(self) -> list[str]:
-        """The `.py` files holding a TODO hit that may sit inside a multi-line string,
-        where nothing tells yet (their triple quotes are searched, file by file)."""
+        """The `.py` files holding a TODO hit, or a hit of a search for definitions and
+        call sites (`chain`), that may sit inside a multi-line string, where nothing tells
+        yet (their triple quotes are searched, file by file): a name in a message's text
+        is no call."""
+        calls = [h for k, v in self.greps.items() if k.endswith(_CALL_SUFFIX) for h in v]
         return sorted(
             {
                 p
-                for p, n, _ in self.todo_candidates()
+                for p, n, _ in [*self.todo_candidates(), *calls]
                 if p.endswith(".py") and self._quotes_before(p, n) is None
             }
         )

@@ -429,11 +429,14 @@ def build_plan(
     folders: dict[str, int] | None = None,
     found: dict[str, int] | None = None,
     root: str = "",
+    earlier: Sequence[tuple[str, str]] = (),
 ) -> PhasePlan:
     """The `PhasePlan` for this phase from the objective and the listed files (and, when
     the listing was cut, the file count of every top folder; `found`: matching lines per
     file of a search for the names from the code that the objective gives; `root`: the
-    workdir's name, which the plan does not list among the objective's words)."""
+    workdir's name, which the plan does not list among the objective's words; `earlier`:
+    the `(phase, subtask id)` of the subtasks completed so far (`completed_subtasks`), so
+    that an area this phase leaves out is not said to be left out of the task)."""
     action = _PHASES.get(brief.phase, _DEFAULT_PHASE)[1]
     limit = max(1, brief.max_subtasks)
     goal_words = words(brief.objective or "")
@@ -460,7 +463,7 @@ def build_plan(
         "Cite real file paths in every finding.",
     ]
     if left_out:
-        constraints.append(f"Left out for now: {', '.join(a.name for a in left_out)}.")
+        constraints.append(_left_out(brief.phase, left_out, earlier))
     if files and not folders and not any(_is_test(f) for f in files):  # a whole listing
         constraints.append(
             f"The workdir ships no test file ({len(files)} files listed): the findings make "
@@ -486,6 +489,19 @@ def build_plan(
             ],
         }
     )
+
+
+def _left_out(phase: str, areas: Sequence[Area], earlier: Sequence[tuple[str, str]]) -> str:
+    """The constraint naming the areas this phase leaves out, each with the earlier phases
+    that surveyed it (`docs (surveyed in exploration, planning)`): the plan of a task that
+    is done shows its last phase's constraints, which must not say that an area the task
+    surveyed was left out."""
+    named = []
+    for area in areas:
+        slug = slugify(area.name, 40, fallback="root")
+        phases = list(dict.fromkeys(p for p, sid in earlier if sid == f"{p}-{slug}"))
+        named.append(f"{area.name} (surveyed in {', '.join(phases)})" if phases else area.name)
+    return f"Left out of the {phase} phase: {', '.join(named)}."
 
 
 def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[str, Any]]:

@@ -34,17 +34,19 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
   exploring, tests when reviewing), and plan one subtask per area, up to the maximum.
   When more source packages than free slots remain, each phase (by `Phase number`, else
   its place in the default order) takes the next window of them, so that every package is
-  covered by some phase (`orchestrator.offline.planning`).
+  covered by some phase (`orchestrator.offline.planning`); the plan's constraints name
+  the areas this phase leaves out, with the earlier phases that surveyed any of them (the
+  completed subtasks its context names: `completed_subtasks`).
 * `SubmitFindings` bound (subagent): one tool call per step: `list_files(".")` (the whole
   workdir: tests of a package often live in `tests/<pkg>/` or `tests/test_<module>.py`),
   the scope itself only if that listing missed it, `read_file` on the 3 most relevant
   files (the order depends on the phase, see `_rank_files`; outside review the files where
   the most and rarest of the objective's words were found come first), one `grep_files`
   for any of the objective's three best words (`gitignor|overrid|hidden`; a word of three
-  letters as said, `res`, as a word of its own), one for calls of
-  functions named like the first when the objective asks how or where, one for
-  comment-anchored TODO/FIXME/XXX markers, plus one grep for triple
-  quotes when a `.py` hit may sit inside a multi-line string (see `real_todo`); then
+  letters as said, `res`, as a word of its own), one for definitions and calls of
+  functions named like any of them when the objective asks how or where, one for
+  comment-anchored TODO/FIXME/XXX markers, plus one grep for triple quotes when a `.py`
+  hit of those may sit inside a multi-line string (see `real_todo`, `chain`); then
   `SubmitFindings` built from those results (real paths, first docstring/heading lines,
   definitions, grep hits, related tests), worded per phase so phases do not repeat each
   other (see `build_findings`). It submits early when `Max steps` is reached, when only
@@ -204,6 +206,27 @@ def parse_brief(messages: Sequence[BaseMessage]) -> Brief:
     return brief
 
 
+#: A completed subtask as the lead's context names it: in the research plan's progress
+#: (`- Completed: exploration/exploration-docs: Survey docs, ...`) or in a phase's digest
+#: of findings (`- exploration/exploration-docs [completed]: ...`).
+_PROGRESS_RE = re.compile(r"^- Completed: (.*)$", re.MULTILINE)
+_DONE_ID_RE = re.compile(r"(?:^|, )([\w.-]+)/([\w.-]+): ")
+_DIGEST_DONE_RE = re.compile(r"^- ([\w.-]+)/([\w.-]+) \[completed\]", re.MULTILINE)
+
+
+def completed_subtasks(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """`(phase, subtask id)` of the subtasks the lead's context says are completed."""
+    found: dict[tuple[str, str], None] = {}
+    for m in messages:
+        if isinstance(m, AIMessage | ToolMessage):
+            continue
+        text = str(m.text)
+        for line in _PROGRESS_RE.findall(text):
+            found.update(dict.fromkeys(_DONE_ID_RE.findall(line)))
+        found.update(dict.fromkeys(_DIGEST_DONE_RE.findall(text)))
+    return list(found)
+
+
 def tool_history(messages: Sequence[BaseMessage]) -> list[Call]:
     """The tool calls made in this conversation, in order, with their results."""
     calls: dict[str, Call] = {}
@@ -260,7 +283,7 @@ class ResearchPolicy:
         brief = parse_brief(messages)
         history = tool_history(messages)
         if PLAN_TOOL in names:
-            reply = self.plan(brief, history, names)
+            reply = self.plan(brief, history, names, completed_subtasks(messages))
             for call in reply.tool_calls:
                 if call["name"] == PLAN_TOOL:  # the key questions the findings answer
                     call["args"]["answered"] = answered_questions(
@@ -304,8 +327,15 @@ class ResearchPolicy:
 
     # -- lead ------------------------------------------------------------------------------
 
-    def plan(self, brief: Brief, history: Sequence[Call], names: set[str]) -> AIMessage:
-        """List the workdir once, then return the `PhasePlan` tool call."""
+    def plan(
+        self,
+        brief: Brief,
+        history: Sequence[Call],
+        names: set[str],
+        done: Sequence[tuple[str, str]] = (),
+    ) -> AIMessage:
+        """List the workdir once, then return the `PhasePlan` tool call (`done`: the
+        subtasks completed so far, `completed_subtasks`)."""
         listings = [c for c in history if c.name == "list_files" and c.result is not None]
         if "list_files" in names and not any(c.name == "list_files" for c in history):
             args = {"path": ".", "recursive": True, "max_entries": self.listing_entries}
@@ -327,7 +357,7 @@ class ResearchPolicy:
         found = grep_counts(greps[-1].result or "") if greps else {}
         files = [p for c in listings[-1:] for p, _ in parse_listing(c.result or "")]
         folders = {k: v for c in listings[-1:] for k, v in parse_folders(c.result or "").items()}
-        plan = build_plan(brief, files, folders, found, root=root)
+        plan = build_plan(brief, files, folders, found, root=root, earlier=done)
         return _call(PLAN_TOOL, plan.model_dump())
 
     # -- subagent --------------------------------------------------------------------------
@@ -374,7 +404,10 @@ class ResearchPolicy:
             # the objective's words first: the files they occur in are the ones to read
             greps = [(terms_pattern(terms), 100)] if terms else []
             if terms and brief.phase in ("exploration", "implementation") and asks_flow(brief):
-                greps.append((call_pattern(terms[0]), 200))
+                # every word searched: "how does X flow ..., and where is Y handled?" asks
+                # about the functions of both (the longest word alone missed requests'
+                # `resolve_redirects`)
+                greps.append((call_pattern(terms), 200))
             for pattern, limit in greps:
                 if ("grep_files", pattern) not in done:
                     args = {"pattern": pattern, "path": where, "max_matches": limit}
@@ -544,11 +577,12 @@ def asks_flow(brief: Brief) -> bool:
     return bool(_FLOW_RE.search(brief.objective.lower()))
 
 
-def call_pattern(key: str) -> str:
-    """A grep for definitions and call sites of names holding `key` (`resolve_key(`; a
-    `whole` word as a part of its own: `url_for(`, not `curl(`)."""
-    held = key if is_whole(key) else re.escape(key)
-    return rf"\b\w*{held}\w*\s*\("  # \b: linear on long lines
+def call_pattern(keys: str | Sequence[str]) -> str:
+    """A grep for definitions and call sites of names holding one of `keys` (`resolve_key(`;
+    a `whole` word as a part of its own: `url_for(`, not `curl(`)."""
+    held = [k if is_whole(k) else re.escape(k) for k in ([keys] if isinstance(keys, str) else keys)]
+    words = held[0] if len(held) == 1 else f"(?:{'|'.join(held)})"
+    return rf"\b\w*{words}\w*\s*\("  # \b: linear on long lines
 
 
 def extract(text: str, max_lines: int = 12, max_chars: int = 1500) -> str:

@@ -32,7 +32,7 @@ from orchestrator.offline.evidence import (
     _module_name,
     _names_module,
     _tested_name,
-    call_key,
+    call_keys,
     chain,
     related_tests,
     untested_modules,
@@ -358,8 +358,9 @@ class _Facts:
         defs, calls = chain(pattern, hits, self.ev)
         if not defs and not calls:
             return ""
-        key = call_key(pattern)
-        shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key!r}"
+        keys = [repr(k) for k in call_keys(pattern)]
+        key = " or ".join([", ".join(keys[:-1]), keys[-1]] if len(keys) > 1 else keys)
+        shown = f"{self.ev.count(pattern)} of {self.where} name a function holding {key}"
         if not defs:
             return f"Call chain: {shown}. Called at {_short(calls, 8)}; no definition among them."
         if not calls:

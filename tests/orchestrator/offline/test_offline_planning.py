@@ -244,7 +244,7 @@ def test_a_module_holding_most_of_the_code_gets_several_subagents(tmp_path):
     assert f"{core}/stream" in rest.scope
     # named by the parts' last folders, not their paths again
     assert rest.title == "Survey core/src (other than internal and core's top level)"
-    assert "Left out for now: " in " ".join(plan.constraints)
+    assert "Left out of the exploration phase: " in " ".join(plan.constraints)
 
 
 def test_example_apps_outnumbering_the_library_are_not_its_core(tmp_path):

@@ -181,7 +181,7 @@ def test_each_summary_opens_with_what_its_phase_found(tmp_path):
     seen = set()
     for path in sorted((tmp_path / "mem" / "findings").glob("researcher-*.md")):
         text = path.read_text()
-        phase = re.search(r"\*\*Task\*\*: \[(\w+)/", text).group(1)
+        phase = re.search(r"\*\*Subtask\*\*: (\w+)/", text).group(1)
         summary = text.split("## Summary\n", 1)[1].split("\n\n", 1)[0]
         first = re.search(r"## Key Discoveries\n1\. (.+)", text)
         area, _, lead = summary.partition(": ")
@@ -235,7 +235,7 @@ def test_a_task_says_each_fact_once(tmp_path):
     said: dict[str, str] = {}
     for path in sorted((tmp_path / "mem" / "findings").glob("researcher-*.md")):
         text = path.read_text()
-        phase = re.search(r"\*\*Task\*\*: \[(\w+)/", text).group(1)
+        phase = re.search(r"\*\*Subtask\*\*: (\w+)/", text).group(1)
         discoveries = text.split("## Key Discoveries\n", 1)[1].split("\n## ", 1)[0]
         for fact in re.findall(r"[\w/]+\.\w+:\d+|match '[^']+'|Tests for [\w/]+", discoveries):
             assert said.setdefault(fact, phase) == phase, (fact, said[fact], phase)
