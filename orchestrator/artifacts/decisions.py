@@ -97,7 +97,8 @@ def decisions(docs: Docs, task_id: str) -> list[Decision]:
             answer = answers[i] if i < len(answers) else {}
             kind = _KINDS.get(str(answer.get("type")), "decided") if answer else "waiting"
             if kind == "waiting" and data.get("decided"):
-                kind = str(data["decided"])  # recorded without its payload (older tether)
+                # recorded without its payload (older tether): `approve`, `reject/approve`
+                kind = "/".join(_KINDS.get(k, k) for k in str(data["decided"]).split("/"))
             out.append(
                 Decision(
                     id=rec.agent_id.removeprefix(APPROVAL_PREFIX),
@@ -123,7 +124,7 @@ def _when(at: float) -> str:
 def decision_line(d: Decision) -> str:
     """`2026-12-06 19:10 UTC: rejected `write_file` on `notes.txt` (writer, impl/w-1):
     "keep the old notes"`."""
-    said = md_inline(d.message)
+    said = md_inline(d.message).replace("<!--", "&lt;!--")  # cannot open a comment
     if len(said) > MESSAGE_CHARS:
         said = said[: MESSAGE_CHARS - 4].rstrip() + " ..."
     reason = f': "{said}"' if said else " (no message)" if d.kind == "rejected" else ""
