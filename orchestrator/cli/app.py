@@ -164,7 +164,7 @@ def _newest_snapshot(docs: Any, result: Any) -> str | None:
     """The task's newest snapshot, the one `status` names (a handoff's since the run too)."""
     from orchestrator.cli.checkpoint import snapshot_listing
 
-    rows = snapshot_listing(docs, result.task_id, result.snapshots)
+    rows = snapshot_listing(docs, result.task_id, result.snapshots, limit=1)
     return rows[0]["path"] if rows else None
 
 

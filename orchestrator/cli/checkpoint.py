@@ -190,10 +190,13 @@ def snapshot_list(task_id: str | None, memory_dir: str | None, json_mode: bool) 
         click.echo(f"No snapshot of task {task!r} yet.", err=True)
 
 
-def snapshot_listing(docs: Any, task_id: str, written: Iterable[str] = ()) -> list[dict]:
+def snapshot_listing(
+    docs: Any, task_id: str, written: Iterable[str] = (), limit: int | None = None
+) -> list[dict]:
     """The snapshots of `task_id`, newest first, each a dict of `path`, `task_id`, `phase`,
     `reason` and `timestamp` read from the file (a snapshot that cannot be read is listed
-    only when the run recorded it in `written`, its document paths).
+    only when the run recorded it in `written`, its document paths); at most `limit`
+    (files are read only until then).
 
     The newest is the one `orchestrator status` names as the task's latest snapshot.
     """
@@ -211,6 +214,8 @@ def snapshot_listing(docs: Any, task_id: str, written: Iterable[str] = ()) -> li
             continue
         row = {k: meta.get(k) or None for k in ("phase", "reason", "timestamp")}
         rows.append({"path": str(path), "task_id": task_id, **row})
+        if limit is not None and len(rows) >= limit:
+            break
     return rows
 
 

@@ -57,11 +57,12 @@ def orch(*args: str, memory: Path, env: dict | None = None):
 
 
 def _files(root: Path) -> dict[str, int]:
-    """Every file with its modification time; SQLite's `-shm` index changes on reads too."""
+    """Every file with its modification time, but SQLite's `-wal` and `-shm` files, which
+    a reader opens too (`status` asks LangGraph's database whether it holds the task)."""
     return {
         str(p): p.stat().st_mtime_ns
         for p in root.rglob("*")
-        if p.is_file() and not p.name.endswith("-shm")
+        if p.is_file() and not p.name.endswith(("-shm", "-wal"))
     }
 
 
