@@ -228,7 +228,7 @@ class Orchestrator:
         self._check_remote(self.workflow)  # unset ${VAR}s too, a server on another memory
         with contextlib.ExitStack() as held:
             try:  # starting the MCP servers may take long: a signal there leaves no task
-                toolbox = held.enter_context(self._toolbox(self.workflow))
+                toolbox = held.enter_context(self._toolbox(self.workflow, task_id=task_id))
             except KeyboardInterrupt as exc:
                 signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
                 raise Interrupted(task_id, None, self.docs.location, None, signum) from None
@@ -721,14 +721,19 @@ class Orchestrator:
         identity = getattr(self.docs.backend, "identity", None)
         check_served_memory(workflow, identity, self.settings.model_timeout)
 
-    def _toolbox(self, workflow: Workflow, record: TaskInfo | None = None) -> Any:
-        """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`)."""
+    def _toolbox(
+        self, workflow: Workflow, record: TaskInfo | None = None, task_id: str | None = None
+    ) -> Any:
+        """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`); the
+        MCP servers' stderr goes to `working/{task_id}/mcp_servers.log` in the memory."""
+        task_id = task_id or (record or {}).get("task_id")
         return open_toolbox(
             workflow,
             self.tools,
             self.project_dir,
             record,
             on_warning=lambda line: self._emit("warning", message=line),
+            stderr_log=self.layout.task_dir(task_id) / "mcp_servers.log" if task_id else None,
         )
 
     def _agent_models(self, workflow: Workflow) -> dict[str, Any]:

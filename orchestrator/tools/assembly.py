@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,12 @@ def open_toolbox(
     project_dir: str,
     record: Mapping[str, Any] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    stderr_log: str | os.PathLike[str] | None = None,
 ) -> Iterator[Toolbox]:
     """The run's user tools (Python and MCP; the servers run for the block) after checking
     every agent's tool names, before anything is written (`on_warning`: what the MCP
-    servers do wrong without failing, one line each).
+    servers do wrong without failing, one line each; `stderr_log`: the file their stderr
+    goes to, `orchestrator.tools.mcp_client`).
 
     Raises:
         ToolConfigError: an unknown or doubly provided tool, a Python tool that cannot be
@@ -104,7 +107,9 @@ def open_toolbox(
             "Python with Orchestrator(tools=[...]), or name them in the workflow's "
             "python_tools"
         )
-    with McpServers(workflow.mcp_servers, timeout=timeout, on_warning=on_warning) as servers:
+    with McpServers(
+        workflow.mcp_servers, timeout=timeout, on_warning=on_warning, stderr_log=stderr_log
+    ) as servers:
         box = Toolbox(tools, workflow.python_tools, servers.tools, search=search)
         box.check(workflow)
         yield box

@@ -22,6 +22,15 @@ SIGKILL) if it is still there, so no server outlives the run.
 
 A line on a stdio server's stdout that is not JSON-RPC is skipped: one warning naming the
 server (`on_warning`) instead of the SDK's traceback.
+
+A stdio server's stderr never reaches the terminal, where it would write through the live
+view (FastMCP logs an INFO line per request there): each server gets a pipe of its own,
+read by a thread that appends every line, stamped and prefixed with the server's name, to
+`stderr_log` (the run puts it in the task's folder of the memory:
+`working/{task_id}/mcp_servers.log`, written once the folder exists), or to the
+`orchestrator.tools.mcp_client` logger without one. The last lines of each server are
+kept: a server that fails to start is reported with the last line it wrote (and the file,
+when it has the rest).
 """
 
 from __future__ import annotations
@@ -34,8 +43,12 @@ import os
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
 
 from orchestrator.errors import ToolConfigError
 
@@ -68,9 +81,125 @@ def _real_stderr_for_stdio_servers() -> None:
         stdio.stdio_client.__defaults__ = (sys.__stderr__,)
 
 
-#: The server whose session the current task serves, and where its processes are noted.
-_SERVING: contextvars.ContextVar[tuple[str, list[int], Callable[[str], None]] | None] = (
-    contextvars.ContextVar("tether_mcp_serving", default=None)
+_LOG = logging.getLogger(__name__)
+TAIL_LINES = 20
+"""Lines of each server's stderr kept for its error message."""
+
+
+class StderrLog:
+    """Where the stdio servers' stderr goes (see the module docstring): `stderr_fd(name)`
+    gives a server's process its stderr, a pipe read by a daemon thread.
+
+    The file is written only once its folder exists (a run creates the task's folder when
+    it records the task, after its servers started): a run refused before that leaves
+    nothing in the memory. Lines written before are kept (at most `HELD_LINES`) and go
+    into the file first; never written (no folder at the end), they go to the logger.
+    """
+
+    HELD_LINES = 1000
+
+    def __init__(self, path: str | os.PathLike[str] | None = None):
+        self.path = Path(path) if path is not None else None
+        self._file: IO[str] | None = None
+        self._lock = threading.Lock()
+        self._held: deque[tuple[str, str, str]] = deque(maxlen=self.HELD_LINES)
+        self._tails: dict[str, deque[str]] = {}
+        self._readers: dict[str, list[threading.Thread]] = {}
+        self._closed = False
+
+    def stderr_fd(self, name: str) -> int:
+        """The write end of a new pipe for a process of server `name` (the caller closes it
+        once the process has it)."""
+        read, write = os.pipe()
+        reader = threading.Thread(
+            target=self._read, args=(name, read), name=f"tether-mcp-stderr-{name}", daemon=True
+        )
+        reader.start()
+        self._readers.setdefault(name, []).append(reader)
+        return write
+
+    def _read(self, name: str, fd: int) -> None:
+        with open(fd, "rb") as stream:
+            for raw in stream:
+                self._line(name, raw.decode("utf-8", "replace").rstrip("\r\n"))
+
+    def _line(self, name: str, line: str) -> None:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with self._lock:
+            self._tails.setdefault(name, deque(maxlen=TAIL_LINES)).append(line)
+            if self.path is None or self._closed:
+                _LOG.info("MCP server %s: %s", name, line)
+                return
+            self._held.append((stamp, name, line))
+            self._write_held()
+
+    def _write_held(self) -> None:
+        """Append the held lines to the file, once its folder exists (under the lock)."""
+        if self.path is None or not self._held:
+            return
+        try:
+            if self._file is None:
+                if not self.path.parent.is_dir():
+                    return
+                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            while self._held:
+                stamp, name, line = self._held.popleft()
+                self._file.write(f"{stamp} [{name}] {line}\n")
+            self._file.flush()
+        except OSError:  # an unwritable memory: the logger has the lines from now on
+            self.path = None
+            self._log_held()
+
+    def _log_held(self) -> None:
+        while self._held:
+            _stamp, name, line = self._held.popleft()
+            _LOG.info("MCP server %s: %s", name, line)
+
+    def last(self, name: str, wait: float = 0.0) -> str:
+        """The last non-blank line server `name` wrote on its stderr ("" for none), after
+        waiting up to `wait` seconds for its readers to reach the end (a process that
+        exited)."""
+        deadline = time.monotonic() + wait
+        for reader in self._readers.get(name, []):
+            reader.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            lines = [ln.strip() for ln in self._tails.get(name, ()) if ln.strip()]
+        return lines[-1] if lines else ""
+
+    def written(self) -> str | None:
+        """The file, once something was written to it."""
+        with self._lock:
+            return str(self.path) if self._file is not None and self.path else None
+
+    def close(self, wait: float = 1.0) -> None:
+        """Wait up to `wait` seconds for the readers (the processes are gone), write what
+        is held, and close the file."""
+        deadline = time.monotonic() + wait
+        for readers in self._readers.values():
+            for reader in readers:
+                reader.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            self._write_held()
+            self._log_held()  # no folder: the run never recorded its task
+            self._closed = True  # what a left-behind child writes later goes to the logger
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+@dataclass(frozen=True)
+class _Serving:
+    """The server whose session the current task serves."""
+
+    name: str
+    pids: list[int]
+    """Where its processes are noted (`close()` kills what is left)."""
+    not_json: Callable[[str], None]
+    stderr: StderrLog
+
+
+_SERVING: contextvars.ContextVar[_Serving | None] = contextvars.ContextVar(
+    "tether_mcp_serving", default=None
 )
 CLOSE_GRACE_S = 3.0
 """Seconds the servers' sessions get to end on `close()` before their processes are killed."""
@@ -78,7 +207,8 @@ CLOSE_GRACE_S = 3.0
 
 def _note_spawned_processes() -> None:
     """Note the pid of every process the SDK starts for a stdio server, in the list of the
-    server being started (`_SERVING`), so `close()` can kill what is left of it."""
+    server being started (`_SERVING`), so `close()` can kill what is left of it; and give
+    the process the server's stderr pipe (`StderrLog`) instead of the terminal."""
     try:
         from mcp.client import stdio
     except ImportError:
@@ -88,10 +218,17 @@ def _note_spawned_processes() -> None:
         return
 
     async def noting(*args: Any, **kwargs: Any) -> Any:
-        process = await create(*args, **kwargs)
         serving = _SERVING.get()
+        fd = None
+        if serving is not None and "errlog" in kwargs:
+            fd = kwargs["errlog"] = serving.stderr.stderr_fd(serving.name)
+        try:
+            process = await create(*args, **kwargs)
+        finally:
+            if fd is not None:  # the child has its copy; the reader sees EOF when it exits
+                os.close(fd)
         if serving is not None and getattr(process, "pid", None):
-            serving[1].append(process.pid)
+            serving.pids.append(process.pid)
         return process
 
     noting._tether_notes = True  # type: ignore[attr-defined]
@@ -107,8 +244,7 @@ class _NotJsonLines(logging.Filter):
             return True
         serving = _SERVING.get()
         if serving is not None:
-            name, _pids, warn = serving
-            warn(name)
+            serving.not_json(serving.name)
         return False
 
 
@@ -170,6 +306,8 @@ class McpServers:
         timeout: seconds one tool call may take.
         on_warning: receives one line per server that wrote something other than
             JSON-RPC to its stdout.
+        stderr_log: the file the stdio servers' stderr is appended to (None: the
+            `orchestrator.tools.mcp_client` logger); never the terminal.
     """
 
     def __init__(
@@ -178,10 +316,12 @@ class McpServers:
         *,
         timeout: float = 120.0,
         on_warning: Callable[[str], None] | None = None,
+        stderr_log: str | os.PathLike[str] | None = None,
     ):
         self.connections = {name: dict(conn) for name, conn in connections.items()}
         self.timeout = timeout
         self.on_warning = on_warning
+        self.stderr = StderrLog(stderr_log)
         self.tools: dict[str, list[Any]] = {}
         """Server name -> its tools (sync LangChain tools), after `start()`."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -243,7 +383,7 @@ class McpServers:
 
             stop = asyncio.Event()
             self._stops.append(stop)
-            _SERVING.set((name, self._pids, self._not_json))
+            _SERVING.set(_Serving(name, self._pids, self._not_json, self.stderr))
             try:
                 async with client.session(name) as session:
                     tools = await load_mcp_tools(session, server_name=name)
@@ -258,14 +398,24 @@ class McpServers:
             return ready.result(START_TIMEOUT)
         except concurrent.futures.TimeoutError:
             raise ToolConfigError(
-                f"MCP server {name!r} did not start within {START_TIMEOUT:.0f} s; "
-                "check its command in the workflow's mcp_servers"
+                f"MCP server {name!r} did not start within {START_TIMEOUT:.0f} s"
+                f"{self._stderr_tail(name)}; check its command in the workflow's mcp_servers"
             ) from None
         except Exception as exc:
             raise ToolConfigError(
-                f"MCP server {name!r} could not be started ({_describe(exc)}); "
-                "check its command, args and url in the workflow's mcp_servers"
+                f"MCP server {name!r} could not be started ({_describe(exc)})"
+                f"{self._stderr_tail(name, wait=1.0)}; check its command, args and url in "
+                "the workflow's mcp_servers"
             ) from None
+
+    def _stderr_tail(self, name: str, wait: float = 0.0) -> str:
+        """What a failed server last wrote on its stderr, and where the rest is."""
+        last = self.stderr.last(name, wait)
+        if not last:
+            return ""
+        shown = last if len(last) <= 200 else last[:197] + "..."
+        where = self.stderr.written()
+        return f"; its stderr ends {shown!r}" + (f" (all of it: {where})" if where else "")
 
     def _not_json(self, name: str) -> None:
         if name in self._warned or self.on_warning is None:
@@ -293,6 +443,7 @@ class McpServers:
             except BaseException:  # noqa: BLE001 - a server that died while closing is closed
                 pass
         _kill(self._pids)
+        self.stderr.close()
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)
