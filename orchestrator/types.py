@@ -383,6 +383,8 @@ ARGS_SHOWN = 200
 VALUE_SHOWN = 80
 """Characters of each argument shown in a request's line (those naming its target: all)."""
 """Characters of a request's arguments shown on its status line."""
+ITEMS_SHOWN = 12
+"""Items of a list argument a request's line shows (the rest counted)."""
 
 
 class PendingApproval(BaseModel):
@@ -412,23 +414,40 @@ class PendingApproval(BaseModel):
 def _short(args: Any) -> str:
     """A request's arguments as one JSON line: those naming what the tool acts on (`path`,
     `file`, `url`, `command`, ...) first and whole, whatever order the model gave them in;
-    each other long value cut on its own (the line stays JSON, and a long `content` can no
-    longer push the path out of sight)."""
+    each other long value cut on its own, a list's items each on their own (the line stays
+    JSON, a long `content` can no longer push the path out of sight, and a plan's subtasks
+    are listed, their long titles cut)."""
     import json
 
     if not isinstance(args, dict):
         text = " ".join(json.dumps(args, ensure_ascii=False, default=str).split())
         return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
     order = sorted(args, key=lambda k: 0 if _names_a_target(str(k)) else 1)
-    shown = {}
+    shown: dict[str, Any] = {}
     for key in order:
         value = args[key]
         if _names_a_target(str(key)):
             shown[key] = value
-            continue
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
-        shown[key] = value if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 3] + "..."
+        elif isinstance(value, list):  # each item cut on its own (a plan's subtasks)
+            items = [_cut_item(item) for item in value[:ITEMS_SHOWN]]
+            more = len(value) - ITEMS_SHOWN
+            shown[key] = items + ([f"... {more} more"] if more > 0 else [])
+        else:
+            shown[key] = _cut(value)
     return " ".join(json.dumps(shown, ensure_ascii=False, default=str).split())
+
+
+def _cut(value: Any) -> Any:
+    """`value`, or its JSON text cut to `VALUE_SHOWN` characters."""
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return value if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 3] + "..."
+
+
+def _cut_item(item: Any) -> Any:
+    """A list item as a request line shows it: a mapping's values cut one by one."""
+    return {k: _cut(v) for k, v in item.items()} if isinstance(item, dict) else _cut(item)
 
 
 #: Argument names (or endings) that say what a tool acts on, shown first and whole.
