@@ -238,11 +238,11 @@ def _cell(value: Any, column: str) -> str:
         return "-"
     text = " ".join(str(value).split()) or "-"
     if column == "timestamp":
-        return short_time(text)
+        return _short_time(text)
     return text
 
 
-def short_time(iso: str) -> str:
+def _short_time(iso: str) -> str:
     """An ISO time to the second (`2026-12-06T19:05:46.280810Z` -> `2026-12-06T19:05:46Z`)."""
     head, dot, rest = iso.partition(".")
     if dot and rest.endswith("Z") and rest[:-1].isdigit():
