@@ -750,6 +750,7 @@ class Orchestrator:
             settings.model if by_name else self.model_spec,
             settings.sources["model"],
             settings.model_timeout,
+            workflow_file=workflow.source,
         )
         if record is not None and by_name and resolved.name != recorded:
             # the task sticks to its model; an explicit --model switch is recorded

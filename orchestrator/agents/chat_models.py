@@ -9,7 +9,9 @@ offline model `orchestrator.offline.OfflineChatModel`); this module builds it.
 A spec is `provider:model` (or a bare model name LangChain can infer a provider from) and
 is built with LangChain's own `init_chat_model`; `offline` or `tether:offline` picks the
 offline model explicitly. A provider whose integration package is missing is reported as a
-one-line `ModelConfigError` naming the pip extra, before anything is imported.
+one-line `ModelConfigError` naming where the model name came from (`--model`,
+`TETHER_MODEL`, the workflow file, an agent of it) and the pip command that installs the
+provider, before anything is imported.
 
 Tests call `allow_model_requests(False)` (or set `TETHER_ALLOW_MODEL_REQUESTS=0`): then
 every non-offline model refuses to be built, so no test can reach the network by accident
@@ -30,7 +32,7 @@ from orchestrator.config.settings import DEFAULT_MODEL_TIMEOUT as DEFAULT_TIMEOU
 from orchestrator.config.settings import ENV_MODEL as ENV_MODEL
 from orchestrator.config.settings import OFFLINE_NAME as OFFLINE_NAME
 from orchestrator.config.settings import PROVIDER_DEFAULTS as PROVIDER_DEFAULTS
-from orchestrator.config.settings import choose_model
+from orchestrator.config.settings import choose_model, model_origin
 from orchestrator.config.settings import model_timeout as _model_timeout
 from orchestrator.errors import ModelConfigError
 
@@ -167,10 +169,22 @@ def resolve_model(
     return run_model(chosen, source, timeout or model_timeout())
 
 
-def run_model(spec: Any, source: str, timeout: float) -> ResolvedModel:
+def run_model(
+    spec: Any,
+    source: str,
+    timeout: float,
+    *,
+    workflow_file: str | os.PathLike[str] | None = None,
+    origin: str | None = None,
+) -> ResolvedModel:
     """The lead's model for a run: `spec` from `orchestrator.config.settings.Settings` (`model`,
     `sources["model"]`, `model_timeout`), or a chat model object given by an API caller
     (used as is, e.g. a scripted offline model).
+
+    Args:
+        workflow_file: the workflow file, named when the model came from its `model:`.
+        origin: where the name came from, as an error says it (default: from `source`,
+            `orchestrator.config.settings.model_origin`).
 
     Raises:
         ModelConfigError: as `resolve_model`.
@@ -181,17 +195,20 @@ def run_model(spec: Any, source: str, timeout: float) -> ResolvedModel:
         return ResolvedModel(spec, type(spec).__name__, offline, "api")
     if spec.lower() in OFFLINE_SPECS:
         return ResolvedModel(offline_model(), OFFLINE_NAME, True, source)
-    return ResolvedModel(_build(spec, timeout), spec, False, source)
+    where = origin if origin is not None else model_origin(source, workflow_file)
+    return ResolvedModel(_build(spec, timeout, where), spec, False, source)
 
 
 def agent_models(workflow: Workflow) -> dict[str, BaseChatModel]:
     """Chat models of the workflow agents that name their own model.
 
     Raises:
-        ModelConfigError: as `resolve_model` (an uninstalled provider, before any write).
+        ModelConfigError: as `resolve_model` (an uninstalled provider, before any write),
+            naming the agent and the workflow file.
     """
+    where = f" in {str(workflow.source)}" if workflow.source is not None else ""
     return {
-        name: resolve_model(spec.model).model
+        name: run_model(spec.model, "agent", model_timeout(), origin=f"agent {name!r}{where}").model
         for name, spec in workflow.agents.items()
         if spec.model
     }
@@ -248,7 +265,8 @@ def _infer_provider(name: str) -> str | None:
     return next((p for prefixes, p in _NAME_PREFIXES if lower.startswith(prefixes)), None)
 
 
-def _build(spec: str, timeout: float = DEFAULT_TIMEOUT) -> BaseChatModel:
+def _build(spec: str, timeout: float = DEFAULT_TIMEOUT, origin: str = "") -> BaseChatModel:
+    """The chat model of `spec` (`origin`: where the name came from, for the errors)."""
     provider, name = _split_spec(spec)
     if provider is None:
         provider = _infer_provider(name)
@@ -265,7 +283,7 @@ def _build(spec: str, timeout: float = DEFAULT_TIMEOUT) -> BaseChatModel:
         )
     if importlib.util.find_spec(module.split(".")[0]) is None:
         raise ModelConfigError(
-            f"provider {provider!r} is not installed: {install_hint(provider, module)}"
+            _not_installed(spec, origin, provider, install_hint(provider, module))
         )
     # Checked after the spec is validated, so a typo is still reported as a typo.
     if not model_requests_allowed():
@@ -279,15 +297,20 @@ def _build(spec: str, timeout: float = DEFAULT_TIMEOUT) -> BaseChatModel:
     try:
         return init_chat_model(name, model_provider=provider, **extra)
     except ImportError as exc:
-        raise ModelConfigError(
-            f"provider for {spec!r} is not installed: {_first_line(exc)}"
-        ) from None
+        how = f"{install_hint(provider, module)} ({_first_line(exc)})"
+        raise ModelConfigError(_not_installed(spec, origin, provider, how)) from None
     except ValueError as exc:
         raise ModelConfigError(f"cannot resolve model {spec!r}: {_first_line(exc)}") from None
     except Exception as exc:  # provider constructors raise their own types (missing keys)
         raise ModelConfigError(
             f"cannot initialise model {spec!r}: {type(exc).__name__}: {_first_line(exc)}"
         ) from None
+
+
+def _not_installed(spec: str, origin: str, provider: str, how: str) -> str:
+    """One line: which model, where its name came from, and how to install its provider."""
+    where = f" ({origin})" if origin else ""
+    return f"provider {provider!r} is not installed for model {spec!r}{where}: {how}"
 
 
 def context_window(model: Any) -> int | None:

@@ -272,12 +272,12 @@ def choose_model(
     env: Mapping[str, str] | None = None,
 ) -> tuple[str, str]:
     """The model string and where it came from: `--model` (a flag or argument), the
-    task's recorded model, `$TETHER_MODEL`, the workflow's, the first provider whose API
-    key is set (`OPENAI_API_KEY`, ...), else the offline model (`default`)."""
+    task's recorded model (`task`), `$TETHER_MODEL`, the workflow's, the first provider
+    whose API key is set (`OPENAI_API_KEY`, ...), else the offline model (`default`)."""
     env = os.environ if env is None else env
     for value, source in (
         (flag, "--model"),
-        (recorded, "--model"),  # a resumed task sticks to its model, as if it were given
+        (recorded, TASK),  # a resumed task sticks to its model
         (env.get(ENV_MODEL), ENV_MODEL),
         (workflow_model, WORKFLOW),
     ):
@@ -287,6 +287,23 @@ def choose_model(
         if env.get(key, "").strip():
             return default, key
     return OFFLINE_NAME, DEFAULT
+
+
+def model_origin(source: str, workflow_file: str | os.PathLike[str] | None = None) -> str:
+    """Where a model name came from, as an error message says it after the name: `from
+    TETHER_MODEL`, `from --model`, `from the workflow file PATH`, ... (`source` as
+    `choose_model` gives it)."""
+    if source == WORKFLOW:
+        return (
+            f"from the workflow file {str(workflow_file)}" if workflow_file else "from the workflow"
+        )
+    if source == TASK:
+        return "recorded with the task; --model changes it"
+    if source in dict(PROVIDER_DEFAULTS):
+        return f"chosen because {source} is set"
+    if source == DEFAULT:
+        return "the default"
+    return f"from {source}"  # `--model`, `TETHER_MODEL`
 
 
 def model_timeout(

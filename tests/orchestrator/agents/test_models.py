@@ -92,13 +92,17 @@ class TestErrors:
         "spec, module, message",
         [
             ("openai:gpt-4o-mini", "langchain_openai",
-             "provider 'openai' is not installed: pip install langchain-openai"),
+             "provider 'openai' is not installed for model 'openai:gpt-4o-mini' (from "
+             "--model): pip install langchain-openai"),
             ("anthropic:claude-haiku-4-5", "langchain_anthropic",
-             "provider 'anthropic' is not installed: pip install langchain-anthropic"),
+             "provider 'anthropic' is not installed for model 'anthropic:claude-haiku-4-5' "
+             "(from --model): pip install langchain-anthropic"),
             ("gpt-4o-mini", "langchain_openai",
-             "provider 'openai' is not installed: pip install langchain-openai"),
+             "provider 'openai' is not installed for model 'gpt-4o-mini' (from --model): "
+             "pip install langchain-openai"),
             ("groq:llama-3.1-8b-instant", "langchain_groq",
-             "provider 'groq' is not installed: pip install langchain-groq"),
+             "provider 'groq' is not installed for model 'groq:llama-3.1-8b-instant' (from "
+             "--model): pip install langchain-groq"),
         ],
     )  # fmt: skip
     def test_missing_provider_package(self, requests_allowed, monkeypatch, spec, module, message):
