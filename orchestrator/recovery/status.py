@@ -354,17 +354,14 @@ def standing_events(
             fields = {"key": key, "agent": str(sub.get("agent") or "?"), "state": "pending"}
             out.append(("agent", {**fields, "title": sub.get("title")}))
     calls = values.get("lead_calls") or []
-    out.append(
-        (
-            "tokens",
-            {
-                "agent": "lead",
-                "context": int(calls[-1].get("tokens") or 0) if calls else 0,
-                "threshold": int(threshold),
-                "warning_ratio": float(warning_ratio),
-                "total": total_tokens(values.get("tokens")),
-                "estimated": not (calls and calls[-1].get("reported")),
-            },
-        )
-    )
+    gauge: dict[str, Any] = {
+        "agent": "lead",
+        "context": int(calls[-1].get("tokens") or 0) if calls else 0,
+        "threshold": int(threshold),
+        "warning_ratio": float(warning_ratio),
+        "total": total_tokens(values.get("tokens")),
+    }
+    if calls:  # before the lead's first call there is nothing to estimate
+        gauge["estimated"] = not calls[-1].get("reported")
+    out.append(("tokens", gauge))
     return out

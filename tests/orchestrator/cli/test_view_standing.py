@@ -109,6 +109,31 @@ def test_a_new_runs_gauge_has_the_runs_threshold_before_the_first_plan(
     assert "0/40,000 ok" in screen
 
 
+def test_a_real_models_gauge_is_not_marked_estimated_once_the_lead_reported_usage(
+    fixture_repo, tiny_workflow
+):
+    """The opening gauge (no lead call yet) must not leave the `~` of an estimate on the
+    figures the provider reported; the threshold is the model's (75% of its window)."""
+    from langchain_openai import ChatOpenAI
+
+    from tests.orchestrator.openai_server import ScriptedOpenAI
+
+    view, frames = _view(100, 30), []
+
+    def on_event(event: dict) -> None:
+        view(event)
+        if event["event"] == "agent" and event["state"] == "running" and not frames:
+            frames.append(_screen(view))  # between the lead's plan and the monitor
+
+    with ScriptedOpenAI() as server:  # the offline policy, usage reported
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key="k")
+        Orchestrator(
+            workdir=fixture_repo, workflow=tiny_workflow, model=model, on_event=on_event
+        ).run("Survey the shop", task_id="real")
+    [lead] = [ln for ln in frames[0].splitlines() if "│ lead " in ln]
+    assert "/96,000 ok" in lead and "~" not in lead
+
+
 def test_the_plain_view_does_not_repeat_a_phase_or_an_agent_state_told_again():
     out = io.StringIO()
     view = PlainView(out)
