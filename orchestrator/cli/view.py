@@ -13,7 +13,8 @@ fields defined in `orchestrator.events`); a view turns them into output:
   every phase (`agent_label`). An offline run's token counts are estimates: the title
   and the count line say so and `~` marks each figure. When the run ends (or Ctrl-C stops
   it) the live panel is erased and a short closing panel (head and failed agents) is
-  printed once, above the command's report.
+  printed once, above the command's report; a command refused before its task started
+  or continued leaves no panel, only its `Error:` line.
 * `PlainView` (not a TTY): one short line per state change, no ANSI codes, so a pipe or
   a log file stays clean; per-step token updates are not printed, and the tokens line
   of an offline run says its figures are estimates.
@@ -211,6 +212,8 @@ class LiveView:
         }
         self.log: list[str] = []
         self.title = "tether"
+        self.task_shown = False
+        """A task started or continued (`start`, `resume`): the closing panel is printed."""
         self.offline = False
         """The run uses the offline model: every token count is an estimate (`~`)."""
         self._lock = threading.Lock()
@@ -236,7 +239,8 @@ class LiveView:
         if self._live is not None:
             live, self._live = self._live, None
             live.__exit__(None, None, None)
-            self.console.print(self.summary())
+            if self.task_shown:  # a command refused before its task started shows no panel
+                self.console.print(self.summary())
 
     # -- events ------------------------------------------------------------------------------
     def __call__(self, event: Event) -> None:
@@ -251,6 +255,7 @@ class LiveView:
             self.offline = bool(event["offline"])
         if kind in ("start", "resume"):
             self.title = f"tether · {event['task_id']}"
+            self.task_shown = True
         elif kind == "phase":
             self.phase, self.index = event["phase"], (event["index"], event["total"])
         elif kind == "agent":

@@ -149,3 +149,14 @@ def test_the_plain_view_does_not_repeat_a_phase_or_an_agent_state_told_again():
         "agent review/r-1 [researcher]: running",
         "agent review/r-1 [researcher]: done",
     ]
+
+
+def test_a_command_refused_before_its_task_started_leaves_no_panel():
+    """`run --task` of a task that exists is refused before any event: the live panel is
+    erased and no closing panel of `phase - (0/0)` is left above the `Error:` line."""
+    view = _view(100, 30)
+    buffer = view.console.file
+    with pytest.raises(ValueError), view:
+        raise ValueError("task 't1' already exists")
+    tail = buffer.getvalue().rsplit("\x1b", 1)[-1]  # after the live panel was erased
+    assert "╭" not in tail and "phase - (0/0)" not in tail
