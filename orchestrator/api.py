@@ -541,7 +541,7 @@ class Orchestrator:
             workdir=state["workdir"],
             phases=state["phases"],
             start_phase=current_phase(state),
-            workflow=self.workflow_path,
+            workflow=str(Path(self.workflow_path).absolute()) if self.workflow_path else None,
             model=resolved.name if isinstance(self.model_spec, str | None) else None,
             model_source=resolved.source,
             token_threshold=self.overrides.token_threshold,

@@ -80,3 +80,33 @@ def test_a_finished_task_is_done_without_the_langgraph_database(
     shutil.rmtree(memory_dir / ".langgraph")
     status = Orchestrator().status("shop")
     assert (status["status"], status["source"], status["resume"]) == ("done", "checkpoint", None)
+
+
+def test_a_task_started_with_relative_paths_resumes_from_any_directory(
+    fixture_repo, tiny_workflow, tmp_path
+):
+    """The workflow file and workdir given relative to where `run` started are recorded
+    whole: the printed `Resume:` hint works from another folder."""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TETHER_MEMORY_DIR"}
+    memory = tmp_path / "mem"
+    killed = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", "Survey", "--task", "rel",
+         "--workdir", fixture_repo.name, "--workflow", tiny_workflow.name,
+         "--memory-dir", str(memory)],
+        capture_output=True, text=True, env={**env, "TETHER_FAULT": "merge_after_write"},
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr
+    status = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "status", "--memory-dir", str(memory)],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    hint = next(ln for ln in status.stdout.splitlines() if ln.startswith("Resume:"))
+    other = tmp_path / "other"
+    other.mkdir()
+    again = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *hint.split()[2:]],
+        capture_output=True, text=True, env=env, cwd=other,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Task rel: done" in again.stdout
