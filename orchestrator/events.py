@@ -12,8 +12,8 @@ Invariant: every kind emitted anywhere has exactly one model here, and no event 
 field its model does not name or a value of another type (`extra="forbid"`, strict
 types); a wrong kind or field raises `EventError` at the emitter, in tests as in runs.
 A field with a default (`= None`) may be absent from the dict; a field without one is
-always there (its type says whether it may be None). The README's table of events is
-`events_table()`, checked by `tests/test_docs.py`.
+always there (its type says whether it may be None). The table of events in
+`docs/events.md` is `events_table()`, checked by `tests/test_docs.py`.
 
 Validation always runs, with or without a callback: a check costs 1.3-3.7 µs (`warning`
 to a `plan` of four subtasks; a plain dict takes 0.1 µs) on this project's 2-core machine,
@@ -334,9 +334,9 @@ class RejectedEvent(_Answer):
     phase: str | None = None
 
 
-# -- the README's table ---------------------------------------------------------------------
+# -- the docs' table -----------------------------------------------------------------------
 def _type_text(annotation: Any) -> str:
-    """`annotation` as the README shows it: `str | None`, `list[str]`."""
+    """`annotation` as the docs show it: `str | None`, `list[str]`."""
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         return " | ".join(_type_text(arg) for arg in get_args(annotation))
@@ -366,7 +366,7 @@ def _field_text(name: str, model: type[BaseModel]) -> str:
 
 
 def events_table() -> str:
-    """The markdown table of every event kind (README, "Progress events")."""
+    """The markdown table of every event kind (`docs/events.md`)."""
     lines = ["| `event` | when | fields ([optional]) |", "| --- | --- | --- |"]
     for kind, model in EVENTS.items():
         fields = ", ".join(_field_text(name, model) for name in model.model_fields)
