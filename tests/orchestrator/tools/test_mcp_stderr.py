@@ -42,13 +42,14 @@ sys.exit(1)
 """
 
 
-def _workflow(tmp_path: Path, name: str, source: str) -> Path:
+def _workflow(tmp_path: Path, name: str, source: str, extra: str = "") -> Path:
     script = tmp_path / f"{name}_server.py"
     script.write_text(source)
     wf = tmp_path / "wf.yaml"
     wf.write_text(
         f"phases: [exploration]\nmcp_servers:\n  {name}: {{command: {sys.executable!r}, "
         f"args: [{str(script)!r}]}}\nagents:\n  triage:\n    tools: ['mcp:{name}', read_file]\n"
+        + extra
     )
     return wf
 
@@ -87,12 +88,12 @@ def test_a_server_that_fails_to_start_is_one_error_line_quoting_its_stderr(
     assert not memory_dir.exists()  # no task was recorded: nothing written
 
 
-def test_a_server_that_fails_when_a_task_resumes_names_its_log(tmp_path, cli_env, memory_dir):
-    wf = _workflow(tmp_path, "tickets", SERVER)
-    assert _run(tmp_path, wf, cli_env).returncode == 0
+def test_a_server_that_fails_when_a_task_continues_names_its_log(tmp_path, cli_env, memory_dir):
+    wf = _workflow(tmp_path, "tickets", SERVER, extra="approve_plan: true\n")
+    assert _run(tmp_path, wf, cli_env).returncode == 4  # the plan waits for approval
     (tmp_path / "fail").write_text("")
     done = subprocess.run(
-        [*CMD, "resume", "--task", "t1"], env=cli_env, capture_output=True, text=True,
+        [*CMD, "approve", "--task", "t1"], env=cli_env, capture_output=True, text=True,
         timeout=120, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 1
@@ -100,4 +101,4 @@ def test_a_server_that_fails_when_a_task_resumes_names_its_log(tmp_path, cli_env
     [line] = done.stderr.splitlines()
     assert line.startswith("Error: MCP server 'tickets' could not be started (")
     assert f"""its stderr ends "KeyError: 'TICKETS_DB' is not set" (all of it: {log})""" in line
-    assert log.read_text().count("STDERR-BANNER-7f3a") == 2  # the run's and the resume's
+    assert log.read_text().count("STDERR-BANNER-7f3a") == 2  # the run's and approve's
