@@ -69,23 +69,23 @@ def registry_findings(docs: Docs, task_id: str) -> tuple[dict[str, dict], dict[s
     subtasks: dict[str, dict] = {}
     findings: dict[str, dict] = {}
     for rkey, rec in registry_records(docs, task_id).items():
-        if not rkey.startswith("findings:") or rec.get("findings") is None:
-            continue
+        if not rkey.startswith("findings:") or not isinstance(rec.get("findings"), dict):
+            continue  # not tether's (a hand edit, a tool): never stops a resume
         key = rkey.removeprefix("findings:")
-        sub = dict(rec.get("subtask") or {})
+        sub = rec.get("subtask") or {}
         path = rec.get("path")
+        if not isinstance(sub, dict) or not isinstance(rec.get("ts"), str):
+            continue
         if not path:
             named = sub.get("agent") and sub.get("id")
-            expected = findings_name(agent_file_name(sub), rec["ts"]) if named else None
-            found = find_written(
-                docs,
-                FINDINGS,
-                rec["ts"],
-                findings_meta,
-                expected=expected,
-                task_id=task_id,
-                subtask_id=key,
-            )
+            try:
+                expected = findings_name(agent_file_name(sub), rec["ts"]) if named else None
+                found = find_written(
+                    docs, FINDINGS, rec["ts"], findings_meta, expected=expected,
+                    task_id=task_id, subtask_id=key,
+                )  # fmt: skip
+            except ValueError:  # a time that is not ISO 8601: not tether's record
+                continue
             path = docs.rel(found) if found else None
         record = path and _findings_record(docs, key, sub, path, rec["findings"])
         if record:

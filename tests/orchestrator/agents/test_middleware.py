@@ -80,9 +80,11 @@ def test_warning_then_snapshot_and_a_fresh_context_that_the_strict_api_accepts(m
     snap = next(e for e in events if e["event"] == "snapshot")
     assert snap["threshold"] == 96_000
     assert (memory_dir / "context_snapshots").glob("snap_*.md")
-    # the call after the snapshot is a fresh context: shorter than the one before it
+    # the call after the snapshot is a fresh context: fewer messages than the one before it
+    # (the earlier tool results are gone; the snapshot that seeds it may be longer than
+    # this test's small context)
     after = kinds.index("snapshot")
-    sizes = [len(json.dumps(r["messages"])) for r in server.requests]
+    sizes = [len(r["messages"]) for r in server.requests]
     calls_before = kinds[:after].count("tokens")
     assert kinds.index("warning") < after and kinds.count("snapshot") == 1
     assert sizes[calls_before] < sizes[calls_before - 1]

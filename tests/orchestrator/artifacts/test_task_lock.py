@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -19,8 +20,12 @@ def _held(memory_dir, task_id):
 
 
 def test_resume_is_refused_while_the_task_runs_elsewhere(fixture_repo, tiny_workflow, memory_dir):
-    orch = Orchestrator(workdir=fixture_repo, workflow=tiny_workflow)
-    orch.run("Survey the shop service", task_id="shop")
+    killed = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", "Survey the shop service", "--task",
+         "shop", "--workdir", str(fixture_repo), "--workflow", str(tiny_workflow)],
+        capture_output=True, text=True, env={**os.environ, "TETHER_FAULT": "merge_after_write"},
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr  # a task to continue
     findings_before = sorted(p.name for p in (memory_dir / "findings").iterdir())
     with _held(memory_dir, "shop"):
         with pytest.raises(OrchestratorUserError, match="'shop' is already running"):

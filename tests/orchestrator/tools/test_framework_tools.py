@@ -268,13 +268,24 @@ def test_in_process_tools_must_be_given_again_to_continue_a_task(tmp_path, memor
             orch = Orchestrator(workdir=tmp_path, workflow=wf, model=client(server), tools=tools)
             assert orch.run("Count", task_id=task).status == "done"
     os.chdir(Path(__file__).parents[3])
-    refused = CliRunner().invoke(cli, ["resume", "--task", "c1", "--model", "offline"])
+    # continued from a checkpoint (a done task's plain `resume` has nothing to do)
+    for task in ("c1", "c2"):
+        listed = CliRunner().invoke(cli, ["checkpoint", "list", "--task", task, "--json"])
+        newest = json.loads(listed.output.splitlines()[0])["path"]  # newest first
+        (tmp_path / f"{task}.cp").write_text(newest)
+    refused = CliRunner().invoke(
+        cli, ["resume", "--task", "c1", "--model", "offline", "--from-checkpoint",
+              (tmp_path / "c1.cp").read_text()],
+    )  # fmt: skip
     assert refused.exit_code == 1
     assert refused.output.strip() == (
         "Error: task 'c1' uses tools given in-process (count_widgets), which this process "
         "cannot rebuild; continue it from Python with Orchestrator(tools=[...]), or name "
         "them in the workflow's python_tools"
     )
-    rebuilt = CliRunner().invoke(cli, ["resume", "--task", "c2", "--model", "offline"])
+    rebuilt = CliRunner().invoke(
+        cli, ["resume", "--task", "c2", "--model", "offline", "--from-checkpoint",
+              (tmp_path / "c2.cp").read_text()],
+    )  # fmt: skip
     assert rebuilt.exit_code == 0, rebuilt.output
     assert "Task c2: done" in rebuilt.output

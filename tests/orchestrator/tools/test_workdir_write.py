@@ -179,9 +179,10 @@ def test_a_continued_task_refuses_a_workflow_changed_since_it_started(tmp_path, 
     cmd = [sys.executable, "-m", "orchestrator.cli"]
     run = subprocess.run(
         [*cmd, "run", "Survey", "--task", "wfc", "--workdir", str(tmp_path), "--workflow",
-         str(wf)], env=cli_env, capture_output=True, text=True, timeout=120, cwd=REPO,
+         str(wf)], env={**cli_env, "TETHER_FAULT": "merge_after_write"}, capture_output=True,
+        text=True, timeout=120, cwd=REPO,
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == -9, run.stderr  # killed mid-run: a task to continue
     before = sorted(p.name for p in (tmp_path / "memory" / "checkpoints").iterdir())
     wf.write_text("phases: [exploration, review]\nmcp_servers:\n  x: {command: 'true'}\n")
     resumed = subprocess.run(
