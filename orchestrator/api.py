@@ -52,10 +52,9 @@ from orchestrator.approvals import (
     recorded_decisions,
 )
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
-from orchestrator.artifacts.checkpoint import latest_valid_checkpoint, load_checkpoint
+from orchestrator.artifacts.checkpoint import latest_valid_checkpoint
 from orchestrator.artifacts.documents import MemoryHandle
 from orchestrator.artifacts.names import utc
-from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.artifacts.tasks import TaskInfo, TaskList, resume_command, task_lock
 from orchestrator.config.settings import Overrides, Settings, check_new_task, check_workdir
 from orchestrator.config.skills import external_memory_triggers
@@ -76,8 +75,8 @@ from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
 from orchestrator.graph.remote import check_served_memory
 from orchestrator.graph.writes import checkpoint_state
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
-from orchestrator.recovery.resume import finished_agents, prepare_resume
-from orchestrator.recovery.status import standing_events, task_status
+from orchestrator.recovery.resume import prepare_resume, resume_source, standing
+from orchestrator.recovery.status import task_status
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.tools.assembly import (
@@ -306,20 +305,7 @@ class Orchestrator:
             Interrupted: Ctrl-C or SIGTERM again (resume again).
         """
         self.memory.check_writable("resume a task")
-        if from_checkpoint and from_snapshot:
-            raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
-        snap = None
-        if from_snapshot:
-            snap = read_snapshot(Path(from_snapshot), self.docs)
-            task_id = task_id or snap.get("task_id")
-        if from_checkpoint:
-            cp_task = load_checkpoint(Path(from_checkpoint), self.docs).task_id
-            if task_id and task_id != cp_task:
-                raise OrchestratorUserError(
-                    f"checkpoint {from_checkpoint!r} belongs to task {cp_task!r}, "
-                    f"not {task_id!r}; drop --task or pass that task's checkpoint"
-                )
-            task_id = cp_task
+        task_id, snap = resume_source(self.docs, task_id, from_checkpoint, from_snapshot)
         try:
             record = self.task_record(task_id)
         except UnknownTaskError:
@@ -675,20 +661,7 @@ class Orchestrator:
             self.tasks.note(task_id, status=result.status, error=None, pending_approvals=[])
         if ctx.budget.limit:
             self.tasks.note(task_id, spent_tokens=ctx.budget.spent)
-        self._emit(
-            "finish",
-            task_id=result.task_id,
-            status=result.status,
-            plan=result.plan,
-            memory_dir=result.memory_dir,
-            findings=len(result.findings),
-            snapshots=result.snapshots,
-            checkpoints=len(result.checkpoints),
-            usage=result.usage,
-            pending_approvals=result.pending_approvals,
-            skipped=result.skipped_phases,
-            reason=result.done_reason,
-        )
+        self._emit("finish", **result.finish_fields())
         return result
 
     def _context(
@@ -764,27 +737,12 @@ class Orchestrator:
             self.on_event(built)
 
     def _emit_standing(self, ctx: RunContext, values: Any, *, phase: bool = True) -> None:
-        """Where the task stands before the graph runs, so a view shows it from its first
-        frame: phase, unfinished agents and the lead's gauge against the run's threshold
-        (`recovery.status.standing_events`), then what finished, counting the findings a
-        crash left out of the saved state; `phase` False: the gauge only (a new task)."""
-        values = dict(values)
-        if phase and values.get("task_id"):
-            values = with_recorded_findings(self.docs, values)
-        found = standing_events(
-            values, threshold=ctx.token_threshold, warning_ratio=ctx.warning_ratio
-        )
-        for kind, fields in found:
-            if phase or kind == "tokens":
-                self._emit(kind, **fields)
-        if phase:
-            self._emit_finished(values)
-
-    def _emit_finished(self, values: dict[str, Any]) -> None:
-        """`agent` events for what finished before an interruption (see
-        `recovery.resume.finished_agents`)."""
-        for fields in finished_agents(values, self.docs):
-            self._emit("agent", **fields)
+        """Where the task stands before the graph runs (`recovery.resume.standing`)."""
+        for kind, fields in standing(
+            self.docs, values, threshold=ctx.token_threshold,
+            warning_ratio=ctx.warning_ratio, phase=phase,
+        ):  # fmt: skip
+            self._emit(kind, **fields)
 
     def _emit_continuing(
         self, ctx: RunContext, values: dict[str, Any], ids: list[str], approve: bool, message: Any

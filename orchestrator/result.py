@@ -59,6 +59,16 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def finish_fields(self) -> dict[str, Any]:
+        """The fields of the `finish` event that closes the run (`orchestrator.events`)."""
+        return {
+            "task_id": self.task_id, "status": self.status, "plan": self.plan,
+            "memory_dir": self.memory_dir, "findings": len(self.findings),
+            "snapshots": self.snapshots, "checkpoints": len(self.checkpoints),
+            "usage": self.usage, "pending_approvals": self.pending_approvals,
+            "skipped": self.skipped_phases, "reason": self.done_reason,
+        }  # fmt: skip
+
     @classmethod
     def from_state(
         cls, values: dict[str, Any], ctx: RunContext, *, source: str, warnings: list[str]

@@ -42,7 +42,7 @@ from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.artifacts.tasks import TaskInfo, TaskList
-from orchestrator.errors import RecoveryError
+from orchestrator.errors import OrchestratorUserError, RecoveryError
 from orchestrator.graph.build import ThreadState, thread_state
 from orchestrator.graph.nodes.subagent import repair_findings
 from orchestrator.recovery.rebuild import (
@@ -52,7 +52,9 @@ from orchestrator.recovery.rebuild import (
     state_from_checkpoint,
     state_from_snapshot,
     task_snapshots,
+    with_recorded_findings,
 )
+from orchestrator.recovery.status import standing_events
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.types import PendingApproval
 
@@ -244,3 +246,47 @@ def finished_agents(values: dict[str, Any], docs: Docs) -> list[dict[str, Any]]:
         for key, rec in sorted((values.get("findings") or {}).items())
         if rec.get("phase") == phase and rec.get("path")
     ]
+
+
+def standing(
+    docs: Docs, values: Any, *, threshold: int, warning_ratio: float, phase: bool = True
+) -> list[tuple[str, dict[str, Any]]]:
+    """Where a task stands before the graph runs, as `(kind, fields)` events, so a view
+    shows it from its first frame: its phase, unfinished agents and the lead's gauge
+    against the run's threshold (`recovery.status.standing_events`), then what finished
+    (`finished_agents`), counting the findings a crash left out of the saved state;
+    `phase` False: the gauge only (a new task)."""
+    values = dict(values)
+    if phase and values.get("task_id"):
+        values = with_recorded_findings(docs, values)
+    found = standing_events(values, threshold=threshold, warning_ratio=warning_ratio)
+    out = [(kind, fields) for kind, fields in found if phase or kind == "tokens"]
+    if phase:
+        out += [("agent", fields) for fields in finished_agents(values, docs)]
+    return out
+
+
+def resume_source(
+    docs: Docs, task_id: str | None, from_checkpoint: str | None, from_snapshot: str | None
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The task a resume continues and the snapshot it starts from: `--from-snapshot` or
+    `--from-checkpoint` may name the task, and must agree with `--task`.
+
+    Raises:
+        OrchestratorUserError: both given, or a checkpoint of another task.
+    """
+    if from_checkpoint and from_snapshot:
+        raise OrchestratorUserError("give --from-checkpoint or --from-snapshot, not both")
+    snap = None
+    if from_snapshot:
+        snap = read_snapshot(Path(from_snapshot), docs)
+        task_id = task_id or snap.get("task_id")
+    if from_checkpoint:
+        cp_task = load_checkpoint(Path(from_checkpoint), docs).task_id
+        if task_id and task_id != cp_task:
+            raise OrchestratorUserError(
+                f"checkpoint {from_checkpoint!r} belongs to task {cp_task!r}, "
+                f"not {task_id!r}; drop --task or pass that task's checkpoint"
+            )
+        task_id = cp_task
+    return task_id, snap
