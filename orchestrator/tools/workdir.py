@@ -10,7 +10,8 @@ Agents explore the project they work on through these three LangChain tools. The
   `check_workdir` raises, because a missing workdir is the user's mistake, not the agent's.
 * **Noise is skipped.** VCS and tool folders (`.git`, `.temp`, `__pycache__`,
   `node_modules`, `.venv`, any hidden folder), build output (`build`, `dist`,
-  `*.egg-info`), virtualenvs (any folder holding `pyvenv.cfg`), what the workdir's
+  `*.egg-info`), virtualenvs (any folder holding `pyvenv.cfg`), tether memories (any
+  folder holding `.tether/`: a `--memory-dir` inside the workdir), what the workdir's
   `.gitignore` ignores (simple glob lines; `!` negations are not honoured), hidden
   files, binary files, and (for
   `grep_files`) files larger than `MAX_GREP_BYTES` never show up. Paths through a
@@ -42,6 +43,9 @@ from orchestrator.tools._dirfd import NotRegularError, open_regular
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
+
+#: What marks a folder as a tether memory (its records), never walked into.
+MEMORY_MARK = ".tether"
 
 #: Folder names never walked into (hidden folders are skipped as well).
 SKIP_DIRS = frozenset(
@@ -198,7 +202,11 @@ class WorkdirFiles:
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """Is `path` build output, a virtualenv or ignored by the root `.gitignore`?"""
-        if is_dir and (_skipped_dir(path.name) or (path / "pyvenv.cfg").is_file()):
+        if is_dir and (
+            _skipped_dir(path.name)
+            or (path / "pyvenv.cfg").is_file()
+            or (path / MEMORY_MARK).is_dir()  # a tether memory (`--memory-dir` inside it)
+        ):
             return True
         rel = self.rel(path)
         for glob, dirs_only in self._ignored:

@@ -322,3 +322,29 @@ def test_wrong_argument_types_come_back_as_errors(tools):
         "unable to parse string as an integer)"
     )
     assert tools["grep_files"].invoke({}) == "Error: invalid arguments (pattern: Field required)"
+
+
+def test_a_memory_inside_the_workdir_is_not_part_of_the_project(tmp_path):
+    """`--memory-dir` inside the workdir: the agents never list, grep or survey tether's
+    own files (plans, findings) as the project's."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    (work / "pkg").mkdir(parents=True)
+    (work / "pkg" / "core.py").write_text('"""Core logic."""\n\n\ndef compute(x):\n    return x\n')
+    mem = work / "notes"  # any name: a memory is known by its records' folder
+    run = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", "Survey what compute does",
+         "--task", "t1", "--workdir", str(work), "--memory-dir", str(mem)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert (mem / "findings").is_dir()
+    tools = {t.name: t for t in workdir_tools(work)}
+    listed = tools["list_files"].invoke({"path": ".", "recursive": True})
+    assert "pkg/core.py" in listed and "notes" not in listed
+    assert "notes/" not in tools["grep_files"].invoke({"pattern": "compute"})
+    # the survey itself planned no subtask on the memory's folder
+    plan = (mem / "research_plans" / "t1.md").read_text()
+    assert "notes" not in plan
