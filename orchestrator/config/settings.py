@@ -56,9 +56,9 @@ ENV_MEMORY_URL = "TETHER_MEMORY_URL"
 ENV_MODEL = "TETHER_MODEL"
 ENV_MODEL_TIMEOUT = "TETHER_MODEL_TIMEOUT"
 DEFAULT_MODEL_TIMEOUT = 120.0
+"""Seconds one model request may take before it is abandoned and retried."""
 MAX_SECONDS = threading.TIMEOUT_MAX
 """The longest timeout a thread can wait for (`threading.TIMEOUT_MAX`)."""
-"""Seconds one model request may take before it is abandoned and retried."""
 DEFAULT_MAX_PARALLEL = 4
 DEFAULT_MAX_SUBTASKS = 4
 OFFLINE_NAME = "tether:offline"
