@@ -242,13 +242,14 @@ def _newest_checkpoints(docs: Docs, tasks: set[str]) -> dict[str, dict[str, Any]
         except (OSError, ValueError):
             continue  # torn or corrupt: an older one is read instead, as `status` does
         task = data.get("task_id") if isinstance(data, dict) else None
-        if task in tasks and task not in found and _usable(data):
+        if task in tasks and task not in found and usable_checkpoint(data):
             found[task] = data
     return found
 
 
-def _usable(data: dict[str, Any]) -> bool:
-    """Whether checkpoint data has, well-typed, every field `status` reads (the same test)."""
+def usable_checkpoint(data: dict[str, Any]) -> bool:
+    """Whether checkpoint data has, well-typed, every field `status` and a rebuilt state
+    read (`recovery.status` uses the same test)."""
     phases = data.get("phases") or [data.get("phase")]
     index = data.get("phase_index", 0)
     subtasks = data.get("subtasks", [])

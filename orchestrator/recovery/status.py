@@ -53,6 +53,7 @@ from orchestrator.artifacts.tasks import (
     approve_command,
     resume_command,
     task_running,
+    usable_checkpoint,
 )
 from orchestrator.artifacts.text import loads_strict
 from orchestrator.errors import ArtifactError, RecoveryError
@@ -171,25 +172,9 @@ def _latest_checkpoint(docs: Docs, task_id: str) -> tuple[Path | None, dict | No
         if not isinstance(data, dict) or data.get("task_id") != task_id:
             continue
         newest = newest or docs.path(info.path)
-        if _usable(data):
+        if usable_checkpoint(data):
             return newest, data
     return newest, None
-
-
-def _usable(data: dict[str, Any]) -> bool:
-    """Whether checkpoint data has, well-typed, every field the rebuilt state reads."""
-    phases = data.get("phases") or [data.get("phase")]
-    index = data.get("phase_index", 0)
-    subtasks = data.get("subtasks", [])
-    return (
-        all(isinstance(p, str) for p in phases)
-        and isinstance(index, int)
-        and 0 <= index < len(phases)
-        and isinstance(subtasks, list)
-        and all(isinstance(s, dict) and "id" in s for s in subtasks)
-        and isinstance(data.get("completed_findings", {}), dict)
-        and isinstance(data.get("extra", {}), dict)
-    )
 
 
 def _state(docs: Docs, record: TaskInfo, data: dict[str, Any] | None) -> OrchestratorState:
