@@ -108,7 +108,7 @@ def reader(body: dict[str, Any]) -> dict[str, Any]:
     after listing the root, when an agent of its own), read the file with most hits,
     answer: as text, or as the final protocol tool offered (`SubmitFindings`, `PhasePlan`
     answering alone, `SubmitAnswer`)."""
-    from memory.words import keywords
+    from memory.text.words import keywords
 
     tools = {t["function"]["name"] for t in body.get("tools") or []}
     done = _tool_results(body)

@@ -42,7 +42,7 @@ from pathlib import Path
 from memory.archive import Archive
 from memory.context import ContextBudgets, ContextBuilder, count_tokens
 from memory.store import MemoryStore
-from memory.summarize import extractive_summary
+from memory.text.summarize import extractive_summary
 from memory.working import WorkingMemory
 
 SYSTEM = "You are the lead agent of a long software task. Use recall_memory when unsure."

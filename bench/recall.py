@@ -52,7 +52,7 @@ from bench.recall_worker import Worker, check_checkout
 from memory import durable
 from memory.backends.blocks import message_text
 from memory.store import MemoryStore
-from memory.words import STOPWORDS
+from memory.text.words import STOPWORDS
 
 _WORD = re.compile(r"[^\W_]+")
 _STOP = set(STOPWORDS)

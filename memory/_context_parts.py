@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.archive import Summary
-from memory.tokens import count_tokens, estimate_tokens, message_tokens
+from memory.text.tokens import count_tokens, estimate_tokens, message_tokens
 
 
 @dataclass(eq=False)

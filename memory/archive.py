@@ -45,9 +45,9 @@ from typing import Any
 
 from memory.clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
-from memory.summarize import Summarizer, call_with_timeout, extractive_summary
 from memory.templating import render
-from memory.words import keywords
+from memory.text.summarize import Summarizer, call_with_timeout, extractive_summary
+from memory.text.words import keywords
 from memory.working import Message, WorkingMemory
 
 DEFAULT_FANOUT = 5

@@ -73,7 +73,7 @@ from memory.records import (
     unknown_entry,
     wait_for_lock,
 )
-from memory.summarize import Summarizer, extractive_summary
+from memory.text.summarize import Summarizer, extractive_summary
 
 __all__ = [
     "BaseBackend",

@@ -52,7 +52,7 @@ from memory.archive import Archive, Summary
 from memory.backends.blocks import message_text
 from memory.errors import MemoryStoreError
 from memory.longterm import ensure_memory_index
-from memory.tokens import count_tokens, estimate_tokens
+from memory.text.tokens import count_tokens, estimate_tokens
 from memory.working import Message, WorkingMemory
 
 _TRUNCATED = "\n[... truncated: {n} more tokens; read {where}]"

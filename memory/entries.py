@@ -1,7 +1,7 @@
 """Entries: large outputs kept outside the token window, as every backend stores them.
 
 An entry is a piece of UTF-8 text logged once and fetched back byte-exact. Its size decides its
-*tier* (`memory.tokens.estimate_tokens`):
+*tier* (`memory.text.tokens.estimate_tokens`):
 
 * `inline`  (< 500 tokens): kept in one piece beside its metadata;
 * `file`    (500..4000 tokens): one compressed piece plus an extractive summary;
@@ -26,8 +26,8 @@ from typing import Any
 
 from memory.clock import iso
 from memory.errors import InvalidInputError
-from memory.summarize import Summarizer, headline
-from memory.tokens import CHARS_PER_TOKEN, estimate_tokens
+from memory.text.summarize import Summarizer, headline
+from memory.text.tokens import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = [
     "ENTRY_TYPES",

@@ -20,7 +20,7 @@ from memory.memfiles import (
     read_memory,
 )
 from memory.templating import render
-from memory.words import STOPWORDS
+from memory.text.words import STOPWORDS
 
 
 # -- episodes and the index message ------------------------------------------------------

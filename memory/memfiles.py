@@ -31,7 +31,7 @@ from memory.clock import now_iso, today_utc
 from memory.errors import InvalidInputError, PatchNotFoundError, PathEscapeError
 from memory.paths import check_relative
 from memory.templating import render
-from memory.words import keywords
+from memory.text.words import keywords
 
 LONGTERM_FOLDERS = ("facts", "episodes")
 MAX_FILE_BYTES = 1_000_000

@@ -27,7 +27,7 @@ from typing import Any
 
 from memory.base import BaseBackend, SearchHit
 from memory.errors import InvalidQueryError
-from memory.words import STOPWORDS
+from memory.text.words import STOPWORDS
 
 SCOPES = (
     "all",

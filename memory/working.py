@@ -29,9 +29,9 @@ from typing import Any
 
 from memory.clock import now_iso
 from memory.errors import InvalidInputError
-from memory.names import slugify
 from memory.paths import check_name
 from memory.templating import render
+from memory.text.names import slugify
 
 OVERVIEW_SECTIONS = (
     "Current Task",

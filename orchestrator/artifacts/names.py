@@ -4,7 +4,7 @@
   so they sort by time; `iso_timestamp()` writes the same instant as ISO 8601 inside files.
 * `slug()` makes an agent, phase or subtask name safe in a file name (the exact name stays
   inside the file); ids made from prose (task ids, planned subtask ids) come from
-  `memory.names.slugify`, and the clock from `memory.clock`.
+  `memory.text.names.slugify`, and the clock from `memory.clock`.
 * `new_suffix()` (6 hex digits) keeps a taken name unique
   (`orchestrator.artifacts.documents.Docs.create_unique`, which never overwrites a document).
 * Document paths and the hidden ones (task list, artifact registry) are in

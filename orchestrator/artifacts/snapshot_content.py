@@ -36,7 +36,7 @@ from itertools import zip_longest
 from typing import Any
 
 from memory.archive import Archive
-from memory.tokens import CHARS_PER_TOKEN
+from memory.text.tokens import CHARS_PER_TOKEN
 from memory.working import WorkingMemory
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import list_findings, read_findings

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Required, TypedDict
 
 from memory.base import LockHeldError
-from memory.names import slugify
+from memory.text.names import slugify
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError

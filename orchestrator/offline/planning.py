@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from memory.names import slugify
+from memory.text.names import slugify
 from orchestrator.offline.evidence import (
     _CODE_SUFFIXES,
     _DEFAULT_PHASE,

@@ -24,7 +24,7 @@ import pytest
 from memory import durable
 from memory.archive import Archive, note_meta
 from memory.store import MemoryStore
-from memory.summarize import ChatModelSummarizer
+from memory.text.summarize import ChatModelSummarizer
 from memory.working import WorkingMemory
 
 

@@ -22,7 +22,7 @@ from memory.errors import (
     MemoryDirError,
     UnknownEntryError,
 )
-from memory.tokens import estimate_tokens
+from memory.text.tokens import estimate_tokens
 
 ID_RE = re.compile(r"^mem-\d{8}-\d{6}-[0-9a-f]{8}$")
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from memory.summarize import ExtractiveSummarizer, Summarizer, extractive_summary, headline
-from memory.tokens import estimate_tokens
+from memory.text.summarize import ExtractiveSummarizer, Summarizer, extractive_summary, headline
+from memory.text.tokens import estimate_tokens
 
 
 def pytest_output(passed: int = 156) -> str:

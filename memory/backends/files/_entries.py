@@ -68,7 +68,7 @@ from memory.entries import (
 )
 from memory.errors import CorruptDataError, MemoryRuntimeError, PathEscapeError
 from memory.paths import Inside
-from memory.summarize import Summarizer
+from memory.text.summarize import Summarizer
 
 
 class EntryReads:

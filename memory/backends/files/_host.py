@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memory.paths import Layout
-from memory.summarize import Summarizer
+from memory.text.summarize import Summarizer
 
 
 class FilesHost(Protocol):

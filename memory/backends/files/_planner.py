@@ -4,7 +4,7 @@ Query plan (what keeps a question fast at a million rows):
 
 1. The query is tokenized exactly as the index is (`porter unicode61`, through a TEMP
    FTS5 table and its `fts5vocab` 'instance' view) and stopwords are dropped. An irregular
-   verb's other forms ("went", "gone" for "go": `memory.words.verb_forms`) count as its
+   verb's other forms ("went", "gone" for "go": `memory.text.words.verb_forms`) count as its
    term everywhere below (an OR in each FTS5 query, the same term in the re-rank).
 2. Each term's document frequency is taken per FTS table from the first `DF_SAMPLE`
    postings (exact below that, else estimated from how far into the rowid range they
@@ -50,8 +50,8 @@ from memory.backends.files._text import (
 )
 from memory.base import SearchHit
 from memory.clock import today_utc
+from memory.text.words import QUESTION_WORDS, verb_forms
 from memory.when import question_days
-from memory.words import QUESTION_WORDS, verb_forms
 
 #: Every source `memory search` knows (files that are none of these are not indexed).
 SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",

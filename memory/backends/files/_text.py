@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Collection
 
 from memory.backends.files._index_schema import indexable, json_array
-from memory.words import STOPWORDS
+from memory.text.words import STOPWORDS
 
 #: A row longer than this is tokenized by the TEMP FTS5 tables (in C, whole) rather than
 #: split in Python; its snippet then centres on one of its first `SNIPPET_HITS` matches.

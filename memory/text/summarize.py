@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from memory.tokens import CHARS_PER_TOKEN, estimate_tokens
+from memory.text.tokens import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = [
     "ChatModelSummarizer",
@@ -99,7 +99,7 @@ def extractive_summary(text: str, max_tokens: int = 200) -> str:
 
     Args:
         text: tool output or prose, any size.
-        max_tokens: budget for the result as counted by `memory.tokens.estimate_tokens`.
+        max_tokens: budget for the result as counted by `memory.text.tokens.estimate_tokens`.
 
     Returns:
         The selected lines in original order, gaps shown as `...`; `""` for blank text.
