@@ -52,7 +52,7 @@ if __package__ in (None, ""):
 from bench.recall import _pct, _recall, _stage
 from bench.recall_data import ensure_corpus
 from memory.backends.blocks import message_text
-from memory.base import SearchDoc
+from memory.contract.base import SearchDoc
 
 PG_URL = os.environ.get("TETHER_BENCH_PG_URL", "postgresql://postgres@127.0.0.1/test")
 BATCH = 1000

@@ -35,7 +35,7 @@ from memory.store import MemoryStore
 if TYPE_CHECKING:
     from memory.archive import Archive
     from memory.context import BuiltContext, ContextBudgets, ContextBuilder, build_context
-    from memory.entries import Entry
+    from memory.contract.entries import Entry
     from memory.recall import SearchResult
     from memory.tools import memory_tools
     from memory.working import WorkingMemory
@@ -45,7 +45,7 @@ _LAZY = {
     "BuiltContext": "memory.context",
     "ContextBudgets": "memory.context",
     "ContextBuilder": "memory.context",
-    "Entry": "memory.entries",
+    "Entry": "memory.contract.entries",
     "SearchResult": "memory.recall",
     "WorkingMemory": "memory.working",
     "build_context": "memory.context",

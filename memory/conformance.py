@@ -1,7 +1,7 @@
 """The storage contract's conformance tests, for any backend (tether's three and yours).
 
 Every test takes one fixture, `backend`: a fresh, empty store that implements
-`memory.base.BaseBackend`, opened for the test and closed after. Run them against a backend
+`memory.contract.base.BaseBackend`, opened for the test and closed after. Run them against a backend
 of your own from a test module of yours::
 
     import pytest
@@ -27,14 +27,14 @@ import time
 
 import pytest
 
-from memory.base import (
+from memory.contract.base import (
     ConflictError,
     LockHeldError,
     SearchDoc,
     SubagentRecord,
     TaskRecord,
 )
-from memory.capabilities import HoldsGraphState, ImportsEntries, Reindexable
+from memory.contract.capabilities import HoldsGraphState, ImportsEntries, Reindexable
 from memory.errors import (
     ChunkOutOfRangeError,
     InvalidInputError,
@@ -45,7 +45,7 @@ from memory.errors import (
 
 
 def needs(backend, capability):
-    """Skip a test of an optional capability (`memory.capabilities`) the backend lacks."""
+    """Skip a test of an optional capability (`memory.contract.capabilities`) the backend lacks."""
     if not isinstance(backend, capability):
         pytest.skip(f"{type(backend).__name__} is not {capability.__name__}")
 

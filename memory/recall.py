@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memory.base import BaseBackend, SearchHit
+from memory.contract.base import BaseBackend, SearchHit
 from memory.errors import InvalidQueryError
 from memory.text.words import STOPWORDS
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory.base import DocumentInfo
+from memory.contract.base import DocumentInfo
 from memory.durable import atomic_write_text
 from memory.errors import InvalidInputError, MemoryStoreError
 

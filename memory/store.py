@@ -1,6 +1,6 @@
 """`MemoryStore`: the one object through which code reads and writes tether's memory.
 
-A store holds a storage backend (`store.backend`, see `memory.base`): by default the files
+A store holds a storage backend (`store.backend`, see `memory.contract.base`): by default the files
 backend on a memory directory (`MemoryStore(root)`), or any other one
 (`MemoryStore(backend=...)`, `MemoryStore.from_url("postgresql://...")`). Its methods are the
 same on every backend:
@@ -22,9 +22,9 @@ from typing import Any
 
 from memory.backends import backend_for
 from memory.backends.files import FilesBackend
-from memory.base import BaseBackend, IndexReport
-from memory.capabilities import Reindexable
-from memory.entries import Entry, check_type
+from memory.contract.base import BaseBackend, IndexReport
+from memory.contract.capabilities import Reindexable
+from memory.contract.entries import Entry, check_type
 from memory.errors import MemoryDirError
 from memory.paths import Layout
 from memory.recall import SearchResult, search

@@ -37,8 +37,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from memory.backends.urls import is_postgres
-from memory.base import BaseBackend
-from memory.capabilities import HoldsGraphState
+from memory.contract.base import BaseBackend
+from memory.contract.capabilities import HoldsGraphState
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
@@ -129,10 +129,10 @@ class Orchestrator:
         status_file: refresh tether's block in the workdir's `STATUS.md` after each
             phase (also when the workflow's `status_file` is true; default: never write
             in the workdir).
-        backend: a memory backend of your own (`memory.base.BaseBackend`: the contract's
+        backend: a memory backend of your own (`memory.contract.base.BaseBackend`: the contract's
             14 primitives suffice) instead of `memory_dir`/`memory_url`; the caller keeps
             and closes it. Without the `HoldsGraphState` capability
-            (`memory.capabilities`), pass a `checkpointer` too.
+            (`memory.contract.capabilities`), pass a `checkpointer` too.
         budget_tokens: the task's token budget (prompt plus completion tokens of all its
             agents; default: the workflow's `budget_tokens`, else none). Once it is spent
             no model call starts and the task stops `stopped`; `resume` with a larger one

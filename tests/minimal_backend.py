@@ -1,11 +1,11 @@
 """A backend of somebody's that has the storage contract's 14 primitives and nothing else
-(no capability of `memory.capabilities`, no mutex or records of its own): it keeps what it
+(no capability of `memory.contract.capabilities`, no mutex or records of its own): it keeps what it
 is given in an in-memory backend it does not expose."""
 
 from __future__ import annotations
 
 from memory.backends.inmemory import InMemoryBackend
-from memory.base import BaseBackend
+from memory.contract.base import BaseBackend
 
 
 class MinimalBackend(BaseBackend):

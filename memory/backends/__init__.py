@@ -27,7 +27,7 @@ from memory.backends.urls import (
     redact,
     resolve_url,
 )
-from memory.base import BaseBackend
+from memory.contract.base import BaseBackend
 from memory.errors import InvalidInputError
 
 __all__ = [

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from memory.base import SearchDoc
-from memory.entries import Entry
+from memory.contract.base import SearchDoc
+from memory.contract.entries import Entry
 
 #: `(folder attribute of Layout, source name, file suffixes)` for the flat folders.
 FLAT_FOLDERS = (

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from memory.backends.blocks import document_docs, entry_docs, indexed_source, message_docs
-from memory.base import (
+from memory.contract.base import (
     BaseBackend,
     Document,
     DocumentInfo,
@@ -39,7 +39,7 @@ from memory.base import (
     lock_timeout,
     unknown_entry,
 )
-from memory.entries import Entry, pieces, prepare_entry, under_directory
+from memory.contract.entries import Entry, pieces, prepare_entry, under_directory
 from memory.recall import source_weight
 
 WORD = re.compile(r"\w+")

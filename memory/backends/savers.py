@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.backends.urls import encode_userinfo, redact
-from memory.base import StorageError
+from memory.contract.base import StorageError
 
 CONNECT_TIMEOUT_S = 5
 HAS_THREAD_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1"

@@ -20,7 +20,7 @@ import click
 from memory.backends.files import ORPHAN_GRACE_S, FilesBackend
 from memory.backends.files.leftovers import remove_temp_files, temp_files
 from memory.cli.common import get_store
-from memory.entries import ENTRY_TYPES, Entry, check_type
+from memory.contract.entries import ENTRY_TYPES, Entry, check_type
 from memory.errors import InvalidInputError
 
 SUMMARY_COLUMN_CHARS = 60

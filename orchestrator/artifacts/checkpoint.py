@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memory.base import DocumentInfo
+from memory.contract.base import DocumentInfo
 from memory.errors import MemoryStoreError
 from orchestrator.artifacts.checkpoint_model import (
     CHECKPOINT_TEMPLATE,

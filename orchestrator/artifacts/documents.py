@@ -1,7 +1,7 @@
 """`Docs`: the orchestrator's memory, read and written through the storage contract.
 
 Every plan, findings file, snapshot, checkpoint, the task list and the artifact registry is a
-*document* of the memory's backend (`memory.base.BaseBackend`): a relative path such as
+*document* of the memory's backend (`memory.contract.base.BaseBackend`): a relative path such as
 `findings/scout_20250104T120000000000Z.md` and its bytes. Nothing in the orchestrator opens a
 memory file itself; it asks a `Docs`:
 
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from memory.base import BaseBackend, DocumentInfo, LockHeldError
+from memory.contract.base import BaseBackend, DocumentInfo, LockHeldError
 from memory.durable import JsonlRead, encode_line, parse_jsonl
 from memory.errors import InvalidInputError
 from memory.paths import Layout, check_name

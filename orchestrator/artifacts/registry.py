@@ -2,7 +2,7 @@
 
 Before a step writes a named artifact (a subagent's findings, a batch's merged findings) it
 looks the artifact's key up in the task's registry, the storage contract's subagent records
-(`memory.base`; on the files backend one JSON file per key under
+(`memory.contract.base`; on the files backend one JSON file per key under
 `.tether/records/subagents/{task}/`, on PostgreSQL a row):
 
 * a record whose file exists -> the step is skipped and the recorded result reused;

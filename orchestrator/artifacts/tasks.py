@@ -1,6 +1,6 @@
 """The task list and the run lock: which tasks a memory holds, who runs one.
 
-Every task is a task record of the storage contract (`memory.base`; on the files backend
+Every task is a task record of the storage contract (`memory.contract.base`; on the files backend
 the JSON file `.tether/records/tasks/{task}.json`, on PostgreSQL a row): its status, and its
 data, written when it starts (objective, workdir, workflow, model, phases, thread, options)
 and merged with each change (a new LangGraph `thread_id` after a fallback resume, a model
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Required, TypedDict
 
-from memory.base import LockHeldError
+from memory.contract.base import LockHeldError
 from memory.text.names import slugify
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
@@ -33,9 +33,10 @@ from orchestrator.errors import OrchestratorUserError, UnknownTaskError
 
 
 class TaskInfo(TypedDict, total=False):
-    """A task's record as the orchestrator reads it: the contract's `memory.base.TaskRecord`
-    (`task_id`, `status`, and `data` holding the rest) flattened into one dict. A typed dict,
-    not a pydantic model: `orchestrator status` imports this module and stays cheap."""
+    """A task's record as the orchestrator reads it: the contract's
+    `memory.contract.base.TaskRecord` (`task_id`, `status`, and `data` holding the rest)
+    flattened into one dict. A typed dict, not a pydantic model: `orchestrator status`
+    imports this module and stays cheap."""
 
     task_id: Required[str]
     status: str  # running, waiting (for an approval), done, failed, ...; absent at first
@@ -298,7 +299,8 @@ def _phase(record: TaskInfo, data: dict[str, Any] | None) -> str | None:
 
 
 def _as_record(task: Any) -> TaskInfo:
-    """A contract `memory.base.TaskRecord` as the orchestrator's dict (data, id, status, order)."""
+    """A contract `memory.contract.base.TaskRecord` as the orchestrator's dict (data, id, status,
+    order)."""
     record = {**task.data, "task_id": task.task_id, "_order": task.updated_at}
     if task.status:
         record["status"] = task.status

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from memory.base import DocumentInfo
+from memory.contract.base import DocumentInfo
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import name_timestamp, read_text
 from orchestrator.errors import ArtifactError

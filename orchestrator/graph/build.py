@@ -43,7 +43,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from memory.backends.urls import redact_text
-from memory.capabilities import HoldsGraphState
+from memory.contract.capabilities import HoldsGraphState
 from memory.errors import describe_sqlite_damage, is_sqlite_damage
 from orchestrator.agents.budget import BudgetReached
 from orchestrator.approvals import pending

@@ -40,7 +40,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memory.capabilities import HoldsGraphState
+from memory.contract.capabilities import HoldsGraphState
 from orchestrator.agents.chat_models import OFFLINE_SPECS
 from orchestrator.agents.gauge import total_tokens
 from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of

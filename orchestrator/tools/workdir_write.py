@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 from filelock import FileLock, Timeout
 from langchain_core.tools import InjectedToolCallId, StructuredTool
 
-from memory.entries import PREVIOUS_CONTENT_TAG
+from memory.contract.entries import PREVIOUS_CONTENT_TAG
 from memory.errors import PathEscapeError
 from memory.paths import confine
 from orchestrator.config.settings import check_workdir

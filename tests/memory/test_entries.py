@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memory import MemoryStore
-from memory.entries import split_chunks
+from memory.contract.entries import split_chunks
 from memory.errors import (
     ChunkOutOfRangeError,
     CorruptDataError,
@@ -139,7 +139,7 @@ class TestIdsAndMetadata:
         assert len(set(ids)) == 300
 
     def test_id_collision_retries_with_a_new_id(self, store, monkeypatch):
-        import memory.entries as entries_module
+        import memory.contract.entries as entries_module
 
         first = store.log("first entry")
         suffix = first.id.rsplit("-", 1)[1]

@@ -3,7 +3,7 @@
 Files are the truth; `memory.db` (SQLite, WAL, busy timeout) holds entry metadata, small
 entries, tags and refs, document versions and a full-text index derived from the files.
 Task records, the subagent registry and task leases are JSON files under `.tether/records/`
-(`memory.doc_records`). Deleting the index and running `memory reindex`
+(`memory.contract.doc_records`). Deleting the index and running `memory reindex`
 rebuilds it; a file edited by hand is searchable at the next query.
 
 The pieces, each in its own module of this package:
@@ -61,7 +61,8 @@ from memory.backends.files._text import (
 )
 from memory.backends.files._watch import Watch
 from memory.backends.savers import open_sqlite_saver, sqlite_holds_thread
-from memory.base import (
+from memory.clock import utc_now
+from memory.contract.base import (
     BaseBackend,
     Entry,
     IndexReport,
@@ -72,7 +73,6 @@ from memory.base import (
     check_query,
     lock_timeout,
 )
-from memory.clock import utc_now
 from memory.errors import MemoryDirError
 from memory.paths import Layout
 

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import memory.durable as durable
-from memory.base import (
+from memory.contract.base import (
     Document,
     DocumentInfo,
     check_data,

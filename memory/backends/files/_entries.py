@@ -1,6 +1,6 @@
 """The files backend's entries: rows of `memory.db` plus gzip files under `entries/`.
 
-Tiers (see `memory.entries`): `inline` content is the row's blob; `file` is
+Tiers (see `memory.contract.entries`): `inline` content is the row's blob; `file` is
 `entries/{id}/content.gz`; `chunked` is `entries/{id}/chunk-NNNN.gz`, one file per chunk.
 This module writes them; reading is `_entry_reads`, statistics, pruning and the sweep of
 orphan folders `_entry_upkeep`.
@@ -57,8 +57,8 @@ from memory.backends.files._entry_sql import (
 from memory.backends.files._entry_upkeep import EntryUpkeep
 from memory.backends.files._host import FilesHost
 from memory.backends.files._journal import EntryJournal, chunk_name
-from memory.base import check_chunk, check_limit, unknown_entry
-from memory.entries import (
+from memory.contract.base import check_chunk, check_limit, unknown_entry
+from memory.contract.entries import (
     Clock,
     Entry,
     check_type,
@@ -316,7 +316,7 @@ class EntryStore(EntryReads, EntryUpkeep):
         checkpoint: str | None = None,
         directory: str | os.PathLike[str] | None = None,
     ) -> Entry:
-        """Store `content` in the tier its size calls for (see `memory.entries`)."""
+        """Store `content` in the tier its size calls for (see `memory.contract.entries`)."""
         for _ in range(ID_ATTEMPTS):
             entry, text, data = prepare_entry(
                 content,

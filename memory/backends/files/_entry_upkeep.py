@@ -25,7 +25,7 @@ from memory.backends.files._entry_sql import (
 from memory.backends.files._host import FilesHost
 from memory.backends.files._journal import EntryJournal
 from memory.clock import iso
-from memory.entries import ENTRY_ID_RE, ENTRY_TYPES, TIERS, Entry, empty_stats
+from memory.contract.entries import ENTRY_ID_RE, ENTRY_TYPES, TIERS, Entry, empty_stats
 
 ORPHAN_GRACE_S = 3600.0  # an orphan folder must be this old before `sweep_orphans` takes it
 

@@ -71,7 +71,7 @@ from memory.backends.files._index_schema import (
     watermarks,
 )
 from memory.backends.files._watch import Watch
-from memory.base import IndexReport, SearchDoc
+from memory.contract.base import IndexReport, SearchDoc
 from memory.errors import MemoryStoreError
 
 

@@ -55,7 +55,7 @@ from memory.backends.files._entry_sql import (
     SELECT_TOMBSTONED_IDS_SQL,
 )
 from memory.clock import now_iso
-from memory.entries import ENTRY_ID_RE, TIERS, Entry, check_type
+from memory.contract.entries import ENTRY_ID_RE, TIERS, Entry, check_type
 from memory.errors import InvalidInputError, MemoryRuntimeError
 from memory.paths import Inside, Layout
 

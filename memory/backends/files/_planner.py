@@ -48,8 +48,8 @@ from memory.backends.files._text import (
     tokenize_query,
     tuples,
 )
-from memory.base import SearchHit
 from memory.clock import today_utc
+from memory.contract.base import SearchHit
 from memory.text.words import QUESTION_WORDS, verb_forms
 from memory.when import question_days
 

@@ -1,7 +1,7 @@
 """The `memory.db` migrations of the storage contract's tables (shipped, so kept as they are).
 
 Task records, the subagent registry and task leases of the files backend are the
-contract's JSON documents (`memory.doc_records`): `memory.db` is derived, and a damaged one
+contract's JSON documents (`memory.contract.doc_records`): `memory.db` is derived, and a damaged one
 is rebuilt from the files, so records that exist nowhere else live in files. The tables
 these migrations made are no longer read.
 """

@@ -29,7 +29,7 @@ from memory.backends.files._text import (
     tuples,
     varints,
 )
-from memory.base import SearchHit
+from memory.contract.base import SearchHit
 from memory.recall import SOURCES, source_weight
 
 K1, B = 1.2, 0.75

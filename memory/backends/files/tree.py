@@ -23,10 +23,10 @@ from memory.backends.files._journal import (
     journal_record,
     read_tree_entries,
 )
-from memory.base import BaseBackend
-from memory.capabilities import ImportsEntries
-from memory.doc_records import LOCKS, is_record_document, load_records, record_documents
-from memory.entries import Entry, pieces
+from memory.contract.base import BaseBackend
+from memory.contract.capabilities import ImportsEntries
+from memory.contract.doc_records import LOCKS, is_record_document, load_records, record_documents
+from memory.contract.entries import Entry, pieces
 from memory.errors import InvalidInputError, PathEscapeError
 from memory.paths import Inside
 

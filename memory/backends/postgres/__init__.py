@@ -47,7 +47,7 @@ from memory.backends.postgres._sql import (
 from memory.backends.postgres.connections import lost_errors, make_pool, reason_of, retrying
 from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect
 from memory.backends.urls import redact
-from memory.base import BaseBackend, StorageError
+from memory.contract.base import BaseBackend, StorageError
 
 IDENTITY_SQL = (
     "SELECT current_database(), current_schema(), (SELECT min(applied_at) FROM tether_migrations)"

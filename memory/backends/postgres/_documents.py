@@ -39,7 +39,7 @@ from memory.backends.postgres._sql import (
     UPSERT_SEARCH_SQL,
 )
 from memory.backends.postgres.connections import NOT_LANDED
-from memory.base import (
+from memory.contract.base import (
     Document,
     DocumentInfo,
     SearchDoc,

@@ -26,8 +26,8 @@ from memory.backends.postgres._sql import (
     SELECT_ENTRY_SQL,
 )
 from memory.backends.postgres.connections import NOT_LANDED
-from memory.base import check_chunk, check_limit, unknown_entry
-from memory.entries import Entry, normalize_directory, pieces, prepare_entry, tier_of
+from memory.contract.base import check_chunk, check_limit, unknown_entry
+from memory.contract.entries import Entry, normalize_directory, pieces, prepare_entry, tier_of
 
 
 class EntriesMixin:

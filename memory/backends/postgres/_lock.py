@@ -25,7 +25,7 @@ from typing import Any
 
 from memory.backends.postgres._sql import TRY_MUTEX_SQL, UNLOCK_MUTEX_SQL
 from memory.backends.postgres.connections import lost_errors, reason_of, reconnect_seconds
-from memory.base import LockHeldError, wait_for_lock
+from memory.contract.base import LockHeldError, wait_for_lock
 
 log = logging.getLogger("tether.postgres")
 #: Seconds a lock is asked for again after this process lost a session that may hold it.

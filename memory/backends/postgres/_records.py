@@ -26,7 +26,7 @@ from memory.backends.postgres._sql import (
     UPSERT_TASK_SQL,
 )
 from memory.backends.postgres.connections import NOT_LANDED
-from memory.base import LockInfo, SubagentRecord, TaskRecord, check_id, json_text
+from memory.contract.base import LockInfo, SubagentRecord, TaskRecord, check_id, json_text
 
 
 class RecordsMixin:

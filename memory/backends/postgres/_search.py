@@ -38,7 +38,7 @@ from memory.backends.postgres._sql import (
     UPSERT_MARK_SQL,
     XACT_LOCK_SQL,
 )
-from memory.base import IndexReport, SearchDoc, SearchHit, check_id, check_query
+from memory.contract.base import IndexReport, SearchDoc, SearchHit, check_id, check_query
 from memory.recall import SOURCE_WEIGHTS
 
 log = logging.getLogger("tether.postgres")

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from memory.base import StorageError
+from memory.contract.base import StorageError
 
 T = TypeVar("T")
 log = logging.getLogger("tether.postgres")

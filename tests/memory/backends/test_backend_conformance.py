@@ -1,4 +1,5 @@
-"""The storage contract (`memory.base`) on every backend: files+SQLite, in-memory, PostgreSQL.
+"""The storage contract (`memory.contract.base`) on every backend: files+SQLite, in-memory,
+PostgreSQL.
 
 The contract's tests live in `memory.conformance` (importable by a backend of anyone's) and
 run here once per backend (the `url` fixture's params); the tests below need a URL that
@@ -22,8 +23,8 @@ import time
 import pytest
 
 from memory.backends import open_backend
-from memory.base import LockHeldError
 from memory.conformance import *  # noqa: F403  the contract's tests, run on each of ALL
+from memory.contract.base import LockHeldError
 from tests.pg import private_schema
 
 ALL = ["files", "memory", "postgres"]

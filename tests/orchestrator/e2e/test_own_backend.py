@@ -1,6 +1,6 @@
 """A backend of somebody's with only the storage contract's 14 primitives runs tether: the
 task record, the artifact registry, the run lock and approvals' records come built on its
-documents (`memory.doc_records`), and its graph state goes to the checkpointer it is given.
+documents (`memory.contract.doc_records`), and its graph state goes to the checkpointer it is given.
 It passes the contract's tests, those of the capabilities it lacks skipped by name."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from memory.base import BaseBackend
-from memory.capabilities import HoldsGraphState, ImportsEntries, Reindexable
+from memory.contract.base import BaseBackend
+from memory.contract.capabilities import HoldsGraphState, ImportsEntries, Reindexable
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.tasks import task_lock

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from memory.backends.postgres import PostgresBackend
-from memory.base import LockHeldError, StorageError
+from memory.contract.base import LockHeldError, StorageError
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 from orchestrator.api import Orchestrator

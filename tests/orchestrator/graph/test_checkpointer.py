@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from memory.backends.savers import open_postgres_saver
-from memory.base import StorageError
+from memory.contract.base import StorageError
 from orchestrator import Orchestrator
 from tests.pg import private_schema
 

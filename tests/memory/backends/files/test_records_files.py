@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from memory.backends import open_backend
-from memory.base import SubagentRecord, TaskRecord
+from memory.contract.base import SubagentRecord, TaskRecord
 
 
 def _fill(backend) -> None:

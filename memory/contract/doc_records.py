@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from memory.errors import ConflictError, StorageError
-from memory.records import (
+from memory.contract.records import (
     Document,
     DocumentInfo,
     LockInfo,
@@ -29,6 +28,7 @@ from memory.records import (
     check_id,
     json_text,
 )
+from memory.errors import ConflictError, StorageError
 
 RECORDS = ".tether/records"
 TASKS = f"{RECORDS}/tasks"

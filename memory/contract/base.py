@@ -1,27 +1,27 @@
 """The storage contract: what every tether memory backend provides.
 
 A backend implements 14 primitives, on three kinds of thing, each a typed record defined
-in `memory.records`:
+in `memory.contract.records`:
 
 * **documents** by relative POSIX path (`findings/t1/overview.md`), with a version that grows
   on every write and the mtime of the last write; a write or delete may name the version it
   expects (compare-and-set; `expected_version=0` means "must not exist yet"), so two writers
   never lose each other's update; `append_lines` adds whole lines to a log and returns the
   first new line's number (its permanent citation);
-* **entries** (large outputs, `memory.entries.Entry`) with their chunks: `log_entry` stores
+* **entries** (large outputs, `memory.contract.entries.Entry`) with their chunks: `log_entry` stores
   new content, `fetch_entry` gives back the exact text or one chunk of it,
   `delete_entries` is what `prune` uses;
 * a **search index**: `index_upsert`, `index_query` (ranked, best first), which also holds
   the blocks of the backend's own documents and entries (see `sync_index`).
 
 Built on the documents, every backend also has what the orchestrator keeps of a run
-(`memory.doc_records`, a backend with tables of its own overrides it): **task records**
+(`memory.contract.doc_records`, a backend with tables of its own overrides it): **task records**
 (one JSON-able dict per task), the **subagent registry** of a task with
 `transition_subagent`, an atomic compare-and-set on the status so that a subagent is claimed
 by exactly one process, and **per-task leases** (an owner and an expiry), which the default
-`mutex` is built on. Conveniences (`memory.conveniences`) are built on the primitives, and
+`mutex` is built on. Conveniences (`memory.contract.conveniences`) are built on the primitives, and
 optional capabilities (rebuilding the index, importing entries, a LangGraph checkpointer)
-are small protocols of their own (`memory.capabilities`).
+are small protocols of their own (`memory.contract.capabilities`).
 
 The model is LangGraph's `BaseStore` / `BaseCheckpointSaver`: a small ABC whose abstract
 methods are the primitive operations, convenience methods built on them here, `setup()`
@@ -41,15 +41,10 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from memory.clock import utc_now
-from memory.conveniences import BackendConveniences
-from memory.doc_records import DocumentRecords
-from memory.entries import Entry
-from memory.errors import (
-    ConflictError,
-    LockHeldError,
-    StorageError,
-)
-from memory.records import (
+from memory.contract.conveniences import BackendConveniences
+from memory.contract.doc_records import DocumentRecords
+from memory.contract.entries import Entry
+from memory.contract.records import (
     Document,
     DocumentInfo,
     EntryRecord,
@@ -72,6 +67,11 @@ from memory.records import (
     lock_timeout,
     unknown_entry,
     wait_for_lock,
+)
+from memory.errors import (
+    ConflictError,
+    LockHeldError,
+    StorageError,
 )
 from memory.text.summarize import Summarizer, extractive_summary
 

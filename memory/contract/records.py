@@ -1,5 +1,5 @@
 """The storage contract's records (documents, search rows, tasks, subagents, locks) and
-the input checks every backend shares. Re-exported by `memory.base`."""
+the input checks every backend shares. Re-exported by `memory.contract.base`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory.entries import Entry
+from memory.contract.entries import Entry
 from memory.errors import (
     ChunkOutOfRangeError,
     ConflictError,

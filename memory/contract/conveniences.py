@@ -13,17 +13,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from memory.entries import ENTRY_ID_RE, Entry, prune_victims
-from memory.entries import entry_stats as _entry_stats
+from memory.contract.entries import ENTRY_ID_RE, Entry, prune_victims
+from memory.contract.entries import entry_stats as _entry_stats
+from memory.contract.records import (
+    DocumentInfo,
+    LockInfo,
+    wait_for_lock,
+)
 from memory.errors import (
     ConflictError,
     InvalidInputError,
     LockHeldError,
-)
-from memory.records import (
-    DocumentInfo,
-    LockInfo,
-    wait_for_lock,
 )
 
 

@@ -1,5 +1,5 @@
-"""What a backend may do beyond the storage contract (`memory.base`): each a small protocol,
-checked with `isinstance(backend, Protocol)` by the code that needs it.
+"""What a backend may do beyond the storage contract (`memory.contract.base`): each a small
+protocol, checked with `isinstance(backend, Protocol)` by the code that needs it.
 
 tether's three backends have all of them; a backend of yours needs none to store a run's
 memory. Without `Reindexable`, `memory reindex` says the backend cannot rebuild its index;
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from memory.entries import Entry
-from memory.records import IndexReport
+from memory.contract.entries import Entry
+from memory.contract.records import IndexReport
 
 
 @runtime_checkable
