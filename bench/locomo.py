@@ -24,7 +24,7 @@ five held out.
 Dates are separate variants: `--dates text` adds `"date": "<session date>"` as LoCoMo
 writes it ("1:56 pm on 8 May, 2023", searched as text); `--dates ts` adds `"ts":
 "2023-05-08T13:56:00Z"` (not text: a day the question names, "on 8 May, 2023", ranks that
-day's messages higher, see `memory/when.py`).
+day's messages higher, see `memory/search/when.py`).
 
 Categories (LoCoMo's numbering): 1 multi-hop, 2 temporal, 3 open-domain / inference,
 4 single-hop.

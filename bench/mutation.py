@@ -56,7 +56,7 @@ TARGETS = (
     ),
     Target(
         "recall",
-        ("memory/recall.py",),
+        ("memory/search/recall.py",),
         (
             "tests/memory/test_search.py",
             "tests/memory/cli/test_cli_search.py",

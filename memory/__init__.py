@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from memory.archive import Archive
     from memory.context import BuiltContext, ContextBudgets, ContextBuilder, build_context
     from memory.contract.entries import Entry
-    from memory.recall import SearchResult
+    from memory.search.recall import SearchResult
     from memory.tools import memory_tools
     from memory.working import WorkingMemory
 
@@ -46,7 +46,7 @@ _LAZY = {
     "ContextBudgets": "memory.context",
     "ContextBuilder": "memory.context",
     "Entry": "memory.contract.entries",
-    "SearchResult": "memory.recall",
+    "SearchResult": "memory.search.recall",
     "WorkingMemory": "memory.working",
     "build_context": "memory.context",
     "memory_tools": "memory.tools",

@@ -47,7 +47,7 @@ from pydantic import Field
 import memory.memfiles as memfiles
 from memory._mcp_stdio import read_frame, stdio_server
 from memory.errors import MemoryDirError, MemoryStoreError
-from memory.recall import format_results
+from memory.search.recall import format_results
 from memory.tools import Patch, read_memory_lines
 
 __all__ = [

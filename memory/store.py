@@ -6,7 +6,7 @@ backend on a memory directory (`MemoryStore(root)`), or any other one
 same on every backend:
 
 * large outputs: `log`, `fetch`, `get_entry`, `list_entries`, `refs`, `stats`, `prune`;
-* ranked recall over everything: `search`, `sync_index`, `reindex` (`memory.recall`).
+* ranked recall over everything: `search`, `sync_index`, `reindex` (`memory.search.recall`).
 
 Components (working memory, archive, long-term memory, context builder, tools) take a store
 and reach the backend through it, so they run unchanged on every backend. On the files
@@ -27,7 +27,7 @@ from memory.contract.capabilities import Reindexable
 from memory.contract.entries import Entry, check_type
 from memory.errors import MemoryDirError
 from memory.paths import Layout
-from memory.recall import SearchResult, search
+from memory.search.recall import SearchResult, search
 
 
 class MemoryStore:
@@ -195,7 +195,7 @@ class MemoryStore:
         widen: bool = True,
         past_echoes: bool = False,
     ) -> list[SearchResult]:
-        """Ranked full-text recall over every view of the memory (see `memory.recall.search`)."""
+        """Ranked full-text recall over every view of the memory (`memory.search.recall.search`)."""
         return search(
             self.backend, query, scope=scope, limit=limit, widen=widen, past_echoes=past_echoes
         )

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 import memory.memfiles as memfiles
 from memory.errors import MemoryStoreError
-from memory.recall import format_results
+from memory.search.recall import format_results
 
 _ANCHOR = re.compile(r"^(?P<path>[^#]+)#L(?P<first>\d+)(?:-L?(?P<last>\d+))?$")
 MAX_READ_LINES = 400

@@ -8,6 +8,14 @@
 context manager; `TETHER_MEMORY_URL` supplies the URL when none is given. Errors name the URL
 without its password.
 `resolve_url`, `is_postgres` and `is_directory` are `memory.backends.urls`'s.
+
+The wing: `files/` (the memory directory plus `memory.db`), `postgres/` (psycopg 3),
+`inmemory.py` (the reference backend), `urls.py` (which backend a URL names; redaction),
+`savers.py` (LangGraph's checkpointers beside the memory), `checkpoint_prune.py` (LangGraph
+checkpoints pruned to the latest), `blocks.py` (how memory files become search documents),
+and `conformance.py`, the storage contract's tests every backend passes (tether's three and
+anyone's). Invariant: every backend passes the same conformance suite, so what the
+contract (`memory.contract`) promises holds on each.
 """
 
 from __future__ import annotations

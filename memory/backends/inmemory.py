@@ -3,7 +3,7 @@
 It is meant to be obviously correct, not fast: every operation takes `self._lock`, copies
 what it stores and what it returns (records are frozen dataclasses, bytes are immutable), and
 ranks search results with textbook BM25 over lower-cased words, weighed by the kind of record
-(`memory.recall.SOURCE_WEIGHTS`). Nothing survives the process; use it in tests and as the
+(`memory.search.recall.SOURCE_WEIGHTS`). Nothing survives the process; use it in tests and as the
 yardstick the other backends are compared with.
 """
 
@@ -40,7 +40,7 @@ from memory.contract.base import (
     unknown_entry,
 )
 from memory.contract.entries import Entry, pieces, prepare_entry, under_directory
-from memory.recall import source_weight
+from memory.search.recall import source_weight
 
 WORD = re.compile(r"\w+")
 BM25_K1 = 1.2

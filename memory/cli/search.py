@@ -1,6 +1,6 @@
 """`memory search` and `memory reindex`: ranked recall and index rebuilds from the shell.
 
-Both verbs go through the store (`memory.recall` and the backend's index) on every backend;
+Both verbs go through the store (`memory.search.recall` and the backend's index) on every backend;
 errors from them are `MemoryStoreError`s that the group turns into one `Error: ...` line and
 exit 1.
 """
@@ -12,7 +12,7 @@ import json
 import click
 
 from memory.cli.common import EXIT_PARTIAL, get_store
-from memory.recall import format_results
+from memory.search.recall import format_results
 
 
 def register(cli: click.Group) -> None:

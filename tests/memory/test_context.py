@@ -13,7 +13,7 @@ import pytest
 
 from memory.archive import Archive
 from memory.context import ContextBudgets, ContextBuilder, build_context, count_tokens
-from memory.recall import SearchResult
+from memory.search.recall import SearchResult
 from memory.store import MemoryStore
 from memory.working import WorkingMemory
 

@@ -1,4 +1,4 @@
-"""Ranked recall through the Python API (`MemoryStore.search`, `memory.recall`).
+"""Ranked recall through the Python API (`MemoryStore.search`, `memory.search.recall`).
 
 A small memory directory with every view (plans, findings, checkpoints, snapshots,
 overview, detail notes, messages, facts, episodes, entries) is searched with natural
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from memory import MemoryStore, durable
 from memory.cli.app import cli
 from memory.errors import InvalidQueryError
-from memory.recall import SCOPES, SearchResult, format_results, search
+from memory.search.recall import SCOPES, SearchResult, format_results, search
 
 AUTH_NOTE = """# Authentication Design
 

@@ -1,4 +1,4 @@
-"""Days a question names (`memory.when.question_days`), as recall reads them."""
+"""Days a question names (`memory.search.when.question_days`), as recall reads them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from memory.when import question_days
+from memory.search.when import question_days
 
 TODAY = date(2026, 11, 23)
 

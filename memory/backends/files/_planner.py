@@ -50,8 +50,8 @@ from memory.backends.files._text import (
 )
 from memory.clock import today_utc
 from memory.contract.base import SearchHit
+from memory.search.when import question_days
 from memory.text.words import QUESTION_WORDS, verb_forms
-from memory.when import question_days
 
 #: Every source `memory search` knows (files that are none of these are not indexed).
 SOURCES = ("plans", "findings", "checkpoints", "snapshots", "overview", "detail", "messages",

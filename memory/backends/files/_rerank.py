@@ -6,7 +6,7 @@ terms in two fields (the stem, with global document frequencies and each table's
 length, and the query's own word form, whose rarer frequency is estimated from the
 candidates), with a bonus for rows holding more of the distinct terms and holding them
 close together; messages are then read as turns of their conversations (`_conversation`),
-and every score is weighed by the kind of record (`memory.recall.SOURCE_WEIGHTS`, per FTS
+and every score is weighed by the kind of record (`memory.search.recall.SOURCE_WEIGHTS`, per FTS
 table: raw output, messages and entries, after the agents' distilled records); only the
 rows returned get their metadata and snippet.
 """
@@ -30,7 +30,7 @@ from memory.backends.files._text import (
     varints,
 )
 from memory.contract.base import SearchHit
-from memory.recall import SOURCES, source_weight
+from memory.search.recall import SOURCES, source_weight
 
 K1, B = 1.2, 0.75
 COVERAGE_WEIGHT = 0.5
@@ -45,7 +45,7 @@ _ROLE_LABELS = ("user:", "assistant:", "tool:", "system:")
 MESSAGE_TABLE = table_for("messages")
 _BEST_FIRST = operator.itemgetter(0, 1)
 #: What a row's score is multiplied by, per FTS table: the weight its views share
-#: (`memory.recall.SOURCE_WEIGHTS`).
+#: (`memory.search.recall.SOURCE_WEIGHTS`).
 TABLE_WEIGHT = {table_for(source): source_weight(source) for source in SOURCES}
 
 

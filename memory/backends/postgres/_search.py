@@ -39,7 +39,7 @@ from memory.backends.postgres._sql import (
     XACT_LOCK_SQL,
 )
 from memory.contract.base import IndexReport, SearchDoc, SearchHit, check_id, check_query
-from memory.recall import SOURCE_WEIGHTS
+from memory.search.recall import SOURCE_WEIGHTS
 
 log = logging.getLogger("tether.postgres")
 
@@ -57,7 +57,8 @@ COUNT_TTL_S = 10.0
 MAX_PAIRED = 4
 #: An `index_upsert` of this many rows is a bulk load: the GIN pending list is merged after.
 BULK_ROWS = 500
-#: What a match weighs by its view (`memory.recall.SOURCE_WEIGHTS`), as `QUERY_SEARCH_SQL` reads it.
+#: What a match weighs by its view (`memory.search.recall.SOURCE_WEIGHTS`), as
+#: `QUERY_SEARCH_SQL` reads it.
 WEIGHTS_JSON = json.dumps(SOURCE_WEIGHTS)
 #: Seconds between the merges of the GIN pending list that searches start (`PendingMerges`).
 MERGE_EVERY_S = 1.0

@@ -364,7 +364,7 @@ WHERE %(sources)s::text[] IS NULL OR source = ANY(%(sources)s)
 #: BM25's idea (rare words weigh more; idf from per-word counts through the GIN index) on top
 #: of PostgreSQL's per-word frequency ranking. (Full BM25 with tf from the tsvector's positions
 #: ranked no better on `bench/backends.py` and was 4x slower.) The sum is weighed by the kind
-#: of record (`weights`: `memory.recall.SOURCE_WEIGHTS` as a JSON object, 1 for the others).
+#: of record (`weights`: `memory.search.recall.SOURCE_WEIGHTS` as a JSON object, 1 for the others).
 QUERY_SEARCH_SQL = """
 SELECT doc_id, source, path, body,
        ({score}) * coalesce((%(weights)s::jsonb ->> source)::float8, 1) AS score

@@ -1,7 +1,7 @@
 """The storage contract (`memory.contract.base`) on every backend: files+SQLite, in-memory,
 PostgreSQL.
 
-The contract's tests live in `memory.conformance` (importable by a backend of anyone's) and
+The contract's tests live in `memory.backends.conformance` (importable by a backend of anyone's) and
 run here once per backend (the `url` fixture's params); the tests below need a URL that
 another process can open. Through the public contract only: documents with versions
 and compare-and-set, entries and chunks (byte-exact), the search index, task records, the
@@ -23,7 +23,7 @@ import time
 import pytest
 
 from memory.backends import open_backend
-from memory.conformance import *  # noqa: F403  the contract's tests, run on each of ALL
+from memory.backends.conformance import *  # noqa: F403  the contract's tests, run on each of ALL
 from memory.contract.base import LockHeldError
 from tests.pg import private_schema
 

@@ -1,4 +1,4 @@
-"""`memory.conformance` runs against a backend that is not tether's: a module of its own
+"""`memory.backends.conformance` runs against a backend that is not tether's: a module of its own
 imports the tests and gives the `backend` fixture. A correct backend passes them all; one
 that breaks the contract (a version that does not grow) fails them."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 MODULE = '''
 import pytest
 from memory.backends.inmemory import InMemoryBackend
-from memory.conformance import *  # noqa: F403
+from memory.backends.conformance import *  # noqa: F403
 
 
 class ThirdPartyBackend(InMemoryBackend):

@@ -1,6 +1,6 @@
 """Everything stored is findable, however long the message or block that holds it.
 
-Through the backend contract and `memory.recall.search`, on every backend: a word past the
+Through the backend contract and `memory.search.recall.search`, on every backend: a word past the
 first 20,000 characters of a message, the last word of a multi-megabyte message, a word
 in a non-ASCII message and in a one-line file block of that size are found, cited at the
 right line, and shown in the snippet.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from memory.backends import open_backend
-from memory.recall import search
+from memory.search.recall import search
 from tests.pg import private_schema
 
 MESSAGES = "working/T1/messages.jsonl"

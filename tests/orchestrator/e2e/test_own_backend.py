@@ -90,7 +90,7 @@ def test_it_passes_the_contract_tests_and_skips_the_capabilities_it_lacks(tmp_pa
         textwrap.dedent(
             """
             import pytest
-            from memory.conformance import *  # noqa: F403
+            from memory.backends.conformance import *  # noqa: F403
             from tests.minimal_backend import MinimalBackend
 
             @pytest.fixture

@@ -3,7 +3,7 @@
 The survey reads the project's files, and the README it reads is large enough to be offloaded
 as an entry (raw tool output) that holds the search command itself. The search must answer
 from what the agents distilled (findings, plans, snapshots, notes), not from the README's
-chunks or the conversation log quoting the same words (`memory.recall.SOURCE_WEIGHTS`).
+chunks or the conversation log quoting the same words (`memory.search.recall.SOURCE_WEIGHTS`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ FILES = {
     "orchestrator/graph.py": '"""The graph: plan, spawn, merge, advance."""\n\n\n'
     "def run_graph(state):\n    return state\n",
     "memory/__init__.py": '"""tether\'s external memory: files a person reads, and recall."""\n',
-    "memory/recall.py": '"""Ranked recall over all of memory."""\n',
+    "memory/search/recall.py": '"""Ranked recall over all of memory."""\n',
 }
 
 

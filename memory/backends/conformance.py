@@ -1,11 +1,11 @@
 """The storage contract's conformance tests, for any backend (tether's three and yours).
 
 Every test takes one fixture, `backend`: a fresh, empty store that implements
-`memory.contract.base.BaseBackend`, opened for the test and closed after. Run them against a backend
-of your own from a test module of yours::
+`memory.contract.base.BaseBackend`, opened for the test and closed after. Run them against a
+backend of your own from a test module of yours::
 
     import pytest
-    from memory.conformance import *  # noqa: F403  (pytest collects the imported tests)
+    from memory.backends.conformance import *  # noqa: F403  (pytest collects the imported tests)
 
     @pytest.fixture
     def backend(tmp_path):
@@ -15,7 +15,7 @@ of your own from a test module of yours::
 They check through the public contract only: documents with versions and compare-and-set,
 appends with permanent line numbers, entries and chunks (byte-exact), the search index,
 task records, the subagent registry, the per-task lock, the mutex and bad input. They need
-pytest. tether's own run (`tests/memory/test_backend_conformance.py`) adds tests that start
+pytest. tether's own run (`tests/memory/backends/test_backend_conformance.py`) adds tests that start
 several processes on one store, which need a URL `memory.backends.open_backend` opens.
 """
 
@@ -347,7 +347,7 @@ def test_rows_where_common_words_meet_outrank_rows_with_one_of_them(backend):
 
 def test_distilled_records_outrank_raw_output_for_the_same_words(backend):
     """A finding, a plan or a note comes before the tool output and the log lines it was
-    distilled from (`memory.recall.SOURCE_WEIGHTS`), though they repeat the words more; a
+    distilled from (`memory.search.recall.SOURCE_WEIGHTS`), though they repeat the words more; a
     raw output holding the question's words that no record holds still comes first."""
     out = "graph.py: the graph compiles once; graph nodes spawn subagents, subagents report"
     log = "tool: graph/ holds the graph and the nodes of the subagents, subagents run"
@@ -460,7 +460,7 @@ def test_put_entry_keeps_id_metadata_and_chunks(backend):
 
 # -- the index holds the backend's own documents and entries -------------------------------
 def test_documents_and_entries_are_searchable_with_citations(backend):
-    from memory.recall import search
+    from memory.search.recall import search
 
     backend.put_document("findings/scout_1.md", b"# Scout\n\nThe walrus cache lives in redis.\n")
     backend.append_jsonl("working/t/messages.jsonl", [{"role": "user", "content": "hello"}])
