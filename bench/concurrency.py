@@ -69,7 +69,7 @@ def _cpu(pid: int | None) -> float:
 
 
 def _writer(where: str, writer: int, count: int, start: Any, out: Any) -> None:
-    from memory.working import WorkingMemory
+    from memory.task.working import WorkingMemory
 
     name = f"tether-bench-writer-{writer}"
     store = _store(where, name)
@@ -116,7 +116,7 @@ def run(
     the writers and the searchers are all done."""
     ctx = mp.get_context("spawn")
     store = _store(where)  # set up (schema, folders) once, before the race
-    from memory.working import WorkingMemory
+    from memory.task.working import WorkingMemory
 
     WorkingMemory(store, TASK).ensure()
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
@@ -159,7 +159,7 @@ def run(
 
 def verify(store: Any, writers: int, messages: int) -> str:
     """ "" when every message is there once, in order per writer; else what is wrong."""
-    from memory.working import WorkingMemory
+    from memory.task.working import WorkingMemory
 
     seen: dict[int, list[int]] = {w: [] for w in range(writers)}
     for message in WorkingMemory(store, TASK).messages():

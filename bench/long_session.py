@@ -39,11 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.archive import Archive
 from memory.context import ContextBudgets, ContextBuilder, count_tokens
 from memory.store import MemoryStore
+from memory.task.archive import Archive
+from memory.task.working import WorkingMemory
 from memory.text.summarize import extractive_summary
-from memory.working import WorkingMemory
 
 SYSTEM = "You are the lead agent of a long software task. Use recall_memory when unsure."
 CHECKPOINTS = (10, 100, 1_000, 10_000)

@@ -33,21 +33,21 @@ from memory.paths import Layout, resolve_root
 from memory.store import MemoryStore
 
 if TYPE_CHECKING:
-    from memory.archive import Archive
     from memory.context import BuiltContext, ContextBudgets, ContextBuilder, build_context
     from memory.contract.entries import Entry
     from memory.search.recall import SearchResult
+    from memory.task.archive import Archive
+    from memory.task.working import WorkingMemory
     from memory.tools import memory_tools
-    from memory.working import WorkingMemory
 
 _LAZY = {
-    "Archive": "memory.archive",
+    "Archive": "memory.task.archive",
     "BuiltContext": "memory.context",
     "ContextBudgets": "memory.context",
     "ContextBuilder": "memory.context",
     "Entry": "memory.contract.entries",
     "SearchResult": "memory.search.recall",
-    "WorkingMemory": "memory.working",
+    "WorkingMemory": "memory.task.working",
     "build_context": "memory.context",
     "memory_tools": "memory.tools",
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memory.archive import Summary
+from memory.task.archive import Summary
 from memory.text.tokens import count_tokens, estimate_tokens, message_tokens
 
 

@@ -41,7 +41,7 @@ from memory.contract.base import BaseBackend
 from memory.contract.capabilities import HoldsGraphState
 from memory.paths import Layout
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.working import WorkingMemory
 from orchestrator.agents.budget import TokenBudget
 from orchestrator.agents.chat_models import ResolvedModel, agent_models, run_model
 from orchestrator.approvals import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from memory.cli.common import get_store, latest_task
-from memory.status_file import FILE_NAME, write_status_file
+from memory.task.status_file import FILE_NAME, write_status_file
 
 
 def register(cli: click.Group) -> None:

@@ -14,12 +14,12 @@ import json
 
 import click
 
-from memory.archive import Archive, SummaryStatus
 from memory.cli.common import get_store, latest_task
 from memory.errors import InvalidInputError
 from memory.longterm import episode_index
 from memory.memfiles import format_size, list_memory
-from memory.working import WorkingMemory, list_tasks
+from memory.task.archive import Archive, SummaryStatus
+from memory.task.working import WorkingMemory, list_tasks
 
 _task_option = click.option(
     "--task",

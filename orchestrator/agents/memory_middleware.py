@@ -11,7 +11,7 @@ agent.invoke({"messages": [{"role": "user", "content": "Map the auth flow"}]})
 What it does, per model call:
 
 * **records** every new message (user, assistant with its tool calls, tool results) in
-  `working/{task}/messages.jsonl` through `memory.working.WorkingMemory`;
+  `working/{task}/messages.jsonl` through `memory.task.working.WorkingMemory`;
 * **recalls**: the first call of a context gets the best matching snippets of the memory
   directory (findings, facts, episodes, entries) added to its system message;
 * **gauges** the context: the input tokens the provider reported for the last call
@@ -49,7 +49,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.working import WorkingMemory
 from orchestrator.agents.chat_models import CONTEXT_RATIO, effective_threshold
 from orchestrator.agents.gauge import SAVE, WARN, TokenGauge, UsageRatio
 from orchestrator.agents.offload import OffloadLargeToolResults

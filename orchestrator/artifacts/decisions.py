@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.working import WorkingMemory
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.render import md_code, md_inline
 from orchestrator.artifacts.text import sections

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
-from memory.archive import Archive
+from memory.task.archive import Archive
+from memory.task.working import WorkingMemory
 from memory.text.tokens import CHARS_PER_TOKEN
-from memory.working import WorkingMemory
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.findings import list_findings, read_findings
 from orchestrator.artifacts.render import md_block, md_code

@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from memory.context import ContextBudgets, ContextBuilder
 from memory.longterm import memory_index_message
-from memory.working import WorkingMemory
+from memory.task.working import WorkingMemory
 from orchestrator.agents.provider import approx_tokens
 from orchestrator.artifacts.text import body_text, sections
 from orchestrator.config.defaults import RECALL_SCOPES

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from memory.errors import MemoryStoreError
-from memory.status_file import write_status_file
-from memory.working import WorkingMemory
+from memory.task.status_file import write_status_file
+from memory.task.working import WorkingMemory
 from orchestrator.artifacts.checkpoint import write_checkpoint
 from orchestrator.artifacts.checkpoint_model import Checkpoint
 from orchestrator.artifacts.decisions import decision_lines, key_decisions

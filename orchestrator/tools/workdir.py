@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from memory.errors import PathEscapeError
 from memory.paths import confine, read_bounded
-from memory.status_file import BEGIN as STATUS_BEGIN
-from memory.status_file import FILE_NAME as STATUS_FILE
+from memory.task.status_file import BEGIN as STATUS_BEGIN
+from memory.task.status_file import FILE_NAME as STATUS_FILE
 from orchestrator.config.settings import check_workdir
 from orchestrator.tools._dirfd import NotRegularError, open_regular
 

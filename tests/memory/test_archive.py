@@ -1,4 +1,4 @@
-"""The never-delete archive and its summary tree, through `memory.archive.Archive`.
+"""The never-delete archive and its summary tree, through `memory.task.archive.Archive`.
 
 Covers: the trigger every N user turns, level-1 summaries naming exact `messages.jsonl`
 lines, folding more than five active summaries into the next level, per-task settings that
@@ -22,10 +22,10 @@ import time
 import pytest
 
 from memory import durable
-from memory.archive import Archive, note_meta
 from memory.store import MemoryStore
+from memory.task.archive import Archive, note_meta
+from memory.task.working import WorkingMemory
 from memory.text.summarize import ChatModelSummarizer
-from memory.working import WorkingMemory
 
 
 def _turns(wm: WorkingMemory, count: int, start: int = 1) -> None:
@@ -235,9 +235,9 @@ def test_chat_model_summariser_and_its_failure(wm):
 
 _CHILD = textwrap.dedent("""
     import sys, time
-    from memory.archive import Archive
+    from memory.task.archive import Archive
     from memory.store import MemoryStore
-    from memory.working import WorkingMemory
+    from memory.task.working import WorkingMemory
 
     def slow(text, max_tokens):
         time.sleep(0.002)

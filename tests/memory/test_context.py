@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from memory.archive import Archive
 from memory.context import ContextBudgets, ContextBuilder, build_context, count_tokens
 from memory.search.recall import SearchResult
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.archive import Archive
+from memory.task.working import WorkingMemory
 
 
 def _turns(wm, count, start=1, size=40):

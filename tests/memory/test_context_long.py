@@ -13,10 +13,10 @@ import os
 
 import pytest
 
-from memory.archive import Archive
 from memory.context import ContextBudgets, ContextBuilder, count_tokens
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.archive import Archive
+from memory.task.working import WorkingMemory
 
 TURNS = 10_000
 FACT_TURN = 37

@@ -351,7 +351,7 @@ def test_no_memory_means_no_index_message():
 
 
 def test_index_message_is_injected_once_per_task():
-    from memory.working import WorkingMemory
+    from memory.task.working import WorkingMemory
 
     store = MemoryStore()
     wm = WorkingMemory(store, "t1").ensure()

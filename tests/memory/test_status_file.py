@@ -16,7 +16,7 @@ from markdown_it import MarkdownIt
 
 from memory import MemoryStore
 from memory.cli.app import cli
-from memory.status_file import BEGIN, END
+from memory.task.status_file import BEGIN, END
 
 
 def _memory(*args: str):
@@ -101,7 +101,7 @@ def test_a_run_names_the_checkpoint_it_just_wrote_and_falls_back_when_it_is_unre
     tmp_path, memory_dir
 ):
     from memory import MemoryStore
-    from memory.status_file import write_status_file
+    from memory.task.status_file import write_status_file
 
     _checkpoint(memory_dir, "cp_exploration_20261123T100000000000Z", "shop", "exploration")
     _checkpoint(memory_dir, "cp_planning_20261123T110000000000Z", "shop", "planning")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from memory.store import MemoryStore
+from memory.task.working import WorkingMemory
 from memory.tools import memory_tools
-from memory.working import WorkingMemory
 
 NAMES = [
     "recall_memory",

@@ -1,4 +1,4 @@
-"""Working memory of a task through `memory.working.WorkingMemory`.
+"""Working memory of a task through `memory.task.working.WorkingMemory`.
 
 Covers: overview.md created from the template with its sections and never
 overwritten, hand edits read back, section updates, detail notes with a META block, and the
@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from memory.archive import note_meta
 from memory.errors import InvalidInputError, PathEscapeError
 from memory.store import MemoryStore
-from memory.working import OVERVIEW_SECTIONS, WorkingMemory, list_tasks
+from memory.task.archive import note_meta
+from memory.task.working import OVERVIEW_SECTIONS, WorkingMemory, list_tasks
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from memory import longterm, memfiles
 from memory.cli.app import cli
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.working import WorkingMemory
 
 
 def run(*args: str):

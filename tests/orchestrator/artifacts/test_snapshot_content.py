@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.working import WorkingMemory
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts import read_findings, read_snapshot
 from orchestrator.artifacts.snapshot_content import (

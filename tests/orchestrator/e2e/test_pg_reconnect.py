@@ -19,7 +19,7 @@ import pytest
 from memory.backends.postgres import PostgresBackend
 from memory.contract.base import LockHeldError, StorageError
 from memory.store import MemoryStore
-from memory.working import WorkingMemory
+from memory.task.working import WorkingMemory
 from orchestrator.api import Orchestrator
 from tests.pg import BASE_URL, private_schema
 from tests.tcp_proxy import TcpProxy

@@ -6,7 +6,7 @@ are active, the oldest `fanout` are folded into one summary of the next level, r
 
 The summary files are the whole truth (`working/{task}/detail/summary-L{level}-{seq}.md`,
 documents of the store's backend; their format and the tree read from them are in
-`memory.archive`, the `summary.json` settings in `memory.archive`).
+`memory.task.archive`, the `summary.json` settings in `memory.task.archive`).
 Each names what it covers in its META block: an L1 names a line range of `messages.jsonl`
 (`messages.jsonl#L41-L60`), an L2+ names the summary files it folds. From these files:
 
@@ -45,10 +45,10 @@ from typing import Any
 
 from memory.clock import now_iso
 from memory.errors import InvalidInputError, SummarizerFailed
+from memory.task.working import Message, WorkingMemory
 from memory.templating import render
 from memory.text.summarize import Summarizer, call_with_timeout, extractive_summary
 from memory.text.words import keywords
-from memory.working import Message, WorkingMemory
 
 DEFAULT_FANOUT = 5
 DEFAULT_SUMMARY_TOKENS = 150

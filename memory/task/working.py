@@ -9,7 +9,7 @@ Documents of the store's backend (files of the memory directory by default)::
 Invariant: `messages.jsonl` only grows. Each message is one JSON line appended with the
 backend's `append_lines` (whole lines, durable, never interleaved), whose returned 1-based
 line number is the message's permanent citation (`messages.jsonl#L45`). Nothing here rewrites
-or deletes a line; archiving (`memory.archive`) is recorded in summary files that *name* lines.
+or deletes a line; archiving (`memory.task.archive`) is recorded in summary files that *name* lines.
 
 `WorkingMemory` keeps an in-process cache of the log that it extends incrementally from the
 last byte it read (`get_document(offset=...)`), so the context builder can look at recent
