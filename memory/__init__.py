@@ -35,10 +35,10 @@ from memory.store import MemoryStore
 if TYPE_CHECKING:
     from memory.context import BuiltContext, ContextBudgets, ContextBuilder, build_context
     from memory.contract.entries import Entry
+    from memory.facts.tools import memory_tools
     from memory.search.recall import SearchResult
     from memory.task.archive import Archive
     from memory.task.working import WorkingMemory
-    from memory.tools import memory_tools
 
 _LAZY = {
     "Archive": "memory.task.archive",
@@ -49,7 +49,7 @@ _LAZY = {
     "SearchResult": "memory.search.recall",
     "WorkingMemory": "memory.task.working",
     "build_context": "memory.context",
-    "memory_tools": "memory.tools",
+    "memory_tools": "memory.facts.tools",
 }
 
 __all__ = [

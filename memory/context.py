@@ -50,7 +50,7 @@ from typing import Any
 from memory._context_parts import Parts, Snippet, assemble, part_tokens, system_text, system_tokens
 from memory.backends.blocks import message_text
 from memory.errors import MemoryStoreError
-from memory.longterm import ensure_memory_index
+from memory.facts.longterm import ensure_memory_index
 from memory.task.archive import Archive, Summary
 from memory.task.working import Message, WorkingMemory
 from memory.text.tokens import count_tokens, estimate_tokens

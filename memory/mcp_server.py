@@ -10,9 +10,9 @@ Tools (names and descriptions are written for the model that calls them):
   when the `orchestrator` package is installed (see "Task tools" below).
 
 Design: every tool is a thin wrapper over the library functions the LangChain tools in
-`memory.tools` wrap (`MemoryStore.search/log/fetch`, `memory.memfiles`), so the sandbox is
-the same one: every path goes through `memory.paths.confine`, and only the files
-`memory.memfiles` lets an agent write are writable. Where the LangChain tools answer an
+`memory.facts.tools` wrap (`MemoryStore.search/log/fetch`, `memory.facts.memfiles`), so the
+sandbox is the same one: every path goes through `memory.paths.confine`, and only the files
+`memory.facts.memfiles` lets an agent write are writable. Where the LangChain tools answer an
 error as an `Error: ...` string (an agent must keep going), this server raises
 `ToolError`, which the SDK sends as an MCP error result (`isError: true`) with the same
 one-line message; the server itself never stops on bad input.
@@ -44,11 +44,11 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-import memory.memfiles as memfiles
+import memory.facts.memfiles as memfiles
 from memory._mcp_stdio import read_frame, stdio_server
 from memory.errors import MemoryDirError, MemoryStoreError
+from memory.facts.tools import Patch, read_memory_lines
 from memory.search.recall import format_results
-from memory.tools import Patch, read_memory_lines
 
 __all__ = [
     "INSTRUCTIONS",

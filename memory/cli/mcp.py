@@ -1,7 +1,7 @@
 """`memory mcp`: serve the memory directory to MCP clients (Claude Code, Cursor) over stdio.
 
 The verb only opens the store and hands it to `memory.mcp_server`; the `mcp` SDK (and,
-through `memory.tools`, LangChain) is imported when the verb runs, never at CLI start-up.
+through `memory.facts.tools`, LangChain) is imported when the verb runs, never at CLI start-up.
 stdout belongs to the MCP protocol, so nothing else is written there.
 """
 

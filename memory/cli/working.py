@@ -16,8 +16,8 @@ import click
 
 from memory.cli.common import get_store, latest_task
 from memory.errors import InvalidInputError
-from memory.longterm import episode_index
-from memory.memfiles import format_size, list_memory
+from memory.facts.longterm import episode_index
+from memory.facts.memfiles import format_size, list_memory
 from memory.task.archive import Archive, SummaryStatus
 from memory.task.working import WorkingMemory, list_tasks
 

@@ -30,7 +30,7 @@ What it does, per model call:
 * **evicts large tool results** (`orchestrator.agents.offload.OffloadLargeToolResults`, which it
   extends): a result over `tool_result_tokens` (default 10% of the model's window) is
   stored as a memory entry and the model gets its head and the entry id, to read more with
-  `memory_fetch` (give the agent `memory.tools.memory_tools(store)`).
+  `memory_fetch` (give the agent `memory.facts.tools.memory_tools(store)`).
 
 Messages carry their LangChain ids into the log, and an id already there is not written
 again (an agent replayed after a crash). Events go to `on_event` (dicts with `event`:

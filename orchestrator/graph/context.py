@@ -21,8 +21,8 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
+from memory.facts.tools import memory_tools
 from memory.store import MemoryStore
-from memory.tools import memory_tools
 from orchestrator.agents.budget import BudgetMiddleware, TokenBudget
 from orchestrator.agents.chat_models import ResolvedModel, effective_threshold
 from orchestrator.agents.gauge import UsageRatio
@@ -271,7 +271,7 @@ class RunContext:
         return list(self._cached(("workdir", workdir), lambda: list(workdir_tools(Path(workdir)))))
 
     def memory_tools(self, task_id: str) -> list[BaseTool]:
-        """`recall_memory` and the `memory_*` tools of `memory.tools`."""
+        """`recall_memory` and the `memory_*` tools of `memory.facts.tools`."""
         return list(
             self._cached(
                 ("memory", task_id), lambda: list(memory_tools(self.store, task_id=task_id))

@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from memory.context import ContextBudgets, ContextBuilder
-from memory.longterm import memory_index_message
+from memory.facts.longterm import memory_index_message
 from memory.task.working import WorkingMemory
 from orchestrator.agents.provider import approx_tokens
 from orchestrator.artifacts.text import body_text, sections

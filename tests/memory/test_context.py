@@ -252,7 +252,7 @@ def test_fresh_task_and_failing_recall_still_build(wm):
 
 
 def test_first_build_logs_the_memory_index_once(wm):
-    from memory.memfiles import write_memory
+    from memory.facts.memfiles import write_memory
 
     write_memory(wm.store, "facts/user.md", "# User\n\n- Name: Zhang San\n")
     wm.append_message("user", "Survey the repo")

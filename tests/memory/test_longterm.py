@@ -1,4 +1,4 @@
-"""Long-term facts and episodes through `memory.longterm` and its tools.
+"""Long-term facts and episodes through `memory.facts.longterm` and its tools.
 
 Covers the long-term memory's promises (a fact given in one process is used after a
 restart; "what did we do last time" finds the episode; files are readable markdown; a hand
@@ -21,11 +21,11 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from memory import longterm, memfiles
 from memory.errors import PatchNotFoundError
-from memory.reflect import reflect
+from memory.facts import longterm, memfiles
+from memory.facts.reflect import reflect
+from memory.facts.tools import memory_tools
 from memory.store import MemoryStore
-from memory.tools import memory_tools
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = date(2026, 11, 22)
@@ -73,7 +73,7 @@ class TestAcceptance:
         _run(
             """
             from memory.store import MemoryStore
-            from memory.tools import memory_tools
+            from memory.facts.tools import memory_tools
             tools = {t.name: t for t in memory_tools(MemoryStore())}
             print(tools["memory_write"].invoke({"path": "facts/user.md", "content":
                   "# User Facts\\n\\n- Name: Zhang San\\n- Language: Chinese discussion\\n"}))
@@ -82,9 +82,9 @@ class TestAcceptance:
         )
         out = _run(
             """
-            from memory.longterm import memory_index_message
+            from memory.facts.longterm import memory_index_message
             from memory.store import MemoryStore
-            from memory.tools import memory_tools
+            from memory.facts.tools import memory_tools
             store = MemoryStore()
             print(memory_index_message(store))
             tools = {t.name: t for t in memory_tools(store)}
@@ -99,7 +99,7 @@ class TestAcceptance:
         _run(
             """
             from datetime import date
-            from memory.reflect import reflect
+            from memory.facts.reflect import reflect
             from memory.store import MemoryStore
             reflect(MemoryStore(), task_id="t7", objective="Fix the logger stdout leak",
                     outcome="replaced the pino pipeline with a line transport",
@@ -158,7 +158,7 @@ class TestAcceptance:
         assert tools["memory_read"].invoke({"path": "facts/user.md"}) == edited
         out = _run(
             """
-            from memory.memfiles import read_memory
+            from memory.facts.memfiles import read_memory
             from memory.store import MemoryStore
             print(read_memory(MemoryStore(), "facts/user.md"), end="")
         """,

@@ -1,4 +1,4 @@
-"""The LangChain memory tools (`memory.tools`) as an agent calls them.
+"""The LangChain memory tools (`memory.facts.tools`) as an agent calls them.
 
 Covers: the eight tool names and their schemas, the path sandbox (`..`, absolute paths,
 symlinks leading out, NUL bytes, very long names, internal files) answered with a clear
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from memory.facts.tools import memory_tools
 from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
-from memory.tools import memory_tools
 
 NAMES = [
     "recall_memory",

@@ -8,7 +8,7 @@ that answered alone in its plan (`PhasePlan.answer`, no subtasks) makes no furth
 
 The answer opens the task's final synthesis, `findings/merged_{ts}.md` (the template's
 merge of every finding follows it), and the research plan and the closing snapshot start
-with it. Then the episode is recorded in long-term memory (`memory.reflect.reflect`) and the
+with it. Then the episode is recorded in long-term memory (`memory.facts.reflect.reflect`) and the
 task's final checkpoint written (`task_complete`).
 
 Idempotent: the answer is recorded in the artifact registry (`answer:final`) as soon as the
@@ -22,7 +22,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from memory.reflect import reflect
+from memory.facts.reflect import reflect
 from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.provider import approx_tokens, tool_tokens

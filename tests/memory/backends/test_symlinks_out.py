@@ -20,7 +20,7 @@ import pytest
 from memory import MemoryStore
 from memory.backends import open_backend
 from memory.backends.files.tree import import_tree
-from memory.tools import memory_tools
+from memory.facts.tools import memory_tools
 from tests.clis import memory_cli
 from tests.pg import private_schema
 

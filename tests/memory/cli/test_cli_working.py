@@ -17,8 +17,8 @@ from datetime import date
 import pytest
 from click.testing import CliRunner
 
-from memory import longterm, memfiles
 from memory.cli.app import cli
+from memory.facts import longterm, memfiles
 from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
 

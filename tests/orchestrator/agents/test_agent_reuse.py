@@ -11,8 +11,8 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
+from memory.facts.tools import memory_tools
 from memory.store import MemoryStore
-from memory.tools import memory_tools
 from orchestrator.agents.loop import run_agent
 from orchestrator.offline import OfflineChatModel
 from orchestrator.tools.workdir import workdir_tools

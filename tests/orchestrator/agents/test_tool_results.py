@@ -17,7 +17,7 @@ from langchain.agents import create_agent
 from langchain_openai import ChatOpenAI
 
 from memory import MemoryStore
-from memory.tools import memory_tools
+from memory.facts.tools import memory_tools
 from orchestrator import TetherMemoryMiddleware
 from orchestrator.api import Orchestrator
 from tests.orchestrator.fixtures.widget_tools import big_report

@@ -225,7 +225,7 @@ def test_default_phases_constant():
 def test_known_tools_are_the_tools_a_run_builds(tmp_path):
     """`KNOWN_TOOLS` (what a workflow may name) matches the workdir and memory tools."""
     from memory import MemoryStore
-    from memory.tools import memory_tools
+    from memory.facts.tools import memory_tools
     from orchestrator.tools.workdir import workdir_tools
     from orchestrator.tools.workdir_write import write_tools
 

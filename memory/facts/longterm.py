@@ -5,7 +5,7 @@
 `memory_index_message()` turns the facts' and episodes' summary lines into the "Available
 memory" user message, so the agent decides what to `memory_read` (`ensure_memory_index`
 logs it once per task). The files themselves are read and written through
-`memory.memfiles`; the post-task reflector is `memory.reflect`.
+`memory.facts.memfiles`; the post-task reflector is `memory.facts.reflect`.
 """
 
 from datetime import date
@@ -13,7 +13,7 @@ from typing import Any
 
 from memory.clock import today_utc
 from memory.errors import InvalidInputError
-from memory.memfiles import (
+from memory.facts.memfiles import (
     _ENTRY_SUMMARY,
     append_memory,
     list_memory,

@@ -1,7 +1,7 @@
 """The post-task reflector: what is worth remembering across tasks, recorded as memory.
 
 `reflect()` runs, with a chat model, a tool-use loop with the read/write/patch/append tools
-(`memory.tools.longterm_tools`), pre-loaded with every fact file and the episode index; with
+(`memory.facts.tools.longterm_tools`), pre-loaded with every fact file and the episode index; with
 no model (offline), or when the model records no episode, it appends the episode
 (objective, outcome, files touched) deterministically.
 """
@@ -13,8 +13,8 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
 from memory.clock import today_utc
-from memory.longterm import episode_index, episode_path, facts_text, record_episode
-from memory.tools import longterm_tools
+from memory.facts.longterm import episode_index, episode_path, facts_text, record_episode
+from memory.facts.tools import longterm_tools
 
 
 @dataclass

@@ -4,10 +4,10 @@
 `memory_write`, `memory_patch`, `memory_append`, `memory_list`, `memory_log`,
 `memory_fetch`. `longterm_tools(store)` returns the five the reflector uses.
 
-Design: each tool is a thin wrapper over a library function (`memory.memfiles`,
+Design: each tool is a thin wrapper over a library function (`memory.facts.memfiles`,
 `MemoryStore.search/log/fetch`); the wrapper's only job is to turn errors into one line the
 agent can act on (`Error: path '../x' leaves the memory directory ...`) instead of an
-exception that would end the agent's run. Every path goes through `memory.memfiles.resolve`
+exception that would end the agent's run. Every path goes through `memory.facts.memfiles.resolve`
 (and, on a memory directory, `memory.paths.confine`), so nothing outside the memory is read or
 written.
 
@@ -24,7 +24,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-import memory.memfiles as memfiles
+import memory.facts.memfiles as memfiles
 from memory.errors import MemoryStoreError
 from memory.search.recall import format_results
 
