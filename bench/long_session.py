@@ -5,7 +5,7 @@ memory, archive and `ContextBuilder`, and compares, at turns 10, 100, 1,000 and 
 the tokens of one lead call's context for:
 
 * tether: system prompt + overview + active summaries + recalled snippets + recent turns,
-  built by `memory.context.ContextBuilder` with its default budgets (8,000 total);
+  built by `memory.window.context.ContextBuilder` with its default budgets (8,000 total);
 * full history: system prompt + every message so far;
 * rolling summary: system prompt + one summary re-made every 10 user turns from the previous
   summary and the new turns (extractive, capped at 2,000 tokens) + the last 4 turns.
@@ -39,11 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from memory.context import ContextBudgets, ContextBuilder, count_tokens
 from memory.store import MemoryStore
 from memory.task.archive import Archive
 from memory.task.working import WorkingMemory
 from memory.text.summarize import extractive_summary
+from memory.window.context import ContextBudgets, ContextBuilder, count_tokens
 
 SYSTEM = "You are the lead agent of a long software task. Use recall_memory when unsure."
 CHECKPOINTS = (10, 100, 1_000, 10_000)

@@ -33,22 +33,22 @@ from memory.paths import Layout, resolve_root
 from memory.store import MemoryStore
 
 if TYPE_CHECKING:
-    from memory.context import BuiltContext, ContextBudgets, ContextBuilder, build_context
     from memory.contract.entries import Entry
     from memory.facts.tools import memory_tools
     from memory.search.recall import SearchResult
     from memory.task.archive import Archive
     from memory.task.working import WorkingMemory
+    from memory.window.context import BuiltContext, ContextBudgets, ContextBuilder, build_context
 
 _LAZY = {
     "Archive": "memory.task.archive",
-    "BuiltContext": "memory.context",
-    "ContextBudgets": "memory.context",
-    "ContextBuilder": "memory.context",
+    "BuiltContext": "memory.window.context",
+    "ContextBudgets": "memory.window.context",
+    "ContextBuilder": "memory.window.context",
     "Entry": "memory.contract.entries",
     "SearchResult": "memory.search.recall",
     "WorkingMemory": "memory.task.working",
-    "build_context": "memory.context",
+    "build_context": "memory.window.context",
     "memory_tools": "memory.facts.tools",
 }
 

@@ -1,8 +1,8 @@
 """Read-only orchestrator tools for tether's MCP memory server (`memory mcp`).
 
-`memory.mcp_server` loads this module by name (`TOOL_PROVIDERS`) and calls `register`;
+`memory.mcp.mcp_server` loads this module by name (`TOOL_PROVIDERS`) and calls `register`;
 memory never imports orchestrator, the one direction imports go between the packages (see the
-`memory.mcp_server` docstring). The tools wrap the same functions as `orchestrator status`
+`memory.mcp.mcp_server` docstring). The tools wrap the same functions as `orchestrator status`
 and `orchestrator checkpoint report`, and only read: they never run, resume or checkpoint
 a task.
 """

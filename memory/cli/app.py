@@ -7,7 +7,7 @@ imported here. Each group of verbs lives in its own module of this package:
 * `entries`: log, fetch, list, refs, stats, prune
 * `search`: search, reindex
 * `working`: summary status|on|off|now, facts, episodes
-* `mcp`: mcp (the MCP server over stdio, `memory.mcp_server`)
+* `mcp`: mcp (the MCP server over stdio, `memory.mcp.mcp_server`)
 * `status_file`: status-file
 * `backend`: setup, export, import
 

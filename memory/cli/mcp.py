@@ -1,6 +1,6 @@
 """`memory mcp`: serve the memory directory to MCP clients (Claude Code, Cursor) over stdio.
 
-The verb only opens the store and hands it to `memory.mcp_server`; the `mcp` SDK (and,
+The verb only opens the store and hands it to `memory.mcp.mcp_server`; the `mcp` SDK (and,
 through `memory.facts.tools`, LangChain) is imported when the verb runs, never at CLI start-up.
 stdout belongs to the MCP protocol, so nothing else is written there.
 """
@@ -31,7 +31,7 @@ def memory_mcp(ctx: click.Context) -> None:
       memory mcp        # speaks MCP on stdin/stdout; not for typing into
     """
     try:
-        from memory.mcp_server import serve_stdio
+        from memory.mcp.mcp_server import serve_stdio
     except ModuleNotFoundError as exc:
         if exc.name != "mcp" and not (exc.name or "").startswith("mcp."):
             raise

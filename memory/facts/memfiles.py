@@ -5,7 +5,7 @@ notes are plain markdown a person can open, read and edit. Each carries a file-l
 `> Summary:` line regenerated after every write, patch or append (facts: the keys of their
 `- Key: value` bullets; episodes: the titles of their entries). `list_memory()` reads those
 lines; `read_memory`, `write_memory`, `patch_memory` and `append_memory` are what the
-LangChain tools (`memory.facts.tools`) and the MCP server (`memory.mcp_server`) call.
+LangChain tools (`memory.facts.tools`) and the MCP server (`memory.mcp.mcp_server`) call.
 
 Invariants:
 * Every path an agent gives goes through `memory.paths.check_relative` (no `..`, absolute

@@ -22,9 +22,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from memory.context import ContextBudgets, ContextBuilder
 from memory.facts.longterm import memory_index_message
 from memory.task.working import WorkingMemory
+from memory.window.context import ContextBudgets, ContextBuilder
 from orchestrator.agents.provider import approx_tokens
 from orchestrator.artifacts.text import body_text, sections
 from orchestrator.config.defaults import RECALL_SCOPES
@@ -74,7 +74,7 @@ already shows, the plan or a findings file of this task, is left out)."""
 
 def working_context(ctx: RunContext, state: OrchestratorState, *, recall: bool = True) -> str:
     """Overview, active summaries and recalled snippets (none with `recall=False`, which
-    searches nothing), from `memory.context.ContextBuilder`.
+    searches nothing), from `memory.window.context.ContextBuilder`.
 
     The builder's own recent-turns part is switched off: the lead's turns since its last
     fresh start come from `lead_log`, so that a handoff really starts a fresh context.

@@ -1,4 +1,4 @@
-"""Budgeted context assembly through `memory.context.ContextBuilder`.
+"""Budgeted context assembly through `memory.window.context.ContextBuilder`.
 
 Covers: the default budgets, the order of the parts (system prompt, overview,
 summaries highest level first, recalled snippets, recent turns), per-part and total budgets
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from memory.context import ContextBudgets, ContextBuilder, build_context, count_tokens
 from memory.search.recall import SearchResult
 from memory.store import MemoryStore
 from memory.task.archive import Archive
 from memory.task.working import WorkingMemory
+from memory.window.context import ContextBudgets, ContextBuilder, build_context, count_tokens
 
 
 def _turns(wm, count, start=1, size=40):

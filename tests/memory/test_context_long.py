@@ -13,10 +13,10 @@ import os
 
 import pytest
 
-from memory.context import ContextBudgets, ContextBuilder, count_tokens
 from memory.store import MemoryStore
 from memory.task.archive import Archive
 from memory.task.working import WorkingMemory
+from memory.window.context import ContextBudgets, ContextBuilder, count_tokens
 
 TURNS = 10_000
 FACT_TURN = 37

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from memory.mcp_server import read_frame
+from memory.mcp.mcp_server import read_frame
 
 INIT = {
     "jsonrpc": "2.0",

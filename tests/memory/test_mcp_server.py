@@ -263,7 +263,7 @@ def test_memory_serves_alone_without_importing_orchestrator(tmp_path):
     code = (
         "import sys, asyncio\n"
         "from memory.store import MemoryStore\n"
-        "from memory.mcp_server import build_server\n"
+        "from memory.mcp.mcp_server import build_server\n"
         f"server = build_server(MemoryStore({str(tmp_path / 'm')!r}), providers=())\n"
         "names = sorted(t.name for t in asyncio.run(server.list_tools()))\n"
         "print(','.join(names), 'orchestrator' in sys.modules)\n"

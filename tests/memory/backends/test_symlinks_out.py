@@ -78,7 +78,7 @@ def test_a_file_indexed_before_it_became_a_symlink_out_leaves_the_index(memory_d
 
 
 def test_recall_tools_of_agents_and_mcp_never_return_outside_text(leaky):
-    from memory.mcp_server import build_server
+    from memory.mcp.mcp_server import build_server
 
     with MemoryStore(leaky) as store:
         recall = {t.name: t for t in memory_tools(store, task_id="T1")}["recall_memory"]

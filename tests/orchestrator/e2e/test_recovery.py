@@ -42,7 +42,7 @@ _FORK.set_forkserver_preload(
         "orchestrator.offline",
         "orchestrator.graph.nodes.plan",
         "orchestrator.graph.nodes.subagent",
-        "memory.context",
+        "memory.window.context",
         "tests.orchestrator.e2e.test_recovery",
     ]
 )

@@ -268,7 +268,7 @@ def test_mcp_server_serves_a_postgres_memory(pg_url):
     import anyio
     from mcp.shared.memory import create_connected_server_and_client_session
 
-    from memory.mcp_server import build_server
+    from memory.mcp.mcp_server import build_server
     from memory.store import MemoryStore
 
     with MemoryStore.from_url(pg_url) as store:

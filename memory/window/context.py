@@ -16,7 +16,7 @@
 
 Parts 1-4 and 6 form one system message (providers differ on several system messages); recent
 turns follow as they were logged (tool calls and their results kept together). The parts and
-how they render are in `memory._context_parts`, the fill in `memory.context`.
+how they render are in `memory.window._context_parts`, the fill in `memory.window.context`.
 
 Invariant: `BuiltContext.tokens`, counted over the returned messages exactly as
 `count_tokens()` counts them, never exceeds `budgets.total`. When the parts together are
@@ -47,13 +47,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory._context_parts import Parts, Snippet, assemble, part_tokens, system_text, system_tokens
 from memory.backends.blocks import message_text
 from memory.errors import MemoryStoreError
 from memory.facts.longterm import ensure_memory_index
 from memory.task.archive import Archive, Summary
 from memory.task.working import Message, WorkingMemory
 from memory.text.tokens import count_tokens, estimate_tokens
+from memory.window._context_parts import (
+    Parts,
+    Snippet,
+    assemble,
+    part_tokens,
+    system_text,
+    system_tokens,
+)
 
 _TRUNCATED = "\n[... truncated: {n} more tokens; read {where}]"
 

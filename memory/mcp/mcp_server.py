@@ -45,9 +45,9 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 import memory.facts.memfiles as memfiles
-from memory._mcp_stdio import read_frame, stdio_server
 from memory.errors import MemoryDirError, MemoryStoreError
 from memory.facts.tools import Patch, read_memory_lines
+from memory.mcp._mcp_stdio import read_frame, stdio_server
 from memory.search.recall import format_results
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The parts of one built context and the messages they make (see `memory.context`).
+"""The parts of one built context and the messages they make (see `memory.window.context`).
 
 Parts 1-4 (system prompt, overview, summaries, recalled snippets) and the fill render as one
 system message; the recent turns follow it as logged. Every token count of the whole context
