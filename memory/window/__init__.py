@@ -10,5 +10,5 @@
 Invariant: a built context never exceeds its total budget, counted over the returned
 messages exactly as `memory.text.tokens.count_tokens` counts them, and every part left out
 is named with a citation the agent can recall it by. May import `memory.task`,
-`memory.facts`, `memory.backends` (`blocks.py`), `memory.text`, `memory.errors`.
+`memory.facts`, `memory.backends.blocks`, `memory.text`, `memory.errors`.
 """

@@ -10,17 +10,19 @@ The pieces, each in its own module of this package:
 
 * `_db`: the connection settings and the named, append-only migrations;
 * `_documents`: documents as files, with versions (`backend_documents`);
-* `_entries` (+ `_entry_sql`, `_journal`, `_entry_reads`, `_entry_upkeep`): entries in their
-  tiers, their journal, their reads, and stats, prune and the orphan sweep;
-* `_index` (+ `_index_scan`, `_index_entries`): the FTS5 index of every file and entry,
-  synced by mtime/size;
-* `_planner` (+ `_intersect`, `_rerank`): the query planner and reranker behind
-  `index_query` (`memory search`);
+* `_entries` (+ `_entry_sql`, `_journal`, `_entry_upkeep`): entries in their tiers, the
+  SQL that reads them, their journal, and stats, prune and the orphan sweep;
+* `_index` (+ `_index_scan`, `_index_plan`, `_index_schema`, `_watch`): the FTS5 index of
+  every file and entry, synced by mtime/size (the scan, the rows read for each changed file,
+  the tables, and the folder watch that lets a search skip the scan);
+* `_planner` (+ `_intersect`, `_rerank`, `_text`, `_conversation`): the query planner and
+  reranker behind `index_query` (`memory search`);
 * `_records`: the migrations of the contract's tables in `memory.db` (records are files);
 * `_repair`: a damaged `memory.db` moved aside and rebuilt where SQLite reports the damage,
   and a full disk as one line (every operation that touches the database is `healing`);
-* `_leftovers`: what interrupted writes leave (named by `memory stats`, swept by `prune`);
-* `_tree`: a memory tree as files, for `memory export` and `memory import`.
+* `_host`: what the parts need from the backend, so they need not import it;
+* `leftovers`: what interrupted writes leave (named by `memory stats`, swept by `prune`);
+* `tree`: a memory tree as files, for `memory export` and `memory import`.
 
 Nothing that resolves outside the root is indexed, listed or read (`memory.paths.Inside`).
 
