@@ -54,6 +54,12 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
     phase = current_phase(state)
     current = phase_subtasks(state, phase)
     completed = [f"{k}: {v['title']}" for k, v in subtasks.items() if k in findings]
+    if len(completed) > COMPLETED_SHOWN:  # the plan is in the lead's every prompt
+        earlier = len(completed) - COMPLETED_SHOWN
+        completed = [
+            f"{earlier} earlier (in the merged files under findings/)",
+            *completed[-COMPLETED_SHOWN:],
+        ]
     in_progress = [
         f"{k}: {v['title']}" for k, v in current.items() if k not in findings and k not in failed
     ]
@@ -84,11 +90,38 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         waiting=waiting,
         pending=pending,
         skipped=[f"phase {p} ({state.get('done_reason')})" for p in skipped],
+        waves=_waves(state),
         phase=phase,
         project_dir=ctx.project_dir,
         answer=state.get("answer") or "",
         answer_path=(state.get("answer_info") or {}).get("path") or "",
     )
+
+
+COMPLETED_SHOWN = 20
+"""Completed subtasks the plan names (the newest; the others are counted)."""
+
+
+def _waves(state: OrchestratorState) -> list[str]:
+    """`phase: N waves, M subtasks (current: wave W)` for each phase that ran in waves."""
+    count: dict[str, set[int]] = {}
+    subtasks: dict[str, int] = {}
+    for sub in (state.get("subtasks") or {}).values():
+        phase = sub.get("phase", "")
+        count.setdefault(phase, set()).add(int(sub.get("wave") or 1))
+        subtasks[phase] = subtasks.get(phase, 0) + 1
+    now, wave = current_phase(state), int(state.get("wave") or 1)
+    out = []
+    for phase in state["phases"]:
+        waves = len(count.get(phase, ()))
+        if waves > 1 or (phase == now and wave > 1):
+            current = (
+                f" (current: wave {wave})" if phase == now and state.get("status") != "done" else ""
+            )
+            out.append(
+                f"{phase}: {max(waves, wave if phase == now else 0)} waves, {subtasks.get(phase, 0)} subtasks{current}"
+            )
+    return out
 
 
 def _questions(ctx: RunContext, state: OrchestratorState) -> list[dict[str, Any]]:
@@ -321,19 +354,28 @@ def checkpoint_update(path: str | None) -> dict[str, Any]:
 
 # -- merged findings ----------------------------------------------------------------------
 def phase_findings(
-    ctx: RunContext, state: OrchestratorState, phase: str | None = None
+    ctx: RunContext,
+    state: OrchestratorState,
+    phase: str | None = None,
+    *,
+    keys: set[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Whole findings records (texts included, with `key`) of `phase` (None: every phase),
-    in subtask-key order (stable across runs), expanded from the state's references."""
+    """Whole findings records (texts included, with `key`) of `phase` (None: every phase;
+    `keys`: only those subtasks, e.g. one wave's), in subtask-key order (stable across
+    runs), expanded from the state's references."""
     findings = state.get("findings") or {}
-    keys = sorted(findings if phase is None else (k for k in phase_subtasks(state, phase)))
+    chosen = findings if phase is None else phase_subtasks(state, phase)
+    keys = sorted(k for k in chosen if keys is None or k in keys)
     task_id = state["task_id"]
     return [{"key": k, **ctx.finding(task_id, k, findings[k])} for k in keys if k in findings]
 
 
-def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, Any]) -> str:
+def merged_digest(
+    phase: str, records: list[dict[str, Any]], failed: dict[str, Any], *, wave: int = 1
+) -> str:
     """A compact text of the batch for the lead's conversation."""
-    lines = [f"Findings of phase {phase} ({len(records)} subagent(s)):"]
+    where = f"phase {phase}" + (f", wave {wave}" if wave > 1 else "")
+    lines = [f"Findings of {where} ({len(records)} subagent(s)):"]
     for r in records:
         where = f" ({r['path']})" if r.get("path") else ""
         summary = " ".join(str(r.get("summary") or "").split())
@@ -362,14 +404,16 @@ def merge_findings(
     records: list[dict],
     *,
     answer: dict[str, Any] | None = None,
+    batch: str | None = None,
 ) -> str:
     """Write (once) the merged findings of `records` as `phase`'s batch; returns its path.
-    `answer` (the task's final synthesis): the lead's answer, which opens the file.
+    `answer` (the task's final synthesis): the lead's answer, which opens the file;
+    `batch`: the batch's name when it is not the phase (a later wave: `state.merge_key`).
 
-    The batch is registered under `merged:{phase}:{number of findings}`, so a replay after
+    The batch is registered under `merged:{batch}:{number of findings}`, so a replay after
     a crash reuses the file it wrote instead of adding a second one.
     """
-    key = f"merged:{phase}:{len(records)}"
+    key = f"merged:{batch or phase}:{len(records)}"
     task_id = state["task_id"]
     docs = ctx.docs
     rec = registry_lookup(docs, task_id, key) or {}
