@@ -111,16 +111,13 @@ def _waves(state: OrchestratorState) -> list[str]:
         count.setdefault(phase, set()).add(int(sub.get("wave") or 1))
         subtasks[phase] = subtasks.get(phase, 0) + 1
     now, wave = current_phase(state), int(state.get("wave") or 1)
+    running = state.get("status") != "done"
     out = []
     for phase in state["phases"]:
-        waves = len(count.get(phase, ()))
-        if waves > 1 or (phase == now and wave > 1):
-            current = (
-                f" (current: wave {wave})" if phase == now and state.get("status") != "done" else ""
-            )
-            out.append(
-                f"{phase}: {max(waves, wave if phase == now else 0)} waves, {subtasks.get(phase, 0)} subtasks{current}"
-            )
+        waves = max(len(count.get(phase, ())), wave if phase == now else 0)
+        if waves > 1:
+            current = f" (current: wave {wave})" if phase == now and running else ""
+            out.append(f"{phase}: {waves} waves, {subtasks.get(phase, 0)} subtasks{current}")
     return out
 
 

@@ -36,8 +36,8 @@ from orchestrator.state import (
     current_phase,
     current_wave,
     subtask_key,
-    wave_subtasks,
     usage_record,
+    wave_subtasks,
 )
 from orchestrator.types import PhasePlan, Plan
 
