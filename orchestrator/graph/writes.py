@@ -38,8 +38,10 @@ from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
     current_phase,
+    merge_phase,
     phase_subtasks,
     skipped_phases,
+    wave_subtasks,
 )
 from orchestrator.types import MERGED_FIELDS, Plan, model_values
 
@@ -223,13 +225,25 @@ def checkpoint_payload(
     extra: dict | None = None,
     pending_approvals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The fields of a JSON checkpoint for the current state."""
+    """The fields of a JSON checkpoint for the current state.
+
+    A checkpoint holds the current wave (its subtasks, their findings), what is not
+    finished anywhere (pending or failed subtasks), counts and references; the subtasks
+    and findings of earlier waves are in the artifact registry and the findings files,
+    which a rebuild reads (`recovery.rebuild.state_from_checkpoint`). So a checkpoint's
+    size follows one wave, and the bytes of all of a task's checkpoints grow linearly
+    with its subagents, not with waves x subagents.
+    """
     docs = ctx.docs
     phase = phase or current_phase(state)
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
+    subtasks = state.get("subtasks") or {}
     current = phase_subtasks(state, phase)
-    completed = sorted(k for k in (state.get("subtasks") or {}) if k in findings)
+    wave = set(wave_subtasks(state)) if phase == current_phase(state) else set(current)
+    # the current wave, and whatever is not finished anywhere (pending, failed: retried)
+    listed = {k: v for k, v in subtasks.items() if k in wave or k not in findings}
+    completed = sorted(k for k in listed if k in findings)
     pending = sorted(k for k in current if k not in findings)
     blocked = sorted({v.get("agent", k) + ":" + k for k, v in failed.items() if k not in findings})
     plan = docs.plan(state["task_id"])
@@ -251,30 +265,71 @@ def checkpoint_payload(
             "(completed_findings) are not run again."
         ),
         "plan": plan if docs.exists(plan) else None,
-        "findings": sorted(v["path"] for v in findings.values() if v.get("path")),
+        "findings": sorted(findings[k]["path"] for k in completed if findings[k].get("path")),
         "entries": [],
         "langgraph": {"thread_id": ctx.thread_id or None, "checkpoint_id": None},
         "objective": state["objective"],
         "workdir": state.get("workdir"),
         "phases": list(state["phases"]),
         "phase_index": state["phase_index"],
-        "subtasks": [{**v, "key": k} for k, v in sorted((state.get("subtasks") or {}).items())],
-        "completed_findings": {k: v["path"] for k, v in sorted(findings.items())},
+        "subtasks": [{**v, "key": k} for k, v in sorted(listed.items())],
+        "completed_findings": {k: findings[k]["path"] for k in completed},
         "pending_approvals": list(pending_approvals or []),
         "skipped_phases": skipped_phases(state) if state.get("status") == "done" else [],
         "extra": {
             "trigger": trigger,
             "status": state.get("status", "running"),
-            "merged": dict(state.get("merged") or {}),
-            "tokens": dict(state.get("tokens") or {}),
+            "merged": _current_merged(state),
+            "tokens": _unfinished(state.get("tokens"), findings, listed),
             "snapshots": list(state.get("snapshots") or []),
             "failed": dict(state.get("failed") or {}),  # errors, for `orchestrator status`
             **{f: state.get(f) for f in LEAD_FIELDS if f in state},
             # the newest turns are enough to continue; keeps checkpoints small and fast
             "lead_log": list(state.get("lead_log") or [])[-CHECKPOINT_LEAD_TURNS:],
+            "lead_calls": list(state.get("lead_calls") or [])[-CHECKPOINT_LEAD_TURNS:],
+            "usage": _usage(state.get("usage"), findings, listed),
             **(extra or {}),
         },
     }
+
+
+EARLIER = "subagents (earlier waves)"
+"""The usage key under which a checkpoint sums the subagents of earlier waves."""
+
+
+def _finished_earlier(key: str, findings: dict[str, Any], listed: dict[str, Any]) -> bool:
+    """Whether a `tokens`/`usage` key (`{agent}:{subtask key}`) is a subagent of an earlier
+    wave that finished (its spend is in its registry record)."""
+    agent, _, subtask = key.partition(":")
+    return bool(subtask) and subtask in findings and subtask not in listed
+
+
+def _unfinished(
+    tokens: dict[str, int] | None, findings: dict[str, Any], listed: dict[str, Any]
+) -> dict[str, int]:
+    """The agents' tokens but those of finished subagents of earlier waves (a rebuild adds
+    theirs back from the registry: `recovery.rebuild.with_findings_tokens`)."""
+    return {k: v for k, v in (tokens or {}).items() if not _finished_earlier(k, findings, listed)}
+
+
+def _usage(
+    usage: dict[str, dict[str, int]] | None, findings: dict[str, Any], listed: dict[str, Any]
+) -> dict[str, dict[str, int]]:
+    """The agents' usage with the finished subagents of earlier waves summed under one key."""
+    out: dict[str, dict[str, int]] = {}
+    for key, value in (usage or {}).items():
+        name = EARLIER if _finished_earlier(key, findings, listed) else key
+        into = out.setdefault(name, {})
+        for field, n in (value or {}).items():
+            into[field] = into.get(field, 0) + int(n or 0)
+    return out
+
+
+def _current_merged(state: OrchestratorState) -> dict[str, str]:
+    """The merged batches a continuing run still looks up: the current phase's, the final."""
+    phase = current_phase(state)
+    return {k: v for k, v in (state.get("merged") or {}).items()
+            if k == "final" or merge_phase(k) == phase}  # fmt: skip
 
 
 def _context_summary(state: OrchestratorState, phase: str) -> str:
