@@ -38,7 +38,7 @@ from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
     current_phase,
-    merge_phase,
+    merge_key,
     phase_subtasks,
     skipped_phases,
     wave_subtasks,
@@ -326,10 +326,10 @@ def _usage(
 
 
 def _current_merged(state: OrchestratorState) -> dict[str, str]:
-    """The merged batches a continuing run still looks up: the current phase's, the final."""
-    phase = current_phase(state)
-    return {k: v for k, v in (state.get("merged") or {}).items()
-            if k == "final" or merge_phase(k) == phase}  # fmt: skip
+    """The merged batches a continuing run still looks up: the current wave's (`merge`
+    skips a batch it finds), the final synthesis."""
+    batch = merge_key(current_phase(state), int(state.get("wave") or 1))
+    return {k: v for k, v in (state.get("merged") or {}).items() if k in (batch, "final")}
 
 
 def _context_summary(state: OrchestratorState, phase: str) -> str:

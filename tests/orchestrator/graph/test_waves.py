@@ -20,76 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.orchestrator.openai_server import ScriptedOpenAI, prompt_tokens
-from tests.orchestrator.scripted_agents import agents, findings, offered, text_of
+from tests.orchestrator.scripted_agents import WAVE, offered, project, responder, text_of
 
 REPO = Path(__file__).resolve().parents[3]
 CMD = [sys.executable, "-m", "orchestrator.cli"]
-WORKFLOW = """
-phases: [documentation]
-thresholds: {max_subtasks: 5}
-agents:
-  writer:
-    description: Documents one module.
-    prompt: AGENT=writer
-    tools: [read_file]
-"""
-WAVE = 5
-
-
-def project(root: Path, modules: int) -> Path:
-    (root / "mods").mkdir(parents=True)
-    for i in range(modules):
-        (root / "mods" / f"m{i:02d}.py").write_text(f'"""Module {i:02d}."""\n\nVALUE = {i}\n')
-    (root / "wf.yaml").write_text(WORKFLOW)
-    return root
-
-
-def _lead_prompt(body: dict) -> str:
-    return "\n".join(text_of(m) for m in body["messages"] if m["role"] in ("user", "system"))
-
-
-def plan_for(modules: int):
-    """The scripted lead: the modules the `Covered:` line does not name, a wave at a time."""
-
-    def plan(body: dict) -> dict:
-        found = re.search(r"^Covered: (.*)$", _lead_prompt(body), re.MULTILINE)
-        covered = set(found.group(1).split(", ")) if found else set()
-        left = [f"mods/m{i:02d}.py" for i in range(modules)]
-        left = [m for m in left if m not in covered]
-        wave = left[:WAVE]
-        subs = [
-            {"id": Path(m).stem, "title": f"Document {Path(m).stem}", "description": "Doc.",
-             "agent": "writer", "scope": [m]}
-            for m in wave
-        ]  # fmt: skip
-        return {
-            "strategy": f"Document the modules, {WAVE} a wave.",
-            "subtasks": subs,
-            "continue_phase": len(left) > len(wave),
-        }
-
-    return plan
-
-
-def _read_scope(body: dict) -> dict:
-    users = [text_of(m) for m in body["messages"] if m["role"] == "user"]
-    scope = re.search(r"^Scope: (\S+)", users[0], re.MULTILINE)
-    return {"tool": "read_file", "args": {"path": scope.group(1) if scope else "."}}
-
-
-STEPS = {"writer": [_read_scope, findings("Module {subtask} documented.")]}
-
-
-def responder(modules: int):
-    lead = plan_for(modules)
-    rest = agents(lambda phase: {}, STEPS)
-
-    def respond(body: dict) -> dict:
-        if "PhasePlan" in offered(body):
-            return {"tool": "PhasePlan", "args": lead(body)}
-        return rest(body)
-
-    return respond
 
 
 def orch(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -132,7 +66,8 @@ def subagent_starts(server: ScriptedOpenAI) -> Counter:
         if "SubmitFindings" in offered(body) and not any(
             m["role"] == "assistant" for m in body["messages"]
         ):
-            scope = re.search(r"^Scope: (\S+)", _lead_prompt(body), re.MULTILINE)
+            users = "\n".join(text_of(m) for m in body["messages"] if m["role"] == "user")
+            scope = re.search(r"^Scope: (\S+)", users, re.MULTILINE)
             starts[scope.group(1) if scope else "?"] += 1
     return starts
 
