@@ -113,7 +113,9 @@ class Orchestrator:
         max_parallel: subagents running at once (default: workflow's).
         on_event: called with one dict per progress event.
         project_dir: where a project's `templates/` and `skills/` are (default: cwd).
-        max_subtasks: most subtasks the lead may plan per phase (default 4).
+        max_subtasks: most subtasks the lead may plan per wave (default 4).
+        max_waves: most waves of one phase (default: workflow's, else 50); the lead plans
+            another wave of a phase while its plan says `continue_phase`.
         model_timeout: seconds per model request (default: `$TETHER_MODEL_TIMEOUT`, the
             workflow's `model_timeout`, else 120).
         checkpointer: a LangGraph checkpointer for graph state (e.g. `PostgresSaver`); the
@@ -150,6 +152,7 @@ class Orchestrator:
         on_event: Callable[[Event], None] | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         max_subtasks: int | None = None,
+        max_waves: int | None = None,
         model_timeout: float | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
         memory_url: str | None = None,
@@ -176,6 +179,7 @@ class Orchestrator:
             token_threshold=token_threshold,
             max_parallel=max_parallel,
             max_subtasks=max_subtasks,
+            max_waves=max_waves,
             status_file=status_file,
             budget_tokens=budget_tokens,
         )
@@ -533,6 +537,7 @@ class Orchestrator:
             token_threshold=self.overrides.token_threshold,
             max_parallel=self.overrides.max_parallel,
             max_subtasks=self.overrides.max_subtasks,
+            max_waves=self.overrides.max_waves,
             budget_tokens=self.overrides.budget_tokens,
             thread_id=state["task_id"],
             project_dir=self.project_dir,

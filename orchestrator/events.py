@@ -117,12 +117,13 @@ class ResumeEvent(EventModel):
 
 
 class PhaseEvent(EventModel):
-    """A phase begins (`index` counts from 1)."""
+    """A phase (or its next wave) begins (`index` and `wave` count from 1)."""
 
     kind = "phase"
     phase: str
     index: int
     total: int
+    wave: int | None = None
 
 
 class PlannedSubtask(BaseModel):
@@ -136,22 +137,26 @@ class PlannedSubtask(BaseModel):
 
 
 class PlanEvent(EventModel):
-    """The lead planned the phase and wrote the research plan at `path`."""
+    """The lead planned a wave of the phase and wrote the research plan at `path`
+    (`continue_phase`: another wave of this phase follows these subtasks)."""
 
     kind = "plan"
     phase: str
     path: str
     subtasks: list[PlannedSubtask]
+    wave: int | None = None
+    continue_phase: bool = False
 
 
 class MergedEvent(EventModel):
-    """The phase's findings were merged into the file at `path`."""
+    """A wave's findings were merged into the file at `path`."""
 
     kind = "merged"
     phase: str
     path: str
     findings: int
     failed: list[str]
+    wave: int | None = None
 
 
 class CheckpointEvent(EventModel):

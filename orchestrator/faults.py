@@ -31,6 +31,7 @@ POINTS = (
     "advance_before_checkpoint",
     "advance_after_checkpoint",  # phase checkpoint written, phase index not yet moved
     "advance_after_prune",  # the finished phase's LangGraph checkpoints pruned
+    "advance_before_wave",  # a wave merged and checkpointed, the next wave not yet begun
     "answer_after_call",  # the answer recorded in the registry, no final file yet
     "finish_before_reflect",
     "waiting_before_record",  # a wait's checkpoint written, the task record not yet

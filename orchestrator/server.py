@@ -81,6 +81,7 @@ OPTION_KEYS = (
     "token_threshold",
     "max_parallel",
     "max_subtasks",
+    "max_waves",
     "project_dir",
 )
 
@@ -111,6 +112,7 @@ class ServeOptions(TypedDict, total=False):
     token_threshold: int
     max_parallel: int
     max_subtasks: int
+    max_waves: int
     project_dir: str
     """Where the project's `templates/`, `skills/` and relative workflow paths are."""
 
@@ -147,6 +149,7 @@ def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Orchestrator
         token_threshold=options.get("token_threshold"),
         max_parallel=options.get("max_parallel"),
         max_subtasks=options.get("max_subtasks"),
+        max_waves=options.get("max_waves"),
         project_dir=options.get("project_dir"),
         on_event=on_event,
     )

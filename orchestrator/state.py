@@ -11,7 +11,9 @@ dict), so it serialises into LangGraph's SQLite checkpointer, into tether's JSON
 checkpoints, and back again without custom types.
 
 Subtask keys are `"{phase}/{subtask_id}"` (`subtask_key`), so the same id proposed in
-two phases never collides.
+two phases never collides; a later wave of a phase that proposes an id again gets a suffix
+(`plan`). A phase runs in waves (`wave`, 1-based): each subtask record names its wave, and
+a batch of merged findings is keyed by `merge_key(phase, wave)`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ LEAD_FIELDS = (
     *Plan.model_fields,  # strategy, key_questions, constraints, next_actions
     "answered",
     "done_reason",
+    "wave",
+    "continue_phase",
+    "lead_summary",
     "approved",
     "usage",
     "lean_seed",
@@ -74,6 +79,15 @@ class OrchestratorState(TypedDict, total=False):
     phases: list[str]
     phase_index: int
     """Index into `phases` of the phase being worked on."""
+    wave: int
+    """The wave of the current phase (1-based): the lead plans a wave, its subagents run,
+    their findings merge, and while the plan says `continue_phase` the next wave follows."""
+    continue_phase: bool
+    """The current wave's plan asked for another wave of this phase (`PhasePlan`)."""
+    lead_summary: list[str]
+    """The running summary of the lead's older turns (one line per folded wave, L1, and
+    one per group of folded lines, L2; `orchestrator.graph.lead.fold_lead_log`): what
+    keeps the lead's prompt from growing with the task."""
     status: str
     """`running` until `advance` finishes the last phase, then `done`."""
 
@@ -151,6 +165,9 @@ def initial_state(
         workdir=workdir,
         phases=list(phases),
         phase_index=phase_index,
+        wave=1,
+        continue_phase=False,
+        lead_summary=[],
         status="running",
         subtasks={},
         findings={},
@@ -190,6 +207,33 @@ def phase_subtasks(state: OrchestratorState, phase: str | None = None) -> dict[s
     """The subtasks of `phase` (default: the current one), keyed by subtask key."""
     phase = phase or current_phase(state)
     return {k: v for k, v in (state.get("subtasks") or {}).items() if v.get("phase") == phase}
+
+
+def current_wave(state: OrchestratorState) -> int:
+    """The wave of the current phase (1 for a state written before waves existed)."""
+    return int(state.get("wave") or 1)
+
+
+def wave_of(record: dict[str, Any]) -> int:
+    """The wave a subtask record belongs to (1 when it names none)."""
+    return int(record.get("wave") or 1)
+
+
+def wave_subtasks(state: OrchestratorState) -> dict[str, dict]:
+    """The subtasks of the current wave of the current phase."""
+    wave = current_wave(state)
+    return {k: v for k, v in phase_subtasks(state).items() if wave_of(v) == wave}
+
+
+def merge_key(phase: str, wave: int) -> str:
+    """The `merged` key of a phase's wave: the phase itself for its first wave (as before
+    waves), `phase#N` for the next ones."""
+    return phase if wave <= 1 else f"{phase}#{wave}"
+
+
+def merge_phase(key: str) -> str:
+    """The phase a `merged` key belongs to (`merge_key`'s inverse)."""
+    return key.split("#", 1)[0]
 
 
 def last_phase(state: OrchestratorState) -> bool:

@@ -268,6 +268,11 @@ class PhasePlan(Plan):
         "are done: no later phase runs.",
     )
     reason: str = Field(default="", description="With done: why the objective is answered.")
+    continue_phase: bool = Field(
+        default=False,
+        description="True: after these subtasks, plan another wave of this phase (more "
+        "work of this phase is left than one wave's subtasks cover).",
+    )
     answered: list[int] = Field(
         default_factory=list,
         description="Numbers (1-based, as listed under 'Key questions') of the key questions "

@@ -165,7 +165,8 @@ def _findings_counts(cp: dict[str, Any] | None) -> tuple[int, int]:
     files = set(done.values()) if isinstance(done, dict) else set()
     files |= {f for f in cp.get("findings") or [] if isinstance(f, str)}
     merged = extra.get("merged")
-    count = len(files) or int((cp.get("state") or {}).get("findings_count") or 0)
+    # a checkpoint lists its own wave's files and counts the task's findings
+    count = max(len(files), int((cp.get("state") or {}).get("findings_count") or 0))
     return count, len(set(merged.values())) if isinstance(merged, dict) else 0
 
 

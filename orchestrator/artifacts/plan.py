@@ -87,6 +87,7 @@ PlanInput = model_view(
         "skipped": _progress(
             "Phases not run because the lead declared the objective answered (with the reason)."
         ),
+        "waves": _progress("Phases that ran in more than one wave, with their counts."),
         "updated": (str, ...),
         "answer": (str, Field(default="", description="The lead's answer, once the task is done.")),
         "answer_path": (str, Field(default="", description="The final synthesis holding it.")),
@@ -206,6 +207,7 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
         waiting=[md_inline(x) for x in inp.waiting],
         pending=[md_inline(x) for x in inp.pending],
         skipped=[md_inline(x) for x in inp.skipped],
+        waves=[md_inline(x) for x in inp.waves],
         answer=md_block(inp.answer) if inp.answer else "",
         answer_path=md_code(inp.answer_path) if inp.answer_path else "",
         meta=inp.model_dump(mode="json"),
@@ -223,6 +225,7 @@ def write_plan(
     waiting: Iterable[str] = (),
     pending: Iterable[str] = (),
     skipped: Iterable[str] = (),
+    waves: Iterable[str] = (),
     project_dir: Pathish | None = None,
     answer: str = "",
     answer_path: str = "",
@@ -235,6 +238,7 @@ def write_plan(
         waiting: subtasks planned but not run until a person approves the plan
             (`approve_plan`).
         skipped: phases not run, with the reason.
+        waves: per phase that ran in more than one wave, `phase: N waves, M subtasks`.
         answer, answer_path: the lead's answer of a done task and the file that holds it;
             the plan opens with it.
         project_dir: where a project's `templates/` override lives (default: cwd).
@@ -253,6 +257,7 @@ def write_plan(
             "waiting": list(waiting),
             "pending": list(pending),
             "skipped": list(skipped),
+            "waves": list(waves),
             "updated": iso_timestamp(),
             "answer": answer,
             "answer_path": answer_path,

@@ -51,6 +51,7 @@ class TaskInfo(TypedDict, total=False):
     token_threshold: int | None
     max_parallel: int | None
     max_subtasks: int | None
+    max_waves: int | None
     thread_id: str  # LangGraph's thread (a new one after a fallback resume)
     project_dir: str | None
     created: str  # ISO time of the start

@@ -170,6 +170,13 @@ def run_options(func: Callable) -> Callable:
                 help=f"Subagents running at once (default: workflow, 4; at most {MAX_PARALLEL}).",
             ),
             click.option(
+                "--max-waves",
+                type=click.IntRange(min=1),
+                default=None,
+                help="Waves of one phase at most, while the lead asks for another "
+                "(default: workflow, 50).",
+            ),
+            click.option(
                 "--budget-tokens",
                 type=click.IntRange(min=1),
                 default=None,

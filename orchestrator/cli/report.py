@@ -152,6 +152,23 @@ def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
     return lines
 
 
+DONE_SHOWN = 20
+"""Done subtasks `status` lists one a line (the newest; the others are counted)."""
+
+
+def _subtask_lines(subtasks: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per subtask; of a long task's done ones only the newest `DONE_SHOWN` (every
+    subtask is in `status --json`)."""
+    done = [k for k, v in subtasks.items() if v["state"] == "done"]
+    hidden = set(done[:-DONE_SHOWN]) if len(done) > DONE_SHOWN else set()
+    lines = [f"  ({len(hidden)} earlier done subtask(s); all in status --json)"] if hidden else []
+    return lines + [
+        f"  {v['state']:<7} {k} [{v['agent']}]{_ran_on(v.get('ran_on'))}"
+        for k, v in subtasks.items()
+        if k not in hidden
+    ]
+
+
 def status_text(info: dict[str, Any], url: str | None = None) -> str:
     """`orchestrator status` as lines (`url`: the shared memory, named in commands)."""
     from memory.backends.urls import redact
@@ -161,14 +178,12 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         f"Task {info['task_id']}: {info['status']} ({info['source']})",
         f"Objective: {info['objective']}",
         f"Phase: {info['phase']} ({info['phase_number']}/{len(info['phases'])}: "
-        f"{', '.join(info['phases'])})",
+        f"{', '.join(info['phases'])})"
+        + (f", wave {info['wave']}" if info.get("wave", 1) > 1 else ""),
         f"Subtasks: {info['findings']} done, {len(info['failed'])} failed, "
         f"{len(info['subtasks'])} planned",
     ]
-    lines += [
-        f"  {v['state']:<7} {k} [{v['agent']}]{_ran_on(v.get('ran_on'))}"
-        for k, v in info["subtasks"].items()
-    ]
+    lines += _subtask_lines(info["subtasks"])
     lines += [_tokens_line(info)]
     if info.get("usage_unknown"):
         unknown = info["usage_unknown"]

@@ -61,6 +61,7 @@ MAX_SECONDS = threading.TIMEOUT_MAX
 """The longest timeout a thread can wait for (`threading.TIMEOUT_MAX`)."""
 DEFAULT_MAX_PARALLEL = 4
 DEFAULT_MAX_SUBTASKS = 4
+DEFAULT_MAX_WAVES = 50
 OFFLINE_NAME = "tether:offline"
 #: (API key variable, default small model) checked in order when nothing is chosen.
 PROVIDER_DEFAULTS: tuple[tuple[str, str], ...] = (
@@ -94,6 +95,7 @@ class Overrides:
     token_threshold: int | None = None
     max_parallel: int | None = None
     max_subtasks: int | None = None
+    max_waves: int | None = None
     status_file: bool = False
     budget_tokens: int | None = None
     """The task's token budget (prompt plus completion tokens of all its agents)."""
@@ -103,7 +105,7 @@ class Overrides:
             raise OrchestratorUserError(
                 f"token threshold {self.token_threshold!r} must be a positive number of tokens"
             )
-        for name in ("max_parallel", "max_subtasks", "budget_tokens"):
+        for name in ("max_parallel", "max_subtasks", "max_waves", "budget_tokens"):
             value = getattr(self, name)
             if value is not None and _not_positive(value):
                 raise OrchestratorUserError(
@@ -131,6 +133,8 @@ class Settings:
     max_parallel: int
     max_subtasks: int
     status_file: bool
+    max_waves: int = DEFAULT_MAX_WAVES
+    """Most waves of one phase (the lead asks for each next one: `continue_phase`)."""
     budget_tokens: int | None = None
     """The task's token budget, or None (no budget)."""
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -205,6 +209,7 @@ class Settings:
             ),
             max_parallel=limit("max_parallel", DEFAULT_MAX_PARALLEL),
             max_subtasks=limit("max_subtasks", DEFAULT_MAX_SUBTASKS),
+            max_waves=limit("max_waves", DEFAULT_MAX_WAVES),
             status_file=pick(
                 "status_file",
                 (overrides.status_file or None, FLAG),

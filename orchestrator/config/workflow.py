@@ -26,7 +26,8 @@ thresholds:
   token_threshold: 150000   # default: the external-memory skill's triggers
   warning_ratio: 0.8
   max_parallel: 4
-  max_subtasks: 4
+  max_subtasks: 4           # per wave
+  max_waves: 50             # waves per phase while the lead asks for more (continue_phase)
   tool_result_tokens: 8000  # default: 10% of the model's window; larger results go to memory
 model: openai:gpt-4o-mini   # optional; --model and $TETHER_MODEL win
 model_timeout: 60           # optional; seconds per model request (default 120)
@@ -308,7 +309,10 @@ class Thresholds(BaseModel):
     max_parallel: StrictInt = Field(default=4, gt=0)
     """Subagents running at once."""
     max_subtasks: StrictInt = Field(default=4, gt=0)
-    """Most subtasks the lead may plan per phase."""
+    """Most subtasks the lead may plan per wave of a phase."""
+    max_waves: StrictInt = Field(default=50, gt=0)
+    """Most waves of one phase: the lead plans another wave while its plan says
+    `continue_phase` (see `orchestrator.graph.nodes.advance`)."""
     subagent_context_tokens: StrictInt = Field(default=32_000, gt=0)
     """Budget of each subagent's own context."""
     tool_result_tokens: StrictInt | None = Field(default=None, gt=0)

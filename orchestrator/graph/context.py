@@ -69,7 +69,9 @@ class RunContext:
     warning_ratio: float = WARNING_RATIO
     max_parallel: int = 4
     max_subtasks: int | None = None
-    """Upper bound on a phase's subtasks (None: the workflow's, else 4)."""
+    """Upper bound on a wave's subtasks (None: the workflow's, else 4)."""
+    max_waves: int = 50
+    """Upper bound on a phase's waves (`Settings.max_waves`)."""
     skills_index: str = ""
     """Every skill as `- name: description` lines (the lead's index)."""
     skills: dict[str, str] = field(default_factory=dict)
@@ -160,6 +162,7 @@ class RunContext:
             on_event=on_event,
             agent_models=agent_models or {},
             max_subtasks=settings.max_subtasks,
+            max_waves=settings.max_waves,
             status_file=settings.status_file,
             budget=TokenBudget(
                 settings.budget_tokens, int((record or {}).get("spent_tokens") or 0)

@@ -3,9 +3,18 @@
 The lead's context is rebuilt for every call from durable parts, in this order: system
 prompt, the memory index (first call of the task only), the skills index, the
 working-memory overview with recalled snippets (`working_context`), the research plan
-file, the snapshot it was seeded from after a handoff, the lead's conversation since its
-last fresh start (`lead_log`), then the instruction for this phase in the line format the
-offline model parses (`Objective:`, `Phase:`, `Max subtasks:`, `Agents:`).
+file, the snapshot it was seeded from after a handoff, the running summary of its older
+waves (`lead_summary`), its conversation since the latest wave began (`lead_log`: that
+wave's plan and the full digest of its findings), then the instruction for this wave in
+the line format the offline model parses (`Objective:`, `Phase:`, `Wave:`, `Max subtasks:`,
+`Agents:`, `Covered:`).
+
+**What does not grow with the task.** At each wave's or phase's end the lead's older turns
+are folded (`fold_lead_log`) into the running summary: one line per wave (L1), and each
+group of `FOLD_GROUP` lines of one level into one line of the next (L2, L3, ...), so the
+summary grows with the logarithm of the waves; every finding stays reachable by its path
+(the merged files) and by `recall_memory`. The plan's progress and the covered scopes are
+cut to fixed bounds (`plan`'s `COMPLETED_SHOWN`, `COVERED_CHARS`).
 
 `plan` sends it; `monitor` measures it (`lead_context_tokens`) to decide on a handoff; the
 lead's turns are logged to working memory (`log_lead`) by `plan` and `merge`. The measure
@@ -29,7 +38,7 @@ from orchestrator.agents.provider import approx_tokens
 from orchestrator.artifacts.text import body_text, sections
 from orchestrator.config.defaults import RECALL_SCOPES
 from orchestrator.graph.context import RunContext
-from orchestrator.state import OrchestratorState, current_phase
+from orchestrator.state import OrchestratorState, current_phase, current_wave
 
 LEAD = "lead"
 LEAD_SYSTEM = (
@@ -39,7 +48,10 @@ LEAD_SYSTEM = (
     "strategy and independent subtasks (none if none are needed), each for one of the "
     "agents below. List in `answered` the key questions the findings so far answer. When "
     "the findings answer the objective (or will, once this phase's subtasks are done), set "
-    "done=true with the reason: the later phases are skipped."
+    "done=true with the reason: the later phases are skipped. A phase runs in waves: when "
+    "more of this phase's work is left than one wave's subtasks cover (e.g. more modules "
+    "than Max subtasks), set continue_phase=true and you plan the next wave after seeing "
+    "what this one found; plan only work no earlier wave covered (see Covered)."
 )
 ALONE_NOTE = (
     "If the objective needs no fan-out, answer it from your own reading: call PhasePlan "
@@ -137,15 +149,110 @@ def phase_instruction(ctx: RunContext, state: OrchestratorState) -> str:
     phase = current_phase(state)
     agents = sorted(ctx.workflow.agents)
     k, n = state["phase_index"] + 1, len(state["phases"])
-    return "\n".join(
-        [
-            f"Objective: {state['objective']}",
-            f"Phase: {phase}",
-            f"Phase number: {k} of {n} ({', '.join(state['phases'])})",
-            f"Max subtasks: {max_subtasks(ctx)}",
-            f"Agents: {', '.join(agents)}",
-            "Plan this phase now and call PhasePlan.",
-        ]
+    wave = current_wave(state)
+    lines = [
+        f"Objective: {state['objective']}",
+        f"Phase: {phase}",
+        f"Phase number: {k} of {n} ({', '.join(state['phases'])})",
+        f"Wave: {wave} of at most {ctx.max_waves}",
+        f"Max subtasks: {max_subtasks(ctx)}",
+        f"Agents: {', '.join(agents)}",
+    ]
+    covered = covered_scopes(state)
+    if covered:
+        lines.append(f"Covered: {covered}")
+    lines.append(
+        "Plan this phase now and call PhasePlan."
+        if wave == 1
+        else f"Plan wave {wave} of this phase now (work no earlier wave covered) and call "
+        "PhasePlan; no subtasks ends the phase."
+    )
+    return "\n".join(lines)
+
+
+COVERED_CHARS = 2000
+"""Characters of the `Covered:` line (the scopes finished subtasks looked at), newest first."""
+
+
+def covered_scopes(state: OrchestratorState) -> str:
+    """The scopes of the finished subtasks of this task, newest first, each once, cut at
+    `COVERED_CHARS` (`and N more`): what the lead must not plan again."""
+    findings = state.get("findings") or {}
+    scopes: dict[str, None] = {}
+    for key, sub in reversed(list((state.get("subtasks") or {}).items())):
+        if key in findings:
+            scopes.update(dict.fromkeys(str(s) for s in sub.get("scope") or []))
+    shown, size = [], 0
+    for scope in scopes:
+        if size + len(scope) + 2 > COVERED_CHARS:
+            break
+        shown.append(scope)
+        size += len(scope) + 2
+    more = len(scopes) - len(shown)
+    return ", ".join(shown) + (f" (and {more} more)" if more else "")
+
+
+KEEP_TURNS = 2
+"""The lead's newest turns kept whole at a wave's end: the wave's plan and its digest."""
+FOLD_GROUP = 8
+"""Summary lines of one level folded into one line of the next level."""
+SUMMARY_KEYS = 8
+"""Subtask keys an L1 summary line names (then `and N more`)."""
+
+
+def fold_lead_log(state: OrchestratorState) -> dict[str, Any]:
+    """The state update that ends a wave for the lead: its summary gains a line for the
+    wave (L1: phase, wave, findings, the subtask keys), groups of `FOLD_GROUP` lines of a
+    level become one line of the next, and `lead_log` keeps its newest `KEEP_TURNS`."""
+    phase, wave = current_phase(state), current_wave(state)
+    findings = state.get("findings") or {}
+    keys = [k for k, v in (state.get("subtasks") or {}).items()
+            if v.get("phase") == phase and int(v.get("wave") or 1) == wave]  # fmt: skip
+    line = {
+        "level": 1,
+        "phases": [phase],
+        "waves": [wave, wave],
+        "findings": sum(1 for k in keys if k in findings),
+        "failed": sum(1 for k in keys if k not in findings),
+        "keys": keys[:SUMMARY_KEYS],
+        "more": max(0, len(keys) - SUMMARY_KEYS),
+    }
+    summary = [*(state.get("lead_summary") or []), line]
+    level = 1
+    while sum(1 for s in summary if s["level"] == level) > FOLD_GROUP:
+        group = [s for s in summary if s["level"] == level][:FOLD_GROUP]
+        folded = {
+            "level": level + 1,
+            "phases": list(dict.fromkeys(p for s in group for p in s["phases"])),
+            "waves": [group[0]["waves"][0], group[-1]["waves"][1]],
+            "findings": sum(s["findings"] for s in group),
+            "failed": sum(s["failed"] for s in group),
+            "keys": [],
+            "more": 0,
+        }
+        at = summary.index(group[0])
+        summary = [s for s in summary if s not in group]
+        summary.insert(at, folded)
+        level += 1
+    return {"lead_summary": summary, "lead_log": list(state.get("lead_log") or [])[-KEEP_TURNS:]}
+
+
+def summary_text(state: OrchestratorState) -> str:
+    """The running summary as the lead reads it (empty before the first wave ended)."""
+    lines = []
+    for s in state.get("lead_summary") or []:
+        first, last = s["waves"]
+        waves = f"wave {first}" if first == last else f"waves {first}-{last}"
+        where = f"{'/'.join(s['phases'])} {waves}"
+        failed = f", {s['failed']} failed" if s["failed"] else ""
+        keys = f": {', '.join(s['keys'])}" if s["keys"] else ""
+        more = f" and {s['more']} more" if s["more"] else ""
+        lines.append(f"- {where}: {s['findings']} finding(s){failed}{keys}{more}")
+    if not lines:
+        return ""
+    return (
+        "Earlier waves (a running summary; every finding is a file under findings/, "
+        "listed in its wave's merged file and found by recall_memory):\n" + "\n".join(lines)
     )
 
 
@@ -218,6 +325,9 @@ def lead_messages(
     if state.get("seed_snapshot"):
         snap = seed_text(body_text(docs.path(state["seed_snapshot"]), docs))
         system.append("You continue from this context snapshot (fresh context):\n" + snap)
+    summary = summary_text(state)
+    if summary:
+        system.append(summary)
     messages: list[Any] = [SystemMessage("\n\n".join(system))]
     task_id = state["task_id"]
     for turn in state.get("lead_log") or []:
@@ -245,6 +355,9 @@ def _lean_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
             f"You continue in a fresh context; the snapshot {state['seed_snapshot']} holds "
             "what was found and what is left (read it with recall_memory if you need it)."
         )
+    summary = summary_text(state)
+    if summary:
+        system.append(summary)
     messages: list[Any] = [SystemMessage("\n\n".join(system))]
     task_id = state["task_id"]
     for turn in (state.get("lead_log") or [])[-LEAN_TURNS:]:

@@ -38,8 +38,10 @@ from orchestrator.state import (
     LEAD_FIELDS,
     OrchestratorState,
     current_phase,
+    merge_key,
     phase_subtasks,
     skipped_phases,
+    wave_subtasks,
 )
 from orchestrator.types import MERGED_FIELDS, Plan, model_values
 
@@ -54,6 +56,12 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
     phase = current_phase(state)
     current = phase_subtasks(state, phase)
     completed = [f"{k}: {v['title']}" for k, v in subtasks.items() if k in findings]
+    if len(completed) > COMPLETED_SHOWN:  # the plan is in the lead's every prompt
+        earlier = len(completed) - COMPLETED_SHOWN
+        completed = [
+            f"{earlier} earlier (in the merged files under findings/)",
+            *completed[-COMPLETED_SHOWN:],
+        ]
     in_progress = [
         f"{k}: {v['title']}" for k, v in current.items() if k not in findings and k not in failed
     ]
@@ -84,11 +92,35 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         waiting=waiting,
         pending=pending,
         skipped=[f"phase {p} ({state.get('done_reason')})" for p in skipped],
+        waves=_waves(state),
         phase=phase,
         project_dir=ctx.project_dir,
         answer=state.get("answer") or "",
         answer_path=(state.get("answer_info") or {}).get("path") or "",
     )
+
+
+COMPLETED_SHOWN = 20
+"""Completed subtasks the plan names (the newest; the others are counted)."""
+
+
+def _waves(state: OrchestratorState) -> list[str]:
+    """`phase: N waves, M subtasks (current: wave W)` for each phase that ran in waves."""
+    count: dict[str, set[int]] = {}
+    subtasks: dict[str, int] = {}
+    for sub in (state.get("subtasks") or {}).values():
+        phase = sub.get("phase", "")
+        count.setdefault(phase, set()).add(int(sub.get("wave") or 1))
+        subtasks[phase] = subtasks.get(phase, 0) + 1
+    now, wave = current_phase(state), int(state.get("wave") or 1)
+    running = state.get("status") != "done"
+    out = []
+    for phase in state["phases"]:
+        waves = max(len(count.get(phase, ())), wave if phase == now else 0)
+        if waves > 1:
+            current = f" (current: wave {wave})" if phase == now and running else ""
+            out.append(f"{phase}: {waves} waves, {subtasks.get(phase, 0)} subtasks{current}")
+    return out
 
 
 def _questions(ctx: RunContext, state: OrchestratorState) -> list[dict[str, Any]]:
@@ -193,13 +225,25 @@ def checkpoint_payload(
     extra: dict | None = None,
     pending_approvals: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The fields of a JSON checkpoint for the current state."""
+    """The fields of a JSON checkpoint for the current state.
+
+    A checkpoint holds the current wave (its subtasks, their findings), what is not
+    finished anywhere (pending or failed subtasks), counts and references; the subtasks
+    and findings of earlier waves are in the artifact registry and the findings files,
+    which a rebuild reads (`recovery.rebuild.state_from_checkpoint`). So a checkpoint's
+    size follows one wave, and the bytes of all of a task's checkpoints grow linearly
+    with its subagents, not with waves x subagents.
+    """
     docs = ctx.docs
     phase = phase or current_phase(state)
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
+    subtasks = state.get("subtasks") or {}
     current = phase_subtasks(state, phase)
-    completed = sorted(k for k in (state.get("subtasks") or {}) if k in findings)
+    wave = set(wave_subtasks(state)) if phase == current_phase(state) else set(current)
+    # the current wave, and whatever is not finished anywhere (pending, failed: retried)
+    listed = {k: v for k, v in subtasks.items() if k in wave or k not in findings}
+    completed = sorted(k for k in listed if k in findings)
     pending = sorted(k for k in current if k not in findings)
     blocked = sorted({v.get("agent", k) + ":" + k for k, v in failed.items() if k not in findings})
     plan = docs.plan(state["task_id"])
@@ -221,30 +265,71 @@ def checkpoint_payload(
             "(completed_findings) are not run again."
         ),
         "plan": plan if docs.exists(plan) else None,
-        "findings": sorted(v["path"] for v in findings.values() if v.get("path")),
+        "findings": sorted(findings[k]["path"] for k in completed if findings[k].get("path")),
         "entries": [],
         "langgraph": {"thread_id": ctx.thread_id or None, "checkpoint_id": None},
         "objective": state["objective"],
         "workdir": state.get("workdir"),
         "phases": list(state["phases"]),
         "phase_index": state["phase_index"],
-        "subtasks": [{**v, "key": k} for k, v in sorted((state.get("subtasks") or {}).items())],
-        "completed_findings": {k: v["path"] for k, v in sorted(findings.items())},
+        "subtasks": [{**v, "key": k} for k, v in sorted(listed.items())],
+        "completed_findings": {k: findings[k]["path"] for k in completed},
         "pending_approvals": list(pending_approvals or []),
         "skipped_phases": skipped_phases(state) if state.get("status") == "done" else [],
         "extra": {
             "trigger": trigger,
             "status": state.get("status", "running"),
-            "merged": dict(state.get("merged") or {}),
-            "tokens": dict(state.get("tokens") or {}),
+            "merged": _current_merged(state),
+            "tokens": _unfinished(state.get("tokens"), findings, listed),
             "snapshots": list(state.get("snapshots") or []),
             "failed": dict(state.get("failed") or {}),  # errors, for `orchestrator status`
             **{f: state.get(f) for f in LEAD_FIELDS if f in state},
             # the newest turns are enough to continue; keeps checkpoints small and fast
             "lead_log": list(state.get("lead_log") or [])[-CHECKPOINT_LEAD_TURNS:],
+            "lead_calls": list(state.get("lead_calls") or [])[-CHECKPOINT_LEAD_TURNS:],
+            "usage": _usage(state.get("usage"), findings, listed),
             **(extra or {}),
         },
     }
+
+
+EARLIER = "subagents (earlier waves)"
+"""The usage key under which a checkpoint sums the subagents of earlier waves."""
+
+
+def _finished_earlier(key: str, findings: dict[str, Any], listed: dict[str, Any]) -> bool:
+    """Whether a `tokens`/`usage` key (`{agent}:{subtask key}`) is a subagent of an earlier
+    wave that finished (its spend is in its registry record)."""
+    agent, _, subtask = key.partition(":")
+    return bool(subtask) and subtask in findings and subtask not in listed
+
+
+def _unfinished(
+    tokens: dict[str, int] | None, findings: dict[str, Any], listed: dict[str, Any]
+) -> dict[str, int]:
+    """The agents' tokens but those of finished subagents of earlier waves (a rebuild adds
+    theirs back from the registry: `recovery.rebuild.with_findings_tokens`)."""
+    return {k: v for k, v in (tokens or {}).items() if not _finished_earlier(k, findings, listed)}
+
+
+def _usage(
+    usage: dict[str, dict[str, int]] | None, findings: dict[str, Any], listed: dict[str, Any]
+) -> dict[str, dict[str, int]]:
+    """The agents' usage with the finished subagents of earlier waves summed under one key."""
+    out: dict[str, dict[str, int]] = {}
+    for key, value in (usage or {}).items():
+        name = EARLIER if _finished_earlier(key, findings, listed) else key
+        into = out.setdefault(name, {})
+        for field, n in (value or {}).items():
+            into[field] = into.get(field, 0) + int(n or 0)
+    return out
+
+
+def _current_merged(state: OrchestratorState) -> dict[str, str]:
+    """The merged batches a continuing run still looks up: the current wave's (`merge`
+    skips a batch it finds), the final synthesis."""
+    batch = merge_key(current_phase(state), int(state.get("wave") or 1))
+    return {k: v for k, v in (state.get("merged") or {}).items() if k in (batch, "final")}
 
 
 def _context_summary(state: OrchestratorState, phase: str) -> str:
@@ -321,19 +406,28 @@ def checkpoint_update(path: str | None) -> dict[str, Any]:
 
 # -- merged findings ----------------------------------------------------------------------
 def phase_findings(
-    ctx: RunContext, state: OrchestratorState, phase: str | None = None
+    ctx: RunContext,
+    state: OrchestratorState,
+    phase: str | None = None,
+    *,
+    keys: set[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Whole findings records (texts included, with `key`) of `phase` (None: every phase),
-    in subtask-key order (stable across runs), expanded from the state's references."""
+    """Whole findings records (texts included, with `key`) of `phase` (None: every phase;
+    `keys`: only those subtasks, e.g. one wave's), in subtask-key order (stable across
+    runs), expanded from the state's references."""
     findings = state.get("findings") or {}
-    keys = sorted(findings if phase is None else (k for k in phase_subtasks(state, phase)))
+    chosen = findings if phase is None else phase_subtasks(state, phase)
+    keys = sorted(k for k in chosen if keys is None or k in keys)
     task_id = state["task_id"]
     return [{"key": k, **ctx.finding(task_id, k, findings[k])} for k in keys if k in findings]
 
 
-def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, Any]) -> str:
+def merged_digest(
+    phase: str, records: list[dict[str, Any]], failed: dict[str, Any], *, wave: int = 1
+) -> str:
     """A compact text of the batch for the lead's conversation."""
-    lines = [f"Findings of phase {phase} ({len(records)} subagent(s)):"]
+    where = f"phase {phase}" + (f", wave {wave}" if wave > 1 else "")
+    lines = [f"Findings of {where} ({len(records)} subagent(s)):"]
     for r in records:
         where = f" ({r['path']})" if r.get("path") else ""
         summary = " ".join(str(r.get("summary") or "").split())
@@ -362,14 +456,16 @@ def merge_findings(
     records: list[dict],
     *,
     answer: dict[str, Any] | None = None,
+    batch: str | None = None,
 ) -> str:
     """Write (once) the merged findings of `records` as `phase`'s batch; returns its path.
-    `answer` (the task's final synthesis): the lead's answer, which opens the file.
+    `answer` (the task's final synthesis): the lead's answer, which opens the file;
+    `batch`: the batch's name when it is not the phase (a later wave: `state.merge_key`).
 
-    The batch is registered under `merged:{phase}:{number of findings}`, so a replay after
+    The batch is registered under `merged:{batch}:{number of findings}`, so a replay after
     a crash reuses the file it wrote instead of adding a second one.
     """
-    key = f"merged:{phase}:{len(records)}"
+    key = f"merged:{batch or phase}:{len(records)}"
     task_id = state["task_id"]
     docs = ctx.docs
     rec = registry_lookup(docs, task_id, key) or {}

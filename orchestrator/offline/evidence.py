@@ -97,6 +97,8 @@ class Brief:
     scope: list[str] = field(default_factory=list)
     max_steps: int | None = None
     phase_number: int | None = None
+    wave: int | None = None
+    covered: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -442,7 +442,13 @@ def build_plan(
     goal_words = words(brief.objective or "")
     found = found or {}
     areas = group_areas(files, limit, folders, goal_words, found)
+    uncovered = [a for a in areas if not _covered(a, brief.covered)]
+    if (brief.wave or 1) > 1:  # a later wave plans only what no finished subtask covered
+        if not uncovered:
+            return _phase_done(brief)
+        areas = uncovered
     chosen, left_out = choose_areas(areas, brief, limit, found)
+    more = [a for a in uncovered if a not in chosen]
     objective = (brief.objective or "the task").rstrip(" .?!")
     subtasks = _subtasks(brief, chosen, objective)
     goal = words(objective)
@@ -485,8 +491,36 @@ def build_plan(
             "constraints": constraints,
             "next_actions": [
                 f"Run the {len(subtasks)} subtask(s) in parallel.",
-                "Merge the findings, write a checkpoint, advance to the next phase.",
+                "Merge the findings, write a checkpoint, "
+                + (
+                    f"then plan another wave ({len(more)} area(s) left)."
+                    if more
+                    else "advance to the next phase."
+                ),
             ],
+            "continue_phase": bool(more),
+        }
+    )
+
+
+def _covered(area: Area, covered: Sequence[str]) -> bool:
+    """Whether every scope of `area` is inside a scope a finished subtask covered."""
+    if not covered or not area.scope:
+        return False
+    roots = [c.strip("/") for c in covered]
+    return all(
+        any(s.strip("/") == c or s.strip("/").startswith(c + "/") or c in ("", ".") for c in roots)
+        for s in area.scope
+    )
+
+
+def _phase_done(brief: Brief) -> PhasePlan:
+    """The plan of a later wave when every area is covered: no subtasks, the phase ends."""
+    return PhasePlan.model_validate(
+        {
+            "strategy": f"{brief.phase.capitalize()} phase, wave {brief.wave}: every area "
+            "of the workdir is covered by an earlier wave; no more subtasks.",
+            "next_actions": ["Advance to the next phase."],
         }
     )
 

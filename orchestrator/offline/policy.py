@@ -19,6 +19,8 @@ overrides an earlier one)::
     Scope: <path>, <path>        subagent only; paths under the workdir (default '.')
     Max steps: <N>               optional; the policy submits by step N at the latest
     Phase number: <k> of <n>     optional; which window of packages a crowded plan takes
+    Wave: <k>                    lead only; the wave of the phase (default 1)
+    Covered: <path>, <path>      lead only; scopes finished subtasks looked at
 
 Other text (earlier findings, a snapshot) is ignored on purpose: the plan depends only on
 these fields and the listing, so a lead resumed in a fresh context plans the same subtasks.
@@ -36,7 +38,10 @@ these fields and the listing, so a lead resumed in a fresh context plans the sam
   its place in the default order) takes the next window of them, so that every package is
   covered by some phase (`orchestrator.offline.planning`); the plan's constraints name
   the areas this phase leaves out, with the earlier phases that surveyed any of them (the
-  completed subtasks its context names: `completed_subtasks`).
+  completed subtasks its context names: `completed_subtasks`). A phase runs in waves: the
+  plan asks for another wave (`continue_phase`) while areas that no finished subtask
+  covered (`Covered:`) are left beyond this wave's, and a later wave plans only those, so
+  the task's waves cover every area it found.
 * `SubmitFindings` bound (subagent): one tool call per step: `list_files(".")` (the whole
   workdir: tests of a package often live in `tests/<pkg>/` or `tests/test_<module>.py`),
   the scope itself only if that listing missed it, `read_file` on the 3 most relevant
@@ -151,6 +156,8 @@ _KEYS = {
     "scope": "scope",
     "max steps": "max_steps",
     "phase number": "phase_number",
+    "wave": "wave",
+    "covered": "covered",
 }
 _FIELD_RE = re.compile(
     r"^[ \t>*_-]*("
@@ -191,8 +198,11 @@ def parse_brief(messages: Sequence[BaseMessage]) -> Brief:
         for key, value in found.items():
             if key == "max_subtasks":
                 brief.max_subtasks = max(1, _int(value, 4) or 4)
-            elif key in ("max_steps", "phase_number"):
+            elif key in ("max_steps", "phase_number", "wave"):
                 setattr(brief, key, _int(value, None))
+            elif key == "covered":
+                value = re.sub(r"\s*\(and \d+ more\)\s*$", "", value)
+                brief.covered = [v.strip() for v in value.split(",") if v.strip()]
             elif key in ("agents", "scope"):
                 items = [v.strip().strip("`'\"") for v in re.split(r"[,\s]+", value)]
                 setattr(brief, key, [v for v in items if v])

@@ -153,9 +153,15 @@ def state_from_checkpoint(docs: Docs, cp: Mapping[str, Any]) -> OrchestratorStat
         sub = dict(sub)
         key = str(sub.pop("key", None) or f"{sub.get('phase', cp['phase'])}/{sub['id']}")
         subtasks[key] = sub
-    # the registry knows every finished subtask, also those finished after the checkpoint;
-    # findings files are read only for what it lacks
-    _subtasks, registered = registry_findings(docs, task_id)
+    # the registry knows every finished subtask, also those finished after the checkpoint
+    # and those of earlier waves, which a checkpoint only counts; findings files are read
+    # only for what it lacks
+    reg_subtasks, registered = registry_findings(docs, task_id)
+    index = cp.get("phase_index") or 0
+    reached = set((cp.get("phases") or [cp["phase"]])[: index + 1])
+    for key, sub in reg_subtasks.items():
+        if key not in subtasks and sub.get("phase") in reached and key in registered:
+            subtasks[key] = sub
     findings = {k: record for k, record in registered.items() if k in subtasks}
     for key, path in (cp.get("completed_findings") or {}).items():
         if key not in findings:

@@ -122,6 +122,7 @@ def task_status(
         "usage": usage_totals(state.get("usage")),
         "phase": current_phase(state),
         "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
+        "wave": int(state.get("wave") or 1),  # of the current phase, 1-based
         "phases": list(state["phases"]),
         "subtasks": _subtasks(state, findings, failed, remote, _asking(waiting)),
         "usage_unknown": sorted(k for k, v in remote.items() if v.get("usage_known") is False),
@@ -262,6 +263,7 @@ def _subtasks(
             "agent": sub.get("agent"),
             "title": sub.get("title"),
             "phase": sub.get("phase"),
+            "wave": int(sub.get("wave") or 1),
             "state": state_of(key),
             "ran_on": remote.get(key),
         }

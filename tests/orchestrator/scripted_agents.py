@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 Step = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
@@ -106,3 +107,90 @@ def one_subtask(agent: str, *, done: bool = True, **extra: Any) -> Callable[[str
         }  # fmt: skip
 
     return plan
+
+
+# -- a lead that documents modules in waves (tests/orchestrator/graph/test_waves.py, bench) --
+WAVE = 5
+"""Subtasks a wave of the module-documenting lead plans (its workflow's max_subtasks)."""
+
+
+def width(modules: int) -> int:
+    """Digits of a module's number (`m07` of 40, `m0007` of 2,000)."""
+    return max(2, len(str(modules - 1)))
+
+
+MODULES_WORKFLOW = """
+phases: [documentation]
+thresholds: {max_subtasks: 5}
+agents:
+  writer:
+    description: Documents one module.
+    prompt: AGENT=writer
+    tools: [read_file]
+"""
+
+
+def project(root: Path, modules: int, wave: int = WAVE) -> Path:
+    """A workdir of `modules` one-line modules (`mods/mNN.py`) and its `wf.yaml`."""
+    (root / "mods").mkdir(parents=True)
+    for i in range(modules):
+        module = root / "mods" / f"m{i:0{width(modules)}d}.py"
+        module.write_text(f'"""Module {i}."""\n\nVALUE = {i}\n')
+    workflow = MODULES_WORKFLOW.replace("max_subtasks: 5", f"max_subtasks: {wave}")
+    (root / "wf.yaml").write_text(workflow)
+    return root
+
+
+def _lead_prompt(body: dict) -> str:
+    return "\n".join(text_of(m) for m in body["messages"] if m["role"] in ("user", "system"))
+
+
+def plan_for(modules: int, size: int = WAVE, *, by_wave: bool = False):
+    """The scripted lead: the modules the `Covered:` line does not name, a wave at a time
+    (`by_wave`: the modules of its `Wave: k` line's window, for runs longer than the
+    `Covered:` line's bound)."""
+
+    def plan(body: dict) -> dict:
+        prompt = _lead_prompt(body)
+        found = re.search(r"^Covered: (.*)$", prompt, re.MULTILINE)
+        covered = set(found.group(1).split(", ")) if found else set()
+        left = [f"mods/m{i:0{width(modules)}d}.py" for i in range(modules)]
+        if by_wave:
+            wave_no = int(re.search(r"^Wave: (\d+)", prompt, re.MULTILINE).group(1))
+            left = left[(wave_no - 1) * size :]
+        left = [m for m in left if m not in covered]
+        wave = left[:size]
+        subs = [
+            {"id": Path(m).stem, "title": f"Document {Path(m).stem}", "description": "Doc.",
+             "agent": "writer", "scope": [m]}
+            for m in wave
+        ]  # fmt: skip
+        return {
+            "strategy": f"Document the modules, {size} a wave.",
+            "subtasks": subs,
+            "continue_phase": len(left) > len(wave),
+        }
+
+    return plan
+
+
+def _read_scope(body: dict) -> dict:
+    users = [text_of(m) for m in body["messages"] if m["role"] == "user"]
+    scope = re.search(r"^Scope: (\S+)", users[0], re.MULTILINE)
+    return {"tool": "read_file", "args": {"path": scope.group(1) if scope else "."}}
+
+
+STEPS = {"writer": [_read_scope, findings("Module {subtask} documented.")]}
+
+
+def responder(modules: int, size: int = WAVE, *, by_wave: bool = False):
+    """The lead of `plan_for` and writers that read their module, then submit."""
+    lead = plan_for(modules, size, by_wave=by_wave)
+    rest = agents(lambda phase: {}, STEPS)
+
+    def respond(body: dict) -> dict:
+        if "PhasePlan" in offered(body):
+            return {"tool": "PhasePlan", "args": lead(body)}
+        return rest(body)
+
+    return respond

@@ -374,13 +374,22 @@ def test_max_parallel_bounds_the_subagents_running_at_once(fixture_repo, tiny_wo
     assert 1 <= peak <= limit
 
 
-def test_workflow_max_subtasks_bounds_each_phase(fixture_repo, tmp_path, memory_dir):
+def test_workflow_max_subtasks_bounds_each_wave(fixture_repo, tmp_path, memory_dir):
     workflow = tmp_path / "one.yaml"
     workflow.write_text("phases: [exploration, review]\nthresholds:\n  max_subtasks: 1\n")
-    result = Orchestrator(workdir=fixture_repo, workflow=workflow).run("Survey", task_id="one")
+    events: list[dict] = []
+    result = Orchestrator(workdir=fixture_repo, workflow=workflow, on_event=events.append).run(
+        "Survey", task_id="one"
+    )
     assert result.status == "done"
+    plans = [e for e in events if e["event"] == "plan"]
+    assert all(len(e["subtasks"]) <= 1 for e in plans)  # one subtask per wave, not three
+    # the exploration phase goes on in waves until its areas are covered
+    explored = [e for e in plans if e["phase"] == "exploration" and e["subtasks"]]
+    assert [e["wave"] for e in explored] == list(range(1, len(explored) + 1))
+    assert len(explored) > 1 and not explored[-1]["continue_phase"]
     phases = sorted(_meta(memory_dir / f)["phase"] for f in result.findings)
-    assert phases == ["exploration", "review"]  # one subtask per phase, not three
+    assert phases.count("exploration") == len(explored) and "review" in phases
 
 
 def test_overview_tracks_the_task_and_keeps_the_agents_sections(run):

@@ -1,4 +1,12 @@
-"""advance: phase transition checkpoint `cp_{phase}_{ts}.json`, then the next phase or the end.
+"""advance: the next wave of the phase, or the phase transition checkpoint
+`cp_{phase}_{ts}.json` and the next phase, or the end.
+
+A phase runs in waves: while the wave's plan said `continue_phase` (and planned subtasks),
+the next wave of the same phase is planned, seeing what this one found, up to
+`max_waves` (then the phase ends with a warning saying so, not a failure). Each wave end
+folds the lead's older turns into its running summary (`graph.lead.fold_lead_log`) and
+prunes the thread's superseded LangGraph checkpoints, as a phase transition does, so
+neither the lead's prompt nor the graph state grows with the waves.
 
 After the last phase it hands the task to the `answer` node (`answering`), which answers
 the objective, writes the final synthesis and a closing snapshot, and marks the task
@@ -25,6 +33,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
+from orchestrator.graph.lead import fold_lead_log
 from orchestrator.graph.pruning import prune_thread
 from orchestrator.graph.writes import (
     checkpoint_state,
@@ -34,8 +43,10 @@ from orchestrator.graph.writes import (
 from orchestrator.state import (
     OrchestratorState,
     current_phase,
+    current_wave,
     failure_summary,
     last_phase,
+    wave_subtasks,
 )
 
 
@@ -67,6 +78,10 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     failed = phase_failures(state)
     if failed:
         return _fail(ctx, state, failed)
+    if _another_wave(ctx, state):
+        fault("advance_before_wave")
+        prune_thread(ctx.checkpointer, ctx.thread_id, _warner(ctx))
+        return {"wave": current_wave(state) + 1, "continue_phase": False, **fold_lead_log(state)}
     last = last_phase(state)
     nxt = (
         "answer the objective and finish the task"
@@ -85,8 +100,26 @@ def advance_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
         fault("advance_after_prune")
         update["phase_index"] = state["phase_index"] + 1
         update["warned"] = state.get("warned", False)
-        return update
+        return {**update, "wave": 1, "continue_phase": False, **fold_lead_log(state)}
     return {**update, "answering": True}  # the `answer` node answers and finishes
+
+
+def _another_wave(ctx: RunContext, state: OrchestratorState) -> bool:
+    """Whether the phase goes on with another wave: its plan asked for one, planned
+    subtasks, and the objective is not declared answered; at `max_waves` the phase ends
+    with a warning that says so."""
+    if not state.get("continue_phase") or state.get("done_reason") or not wave_subtasks(state):
+        return False
+    wave = current_wave(state)
+    if wave >= ctx.max_waves:
+        ctx.emit(
+            "warning",
+            message=f"phase {current_phase(state)}: max_waves ({ctx.max_waves}) reached; "
+            "the lead asked for another wave, the phase ends here (raise --max-waves or "
+            "thresholds.max_waves to let it go on)",
+        )
+        return False
+    return True
 
 
 def _warner(ctx: RunContext) -> Any:

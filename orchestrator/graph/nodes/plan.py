@@ -1,11 +1,15 @@
-"""plan: the lead agent plans the current phase and writes the research plan.
+"""plan: the lead agent plans the current wave of the current phase and writes the research plan.
+
+A phase runs in waves: each planning turn plans one wave (at most `max_subtasks`
+subtasks); its `continue_phase` asks `advance` for another wave of the same phase after
+these subtasks have run and merged (`orchestrator.graph.nodes.advance`).
 
 The lead runs `agent_loop.run_agent` with the workdir tools, `recall_memory` and the
 `PhasePlan` final tool, and with `TetherMemoryMiddleware` (the same middleware users add
 to their own agents: its turns go to `working/{task}/messages.jsonl`). Its context is
 rebuilt for every call from durable parts (`orchestrator.graph.lead.lead_messages`).
 
-Idempotent: a phase that already has subtasks in the state (replayed super-step, or a
+Idempotent: a wave that already has subtasks in the state (replayed super-step, or a
 state rebuilt from a JSON checkpoint) is not planned again.
 """
 
@@ -30,9 +34,10 @@ from orchestrator.graph.writes import write_plan_file
 from orchestrator.state import (
     OrchestratorState,
     current_phase,
-    phase_subtasks,
+    current_wave,
     subtask_key,
     usage_record,
+    wave_subtasks,
 )
 from orchestrator.types import PhasePlan, Plan
 
@@ -42,19 +47,22 @@ LEAD_MAX_STEPS = 6
 
 def _subtask_records(ctx: RunContext, state: OrchestratorState, plan: Any) -> dict[str, dict]:
     phase = current_phase(state)
+    wave = current_wave(state)
     known = set(ctx.workflow.agents)  # a workflow has at least one agent
     default_agent = sorted(known)[0]
     records: dict[str, dict] = {}
+    earlier = state.get("subtasks") or {}  # an id an earlier wave took gets a suffix
     for sub in plan.subtasks[: max_subtasks(ctx)]:
         key = subtask_key(phase, sub.id)
         n = 2
-        while key in records:
+        while key in records or key in earlier:
             key = subtask_key(phase, f"{sub.id}-{n}")
             n += 1
         agent = sub.agent if sub.agent in known else default_agent
         # the state's record is the `Subtask` (every field of it), renamed and placed
         records[key] = {**sub.model_dump(), "id": key.split("/", 1)[1], "agent": agent}
         records[key]["phase"] = phase
+        records[key]["wave"] = wave
     return records
 
 
@@ -73,14 +81,18 @@ def _tool_results(transcript: list[Any]) -> list[tuple[dict, Any]]:
 def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: bool) -> dict:
     """The state update of one planning turn (the lead's log grows by what it saw)."""
     phase = current_phase(state)
+    wave = current_wave(state)
     plan = result.final
     subtasks = _subtask_records(ctx, state, plan)
+    where = f"phase {phase}" + (f", wave {wave}" if wave > 1 else "")
     summary = (
-        f"Plan for phase {phase}: {plan.strategy}\nSubtasks:"
+        f"Plan for {where}: {plan.strategy}\nSubtasks:"
         + "".join(f"\n- {v['id']} ({v['agent']}): {v['title']}" for v in subtasks.values())
         if subtasks
-        else f"Plan for phase {phase}: {plan.strategy}\nSubtasks: none."
+        else f"Plan for {where}: {plan.strategy}\nSubtasks: none."
     )
+    if plan.continue_phase and subtasks:
+        summary += "\nAnother wave of this phase follows (continue_phase)."
     questions = list(dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions]))
     answered = {i for i in plan.answered if 1 <= i <= len(questions)}
     update: dict[str, Any] = {}
@@ -102,6 +114,8 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
     return {
         **update,
         "subtasks": subtasks,
+        # a wave without subtasks ends the phase whatever the plan says
+        "continue_phase": bool(plan.continue_phase and subtasks),
         # the lead's `Plan` as given, but the key questions, which add up over the phases
         **plan.model_dump(include=set(Plan.model_fields) - {"key_questions"}),
         "key_questions": questions,
@@ -183,8 +197,12 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
     """Plan the current phase (once) and write the research plan."""
     ctx = runtime.context
     phase = current_phase(state)
-    ctx.emit("phase", phase=phase, index=state["phase_index"] + 1, total=len(state["phases"]))
-    if phase_subtasks(state):
+    wave = current_wave(state)
+    ctx.emit(
+        "phase", phase=phase, index=state["phase_index"] + 1, total=len(state["phases"]),
+        wave=wave,
+    )  # fmt: skip
+    if wave_subtasks(state):
         return {}
     messages = lead_messages(ctx, state)
     window = context_window(ctx.model)
@@ -226,6 +244,8 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
     ctx.emit(
         "plan",
         phase=phase,
+        wave=wave,
+        continue_phase=update["continue_phase"],
         path=str(path),
         subtasks=[
             {"key": k, "agent": v["agent"], "title": v["title"]} for k, v in subtasks.items()

@@ -42,12 +42,41 @@ def spawn_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[s
     return checkpoint_update(path)
 
 
+EARLIER_CANDIDATES = 24
+"""Earlier findings a `Send` carries at most: the subagent keeps those whose files are in
+its scope (`EARLIER_FINDINGS` of them), so a payload does not grow with the task."""
+
+
+def _overlaps(a: list[str], b: list[str]) -> bool:
+    """Whether two scopes share a path (an empty scope is the whole workdir)."""
+    if not a or not b:
+        return True
+    norm = [[p.strip("/").removeprefix("./") for p in s] for s in (a, b)]
+    return any(x in ("", ".") or y in ("", ".") or x == y or x.startswith(y + "/")
+               or y.startswith(x + "/") for x in norm[0] for y in norm[1])  # fmt: skip
+
+
+def on_scope(
+    earlier: dict[str, dict[str, Any]], subtasks: dict[str, dict[str, Any]], scope: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The earlier findings whose subtask's scope overlaps `scope`, newest key first, at
+    most `EARLIER_CANDIDATES`."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in sorted(earlier, reverse=True):
+        if _overlaps(list((subtasks.get(key) or {}).get("scope") or []), list(scope)):
+            out[key] = earlier[key]
+            if len(out) >= EARLIER_CANDIDATES:
+                break
+    return out
+
+
 def route_spawn(state: OrchestratorState) -> Any:
     pending = pending_subtasks(state)
     if not pending:
         return "merge"
     phase = current_phase(state)
     earlier = {k: v for k, v in (state.get("findings") or {}).items() if v.get("phase") != phase}
+    subtasks = state.get("subtasks") or {}
     return [
         Send(
             "subagent",
@@ -58,7 +87,7 @@ def route_spawn(state: OrchestratorState) -> Any:
                 phase=current_phase(state),
                 key=key,
                 subtask=sub,
-                earlier=earlier,
+                earlier=on_scope(earlier, subtasks, sub.get("scope") or []),
             ),
         )
         for key, sub in sorted(pending.items())
