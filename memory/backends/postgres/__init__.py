@@ -74,6 +74,8 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
     """
 
     kind = "postgres"
+    shared = True
+    url_form = "postgresql://..."
 
     def __init__(self, conn: Any, *, url: str = "postgresql"):
         self._conn = conn
