@@ -1,4 +1,5 @@
-"""A remote agent's pieces (`orchestrator.agents.remote`) without a server: the derived
+"""A remote agent's pieces (the seam `orchestrator.agents.remote` and its LangGraph Server
+implementation `orchestrator.agents.langgraph_server`) without a server: the derived
 thread ids, a final state read as a finding and its usage, the spread over servers, and an
 unreachable server given up on within the timeout with a message that names no header."""
 
@@ -11,14 +12,8 @@ import uuid
 
 import pytest
 
-from orchestrator.agents.remote import (
-    RemoteRuns,
-    Server,
-    findings_of,
-    shown,
-    thread_id_for,
-    usage_of,
-)
+from orchestrator.agents.langgraph_server import LangGraphServer, findings_of, usage_of
+from orchestrator.agents.remote import RemoteRuns, shown, thread_id_for
 from orchestrator.errors import RemoteAgentError, RemoteUnreachableError
 
 
@@ -85,7 +80,9 @@ def test_an_unreachable_server_is_given_up_on_within_the_timeout():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = Server(f"http://127.0.0.1:{port}", {"x-api-key": "k3y-value"}, timeout=1.0)
+    server = LangGraphServer(
+        f"http://127.0.0.1:{port}", "g", {"x-api-key": "k3y-value"}, timeout=1.0
+    )
     start = time.monotonic()
     with pytest.raises(RemoteUnreachableError) as caught:
         server.latest(thread_id_for("t", "c", "k", 1))
@@ -104,7 +101,7 @@ def test_a_join_stops_waiting_at_ctrl_c_and_leaves_the_run_alone():
     listener.listen()
     accepted = []
     threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
-    server = Server(f"http://127.0.0.1:{listener.getsockname()[1]}", {}, timeout=30)
+    server = LangGraphServer(f"http://127.0.0.1:{listener.getsockname()[1]}", "g", {}, timeout=30)
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     start = time.monotonic()
@@ -164,7 +161,7 @@ def test_a_join_outlasts_the_timeout_while_the_run_goes_on():
     real server's heartbeat comes every 5 s) is not given up on."""
     fake = _JoinServer(silence=1.5)
     try:
-        Server(fake.url, {}, timeout=0.5).join("t1", "r1", threading.Event())
+        LangGraphServer(fake.url, "g", {}, timeout=0.5).join("t1", "r1", threading.Event())
         assert fake.joins == 1
     finally:
         fake.close()
@@ -175,7 +172,7 @@ def test_a_join_dropped_after_the_timeout_is_joined_again():
     again instead of giving up at once."""
     fake = _JoinServer(silence=1.0, drops=1)
     try:
-        Server(fake.url, {}, timeout=0.5).join("t1", "r1", threading.Event())
+        LangGraphServer(fake.url, "g", {}, timeout=0.5).join("t1", "r1", threading.Event())
         assert fake.joins == 2
     finally:
         fake.close()
