@@ -45,14 +45,23 @@ from orchestrator.agents.remote import (
     NoFinding,
     RemoteOutcome,
     RunState,
+    count,
     shown,
 )
 from orchestrator.config.workflow import TETHER_SUBAGENT_GRAPH
-from orchestrator.errors import RemoteAgentError, RemoteUnreachableError, Stopped
+from orchestrator.errors import (
+    OrchestratorError,
+    RemoteAgentError,
+    RemoteUnreachableError,
+    Stopped,
+)
 from orchestrator.types import SubmitFindings
 
 FIRST_DELAY, MAX_DELAY = 0.2, 2.0
 """Seconds between retries of an unreachable server: doubling from the first to the most."""
+UNEXPECTED = (KeyError, IndexError, TypeError, AttributeError, ValueError)
+"""What reading an answer of another shape than LangGraph Server's raises (`ValueError`:
+also a body that is not JSON)."""
 POLL = 0.2
 """Seconds between looks at Ctrl-C while a join waits."""
 JOIN_SILENCE = 30.0
@@ -102,6 +111,8 @@ class LangGraphServer:
         while True:
             try:
                 return call()
+            except OrchestratorError:
+                raise
             except httpx.TransportError as exc:
                 problem = type(exc).__name__
             except httpx.HTTPStatusError as exc:
@@ -111,6 +122,12 @@ class LangGraphServer:
                         f"LangGraph Server {shown(self.url)} refused {what}: {_detail(exc)}"
                     ) from None
                 problem = f"HTTP {code}"
+            except UNEXPECTED as exc:  # not JSON, or JSON of another shape
+                raise RemoteAgentError(
+                    f"{shown(self.url)} answered {what} with something unexpected "
+                    f"({type(exc).__name__}: {str(exc)[:100]}): it does not speak LangGraph "
+                    "Server's protocol; check the agent's remote url"
+                ) from None
             if deadline is None:
                 deadline = time.monotonic() + self.timeout
             left = deadline - time.monotonic()
@@ -129,7 +146,7 @@ class LangGraphServer:
         payload's task itself anyway."""
         try:
             out = self.client.runs.wait(None, self.graph, input={"probe": True}, raise_error=False)
-        except (httpx.TransportError, httpx.HTTPStatusError):
+        except (httpx.TransportError, httpx.HTTPStatusError, *UNEXPECTED):
             return None
         found = out.get("memory") if isinstance(out, dict) else None
         return found if isinstance(found, str) else None
@@ -144,6 +161,8 @@ class LangGraphServer:
                 if exc.response.status_code == 404:
                     return None
                 raise
+            if not isinstance(runs, list):
+                raise TypeError(f"a run list that is a {type(runs).__name__}")
             return self._read(thread_id, runs[0]) if runs else None
 
         return self._retry(f"listing the runs of thread {thread_id}", look)
@@ -208,8 +227,8 @@ class LangGraphServer:
                     f"remote run {state.run_id} of {self.graph!r} on {shown(self.url)} "
                     "returned no finding reference"
                 )
-            usage = values.get("usage") if isinstance(values.get("usage"), dict) else None
-            return RemoteOutcome(None, int(values.get("tokens") or 0), usage)
+            usage = _counts(values.get("usage"))
+            return RemoteOutcome(None, count(values.get("tokens") or 0) or 0, usage)
         reported = usage_of(values)
         tokens = reported.pop("tokens") if reported else 0
         return RemoteOutcome(findings_of(values), tokens, reported)
@@ -260,7 +279,9 @@ def _text(content: Any) -> str:
 
 
 def _ai_messages(values: dict[str, Any]) -> list[dict[str, Any]]:
-    messages = values.get("messages") or []
+    messages = values.get("messages")
+    if not isinstance(messages, list):  # none, or not a list (`messages: 5`): no answer
+        return []
     return [m for m in messages if isinstance(m, dict) and m.get("type") in ("ai", "AIMessage")]
 
 
@@ -288,14 +309,29 @@ def findings_of(values: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _counts(usage: Any) -> dict[str, int] | None:
+    """A `tether_subagent`'s `usage` (`{calls, input_tokens}`) as counts; None: unknown."""
+    if not isinstance(usage, dict):
+        return None
+    counted = {k: count(usage.get(k) or 0) for k in ("calls", "input_tokens")}
+    if any(v is None for v in counted.values()):
+        return None
+    return {k: int(v or 0) for k, v in counted.items()}
+
+
 def usage_of(values: dict[str, Any]) -> dict[str, int] | None:
     """What a remote run's AI messages report they spent: `{calls, input_tokens, tokens}`
-    (prompt plus completion tokens), or None when none reports its usage."""
+    (prompt plus completion tokens), or None when none reports its usage, or one reports a
+    count that is not a number (unknown, never a failure). A negative count is 0."""
     messages = _ai_messages(values)
     reported = [m["usage_metadata"] for m in messages if isinstance(m.get("usage_metadata"), dict)]
     if not reported:
         return None
-    inputs = sum(int(u.get("input_tokens") or 0) for u in reported)
-    outputs = sum(int(u.get("output_tokens") or 0) for u in reported)
-    totals = sum(int(u.get("total_tokens") or 0) for u in reported)
-    return {"calls": len(messages), "input_tokens": inputs, "tokens": max(totals, inputs + outputs)}
+    sums = {}
+    for name in ("input_tokens", "output_tokens", "total_tokens"):
+        counts = [count(u.get(name) or 0) for u in reported]
+        if any(c is None for c in counts):
+            return None
+        sums[name] = sum(c or 0 for c in counts)
+    tokens = max(sums["total_tokens"], sums["input_tokens"] + sums["output_tokens"])
+    return {"calls": len(messages), "input_tokens": sums["input_tokens"], "tokens": tokens}

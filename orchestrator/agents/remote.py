@@ -36,13 +36,13 @@ Secrets: header values live in an implementation's client only; a URL is shown a
 from __future__ import annotations
 
 import importlib
-import re
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from memory.backends.urls import redact
 from orchestrator.config.workflow import RemoteSpec
 from orchestrator.errors import RemoteAgentError
 
@@ -60,8 +60,27 @@ def thread_id_for(task_id: str, created: str, key: str, attempt: int) -> str:
 
 
 def shown(url: str) -> str:
-    """A server URL as tether shows it: without user or password."""
-    return re.sub(r"//[^/@]*@", "//", url)
+    """A server URL as tether shows and stores it: without its userinfo, and with the values
+    of secret query parameters (`?token=`, `api_key`, ...) replaced by `***`
+    (`memory.backends.urls.redact`)."""
+    return redact(url).replace("//***@", "//", 1)
+
+
+def url_of(spec: RemoteSpec, stored: str) -> str:
+    """The URL of `spec` that `stored` (a URL as `shown`) stands for: its credentials come
+    from the workflow, never from a record; `stored` itself when the workflow names no
+    such server any more."""
+    return next((u for u in spec.urls if stored in (u, shown(u))), stored)
+
+
+def count(value: Any) -> int | None:
+    """A token or call count a server reported, as tether counts it: a non-negative int
+    (a negative one is 0); None (unknown) for anything that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):  # NaN, infinities
+        return None
+    return max(int(value), 0)
 
 
 class NoFinding(RemoteAgentError):

@@ -41,6 +41,7 @@ and `status` says so. Headers never reach a record, an event or a message.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,12 +49,14 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 
 from orchestrator.agents.remote import (
+    NoFinding,
     RemoteAgent,
     RemoteRuns,
     RunState,
     connect,
     shown,
     thread_id_for,
+    url_of,
 )
 from orchestrator.artifacts.registry import registry_note
 from orchestrator.artifacts.tasks import TaskList
@@ -115,7 +118,7 @@ def _new_attempt(
         agent=agent,
         graph=spec.graph,
         server=shown(url),
-        url=url,
+        url=shown(url),  # never the credentials: `url_of` finds them in the workflow
         attempt=attempt,
         thread_id=thread,
         run_id=None,
@@ -196,10 +199,14 @@ class _Visit:
     def attempt(self, number: int) -> None:
         self.runs.release(self.held)
         self.rec = _new_attempt(self.ctx, self.payload, self.agent, self.spec, number)
-        self.held = self.rec["url"]
+        self.held = self.url()
+
+    def url(self) -> str:
+        """The attempt's server URL, with the workflow's credentials."""
+        return url_of(self.spec, self.rec["url"])
 
     def server(self) -> RemoteAgent:
-        return self.runs.server(self.rec["url"], self.agent, self.spec)
+        return self.runs.server(self.url(), self.agent, self.spec)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -232,8 +239,8 @@ class _Visit:
                 interrupt(done["request"])
             answered[(done["thread_id"], done["id"])] = done["decision"]
         if self.rec.get("thread_id"):
-            self.runs.hold(self.rec["url"])
-            self.held = self.rec["url"]
+            self.held = self.url()
+            self.runs.hold(self.held)
         else:
             self.attempt(1)
         joined = False  # whether this visit saw the thread's latest run going
@@ -266,9 +273,20 @@ class _Visit:
                     if self.answer(state.interrupts, answered):
                         joined = True
                     continue
+                try:
+                    result = self.result(state)
+                except NoFinding as exc:  # a finished run without a finding: failed
+                    if joined:
+                        raise RemoteAgentError(
+                            f"remote run {state.run_id} of {self.spec.graph!r} on "
+                            f"{self.rec['server']} gave no finding: {exc}"
+                        ) from None
+                    self.attempt(int(self.rec.get("attempt") or 1) + 1)
+                    self.tell("retry")
+                    continue
                 if not joined:
                     self.tell("read", state.run_id)
-                return self.result(state)
+                return result
         finally:
             self.runs.release(self.held)
         raise RemoteAgentError(
@@ -302,7 +320,48 @@ class _Visit:
         where["run_id"] = state.run_id
         outcome = self.server().result(state)
         where["usage_known"] = outcome.usage is not None  # noted with the finding's record
-        return RemoteResult(outcome.findings, outcome.tokens, outcome.usage, where)
+        found = outcome.findings
+        if found is not None:
+            found = bounded(self.ctx, found, self.key, self.rec["server"])
+        return RemoteResult(found, outcome.tokens, outcome.usage, where)
+
+
+MAX_FINDING_CHARS = 40_000
+"""Characters of a remote agent's answer kept in its finding (the summary and the lists,
+as JSON): more is stored whole as a memory entry, and the finding keeps its head and a
+pointer (as large tool results are, `orchestrator.agents.offload`)."""
+ITEM_CHARS = 2_000
+"""Characters of one list item of a cut finding."""
+
+
+def bounded(ctx: RunContext, found: dict[str, Any], key: str, server: str) -> dict[str, Any]:
+    """`found`, or when larger than `MAX_FINDING_CHARS`, its head with a pointer to the
+    memory entry that holds it whole."""
+    text = json.dumps(found, ensure_ascii=False)
+    if len(text) <= MAX_FINDING_CHARS:
+        return found
+    entry = ctx.docs.backend.log_entry(
+        text, type="output", tags=["remote-result", f"subtask:{key}"]
+    )
+    budget = MAX_FINDING_CHARS // 4  # for the summary, and for each list
+    cut = dict(found)
+    for name, value in found.items():
+        if isinstance(value, list):
+            kept, used = [], 0
+            for item in value:
+                item = item[:ITEM_CHARS] if isinstance(item, str) else item
+                used += len(json.dumps(item, ensure_ascii=False))
+                if used > budget:
+                    break
+                kept.append(item)
+            cut[name] = kept
+    summary = str(found.get("summary") or "")
+    cut["summary"] = (
+        f"{summary[:budget]}\n[... the remote agent on {server} answered {len(text):,} "
+        f"characters, over the {MAX_FINDING_CHARS:,}-character limit of one finding: the "
+        f"whole answer is memory entry {entry.id} (`memory fetch {entry.id}`) ...]"
+    )
+    return cut
 
 
 def run_remote(
