@@ -62,6 +62,7 @@ from typing_extensions import TypedDict  # pydantic (server schemas) needs it on
 from memory.backends import backend_for, is_shared, shared_url_forms
 from memory.backends.urls import ENV_URL, redact, resolve_url
 from memory.capabilities import KnowsIdentity
+from memory.errors import NoTablesError
 from orchestrator.api import Orchestrator
 from orchestrator.config.workflow import TETHER_SUBAGENT_GRAPH
 from orchestrator.errors import OrchestratorUserError, RemoteAgentError, UnknownTaskError
@@ -299,9 +300,13 @@ def served_subagent_node(state: ServedSubagentState) -> dict[str, Any]:
             f"{TETHER_SUBAGENT_GRAPH} needs the tasks' shared memory: start the server "
             f"with {ENV_URL}={shared_url_forms()}"
         )
-    if state.get("probe"):
-        with backend_for(url, setup=False) as backend:
-            return {"memory": backend.identity() if isinstance(backend, KnowsIdentity) else ""}
+    if state.get("probe"):  # creates nothing: a memory without tether's tables is another
+        try:
+            with backend_for(url, setup=False) as backend:
+                known = isinstance(backend, KnowsIdentity)
+                return {"memory": backend.identity() if known else ""}
+        except NoTablesError:
+            return {"memory": f"{redact(url)}: no tether tables"}
     payload = SubagentPayload(**{k: state[k] for k in SubagentPayload.__annotations__})  # type: ignore[typeddict-item]
     with Orchestrator(
         memory_url=url,
