@@ -12,10 +12,16 @@ before each step that creates something on a server:
 1. attempt n's server and thread id are noted before its thread exists;
 2. the run's id is noted right after the server created it (a kill in between leaves a
    run the thread's run list shows: the list, not the note, is what counts);
-3. each visit starts by listing the thread's runs (`RemoteAgent.latest`): a run still going is
-   joined (also one a restarted server re-queued by itself), one that finished while
-   tether was away is read back, one that failed before this visit moves the subtask to
-   attempt n + 1 on a new thread, and only a thread with no run gets a new run.
+3. each visit starts by listing the thread's runs (`RemoteAgent.latest`): a run still
+   going is joined (also one a restarted server re-queued by itself), one that finished
+   while tether was away is read back, one that failed before this visit (or finished
+   without a finding, `NoFinding`) moves the subtask to attempt n + 1 on a new thread, and
+   only a thread with no run gets a new run.
+
+The registry record keeps a server's URL as `shown` (no userinfo, no secret query
+parameters); the credentials come from the workflow (`url_of`) each time tether connects.
+A finding larger than `MAX_FINDING_CHARS` is cut, the whole answer kept as a memory entry
+(`bounded`).
 
 So no kill of the lead's process starts a remote subtask twice. A run that fails while
 this process joins it fails the subagent with the server's message, as does a server that
