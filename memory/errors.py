@@ -102,6 +102,10 @@ class StorageError(MemoryRuntimeError):
     """The backend cannot be reached or used (server down, bad credentials, old schema)."""
 
 
+class NoTablesError(StorageError):
+    """The database holds no tether tables: another memory than one tether set up."""
+
+
 def is_sqlite_damage(exc: BaseException) -> bool:
     """Whether SQLite raised `exc` because the database file is damaged."""
     if not isinstance(exc, sqlite3.DatabaseError):

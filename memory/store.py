@@ -23,7 +23,7 @@ from typing import Any
 from memory.backends import backend_for
 from memory.backends.files import FilesBackend
 from memory.contract.base import BaseBackend, IndexReport
-from memory.contract.capabilities import Reindexable
+from memory.contract.capabilities import MemoryDirectory, Reindexable
 from memory.contract.entries import Entry, check_type
 from memory.errors import MemoryDirError
 from memory.paths import Layout
@@ -61,8 +61,8 @@ class MemoryStore:
 
     # -- where ---------------------------------------------------------------------------
     @property
-    def _files(self) -> FilesBackend:
-        if not isinstance(self.backend, FilesBackend):
+    def _files(self) -> MemoryDirectory:
+        if not isinstance(self.backend, MemoryDirectory):
             raise MemoryDirError(
                 f"the memory at {self.backend.location!r} has no memory directory; "
                 "this needs the files backend (--memory-dir)"
@@ -90,18 +90,18 @@ class MemoryStore:
 
     def check_writable(self, action: str = "write") -> None:
         """`MemoryDirError` (one line) when the memory is read-only."""
-        if isinstance(self.backend, FilesBackend):
+        if isinstance(self.backend, MemoryDirectory):
             self.backend.check_writable(action)
 
     def path_of(self, doc: str) -> Path:
         """A document's path: the file on the files backend, else the document path itself."""
-        if isinstance(self.backend, FilesBackend):
+        if isinstance(self.backend, MemoryDirectory):
             return self.backend.root / doc
         return Path(doc)
 
     def make_folder(self, doc: str) -> None:
         """Create the folder `doc` names on a memory directory (people see it); else nothing."""
-        if isinstance(self.backend, FilesBackend):
+        if isinstance(self.backend, MemoryDirectory):
             (self.backend.root / doc).mkdir(parents=True, exist_ok=True)
 
     # -- files backend internals (tests and tools) -------------------------------------

@@ -36,9 +36,9 @@ from typing import Any, Self
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from memory.backends.urls import is_postgres
+from memory.backends import is_shared
 from memory.contract.base import BaseBackend
-from memory.contract.capabilities import HoldsGraphState
+from memory.contract.capabilities import HoldsGraphState, KnowsIdentity
 from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
@@ -695,8 +695,9 @@ class Orchestrator:
     def _check_remote(self, workflow: Workflow) -> None:
         """The remote agents can run: their headers' variables are set, and a server that
         runs `tether_subagent` writes into this memory (`graph.remote.check_served_memory`)."""
-        workflow.check_remote(is_postgres(self.memory_url))
-        identity = getattr(self.docs.backend, "identity", None)
+        workflow.check_remote(is_shared(self.memory_url))
+        backend = self.docs.backend
+        identity = backend.identity if isinstance(backend, KnowsIdentity) else None
         check_served_memory(workflow, identity, self.settings.model_timeout)
 
     def _toolbox(

@@ -59,7 +59,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict  # pydantic (server schemas) needs it on 3.11
 
-from memory.backends.urls import ENV_URL, is_postgres, redact, resolve_url
+from memory.backends import backend_for, is_shared, shared_url_forms
+from memory.backends.urls import ENV_URL, redact, resolve_url
+from memory.contract.capabilities import KnowsIdentity
+from memory.errors import NoTablesError
 from orchestrator.api import Orchestrator
 from orchestrator.config.workflow import TETHER_SUBAGENT_GRAPH
 from orchestrator.errors import OrchestratorUserError, RemoteAgentError, UnknownTaskError
@@ -103,7 +106,7 @@ class ServeOptions(TypedDict, total=False):
     """The run's context: where memory lives and how agents run (all optional)."""
 
     memory_url: str
-    """`postgresql://...`: the task's memory in PostgreSQL instead of a memory directory."""
+    """A shared memory's URL (PostgreSQL): the task's memory instead of a memory directory."""
     memory_dir: str
     workdir: str
     workflow: str
@@ -295,16 +298,18 @@ def served_subagent_node(state: ServedSubagentState) -> dict[str, Any]:
         RemoteAgentError: the subagent failed (its error, one line).
     """
     url = resolve_url(None)
-    if not is_postgres(url):
+    if not is_shared(url):
         raise OrchestratorUserError(
-            f"{TETHER_SUBAGENT_GRAPH} needs the tasks' PostgreSQL memory: start the server "
-            f"with {ENV_URL}=postgresql://..."
+            f"{TETHER_SUBAGENT_GRAPH} needs the tasks' shared memory: start the server "
+            f"with {ENV_URL}={shared_url_forms()}"
         )
-    if state.get("probe"):
-        from memory.backends.postgres import PostgresBackend
-
-        with PostgresBackend.open(url, setup=False) as backend:
-            return {"memory": backend.identity()}
+    if state.get("probe"):  # creates nothing: a memory without tether's tables is another
+        try:
+            with backend_for(url, setup=False) as backend:
+                known = isinstance(backend, KnowsIdentity)
+                return {"memory": backend.identity() if known else ""}
+        except NoTablesError:
+            return {"memory": f"{redact(url)}: no tether tables"}
     payload = SubagentPayload(**{k: state[k] for k in SubagentPayload.__annotations__})  # type: ignore[typeddict-item]
     with Orchestrator(
         memory_url=url,

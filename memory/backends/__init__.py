@@ -6,7 +6,9 @@
 
 `backend_for(url)` opens one (the caller closes it), `open_backend(url)` does the same as a
 context manager; `TETHER_MEMORY_URL` supplies the URL when none is given. Errors name the URL
-without its password.
+without its password. `backend_class(url)` names the class without opening anything, so a
+caller asks what the memory can do (`is_shared(url)`: shared between machines) before
+connecting, never which backend it is.
 `resolve_url`, `is_postgres` and `is_directory` are `memory.backends.urls`'s.
 
 The wing: `files/` (the memory directory plus `memory.db`), `postgres/` (psycopg 3),
@@ -41,13 +43,50 @@ from memory.errors import InvalidInputError
 __all__ = [
     "ENV_URL",
     "POSTGRES_SCHEMES",
+    "backend_class",
     "backend_for",
     "is_directory",
     "is_postgres",
+    "is_shared",
     "open_backend",
     "redact",
     "resolve_url",
+    "shared_url_forms",
 ]
+
+BACKENDS: tuple[type[BaseBackend], ...] = (FilesBackend, InMemoryBackend, PostgresBackend)
+
+
+def backend_class(url: str | None = None) -> type[BaseBackend]:
+    """The class of the backend `url` names (see the module docstring), opening nothing.
+
+    Raises:
+        InvalidInputError: no backend takes `url`.
+    """
+    url = resolve_url(url)
+    if is_directory(url):
+        return FilesBackend
+    if url == "memory://":
+        return InMemoryBackend
+    if is_postgres(url):
+        return PostgresBackend
+    raise InvalidInputError(
+        f"unknown memory URL {redact(url)!r}: use a directory, memory:// or postgresql://..."
+    )
+
+
+def is_shared(url: str | None) -> bool:
+    """Whether the memory `url` names is shared between machines (`BaseBackend.shared`);
+    False for a URL no backend takes."""
+    try:
+        return backend_class(url).shared
+    except InvalidInputError:
+        return False
+
+
+def shared_url_forms() -> str:
+    """The URLs of the backends shared between machines, for a message: `postgresql://...`."""
+    return " or ".join(cls.url_form for cls in BACKENDS if cls.shared)
 
 
 def backend_for(
@@ -59,18 +98,15 @@ def backend_for(
     creating them.
     """
     url = resolve_url(url)
-    if is_directory(url):
+    cls = backend_class(url)
+    if cls is FilesBackend:
         backend = FilesBackend(url.removeprefix("file://") if url else memory_dir)
         if setup:
             backend.setup()
         return backend
-    if url == "memory://":
+    if cls is InMemoryBackend:
         return InMemoryBackend()
-    if is_postgres(url):
-        return PostgresBackend.from_url(url, setup=setup)
-    raise InvalidInputError(
-        f"unknown memory URL {redact(url)!r}: use a directory, memory:// or postgresql://..."
-    )
+    return PostgresBackend.from_url(str(url), setup=setup)
 
 
 @contextmanager

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import click
 
-from memory.backends.files import ORPHAN_GRACE_S, FilesBackend
+from memory.backends.files import ORPHAN_GRACE_S
 from memory.backends.files.leftovers import remove_temp_files, temp_files
 from memory.cli.common import get_store
+from memory.contract.capabilities import MemoryDirectory
 from memory.contract.entries import ENTRY_TYPES, Entry, check_type
 from memory.errors import InvalidInputError
 
@@ -142,7 +143,7 @@ def memory_fetch(ctx, entry_id, summary_only, chunk):
         return
     if chunk is not None:
         pieces = iter([store.fetch(entry_id, chunk=chunk).encode("utf-8")])
-    elif isinstance(store.backend, FilesBackend):
+    elif isinstance(store.backend, MemoryDirectory):
         store.get_entry(entry_id)  # an unknown id (or a damaged memory.db) before any output
         pieces = store.entries.iter_bytes(entry_id)  # the stored bytes, straight from disk
     else:  # one chunk at a time: a huge entry is never all in memory
@@ -342,7 +343,7 @@ def memory_stats(ctx, as_json):
     """
     store = get_store(ctx)
     stats = store.stats()
-    if isinstance(store.backend, FilesBackend):  # only a memory directory keeps such files
+    if isinstance(store.backend, MemoryDirectory):  # only a memory directory keeps such files
         stats["leftovers"] = {
             "orphan_folders": store.entries.sweep_orphans(older_than_s=0, dry_run=True),
             "temp_files": temp_files(store.layout),
@@ -386,7 +387,7 @@ def memory_prune(ctx, keep_days, keep_entries, dry_run, as_json):
     store = get_store(ctx)
     removed = store.prune(keep_days=keep_days, keep_entries=keep_entries, dry_run=dry_run)
     orphans, temps = [], []  # what interrupted writes leave exists on the files backend only
-    if isinstance(store.backend, FilesBackend):
+    if isinstance(store.backend, MemoryDirectory):
         orphans = store.entries.sweep_orphans(dry_run=dry_run)
         temps = temp_files(store.layout, older_than_s=ORPHAN_GRACE_S)
         temps = temps if dry_run else remove_temp_files(store.layout, temps)

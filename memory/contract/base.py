@@ -111,6 +111,11 @@ class BaseBackend(DocumentRecords, BackendConveniences, abc.ABC):
 
     #: `files`, `memory` or `postgres`.
     kind: str = ""
+    #: Whether processes on other machines reach this same memory through its URL (a
+    #: capability, asked with `memory.contract.capabilities.shared_between_machines`).
+    shared: bool = False
+    #: What a URL naming this backend looks like, for messages (`postgresql://...`).
+    url_form: str = ""
     #: Whether nothing may be written (a read-only memory directory).
     read_only: bool = False
     #: The clock that stamps entries (ids, `created_at`) and that `prune` measures age by.

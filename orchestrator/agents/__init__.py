@@ -9,6 +9,8 @@
 * `gauge`: the token gauge (per agent and total, the warning zone, the threshold).
 * `memory_middleware`: `TetherMemoryMiddleware`, tether's external memory for any
   `create_agent` agent, and `offload` (large tool results go to memory).
+* `remote`: the seam for remote agents (`RemoteAgent`), and `langgraph_server`, its
+  LangGraph Server implementation.
 
 Invariant: an agent's every assistant tool call is answered by a tool message; a model
 reply never ends an agent without its final protocol tool.

@@ -1,66 +1,56 @@
-"""A remote agent: a graph on LangGraph Server running one subtask, through `langgraph-sdk`.
+"""The seam for remote agents: what tether asks of a server that runs an agent's subtask.
 
-tether speaks LangGraph Server's own protocol (threads, runs, join, a thread's state) and
-has no queue or worker protocol of its own:
+A remote agent (`AgentSpec.remote`) runs each subtask as a run on a server. tether needs
+five things of it, the `RemoteAgent` protocol, and nothing else:
 
-* **Threads.** One thread per subtask attempt, its id a UUID derived from the task (its id
-  and the time it was recorded, so the same task id in two memories never meets on a
-  server), the subtask and the attempt (`thread_id_for`); created with
-  `if_exists="do_nothing"`, with metadata naming the task, subtask and attempt.
-* **Runs.** Created with `multitask_strategy="reject"`: the server refuses a second run on
-  a busy thread, so two starts can never both run. A run is joined (`runs.join`), then
-  read back from the server (`runs.list`, `threads.get`: status, values, interrupts, error).
-* **Faults.** A refused connection, a dropped join, a 5xx or a 429 is retried with backoff
-  until `timeout` (the model timeout) has passed since it started failing: it bounds
-  reaching the server, never the run's length (a join answers a blank line every 5
-  seconds while the run goes on). Then `RemoteUnreachableError`. Any other refusal is a
-  `RemoteAgentError` at once.
-* **Findings.** A run's final state becomes a finding (`findings_of`): its
-  `structured_response` when that has tether's findings shape, else its last AI message
-  as the summary. Its AI messages' `usage_metadata` are its usage (`usage_of`: unknown
-  when none reports any).
-* **Secrets.** Header values (`RemoteSpec.connect_headers`, expanded when a client is
-  made) live in the HTTP client only; messages name a server by its URL without
-  credentials (`shown`), and no header is put in a message, a record or an event.
+* **list its runs**: the latest run on a subtask attempt's thread (`latest`: going,
+  finished with its state, failed, or stopped at interrupts), or None before any;
+* **start** a run for the attempt (`start`: the thread is made if missing, and None means a
+  run is going on it already, so the caller re-attaches to that one), and **wait** for it
+  (`join`: Ctrl-C ends the wait, never the run);
+* **resume an interrupt**: start the run that answers the thread's interrupts (`resume`);
+* **read its result**: a finished run's finding and what it spent (`result`: a
+  `RemoteOutcome`; `NoFinding` when the run gives none, a failed attempt);
+* for `tether_subagent`, which memory it writes into (`memory`).
+
+A thread is one subtask attempt: its id is derived here (`thread_id_for`), the same in
+every process, so a crash never loses where a run is. The caller
+(`orchestrator.graph.remote`) notes each step that creates something on a server in the
+artifact registry first; an implementation only speaks its server's protocol and says what
+it saw in these terms. Its errors are `RemoteAgentError` (a refusal, an answer it cannot
+read: one line naming the server) or `RemoteUnreachableError` (retried, then given up after
+the timeout).
+
+LangGraph Server is the first implementation (`orchestrator.agents.langgraph_server`).
+`KINDS` registers each by name; `RemoteRuns.server` connects an agent's server through it.
 
 `RemoteRuns` is a run's bookkeeping: one client per server and agent, and the runs in
 flight on each server, so an agent's list of servers gets each new attempt on the one with
-fewest (ties: the one given fewest so far, then the list's order).
+fewest (ties: the one given fewest so far, then the list's order). Thread safety:
+subagents call in from parallel threads; the counters are under a lock.
 
-Thread safety: subagents call in from parallel threads; the clients are httpx clients
-(thread safe) and the counters are under a lock.
+Secrets: header values live in an implementation's client only; a URL is shown and stored
+`shown` (without userinfo or secret query parameters, `memory.backends.urls.redact`).
 """
 
 from __future__ import annotations
 
-import re
+import importlib
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-import httpx
-from langgraph_sdk.client import SyncLangGraphClient
-from pydantic import ValidationError
-
+from memory.backends.urls import redact
 from orchestrator.config.workflow import RemoteSpec
-from orchestrator.errors import RemoteAgentError, RemoteUnreachableError, Stopped
-from orchestrator.types import SubmitFindings
+from orchestrator.errors import RemoteAgentError
 
 NAMESPACE = uuid.UUID("7d2c4b1e-9f0a-5c3d-8e6b-2a1f0c9d8e7b")
 """The namespace of the thread ids tether derives (`uuid5`)."""
 RUNNING = ("pending", "running")
 FAILED = ("error", "timeout", "interrupted")
 """Run statuses of an attempt that ended without a result (`interrupted`: cancelled)."""
-FIRST_DELAY, MAX_DELAY = 0.2, 2.0
-"""Seconds between retries of an unreachable server: doubling from the first to the most."""
-POLL = 0.2
-"""Seconds between looks at Ctrl-C while a join waits."""
-JOIN_SILENCE = 30.0
-"""Seconds a join may hear nothing before it counts as dropped (at least the timeout): a
-server answers a blank line every 5 seconds while the run goes on."""
 
 
 def thread_id_for(task_id: str, created: str, key: str, attempt: int) -> str:
@@ -70,8 +60,31 @@ def thread_id_for(task_id: str, created: str, key: str, attempt: int) -> str:
 
 
 def shown(url: str) -> str:
-    """A server URL as tether shows it: without user or password."""
-    return re.sub(r"//[^/@]*@", "//", url)
+    """A server URL as tether shows and stores it: without its userinfo, and with the values
+    of secret query parameters (`?token=`, `api_key`, ...) replaced by `***`
+    (`memory.backends.urls.redact`)."""
+    return redact(url).replace("//***@", "//", 1)
+
+
+def url_of(spec: RemoteSpec, stored: str) -> str:
+    """The URL of `spec` that `stored` (a URL as `shown`) stands for: its credentials come
+    from the workflow, never from a record; `stored` itself when the workflow names no
+    such server any more."""
+    return next((u for u in spec.urls if stored in (u, shown(u))), stored)
+
+
+def count(value: Any) -> int | None:
+    """A token or call count a server reported, as tether counts it: a non-negative int
+    (a negative one is 0); None (unknown) for anything that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):  # NaN, infinities
+        return None
+    return max(int(value), 0)
+
+
+class NoFinding(RemoteAgentError):
+    """A run finished but its final state gives no finding: a failed attempt."""
 
 
 @dataclass(frozen=True)
@@ -99,175 +112,70 @@ class RunState:
         return self.status in FAILED and not self.interrupts
 
 
-def _detail(exc: httpx.HTTPStatusError) -> str:
-    """A refusal's one line: the status and what the server said."""
-    response = exc.response
-    try:
-        body = response.json()
-        said = body.get("detail") or body.get("message") if isinstance(body, dict) else body
-    except Exception:  # not JSON (or not read: a streamed response)
-        said = ""
-    said = " ".join(str(said or "").split())[:300]
-    return f"HTTP {response.status_code}" + (f": {said}" if said else "")
+@dataclass(frozen=True)
+class RemoteOutcome:
+    """A finished run's result."""
+
+    findings: dict[str, Any] | None
+    """The finding (`SubmitFindings` fields); None: the server wrote it into the task's
+    memory itself (`tether_subagent`)."""
+    tokens: int = 0
+    """Prompt plus completion tokens it reports (0 when unknown)."""
+    usage: dict[str, int] | None = None
+    """`{calls, input_tokens}` as reported; None: unknown."""
 
 
-class Server:
-    """One LangGraph Server as one agent reaches it: an SDK client with its headers, and the
-    retry policy of `timeout` seconds."""
+class RemoteAgent(Protocol):
+    """One server as one remote agent reaches it (its graph and headers bound)."""
 
-    def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
-        self.url = url
-        self.timeout = timeout
-        self.client = self._client(headers, httpx.Timeout(timeout))
-        # a join's read outlasts the server's heartbeats, whatever the timeout
-        self.joins = self._client(headers, httpx.Timeout(timeout, read=max(timeout, JOIN_SILENCE)))
-
-    def _client(self, headers: dict[str, str], timeout: httpx.Timeout) -> SyncLangGraphClient:
-        # no transport retries: `_retry` owns the backoff, bounded by the timeout
-        http = httpx.Client(
-            base_url=self.url,
-            transport=httpx.HTTPTransport(retries=0),
-            timeout=timeout,
-            headers={"User-Agent": "tether", **headers},
-        )
-        return SyncLangGraphClient(http)
-
-    def _retry(self, what: str, call: Callable[[], Any]) -> Any:
-        """`call()`, retried while the server is unreachable, for `timeout` seconds from the
-        first failure (a join that fails after an hour is retried too)."""
-        deadline = None
-        delay = FIRST_DELAY
-        while True:
-            try:
-                return call()
-            except httpx.TransportError as exc:
-                problem = type(exc).__name__
-            except httpx.HTTPStatusError as exc:
-                code = exc.response.status_code
-                if code < 500 and code != 429:
-                    raise RemoteAgentError(
-                        f"LangGraph Server {shown(self.url)} refused {what}: {_detail(exc)}"
-                    ) from None
-                problem = f"HTTP {code}"
-            if deadline is None:
-                deadline = time.monotonic() + self.timeout
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RemoteUnreachableError(
-                    f"LangGraph Server {shown(self.url)} unreachable while {what} ({problem}) "
-                    f"for {self.timeout:g}s; `orchestrator resume` tries again"
-                ) from None
-            time.sleep(min(delay, left))  # the last try comes at the deadline
-            delay = min(delay * 2, MAX_DELAY)
-
-    def memory(self, graph: str) -> str | None:
-        """The memory a `tether_subagent` server writes into (its answer to a probe: a
-        stateless run that runs nothing); None when it cannot say now (unreachable, a run
-        that failed, a server of a tether without the probe): the server checks each
-        payload's task itself anyway."""
-        try:
-            out = self.client.runs.wait(None, graph, input={"probe": True}, raise_error=False)
-        except (httpx.TransportError, httpx.HTTPStatusError):
-            return None
-        found = out.get("memory") if isinstance(out, dict) else None
-        return found if isinstance(found, str) else None
+    url: str
 
     def latest(self, thread_id: str) -> RunState | None:
         """The thread's latest run, read back; None when the thread or its runs do not exist."""
+        ...
 
-        def look() -> RunState | None:
-            try:
-                runs = self.client.runs.list(thread_id, limit=1)
-            except httpx.HTTPStatusError as exc:
-                if exc.response.status_code == 404:
-                    return None
-                raise
-            return self._read(thread_id, runs[0]) if runs else None
+    def start(self, thread_id: str, metadata: dict[str, Any], input: dict[str, Any]) -> str | None:
+        """Start a run with `input` on the thread (made if missing); its id, or None when a
+        run is going on the thread already (the caller joins that one)."""
+        ...
 
-        return self._retry(f"listing the runs of thread {thread_id}", look)
-
-    def _read(self, thread_id: str, run: dict[str, Any]) -> RunState:
-        status = str(run.get("status"))
-        if status in RUNNING:
-            return RunState(str(run["run_id"]), status)
-        thread = self.client.threads.get(thread_id)
-        interrupts = [i for group in (thread.get("interrupts") or {}).values() for i in group]
-        error = thread.get("error") or {}
-        said = ": ".join(str(error.get(k)) for k in ("error", "message") if error.get(k))
-        return RunState(
-            str(run["run_id"]),
-            status,
-            dict(thread.get("values") or {}),
-            [i for i in interrupts if isinstance(i, dict) and i.get("id")],
-            said or (f"the run ended {status}" if status in FAILED else ""),
-        )
-
-    def start(
-        self,
-        thread_id: str,
-        graph: str,
-        metadata: dict[str, Any],
-        *,
-        input: dict[str, Any] | None = None,
-        command: dict[str, Any] | None = None,
+    def resume(
+        self, thread_id: str, metadata: dict[str, Any], decisions: dict[str, Any]
     ) -> str | None:
-        """Start a run on the thread (created if missing); its id, or None when the server
-        refused it because a run is going on the thread already (then join that one)."""
-
-        def create() -> str | None:
-            self.client.threads.create(
-                thread_id=thread_id, if_exists="do_nothing", metadata=metadata, graph_id=graph
-            )
-            try:
-                run = self.client.runs.create(
-                    thread_id,
-                    graph,
-                    input=input,
-                    command=command,
-                    metadata=metadata,
-                    multitask_strategy="reject",
-                )
-            except httpx.HTTPStatusError as exc:
-                if exc.response.status_code == 409:  # busy: a run of ours is going on it
-                    return None
-                raise
-            return str(run["run_id"])
-
-        return self._retry(f"starting a run of {graph!r}", create)
+        """Start the run that answers the thread's interrupts (`{interrupt id: decision}`);
+        None as for `start`."""
+        ...
 
     def join(self, thread_id: str, run_id: str, stop: threading.Event) -> None:
-        """Wait until the run ends (re-joining while the server is unreachable, within the
-        timeout); Ctrl-C (`stop`) ends the wait, never the run.
+        """Wait until the run ends; `Stopped` when `stop` is set (the run goes on)."""
+        ...
 
-        Raises:
-            Stopped: `stop` was set (the run goes on; a resume joins it again).
-        """
-        path = f"/threads/{thread_id}/runs/{run_id}/join"
+    def result(self, state: RunState) -> RemoteOutcome:
+        """The finding and spend of a finished run; `NoFinding` when it gives none."""
+        ...
 
-        def once() -> None:
-            done = threading.Event()
-            outcome: list[BaseException] = []
+    def memory(self) -> str | None:
+        """Which memory a `tether_subagent` server writes into, or None: cannot say now."""
+        ...
 
-            def wait() -> None:
-                try:  # no reconnects of the SDK's own: `_retry` bounds them by the timeout
-                    self.joins.http.request_reconnect(path, "GET", reconnect_limit=0)
-                except BaseException as exc:  # handed to the waiting thread
-                    outcome.append(exc)
-                finally:
-                    done.set()
+    def close(self) -> None: ...
 
-            threading.Thread(target=wait, name=f"join-{run_id[:8]}", daemon=True).start()
-            while not done.wait(POLL):
-                if stop.is_set():
-                    raise Stopped(f"stopped by Ctrl-C while joining remote run {run_id}")
-            if outcome:
-                raise outcome[0]
 
-        self._retry(f"joining run {run_id}", once)
+KINDS: dict[str, str] = {"langgraph": "orchestrator.agents.langgraph_server:LangGraphServer"}
+"""The kinds of remote agent, by name: `module:class`, a class made as
+`cls(url, graph, headers, timeout)` (imported when first connected, so the seam imports
+no implementation). Every remote agent is `langgraph` today."""
 
-    def close(self) -> None:
-        self.client.close()
-        self.joins.close()
+
+def connect(url: str, agent: str, spec: RemoteSpec, timeout: float) -> RemoteAgent:
+    """A client of `url` for `agent` (its headers expanded now).
+
+    Raises:
+        WorkflowError: a header's `${VAR}` is not set.
+    """
+    module, _, name = KINDS["langgraph"].partition(":")
+    kind = getattr(importlib.import_module(module), name)
+    return kind(url, spec.graph, spec.connect_headers(agent), timeout)
 
 
 class RemoteRuns:
@@ -276,13 +184,13 @@ class RemoteRuns:
     def __init__(self, timeout: float = 120.0) -> None:
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._servers: dict[tuple[str, str], Server] = {}
+        self._servers: dict[tuple[str, str], RemoteAgent] = {}
         self._in_flight: dict[str, int] = {}
         self._given: dict[str, int] = {}
         self._created: dict[str, str] = {}
         self._tasks: set[str] = set()
 
-    def server(self, url: str, agent: str, spec: RemoteSpec) -> Server:
+    def server(self, url: str, agent: str, spec: RemoteSpec) -> RemoteAgent:
         """The client of `url` for `agent` (its headers expanded now, once per run).
 
         Raises:
@@ -291,7 +199,7 @@ class RemoteRuns:
         with self._lock:
             found = self._servers.get((url, agent))
             if found is None:
-                found = Server(url, spec.connect_headers(agent), self.timeout)
+                found = connect(url, agent, spec, self.timeout)
                 self._servers[(url, agent)] = found
             return found
 
@@ -337,55 +245,3 @@ class RemoteRuns:
             servers, self._servers = list(self._servers.values()), {}
         for server in servers:
             server.close()
-
-
-# -- what a run's final state holds -------------------------------------------------------
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
-        return "".join(p for p in parts if isinstance(p, str))
-    return ""
-
-
-def _ai_messages(values: dict[str, Any]) -> list[dict[str, Any]]:
-    messages = values.get("messages") or []
-    return [m for m in messages if isinstance(m, dict) and m.get("type") in ("ai", "AIMessage")]
-
-
-def findings_of(values: dict[str, Any]) -> dict[str, Any]:
-    """The finding of a remote run's final state: its `structured_response` when that has
-    tether's findings shape (`SubmitFindings`), else its last AI message with text as the
-    summary.
-
-    Raises:
-        RemoteAgentError: the state has neither.
-    """
-    structured = values.get("structured_response")
-    if isinstance(structured, dict):
-        try:
-            return SubmitFindings.model_validate(structured).model_dump()
-        except ValidationError:
-            pass  # another shape: the agent's last message speaks for it
-    for message in reversed(_ai_messages(values)):
-        text = _text(message.get("content")).strip()
-        if text:
-            return {"status": "completed", "summary": text}
-    raise RemoteAgentError(
-        "the remote run ended with no AI message and no structured_response in tether's "
-        "findings shape; a remote agent's state needs `messages`"
-    )
-
-
-def usage_of(values: dict[str, Any]) -> dict[str, int] | None:
-    """What a remote run's AI messages report they spent: `{calls, input_tokens, tokens}`
-    (prompt plus completion tokens), or None when none reports its usage."""
-    messages = _ai_messages(values)
-    reported = [m["usage_metadata"] for m in messages if isinstance(m.get("usage_metadata"), dict)]
-    if not reported:
-        return None
-    inputs = sum(int(u.get("input_tokens") or 0) for u in reported)
-    outputs = sum(int(u.get("output_tokens") or 0) for u in reported)
-    totals = sum(int(u.get("total_tokens") or 0) for u in reported)
-    return {"calls": len(messages), "input_tokens": inputs, "tokens": max(totals, inputs + outputs)}

@@ -92,11 +92,11 @@ def cli(ctx: click.Context, group_memory_dir: str | None, memory_url: str | None
     where = memory_location(group_memory_dir, memory_url)
     if where.url:
         # the optional `postgres` extra and the backends (30 ms of start-up): only with a URL
-        from memory.backends import is_postgres
+        from memory.backends import is_shared, shared_url_forms
 
-        if not is_postgres(where.url):
+        if not is_shared(where.url):  # what the backend says of itself, never its scheme
             raise click.ClickException(
-                f"{where.url_flag} must be postgresql://... for the orchestrator"
+                f"{where.url_flag} must be {shared_url_forms()} for the orchestrator"
             )
 
 

@@ -122,7 +122,7 @@ class Settings:
     memory_dir: Path
     """The memory directory (unused when `memory_url` is set)."""
     memory_url: str | None
-    """`postgresql://...`: the memory and graph state in PostgreSQL."""
+    """A shared memory's URL (PostgreSQL): the memory and graph state kept there."""
     model: str
     """The model string (`provider:model` or `tether:offline`)."""
     model_timeout: float

@@ -469,10 +469,10 @@ class Workflow(BaseModel):
         i = self.phase_index(name)
         return self.phases[i + 1] if i + 1 < len(self.phases) else None
 
-    def check_remote(self, postgres: bool) -> None:
+    def check_remote(self, shared: bool) -> None:
         """Check the remote agents before a task starts or continues: every `${VAR}` of
-        their headers is set, and `tether_subagent` runs only beside a PostgreSQL memory
-        (the servers write the findings into it).
+        their headers is set, and `tether_subagent` runs only beside a memory `shared`
+        between machines (the servers write the findings into it).
 
         Raises:
             WorkflowError: one line naming the agent (never a header's value).
@@ -484,7 +484,7 @@ class Workflow(BaseModel):
             missing = spec.remote.missing_variables()
             if missing:
                 raise WorkflowError(where + unset_message(name, *missing[0]))
-            if spec.remote.runs_tether and not postgres:
+            if spec.remote.runs_tether and not shared:
                 raise WorkflowError(
                     f"{where}agent {name!r} runs {TETHER_SUBAGENT_GRAPH!r} on LangGraph "
                     "Server, which writes its findings into the task's memory: run the task "

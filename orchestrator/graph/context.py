@@ -109,8 +109,8 @@ class RunContext:
     """The task's token budget and its spend (`orchestrator.agents.budget`); `run_graph`
     starts the spend at what the task spent before this run."""
     remote: RemoteRuns = field(default_factory=RemoteRuns)
-    """The remote agents' servers and their runs in flight (`orchestrator.agents.remote`);
-    reaching a server is bounded by the model timeout."""
+    """The remote agents' servers (`orchestrator.agents.remote.RemoteAgent`) and their runs
+    in flight; reaching a server is bounded by the model timeout."""
     attempted: set[str] = field(default_factory=set)
     """The subtask keys whose agent this run started (a failure of any other key is one
     an earlier run left: `Orchestrator.resume` retries it)."""

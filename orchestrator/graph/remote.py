@@ -1,4 +1,5 @@
-"""A subagent whose agent is remote: its subtask as a run of a graph on LangGraph Server.
+"""A subagent whose agent is remote: its subtask as a run on a server, through the seam
+`orchestrator.agents.remote.RemoteAgent` (LangGraph Server its first implementation).
 
 `run_remote` is the remote half of `orchestrator.graph.nodes.subagent.subagent_node`: the
 node reuses a finished subtask's findings, checks the budget, and writes the findings this
@@ -11,10 +12,16 @@ before each step that creates something on a server:
 1. attempt n's server and thread id are noted before its thread exists;
 2. the run's id is noted right after the server created it (a kill in between leaves a
    run the thread's run list shows: the list, not the note, is what counts);
-3. each visit starts by listing the thread's runs (`Server.latest`): a run still going is
-   joined (also one a restarted server re-queued by itself), one that finished while
-   tether was away is read back, one that failed before this visit moves the subtask to
-   attempt n + 1 on a new thread, and only a thread with no run gets a new run.
+3. each visit starts by listing the thread's runs (`RemoteAgent.latest`): a run still
+   going is joined (also one a restarted server re-queued by itself), one that finished
+   while tether was away is read back, one that failed before this visit (or finished
+   without a finding, `NoFinding`) moves the subtask to attempt n + 1 on a new thread, and
+   only a thread with no run gets a new run.
+
+The registry record keeps a server's URL as `shown` (no userinfo, no secret query
+parameters); the credentials come from the workflow (`url_of`) each time tether connects.
+A finding larger than `MAX_FINDING_CHARS` is cut, the whole answer kept as a memory entry
+(`bounded`).
 
 So no kill of the lead's process starts a remote subtask twice. A run that fails while
 this process joins it fails the subagent with the server's message, as does a server that
@@ -33,13 +40,14 @@ once for each of them first, in order, so LangGraph's next answer goes to the ne
 (LangGraph matches a task's answers to its `interrupt` calls by order), and an answer noted
 but not yet sent (a kill in between) is sent from the record.
 
-Usage: the run's AI messages' `usage_metadata` (`agents.remote.usage_of`) count toward the
+Usage: what the run reports it spent (`RemoteAgent.result`) counts toward the
 task's budget and its tokens; when none is reported the record says the usage is unknown,
 and `status` says so. Headers never reach a record, an event or a message.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,12 +55,14 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 
 from orchestrator.agents.remote import (
+    NoFinding,
+    RemoteAgent,
     RemoteRuns,
-    Server,
-    findings_of,
+    RunState,
+    connect,
     shown,
     thread_id_for,
-    usage_of,
+    url_of,
 )
 from orchestrator.artifacts.registry import registry_note
 from orchestrator.artifacts.tasks import TaskList
@@ -114,7 +124,7 @@ def _new_attempt(
         agent=agent,
         graph=spec.graph,
         server=shown(url),
-        url=url,
+        url=shown(url),  # never the credentials: `url_of` finds them in the workflow
         attempt=attempt,
         thread_id=thread,
         run_id=None,
@@ -195,10 +205,14 @@ class _Visit:
     def attempt(self, number: int) -> None:
         self.runs.release(self.held)
         self.rec = _new_attempt(self.ctx, self.payload, self.agent, self.spec, number)
-        self.held = self.rec["url"]
+        self.held = self.url()
 
-    def server(self) -> Server:
-        return self.runs.server(self.rec["url"], self.agent, self.spec)
+    def url(self) -> str:
+        """The attempt's server URL, with the workflow's credentials."""
+        return url_of(self.spec, self.rec["url"])
+
+    def server(self) -> RemoteAgent:
+        return self.runs.server(self.url(), self.agent, self.spec)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -207,10 +221,15 @@ class _Visit:
             "tether_attempt": int(self.rec.get("attempt") or 1),
         }
 
-    def start(self, **what: Any) -> str | None:
-        """Start a run (input or command) on the attempt's thread; note its id."""
+    def start(self, decisions: dict[str, Any] | None = None) -> str | None:
+        """Start the attempt's run (or the one answering its interrupts: `decisions`) on its
+        thread; note its id."""
         server, thread = self.server(), self.rec["thread_id"]
-        run_id = server.start(thread, self.spec.graph, self.metadata(), **what)
+        if decisions is None:
+            text = _input(self.ctx, self.payload, self.spec, self.text)
+            run_id = server.start(thread, self.metadata(), text)
+        else:
+            run_id = server.resume(thread, self.metadata(), decisions)
         fault("remote_after_create")  # a run exists on the server, its id not noted yet
         if run_id is not None:
             self.rec = _note(self.ctx, self.task_id, self.key, run_id=run_id)
@@ -226,8 +245,8 @@ class _Visit:
                 interrupt(done["request"])
             answered[(done["thread_id"], done["id"])] = done["decision"]
         if self.rec.get("thread_id"):
-            self.runs.hold(self.rec["url"])
-            self.held = self.rec["url"]
+            self.held = self.url()
+            self.runs.hold(self.held)
         else:
             self.attempt(1)
         joined = False  # whether this visit saw the thread's latest run going
@@ -236,7 +255,7 @@ class _Visit:
                 server, thread = self.server(), self.rec["thread_id"]
                 state = server.latest(thread)
                 if state is None:
-                    run_id = self.start(input=_input(ctx, self.payload, self.spec, self.text))
+                    run_id = self.start()
                     if run_id is not None:
                         self.tell("started", run_id)
                         server.join(thread, run_id, ctx.stop)
@@ -260,9 +279,20 @@ class _Visit:
                     if self.answer(state.interrupts, answered):
                         joined = True
                     continue
+                try:
+                    result = self.result(state)
+                except NoFinding as exc:  # a finished run without a finding: failed
+                    if joined:
+                        raise RemoteAgentError(
+                            f"remote run {state.run_id} of {self.spec.graph!r} on "
+                            f"{self.rec['server']} gave no finding: {exc}"
+                        ) from None
+                    self.attempt(int(self.rec.get("attempt") or 1) + 1)
+                    self.tell("retry")
+                    continue
                 if not joined:
                     self.tell("read", state.run_id)
-                return self.result(state.values, state.run_id)
+                return result
         finally:
             self.runs.release(self.held)
         raise RemoteAgentError(
@@ -284,32 +314,60 @@ class _Visit:
                 listed = [*(self.rec.get("answered") or []), done]
                 self.rec = _note(self.ctx, self.task_id, self.key, answered=listed)
             resume[intr["id"]] = answered[(thread, intr["id"])]
-        run_id = self.start(command={"resume": resume})
+        run_id = self.start(resume)
         if run_id is None:
             return False
         self.tell("resumed", run_id)
         self.server().join(self.rec["thread_id"], run_id, self.ctx.stop)
         return True
 
-    def result(self, values: dict[str, Any], run_id: str) -> RemoteResult:
+    def result(self, state: RunState) -> RemoteResult:
         where = {k: self.rec.get(k) for k in ("server", "graph", "thread_id", "attempt", "agent")}
-        where["run_id"] = run_id
-        if self.spec.runs_tether:
-            if not isinstance(values.get("finding"), dict):
-                raise RemoteAgentError(
-                    f"remote run {run_id} of {self.spec.graph!r} on {self.rec['server']} "
-                    "returned no finding reference"
-                )
-            usage = values.get("usage") if isinstance(values.get("usage"), dict) else None
-            tokens = int(values.get("tokens") or 0)
-            found = None
-        else:
-            found = findings_of(values)
-            reported = usage_of(values)
-            tokens = reported.pop("tokens") if reported else 0
-            usage = reported
-        where["usage_known"] = usage is not None  # noted with the finding's record
-        return RemoteResult(found, tokens, usage, where)
+        where["run_id"] = state.run_id
+        outcome = self.server().result(state)
+        where["usage_known"] = outcome.usage is not None  # noted with the finding's record
+        found = outcome.findings
+        if found is not None:
+            found = bounded(self.ctx, found, self.key, self.rec["server"])
+        return RemoteResult(found, outcome.tokens, outcome.usage, where)
+
+
+MAX_FINDING_CHARS = 40_000
+"""Characters of a remote agent's answer kept in its finding (the summary and the lists,
+as JSON): more is stored whole as a memory entry, and the finding keeps its head and a
+pointer (as large tool results are, `orchestrator.agents.offload`)."""
+ITEM_CHARS = 2_000
+"""Characters of one list item of a cut finding."""
+
+
+def bounded(ctx: RunContext, found: dict[str, Any], key: str, server: str) -> dict[str, Any]:
+    """`found`, or when larger than `MAX_FINDING_CHARS`, its head with a pointer to the
+    memory entry that holds it whole."""
+    text = json.dumps(found, ensure_ascii=False)
+    if len(text) <= MAX_FINDING_CHARS:
+        return found
+    entry = ctx.docs.backend.log_entry(
+        text, type="output", tags=["remote-result", f"subtask:{key}"]
+    )
+    budget = MAX_FINDING_CHARS // 4  # for the summary, and for each list
+    cut = dict(found)
+    for name, value in found.items():
+        if isinstance(value, list):
+            kept, used = [], 0
+            for item in value:
+                item = item[:ITEM_CHARS] if isinstance(item, str) else item
+                used += len(json.dumps(item, ensure_ascii=False))
+                if used > budget:
+                    break
+                kept.append(item)
+            cut[name] = kept
+    summary = str(found.get("summary") or "")
+    cut["summary"] = (
+        f"{summary[:budget]}\n[... the remote agent on {server} answered {len(text):,} "
+        f"characters, over the {MAX_FINDING_CHARS:,}-character limit of one finding: the "
+        f"whole answer is memory entry {entry.id} (`memory fetch {entry.id}`) ...]"
+    )
+    return cut
 
 
 def run_remote(
@@ -352,9 +410,9 @@ def check_served_memory(workflow: Workflow, identity: Any, timeout: float) -> No
         if spec.remote is None or not spec.remote.runs_tether:
             continue
         for url in spec.remote.urls:
-            server = Server(url, spec.remote.connect_headers(name), min(timeout, PROBE_S))
+            server = connect(url, name, spec.remote, min(timeout, PROBE_S))
             try:
-                theirs = server.memory(spec.remote.graph)
+                theirs = server.memory()
             finally:
                 server.close()
             ours = ours or identity()

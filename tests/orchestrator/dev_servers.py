@@ -32,6 +32,7 @@ GRAPHS = {
     "echo": "tests.orchestrator.e2e.remote_graphs:echo",
     "asks": "tests.orchestrator.e2e.remote_graphs:asks",
     "flaky": "tests.orchestrator.e2e.remote_graphs:flaky",
+    "hollow": "tests.orchestrator.e2e.remote_graphs:hollow",
 }
 PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TETHER_MODEL")
 

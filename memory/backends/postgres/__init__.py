@@ -48,6 +48,7 @@ from memory.backends.postgres.connections import lost_errors, make_pool, reason_
 from memory.backends.savers import CONNECT_TIMEOUT_S, open_postgres_saver, pg_connect
 from memory.backends.urls import redact
 from memory.contract.base import BaseBackend, StorageError
+from memory.errors import NoTablesError
 
 IDENTITY_SQL = (
     "SELECT current_database(), current_schema(), (SELECT min(applied_at) FROM tether_migrations)"
@@ -74,6 +75,8 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
     """
 
     kind = "postgres"
+    shared = True
+    url_form = "postgresql://..."
 
     def __init__(self, conn: Any, *, url: str = "postgresql"):
         self._conn = conn
@@ -241,7 +244,7 @@ class PostgresBackend(DocumentsMixin, EntriesMixin, SearchMixin, RecordsMixin, B
         """Refuse a database that lacks tether's tables or has another schema version."""
         with self._tx() as conn:
             if not conn.execute(HAS_MIGRATIONS_SQL).fetchone()[0]:
-                raise StorageError(
+                raise NoTablesError(
                     f"{self.url!r} has no tether tables; run `memory --memory-url URL setup` "
                     "(or any writing command) first"
                 )

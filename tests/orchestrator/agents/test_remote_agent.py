@@ -1,4 +1,5 @@
-"""A remote agent's pieces (`orchestrator.agents.remote`) without a server: the derived
+"""A remote agent's pieces (the seam `orchestrator.agents.remote` and its LangGraph Server
+implementation `orchestrator.agents.langgraph_server`) without a server: the derived
 thread ids, a final state read as a finding and its usage, the spread over servers, and an
 unreachable server given up on within the timeout with a message that names no header."""
 
@@ -11,14 +12,8 @@ import uuid
 
 import pytest
 
-from orchestrator.agents.remote import (
-    RemoteRuns,
-    Server,
-    findings_of,
-    shown,
-    thread_id_for,
-    usage_of,
-)
+from orchestrator.agents.langgraph_server import LangGraphServer, findings_of, usage_of
+from orchestrator.agents.remote import NoFinding, RemoteRuns, shown, thread_id_for
 from orchestrator.errors import RemoteAgentError, RemoteUnreachableError
 
 
@@ -69,6 +64,27 @@ def test_usage_is_what_the_messages_report_or_unknown():
     assert usage_of({"messages": [ai("a"), {"type": "human", "content": "x"}]}) is None
 
 
+@pytest.mark.parametrize("messages", [[], 5, "text", {"type": "ai"}])
+def test_a_final_state_whose_messages_give_no_answer_is_no_finding(messages):
+    with pytest.raises(NoFinding):
+        findings_of({"messages": messages})
+
+
+def test_malformed_usage_is_unknown_and_negative_counts_are_zero():
+    answer = {"messages": [ai("found", {"input_tokens": "abc", "output_tokens": 3})]}
+    assert usage_of(answer) is None  # unknown, and the answer is still the finding
+    assert findings_of(answer)["summary"] == "found"
+    negative = {"input_tokens": -999_999_999, "output_tokens": 5, "total_tokens": -7}
+    assert usage_of({"messages": [ai("a", negative)]}) == {
+        "calls": 1,
+        "input_tokens": 0,
+        "tokens": 5,
+    }
+    for bad in (float("nan"), True, [1], None and 1):
+        counted = usage_of({"messages": [ai("a", {"input_tokens": bad, "output_tokens": 1})]})
+        assert counted is None or counted["input_tokens"] >= 0
+
+
 def test_new_attempts_go_to_the_server_with_fewest_runs_in_flight():
     runs = RemoteRuns()
     urls = ["http://a", "http://b"]
@@ -85,7 +101,9 @@ def test_an_unreachable_server_is_given_up_on_within_the_timeout():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = Server(f"http://127.0.0.1:{port}", {"x-api-key": "k3y-value"}, timeout=1.0)
+    server = LangGraphServer(
+        f"http://127.0.0.1:{port}", "g", {"x-api-key": "k3y-value"}, timeout=1.0
+    )
     start = time.monotonic()
     with pytest.raises(RemoteUnreachableError) as caught:
         server.latest(thread_id_for("t", "c", "k", 1))
@@ -104,7 +122,7 @@ def test_a_join_stops_waiting_at_ctrl_c_and_leaves_the_run_alone():
     listener.listen()
     accepted = []
     threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
-    server = Server(f"http://127.0.0.1:{listener.getsockname()[1]}", {}, timeout=30)
+    server = LangGraphServer(f"http://127.0.0.1:{listener.getsockname()[1]}", "g", {}, timeout=30)
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     start = time.monotonic()
@@ -117,6 +135,8 @@ def test_a_join_stops_waiting_at_ctrl_c_and_leaves_the_run_alone():
 def test_urls_are_shown_without_credentials():
     assert shown("https://user:pw@host:2024/x") == "https://host:2024/x"
     assert shown("http://host:2024") == "http://host:2024"
+    assert shown("http://host:2024/?token=t0k&x=1") == "http://host:2024/?token=***&x=1"
+    assert shown("http://u:p@ss@host/x?api_key=k") == "http://host/x?api_key=***"
 
 
 class _JoinServer:
@@ -164,7 +184,7 @@ def test_a_join_outlasts_the_timeout_while_the_run_goes_on():
     real server's heartbeat comes every 5 s) is not given up on."""
     fake = _JoinServer(silence=1.5)
     try:
-        Server(fake.url, {}, timeout=0.5).join("t1", "r1", threading.Event())
+        LangGraphServer(fake.url, "g", {}, timeout=0.5).join("t1", "r1", threading.Event())
         assert fake.joins == 1
     finally:
         fake.close()
@@ -175,7 +195,60 @@ def test_a_join_dropped_after_the_timeout_is_joined_again():
     again instead of giving up at once."""
     fake = _JoinServer(silence=1.0, drops=1)
     try:
-        Server(fake.url, {}, timeout=0.5).join("t1", "r1", threading.Event())
+        LangGraphServer(fake.url, "g", {}, timeout=0.5).join("t1", "r1", threading.Event())
         assert fake.joins == 2
     finally:
+        fake.close()
+
+
+class _Answers:
+    """A stand-in for a server that answers every request with `body` (status 200)."""
+
+    def __init__(self, body: bytes) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer  # noqa: N815 - http.server's names
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def close(self) -> None:
+        self.http.shutdown()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{}", b"[1]", b"<html>not json</html>", b'[{"status": "success"}]', b'"text"', b"[[]]"],
+)
+def test_a_server_answering_something_unexpected_is_named_in_one_line(body):
+    fake = _Answers(body)
+    server = LangGraphServer(fake.url, "g", {}, timeout=2.0)
+    try:
+        for call in (
+            lambda: server.latest("t1"),
+            lambda: server.start("t1", {}, {"messages": []}),
+        ):
+            with pytest.raises(RemoteAgentError) as caught:
+                call()
+            message = str(caught.value)
+            assert message.startswith(fake.url), message
+            assert "does not speak LangGraph Server's protocol" in message
+            assert "\n" not in message
+        assert server.memory() is None  # a probe answered so: cannot tell
+    finally:
+        server.close()
         fake.close()

@@ -4,10 +4,14 @@
   (`$REMOTE_NAME`) and the subtask, reporting its token usage. Words in the message steer
   it, as a real agent's input would: `sleep=S` works S seconds first (a slow model),
   `hold=DIR` works until `DIR/release-{server}` exists, `fail=1` raises, `structured=1`
-  also answers a `structured_response` in tether's findings shape.
+  also answers a `structured_response` in tether's findings shape, `big=N` answers N
+  characters.
 * `asks`: stops at an `interrupt` whose value is a `HITLRequest` (LangChain's
   human-in-the-loop shape) asking to run `deploy`, then answers with the decision it got.
 * `flaky`: `echo`, but the first run of each subtask in this server process fails.
+* `hollow`: the first run of each subtask in this server process ends `success` with a
+  state that gives no finding (`messages: []` or `messages: 5`); later runs answer, their
+  usage malformed (`input_tokens: "abc"`, a negative `output_tokens`).
 
 The dev server keeps its runs in memory and writes them to `.langgraph_api/` every 10
 seconds; `FLUSH_EVERY` shortens that for the tests that kill a server and start it again
@@ -70,6 +74,9 @@ def echo_node(state: AgentState) -> dict[str, Any]:
         raise ValueError("the remote agent failed on purpose")
     server, sub = os.environ.get("REMOTE_NAME", "?"), _subtask(text)
     summary = f"Subtask {sub} read on server {server}."
+    big = re.search(r"\bbig=(\d+)", text)
+    if big:
+        summary += " " + "x" * int(big.group(1))
     out: dict[str, Any] = {"messages": [AIMessage(summary, usage_metadata=USAGE)]}
     if "structured=1" in text:
         out["structured_response"] = {
@@ -91,6 +98,28 @@ def flaky_node(state: AgentState) -> dict[str, Any]:
     return echo_node(state)
 
 
+class LooseState(TypedDict, total=False):
+    messages: Any  # no reducer: whatever a node returns is the state
+
+
+_HOLLOW: set[str] = set()
+
+
+def hollow_node(state: LooseState) -> dict[str, Any]:
+    messages = state.get("messages") if isinstance(state.get("messages"), list) else []
+    text = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+    sub = _subtask(text)
+    if sub not in _HOLLOW:
+        _HOLLOW.add(sub)
+        return {"messages": 5 if len(sub) % 2 else []}
+    answer = {
+        "type": "ai",
+        "content": f"Subtask {sub} read on the second try.",
+        "usage_metadata": {"input_tokens": "abc", "output_tokens": -999_999_999},
+    }
+    return {"messages": [*messages, answer]}
+
+
 def asks_node(state: AgentState) -> dict[str, Any]:
     request = {
         "action_requests": [
@@ -105,8 +134,8 @@ def asks_node(state: AgentState) -> dict[str, Any]:
     return {"messages": [AIMessage(answer)]}
 
 
-def _graph(node: Any, name: str) -> Any:
-    graph = StateGraph(AgentState)
+def _graph(node: Any, name: str, state: Any = AgentState) -> Any:
+    graph = StateGraph(state)
     graph.add_node("agent", node)
     graph.add_edge(START, "agent")
     graph.add_edge("agent", END)
@@ -118,3 +147,4 @@ def _graph(node: Any, name: str) -> Any:
 echo = _graph(echo_node, "echo")
 asks = _graph(asks_node, "asks")
 flaky = _graph(flaky_node, "flaky")
+hollow = _graph(hollow_node, "hollow", LooseState)

@@ -114,3 +114,44 @@ def test_the_served_subagent_graph_writes_each_finding_once_in_the_shared_memory
     [line] = files.stderr.strip().splitlines()
     assert line.startswith("Error: ") and "runs 'tether_subagent'" in line, line
     assert not Path(memory).exists()
+
+
+def _tether_tables(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() AND table_name LIKE 'tether%'"
+        ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def test_a_server_on_a_fresh_postgresql_is_another_memory_refused_before_anything(
+    tmp_path, cli_env
+):
+    """The server's database has no tether tables: its probe says so (creating nothing),
+    and the lead refuses the task in one line before recording or planning it."""
+    repo = build_repo(tmp_path / "repo")
+    with private_schema() as fresh, private_schema() as ours:
+        server = DevServer(tmp_path / "server", "F", env={"TETHER_MEMORY_URL": fresh}).start()
+        try:
+            server.wait_ready()
+            wf = tmp_path / "wf.yaml"
+            wf.write_text(
+                "name: served\nphases: [exploration]\nagents:\n  researcher:\n"
+                f"    remote: {{url: {server.url}, graph: tether_subagent}}\n"
+            )
+            env = {**cli_env, "PYTHONPATH": str(REPO)}
+            refused = cli("run", "Survey", "--task", "fresh", "--memory-url", ours,
+                          "--workdir", str(repo), "--workflow", str(wf), env=env)  # fmt: skip
+            assert refused.returncode == 1, refused.stdout + refused.stderr
+            [line] = refused.stderr.strip().splitlines()
+            assert line.startswith("Error: agent 'researcher' runs 'tether_subagent' on ")
+            assert "whose memory is not this task's" in line, line
+            with Orchestrator(memory_url=ours) as orch:
+                assert orch.tasks.records() == {}  # nothing recorded
+            assert server.runs_of("fresh") == {}  # no subtask was sent
+            assert _tether_tables(fresh) == []  # the probe created nothing
+        finally:
+            server.stop()
