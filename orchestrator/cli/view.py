@@ -14,7 +14,10 @@ fields defined in `orchestrator.events`); a view turns them into output:
   and the count line say so and `~` marks each figure. When the run ends (or Ctrl-C stops
   it) the live panel is erased and a short closing panel (head and failed agents) is
   printed once, above the command's report; a command refused before its task started
-  or continued leaves no panel, only its `Error:` line.
+  or continued leaves no panel, only its `Error:` line. An event only updates the tally
+  (`orchestrator.cli.progress.RunProgress`, constant work); rich's refresh thread draws
+  at most four frames a second, each costing the rows shown, so a run of 10,000 agents
+  pays per event what a run of ten does.
 * `PlainView` (not a TTY): one short line per state change, no ANSI codes, so a pipe or
   a log file stays clean; per-step token updates are not printed, and the tokens line
   of an offline run says its figures are estimates.
@@ -39,12 +42,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.cli.progress import STATE_ORDER, RunProgress
 from orchestrator.events import Event
 
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
-#: The order agents are listed (and counted) in: what needs an eye first.
-STATE_ORDER = ("waiting", "running", "failed", "pending", "done")
 
 
 def describe(event: Event, *, offline: bool = False) -> str | None:
@@ -185,6 +186,11 @@ def _short_count(n: int) -> str:
 class LiveView:
     """A `rich.live.Live` panel that always fits the terminal (see the module docstring).
 
+    An event only updates the tally (`RunProgress.apply`, constant work, in the run's
+    thread); rich's own refresh thread draws the panel `REFRESH` times a second, a frame
+    costing the rows it shows, not the agents done. Nothing is drawn before the run has
+    said where it stands (`ready`): a continued task's first frame has its counts.
+
     Args:
         stream: where the panel goes (default stderr).
         clock: seconds as a float, for the elapsed time (tests pass their own).
@@ -193,29 +199,24 @@ class LiveView:
     LOG_LINES = 4
     FAILED_LINES = 5
     """Failed agents named in the closing summary (the rest counted)."""
+    REFRESH = 4
+    """Frames a second at most (the elapsed time moves between events too)."""
 
     def __init__(self, stream: TextIO | None = None, *, clock: Callable[[], float] | None = None):
 
         self.console = Console(file=stream or sys.stderr)
         self.clock = clock or time.monotonic
         self.started = self.clock()
-        self.phase = "-"
-        self.index = (0, 0)
-        self.agents: dict[str, dict[str, Any]] = {}
-        self.finished: list[str] = []
-        """Agent keys in the order they finished (newest last)."""
-        self.lead = {
-            "context": 0,
-            "threshold": TOKEN_THRESHOLD,
-            "warning_ratio": WARNING_RATIO,
-            "total": 0,
-        }
+        self.progress = RunProgress(self.clock)
         self.log: list[str] = []
         self.title = "tether"
         self.task_shown = False
         """A task started or continued (`start`, `resume`): the closing panel is printed."""
         self.offline = False
         """The run uses the offline model: every token count is an estimate (`~`)."""
+        self.ready = False
+        """The run said where it stands (its phase and the lead's gauge): frames are drawn."""
+        self._gauged = False
         self._lock = threading.Lock()
         self._live: Any = None
 
@@ -226,9 +227,10 @@ class LiveView:
         # transient: the live panel is erased at the end and `summary()` printed once, so
         # nothing is drawn twice and the closing report does not push a tall panel away
         self._live = Live(
-            get_renderable=self.render,
+            get_renderable=self._frame,
             console=self.console,
-            refresh_per_second=4,  # the elapsed time moves between events too
+            auto_refresh=True,  # drawn by rich's thread, never the run's
+            refresh_per_second=self.REFRESH,
             transient=True,
             vertical_overflow="crop",
         )
@@ -246,8 +248,6 @@ class LiveView:
     def __call__(self, event: Event) -> None:
         with self._lock:
             self._apply(event)
-        if self._live is not None:
-            self._live.refresh()
 
     def _apply(self, event: Event) -> None:
         kind = event.get("event")
@@ -256,18 +256,12 @@ class LiveView:
         if kind in ("start", "resume"):
             self.title = f"tether · {event['task_id']}"
             self.task_shown = True
-        elif kind == "phase":
-            self.phase, self.index = event["phase"], (event["index"], event["total"])
-        elif kind == "agent":
-            row = self.agents.setdefault(event["key"], {"agent": event["agent"], "tokens": 0})
-            row["state"] = event["state"]
-            row["tokens"] = event.get("tokens", row["tokens"]) or row["tokens"]
-            row["error"] = event.get("error") or ""
-            if event["state"] in ("done", "failed"):
-                self.finished = [k for k in self.finished if k != event["key"]] + [event["key"]]
-        elif kind == "tokens" and event.get("agent") == "lead":
-            keys = ("context", "threshold", "warning_ratio", "total", "estimated")
-            self.lead.update({k: event[k] for k in keys if k in event})
+        self.progress.apply(event)
+        # ready once the phase and the gauge are known: a new run's gauge comes first, a
+        # continued run's standing events end with it (`recovery.resume.standing`)
+        self._gauged = self._gauged or (kind == "tokens" and event.get("agent") == "lead")
+        self.ready = self.ready or (self._gauged and self.progress.phase is not None)
+        self.ready = self.ready or kind in ("finish", "done", "failed", "stopped")
         if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume", "remote"}:
             line = describe(event, offline=self.offline)
             if line:
@@ -276,29 +270,20 @@ class LiveView:
     # -- rendering -----------------------------------------------------------------------------
     def elapsed(self) -> str:
         """Time since the view started, as `M:SS` (or `H:MM:SS`)."""
-        seconds = max(0, int(self.clock() - self.started))
-        hours, rest = divmod(seconds, 3600)
-        minutes, secs = divmod(rest, 60)
-        return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-    def counts(self) -> dict[str, int]:
-        """Agents per state (`pending`, `running`, `done`, `failed`)."""
-        tally = dict.fromkeys(STATE_MARK, 0)
-        for row in self.agents.values():
-            state = row.get("state", "pending")
-            tally[state] = tally.get(state, 0) + 1
-        return tally
+        return _clock_text(self.clock() - self.started)
 
     def _head(self) -> list[Any]:
         """Phase and elapsed time, the done/total line and the lead's gauge."""
 
-        k, n = self.index
+        progress = self.progress
+        k, n = progress.index
         phase = Table.grid(expand=True)
         phase.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         phase.add_column(justify="right", no_wrap=True)
-        phase.add_row(Text(f"phase {self.phase} ({k}/{n})", style="bold"), f" {self.elapsed()}")
-        tally = self.counts()
-        parts = [f"{tally['done']}/{len(self.agents)} agents done"]
+        phase.add_row(Text(f"phase {progress.phase or '-'} ({k}/{n})", style="bold"),
+                      f" {self.elapsed()}")  # fmt: skip
+        tally = progress.tally
+        parts = [f"{tally['done']}/{len(progress.agents)} agents done"]
         parts += [
             f"{tally[s]} {s}" for s in ("waiting", "running", "failed", "pending") if tally[s]
         ]
@@ -318,11 +303,12 @@ class LiveView:
 
     def _gauge(self) -> Any:
 
-        threshold = max(1, int(self.lead["threshold"]))
-        used = int(self.lead["context"])
-        warn_at = int(threshold * float(self.lead["warning_ratio"]))
+        lead = self.progress.lead
+        threshold = max(1, int(lead["threshold"]))
+        used = int(lead["context"])
+        warn_at = int(threshold * float(lead["warning_ratio"]))
         label = "save" if used >= threshold else "warn" if used >= warn_at else "ok"
-        approx = "~" if self.lead.get("estimated") or self.offline else ""
+        approx = "~" if lead.get("estimated") or self.offline else ""
         numbers = f"{approx}{used:,}/{threshold:,} {label}"
         # the panel's borders and padding, "lead ", and a space before the numbers
         room = self._panel_width() - 4 - 5 - 1 - len(numbers)
@@ -343,27 +329,17 @@ class LiveView:
         bar.append(f" {numbers}", style="bold")
         return bar
 
-    def _ordered(self) -> list[str]:
-        """Agent keys, most telling first: running, failed, pending, then newest done."""
-        by_state: dict[str, list[str]] = {s: [] for s in STATE_MARK}
-        for key, row in self.agents.items():
-            by_state.setdefault(row.get("state", "pending"), []).append(key)
-        done = [k for k in reversed(self.finished) if self.agents[k].get("state") == "done"]
-        done += [k for k in by_state["done"] if k not in done]
-        first = by_state["waiting"] + by_state["running"] + by_state["failed"]
-        return first + by_state["pending"] + done
-
-    def _agent_table(self, keys: list[str], rest: list[str]) -> Any:
+    def _agent_table(self, keys: list[str], rest: dict[str, int]) -> Any:
 
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column(width=1)
         table.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
         table.add_column(justify="right", no_wrap=True)
-        roles = len({row["agent"] for row in self.agents.values()}) > 1
         # in a narrow terminal the names need the room more than the tokens' last digits
         count = _short_count if self._panel_width() < 60 else "{:,}".format
+        roles = len(self.progress.roles) > 1
         for key in keys:
-            row = self.agents[key]
+            row = self.progress.agents[key]
             state = row.get("state", "pending")
             style = {"done": "green", "failed": "red", "running": "cyan", "waiting": "yellow"}.get(
                 state, "dim"
@@ -378,20 +354,28 @@ class LiveView:
                 Text(f"{approx}{count(row['tokens'])} tok", style="dim"),
             )
         if rest:
-            tally: dict[str, int] = {}
-            for key in rest:
-                state = self.agents[key].get("state", "pending")
-                tally[state] = tally.get(state, 0) + 1
-            more = ", ".join(f"+{tally[s]} {s}" for s in STATE_ORDER if s in tally)
+            more = ", ".join(f"+{rest[s]} {s}" for s in STATE_ORDER if rest.get(s))
             table.add_row(Text("…", style="dim"), Text(more, style="dim"), Text(""))
         return table
+
+    def _rest(self, shown: list[str]) -> dict[str, int]:
+        """Agents per state not among `shown` (from the tally, not by listing them)."""
+        rest = dict(self.progress.tally)
+        for key in shown:
+            rest[self.progress.agents[key]["state"]] -= 1
+        return {s: n for s, n in rest.items() if n > 0}
+
+    def _frame(self) -> Any:
+        """What rich's refresh thread draws: nothing until the run said where it stands."""
+        return self.render() if self.ready else Group()
 
     def render(self, height: int | None = None) -> Any:
         """The live panel, at most `height` lines (default: the terminal's height less one).
 
         The head (phase, elapsed, done/total, gauge) always shows; agents fill the rest,
         most telling first, the others counted on one `+N done` line; the newest log line
-        keeps one row when there is room, older ones take what is left.
+        keeps one row when there is room, older ones take what is left. Its cost is the
+        rows it shows, whatever the number of agents.
         """
 
         with self._lock:
@@ -402,9 +386,10 @@ class LiveView:
             room -= len(head)
             logs = [Text(line, overflow="ellipsis", no_wrap=True, style="dim") for line in self.log]
             keep_log = 1 if logs and room > 4 else 0
-            keys = self._ordered()
-            fit = keys if len(keys) <= room - keep_log else keys[: max(room - keep_log - 1, 0)]
-            rest = keys[len(fit) :] if room > 0 else []
+            total = len(self.progress.agents)
+            fits = total <= room - keep_log
+            fit = list(self.progress.listed(total if fits else room - keep_log - 1))
+            rest = self._rest(fit) if room > 0 else {}
             parts = list(head)
             if fit or rest:
                 parts.append(self._agent_table(fit, rest))
@@ -425,12 +410,20 @@ class LiveView:
         """The closing panel: head and failed agents, printed once when the view ends."""
 
         with self._lock:
-            failed = [k for k in self._ordered() if self.agents[k].get("state") == "failed"]
-            shown = failed[: self.FAILED_LINES]
+            shown = self.progress.first("failed", self.FAILED_LINES)
             parts = self._head()
-            if failed:
-                parts.append(self._agent_table(shown, failed[len(shown) :]))
+            if shown:
+                left = self.progress.tally["failed"] - len(shown)
+                parts.append(self._agent_table(shown, {"failed": left} if left else {}))
         return self._panel(parts)
+
+
+def _clock_text(seconds: float) -> str:
+    """`seconds` as `M:SS` (or `H:MM:SS`)."""
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def make_view(
