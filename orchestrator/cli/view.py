@@ -29,6 +29,7 @@ never writes ANSI escape codes unless the stream is a terminal.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import threading
@@ -39,13 +40,13 @@ from typing import Any, TextIO
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.progress import STATE_ORDER, RunProgress
 from orchestrator.events import Event
 
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
+STATE_STYLE = {"done": "green", "failed": "red", "running": "cyan", "waiting": "yellow"}
 
 
 def describe(event: Event, *, offline: bool = False) -> str | None:
@@ -217,6 +218,8 @@ class LiveView:
         self.ready = False
         """The run said where it stands (its phase and the lead's gauge): frames are drawn."""
         self._gauged = False
+        self.version = 0
+        """Events taken so far: a frame of the same events and elapsed time is not redrawn."""
         self._lock = threading.Lock()
         self._live: Any = None
 
@@ -226,8 +229,8 @@ class LiveView:
         self.started = self.clock()
         # transient: the live panel is erased at the end and `summary()` printed once, so
         # nothing is drawn twice and the closing report does not push a tall panel away
-        self._live = Live(
-            get_renderable=self._frame,
+        self._live = _Frames(
+            self,
             console=self.console,
             auto_refresh=True,  # drawn by rich's thread, never the run's
             refresh_per_second=self.REFRESH,
@@ -248,6 +251,7 @@ class LiveView:
     def __call__(self, event: Event) -> None:
         with self._lock:
             self._apply(event)
+            self.version += 1
 
     def _apply(self, event: Event) -> None:
         kind = event.get("event")
@@ -272,16 +276,14 @@ class LiveView:
         """Time since the view started, as `M:SS` (or `H:MM:SS`)."""
         return _clock_text(self.clock() - self.started)
 
-    def _head(self) -> list[Any]:
+    def _head(self) -> list[Text]:
         """Phase and elapsed time, the done/total line and the lead's gauge."""
 
         progress = self.progress
         k, n = progress.index
-        phase = Table.grid(expand=True)
-        phase.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
-        phase.add_column(justify="right", no_wrap=True)
-        phase.add_row(Text(f"phase {progress.phase or '-'} ({k}/{n})", style="bold"),
-                      f" {self.elapsed()}")  # fmt: skip
+        phase = self._line(
+            Text(f"phase {progress.phase or '-'} ({k}/{n})", style="bold"), self.elapsed(), ""
+        )
         tally = progress.tally
         parts = [f"{tally['done']}/{len(progress.agents)} agents done"]
         parts += [
@@ -289,19 +291,13 @@ class LiveView:
         ]
         if self.offline:  # last: a narrow terminal cuts it first, `~` still marks each figure
             parts.append("~ tokens: offline estimates, nothing spent")
-        line = Text(" · ".join(parts), overflow="ellipsis", no_wrap=True)
-        if tally["failed"]:
-            line.stylize("red")
-        gauge = Table.grid(padding=(0, 1))
-        gauge.add_column(no_wrap=True, min_width=4)
-        gauge.add_column(no_wrap=True, overflow="ellipsis")
-        gauge.add_row("lead", self._gauge())
-        return [phase, line, gauge]
+        line = self._line(Text(" · ".join(parts), style="red" if tally["failed"] else ""))
+        return [phase, line, self._line(Text("lead ") + self._gauge())]
 
     #: The gauge bar's widest; it narrows in a narrow terminal so the numbers still show.
     BAR = 24
 
-    def _gauge(self) -> Any:
+    def _gauge(self) -> Text:
 
         lead = self.progress.lead
         threshold = max(1, int(lead["threshold"]))
@@ -319,44 +315,52 @@ class LiveView:
             return Text(numbers, style="bold")
         filled = min(width, round(width * used / threshold))
         warn_col = round(width * warn_at / threshold)
-        bar = Text()
+        cells = []
         for i in range(width):
             zone = "red" if i >= warn_col else "green"
             if i < filled:
-                bar.append("█", style=zone if used < warn_at or i >= warn_col else "yellow")
+                cells.append(("█", zone if used < warn_at or i >= warn_col else "yellow"))
             else:
-                bar.append("░", style="dim red" if i >= warn_col else "dim")
+                cells.append(("░", "dim red" if i >= warn_col else "dim"))
+        bar = Text()
+        for style, run in itertools.groupby(cells, key=lambda cell: cell[1]):
+            bar.append("".join(char for char, _ in run), style=style)
         bar.append(f" {numbers}", style="bold")
         return bar
 
-    def _agent_table(self, keys: list[str], rest: dict[str, int]) -> Any:
+    def _line(self, left: Text, right: str = "", right_style: str = "dim") -> Text:
+        """One row of the panel: `left` cut with an ellipsis to leave `right` its room,
+        `right` flush right (a row never wraps)."""
+        width = self._panel_width() - 4  # the borders and their padding
+        room = width - (len(right) + 1 if right else 0)
+        line = left.copy()
+        line.no_wrap, line.overflow = True, "ellipsis"
+        line.truncate(max(room, 1), overflow="ellipsis", pad=bool(right))
+        if right:
+            line.append(" " + right, style=right_style)
+        return line
 
-        table = Table.grid(padding=(0, 1), expand=True)
-        table.add_column(width=1)
-        table.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
-        table.add_column(justify="right", no_wrap=True)
+    def _agent_rows(self, keys: list[str], rest: dict[str, int]) -> list[Text]:
+
         # in a narrow terminal the names need the room more than the tokens' last digits
         count = _short_count if self._panel_width() < 60 else "{:,}".format
         roles = len(self.progress.roles) > 1
+        approx = "~" if self.offline else ""
+        rows = []
         for key in keys:
             row = self.progress.agents[key]
             state = row.get("state", "pending")
-            style = {"done": "green", "failed": "red", "running": "cyan", "waiting": "yellow"}.get(
-                state, "dim"
-            )
+            style = STATE_STYLE.get(state, "dim")
             error = f": {row['error']}" if state == "failed" and row.get("error") else ""
             # a single role says nothing: the row keeps the words that tell agents apart
             name = agent_label(key) + (f" [{row['agent']}]" if roles else "")
-            approx = "~" if self.offline else ""
-            table.add_row(
-                Text(STATE_MARK.get(state, "?"), style=style),
-                Text(f"{name} {state}{error}", style=style),
-                Text(f"{approx}{count(row['tokens'])} tok", style="dim"),
-            )
+            left = Text.assemble((STATE_MARK.get(state, "?"), style), " ")
+            left.append(f"{name} {state}{error}", style=style)
+            rows.append(self._line(left, f"{approx}{count(row['tokens'])} tok"))
         if rest:
             more = ", ".join(f"+{rest[s]} {s}" for s in STATE_ORDER if rest.get(s))
-            table.add_row(Text("…", style="dim"), Text(more, style="dim"), Text(""))
-        return table
+            rows.append(self._line(Text(f"… {more}", style="dim")))
+        return rows
 
     def _rest(self, shown: list[str]) -> dict[str, int]:
         """Agents per state not among `shown` (from the tally, not by listing them)."""
@@ -368,6 +372,10 @@ class LiveView:
     def _frame(self) -> Any:
         """What rich's refresh thread draws: nothing until the run said where it stands."""
         return self.render() if self.ready else Group()
+
+    def frame_key(self) -> tuple[Any, ...]:
+        """What a frame shows depends on: the events taken, the clock, the terminal's size."""
+        return (self.version, self.ready, self.elapsed(), self.console.size)
 
     def render(self, height: int | None = None) -> Any:
         """The live panel, at most `height` lines (default: the terminal's height less one).
@@ -384,15 +392,14 @@ class LiveView:
             if room < len(head):  # a tiny terminal: the gauge and the count first
                 head = head[::-1][: max(room, 1)][::-1]
             room -= len(head)
-            logs = [Text(line, overflow="ellipsis", no_wrap=True, style="dim") for line in self.log]
+            logs = [self._line(Text(line, style="dim")) for line in self.log]
             keep_log = 1 if logs and room > 4 else 0
             total = len(self.progress.agents)
             fits = total <= room - keep_log
             fit = list(self.progress.listed(total if fits else room - keep_log - 1))
             rest = self._rest(fit) if room > 0 else {}
-            parts = list(head)
-            if fit or rest:
-                parts.append(self._agent_table(fit, rest))
+            parts: list[Any] = list(head)
+            parts += self._agent_rows(fit, rest)
             used = len(fit) + (1 if rest else 0)
             parts += logs[len(logs) - max(0, min(len(logs), room - used)) :]
         return self._panel(parts)
@@ -414,8 +421,25 @@ class LiveView:
             parts = self._head()
             if shown:
                 left = self.progress.tally["failed"] - len(shown)
-                parts.append(self._agent_table(shown, {"failed": left} if left else {}))
+                parts += self._agent_rows(shown, {"failed": left} if left else {})
         return self._panel(parts)
+
+
+class _Frames(Live):
+    """rich's `Live` drawing `view`'s frames from its refresh thread, skipping a frame that
+    would draw what is already shown (a run waiting on a model call: one frame a second,
+    for the clock)."""
+
+    def __init__(self, view: LiveView, **options: Any) -> None:
+        super().__init__(get_renderable=view._frame, **options)
+        self._view = view
+        self._shown: tuple[Any, ...] | None = None
+
+    def refresh(self) -> None:
+        key = self._view.frame_key()
+        if key != self._shown:
+            self._shown = key
+            super().refresh()
 
 
 def _clock_text(seconds: float) -> str:
