@@ -14,8 +14,9 @@ events give) plus what the subagents and the lead reported since (an agent's `to
 `steps` grow; only the growth is added). An agent told again by a continued run
 (`reused`) adds nothing: the total it came with counts it already.
 
-Invariant: `apply` never iterates over the agents, and a read (`first`, `newest`) costs the
-rows it returns.
+Invariant: `apply` never iterates over the agents (amortized: a state's dict is compacted
+once the keys removed from it outnumber twice the kept), and a read (`first`, `newest`)
+costs the rows it returns.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class RunProgress:
         """The agent roles seen (one role: rows need not name it)."""
         self.by_state: dict[str, dict[str, None]] = {s: {} for s in STATE_ORDER}
         """Agent keys per state, in the order they entered it."""
+        self._removed = dict.fromkeys(STATE_ORDER, 0)
         self.tally = dict.fromkeys(STATE_ORDER, 0)
         self.phase_tally: dict[str, dict[str, int]] = {}
         """Per phase (the key's part before `/`), agents per state."""
@@ -89,6 +91,8 @@ class RunProgress:
             self._agent(event)
         elif kind == "tokens" and event.get("agent") == "lead":
             self._lead(event)
+        elif kind == "finish" and event.get("usage"):  # the run's own count, the last call's too
+            self.calls = int(event["usage"].get("calls") or self.calls)
         elif kind == "stopped":
             self.spent, self.spend_known = max(self.spent, int(event["spent"])), True
             self.budget = event.get("budget") or self.budget
@@ -134,12 +138,24 @@ class RunProgress:
         phase = key.partition("/")[0]
         per_phase = self.phase_tally.setdefault(phase, dict.fromkeys(STATE_ORDER, 0))
         if old is not None:
-            self.by_state[old].pop(key, None)
+            self._leave(old, key)
             self.tally[old] -= 1
             per_phase[old] -= 1
         self.by_state[new][key] = None
         self.tally[new] += 1
         per_phase[new] += 1
+
+    def _leave(self, state: str, key: str) -> None:
+        """`key` leaves `state`'s dict. A dict keeps a removed key's slot until it grows,
+        and iterating it from the start walks those slots: 10,000 agents that left
+        `pending` would make every frame walk 10,000 slots. Once the removed outnumber
+        twice the kept, the dict is copied (compact), which the removals since paid for."""
+        keys = self.by_state[state]
+        keys.pop(key, None)
+        self._removed[state] += 1
+        if self._removed[state] > 2 * len(keys) + 64:
+            self.by_state[state] = dict(keys)
+            self._removed[state] = 0
 
     def _lead(self, event: Event) -> None:
         keys = ("context", "threshold", "warning_ratio", "estimated")
@@ -177,12 +193,16 @@ class RunProgress:
         """Agents per state of the current phase."""
         return self.phase_tally.get(self.phase or "", dict.fromkeys(STATE_ORDER, 0))
 
+    #: Seconds of subagents running before a rate is given (a first one says little).
+    RATE_AFTER = 10.0
+
     def rate(self) -> float | None:
-        """Subagents finished per minute in this run (None before the first)."""
+        """Subagents finished per minute in this run (None before the first, or in the
+        first `RATE_AFTER` seconds)."""
         if not self.finished_here or self.first_start is None:
             return None
-        minutes = max(self.clock() - self.first_start, 1.0) / 60
-        return self.finished_here / minutes
+        seconds = self.clock() - self.first_start
+        return self.finished_here / seconds * 60 if seconds >= self.RATE_AFTER else None
 
     def left(self) -> float | None:
         """Seconds left in the current phase at the rate so far (None: unknown)."""

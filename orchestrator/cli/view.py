@@ -65,7 +65,8 @@ def describe(event: Event, *, offline: bool = False) -> str | None:
         where = f" from {event['path']}" if event.get("path") else ""
         return f"resuming task {event['task_id']} ({event['source']}{where})"
     if kind == "phase":
-        return f"phase {event['phase']} ({event['index']}/{event['total']})"
+        wave = f" · wave {event['wave']}" if event.get("wave") else ""
+        return f"phase {event['phase']}{wave} ({event['index']}/{event['total']})"
     if kind == "plan":
         return f"plan: {len(event['subtasks'])} subtask(s) -> {event['path']}"
     if kind == "agent" and event.get("state") != "running":
@@ -74,7 +75,9 @@ def describe(event: Event, *, offline: bool = False) -> str | None:
         return f"agent {event['key']} [{event['agent']}]: {event['state']}{reused}{extra}"
     if kind == "agent":
         return (
-            f"agent {event['key']} [{event['agent']}]: running" if not event.get("tokens") else None
+            f"agent {event['key']} [{event['agent']}]: running"
+            if not event.get("tokens") and not event.get("steps")
+            else None
         )
     if kind == "remote":
         return remote_line(event)
@@ -276,23 +279,71 @@ class LiveView:
         """Time since the view started, as `M:SS` (or `H:MM:SS`)."""
         return _clock_text(self.clock() - self.started)
 
-    def _head(self) -> list[Text]:
-        """Phase and elapsed time, the done/total line and the lead's gauge."""
+    #: The head's lines by name, most needed first: a short terminal drops from the end.
+    HEAD_KEEP = ("count", "gauge", "phase", "spend", "plan")
 
+    def _head(self, room: int | None = None, *, closing: bool = False) -> list[Text]:
+        """The head's lines that are known (phase, count, gauge, spend, plan), in that
+        order; with `room`, the most needed that fit (`HEAD_KEEP`); `closing`: the
+        closing panel's (no plan)."""
+        lines = {
+            "phase": self._phase_line(),
+            "count": self._count_line(),
+            "gauge": self._line(Text("lead ") + self._gauge()) if self._gauged else None,
+            "spend": self._spend_line(),
+            "plan": None if closing else self._plan_line(),
+        }
+        known = [name for name in self.HEAD_KEEP if lines[name] is not None]
+        kept = set(known[: max(room, 1)] if room is not None else known)
+        return [line for name, line in lines.items() if name in kept and line is not None]
+
+    def _phase_line(self) -> Text | None:
+        """`phase review · wave 2 (2/4)` and the elapsed time."""
         progress = self.progress
+        if progress.phase is None:
+            return None
+        wave = f" · wave {progress.wave}" if progress.wave else ""
         k, n = progress.index
-        phase = self._line(
-            Text(f"phase {progress.phase or '-'} ({k}/{n})", style="bold"), self.elapsed(), ""
-        )
-        tally = progress.tally
-        parts = [f"{tally['done']}/{len(progress.agents)} agents done"]
+        title = Text(f"phase {progress.phase}{wave} ({k}/{n})", style="bold")
+        return self._line(title, self.elapsed(), "")
+
+    def _count_line(self) -> Text:
+        """The current phase's agents per state, the rate and the time left, the earlier
+        phases' agents."""
+        progress = self.progress
+        tally = progress.current()
+        total = sum(tally.values())
+        parts = [f"{tally['done']:,}/{total:,} agents done"]
         parts += [
-            f"{tally[s]} {s}" for s in ("waiting", "running", "failed", "pending") if tally[s]
+            f"{tally[s]:,} {s}" for s in ("waiting", "running", "failed", "pending") if tally[s]
         ]
+        rate, left = progress.rate(), progress.left()
+        if rate is not None:
+            parts.append(f"{rate:.1f}/min")
+        if left is not None:
+            parts.append(f"~{_clock_text(left)} left")
+        if len(progress.agents) > total:
+            parts.append(f"{len(progress.agents) - total:,} in earlier phases")
         if self.offline:  # last: a narrow terminal cuts it first, `~` still marks each figure
             parts.append("~ tokens: offline estimates, nothing spent")
-        line = self._line(Text(" · ".join(parts), style="red" if tally["failed"] else ""))
-        return [phase, line, self._line(Text("lead ") + self._gauge())]
+        return self._line(Text(" · ".join(parts), style="red" if tally["failed"] else ""))
+
+    def _spend_line(self) -> Text | None:
+        """`spent 12,345 / 500,000 tokens (budget) · 87 calls`: the whole task's."""
+        progress = self.progress
+        if not progress.spend_known:
+            return None
+        approx = "~" if self.offline or progress.lead.get("estimated") else ""
+        spent = f"spent {approx}{progress.spent:,}"
+        spent += f" / {progress.budget:,} tokens (budget)" if progress.budget else " tokens"
+        calls = f" · {progress.calls:,} model calls" if progress.calls else ""
+        return self._line(Text(spent + calls))
+
+    def _plan_line(self) -> Text | None:
+        """The current plan's subtask titles, cut to the line."""
+        if not self.progress.plan:
+            return None
+        return self._line(Text("plan: " + " · ".join(self.progress.plan), style="dim"))
 
     #: The gauge bar's widest; it narrows in a narrow terminal so the numbers still show.
     BAR = 24
@@ -355,12 +406,25 @@ class LiveView:
             # a single role says nothing: the row keeps the words that tell agents apart
             name = agent_label(key) + (f" [{row['agent']}]" if roles else "")
             left = Text.assemble((STATE_MARK.get(state, "?"), style), " ")
-            left.append(f"{name} {state}{error}", style=style)
-            rows.append(self._line(left, f"{approx}{count(row['tokens'])} tok"))
+            if state == "running":  # the mark says it: the room goes to its time, steps, tool
+                left.append(name, style=style)
+                left.append(self._running(row), style="dim")
+            else:
+                left.append(f"{name} {state}{error}", style=style)
+            tokens = f"{approx}{count(row['tokens'])} tok" if row["tokens"] else ""
+            rows.append(self._line(left, tokens))
         if rest:
             more = ", ".join(f"+{rest[s]} {s}" for s in STATE_ORDER if rest.get(s))
             rows.append(self._line(Text(f"… {more}", style="dim")))
         return rows
+
+    def _running(self, row: dict[str, Any]) -> str:
+        """A running agent's time so far, steps of its budget and the tool it last called."""
+        text = f" {_clock_text(self.clock() - row['since'])}" if "since" in row else ""
+        if row.get("steps"):
+            of = f"/{row['max_steps']}" if row.get("max_steps") else ""
+            text += f" · step {row['steps']}{of}"
+        return text + (f" · {row['tool']}" if row.get("tool") else "")
 
     def _rest(self, shown: list[str]) -> dict[str, int]:
         """Agents per state not among `shown` (from the tally, not by listing them)."""
@@ -369,7 +433,7 @@ class LiveView:
             rest[self.progress.agents[key]["state"]] -= 1
         return {s: n for s, n in rest.items() if n > 0}
 
-    def _frame(self) -> Any:
+    def frame(self) -> Any:
         """What rich's refresh thread draws: nothing until the run said where it stands."""
         return self.render() if self.ready else Group()
 
@@ -388,9 +452,7 @@ class LiveView:
 
         with self._lock:
             room = (height or self.console.size.height - 1) - 2  # the panel's border
-            head = self._head()
-            if room < len(head):  # a tiny terminal: the gauge and the count first
-                head = head[::-1][: max(room, 1)][::-1]
+            head = self._head(room)
             room -= len(head)
             logs = [self._line(Text(line, style="dim")) for line in self.log]
             keep_log = 1 if logs and room > 4 else 0
@@ -418,7 +480,7 @@ class LiveView:
 
         with self._lock:
             shown = self.progress.first("failed", self.FAILED_LINES)
-            parts = self._head()
+            parts = self._head(closing=True)
             if shown:
                 left = self.progress.tally["failed"] - len(shown)
                 parts += self._agent_rows(shown, {"failed": left} if left else {})
@@ -431,7 +493,7 @@ class _Frames(Live):
     for the clock)."""
 
     def __init__(self, view: LiveView, **options: Any) -> None:
-        super().__init__(get_renderable=view._frame, **options)
+        super().__init__(get_renderable=view.frame, **options)
         self._view = view
         self._shown: tuple[Any, ...] | None = None
 

@@ -52,10 +52,10 @@ def test_ten_thousand_finished_agents_fit_the_terminal_and_are_counted(width, he
     lines = _lines(view)
     text = "\n".join(lines)
     assert len(lines) <= height - 1 and all(len(line) <= width - 2 for line in lines)
-    assert "9997/10000 agents done · 3 running" in text
+    assert "9,997/10,000 agents done · 3 running" in text
     # the running agents first (oldest first), then the newest done, the rest counted
     rows = [line for line in lines if "▶" in line or "✓" in line]
-    assert "exploration-m09997 running" in rows[0] and "exploration-m09999" in rows[2]
+    assert "▶ exploration-m09997 0:00" in rows[0] and "exploration-m09999" in rows[2]
     assert "✓ exploration-m09996 done" in rows[3]
     [more] = [line for line in lines if "│ … +" in line]
     assert f"+{9997 - (len(rows) - 3)} done" in more
