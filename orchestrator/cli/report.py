@@ -230,19 +230,21 @@ def _spent_line(info: dict[str, Any]) -> str:
             "provider called)"
         )
     against = f" of {budget['budget']:,} (budget)" if budget.get("budget") else ""
-    return (
-        f"Spent: {spent:,}{against} tokens{in_calls} (prompt plus completion, every agent)"
-        + (_split(budget) if against else "")
+    return f"Spent: {spent:,}{against} tokens{in_calls} (prompt plus completion, every agent)" + (
+        _split(budget) if against else ""
     )
 
+
+#: The header row of `orchestrator tasks`.
+TASK_HEADER = ("TASK", "STATUS", "PHASE", "UPDATED (UTC)", "OBJECTIVE")
 
 #: Below this many columns left for the objective, a task takes two lines.
 OBJECTIVE_MIN = 20
 
 
 def task_lines(rows: list[dict[str, Any]], width: int = 0) -> list[str]:
-    """`orchestrator tasks` as lines: id, status, phase, updated (UTC, to the minute) and
-    objective, the columns lined up.
+    """`orchestrator tasks` as lines: a header row, then per task its id, status, phase,
+    updated (UTC, to the minute) and objective, the columns lined up.
 
     Args:
         width: the terminal's columns: no line is longer (the objective is cut, with `…`).
@@ -257,10 +259,11 @@ def task_lines(rows: list[dict[str, Any]], width: int = 0) -> list[str]:
             return text
         return set_cell_size(text, max(room - 1, 0)) + "…"
 
-    cells = [
+    cells = [TASK_HEADER[:4]] + [
         [row["task_id"], row["status"], row["phase"] or "-", row["updated"][:16].replace("T", " ")]
         for row in rows
     ]
+    rows = [{"objective": TASK_HEADER[4]}, *rows]
     sizes = [max((len(line[i]) for line in cells), default=0) for i in range(4)]
     two_lines = bool(width) and sum(sizes) + 2 * 4 + OBJECTIVE_MIN > width
     lines = []
