@@ -4,9 +4,12 @@ The orchestrator reports progress as event dicts (`{"event": "phase", ...}`, eac
 fields defined in `orchestrator.events`); a view turns them into output:
 
 * `LiveView` (stderr is a TTY): a `rich.live.Live` panel that always fits the terminal.
-  Its head always shows: the phase (k/n) and the elapsed time, the done/total count of
-  agents, and the lead's token gauge with its warn and save zones. Below, one row per
-  subagent (running, failed, pending, then the newest done) and the last notable lines
+  Its head shows: the phase (and wave, k/n) and the elapsed time; the phase's agents
+  done/total and per state, the rate and the time left; the lead's token gauge with its
+  warn and save zones; the task's spend (tokens against its budget, model calls); the
+  plan's titles (a short terminal keeps the count and the gauge first, `HEAD_KEEP`).
+  Below, one row per subagent (running ones with their time, steps, last tool; failed,
+  pending, then the newest done) and the last notable lines
   (checkpoints, snapshots, warnings) take the rows left; agents that do not fit are
   counted on one line (`+12 pending, +30 done`). Rows are cut with an ellipsis, never
   wrapped, so a 60-column terminal stays readable. A row is labelled by one rule in
@@ -14,7 +17,8 @@ fields defined in `orchestrator.events`); a view turns them into output:
   and the count line say so and `~` marks each figure. When the run ends (or Ctrl-C stops
   it) the live panel is erased and a short closing panel (head and failed agents) is
   printed once, above the command's report; a command refused before its task started
-  or continued leaves no panel, only its `Error:` line. An event only updates the tally
+  or continued leaves no panel, only its `Error:` line. Nothing is drawn before the run
+  said where it stands (its phase and its gauge: `ready`). An event only updates the tally
   (`orchestrator.cli.progress.RunProgress`, constant work); rich's refresh thread draws
   at most four frames a second, each costing the rows shown, so a run of 10,000 agents
   pays per event what a run of ten does.
