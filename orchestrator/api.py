@@ -256,6 +256,7 @@ class Orchestrator:
                 offline=resolved.offline,
                 token_threshold=self.settings.token_threshold,
                 max_parallel=self.settings.max_parallel,
+                **_budget(ctx),
             )
             self._emit_standing(ctx, state, phase=False)  # the gauge's real threshold
             return self._drive(ctx, state, task_id, source="run")
@@ -619,6 +620,7 @@ class Orchestrator:
             memory_dir=self.docs.location,
             model=resolved.name,
             offline=resolved.offline,
+            **_budget(ctx),
         )
         state = found.state
         values = state if state is not None else found.saved.values if found.saved else {}
@@ -758,7 +760,13 @@ class Orchestrator:
         self._emit(
             "resume", task_id=values["task_id"], source="approve", path=None,
             memory_dir=self.docs.location, model=ctx.model_name, offline=ctx.offline,
+            **_budget(ctx),
         )  # fmt: skip
         self._emit_standing(ctx, values)
         for ident in ids:
             self._emit("approved" if approve else "rejected", id=ident, message=message or "")
+
+
+def _budget(ctx: RunContext) -> dict[str, int]:
+    """The `budget_tokens` field of a `start` or `resume` event: the task's budget, if any."""
+    return {"budget_tokens": ctx.budget.limit} if ctx.budget.limit else {}

@@ -102,6 +102,8 @@ class StartEvent(EventModel):
     offline: bool
     token_threshold: int
     max_parallel: int
+    budget_tokens: int | None = None
+    """The task's token budget (absent: none)."""
 
 
 class ResumeEvent(EventModel):
@@ -114,6 +116,8 @@ class ResumeEvent(EventModel):
     memory_dir: str
     model: str
     offline: bool
+    budget_tokens: int | None = None
+    """The task's token budget (absent: none)."""
 
 
 class PhaseEvent(EventModel):
@@ -219,7 +223,9 @@ class FinishEvent(EventModel):
 
 # -- agents and context -------------------------------------------------------------------
 class AgentEvent(EventModel):
-    """A subagent changed state; `reused`: its findings were already written."""
+    """A subagent changed state; `reused`: its findings were already written. While it
+    runs, after each model call: its `tokens` so far, `steps` (model calls) of its
+    `max_steps`, and `tool`, the tool that call asked for."""
 
     kind = "agent"
     key: str
@@ -230,6 +236,9 @@ class AgentEvent(EventModel):
     reused: bool | None = None
     path: str | None = None
     error: str | None = None
+    steps: int | None = None
+    max_steps: int | None = None
+    tool: str | None = None
 
 
 class RemoteEvent(EventModel):
@@ -250,7 +259,8 @@ class RemoteEvent(EventModel):
 
 
 class TokensEvent(EventModel):
-    """An agent's context size against the threshold (`zone`: ok, warn or save)."""
+    """An agent's context size against the threshold (`zone`: ok, warn or save); the lead's
+    gauge also gives the task's spend so far: `total` tokens and `calls` (model calls)."""
 
     kind = "tokens"
     context: int
@@ -263,6 +273,7 @@ class TokensEvent(EventModel):
     zone: str | None = None
     estimated: bool | None = None
     shown: str | None = None
+    calls: int | None = None
 
 
 class WarningEvent(EventModel):

@@ -81,7 +81,7 @@ def run_agent(
     messages: list[Any],
     max_steps: int = 8,
     max_context_tokens: int = 16000,
-    on_step: Callable[[int, int], None] | None = None,
+    on_step: Callable[[int, int, str | None], None] | None = None,
     middleware: Sequence[Any] = (),
     retries: int = DEFAULT_RETRIES,
     initial_delay: float | None = None,
@@ -99,7 +99,8 @@ def run_agent(
         messages: the starting conversation (system message first, then the user's).
         max_steps: model calls allowed before the final tool is forced.
         max_context_tokens: the agent's context window (estimated tokens).
-        on_step: called with `(tokens_so_far, context_tokens)` after each call.
+        on_step: called with `(tokens_so_far, context_tokens, tool)` after each call
+            (`tool`: the first tool its reply calls, or None).
         middleware: more `AgentMiddleware` to run outside tether's protocol middleware.
         retries: retries of one failed model call (exponential backoff, `Retry-After`).
         initial_delay: the first retry's delay in seconds (default `$TETHER_RETRY_DELAY`,

@@ -308,13 +308,16 @@ class UsageMiddleware(AgentMiddleware):
     usage, else an estimate, marked), and each ordinary tool call.
 
     Args:
-        on_step: called with `(tokens_so_far, context_tokens)` after each call, so the
-            tokens of an agent that fails later still count.
+        on_step: called with `(tokens_so_far, context_tokens, tool)` after each call (`tool`:
+            the first tool the reply calls, or None), so the tokens of an agent that fails
+            later still count.
         usage: the run's reported/estimated token ratio, updated by each reported call.
     """
 
     def __init__(
-        self, on_step: Callable[[int, int], None] | None = None, usage: UsageRatio | None = None
+        self,
+        on_step: Callable[[int, int, str | None], None] | None = None,
+        usage: UsageRatio | None = None,
     ) -> None:
         super().__init__()
         self.on_step = on_step
@@ -341,7 +344,8 @@ class UsageMiddleware(AgentMiddleware):
         self.result.context_tokens.append(context)
         self.result.tokens += usage_tokens(reply, context)
         if self.on_step:
-            self.on_step(self.result.tokens, context)
+            calls = getattr(reply, "tool_calls", None) or [{}]
+            self.on_step(self.result.tokens, context, calls[0].get("name"))
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         call = request.tool_call
@@ -396,7 +400,7 @@ def protocol_middleware(
     *,
     max_steps: int,
     max_context_tokens: int,
-    on_step: Callable[[int, int], None] | None = None,
+    on_step: Callable[[int, int, str | None], None] | None = None,
     retries: int = DEFAULT_RETRIES,
     initial_delay: float = DEFAULT_INITIAL_DELAY,
     sleep: Callable[[float], None] = time.sleep,

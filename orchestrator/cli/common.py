@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import sqlite3
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -139,6 +138,21 @@ def _capped_parallel(ctx: click.Context, param: click.Parameter, value: int | No
     return value
 
 
+#: The longest `--model-timeout`: a year, far below what a wait accepts (`threading.TIMEOUT_MAX`)
+#: and a figure `--help` can say (click printed the range as `[0<x<=9223372036.0]`).
+MAX_MODEL_TIMEOUT = 365 * 24 * 3600.0
+
+
+def _timeout_in_range(
+    ctx: click.Context, param: click.Parameter, value: float | None
+) -> float | None:
+    if value is not None and value > MAX_MODEL_TIMEOUT:
+        raise click.BadParameter(
+            f"{value:g} seconds is more than a year ({MAX_MODEL_TIMEOUT:,.0f})"
+        )
+    return value
+
+
 def run_options(func: Callable) -> Callable:
     """Options shared by `run` and `resume`: the model and the limits reach the command as
     keyword arguments it passes on to `Orchestrator` (`**settings`)."""
@@ -157,10 +171,11 @@ def run_options(func: Callable) -> Callable:
             ),
             click.option(
                 "--model-timeout",
-                type=click.FloatRange(min=0, min_open=True, max=threading.TIMEOUT_MAX),
+                type=click.FloatRange(min=0, min_open=True),
                 default=None,
+                callback=_timeout_in_range,
                 help="Seconds per model request before it is retried "
-                "(default: $TETHER_MODEL_TIMEOUT, workflow, 120).",
+                "(default: $TETHER_MODEL_TIMEOUT, workflow, 120; at most a year).",
             ),
             click.option(
                 "--max-parallel",

@@ -175,7 +175,7 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
 
     memory = redact(url) if url is not None else info["memory_dir"]
     lines = [
-        f"Task {info['task_id']}: {info['status']} ({info['source']})",
+        f"Task {info['task_id']}: {info['status']}",
         f"Objective: {info['objective']}",
         f"Phase: {info['phase']} ({info['phase_number']}/{len(info['phases'])}: "
         f"{', '.join(info['phases'])})"
@@ -184,20 +184,12 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         f"{len(info['subtasks'])} planned",
     ]
     lines += _subtask_lines(info["subtasks"])
-    lines += [_tokens_line(info)]
+    lines += [_spent_line(info), SAVED_STATE[info["source"]]]
     if info.get("usage_unknown"):
         unknown = info["usage_unknown"]
         lines.append(
             f"Usage unknown: {len(unknown)} remote subtask(s) reported no token usage "
             f"(not in the totals or the budget): {', '.join(unknown)}"
-        )
-    budget = info.get("budget") or {}
-    if budget.get("budget"):
-        lines.append(
-            budget_line({"budget": budget["budget"], "spent": budget["spent"]}, {}, []).replace(
-                "Budget:   ", "Budget: "
-            )
-            + _split(budget)
         )
     if info.get("answer"):
         lines.append(f"Answer: {info['answer']['path'] or '-'}")
@@ -210,8 +202,6 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         f"Latest snapshot: {info['latest_snapshot'] or '-'}",
     ]
     lines += [f"Failed: {k}: {e}" for k, e in (info.get("errors") or {}).items() if e]
-    if (info.get("usage") or {}).get("calls") and info["status"] != "waiting":
-        lines.append(_usage_line(info["usage"]).replace("Usage:    ", "Usage: "))
     if info.get("pending_approvals"):
         lines += waiting_lines(info["pending_approvals"], info["task_id"], memory)
     if info.get("resume") and info["status"] == "stopped":
@@ -235,20 +225,41 @@ def _split(spent: dict[str, Any]) -> str:
     return f" (by phase: {phases}; by agent: {agents})" if agents else ""
 
 
-def _tokens_line(info: dict[str, Any]) -> str:
-    total = f"{info['tokens']['total']:,}"
-    if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
-        return f"Tokens: ~{total} total (estimated for the offline model: no provider called)"
-    return f"Tokens: {total} total"
+#: `status`'s line on where a resume continues from (`info["source"]`).
+SAVED_STATE = {
+    "langgraph": "Saved state: LangGraph's database (a resume continues from its last step)",
+    "checkpoint": "Saved state: tether's JSON checkpoints only (a resume rebuilds from the latest)",
+}
 
+
+def _spent_line(info: dict[str, Any]) -> str:
+    """The task's spend, one figure: prompt plus completion tokens of every agent (the lead's
+    and the subagents'), in how many model calls, against the budget if it has one."""
+    budget = info.get("budget") or {}
+    spent = max(int(info["tokens"]["total"]), int(budget.get("spent") or 0))
+    calls = int((info.get("usage") or {}).get("calls") or 0)
+    in_calls = f" in {calls:,} model call(s)" if calls else ""
+    if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
+        return (
+            f"Spent: ~{spent:,} tokens{in_calls} (estimated for the offline model: no "
+            "provider called)"
+        )
+    against = f" of {budget['budget']:,} (budget)" if budget.get("budget") else ""
+    return f"Spent: {spent:,}{against} tokens{in_calls} (prompt plus completion, every agent)" + (
+        _split(budget) if against else ""
+    )
+
+
+#: The header row of `orchestrator tasks`.
+TASK_HEADER = ("TASK", "STATUS", "PHASE", "UPDATED (UTC)", "OBJECTIVE")
 
 #: Below this many columns left for the objective, a task takes two lines.
 OBJECTIVE_MIN = 20
 
 
 def task_lines(rows: list[dict[str, Any]], width: int = 0) -> list[str]:
-    """`orchestrator tasks` as lines: id, status, phase, updated (UTC, to the minute) and
-    objective, the columns lined up.
+    """`orchestrator tasks` as lines: a header row, then per task its id, status, phase,
+    updated (UTC, to the minute) and objective, the columns lined up.
 
     Args:
         width: the terminal's columns: no line is longer (the objective is cut, with `…`).
@@ -263,10 +274,11 @@ def task_lines(rows: list[dict[str, Any]], width: int = 0) -> list[str]:
             return text
         return set_cell_size(text, max(room - 1, 0)) + "…"
 
-    cells = [
+    cells = [TASK_HEADER[:4]] + [
         [row["task_id"], row["status"], row["phase"] or "-", row["updated"][:16].replace("T", " ")]
         for row in rows
     ]
+    rows = [{"objective": TASK_HEADER[4]}, *rows]
     sizes = [max((len(line[i]) for line in cells), default=0) for i in range(4)]
     two_lines = bool(width) and sum(sizes) + 2 * 4 + OBJECTIVE_MIN > width
     lines = []

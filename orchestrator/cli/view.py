@@ -4,9 +4,12 @@ The orchestrator reports progress as event dicts (`{"event": "phase", ...}`, eac
 fields defined in `orchestrator.events`); a view turns them into output:
 
 * `LiveView` (stderr is a TTY): a `rich.live.Live` panel that always fits the terminal.
-  Its head always shows: the phase (k/n) and the elapsed time, the done/total count of
-  agents, and the lead's token gauge with its warn and save zones. Below, one row per
-  subagent (running, failed, pending, then the newest done) and the last notable lines
+  Its head shows: the phase (and wave, k/n) and the elapsed time; the phase's agents
+  done/total and per state, the rate and the time left; the lead's token gauge with its
+  warn and save zones; the task's spend (tokens against its budget, model calls); the
+  plan's titles (a short terminal keeps the count and the gauge first, `HEAD_KEEP`).
+  Below, one row per subagent (running ones with their time, steps, last tool; failed,
+  pending, then the newest done) and the last notable lines
   (checkpoints, snapshots, warnings) take the rows left; agents that do not fit are
   counted on one line (`+12 pending, +30 done`). Rows are cut with an ellipsis, never
   wrapped, so a 60-column terminal stays readable. A row is labelled by one rule in
@@ -14,7 +17,11 @@ fields defined in `orchestrator.events`); a view turns them into output:
   and the count line say so and `~` marks each figure. When the run ends (or Ctrl-C stops
   it) the live panel is erased and a short closing panel (head and failed agents) is
   printed once, above the command's report; a command refused before its task started
-  or continued leaves no panel, only its `Error:` line.
+  or continued leaves no panel, only its `Error:` line. Nothing is drawn before the run
+  said where it stands (its phase and its gauge: `ready`). An event only updates the tally
+  (`orchestrator.cli.progress.RunProgress`, constant work); rich's refresh thread draws
+  at most four frames a second, each costing the rows shown, so a run of 10,000 agents
+  pays per event what a run of ten does.
 * `PlainView` (not a TTY): one short line per state change, no ANSI codes, so a pipe or
   a log file stays clean; per-step token updates are not printed, and the tokens line
   of an offline run says its figures are estimates.
@@ -26,6 +33,7 @@ never writes ANSI escape codes unless the stream is a terminal.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import threading
@@ -36,15 +44,13 @@ from typing import Any, TextIO
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
-from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.cli.progress import STATE_ORDER, RunProgress
 from orchestrator.events import Event
 
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
-#: The order agents are listed (and counted) in: what needs an eye first.
-STATE_ORDER = ("waiting", "running", "failed", "pending", "done")
+STATE_STYLE = {"done": "green", "failed": "red", "running": "cyan", "waiting": "yellow"}
 
 
 def describe(event: Event, *, offline: bool = False) -> str | None:
@@ -63,7 +69,8 @@ def describe(event: Event, *, offline: bool = False) -> str | None:
         where = f" from {event['path']}" if event.get("path") else ""
         return f"resuming task {event['task_id']} ({event['source']}{where})"
     if kind == "phase":
-        return f"phase {event['phase']} ({event['index']}/{event['total']})"
+        wave = f" · wave {event['wave']}" if (event.get("wave") or 1) > 1 else ""
+        return f"phase {event['phase']}{wave} ({event['index']}/{event['total']})"
     if kind == "plan":
         return f"plan: {len(event['subtasks'])} subtask(s) -> {event['path']}"
     if kind == "agent" and event.get("state") != "running":
@@ -72,7 +79,9 @@ def describe(event: Event, *, offline: bool = False) -> str | None:
         return f"agent {event['key']} [{event['agent']}]: {event['state']}{reused}{extra}"
     if kind == "agent":
         return (
-            f"agent {event['key']} [{event['agent']}]: running" if not event.get("tokens") else None
+            f"agent {event['key']} [{event['agent']}]: running"
+            if not event.get("tokens") and not event.get("steps")
+            else None
         )
     if kind == "remote":
         return remote_line(event)
@@ -185,6 +194,11 @@ def _short_count(n: int) -> str:
 class LiveView:
     """A `rich.live.Live` panel that always fits the terminal (see the module docstring).
 
+    An event only updates the tally (`RunProgress.apply`, constant work, in the run's
+    thread); rich's own refresh thread draws the panel `REFRESH` times a second, a frame
+    costing the rows it shows, not the agents done. Nothing is drawn before the run has
+    said where it stands (`ready`): a continued task's first frame has its counts.
+
     Args:
         stream: where the panel goes (default stderr).
         clock: seconds as a float, for the elapsed time (tests pass their own).
@@ -193,29 +207,26 @@ class LiveView:
     LOG_LINES = 4
     FAILED_LINES = 5
     """Failed agents named in the closing summary (the rest counted)."""
+    REFRESH = 4
+    """Frames a second at most (the elapsed time moves between events too)."""
 
     def __init__(self, stream: TextIO | None = None, *, clock: Callable[[], float] | None = None):
 
         self.console = Console(file=stream or sys.stderr)
         self.clock = clock or time.monotonic
         self.started = self.clock()
-        self.phase = "-"
-        self.index = (0, 0)
-        self.agents: dict[str, dict[str, Any]] = {}
-        self.finished: list[str] = []
-        """Agent keys in the order they finished (newest last)."""
-        self.lead = {
-            "context": 0,
-            "threshold": TOKEN_THRESHOLD,
-            "warning_ratio": WARNING_RATIO,
-            "total": 0,
-        }
+        self.progress = RunProgress(self.clock)
         self.log: list[str] = []
         self.title = "tether"
         self.task_shown = False
         """A task started or continued (`start`, `resume`): the closing panel is printed."""
         self.offline = False
         """The run uses the offline model: every token count is an estimate (`~`)."""
+        self.ready = False
+        """The run said where it stands (its phase and the lead's gauge): frames are drawn."""
+        self._gauged = False
+        self.version = 0
+        """Events taken so far: a frame of the same events and elapsed time is not redrawn."""
         self._lock = threading.Lock()
         self._live: Any = None
 
@@ -225,10 +236,11 @@ class LiveView:
         self.started = self.clock()
         # transient: the live panel is erased at the end and `summary()` printed once, so
         # nothing is drawn twice and the closing report does not push a tall panel away
-        self._live = Live(
-            get_renderable=self.render,
+        self._live = _Frames(
+            self,
             console=self.console,
-            refresh_per_second=4,  # the elapsed time moves between events too
+            auto_refresh=True,  # drawn by rich's thread, never the run's
+            refresh_per_second=self.REFRESH,
             transient=True,
             vertical_overflow="crop",
         )
@@ -246,8 +258,7 @@ class LiveView:
     def __call__(self, event: Event) -> None:
         with self._lock:
             self._apply(event)
-        if self._live is not None:
-            self._live.refresh()
+            self.version += 1
 
     def _apply(self, event: Event) -> None:
         kind = event.get("event")
@@ -256,18 +267,12 @@ class LiveView:
         if kind in ("start", "resume"):
             self.title = f"tether · {event['task_id']}"
             self.task_shown = True
-        elif kind == "phase":
-            self.phase, self.index = event["phase"], (event["index"], event["total"])
-        elif kind == "agent":
-            row = self.agents.setdefault(event["key"], {"agent": event["agent"], "tokens": 0})
-            row["state"] = event["state"]
-            row["tokens"] = event.get("tokens", row["tokens"]) or row["tokens"]
-            row["error"] = event.get("error") or ""
-            if event["state"] in ("done", "failed"):
-                self.finished = [k for k in self.finished if k != event["key"]] + [event["key"]]
-        elif kind == "tokens" and event.get("agent") == "lead":
-            keys = ("context", "threshold", "warning_ratio", "total", "estimated")
-            self.lead.update({k: event[k] for k in keys if k in event})
+        self.progress.apply(event)
+        # ready once the phase and the gauge are known: a new run's gauge comes first, a
+        # continued run's standing events end with it (`recovery.resume.standing`)
+        self._gauged = self._gauged or (kind == "tokens" and event.get("agent") == "lead")
+        self.ready = self.ready or (self._gauged and self.progress.phase is not None)
+        self.ready = self.ready or kind in ("finish", "done", "failed", "stopped")
         if kind in {"checkpoint", "snapshot", "warning", "merged", "done", "resume", "remote"}:
             line = describe(event, offline=self.offline)
             if line:
@@ -276,53 +281,85 @@ class LiveView:
     # -- rendering -----------------------------------------------------------------------------
     def elapsed(self) -> str:
         """Time since the view started, as `M:SS` (or `H:MM:SS`)."""
-        seconds = max(0, int(self.clock() - self.started))
-        hours, rest = divmod(seconds, 3600)
-        minutes, secs = divmod(rest, 60)
-        return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+        return _clock_text(self.clock() - self.started)
 
-    def counts(self) -> dict[str, int]:
-        """Agents per state (`pending`, `running`, `done`, `failed`)."""
-        tally = dict.fromkeys(STATE_MARK, 0)
-        for row in self.agents.values():
-            state = row.get("state", "pending")
-            tally[state] = tally.get(state, 0) + 1
-        return tally
+    #: The head's lines by name, most needed first: a short terminal drops from the end.
+    HEAD_KEEP = ("count", "gauge", "phase", "spend", "plan")
 
-    def _head(self) -> list[Any]:
-        """Phase and elapsed time, the done/total line and the lead's gauge."""
+    def _head(self, room: int | None = None, *, closing: bool = False) -> list[Text]:
+        """The head's lines that are known (phase, count, gauge, spend, plan), in that
+        order; with `room`, the most needed that fit (`HEAD_KEEP`); `closing`: the
+        closing panel's (no plan)."""
+        lines = {
+            "phase": self._phase_line(),
+            "count": self._count_line(),
+            "gauge": self._line(Text("lead ") + self._gauge()) if self._gauged else None,
+            "spend": self._spend_line(),
+            "plan": None if closing else self._plan_line(),
+        }
+        known = [name for name in self.HEAD_KEEP if lines[name] is not None]
+        kept = set(known[: max(room, 1)] if room is not None else known)
+        return [line for name, line in lines.items() if name in kept and line is not None]
 
-        k, n = self.index
-        phase = Table.grid(expand=True)
-        phase.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
-        phase.add_column(justify="right", no_wrap=True)
-        phase.add_row(Text(f"phase {self.phase} ({k}/{n})", style="bold"), f" {self.elapsed()}")
-        tally = self.counts()
-        parts = [f"{tally['done']}/{len(self.agents)} agents done"]
+    def _phase_line(self) -> Text | None:
+        """`phase review · wave 2 (2/4)` and the elapsed time."""
+        progress = self.progress
+        if progress.phase is None:
+            return None
+        wave = f" · wave {progress.wave}" if (progress.wave or 1) > 1 else ""
+        k, n = progress.index
+        title = Text(f"phase {progress.phase}{wave} ({k}/{n})", style="bold")
+        return self._line(title, self.elapsed(), "")
+
+    def _count_line(self) -> Text:
+        """The current phase's agents per state, the rate and the time left, the earlier
+        phases' agents."""
+        progress = self.progress
+        tally = progress.current()
+        total = sum(tally.values())
+        parts = [f"{tally['done']:,}/{total:,} agents done"]
         parts += [
-            f"{tally[s]} {s}" for s in ("waiting", "running", "failed", "pending") if tally[s]
+            f"{tally[s]:,} {s}" for s in ("waiting", "running", "failed", "pending") if tally[s]
         ]
+        rate, left = progress.rate(), progress.left()
+        if rate is not None:
+            parts.append(f"{rate:.1f}/min")
+        if left is not None:
+            parts.append(f"~{_clock_text(left)} left")
+        if len(progress.agents) > total:
+            parts.append(f"{len(progress.agents) - total:,} in earlier phases")
         if self.offline:  # last: a narrow terminal cuts it first, `~` still marks each figure
             parts.append("~ tokens: offline estimates, nothing spent")
-        line = Text(" · ".join(parts), overflow="ellipsis", no_wrap=True)
-        if tally["failed"]:
-            line.stylize("red")
-        gauge = Table.grid(padding=(0, 1))
-        gauge.add_column(no_wrap=True, min_width=4)
-        gauge.add_column(no_wrap=True, overflow="ellipsis")
-        gauge.add_row("lead", self._gauge())
-        return [phase, line, gauge]
+        return self._line(Text(" · ".join(parts), style="red" if tally["failed"] else ""))
+
+    def _spend_line(self) -> Text | None:
+        """`spent 12,345 / 500,000 tokens (budget) · 87 calls`: the whole task's."""
+        progress = self.progress
+        if not progress.spend_known:
+            return None
+        approx = "~" if self.offline or progress.lead.get("estimated") else ""
+        spent = f"spent {approx}{progress.spent:,}"
+        spent += f" / {progress.budget:,} tokens (budget)" if progress.budget else " tokens"
+        calls = f" · {progress.calls:,} model calls" if progress.calls else ""
+        return self._line(Text(spent + calls))
+
+    def _plan_line(self) -> Text | None:
+        """The current plan's subtask titles, cut to the line."""
+        if not self.progress.plan:
+            return None
+        return self._line(Text("plan: " + " · ".join(self.progress.plan), style="dim"))
 
     #: The gauge bar's widest; it narrows in a narrow terminal so the numbers still show.
     BAR = 24
 
-    def _gauge(self) -> Any:
+    def _gauge(self) -> Text:
 
-        threshold = max(1, int(self.lead["threshold"]))
-        used = int(self.lead["context"])
-        warn_at = int(threshold * float(self.lead["warning_ratio"]))
+        lead = self.progress.lead
+        threshold = max(1, int(lead["threshold"]))
+        used = int(lead["context"])
+        warn_at = int(threshold * float(lead["warning_ratio"]))
         label = "save" if used >= threshold else "warn" if used >= warn_at else "ok"
-        approx = "~" if self.lead.get("estimated") or self.offline else ""
+        approx = "~" if lead.get("estimated") or self.offline else ""
         numbers = f"{approx}{used:,}/{threshold:,} {label}"
         # the panel's borders and padding, "lead ", and a space before the numbers
         room = self._panel_width() - 4 - 5 - 1 - len(numbers)
@@ -333,81 +370,102 @@ class LiveView:
             return Text(numbers, style="bold")
         filled = min(width, round(width * used / threshold))
         warn_col = round(width * warn_at / threshold)
-        bar = Text()
+        cells = []
         for i in range(width):
             zone = "red" if i >= warn_col else "green"
             if i < filled:
-                bar.append("█", style=zone if used < warn_at or i >= warn_col else "yellow")
+                cells.append(("█", zone if used < warn_at or i >= warn_col else "yellow"))
             else:
-                bar.append("░", style="dim red" if i >= warn_col else "dim")
+                cells.append(("░", "dim red" if i >= warn_col else "dim"))
+        bar = Text()
+        for style, run in itertools.groupby(cells, key=lambda cell: cell[1]):
+            bar.append("".join(char for char, _ in run), style=style)
         bar.append(f" {numbers}", style="bold")
         return bar
 
-    def _ordered(self) -> list[str]:
-        """Agent keys, most telling first: running, failed, pending, then newest done."""
-        by_state: dict[str, list[str]] = {s: [] for s in STATE_MARK}
-        for key, row in self.agents.items():
-            by_state.setdefault(row.get("state", "pending"), []).append(key)
-        done = [k for k in reversed(self.finished) if self.agents[k].get("state") == "done"]
-        done += [k for k in by_state["done"] if k not in done]
-        first = by_state["waiting"] + by_state["running"] + by_state["failed"]
-        return first + by_state["pending"] + done
+    def _line(self, left: Text, right: str = "", right_style: str = "dim") -> Text:
+        """One row of the panel: `left` cut with an ellipsis to leave `right` its room,
+        `right` flush right (a row never wraps)."""
+        width = self._panel_width() - 4  # the borders and their padding
+        room = width - (len(right) + 1 if right else 0)
+        line = left.copy()
+        line.no_wrap, line.overflow = True, "ellipsis"
+        line.truncate(max(room, 1), overflow="ellipsis", pad=bool(right))
+        if right:
+            line.append(" " + right, style=right_style)
+        return line
 
-    def _agent_table(self, keys: list[str], rest: list[str]) -> Any:
+    def _agent_rows(self, keys: list[str], rest: dict[str, int]) -> list[Text]:
 
-        table = Table.grid(padding=(0, 1), expand=True)
-        table.add_column(width=1)
-        table.add_column(ratio=1, overflow="ellipsis", no_wrap=True)
-        table.add_column(justify="right", no_wrap=True)
-        roles = len({row["agent"] for row in self.agents.values()}) > 1
         # in a narrow terminal the names need the room more than the tokens' last digits
         count = _short_count if self._panel_width() < 60 else "{:,}".format
+        roles = len(self.progress.roles) > 1
+        approx = "~" if self.offline else ""
+        rows = []
         for key in keys:
-            row = self.agents[key]
+            row = self.progress.agents[key]
             state = row.get("state", "pending")
-            style = {"done": "green", "failed": "red", "running": "cyan", "waiting": "yellow"}.get(
-                state, "dim"
-            )
+            style = STATE_STYLE.get(state, "dim")
             error = f": {row['error']}" if state == "failed" and row.get("error") else ""
             # a single role says nothing: the row keeps the words that tell agents apart
             name = agent_label(key) + (f" [{row['agent']}]" if roles else "")
-            approx = "~" if self.offline else ""
-            table.add_row(
-                Text(STATE_MARK.get(state, "?"), style=style),
-                Text(f"{name} {state}{error}", style=style),
-                Text(f"{approx}{count(row['tokens'])} tok", style="dim"),
-            )
+            left = Text.assemble((STATE_MARK.get(state, "?"), style), " ")
+            if state == "running":  # the mark says it: the room goes to its time, steps, tool
+                left.append(name, style=style)
+                left.append(self._running(row), style="dim")
+            else:
+                left.append(f"{name} {state}{error}", style=style)
+            tokens = f"{approx}{count(row['tokens'])} tok" if row["tokens"] else ""
+            rows.append(self._line(left, tokens))
         if rest:
-            tally: dict[str, int] = {}
-            for key in rest:
-                state = self.agents[key].get("state", "pending")
-                tally[state] = tally.get(state, 0) + 1
-            more = ", ".join(f"+{tally[s]} {s}" for s in STATE_ORDER if s in tally)
-            table.add_row(Text("…", style="dim"), Text(more, style="dim"), Text(""))
-        return table
+            more = ", ".join(f"+{rest[s]} {s}" for s in STATE_ORDER if rest.get(s))
+            rows.append(self._line(Text(f"… {more}", style="dim")))
+        return rows
+
+    def _running(self, row: dict[str, Any]) -> str:
+        """A running agent's time so far, steps of its budget and the tool it last called."""
+        text = f" {_clock_text(self.clock() - row['since'])}" if "since" in row else ""
+        if row.get("steps"):
+            of = f"/{row['max_steps']}" if row.get("max_steps") else ""
+            text += f" · step {row['steps']}{of}"
+        return text + (f" · {row['tool']}" if row.get("tool") else "")
+
+    def _rest(self, shown: list[str]) -> dict[str, int]:
+        """Agents per state not among `shown` (from the tally, not by listing them)."""
+        rest = dict(self.progress.tally)
+        for key in shown:
+            rest[self.progress.agents[key]["state"]] -= 1
+        return {s: n for s, n in rest.items() if n > 0}
+
+    def frame(self) -> Any:
+        """What rich's refresh thread draws: nothing until the run said where it stands."""
+        return self.render() if self.ready else Group()
+
+    def frame_key(self) -> tuple[Any, ...]:
+        """What a frame shows depends on: the events taken, the clock, the terminal's size."""
+        return (self.version, self.ready, self.elapsed(), self.console.size)
 
     def render(self, height: int | None = None) -> Any:
         """The live panel, at most `height` lines (default: the terminal's height less one).
 
         The head (phase, elapsed, done/total, gauge) always shows; agents fill the rest,
         most telling first, the others counted on one `+N done` line; the newest log line
-        keeps one row when there is room, older ones take what is left.
+        keeps one row when there is room, older ones take what is left. Its cost is the
+        rows it shows, whatever the number of agents.
         """
 
         with self._lock:
             room = (height or self.console.size.height - 1) - 2  # the panel's border
-            head = self._head()
-            if room < len(head):  # a tiny terminal: the gauge and the count first
-                head = head[::-1][: max(room, 1)][::-1]
+            head = self._head(room)
             room -= len(head)
-            logs = [Text(line, overflow="ellipsis", no_wrap=True, style="dim") for line in self.log]
+            logs = [self._line(Text(line, style="dim")) for line in self.log]
             keep_log = 1 if logs and room > 4 else 0
-            keys = self._ordered()
-            fit = keys if len(keys) <= room - keep_log else keys[: max(room - keep_log - 1, 0)]
-            rest = keys[len(fit) :] if room > 0 else []
-            parts = list(head)
-            if fit or rest:
-                parts.append(self._agent_table(fit, rest))
+            total = len(self.progress.agents)
+            fits = total <= room - keep_log
+            fit = list(self.progress.listed(total if fits else room - keep_log - 1))
+            rest = self._rest(fit) if room > 0 else {}
+            parts: list[Any] = list(head)
+            parts += self._agent_rows(fit, rest)
             used = len(fit) + (1 if rest else 0)
             parts += logs[len(logs) - max(0, min(len(logs), room - used)) :]
         return self._panel(parts)
@@ -425,12 +483,37 @@ class LiveView:
         """The closing panel: head and failed agents, printed once when the view ends."""
 
         with self._lock:
-            failed = [k for k in self._ordered() if self.agents[k].get("state") == "failed"]
-            shown = failed[: self.FAILED_LINES]
-            parts = self._head()
-            if failed:
-                parts.append(self._agent_table(shown, failed[len(shown) :]))
+            shown = self.progress.first("failed", self.FAILED_LINES)
+            parts = self._head(closing=True)
+            if shown:
+                left = self.progress.tally["failed"] - len(shown)
+                parts += self._agent_rows(shown, {"failed": left} if left else {})
         return self._panel(parts)
+
+
+class _Frames(Live):
+    """rich's `Live` drawing `view`'s frames from its refresh thread, skipping a frame that
+    would draw what is already shown (a run waiting on a model call: one frame a second,
+    for the clock)."""
+
+    def __init__(self, view: LiveView, **options: Any) -> None:
+        super().__init__(get_renderable=view.frame, **options)
+        self._view = view
+        self._shown: tuple[Any, ...] | None = None
+
+    def refresh(self) -> None:
+        key = self._view.frame_key()
+        if key != self._shown:
+            self._shown = key
+            super().refresh()
+
+
+def _clock_text(seconds: float) -> str:
+    """`seconds` as `M:SS` (or `H:MM:SS`)."""
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def make_view(

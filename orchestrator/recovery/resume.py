@@ -253,17 +253,19 @@ def standing(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Where a task stands before the graph runs, as `(kind, fields)` events, so a view
     shows it from its first frame: its phase, unfinished agents and the lead's gauge
-    against the run's threshold (`recovery.status.standing_events`), then what finished
-    (`finished_agents`), counting the findings a crash left out of the saved state;
+    against the run's threshold (`recovery.status.standing_events`) and what finished
+    (`finished_agents`), counting the findings a crash left out of the saved state; the
+    gauge comes last, so a view knows it has the whole standing when the gauge arrives;
     `phase` False: the gauge only (a new task)."""
     values = dict(values)
     if phase and values.get("task_id"):
         values = with_recorded_findings(docs, values)
     found = standing_events(values, threshold=threshold, warning_ratio=warning_ratio)
-    out = [(kind, fields) for kind, fields in found if phase or kind == "tokens"]
+    gauge = [(kind, fields) for kind, fields in found if kind == "tokens"]
+    out = [(kind, fields) for kind, fields in found if phase and kind != "tokens"]
     if phase:
         out += [("agent", fields) for fields in finished_agents(values, docs)]
-    return out
+    return out + gauge
 
 
 def resume_source(

@@ -347,6 +347,8 @@ def standing_events(
         "threshold": int(threshold),
         "warning_ratio": float(warning_ratio),
         "total": total_tokens(values.get("tokens")),
+        "tokens": int((values.get("tokens") or {}).get("lead") or 0),
+        "calls": usage_totals(values.get("usage"))["calls"],
     }
     if calls:  # before the lead's first call there is nothing to estimate
         gauge["estimated"] = not calls[-1].get("reported")

@@ -18,7 +18,7 @@ from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.lead import lead_context_estimated, lead_context_tokens
-from orchestrator.state import OrchestratorState, last_phase
+from orchestrator.state import OrchestratorState, last_phase, usage_totals
 
 
 def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -33,6 +33,7 @@ def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
         agent="lead",
         context=lead,
         total=total_tokens(state.get("tokens")),
+        calls=usage_totals(state.get("usage"))["calls"],
         threshold=gauge.threshold,
         warning_ratio=gauge.warning_ratio,
         zone=zone,

@@ -419,9 +419,10 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
     max_steps = spec.max_steps if spec is not None else AgentSpec().max_steps
     budget = ctx.workflow.thresholds.subagent_context_tokens
 
-    def on_step(tokens: int, context: int) -> None:
-        used["tokens"] = tokens
-        ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens)
+    def on_step(tokens: int, context: int, tool: str | None) -> None:
+        used["tokens"], used["steps"] = tokens, used.get("steps", 0) + 1
+        ctx.emit("agent", key=key, agent=sub["agent"], state="running", tokens=tokens,
+                 steps=used["steps"], max_steps=max_steps, tool=tool)  # fmt: skip
 
     tools = ctx.tools_for(sub["agent"], payload["task_id"], payload["workdir"], lead=False, key=key)
     if not any(t.name == "memory_fetch" for t in tools):  # evicted results stay readable

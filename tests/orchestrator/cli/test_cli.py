@@ -176,7 +176,16 @@ def finished(fixture_repo, tiny_workflow, memory_dir):
 class TestInspect:
     def test_status_text(self, finished):
         out = finished.invoke(cli, ["status"]).output
-        assert out.startswith("Task done: done (langgraph)\nObjective: Survey\n")
+        assert out.startswith("Task done: done\nObjective: Survey\n")
+        # one spend figure, said what it counts; where a resume would continue from
+        info = json.loads(finished.invoke(cli, ["status", "--json"]).output)
+        spent = [line for line in out.splitlines() if line.startswith("Spent: ")]
+        assert spent == [
+            f"Spent: ~{info['tokens']['total']:,} tokens in {info['usage']['calls']:,} model "
+            "call(s) (estimated for the offline model: no provider called)"
+        ]
+        assert "Tokens: " not in out and "Usage: " not in out
+        assert "Saved state: LangGraph's database" in out
         assert "Phase: review (2/2: exploration, review)" in out
         listed = [line.split()[1] for line in out.splitlines() if line.startswith("  done ")]
         assert [key.split("/")[0] for key in listed] == ["exploration"] * 3 + ["review"] * 3
@@ -283,7 +292,8 @@ def test_status_and_help_load_neither_langgraph_nor_langchain(finished, cli_env,
     *output, loaded = done.stdout.strip().splitlines()
     assert loaded == "[]"
     if args[0] == "status":
-        assert "done" in output[0] and "langgraph" in output[0]  # `(langgraph)` / `"source"`
+        # LangGraph's database found without loading LangGraph: `"source"` / `Saved state:`
+        assert "done" in output[0] and "langgraph" in "\n".join(output).lower()
 
 
 def test_live_view_fits_a_60_column_terminal():

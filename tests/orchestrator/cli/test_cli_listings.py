@@ -137,6 +137,8 @@ class TestTasks:
         listed = orch("tasks", memory=memory, env={"COLUMNS": str(width)})
         lines = listed.stdout.splitlines()
         assert lines and all(len(line) <= width for line in lines), lines
+        assert lines[0].split()[:3] == ["TASK", "STATUS", "PHASE"]  # a header row
+        lines = lines[2:] if lines[1].split()[:1] == ["UPDATED"] else lines[1:]
         assert lines[0].split()[:3] == ["beta", "done", "review"]
         text = " ".join(listed.stdout.split())
         assert "Survey the shop" in text and "…" in text  # alpha's, cut
@@ -147,7 +149,8 @@ class TestTasks:
     def test_tasks_in_a_pipe_are_whole(self, shared):
         memory, _ = shared
         listed = orch("tasks", memory=memory, env={"COLUMNS": None})
-        alpha = listed.stdout.splitlines()[1]
+        header, _, alpha = listed.stdout.splitlines()
+        assert header.split() == ["TASK", "STATUS", "PHASE", "UPDATED", "(UTC)", "OBJECTIVE"]
         assert alpha.startswith("alpha ") and alpha.endswith(LONG)
 
     def test_an_empty_memory_says_so_as_status_does(self, memory_dir):
@@ -173,7 +176,7 @@ class TestTasks:
         )
         assert done.returncode == 0, done.stderr
         *listed, loaded = done.stdout.strip().splitlines()
-        assert loaded == "[]" and [line.split()[0] for line in listed] == ["beta", "alpha"]
+        assert loaded == "[]" and [line.split()[0] for line in listed] == ["TASK", "beta", "alpha"]
 
     def test_tasks_on_postgresql(self, tmp_path):
         repo = build_repo(tmp_path / "repo", modules=1, docs=0, readme=False)

@@ -42,7 +42,7 @@ def _feed(view: LiveView, agents: int = 30) -> None:
         extra = {"error": "RuntimeError: provider timed out"} if state == "failed" else {}
         view({"event": "agent", "key": key, "agent": "researcher", "state": state, **extra})
     view({"event": "tokens", "agent": "lead", "context": 1968, "threshold": 150_000,
-          "warning_ratio": 0.8, "total": 5})  # fmt: skip
+          "warning_ratio": 0.8, "total": 31_200, "calls": 12})  # fmt: skip
     view({"event": "checkpoint", "trigger": "before_spawning", "path": "/m/cp.json"})
 
 
@@ -64,11 +64,12 @@ def test_the_head_always_shows_and_the_panel_fits(width, height):
     assert "phase exploration (1/2)" in lines[1]
     assert "18/30 agents done · 1 running · 1 failed · 10 pending" in lines[2]
     assert re.search(r"lead [█░]{24} 1,968/150,000 ok", lines[3])
+    assert "spent 31,200 tokens · 12 model calls" in lines[4]  # the task's spend
     # the running and the failed agent come first, with the failure's error
-    assert "▶ exploration-pkg28 running" in lines[4]
-    assert "✗ exploration-pkg29 failed: Runtime" in lines[5]
+    assert "▶ exploration-pkg28 0:00" in lines[5]
+    assert "✗ exploration-pkg29 failed: Runtime" in lines[6]
     if height == 15:
-        assert "│ … +5 pending, +18 done " in text
+        assert "│ … +6 pending, +18 done " in text
     if height == 40:  # every agent has its row
         assert sum(1 for line in lines if "exploration-pkg" in line) == 30
         assert " done, +" not in text and "+18 done" not in text
@@ -131,7 +132,8 @@ def test_the_closing_panel_is_printed_once_after_the_live_one():
     closing = tail[tail.index("╭") :].splitlines()
     assert closing[0].startswith("╭─ tether · t1 ") and closing[-1].startswith("╰")
     assert "0:12" in closing[1] and "18/30 agents done" in closing[2]
-    assert "✗ exploration-pkg29 failed" in closing[4]
+    assert "spent 31,200 tokens" in closing[4]
+    assert "✗ exploration-pkg29 failed" in closing[5]
     assert "exploration-pkg28" not in "\n".join(closing)  # only failures are listed again
     assert tail.count("╭─ tether") == 1
 

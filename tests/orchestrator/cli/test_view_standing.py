@@ -39,19 +39,26 @@ def _view(width: int, height: int) -> LiveView:
 
 
 def _screen(view: LiveView) -> str:
+    """What rich's refresh thread would draw now."""
     with view.console.capture() as captured:
-        view.console.print(view.render())
+        view.console.print(view.frame())
     return captured.get()
 
 
 def _first_frame(monkeypatch, continue_run, width=100, height=30) -> tuple[str, list[dict]]:
     """The view's first frame of `continue_run(on_event)`, and the events it got."""
+    screen, events, _ = _before_the_graph(monkeypatch, continue_run, width, height)
+    return screen, events
+
+
+def _before_the_graph(monkeypatch, continue_run, width=100, height=30):
+    """The frame, the events and the view of `continue_run(on_event)` where its graph starts."""
     events: list[dict] = []
     view = _view(width, height)
     monkeypatch.setattr("orchestrator.api.run_graph", _stop)
     with pytest.raises(_GraphStarts):
         continue_run(lambda event: (events.append(event), view(event)))
-    return _screen(view), events
+    return _screen(view), events, view
 
 
 def test_a_resumed_run_shows_its_phase_agents_and_threshold_at_once(
@@ -73,6 +80,9 @@ def test_a_resumed_run_shows_its_phase_agents_and_threshold_at_once(
     screen, _ = _first_frame(monkeypatch, lambda on: Orchestrator(on_event=on).resume("t"))
     assert "phase review (2/2)" in screen
     assert "1/3 agents done · 2 pending" in screen
+    # the task's spend so far, not the resumed run's own (nothing yet)
+    spent, calls = status["tokens"]["total"], status["usage"]["calls"]
+    assert f"spent ~{spent:,} tokens · {calls:,} model calls" in screen and spent > 0
     assert "/20,000 ok" in screen and "150,000" not in screen
     for key, state in review.items():
         assert f"{key.split('/', 1)[1]} {state}" in screen
@@ -100,13 +110,15 @@ def test_an_approved_plan_shows_its_phase_agents_and_threshold_at_once(
 def test_a_new_runs_gauge_has_the_runs_threshold_before_the_first_plan(
     fixture_repo, tiny_workflow, monkeypatch
 ):
-    screen, _ = _first_frame(
+    screen, _, view = _before_the_graph(
         monkeypatch,
         lambda on: Orchestrator(
             workdir=fixture_repo, workflow=tiny_workflow, token_threshold=40_000, on_event=on
         ).run("Survey the shop", task_id="n"),
     )
-    assert "0/40,000 ok" in screen
+    assert screen == ""  # no frame before its first phase: no `phase - (0/0)`
+    view({"event": "phase", "phase": "exploration", "index": 1, "total": 2})  # the plan node's
+    assert "0/40,000 ok" in _screen(view)
 
 
 def test_a_real_models_gauge_is_not_marked_estimated_once_the_lead_reported_usage(

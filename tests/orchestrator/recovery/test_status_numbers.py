@@ -27,7 +27,11 @@ def test_an_offline_tasks_tokens_are_called_estimates(runner):
     total = info["tokens"]["total"]
     assert total == sum(v for k, v in info["tokens"].items() if k != "total") > 0
     out = runner.invoke(cli, ["status", "--task", "a"]).output
-    line = f"Tokens: ~{total:,} total (estimated for the offline model: no provider called)"
+    calls = info["usage"]["calls"]
+    line = (
+        f"Spent: ~{total:,} tokens in {calls:,} model call(s) (estimated for the offline "
+        "model: no provider called)"
+    )
     assert line in out.splitlines()
 
 
