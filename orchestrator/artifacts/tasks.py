@@ -62,6 +62,12 @@ class TaskInfo(TypedDict, total=False):
     _order: float  # grows with the record's latest change (the newest task is the max)
 
 
+def thread_of(record: TaskInfo) -> str:
+    """LangGraph's thread of a recorded task: its `thread_id` (a new one after a fallback
+    resume), else the task's id (the first thread of every task)."""
+    return record.get("thread_id") or record["task_id"]
+
+
 #: A new task's id: it names folders and files and is pasted into shell commands, so only
 #: ASCII letters, digits, '-', '_' and '.', and never a leading '-' (an option) or '.'.
 TASK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

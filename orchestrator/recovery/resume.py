@@ -41,7 +41,7 @@ from orchestrator.artifacts.checkpoint import (
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.snapshot import read_snapshot
-from orchestrator.artifacts.tasks import TaskInfo, TaskList
+from orchestrator.artifacts.tasks import TaskInfo, TaskList, thread_of
 from orchestrator.errors import OrchestratorUserError, RecoveryError
 from orchestrator.graph.build import ThreadState, thread_state
 from orchestrator.graph.nodes.subagent import repair_findings
@@ -201,7 +201,7 @@ def prepare_resume(
         CheckpointError: `from_checkpoint` is not a valid checkpoint.
     """
     task_id = record["task_id"]
-    thread = record.get("thread_id") or task_id
+    thread = thread_of(record)
     repaired = repair_findings(docs, task_id, project_dir)
     saved = thread_state(docs, thread, checkpointer)
     waiting = pending(docs, task_id, saved.interrupts) if saved is not None else []

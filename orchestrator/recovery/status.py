@@ -53,6 +53,7 @@ from orchestrator.artifacts.tasks import (
     approve_command,
     resume_command,
     task_running,
+    thread_of,
     usable_checkpoint,
 )
 from orchestrator.artifacts.text import loads_strict
@@ -104,7 +105,7 @@ def task_status(
     if status == "running" and not task_running(docs, task):
         status = "interrupted"
     findings = state.get("findings") or {}
-    thread = record.get("thread_id") or task
+    thread = thread_of(record)
     source = "langgraph" if _langgraph_holds(docs, thread, checkpointer) else "checkpoint"
     remote = _remote_places(docs, task) if record.get("remote_agents") else {}
     return {
