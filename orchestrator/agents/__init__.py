@@ -7,8 +7,10 @@
 * `chat_models`: the one place a `provider:model` string becomes a chat model.
 * `provider`: what a provider's replies and failures mean to an agent loop.
 * `gauge`: the token gauge (per agent and total, the warning zone, the threshold).
+* `budget`: the task's token budget, shared by its agents.
 * `memory_middleware`: `TetherMemoryMiddleware`, tether's external memory for any
   `create_agent` agent, and `offload` (large tool results go to memory).
+* `remote`: a remote agent's client (one LangGraph Server through `langgraph-sdk`).
 
 Invariant: an agent's every assistant tool call is answered by a tool message; a model
 reply never ends an agent without its final protocol tool.

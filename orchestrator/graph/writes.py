@@ -10,7 +10,8 @@
 * `merge_findings` writes a batch's `findings/merged_{ts}.md` once, through the artifact
   registry (`orchestrator.artifacts.registry`), so a replayed step never writes a second file.
 
-Every node imports from here and from `_lead`/`_snapshot`, never from another node.
+Every node imports from here and from `orchestrator.graph.lead` and
+`orchestrator.graph.handoff`, never from another node.
 """
 
 from __future__ import annotations

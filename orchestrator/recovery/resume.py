@@ -6,11 +6,11 @@
    injected checkpointer): the graph continues with its saved state; subagents whose
    writes were saved are not run again. A finished thread with failed subagents is
    reopened at the earliest failed phase (`rebuild.retry_failed`).
-2. **The latest valid JSON checkpoint** (`checkpoints.latest_valid_checkpoint`: corrupt or
-   truncated files are skipped with a warning each): the state is rebuilt from it plus
-   the findings files and the artifact registry (`rebuild.state_from_checkpoint`), and the
-   run continues on a new thread. Every node is idempotent, so entering at `plan` only
-   does what is left.
+2. **The latest valid JSON checkpoint** (`orchestrator.artifacts.checkpoint`
+   `latest_valid_checkpoint`: corrupt or truncated files are skipped with a warning each):
+   the state is rebuilt from it plus the findings files and the artifact registry
+   (`rebuild.state_from_checkpoint`), and the run continues on a new thread. Every node is
+   idempotent, so entering at `plan` only does what is left.
 3. **A snapshot** (`--from-snapshot FILE`, or the task's latest snapshot when nothing else
    is left): a fresh lead starts from it (`rebuild.state_from_snapshot`); finished
    subtasks of earlier phases are carried over from the registry.
@@ -24,6 +24,8 @@ points `orchestrator.faults` names.
 `prepare_resume` is the whole decision of `Orchestrator.resume` before anything runs: the
 findings files a crash lost are written again, a task waiting for approval stays waiting
 (answering is `approve`'s), and a rebuilt state gets a thread of its own.
+`resume_source` reads which task and snapshot the person named; `standing` and
+`finished_agents` say where the task stands as events, before the graph runs.
 """
 
 from __future__ import annotations

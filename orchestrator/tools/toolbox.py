@@ -201,10 +201,6 @@ class Toolbox:
                         f"its tools ({', '.join(names)})"
                     )
 
-    def user_tools(self, names: Iterable[str]) -> list[BaseTool]:
-        """The user's tools among `names` (tether's are built by the run context)."""
-        return [self.tools[n] for n in names if n in self.tools]
-
 
 # -- timeouts -------------------------------------------------------------------------------
 def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:

@@ -1,8 +1,9 @@
 """plan: the lead agent plans the current phase and writes the research plan.
 
-The lead runs `agent_loop.run_agent` with the workdir tools, `recall_memory` and the
-`PhasePlan` final tool, and with `TetherMemoryMiddleware` (the same middleware users add
-to their own agents: its turns go to `working/{task}/messages.jsonl`). Its context is
+The lead runs `orchestrator.agents.loop.run_agent` with the workdir tools, `recall_memory`
+and the `PhasePlan` final tool, and with `lead_middleware` (tether's protocol middleware and
+`TetherMemoryMiddleware`, the same middleware users add to their own agents: its turns go
+to `working/{task}/messages.jsonl`). Its context is
 rebuilt for every call from durable parts (`orchestrator.graph.lead.lead_messages`).
 
 Idempotent: a phase that already has subtasks in the state (replayed super-step, or a
