@@ -24,13 +24,22 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain.agents.middleware import AgentMiddleware, ExtendedModelResponse, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langchain_core.messages import ToolMessage
 
 INVALID_ARGS_KEY = "__tether_invalid_arguments__"
 CLOSING_PREFIX = "end-"
@@ -124,7 +133,9 @@ class FinalAnswerMiddleware(AgentMiddleware):
         self.final: BaseModel | None = None
 
     # -- model calls --------------------------------------------------------------------
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         # Checked here rather than in a `before_model` hook, which would be a super-step of
         # its own (a durable checkpoint) before every model call.
         if self.final is not None:  # accepted by the tool step: end without a model call
@@ -209,7 +220,9 @@ class FinalAnswerMiddleware(AgentMiddleware):
         )
 
     # -- tool calls ---------------------------------------------------------------------
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         call = request.tool_call
         name, args, call_id = call["name"], call.get("args") or {}, call.get("id") or ""
         if INVALID_ARGS_KEY in args:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -61,6 +61,15 @@ from orchestrator.artifacts.text import body_text
 from orchestrator.config.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import ContextLoopError
 from orchestrator.events import build_event
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        AgentState,
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+    )
+    from langgraph.runtime import Runtime
 
 REFILL_CALLS = 3
 """A handoff followed by the threshold again within this many model calls made no progress."""
@@ -152,7 +161,9 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
             self.on_event(built)
 
     # -- hooks --------------------------------------------------------------------------------
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         self.note_model(request.model)
         messages = list(request.messages)
         self._record(messages)
@@ -202,7 +213,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
             "tool results as memory references and a shorter seed instead of snapshotting again",
         )
 
-    def after_agent(self, state: Any, runtime: Any) -> None:
+    def after_agent(self, state: AgentState, runtime: Runtime) -> None:
         self._record(list(state["messages"]))
         return None
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
@@ -33,6 +33,15 @@ from langchain_core.messages import ToolMessage
 from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.gauge import UsageRatio
 from orchestrator.events import build_event
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langgraph.types import Command
 
 DEFAULT_LIMIT = 8_000
 """Tokens of a tool result kept in context when the model's window is unknown."""
@@ -115,11 +124,15 @@ class OffloadLargeToolResults(AgentMiddleware):
         if model is not None and self._model is None:
             self._model = model
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         self.note_model(getattr(request, "model", None))
         return handler(request)
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         return self.offload(handler(request))
 
     def offload(self, result: Any, limit: int | None = None) -> Any:

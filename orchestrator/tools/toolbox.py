@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
@@ -36,6 +36,12 @@ from langchain_core.tools import BaseTool
 
 from orchestrator.config.workflow import KNOWN_TOOLS, Workflow
 from orchestrator.errors import ToolConfigError
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ToolCallRequest,
+    )
+    from langgraph.types import Command
 
 MCP_PREFIX = "mcp:"
 #: Tools tether gives agents itself: the final answers and the skills reader. A user's tool
@@ -236,7 +242,9 @@ class ToolTimeoutMiddleware(AgentMiddleware):
         self.timeout = timeout
         self.names = frozenset(names)
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         call = request.tool_call
         if call["name"] not in self.names:
             return handler(request)
