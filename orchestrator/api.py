@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
@@ -84,6 +84,11 @@ from orchestrator.tools.assembly import (
     workflow_digests,
 )
 from orchestrator.tools.toolbox import Toolbox
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from orchestrator.types import JsonObject
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ class Orchestrator:
         memory_dir: str | os.PathLike[str] | None = None,
         workdir: str | os.PathLike[str] | None = ".",
         workflow: str | os.PathLike[str] | None = None,
-        model: Any = None,
+        model: str | BaseChatModel | None = None,
         token_threshold: int | None = None,
         max_parallel: int | None = None,
         on_event: Callable[[Event], None] | None = None,
@@ -442,7 +447,7 @@ class Orchestrator:
             yield ctx
 
     # -- reading a task and writing its files ----------------------------------------
-    def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:
+    def current_state(self, task_id: str | None = None) -> tuple[JsonObject, str]:
         """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
         record = self.task_record(task_id)
         saved = thread_state(self.docs, thread_of(record), self.checkpointer)
@@ -478,7 +483,7 @@ class Orchestrator:
             )
             return ctx.docs.path(rel)
 
-    def status(self, task_id: str | None = None) -> dict[str, Any]:
+    def status(self, task_id: str | None = None) -> JsonObject:
         """A JSON-able summary of the task: phase, subtasks, tokens, latest files
         (see `orchestrator.recovery.status.task_status`)."""
         return task_status(self.docs, task_id, checkpointer=self.checkpointer)
@@ -541,7 +546,7 @@ class Orchestrator:
         state: OrchestratorState,
         resolved: ResolvedModel,
         in_process_tools: list[str],
-        **extra: Any,
+        **extra: object,
     ) -> None:
         """Record a new task with the options it runs with (a resume uses them again)."""
         self.tasks.note(
@@ -601,7 +606,7 @@ class Orchestrator:
         self,
         go: Continuation,
         *,
-        snap: dict[str, Any] | None = None,
+        snap: JsonObject | None = None,
         from_checkpoint: str | None = None,
         retry: bool = True,
     ) -> RunResult:
@@ -763,7 +768,7 @@ class Orchestrator:
         return resolved
 
     # -- events ----------------------------------------------------------------------
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: str, **fields: object) -> None:
         built = build_event(event, **fields)  # checked with or without a callback
         if self.on_event is not None:
             self.on_event(built)
@@ -777,7 +782,7 @@ class Orchestrator:
             self._emit(kind, **fields)
 
     def _emit_continuing(
-        self, ctx: RunContext, values: dict[str, Any], ids: list[str], approve: bool, message: Any
+        self, ctx: RunContext, values: JsonObject, ids: list[str], approve: bool, message: Any
     ) -> None:
         """The events that open an approved run (task, phase, what finished, the answers)."""
         self._emit("model", name=ctx.model_name, offline=ctx.offline)

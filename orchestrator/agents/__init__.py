@@ -22,7 +22,6 @@ May import: `orchestrator.offline`, `orchestrator.tools`, `orchestrator.config`,
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _EXPORTS = {
     "compiled_agent": "orchestrator.agents._cache",
@@ -31,7 +30,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         ModelResponse,
     )
 
+    from orchestrator.types import JsonObject
+
 
 class BudgetReached(KeyboardInterrupt):
     """The task's token budget is spent: the agent stops before its next model call."""
@@ -61,7 +63,7 @@ class TokenBudget:
         by = f" before {who}'s next model call" if who else ""
         return f"token budget reached: {self.spent:,} of {self.limit:,} tokens spent{by}"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         return {"budget": self.limit, "spent": self.spent}
 
 

@@ -170,7 +170,7 @@ def resolve_model(
 
 
 def run_model(
-    spec: Any,
+    spec: str | BaseChatModel | None,
     source: str,
     timeout: float,
     *,

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     )
     from langchain_core.messages import ToolMessage
 
+    from orchestrator.types import JsonObject
+
 INVALID_ARGS_KEY = "__tether_invalid_arguments__"
 CLOSING_PREFIX = "end-"
 """Id prefix of the empty assistant message that ends an agent without a jump."""
@@ -54,7 +56,7 @@ class CallCounter(Protocol):
     calls: int
 
 
-def json_answer(text: str, final_tool: type[BaseModel]) -> dict[str, Any] | None:
+def json_answer(text: str, final_tool: type[BaseModel]) -> JsonObject | None:
     """The final tool's arguments when `text` is (or fences) a valid JSON answer."""
     text = (text or "").strip()
     fenced = _FENCE.search(text)
@@ -188,7 +190,7 @@ class FinalAnswerMiddleware(AgentMiddleware):
             )
         )
 
-    def _normalise(self, message: Any) -> Any:
+    def _normalise(self, message: object) -> Any:
         """Invalid tool calls (arguments that are not JSON) become calls the tool
         node answers with an error, so no call is ever left unanswered."""
         invalid = list(getattr(message, "invalid_tool_calls", None) or [])
@@ -238,7 +240,7 @@ class FinalAnswerMiddleware(AgentMiddleware):
             return self._accept(name, args, call_id)
         return handler(request)
 
-    def _accept(self, name: str, args: dict[str, Any], call_id: str) -> Any:
+    def _accept(self, name: str, args: JsonObject, call_id: str) -> Any:
         if self.final is not None:
             return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
         try:

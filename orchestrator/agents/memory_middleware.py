@@ -71,6 +71,8 @@ if TYPE_CHECKING:
     )
     from langgraph.runtime import Runtime
 
+    from orchestrator.types import JsonObject
+
 REFILL_CALLS = 3
 """A handoff followed by the threshold again within this many model calls made no progress."""
 COMPACT_SHARE = 0.05
@@ -107,7 +109,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         recall: bool = True,
         recall_limit: int = 3,
         record_system: bool = True,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: Callable[[JsonObject], None] | None = None,
         tool_result_tokens: int | None = None,
         usage: UsageRatio | None = None,
     ) -> None:
@@ -155,7 +157,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         """The gauge as people see it: `~` marks an estimate."""
         return f"{'~' if self.estimated else ''}{self.last_tokens}"
 
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: str, **fields: object) -> None:
         built = build_event(event, task_id=self.task_id, **fields)  # checked even unheard
         if self.on_event is not None:
             self.on_event(built)
@@ -266,7 +268,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         seed = HumanMessage(f"You continue from this context snapshot (fresh context):\n{text}")
         return [*head, seed, *recent]
 
-    def _compacted(self, message: Any) -> Any:
+    def _compacted(self, message: object) -> Any:
         """A tool message as sent in compact mode: a reference when it is large (stored in
         memory once per tool call)."""
         if not isinstance(message, ToolMessage):

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     )
     from langgraph.types import Command
 
+    from orchestrator.types import JsonObject
+
 DEFAULT_LIMIT = 8_000
 """Tokens of a tool result kept in context when the model's window is unknown."""
 WINDOW_SHARE = 0.10
@@ -64,7 +66,7 @@ def result_limit(configured: int | None, model: Any = None) -> int:
     return max(500, int(window * WINDOW_SHARE)) if window else DEFAULT_LIMIT
 
 
-def _text(content: Any) -> str | None:
+def _text(content: object) -> str | None:
     """A tool message's content as text; None for content that is not text (images)."""
     if isinstance(content, str):
         return content
@@ -100,7 +102,7 @@ class OffloadLargeToolResults(AgentMiddleware):
         max_tokens: int | None = None,
         usage: UsageRatio | None = None,
         tags: tuple[str, ...] = (),
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: Callable[[JsonObject], None] | None = None,
     ) -> None:
         super().__init__()
         if hasattr(memory, "backend"):
@@ -135,7 +137,7 @@ class OffloadLargeToolResults(AgentMiddleware):
     ) -> ToolMessage | Command:
         return self.offload(handler(request))
 
-    def offload(self, result: Any, limit: int | None = None) -> Any:
+    def offload(self, result: object, limit: int | None = None) -> Any:
         """`result` with its content replaced by a reference when it is over the limit
         (`limit`, else `offload_limit()`)."""
         if not isinstance(result, ToolMessage):

@@ -398,7 +398,7 @@ class CleanToolResultsMiddleware(AgentMiddleware):
         return result
 
 
-def _clean_part(part: Any) -> Any:
+def _clean_part(part: object) -> Any:
     if isinstance(part, dict) and isinstance(part.get("text"), str):
         return {**part, "text": clean_text(part["text"])}
     return part

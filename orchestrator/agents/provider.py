@@ -68,7 +68,7 @@ def usage_tokens(message: Any, fallback_context: int) -> int:
     return fallback_context + approx_tokens([message])
 
 
-def _truncate(message: Any, max_tokens: int) -> Any:
+def _truncate(message: object, max_tokens: int) -> Any:
     text = message.content if isinstance(message.content, str) else str(message.content)
     keep = max(200, max_tokens * 4)
     if len(text) <= keep:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory.errors import MemoryStoreError
 from memory.status_file import write_status_file
@@ -43,6 +43,9 @@ from orchestrator.state import (
     skipped_phases,
 )
 from orchestrator.types import MERGED_FIELDS, Plan, model_values
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 # -- plan and overview ----------------------------------------------------------------------
 
@@ -92,7 +95,7 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
     )
 
 
-def _questions(ctx: RunContext, state: OrchestratorState) -> list[dict[str, Any]]:
+def _questions(ctx: RunContext, state: OrchestratorState) -> list[JsonObject]:
     """The key questions with whether the lead answered them (`PhasePlan.answered`) and,
     once the task is done, what addressed the others (`artifacts.plan.addressed_by`)."""
     answered = set(state.get("answered") or [])
@@ -192,8 +195,8 @@ def checkpoint_payload(
     active: list[str] | None = None,
     phase: str | None = None,
     extra: dict | None = None,
-    pending_approvals: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    pending_approvals: list[JsonObject] | None = None,
+) -> JsonObject:
     """The fields of a JSON checkpoint for the current state."""
     docs = ctx.docs
     phase = phase or current_phase(state)
@@ -264,7 +267,7 @@ def checkpoint_state(
     trigger: str,
     next_action: str,
     status_file: bool = True,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> str | None:
     """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root, or
     None when the external-memory skill turned this trigger off (`before_spawning`,
@@ -312,7 +315,7 @@ def refresh_status_file(
         ctx.emit("warning", message=f"STATUS.md not updated in {workdir}: {exc}")
 
 
-def checkpoint_update(path: str | None) -> dict[str, Any]:
+def checkpoint_update(path: str | None) -> JsonObject:
     """The state update recording checkpoint `path` (relative to the memory root; None: no
     checkpoint was written, nothing to record)."""
     if path is None:
@@ -323,7 +326,7 @@ def checkpoint_update(path: str | None) -> dict[str, Any]:
 # -- merged findings ----------------------------------------------------------------------
 def phase_findings(
     ctx: RunContext, state: OrchestratorState, phase: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     """Whole findings records (texts included, with `key`) of `phase` (None: every phase),
     in subtask-key order (stable across runs), expanded from the state's references."""
     findings = state.get("findings") or {}
@@ -332,7 +335,7 @@ def phase_findings(
     return [{"key": k, **ctx.finding(task_id, k, findings[k])} for k in keys if k in findings]
 
 
-def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, Any]) -> str:
+def merged_digest(phase: str, records: list[JsonObject], failed: JsonObject) -> str:
     """A compact text of the batch for the lead's conversation."""
     lines = [f"Findings of phase {phase} ({len(records)} subagent(s)):"]
     for r in records:
@@ -345,7 +348,7 @@ def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, A
     return "\n".join(lines)
 
 
-def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:
+def merged_input(task_id: str, record: JsonObject) -> JsonObject:
     """A findings record of the state in the shape `artifacts.write_merged` takes."""
     out = {k: record[k] for k in MERGED_FIELDS if record.get(k) is not None}
     return {
@@ -362,7 +365,7 @@ def merge_findings(
     phase: str,
     records: list[dict],
     *,
-    answer: dict[str, Any] | None = None,
+    answer: JsonObject | None = None,
 ) -> str:
     """Write (once) the merged findings of `records` as `phase`'s batch; returns its path.
     `answer` (the task's final synthesis): the lead's answer, which opens the file.

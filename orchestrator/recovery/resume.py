@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.approvals import pending, recorded_decisions
 from orchestrator.artifacts.checkpoint import (
@@ -60,6 +60,9 @@ from orchestrator.recovery.status import standing_events
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.types import PendingApproval
 
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
+
 
 @dataclass(frozen=True)
 class RecoveryPlan:
@@ -77,11 +80,11 @@ class RecoveryPlan:
 
 def choose_recovery(
     docs: Docs,
-    record: dict[str, Any],
+    record: JsonObject,
     *,
     phases: list[str],
     saved: ThreadState | None,
-    snapshot: dict[str, Any] | None = None,
+    snapshot: JsonObject | None = None,
     from_checkpoint: str | None = None,
 ) -> RecoveryPlan:
     """The recovery plan of the task `record` (see the module docstring).
@@ -125,7 +128,7 @@ def choose_recovery(
 
 
 def _from_snapshot(
-    docs: Docs, snapshot: dict[str, Any], path: str, *, warn: bool = True
+    docs: Docs, snapshot: JsonObject, path: str, *, warn: bool = True
 ) -> RecoveryPlan:
     """A fresh lead from `snapshot`; with `warn`, name the findings this memory lacks."""
     missing = missing_findings(docs, snapshot) if warn else {}
@@ -137,7 +140,7 @@ def _from_snapshot(
     return RecoveryPlan("snapshot", state_from_snapshot(docs, snapshot), path, warnings)
 
 
-def _restart(record: dict[str, Any], phases: list[str]) -> RecoveryPlan:
+def _restart(record: JsonObject, phases: list[str]) -> RecoveryPlan:
     """Killed before anything durable: start the recorded task again from the top."""
     if not record.get("objective"):
         raise RecoveryError(
@@ -193,7 +196,7 @@ def prepare_resume(
     phases: list[str],
     project_dir: str,
     checkpointer: Any = None,
-    snapshot: dict[str, Any] | None = None,
+    snapshot: JsonObject | None = None,
     from_checkpoint: str | None = None,
 ) -> Resumption:
     """Where the recorded task `record` continues (see the module docstring).
@@ -252,7 +255,7 @@ def finished_agents(values: dict[str, Any], docs: Docs) -> list[dict[str, Any]]:
 
 def standing(
     docs: Docs, values: Any, *, threshold: int, warning_ratio: float, phase: bool = True
-) -> list[tuple[str, dict[str, Any]]]:
+) -> list[tuple[str, JsonObject]]:
     """Where a task stands before the graph runs, as `(kind, fields)` events, so a view
     shows it from its first frame: its phase, unfinished agents and the lead's gauge
     against the run's threshold (`recovery.status.standing_events`), then what finished
@@ -270,7 +273,7 @@ def standing(
 
 def resume_source(
     docs: Docs, task_id: str | None, from_checkpoint: str | None, from_snapshot: str | None
-) -> tuple[str | None, dict[str, Any] | None]:
+) -> tuple[str | None, JsonObject | None]:
     """The task a resume continues and the snapshot it starts from: `--from-snapshot` or
     `--from-checkpoint` may name the task, and must agree with `--task`.
 

@@ -51,7 +51,7 @@ DEFAULT_TOOL_TIMEOUT = 120.0
 """Seconds a user's tool call may take (the workflow's `tool_timeout` overrides it)."""
 
 
-def as_tool(obj: Any, where: str = "Orchestrator(tools=...)") -> BaseTool:
+def as_tool(obj: object, where: str = "Orchestrator(tools=...)") -> BaseTool:
     """A LangChain tool from a `BaseTool` or a typed function with a docstring.
 
     Raises:
