@@ -69,6 +69,7 @@ if TYPE_CHECKING:
         ModelRequest,
         ModelResponse,
     )
+    from langchain_core.messages import BaseMessage
     from langgraph.runtime import Runtime
 
     from orchestrator.types import JsonObject
@@ -148,7 +149,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         self._evicted: dict[str, Any] = {}
 
     # -- the gauge --------------------------------------------------------------------------
-    def gauge(self, model: Any = None) -> TokenGauge:
+    def gauge(self, model: object = None) -> TokenGauge:
         """The gauge for `model` (threshold capped by its context window)."""
         threshold = effective_threshold(self.threshold, model, self.context_ratio)
         return TokenGauge(threshold, self.warning_ratio)
@@ -220,7 +221,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         return None
 
     # -- parts ----------------------------------------------------------------------------------
-    def _record(self, messages: list[Any]) -> None:
+    def _record(self, messages: list[BaseMessage]) -> None:
         if self.seen is None:  # ids already in the log: a replayed agent is not logged twice
             self.seen = {str(m.record.get("id")) for m in self.working.messages()}
         new = [
@@ -249,7 +250,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
             zone=gauge.zone(self.last_tokens),
         )
 
-    def _context(self, messages: list[Any]) -> list[Any]:
+    def _context(self, messages: list[BaseMessage]) -> list[BaseMessage]:
         """What to send: everything, or after a handoff the seed and what came since."""
         if self.seed is None:
             return messages
@@ -279,7 +280,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
             self._evicted[key] = self.offload(message, limit)
         return self._evicted[key]
 
-    def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
+    def _handoff(self, messages: list[BaseMessage], gauge: TokenGauge) -> None:
         # the log already holds `messages`: `wrap_model_call` records them first
         content = agent_content(self.store, self.task_id, gauge.threshold)
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
@@ -330,7 +331,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         return SystemMessage(f"{base}\n\n{text}".strip())
 
 
-def _last_exchange_start(messages: list[Any]) -> int:
+def _last_exchange_start(messages: list[BaseMessage]) -> int:
     """Index of the newest AI message with tool calls whose results end the list, else len."""
     i = len(messages)
     while i > 0 and isinstance(messages[i - 1], ToolMessage):
@@ -340,7 +341,7 @@ def _last_exchange_start(messages: list[Any]) -> int:
     return len(messages)
 
 
-def _answered(messages: list[Any]) -> list[Any]:
+def _answered(messages: list[BaseMessage]) -> list[BaseMessage]:
     """Drop leading tool messages whose call is not in the list (never send orphans)."""
     calls = {c.get("id") for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     return [m for m in messages if not isinstance(m, ToolMessage) or m.tool_call_id in calls]

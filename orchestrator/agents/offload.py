@@ -57,7 +57,7 @@ TAG = "tool-result"
 FETCH_TOOL = "memory_fetch"
 
 
-def result_limit(configured: int | None, model: Any = None) -> int:
+def result_limit(configured: int | None, model: object = None) -> int:
     """The eviction limit in provider tokens: `configured`, else 10% of the model's
     window, else `DEFAULT_LIMIT`."""
     if configured:
@@ -121,7 +121,7 @@ class OffloadLargeToolResults(AgentMiddleware):
         """The current limit in provider tokens."""
         return result_limit(self.max_tokens, self._model)
 
-    def note_model(self, model: Any) -> None:
+    def note_model(self, model: object) -> None:
         """Remember the model (its window sets the default limit)."""
         if model is not None and self._model is None:
             self._model = model

@@ -107,7 +107,7 @@ class AgentResult:
     """Prompt tokens of all calls (reported usage when present, else estimated)."""
 
 
-def model_label(model: Any) -> str:
+def model_label(model: object) -> str:
     """`model-name at https://endpoint` for messages about a provider."""
     name = getattr(model, "model_name", None) or getattr(model, "model", None) or ""
     where = endpoint(model)

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -41,6 +41,9 @@ from rich.text import Text
 
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.events import Event
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
 #: The order agents are listed (and counted) in: what needs an eye first.
@@ -289,7 +292,7 @@ class LiveView:
             tally[state] = tally.get(state, 0) + 1
         return tally
 
-    def _head(self) -> list[Any]:
+    def _head(self) -> list[RenderableType]:
         """Phase and elapsed time, the done/total line and the lead's gauge."""
 
         k, n = self.index
@@ -316,7 +319,7 @@ class LiveView:
     #: The gauge bar's widest; it narrows in a narrow terminal so the numbers still show.
     BAR = 24
 
-    def _gauge(self) -> Any:
+    def _gauge(self) -> Text:
 
         threshold = max(1, int(self.lead["threshold"]))
         used = int(self.lead["context"])
@@ -353,7 +356,7 @@ class LiveView:
         first = by_state["waiting"] + by_state["running"] + by_state["failed"]
         return first + by_state["pending"] + done
 
-    def _agent_table(self, keys: list[str], rest: list[str]) -> Any:
+    def _agent_table(self, keys: list[str], rest: list[str]) -> Table:
 
         table = Table.grid(padding=(0, 1), expand=True)
         table.add_column(width=1)
@@ -386,7 +389,7 @@ class LiveView:
             table.add_row(Text("…", style="dim"), Text(more, style="dim"), Text(""))
         return table
 
-    def render(self, height: int | None = None) -> Any:
+    def render(self, height: int | None = None) -> Panel:
         """The live panel, at most `height` lines (default: the terminal's height less one).
 
         The head (phase, elapsed, done/total, gauge) always shows; agents fill the rest,
@@ -417,11 +420,11 @@ class LiveView:
         # and a full-width line would wrap, scroll, and leave a stale copy of the top border
         return max(20, self.console.size.width - 2)
 
-    def _panel(self, parts: list[Any]) -> Any:
+    def _panel(self, parts: list[RenderableType]) -> Panel:
         title = f"{self.title} · offline" if self.offline else self.title
         return Panel(Group(*parts), title=title, title_align="left", width=self._panel_width())
 
-    def summary(self) -> Any:
+    def summary(self) -> Panel:
         """The closing panel: head and failed agents, printed once when the view ends."""
 
         with self._lock:
@@ -435,7 +438,7 @@ class LiveView:
 
 def make_view(
     *, json_mode: bool = False, live: bool | None = None, stream: TextIO | None = None
-) -> Any:
+) -> JsonView | LiveView | PlainView:
     """The right view for the output: JSON, a live panel on a TTY, else plain lines."""
     if json_mode:
         return JsonView()

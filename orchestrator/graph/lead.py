@@ -32,6 +32,8 @@ from orchestrator.graph.context import RunContext
 from orchestrator.state import OrchestratorState, current_phase
 
 if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
     from orchestrator.types import JsonObject
 
 LEAD = "lead"
@@ -184,7 +186,7 @@ LEAN_TURNS = 2
 
 def lead_messages(
     ctx: RunContext, state: OrchestratorState, *, recall: bool = True, lean: bool = False
-) -> list[Any]:
+) -> list[BaseMessage]:
     """The lead's context for its next call (see the module docstring); `recall=False`
     leaves the recalled snippets out.
 
@@ -231,7 +233,7 @@ def lead_messages(
     return messages
 
 
-def _lean_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
+def _lean_messages(ctx: RunContext, state: OrchestratorState) -> list[BaseMessage]:
     system = [LEAD_SYSTEM, roster(ctx)]
     questions = numbered_questions(state)
     if questions:
