@@ -13,7 +13,7 @@ the CLI's start-up) does not pull in LangGraph or LangChain.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.agents.gauge import TokenGauge
@@ -108,7 +108,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")

@@ -30,8 +30,10 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
@@ -44,18 +46,12 @@ from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
 from orchestrator.agents.budget import TokenBudget
 from orchestrator.agents.chat_models import ResolvedModel, agent_models, run_model
-from orchestrator.approvals import (
-    answer,
-    answerable,
-    listed_only,
-    pending,
-    recorded_decisions,
-)
+from orchestrator.approvals import answer, answerable, listed_only, pending, recorded_decisions
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint
 from orchestrator.artifacts.documents import MemoryHandle
 from orchestrator.artifacts.names import utc
-from orchestrator.artifacts.tasks import TaskInfo, TaskList, resume_command, task_lock
+from orchestrator.artifacts.tasks import TaskInfo, TaskList, resume_command, task_lock, thread_of
 from orchestrator.config.settings import Overrides, Settings, check_new_task, check_workdir
 from orchestrator.config.skills import external_memory_triggers
 from orchestrator.config.workflow import AgentSpec, Workflow
@@ -88,6 +84,34 @@ from orchestrator.tools.assembly import (
     workflow_digests,
 )
 from orchestrator.tools.toolbox import Toolbox
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from orchestrator.types import JsonObject
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """What continuing a recorded task holds for a verb's block (`Orchestrator._continuing`):
+    the task's record, its workflow, the settings resolved once for the verb, the model,
+    the user's tools (their MCP servers running) and the store."""
+
+    record: TaskInfo
+    workflow: Workflow
+    settings: Settings
+    resolved: ResolvedModel
+    toolbox: Toolbox
+    store: MemoryStore
+
+    @property
+    def task_id(self) -> str:
+        return self.record["task_id"]
+
+    @property
+    def thread(self) -> str:
+        """LangGraph's thread of the task (`artifacts.tasks.thread_of`)."""
+        return thread_of(self.record)
 
 
 class Orchestrator:
@@ -146,7 +170,7 @@ class Orchestrator:
         memory_dir: str | os.PathLike[str] | None = None,
         workdir: str | os.PathLike[str] | None = ".",
         workflow: str | os.PathLike[str] | None = None,
-        model: Any = None,
+        model: str | BaseChatModel | None = None,
         token_threshold: int | None = None,
         max_parallel: int | None = None,
         on_event: Callable[[Event], None] | None = None,
@@ -226,7 +250,8 @@ class Orchestrator:
         task_id = state["task_id"]
         if brief is not None:
             state["objective"] = brief_objective(brief, task_id)
-        resolved = self._resolve_model(self.workflow)
+        settings = self.settings_for(self.workflow)  # once for the verb
+        resolved = self._resolve_model(self.workflow, settings)
         self._agent_models(self.workflow)  # an uninstalled provider fails before any write
         self._check_remote(self.workflow)  # unset ${VAR}s too, a server on another memory
         with contextlib.ExitStack() as held:
@@ -242,7 +267,10 @@ class Orchestrator:
                 store_brief(self.docs, task_id, brief)
             self._record_new(state, resolved, toolbox.in_process)
             WorkingMemory(store, task_id).ensure(objective=state["objective"])
-            ctx = self._context(store, self.workflow, resolved, task_id, toolbox=toolbox)
+            ctx = self._context(
+                store, self.workflow, settings, resolved=resolved, thread_id=task_id,
+                toolbox=toolbox,
+            )  # fmt: skip
             ctx.new_task = True
             self._emit("model", name=resolved.name, offline=resolved.offline)
             self._emit(
@@ -254,8 +282,8 @@ class Orchestrator:
                 workdir=state["workdir"],
                 model=resolved.name,
                 offline=resolved.offline,
-                token_threshold=self.settings.token_threshold,
-                max_parallel=self.settings.max_parallel,
+                token_threshold=settings.token_threshold,
+                max_parallel=settings.max_parallel,
                 **_budget(ctx),
             )
             self._emit_standing(ctx, state, phase=False)  # the gauge's real threshold
@@ -286,7 +314,8 @@ class Orchestrator:
         """
         self.memory.check_writable("start a task")
         state = self._new_state(objective, task_id, start_phase)
-        resolved = self._resolve_model(self.workflow)  # a bad model fails before any write
+        settings = self.settings_for(self.workflow)
+        resolved = self._resolve_model(self.workflow, settings)  # fails before any write
         self._check_remote(self.workflow)
         with task_lock(self.docs, state["task_id"]):
             self._refuse_existing(state["task_id"])
@@ -317,8 +346,8 @@ class Orchestrator:
             if snap is None:
                 raise
             record = self.tasks.adopt(task_id, snap, workdir=str(Path(self.workdir or ".")))
-        with self._continuing(record) as (store, workflow, resolved, toolbox):
-            return self._resume(store, record, snap, from_checkpoint, workflow, resolved, toolbox)
+        with self._continuing(record) as go:
+            return self._resume(go, snap=snap, from_checkpoint=from_checkpoint)
 
     def approve(
         self,
@@ -344,8 +373,7 @@ class Orchestrator:
         if request_id is not None and not request_id.strip():
             raise ApprovalError("empty request id; give one from `orchestrator status` (--id)")
         record = self.task_record(task_id)
-        task_id = record["task_id"]
-        thread = record.get("thread_id") or task_id
+        task_id, thread = record["task_id"], thread_of(record)
         # what waits is known without the model: a task that waits for nothing says so
         # before its model (and its key) is asked for
         saved = thread_state(self.docs, thread, self.checkpointer)
@@ -355,12 +383,12 @@ class Orchestrator:
                 f"task {task_id!r} waits for no approval (status "
                 f"{record.get('status') or 'unknown'}); see `orchestrator status`"
             )
-        with self._continuing(record) as (store, workflow, resolved, toolbox):
+        with self._continuing(record) as go:
             saved = thread_state(self.docs, thread, self.checkpointer)
             if saved is None:
                 # LangGraph's database is gone: the run continues from its JSON
                 # checkpoint, and whoever asked asks again
-                return self._resume(store, record, None, None, workflow, resolved, toolbox)
+                return self._resume(go)
             waiting = pending(self.docs, task_id, saved.interrupts)
             decided = recorded_decisions(self.docs, task_id, saved.interrupts)
             if request_id is None:  # what the last listing showed; newer ones wait on
@@ -375,7 +403,7 @@ class Orchestrator:
                 else {}
             )
             fault("approve_after_decision")
-            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
+            ctx = self._continued(go, thread)
             self._emit_continuing(ctx, saved.values, list(answers), approve, message)
             self.tasks.note(task_id, status="running", pending_approvals=[])
             # decisions an earlier `approve` recorded but never got to LangGraph go too
@@ -396,12 +424,11 @@ class Orchestrator:
         """
         record = self.task_record(task_id)
         task_id = record["task_id"]
-        with self._continuing(record) as (store, workflow, resolved, toolbox):
+        with self._continuing(record) as go:
             for rel in repair_findings(self.docs, task_id, self.project_dir):
                 self._emit("warning", message=repaired_message(rel))
-            thread = record.get("thread_id") or task_id
-            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
-            self._emit("model", name=resolved.name, offline=resolved.offline)
+            ctx = self._continued(go, go.thread)
+            self._emit("model", name=go.resolved.name, offline=go.resolved.offline)
             try:
                 yield ctx
             finally:
@@ -419,18 +446,16 @@ class Orchestrator:
             OrchestratorUserError: the task's workdir, model or tools are unusable here.
         """
         record = self.task_record(task_id)
-        with self._continuing(record, served=True) as (store, workflow, resolved, toolbox):
-            thread = record.get("thread_id") or record["task_id"]
-            ctx = self._context(store, workflow, resolved, thread, record, toolbox)
+        with self._continuing(record, served=True) as go:
+            ctx = self._continued(go, go.thread)
             ctx.budget = TokenBudget()
             yield ctx
 
     # -- reading a task and writing its files ----------------------------------------
-    def current_state(self, task_id: str | None = None) -> tuple[dict[str, Any], str]:
+    def current_state(self, task_id: str | None = None) -> tuple[JsonObject, str]:
         """The task's latest state and where it came from (`langgraph` or `checkpoint`)."""
         record = self.task_record(task_id)
-        thread = record.get("thread_id") or record["task_id"]
-        saved = thread_state(self.docs, thread, self.checkpointer)
+        saved = thread_state(self.docs, thread_of(record), self.checkpointer)
         if saved is not None:  # a crash may have left findings it does not hold yet
             return with_recorded_findings(self.docs, dict(saved.values)), "langgraph"
         cp, _path, _warnings = latest_valid_checkpoint(self.docs, record["task_id"])
@@ -442,7 +467,8 @@ class Orchestrator:
         state, _source = self.current_state(task_id)
         with self.memory.store() as store:
             record = self.task_record(state["task_id"])
-            ctx = self._context(store, self.workflow, None, "", record)
+            settings = self.settings_for(self.workflow, record)
+            ctx = self._context(store, self.workflow, settings, record=record)
             return write_lead_snapshot(ctx, state, reason="manual")
 
     def checkpoint_now(self, task_id: str | None = None, notes: str = "") -> Path:
@@ -454,13 +480,15 @@ class Orchestrator:
         else:
             next_action = f"Resume with `{resume_command(task, self.docs)}`"
         with self.memory.store() as store:
-            ctx = self._context(store, self.workflow, None, "", self.task_record(task))
+            record = self.task_record(task)
+            settings = self.settings_for(self.workflow, record)
+            ctx = self._context(store, self.workflow, settings, record=record)
             rel = checkpoint_state(
                 ctx, state, trigger="manual", next_action=next_action, extra={"notes": notes}
             )
             return ctx.docs.path(rel)
 
-    def status(self, task_id: str | None = None) -> dict[str, Any]:
+    def status(self, task_id: str | None = None) -> JsonObject:
         """A JSON-able summary of the task: phase, subtasks, tokens, latest files
         (see `orchestrator.recovery.status.task_status`)."""
         return task_status(self.docs, task_id, checkpointer=self.checkpointer)
@@ -523,7 +551,7 @@ class Orchestrator:
         state: OrchestratorState,
         resolved: ResolvedModel,
         in_process_tools: list[str],
-        **extra: Any,
+        **extra: object,
     ) -> None:
         """Record a new task with the options it runs with (a resume uses them again)."""
         self.tasks.note(
@@ -554,12 +582,11 @@ class Orchestrator:
         )
 
     @contextlib.contextmanager
-    def _continuing(
-        self, record: TaskInfo, *, served: bool = False
-    ) -> Iterator[tuple[Any, Workflow, Any, Toolbox]]:
+    def _continuing(self, record: TaskInfo, *, served: bool = False) -> Iterator[Continuation]:
         """What continuing a recorded task needs, checked before anything is written: its
-        workflow, workdir, model and tools; then its run lock and the store, for the block
-        (`served`: one subagent of a task another process runs: every agent local, no lock)."""
+        workflow, settings (resolved once here), workdir, model and tools; then its run lock
+        and the store, for the block (`served`: one subagent of a task another process runs:
+        every agent local, no lock)."""
         workflow = self.workflow
         if not self.workflow_path:
             workflow = task_workflow(record, self.project_dir, self.agents) or self.workflow
@@ -568,7 +595,8 @@ class Orchestrator:
             workflow = workflow.served()
         if record.get("workdir"):
             check_workdir(record["workdir"])  # moved or deleted since the run started?
-        resolved = self._resolve_model(workflow, record)
+        settings = self.settings_for(workflow, record)
+        resolved = self._resolve_model(workflow, settings, record)
         self._agent_models(workflow)
         self._check_remote(workflow)
         if self.overrides.budget_tokens is not None:  # a new budget sticks to the task
@@ -578,33 +606,31 @@ class Orchestrator:
             contextlib.nullcontext() if served else task_lock(self.docs, record["task_id"]),
             self.memory.store() as store,
         ):
-            yield store, workflow, resolved, toolbox
+            yield Continuation(record, workflow, settings, resolved, toolbox, store)
 
     def _resume(
         self,
-        store: MemoryStore,
-        record: TaskInfo,
-        snap: dict[str, Any] | None,
-        from_checkpoint: str | None,
-        workflow: Workflow,
-        resolved: ResolvedModel,
-        toolbox: Toolbox,
+        go: Continuation,
+        *,
+        snap: JsonObject | None = None,
+        from_checkpoint: str | None = None,
         retry: bool = True,
     ) -> RunResult:
-        """Continue the task from where `prepare_resume` finds it; with `retry`, once more
-        when it ends failed by agents an earlier run failed (they are rerun now)."""
-        task_id = record["task_id"]
+        """Continue the task from where `prepare_resume` finds it (`snap`: a snapshot to
+        start from; `from_checkpoint`: a checkpoint the person named); with `retry`, once
+        more when it ends failed by agents an earlier run failed (they are rerun now)."""
+        task_id, resolved = go.task_id, go.resolved
         found = prepare_resume(
             self.docs,
             self.tasks,
-            record,
-            phases=list(workflow.phases),
+            go.record,
+            phases=list(go.workflow.phases),
             project_dir=self.project_dir,
             checkpointer=self.checkpointer,
             snapshot=snap,
             from_checkpoint=from_checkpoint,
         )
-        ctx = self._context(store, workflow, resolved, found.thread, record, toolbox)
+        ctx = self._continued(go, found.thread)
         if found.plan is None:  # waiting for approval: nothing runs
             return self._still_waiting(ctx, found.saved, task_id)  # type: ignore[arg-type]
         self._emit("model", name=resolved.name, offline=resolved.offline)
@@ -637,8 +663,7 @@ class Orchestrator:
         # failures an earlier run left in the phase this one finished (killed after an
         # agent failed): retried now, not at a second resume
         self._emit("warning", message=f"retrying what failed before this run: {', '.join(stale)}")
-        again = self.task_record(task_id)
-        return self._resume(store, again, None, None, workflow, resolved, toolbox, retry=False)
+        return self._resume(replace(go, record=self.task_record(task_id)), retry=False)
 
     def _still_waiting(self, ctx: RunContext, saved: ThreadState, task_id: str) -> RunResult:
         """The result of a task that waits for approval (nothing runs)."""
@@ -671,18 +696,28 @@ class Orchestrator:
         self._emit("finish", **result.finish_fields())
         return result
 
+    def _continued(self, go: Continuation, thread_id: str) -> RunContext:
+        """The run context of a continued task on LangGraph's thread `thread_id`."""
+        return self._context(
+            go.store, go.workflow, go.settings, resolved=go.resolved, thread_id=thread_id,
+            record=go.record, toolbox=go.toolbox,
+        )  # fmt: skip
+
     def _context(
         self,
         store: MemoryStore,
         workflow: Workflow,
-        resolved: ResolvedModel | None,
-        thread_id: str,
+        settings: Settings,
+        *,
+        resolved: ResolvedModel | None = None,
+        thread_id: str = "",
         record: TaskInfo | None = None,
         toolbox: Toolbox | None = None,
     ) -> RunContext:
-        """The run context of the graph (`resolved` None: files only, no model calls)."""
+        """The run context of the graph with the verb's `settings` (`resolved` None: files
+        only, no model calls)."""
         return RunContext.build(
-            self.settings_for(workflow, record),
+            settings,
             store=store,
             workflow=workflow,
             resolved=resolved,
@@ -704,7 +739,7 @@ class Orchestrator:
 
     def _toolbox(
         self, workflow: Workflow, record: TaskInfo | None = None, task_id: str | None = None
-    ) -> Any:
+    ) -> AbstractContextManager[Toolbox]:
         """The run's user tools, checked (`orchestrator.tools.assembly.open_toolbox`); the
         MCP servers' stderr goes to `working/{task_id}/mcp_servers.log` in the memory."""
         task_id = task_id or (record or {}).get("task_id")
@@ -723,10 +758,12 @@ class Orchestrator:
             self._agent_model_cache[id(workflow)] = agent_models(workflow)
         return self._agent_model_cache[id(workflow)]
 
-    def _resolve_model(self, workflow: Workflow, record: TaskInfo | None = None) -> ResolvedModel:
+    def _resolve_model(
+        self, workflow: Workflow, settings: Settings, record: TaskInfo | None = None
+    ) -> ResolvedModel:
+        """The run's model from the verb's `settings` (a recorded task's sticks to it)."""
         recorded = (record or {}).get("model")
         by_name = isinstance(self.model_spec, str | None)
-        settings = self.settings_for(workflow, record)
         resolved = run_model(
             settings.model if by_name else self.model_spec,
             settings.sources["model"],
@@ -739,7 +776,7 @@ class Orchestrator:
         return resolved
 
     # -- events ----------------------------------------------------------------------
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: str, **fields: object) -> None:
         built = build_event(event, **fields)  # checked with or without a callback
         if self.on_event is not None:
             self.on_event(built)
@@ -753,7 +790,7 @@ class Orchestrator:
             self._emit(kind, **fields)
 
     def _emit_continuing(
-        self, ctx: RunContext, values: dict[str, Any], ids: list[str], approve: bool, message: Any
+        self, ctx: RunContext, values: JsonObject, ids: list[str], approve: bool, message: Any
     ) -> None:
         """The events that open an approved run (task, phase, what finished, the answers)."""
         self._emit("model", name=ctx.model_name, offline=ctx.offline)

@@ -19,10 +19,15 @@ run continues (`note_decisions`): a process killed after recording it and before
 saved it leaves a decided request among LangGraph's interrupts, and the next `resume` or
 `approve` applies the recorded decision (`recorded_decisions`) instead of asking again or
 running nothing.
+
+A request is shown to a person as one line (`request_line`): its id, who asked, the tool,
+and its arguments as JSON, those naming what the tool acts on first and whole, the others
+cut, so a long argument can never push the target out of sight.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +42,17 @@ if TYPE_CHECKING:
     from orchestrator.artifacts.tasks import TaskList
 
 PREFIX = "approval:"
+
+ARGS_SHOWN = 200
+"""Characters of a request's arguments shown on its line when they are not a mapping."""
+VALUE_SHOWN = 80
+"""Characters of each argument shown in a request's line (those naming its target: all)."""
+ITEMS_SHOWN = 12
+"""Items of a list argument a request's line shows (the rest counted)."""
+
+#: Argument names (or endings) that say what a tool acts on, shown first and whole.
+TARGET_ARGS = ("path", "file", "filename", "dir", "directory", "url", "uri", "command", "cmd",
+               "target", "dest", "destination", "to", "recipient", "table", "repo")  # fmt: skip
 
 
 def actions_of(value: Any, ident: str, agent: str, key: str) -> list[PendingApproval]:
@@ -235,3 +251,54 @@ def listed_only(
     if not kept and not decided:
         raise ApprovalError(f"{line}, then approve again")
     return kept, line
+
+
+# A request as a person reads it
+
+
+def request_line(request: PendingApproval) -> str:
+    """The request as one status line: id, agent, tool and its arguments (cut), and where a
+    remote agent's run waits."""
+    args = _short(request.args)
+    where = f"  on {request.remote}" if request.remote else ""
+    return f"{request.id[:12]}  {request.agent} ({request.key})  {request.tool}({args}){where}"
+
+
+def _short(args: object) -> str:
+    """A request's arguments as one JSON line: those naming what the tool acts on (`path`,
+    `file`, `url`, `command`, ...) first and whole, whatever order the model gave them in;
+    each other long value cut on its own, a list's items each on their own (the line stays
+    JSON, a long `content` can no longer push the path out of sight, and a plan's subtasks
+    are listed, their long titles cut)."""
+    if not isinstance(args, dict):
+        text = " ".join(json.dumps(args, ensure_ascii=False, default=str).split())
+        return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
+    order = sorted(args, key=lambda k: 0 if _names_a_target(str(k)) else 1)
+    shown: dict[str, object] = {}
+    for key in order:
+        value = args[key]
+        if _names_a_target(str(key)):
+            shown[key] = value
+        elif isinstance(value, list):  # each item cut on its own (a plan's subtasks)
+            items = [_cut_item(item) for item in value[:ITEMS_SHOWN]]
+            more = len(value) - ITEMS_SHOWN
+            shown[key] = items + ([f"... {more} more"] if more > 0 else [])
+        else:
+            shown[key] = _cut(value)
+    return " ".join(json.dumps(shown, ensure_ascii=False, default=str).split())
+
+
+def _cut(value: object) -> object:
+    """`value`, or its JSON text cut to `VALUE_SHOWN` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return value if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 3] + "..."
+
+
+def _cut_item(item: object) -> object:
+    """A list item as a request line shows it: a mapping's values cut one by one."""
+    return {k: _cut(v) for k, v in item.items()} if isinstance(item, dict) else _cut(item)
+
+
+def _names_a_target(key: str) -> bool:
+    low = key.lower()
+    return low in TARGET_ARGS or low.endswith(("path", "_file", "_dir", "_url"))

@@ -30,9 +30,10 @@ from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from orchestrator.errors import EventError
+from orchestrator.types import JsonObject
 
-Event = dict[str, Any]
-"""One progress event as delivered: `{"event": kind, **fields}`."""
+Event = JsonObject
+"""One progress event as delivered: `{"event": kind, **fields}` (JSON values only)."""
 
 #: Each kind's model, filled by `EventModel.__init_subclass__`.
 EVENTS: dict[str, type[EventModel]] = {}
@@ -46,7 +47,7 @@ class EventModel(BaseModel):
     kind: ClassVar[str]
     """The value of the event's `event` key."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         kind = cls.__dict__.get("kind")
         if kind is not None:
@@ -55,7 +56,7 @@ class EventModel(BaseModel):
             EVENTS[kind] = cls
 
 
-def build_event(kind: str, **fields: Any) -> Event:
+def build_event(kind: str, **fields: object) -> Event:
     """The event dict of `kind`, checked against its model.
 
     Raises:
@@ -351,7 +352,7 @@ class RejectedEvent(_Answer):
 
 
 # -- the docs' table -----------------------------------------------------------------------
-def _type_text(annotation: Any) -> str:
+def _type_text(annotation: object) -> str:
     """`annotation` as the docs show it: `str | None`, `list[str]`."""
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):

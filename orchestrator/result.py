@@ -7,13 +7,16 @@ memory directory (or document paths of a shared memory).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.artifacts.checkpoint import list_checkpoints
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import name_timestamp
 from orchestrator.graph.context import RunContext
 from orchestrator.state import current_phase, skipped_phases, usage_totals
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 
 @dataclass
@@ -56,10 +59,10 @@ class RunResult:
     budget: dict[str, Any] | None = None
     """With a token budget: `{"budget", "spent"}` (prompt plus completion tokens)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
-    def finish_fields(self) -> dict[str, Any]:
+    def finish_fields(self) -> JsonObject:
         """The fields of the `finish` event that closes the run (`orchestrator.events`)."""
         return {
             "task_id": self.task_id, "status": self.status, "plan": self.plan,
@@ -71,7 +74,7 @@ class RunResult:
 
     @classmethod
     def from_state(
-        cls, values: dict[str, Any], ctx: RunContext, *, source: str, warnings: list[str]
+        cls, values: JsonObject, ctx: RunContext, *, source: str, warnings: list[str]
     ) -> RunResult:
         """The result of a run that ended in the graph state `values`."""
         docs = ctx.docs
@@ -111,7 +114,7 @@ class RunResult:
         )
 
 
-def _checkpoints_of(values: dict[str, Any], docs: Docs, source: str) -> list[str]:
+def _checkpoints_of(values: JsonObject, docs: Docs, source: str) -> list[str]:
     """The task's checkpoint files, newest first. A new task's are all this run's, which
     its state records; a resumed one's are looked for among the memory's (which holds a
     dozen per task it ever ran)."""

@@ -18,17 +18,20 @@ a batch of merged findings is keyed by `merge_key(phase, wave)`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from typing_extensions import TypedDict  # pydantic (LangGraph Server schemas) needs it on 3.11
 
 from orchestrator.types import Plan
 
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
+
 #: Value that deletes a key in `merge_keyed` (e.g. a failure cleared by a later success).
 DELETE = None
 
 
-def merge_keyed(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+def merge_keyed(left: JsonObject | None, right: JsonObject | None) -> JsonObject:
     """Merge `right` into `left` by key; a `None` value removes the key.
 
     Idempotent: `merge_keyed(merge_keyed(a, b), b) == merge_keyed(a, b)`.
@@ -273,7 +276,7 @@ def usage_totals(usage: dict[str, dict[str, int]] | None) -> dict[str, int]:
     }
 
 
-def spend(tokens: dict[str, int] | None, lead_calls: list[dict[str, Any]] | None) -> dict:
+def spend(tokens: dict[str, int] | None, lead_calls: list[JsonObject] | None) -> dict:
     """What a task's agents spent (prompt plus completion tokens), in all, by phase and by
     agent: subagents' keys name both (`{agent}:{phase}/{id}`); the lead's spend is split
     over the phases by its planning turns (`lead_calls[].spent`), its answer call counted
@@ -299,7 +302,7 @@ def spend(tokens: dict[str, int] | None, lead_calls: list[dict[str, Any]] | None
     return {"spent": sum(by_agent.values()), "by_phase": by_phase, "by_agent": by_agent}
 
 
-def failure_summary(failed: dict[str, dict[str, Any]]) -> str:
+def failure_summary(failed: dict[str, JsonObject]) -> str:
     """`key (agent): error; ...` for the final line, the plan and the checkpoint."""
     return "; ".join(
         f"{k} ({v.get('agent', '?')}): {v.get('error', 'failed')}"[:300]

@@ -30,7 +30,7 @@ module of tether):
   the ordinary tools it was given as often as its step budget allows.
 * **The subagent's payload.** `SubagentPayload`: what `Send` hands each subagent.
 * **The approval request.** `PendingApproval`: one action waiting for a person's decision
-  (`orchestrator.approvals` finds them and answers them).
+  (`orchestrator.approvals` finds them, shows each as a line and answers them).
 * **JSON values.** `JsonObject`, a dict of JSON values, checked fast.
 * **The finding reference.** The texts of a finding are written durably twice before the
   graph state says the subagent ran: as a line of the task's artifact registry
@@ -384,13 +384,6 @@ def finding_record(
 
 # The approval request
 
-ARGS_SHOWN = 200
-VALUE_SHOWN = 80
-"""Characters of each argument shown in a request's line (those naming its target: all)."""
-"""Characters of a request's arguments shown on its status line."""
-ITEMS_SHOWN = 12
-"""Items of a list argument a request's line shows (the rest counted)."""
-
 
 class PendingApproval(BaseModel):
     """One action waiting for a person's decision."""
@@ -407,62 +400,6 @@ class PendingApproval(BaseModel):
     description: str = ""
     remote: str = ""
     """Where a remote agent's run waits (`server thread THREAD_ID`); empty for local agents."""
-
-    def line(self) -> str:
-        """The request as one status line: id, agent, tool and its arguments (cut), and
-        where a remote agent's run waits."""
-        args = _short(self.args)
-        where = f"  on {self.remote}" if self.remote else ""
-        return f"{self.id[:12]}  {self.agent} ({self.key})  {self.tool}({args}){where}"
-
-
-def _short(args: Any) -> str:
-    """A request's arguments as one JSON line: those naming what the tool acts on (`path`,
-    `file`, `url`, `command`, ...) first and whole, whatever order the model gave them in;
-    each other long value cut on its own, a list's items each on their own (the line stays
-    JSON, a long `content` can no longer push the path out of sight, and a plan's subtasks
-    are listed, their long titles cut)."""
-    import json
-
-    if not isinstance(args, dict):
-        text = " ".join(json.dumps(args, ensure_ascii=False, default=str).split())
-        return text if len(text) <= ARGS_SHOWN else text[: ARGS_SHOWN - 3] + "..."
-    order = sorted(args, key=lambda k: 0 if _names_a_target(str(k)) else 1)
-    shown: dict[str, Any] = {}
-    for key in order:
-        value = args[key]
-        if _names_a_target(str(key)):
-            shown[key] = value
-        elif isinstance(value, list):  # each item cut on its own (a plan's subtasks)
-            items = [_cut_item(item) for item in value[:ITEMS_SHOWN]]
-            more = len(value) - ITEMS_SHOWN
-            shown[key] = items + ([f"... {more} more"] if more > 0 else [])
-        else:
-            shown[key] = _cut(value)
-    return " ".join(json.dumps(shown, ensure_ascii=False, default=str).split())
-
-
-def _cut(value: Any) -> Any:
-    """`value`, or its JSON text cut to `VALUE_SHOWN` characters."""
-    import json
-
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return value if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 3] + "..."
-
-
-def _cut_item(item: Any) -> Any:
-    """A list item as a request line shows it: a mapping's values cut one by one."""
-    return {k: _cut(v) for k, v in item.items()} if isinstance(item, dict) else _cut(item)
-
-
-#: Argument names (or endings) that say what a tool acts on, shown first and whole.
-TARGET_ARGS = ("path", "file", "filename", "dir", "directory", "url", "uri", "command", "cmd",
-               "target", "dest", "destination", "to", "recipient", "table", "repo")  # fmt: skip
-
-
-def _names_a_target(key: str) -> bool:
-    low = key.lower()
-    return low in TARGET_ARGS or low.endswith(("path", "_file", "_dir", "_url"))
 
 
 # The subagent's payload

@@ -237,3 +237,46 @@ def test_modules_a_package_docstring_names_exist():
         if not _exists(init.parent, name)
     ]
     assert missing == []
+
+
+def _wing_named(doc: str) -> set[str]:
+    """The module names a wing's docstring gives in backticks: `name.py`, `name/`, a list's
+    heading (`name`: ...), a private `_name` (or `_name.Thing`), a dotted
+    `orchestrator.x.y`."""
+    heads = set(re.findall(r"`([a-z_][a-z0-9_]*)`:", doc))
+    named = {t for t in re.findall(r"`([^`\s]+)`", doc) if re.fullmatch(r"[\w./]+", t)}
+    files = {t for t in named if t.endswith((".py", "/")) and "/" not in t.rstrip("/")}
+    private = {t.split(".")[0] for t in named if re.fullmatch(r"_[a-z]\w*(\.\w+)*", t)}
+    dotted = {t for t in named if t.startswith("orchestrator.")}
+    return heads | files | private | dotted
+
+
+def _wing_exists(folder: Path, name: str) -> bool:
+    if name.startswith("orchestrator."):  # a module, then attributes of it
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            module = ".".join(parts[:i])
+            if module in MODULES:
+                rest = parts[i:]
+                face = MODULES[module].name == "__init__.py"
+                # after a package, a lowercase name is a module unless its face defines it
+                return not (face and rest and rest[0].islower()) or (
+                    re.search(rf"\b{rest[0]}\b", MODULES[module].read_text()) is not None
+                )
+        return False
+    bare = name.rstrip("/").removesuffix(".py")
+    return (folder / f"{bare}.py").is_file() or (folder / bare / "__init__.py").is_file()
+
+
+def test_orchestrator_wing_docstrings_name_existing_modules():
+    """What a wing's `__init__.py` docstring names is there: a module moved or deleted
+    takes its name out of the wing's description."""
+    missing = []
+    for init in sorted((ROOT / "orchestrator").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        missing += [
+            f"{init.relative_to(ROOT)}: {name}"
+            for name in sorted(_wing_named(doc))
+            if not _wing_exists(init.parent, name)
+        ]
+    assert missing == []

@@ -7,6 +7,7 @@
 * `chat_models`: the one place a `provider:model` string becomes a chat model.
 * `provider`: what a provider's replies and failures mean to an agent loop.
 * `gauge`: the token gauge (per agent and total, the warning zone, the threshold).
+* `budget`: the task's token budget, shared by its agents.
 * `memory_middleware`: `TetherMemoryMiddleware`, tether's external memory for any
   `create_agent` agent, and `offload` (large tool results go to memory).
 * `remote`: the seam for remote agents (`RemoteAgent`), and `langgraph_server`, its
@@ -22,7 +23,6 @@ May import: `orchestrator.offline`, `orchestrator.tools`, `orchestrator.config`,
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _EXPORTS = {
     "compiled_agent": "orchestrator.agents._cache",
@@ -31,7 +31,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

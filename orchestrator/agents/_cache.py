@@ -24,13 +24,25 @@ import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from pydantic import BaseModel
 
 from orchestrator.agents.final_answer import final_tool_object
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        AgentState,
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langchain_core.messages import ToolMessage
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
 
 WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
 NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
@@ -69,7 +81,9 @@ class _RunObjects(AgentMiddleware):
     bound to the run's tool objects (`create_agent` binds at call time, from the request).
     """
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         current = CURRENT.get()
         if current.model is not None:
             request = request.override(model=current.model)
@@ -78,7 +92,9 @@ class _RunObjects(AgentMiddleware):
             request = request.override(tools=tools)
         return handler(request)
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         current = CURRENT.get()
         if current.tools is not None:
             tool = current.tools.get(request.tool_call["name"])
@@ -105,13 +121,17 @@ class _Slot(AgentMiddleware):
 
 
 class _WrapSlot(_Slot):
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         own = self.own()
         if not overrides(own, "wrap_model_call"):
             return handler(request)
         return own.wrap_model_call(request, handler)
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         own = self.own()
         if not overrides(own, "wrap_tool_call"):
             return handler(request)
@@ -119,22 +139,22 @@ class _WrapSlot(_Slot):
 
 
 class _BeforeAgentSlot(_Slot):
-    def before_agent(self, state: Any, runtime: Any) -> Any:
+    def before_agent(self, state: AgentState, runtime: Runtime) -> dict[str, object] | None:
         return self.own().before_agent(state, runtime)
 
 
 class _BeforeModelSlot(_Slot):
-    def before_model(self, state: Any, runtime: Any) -> Any:
+    def before_model(self, state: AgentState, runtime: Runtime) -> dict[str, object] | None:
         return self.own().before_model(state, runtime)
 
 
 class _AfterModelSlot(_Slot):
-    def after_model(self, state: Any, runtime: Any) -> Any:
+    def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, object] | None:
         return self.own().after_model(state, runtime)
 
 
 class _AfterAgentSlot(_Slot):
-    def after_agent(self, state: Any, runtime: Any) -> Any:
+    def after_agent(self, state: AgentState, runtime: Runtime) -> dict[str, object] | None:
         return self.own().after_agent(state, runtime)
 
 

@@ -17,12 +17,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 
 from orchestrator.agents.provider import approx_tokens, usage_tokens
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+    )
+
+    from orchestrator.types import JsonObject
 
 
 class BudgetReached(KeyboardInterrupt):
@@ -54,7 +63,7 @@ class TokenBudget:
         by = f" before {who}'s next model call" if who else ""
         return f"token budget reached: {self.spent:,} of {self.limit:,} tokens spent{by}"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         return {"budget": self.limit, "spent": self.spent}
 
 
@@ -74,7 +83,9 @@ class BudgetMiddleware(AgentMiddleware):
         self.budget = budget
         self.who = who
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         self.budget.check(self.who)
         response = handler(request)
         # the model's reply (the final-answer middleware may append its tool's answer)

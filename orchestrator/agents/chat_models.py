@@ -170,7 +170,7 @@ def resolve_model(
 
 
 def run_model(
-    spec: Any,
+    spec: str | BaseChatModel | None,
     source: str,
     timeout: float,
     *,
@@ -214,7 +214,7 @@ def agent_models(workflow: Workflow) -> dict[str, BaseChatModel]:
     }
 
 
-def effective_threshold(configured: int, model: Any, ratio: float = CONTEXT_RATIO) -> int:
+def effective_threshold(configured: int, model: object, ratio: float = CONTEXT_RATIO) -> int:
     """min(configured, `ratio` x the model's `max_input_tokens`)."""
     window = context_window(model) if model is not None else None
     return min(configured, int(window * ratio)) if window else configured
@@ -313,7 +313,7 @@ def _not_installed(spec: str, origin: str, provider: str, how: str) -> str:
     return f"provider {provider!r} is not installed for model {spec!r}{where}: {how}"
 
 
-def context_window(model: Any) -> int | None:
+def context_window(model: object) -> int | None:
     """`max_input_tokens` of the model's LangChain profile, when it has one."""
     profile = getattr(model, "profile", None) or {}
     value = profile.get("max_input_tokens") if isinstance(profile, dict) else None

@@ -24,13 +24,24 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain.agents.middleware import AgentMiddleware, ExtendedModelResponse, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langchain_core.messages import ToolMessage
+
+    from orchestrator.types import JsonObject
 
 INVALID_ARGS_KEY = "__tether_invalid_arguments__"
 CLOSING_PREFIX = "end-"
@@ -45,7 +56,7 @@ class CallCounter(Protocol):
     calls: int
 
 
-def json_answer(text: str, final_tool: type[BaseModel]) -> dict[str, Any] | None:
+def json_answer(text: str, final_tool: type[BaseModel]) -> JsonObject | None:
     """The final tool's arguments when `text` is (or fences) a valid JSON answer."""
     text = (text or "").strip()
     fenced = _FENCE.search(text)
@@ -124,7 +135,9 @@ class FinalAnswerMiddleware(AgentMiddleware):
         self.final: BaseModel | None = None
 
     # -- model calls --------------------------------------------------------------------
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         # Checked here rather than in a `before_model` hook, which would be a super-step of
         # its own (a durable checkpoint) before every model call.
         if self.final is not None:  # accepted by the tool step: end without a model call
@@ -177,7 +190,7 @@ class FinalAnswerMiddleware(AgentMiddleware):
             )
         )
 
-    def _normalise(self, message: Any) -> Any:
+    def _normalise(self, message: object) -> Any:
         """Invalid tool calls (arguments that are not JSON) become calls the tool
         node answers with an error, so no call is ever left unanswered."""
         invalid = list(getattr(message, "invalid_tool_calls", None) or [])
@@ -209,7 +222,9 @@ class FinalAnswerMiddleware(AgentMiddleware):
         )
 
     # -- tool calls ---------------------------------------------------------------------
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         call = request.tool_call
         name, args, call_id = call["name"], call.get("args") or {}, call.get("id") or ""
         if INVALID_ARGS_KEY in args:
@@ -225,7 +240,7 @@ class FinalAnswerMiddleware(AgentMiddleware):
             return self._accept(name, args, call_id)
         return handler(request)
 
-    def _accept(self, name: str, args: dict[str, Any], call_id: str) -> Any:
+    def _accept(self, name: str, args: JsonObject, call_id: str) -> Any:
         if self.final is not None:
             return ToolMessage(content="accepted", tool_call_id=call_id, name=name)
         try:

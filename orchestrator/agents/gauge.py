@@ -81,9 +81,6 @@ class TokenGauge:
             return WARN
         return OK
 
-    def fraction(self, tokens: int) -> float:
-        return min(1.0, tokens / self.threshold) if self.threshold else 1.0
-
 
 def total_tokens(tokens: dict[str, int] | None) -> int:
     """The task's spend: the sum of its per-agent totals."""

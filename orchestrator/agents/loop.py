@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langgraph.errors import GraphRecursionError
@@ -37,6 +37,9 @@ from orchestrator.agents.protocol_middleware import (
 )
 from orchestrator.errors import AgentLoopError, ModelCallError
 
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
 __all__ = ["AgentResult", "run_agent"]
 
 
@@ -48,7 +51,7 @@ def _has_after_model(middleware: Any) -> bool:
     )
 
 
-def _transcript_tokens(transcript: list[Any]) -> int:
+def _transcript_tokens(transcript: list[BaseMessage]) -> int:
     return sum(
         int((getattr(m, "usage_metadata", None) or {}).get("total_tokens") or 0)
         for m in transcript
@@ -56,7 +59,7 @@ def _transcript_tokens(transcript: list[Any]) -> int:
     )
 
 
-def _final_in(transcript: list[Any], final_tool: type[BaseModel]) -> BaseModel | None:
+def _final_in(transcript: list[BaseMessage], final_tool: type[BaseModel]) -> BaseModel | None:
     """The accepted final answer of a (replayed) transcript, if it has one."""
     accepted = {
         m.tool_call_id

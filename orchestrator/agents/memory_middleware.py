@@ -44,7 +44,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -61,6 +61,18 @@ from orchestrator.artifacts.text import body_text
 from orchestrator.config.defaults import RECALL_SCOPES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import ContextLoopError
 from orchestrator.events import build_event
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        AgentState,
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+    )
+    from langchain_core.messages import BaseMessage
+    from langgraph.runtime import Runtime
+
+    from orchestrator.types import JsonObject
 
 REFILL_CALLS = 3
 """A handoff followed by the threshold again within this many model calls made no progress."""
@@ -98,7 +110,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         recall: bool = True,
         recall_limit: int = 3,
         record_system: bool = True,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: Callable[[JsonObject], None] | None = None,
         tool_result_tokens: int | None = None,
         usage: UsageRatio | None = None,
     ) -> None:
@@ -137,7 +149,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         self._evicted: dict[str, Any] = {}
 
     # -- the gauge --------------------------------------------------------------------------
-    def gauge(self, model: Any = None) -> TokenGauge:
+    def gauge(self, model: object = None) -> TokenGauge:
         """The gauge for `model` (threshold capped by its context window)."""
         threshold = effective_threshold(self.threshold, model, self.context_ratio)
         return TokenGauge(threshold, self.warning_ratio)
@@ -146,13 +158,15 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         """The gauge as people see it: `~` marks an estimate."""
         return f"{'~' if self.estimated else ''}{self.last_tokens}"
 
-    def _emit(self, event: str, **fields: Any) -> None:
+    def _emit(self, event: str, **fields: object) -> None:
         built = build_event(event, task_id=self.task_id, **fields)  # checked even unheard
         if self.on_event is not None:
             self.on_event(built)
 
     # -- hooks --------------------------------------------------------------------------------
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         self.note_model(request.model)
         messages = list(request.messages)
         self._record(messages)
@@ -202,12 +216,12 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
             "tool results as memory references and a shorter seed instead of snapshotting again",
         )
 
-    def after_agent(self, state: Any, runtime: Any) -> None:
+    def after_agent(self, state: AgentState, runtime: Runtime) -> None:
         self._record(list(state["messages"]))
         return None
 
     # -- parts ----------------------------------------------------------------------------------
-    def _record(self, messages: list[Any]) -> None:
+    def _record(self, messages: list[BaseMessage]) -> None:
         if self.seen is None:  # ids already in the log: a replayed agent is not logged twice
             self.seen = {str(m.record.get("id")) for m in self.working.messages()}
         new = [
@@ -236,7 +250,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
             zone=gauge.zone(self.last_tokens),
         )
 
-    def _context(self, messages: list[Any]) -> list[Any]:
+    def _context(self, messages: list[BaseMessage]) -> list[BaseMessage]:
         """What to send: everything, or after a handoff the seed and what came since."""
         if self.seed is None:
             return messages
@@ -255,7 +269,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         seed = HumanMessage(f"You continue from this context snapshot (fresh context):\n{text}")
         return [*head, seed, *recent]
 
-    def _compacted(self, message: Any) -> Any:
+    def _compacted(self, message: object) -> Any:
         """A tool message as sent in compact mode: a reference when it is large (stored in
         memory once per tool call)."""
         if not isinstance(message, ToolMessage):
@@ -266,7 +280,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
             self._evicted[key] = self.offload(message, limit)
         return self._evicted[key]
 
-    def _handoff(self, messages: list[Any], gauge: TokenGauge) -> None:
+    def _handoff(self, messages: list[BaseMessage], gauge: TokenGauge) -> None:
         # the log already holds `messages`: `wrap_model_call` records them first
         content = agent_content(self.store, self.task_id, gauge.threshold)
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
@@ -317,7 +331,7 @@ class TetherMemoryMiddleware(OffloadLargeToolResults):
         return SystemMessage(f"{base}\n\n{text}".strip())
 
 
-def _last_exchange_start(messages: list[Any]) -> int:
+def _last_exchange_start(messages: list[BaseMessage]) -> int:
     """Index of the newest AI message with tool calls whose results end the list, else len."""
     i = len(messages)
     while i > 0 and isinstance(messages[i - 1], ToolMessage):
@@ -327,7 +341,7 @@ def _last_exchange_start(messages: list[Any]) -> int:
     return len(messages)
 
 
-def _answered(messages: list[Any]) -> list[Any]:
+def _answered(messages: list[BaseMessage]) -> list[BaseMessage]:
     """Drop leading tool messages whose call is not in the list (never send orphans)."""
     calls = {c.get("id") for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     return [m for m in messages if not isinstance(m, ToolMessage) or m.tool_call_id in calls]

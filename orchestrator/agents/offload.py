@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
@@ -33,6 +33,17 @@ from langchain_core.messages import ToolMessage
 from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.gauge import UsageRatio
 from orchestrator.events import build_event
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langgraph.types import Command
+
+    from orchestrator.types import JsonObject
 
 DEFAULT_LIMIT = 8_000
 """Tokens of a tool result kept in context when the model's window is unknown."""
@@ -46,7 +57,7 @@ TAG = "tool-result"
 FETCH_TOOL = "memory_fetch"
 
 
-def result_limit(configured: int | None, model: Any = None) -> int:
+def result_limit(configured: int | None, model: object = None) -> int:
     """The eviction limit in provider tokens: `configured`, else 10% of the model's
     window, else `DEFAULT_LIMIT`."""
     if configured:
@@ -55,7 +66,7 @@ def result_limit(configured: int | None, model: Any = None) -> int:
     return max(500, int(window * WINDOW_SHARE)) if window else DEFAULT_LIMIT
 
 
-def _text(content: Any) -> str | None:
+def _text(content: object) -> str | None:
     """A tool message's content as text; None for content that is not text (images)."""
     if isinstance(content, str):
         return content
@@ -91,7 +102,7 @@ class OffloadLargeToolResults(AgentMiddleware):
         max_tokens: int | None = None,
         usage: UsageRatio | None = None,
         tags: tuple[str, ...] = (),
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: Callable[[JsonObject], None] | None = None,
     ) -> None:
         super().__init__()
         if hasattr(memory, "backend"):
@@ -110,19 +121,23 @@ class OffloadLargeToolResults(AgentMiddleware):
         """The current limit in provider tokens."""
         return result_limit(self.max_tokens, self._model)
 
-    def note_model(self, model: Any) -> None:
+    def note_model(self, model: object) -> None:
         """Remember the model (its window sets the default limit)."""
         if model is not None and self._model is None:
             self._model = model
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         self.note_model(getattr(request, "model", None))
         return handler(request)
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         return self.offload(handler(request))
 
-    def offload(self, result: Any, limit: int | None = None) -> Any:
+    def offload(self, result: object, limit: int | None = None) -> Any:
         """`result` with its content replaced by a reference when it is over the limit
         (`limit`, else `offload_limit()`)."""
         if not isinstance(result, ToolMessage):

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
 from langchain_core.messages import ToolMessage
@@ -62,6 +62,15 @@ from orchestrator.errors import (
     ProviderUnreachableError,
     Stopped,
 )
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ModelCallResult,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
+    from langgraph.types import Command
 
 DEFAULT_RETRIES = 4
 DEFAULT_INITIAL_DELAY = 1.0
@@ -98,7 +107,7 @@ class AgentResult:
     """Prompt tokens of all calls (reported usage when present, else estimated)."""
 
 
-def model_label(model: Any) -> str:
+def model_label(model: object) -> str:
     """`model-name at https://endpoint` for messages about a provider."""
     name = getattr(model, "model_name", None) or getattr(model, "model", None) or ""
     where = endpoint(model)
@@ -118,7 +127,9 @@ class StopMiddleware(AgentMiddleware):
         super().__init__()
         self.stop = stop
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         if self.stop is not None and self.stop.is_set():
             raise Stopped("stopped by Ctrl-C before the next model call")
         return handler(request)
@@ -137,7 +148,9 @@ class StepLimitMiddleware(AgentMiddleware):
         self.counter = counter
         self.max_steps = max_steps
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         calls = self.counter.calls
         if calls > self.max_steps:
             raise AgentLoopError(
@@ -166,7 +179,9 @@ class ContextBudgetMiddleware(AgentMiddleware):
         self.max_context_tokens = max_context_tokens
         self.usage = usage
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         limit = self.max_context_tokens
         window = context_window(request.model)
         if window:
@@ -259,7 +274,9 @@ class ProviderRetryMiddleware(AgentMiddleware):
         """Receives a line for each retry and while a call waits (none: silent)."""
         self.watch_every = watch_every
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         attempt = 0
         label = model_label(request.model)
         while True:
@@ -325,7 +342,9 @@ class UsageMiddleware(AgentMiddleware):
         self.calls = 0
         self.result = AgentResult(final=None)  # type: ignore[arg-type]
 
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelCallResult:
         response = handler(request)
         self._account(request, response.result[-1])
         return response
@@ -347,7 +366,9 @@ class UsageMiddleware(AgentMiddleware):
             calls = getattr(reply, "tool_calls", None) or [{}]
             self.on_step(self.result.tokens, context, calls[0].get("name"))
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         call = request.tool_call
         self.result.tool_calls.append({"name": call["name"], "args": call.get("args") or {}})
         return handler(request)
@@ -367,7 +388,9 @@ class CleanToolResultsMiddleware(AgentMiddleware):
     model call of the agent fails to encode its request, which reads as a provider failure
     and fails the agent on every resume."""
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         result = handler(request)
         if isinstance(result, ToolMessage):
             if isinstance(result.content, str):
@@ -379,7 +402,7 @@ class CleanToolResultsMiddleware(AgentMiddleware):
         return result
 
 
-def _clean_part(part: Any) -> Any:
+def _clean_part(part: object) -> Any:
     if isinstance(part, dict) and isinstance(part.get("text"), str):
         return {**part, "text": clean_text(part["text"])}
     return part

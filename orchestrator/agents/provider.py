@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
@@ -21,12 +21,16 @@ from langgraph.errors import GraphBubbleUp
 from memory.backends.urls import redact, redact_text
 from orchestrator.errors import AgentLoopError
 
+if TYPE_CHECKING:
+    from langchain.agents.middleware import ModelRequest
+    from langchain_core.messages import BaseMessage
+
 TRUNCATION_NOTE = "\n[... truncated to fit the context window; use a narrower query ...]"
 #: HTTP statuses that say the request itself is wrong: retrying cannot help.
 NO_RETRY_STATUS = frozenset({400, 401, 403, 404, 405, 409, 413, 422})
 
 
-def approx_tokens(messages: Sequence[Any]) -> int:
+def approx_tokens(messages: Sequence[BaseMessage]) -> int:
     """LangChain's estimate of the tokens of `messages`."""
     return int(count_tokens_approximately(list(messages)))
 
@@ -52,7 +56,7 @@ def tool_tokens(tools: Sequence[Any]) -> int:
     return total
 
 
-def request_tokens(request: Any) -> int:
+def request_tokens(request: ModelRequest) -> int:
     """Estimated tokens of a model request: system message, messages and tool schemas
     (what a provider counts as input)."""
     system = getattr(request, "system_message", None)
@@ -60,7 +64,7 @@ def request_tokens(request: Any) -> int:
     return approx_tokens(messages) + tool_tokens(getattr(request, "tools", None) or ())
 
 
-def usage_tokens(message: Any, fallback_context: int) -> int:
+def usage_tokens(message: BaseMessage, fallback_context: int) -> int:
     """Tokens of one call: the model's `usage_metadata` when present, else an estimate."""
     usage = getattr(message, "usage_metadata", None)
     if usage and usage.get("total_tokens"):
@@ -68,7 +72,7 @@ def usage_tokens(message: Any, fallback_context: int) -> int:
     return fallback_context + approx_tokens([message])
 
 
-def _truncate(message: Any, max_tokens: int) -> Any:
+def _truncate(message: object, max_tokens: int) -> Any:
     text = message.content if isinstance(message.content, str) else str(message.content)
     keep = max(200, max_tokens * 4)
     if len(text) <= keep:
@@ -76,7 +80,7 @@ def _truncate(message: Any, max_tokens: int) -> Any:
     return message.model_copy(update={"content": text[:keep] + TRUNCATION_NOTE})
 
 
-def fit_context(messages: list[Any], max_tokens: int) -> list[Any]:
+def fit_context(messages: list[BaseMessage], max_tokens: int) -> list[BaseMessage]:
     """Cut `messages` to about `max_tokens`: keep the head (system + first user message)
     and the newest exchanges, dropping whole tool exchanges from the oldest end."""
     head = messages[:2]
@@ -204,7 +208,7 @@ def reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def endpoint(model: Any) -> str:
+def endpoint(model: object) -> str:
     """Where a chat model sends its requests (its base URL, without credentials:
     `memory.backends.urls.redact`), or its provider's name."""
     for attr in ("openai_api_base", "base_url", "anthropic_api_url", "api_base", "endpoint"):

@@ -26,7 +26,6 @@ artifact module does not load the others).
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 _EXPORTS = {
     "ArtifactError": "orchestrator.errors",
@@ -54,7 +53,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.contract.base import DocumentInfo
 from memory.errors import MemoryStoreError
@@ -45,11 +45,15 @@ from orchestrator.artifacts.render import Pathish, render_template, validate_inp
 from orchestrator.artifacts.text import _name, loads_strict
 from orchestrator.errors import CheckpointError, RecoveryError, TemplateError
 
+if TYPE_CHECKING:
+    from orchestrator.artifacts.documents import MemoryTarget
+    from orchestrator.types import JsonObject
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "checkpoint.schema.json"
 
 
 # -- rendering and the schema -----------------------------------------------------------
-def checkpoint_schema() -> dict[str, Any]:
+def checkpoint_schema() -> JsonObject:
     """The checkpoint JSON Schema (draft 2020-12), generated from `SavedCheckpoint`; the
     shipped `orchestrator/schemas/checkpoint.schema.json` is the same, pinned by a test."""
     return checkpoint_json_schema()
@@ -61,7 +65,7 @@ def checkpoint_schema_problem(obj: Any) -> str | None:
     return checkpoint_problem(obj)
 
 
-def render_checkpoint(data: Mapping[str, Any], project_dir: Pathish | None = None) -> str:
+def render_checkpoint(data: Mapping[str, object], project_dir: Pathish | None = None) -> str:
     """Render `checkpoint.json.j2` with `data` and check the output.
 
     Raises:
@@ -100,7 +104,7 @@ _AS_GIVEN = frozenset({"subtasks", "extra"})
 
 
 def write_checkpoint(
-    memory: Any, cp: Checkpoint | Mapping[str, Any], *, project_dir: Pathish | None = None
+    memory: MemoryTarget, cp: Checkpoint | Mapping[str, Any], *, project_dir: Pathish | None = None
 ) -> Path:
     """Validate `cp`, render it and create `checkpoints/cp_{phase}_{ts}.json`.
 
@@ -177,7 +181,7 @@ def _one_line(exc: Exception) -> str:
 
 
 def latest_valid_checkpoint(
-    memory: Any, task_id: str | None = None
+    memory: MemoryTarget, task_id: str | None = None
 ) -> tuple[Checkpoint, Path, list[str]]:
     """The newest checkpoint that loads and validates (for `task_id`, if given).
 
@@ -226,7 +230,7 @@ def _content_timestamp(docs: Docs, rel: str) -> str | None:
         return None
 
 
-def list_checkpoints(memory: Any, task_id: str | None = None) -> list[Path]:
+def list_checkpoints(memory: MemoryTarget, task_id: str | None = None) -> list[Path]:
     """Checkpoint files, newest first (time in the name, else modification time).
 
     With `task_id`, only files whose JSON names that task (unreadable files are left out;
@@ -239,7 +243,7 @@ def list_checkpoints(memory: Any, task_id: str | None = None) -> list[Path]:
     return [docs.path(i.path) for i in found]
 
 
-def checkpoint_listing(memory: Any, task_id: str) -> list[dict[str, Any]]:
+def checkpoint_listing(memory: MemoryTarget, task_id: str) -> list[JsonObject]:
     """The checkpoints of `task_id`, newest first, as `checkpoint list` shows them: each a
     dict of `path`, `task_id`, `phase`, `trigger` (why it was written: `before_spawning`,
     `phase_transition`, `manual`, ...) and `timestamp` (ISO, UTC; None when a file does
@@ -268,7 +272,7 @@ def checkpoint_listing(memory: Any, task_id: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
@@ -393,7 +397,7 @@ def report(cp: Checkpoint, store: Any = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def checkpoint_summary(cp: Checkpoint, path: Path | None = None) -> dict[str, Any]:
+def checkpoint_summary(cp: Checkpoint, path: Path | None = None) -> JsonObject:
     """A small JSON-able summary (for `status --json` and `checkpoint list --json`)."""
     return {
         "checkpoint_id": cp.checkpoint_id,

@@ -94,7 +94,7 @@ class Checkpoint(BaseModel):
     extra: JsonObject = Field(default_factory=dict)
 
     @classmethod
-    def own(cls, fields: Mapping[str, Any]) -> Checkpoint:
+    def own(cls, fields: Mapping[str, object]) -> Checkpoint:
         """A checkpoint of `fields` that tether assembled from its own state, not validated
         here (that was a sixth of a write): `write_checkpoint` checks the JSON it renders
         against the schema, which asks as much, and a value that is not JSON fails to
@@ -218,7 +218,7 @@ class SavedCheckpoint(BaseModel):
 
 
 @functools.cache
-def checkpoint_json_schema() -> dict[str, Any]:
+def checkpoint_json_schema() -> JsonObject:
     """The JSON Schema of a checkpoint file (draft 2020-12), generated from the model."""
     return SavedCheckpoint.model_json_schema()
 

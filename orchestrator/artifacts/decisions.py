@@ -21,13 +21,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.render import md_code, md_inline
 from orchestrator.artifacts.text import sections
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 APPROVAL_PREFIX = "approval:"
 """Registry key prefix of approval requests (`orchestrator.approvals.PREFIX`)."""
@@ -73,7 +76,7 @@ class Decision:
         return _about(self.tool, self.args, self.subtask)
 
 
-def _about(tool: str, args: dict[str, Any], subtask: str = "") -> str:
+def _about(tool: str, args: JsonObject, subtask: str = "") -> str:
     if tool == PLAN_ACTION:
         phase = args.get("phase") or subtask.split("/")[0] or "?"
         subtasks = args.get("subtasks") or []

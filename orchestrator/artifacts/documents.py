@@ -26,12 +26,19 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from memory.contract.base import BaseBackend, DocumentInfo, LockHeldError
 from memory.durable import JsonlRead, encode_line, parse_jsonl
 from memory.errors import InvalidInputError
 from memory.paths import Layout, check_name
+
+if TYPE_CHECKING:
+    from memory.store import MemoryStore
+
+    MemoryTarget: TypeAlias = "Docs | BaseBackend | MemoryStore | Layout | str | os.PathLike[str]"
+    """What `Docs.of` takes: the memory as a `Docs`, a backend, a store, a layout or a
+    directory (what a public function accepts as its `memory`)."""
 
 MAX_NAME_TRIES = 20
 
@@ -67,7 +74,7 @@ class Docs:
         self._prefix = os.path.join(os.path.normpath(self.root), "") if self.root else None
 
     @classmethod
-    def of(cls, target: Any) -> Docs:
+    def of(cls, target: MemoryTarget) -> Docs:
         """`target` as `Docs`: a `Docs`, a backend, a `MemoryStore`, a `Layout` or a directory."""
         if isinstance(target, Docs):
             return target

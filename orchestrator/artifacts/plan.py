@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 from pydantic.fields import FieldInfo
@@ -34,6 +34,10 @@ from orchestrator.artifacts.render import (
 from orchestrator.artifacts.text import _read_kind, parse_meta, sections
 from orchestrator.errors import TemplateError
 from orchestrator.types import Plan, model_view
+
+if TYPE_CHECKING:
+    from orchestrator.artifacts.documents import MemoryTarget
+    from orchestrator.types import JsonObject
 
 PLAN_TEMPLATE = "research_plan.md.j2"
 
@@ -96,7 +100,7 @@ PlanInput = model_view(
 )
 
 
-def _view(value: Any) -> Any:
+def _view(value: object) -> Any:
     """A value of the lead's `Plan` as the template shows it: texts as blocks, a key
     question with whether it is answered."""
     if isinstance(value, str):
@@ -142,7 +146,7 @@ def _prefixes(path: str) -> list[str]:
 
 def addressed_by(
     question: str,
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[Mapping[str, object]],
     *,
     phases: Iterable[str] = (),
     answer: str = "",
@@ -185,7 +189,7 @@ def addressed_by(
     return out
 
 
-def _note_path(note: Any) -> str:
+def _note_path(note: object) -> str:
     if isinstance(note, Mapping):
         return str(note.get("path") or "")
     return str(getattr(note, "path", "") or "")
@@ -215,7 +219,7 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
 
 
 def write_plan(
-    memory: Any,
+    memory: MemoryTarget,
     task_id: str,
     *,
     objective: str,
@@ -229,7 +233,7 @@ def write_plan(
     project_dir: Pathish | None = None,
     answer: str = "",
     answer_path: str = "",
-    **plan: Any,
+    **plan: object,
 ) -> Path:
     """Write (or rewrite) `research_plans/{task_id}.md`; returns its path.
 
@@ -275,7 +279,7 @@ def write_plan(
     return docs.write_text(rel, text)
 
 
-def _many(value: Any) -> bool:
+def _many(value: object) -> bool:
     """Whether `value` is a sequence of values given as any iterable (not a text or dict)."""
     return isinstance(value, Iterable) and not isinstance(value, str | Mapping)
 
@@ -338,6 +342,6 @@ def keep_hand_edits(previous: str, new: str, project_dir: Pathish | None = None)
     return new
 
 
-def read_plan(path: Path, docs: Docs | None = None) -> dict[str, Any]:
+def read_plan(path: Path, docs: Docs | None = None) -> JsonObject:
     """The values a research plan was written with, plus `sections`, `text` and `path`."""
     return _read_kind(path, "plan", "research plan", docs)

@@ -96,7 +96,7 @@ class FileNoteInput(FileNote):
     description: str = ""
 
 
-def _pairs(value: Any, first: str, second: str) -> Any:
+def _pairs(value: object, first: str, second: str) -> Any:
     """Accept `(a, b)` tuples and bare strings where a model with two fields is expected."""
     if not isinstance(value, list | tuple):
         return value
@@ -131,7 +131,7 @@ def validate_input(
 
 
 # -- rendering ------------------------------------------------------------------------
-def render_template(name: str, project_dir: Pathish | None = None, **context: Any) -> str:
+def render_template(name: str, project_dir: Pathish | None = None, **context: object) -> str:
     """Render `name` with `context`; every failure is a one-line `TemplateError`."""
     try:
         return render(name, project_dir, **context)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -41,6 +41,9 @@ from orchestrator.artifacts.render import (
 from orchestrator.artifacts.text import _name, _newest_first, _read_text, parse_meta, sections
 from orchestrator.errors import SnapshotError
 from orchestrator.types import JsonObject
+
+if TYPE_CHECKING:
+    from orchestrator.artifacts.documents import MemoryTarget
 
 SNAPSHOT_TEMPLATE = "snapshot.md.j2"
 _LABEL = re.compile(r"^\*\*(?P<label>[^*]+)\*\*: ?(?P<value>.*)$", re.MULTILINE)
@@ -106,7 +109,7 @@ def render_snapshot(
 
 
 def write_snapshot(
-    memory: Any,
+    memory: MemoryTarget,
     *,
     task_id: str,
     phase: str,
@@ -121,7 +124,7 @@ def write_snapshot(
     pending_decisions: Iterable[str] = (),
     resume_instructions: str | Callable[[str], str] = "",
     plan_path: str | None = None,
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
     objective: str | None = None,
     timestamp: datetime | str | None = None,
     project_dir: Pathish | None = None,
@@ -177,7 +180,7 @@ def write_snapshot(
     return docs.create_unique(CONTEXT_SNAPSHOTS, f"snap_{_stamp(when)}", ".md", text)
 
 
-def read_snapshot(path: Path, docs: Docs | None = None) -> dict[str, Any]:
+def read_snapshot(path: Path, docs: Docs | None = None) -> JsonObject:
     """Parse a snapshot back into what a fresh lead needs to resume.
 
     Returns a dict with `task_id`, `phase`, `objective`, `reason`, `token_count`,
@@ -198,7 +201,7 @@ def read_snapshot(path: Path, docs: Docs | None = None) -> dict[str, Any]:
     return {**base, **meta, "sections": sections(text), "text": text, "path": str(path)}
 
 
-def _parse_snapshot_markdown(text: str, path: Path) -> dict[str, Any]:
+def _parse_snapshot_markdown(text: str, path: Path) -> JsonObject:
     if not re.search(r"^# Context Snapshot\s*$", text, re.MULTILINE):
         raise SnapshotError(
             f"snapshot {str(path)!r} is not a context snapshot (no '# Context Snapshot' "
@@ -224,7 +227,7 @@ def _parse_snapshot_markdown(text: str, path: Path) -> dict[str, Any]:
     }
 
 
-def list_snapshots(memory: Any) -> list[Path]:
+def list_snapshots(memory: MemoryTarget) -> list[Path]:
     """Snapshot files, newest first (by the time in the name)."""
     docs = Docs.of(memory)
     found = [i for i in docs.list(CONTEXT_SNAPSHOTS, ".md") if _name(i).startswith("snap_")]

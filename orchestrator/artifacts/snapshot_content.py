@@ -33,7 +33,7 @@ from collections import Counter, deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.task.archive import Archive
 from memory.task.working import WorkingMemory
@@ -43,6 +43,9 @@ from orchestrator.artifacts.findings import list_findings, read_findings
 from orchestrator.artifacts.render import md_block, md_code
 from orchestrator.errors import ArtifactError
 from orchestrator.types import INLINE_FIELDS
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 FOUND_CHARS = 3000
 LEFT_CHARS = 1600
@@ -114,7 +117,7 @@ def citations(text: str, path: str | None = None) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _finding_cites(record: Mapping[str, Any]) -> list[str]:
+def _finding_cites(record: Mapping[str, object]) -> list[str]:
     cites: list[str] = []
     for d in record.get("key_discoveries") or []:
         cites += citations(str(d))
@@ -151,7 +154,7 @@ def _spread(indices: Sequence[int]) -> list[int]:
 
 
 # -- what was found ----------------------------------------------------------------------
-def _finding_block(record: Mapping[str, Any], objective: str | None) -> list[str]:
+def _finding_block(record: Mapping[str, object], objective: str | None) -> list[str]:
     """A finding as a digest item: its first sentence and cited discoveries."""
     key = record.get("key") or record.get("subtask_id") or record.get("agent") or "?"
     where = f" {md_code(record['path'])}" if record.get("path") else ""
@@ -169,7 +172,7 @@ def _finding_block(record: Mapping[str, Any], objective: str | None) -> list[str
     return [head, *(f"  - {clip(_short(d, objective))}" for d in cited[:1])]
 
 
-def _compact(record: Mapping[str, Any], objective: str | None, limit: int) -> str:
+def _compact(record: Mapping[str, object], objective: str | None, limit: int) -> str:
     """A finding's digest item in about `limit` characters: its key, file and first
     sentence, without citations."""
     key = record.get("key") or record.get("subtask_id") or record.get("agent") or "?"
@@ -188,12 +191,12 @@ def _short(text: str, objective: str | None) -> str:
     return text
 
 
-def _phase(record: Mapping[str, Any]) -> str:
+def _phase(record: Mapping[str, object]) -> str:
     return str(record.get("phase"))
 
 
 def what_was_found(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Mapping[str, object]],
     *,
     phases: Sequence[str] = (),
     current: str | None = None,
@@ -297,7 +300,9 @@ def _bounded(lines: list[str], budget: int) -> str:
     return "\n".join(out)
 
 
-def open_questions(records: Sequence[Mapping[str, Any]], objective: str | None = None) -> list[str]:
+def open_questions(
+    records: Sequence[Mapping[str, object]], objective: str | None = None
+) -> list[str]:
     """The open questions of `records` as digest lines (`[key] question`), capped."""
     found = [
         f"  - [{r.get('key') or r.get('agent')}] {clip(_short(q, objective))}"
@@ -310,9 +315,9 @@ def open_questions(records: Sequence[Mapping[str, Any]], objective: str | None =
 
 
 def what_is_left(
-    state: Mapping[str, Any],
+    state: Mapping[str, object],
     budget: int = LEFT_CHARS,
-    records: Sequence[Mapping[str, Any]] | None = None,
+    records: Sequence[Mapping[str, object]] | None = None,
 ) -> str:
     """Pending subtasks, failures, unplanned phases and open questions of a task's state
     (the open questions from `records`, the whole findings; default: the state's own)."""
@@ -381,7 +386,7 @@ def _args(args: Any) -> str:
     return clip(json.dumps(args, ensure_ascii=False, default=str), 60) if args else ""
 
 
-def turn_of(line: int | None, record: Mapping[str, Any]) -> Turn | None:
+def turn_of(line: int | None, record: Mapping[str, object]) -> Turn | None:
     """The `Turn` of a `messages.jsonl` record (or a `{role, content}` dict); None for system."""
     role = str(record.get("role", ""))
     if role in ("system", ""):
@@ -471,7 +476,7 @@ def summarize_conversation(
 def task_conversation(
     store: Any,
     task_id: str,
-    fallback: Iterable[Mapping[str, Any]] = (),
+    fallback: Iterable[Mapping[str, object]] = (),
     budget: int = SUMMARY_CHARS,
 ) -> str:
     """The summary of task `task_id`'s logged conversation (else of `fallback` turns)."""
@@ -499,7 +504,7 @@ def budgets(threshold: int | None) -> tuple[int, int, int]:
     return int(FOUND_CHARS * scale), int(LEFT_CHARS * scale), int(SUMMARY_CHARS * scale)
 
 
-def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
+def lead_content(ctx: Any, state: Mapping[str, object]) -> SnapshotContent:
     """The digests of an orchestrator task (its state, findings and lead conversation)."""
     phases = list(state.get("phases") or [])
     index = int(state.get("phase_index") or 0)
@@ -529,7 +534,7 @@ def lead_content(ctx: Any, state: Mapping[str, Any]) -> SnapshotContent:
 MAX_FINDINGS_READ = 200
 
 
-def task_findings(docs: Docs, task_id: str) -> list[dict[str, Any]]:
+def task_findings(docs: Docs, task_id: str) -> list[JsonObject]:
     """Findings records of `task_id` from the newest findings files of the memory."""
     records = []
     for path in list_findings(docs, merged=False)[:MAX_FINDINGS_READ]:

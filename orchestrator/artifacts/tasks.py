@@ -23,13 +23,19 @@ import re
 import shlex
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 from memory.contract.base import LockHeldError
 from memory.text.names import slugify
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
 from orchestrator.errors import OrchestratorUserError, UnknownTaskError
+
+if TYPE_CHECKING:
+    import os
+
+    from orchestrator.artifacts.documents import MemoryTarget
+    from orchestrator.types import JsonObject
 
 
 class TaskInfo(TypedDict, total=False):
@@ -64,6 +70,12 @@ class TaskInfo(TypedDict, total=False):
     _order: float  # grows with the record's latest change (the newest task is the max)
 
 
+def thread_of(record: TaskInfo) -> str:
+    """LangGraph's thread of a recorded task: its `thread_id` (a new one after a fallback
+    resume), else the task's id (the first thread of every task)."""
+    return record.get("thread_id") or record["task_id"]
+
+
 #: A new task's id: it names folders and files and is pasted into shell commands, so only
 #: ASCII letters, digits, '-', '_' and '.', and never a leading '-' (an option) or '.'.
 TASK_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -86,7 +98,7 @@ def new_task_id(objective: str) -> str:
     return f"{slugify(objective, 40, fallback='task', words=4)}-{new_suffix()}"
 
 
-def resume_command(task_id: str, memory: Any = None) -> str:
+def resume_command(task_id: str, memory: Docs | str | os.PathLike[str] | None = None) -> str:
     """The shell command that resumes `task_id` from any directory.
 
     Args:
@@ -103,7 +115,7 @@ def resume_command(task_id: str, memory: Any = None) -> str:
     return command
 
 
-def approve_command(task_id: str, memory: Any = None, *, reject: bool = False) -> str:
+def approve_command(task_id: str, memory: MemoryTarget = None, *, reject: bool = False) -> str:
     """The shell command that approves (or rejects) what `task_id` waits for."""
     command = resume_command(task_id, memory).replace("orchestrator resume", "orchestrator approve")
     if reject:
@@ -167,7 +179,7 @@ class TaskList:
             )
         return tasks
 
-    def adopt(self, task_id: str | None, snapshot: dict[str, Any], *, workdir: str) -> TaskInfo:
+    def adopt(self, task_id: str | None, snapshot: JsonObject, *, workdir: str) -> TaskInfo:
         """Record a task known here only from its snapshot (written in another memory
         directory): a resume from the snapshot starts it in this one.
 
@@ -186,14 +198,14 @@ class TaskList:
         self.note(**record)
         return record
 
-    def note(self, task_id: str, **fields: Any) -> None:
+    def note(self, task_id: str, **fields: object) -> None:
         """Record a new task, or a change of an existing one (merged into its record, atomic
         against other writers)."""
         status = fields.pop("status", None)
         self.backend.merge_task(task_id, fields, status=status)
 
 
-def task_rows(docs: Docs) -> list[dict[str, Any]]:
+def task_rows(docs: Docs) -> list[JsonObject]:
     """Every task of the memory, the most recently changed first, as `orchestrator tasks`
     lists them: `task_id`, `status`, `phase`, `updated` (ISO time, UTC, of the record's
     latest change) and `objective`.
@@ -226,7 +238,7 @@ def task_rows(docs: Docs) -> list[dict[str, Any]]:
     return rows
 
 
-def _newest_checkpoints(docs: Docs, tasks: set[str]) -> dict[str, dict[str, Any]]:
+def _newest_checkpoints(docs: Docs, tasks: set[str]) -> dict[str, JsonObject]:
     """Each task's newest usable checkpoint data (a task without one is left out)."""
     # checkpoints load pydantic: only here, so `status` and `--help` do not pay for it
     from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
@@ -249,7 +261,7 @@ def _newest_checkpoints(docs: Docs, tasks: set[str]) -> dict[str, dict[str, Any]
     return found
 
 
-def usable_checkpoint(data: dict[str, Any]) -> bool:
+def usable_checkpoint(data: JsonObject) -> bool:
     """Whether checkpoint data has, well-typed, every field `status` and a rebuilt state
     read (`recovery.status` uses the same test)."""
     phases = data.get("phases") or [data.get("phase")]
@@ -267,7 +279,7 @@ def usable_checkpoint(data: dict[str, Any]) -> bool:
     )
 
 
-def _standing(docs: Docs, record: TaskInfo, data: dict[str, Any] | None) -> str:
+def _standing(docs: Docs, record: TaskInfo, data: JsonObject | None) -> str:
     """The task's status as `status` says it: done, failed, waiting, stopped, running (a
     live process holds its run lock) or interrupted."""
     extra = (data or {}).get("extra") or {}
@@ -287,7 +299,7 @@ def _standing(docs: Docs, record: TaskInfo, data: dict[str, Any] | None) -> str:
     return status
 
 
-def _phase(record: TaskInfo, data: dict[str, Any] | None) -> str | None:
+def _phase(record: TaskInfo, data: JsonObject | None) -> str | None:
     """The phase the task is in (the next one once a phase is over), as `status` says it."""
     if data is not None:
         phases = data.get("phases") or [data.get("phase")]

@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,6 +25,9 @@ from memory.contract.base import DocumentInfo
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import name_timestamp, read_text
 from orchestrator.errors import ArtifactError
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 _META_RE = r"^<!-- tether:{kind} (?P<json>\{{.*\}}) -->[ \t]*$"
 _ANY_META = re.compile(r"^<!-- tether:\w+ .* -->[ \t]*$\n?", re.MULTILINE)
@@ -53,7 +56,7 @@ def loads_strict(text: str | bytes) -> Any:
     return _STRICT.decode(text.decode("utf-8") if isinstance(text, bytes) else text)
 
 
-def parse_meta(text: str, kind: str) -> dict[str, Any] | None:
+def parse_meta(text: str, kind: str) -> JsonObject | None:
     """The values stored in the last `<!-- tether:KIND {...} -->` line of `text`, or None."""
     matches = list(re.finditer(_META_RE.format(kind=re.escape(kind)), text, re.MULTILINE))
     if not matches:
@@ -113,9 +116,7 @@ def sections(text: str) -> dict[str, str]:
     return out
 
 
-def _text_and_meta(
-    path: Path, kind: str, what: str, docs: Docs | None
-) -> tuple[str, dict[str, Any]]:
+def _text_and_meta(path: Path, kind: str, what: str, docs: Docs | None) -> tuple[str, JsonObject]:
     text = _read_text(path, what, ArtifactError, docs)
     meta = parse_meta(text, kind)
     if meta is None:
@@ -126,7 +127,7 @@ def _text_and_meta(
     return text, meta
 
 
-def _read_kind(path: Path, kind: str, what: str, docs: Docs | None) -> dict[str, Any]:
+def _read_kind(path: Path, kind: str, what: str, docs: Docs | None) -> JsonObject:
     text, meta = _text_and_meta(path, kind, what, docs)
     return {**meta, "sections": sections(text), "text": text, "path": str(path)}
 

@@ -18,7 +18,7 @@ import itertools
 import json
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -54,6 +54,9 @@ from orchestrator.cli.report import (
     unreachable,
 )
 from orchestrator.config.settings import memory_location
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,7 +135,7 @@ def _with_view(json_mode: bool) -> Any:
 
 
 def _drive(
-    json_mode: bool, memory_dir: str | None, start: Callable[[Any], Any], **options: Any
+    json_mode: bool, memory_dir: str | None, start: Callable[[Any], Any], **options: object
 ) -> Any:
     """Run or resume a task (`start` gets the `Orchestrator`) under a view; report it."""
     view, on_event = _with_view(json_mode)
@@ -199,7 +202,7 @@ def run_cmd(
     start_phase: str | None,
     memory_dir: str | None,
     json_mode: bool,
-    **settings: Any,
+    **settings: object,
 ) -> None:
     """Run OBJECTIVE as a new phased multi-agent task.
 
@@ -262,7 +265,7 @@ def resume_cmd(
     from_snapshot: str | None,
     memory_dir: str | None,
     json_mode: bool,
-    **settings: Any,
+    **settings: object,
 ) -> None:
     """Continue a task after a crash, Ctrl-C or handoff.
 
@@ -293,7 +296,7 @@ def resume_cmd(
     )
 
 
-def _done_task(memory_dir: str | None, task_id: str | None) -> dict[str, Any] | None:
+def _done_task(memory_dir: str | None, task_id: str | None) -> JsonObject | None:
     """The task's `status` if it is done, else None (also when status cannot tell: the
     resume itself then says what is wrong). Read as `status` reads it, without LangGraph."""
     from memory.errors import MemoryStoreError
@@ -322,7 +325,7 @@ def approve_cmd(
     message: str | None,
     memory_dir: str | None,
     json_mode: bool,
-    **settings: Any,
+    **settings: object,
 ) -> None:
     """Approve (or reject) what a waiting task waits for, and continue it.
 

@@ -42,7 +42,7 @@ class Group(click.Group):
         info_name: str | None,
         args: list[str],
         parent: click.Context | None = None,
-        **extra: Any,
+        **extra: object,
     ) -> click.Context:
         # the group's own options (`orchestrator --memroy-dir x status`) and a group called
         # without its subcommand fail here, before `invoke`
@@ -261,7 +261,7 @@ def open_memory(memory_dir: str | None) -> Any:
     return docs
 
 
-def make_orchestrator(memory_dir: str | None, view: Any = None, **kwargs: Any) -> Any:
+def make_orchestrator(memory_dir: str | None, view: Any = None, **kwargs: object) -> Any:
     # LangGraph and LangChain load here, for the commands that run or read a graph
     from orchestrator.api import Orchestrator
 

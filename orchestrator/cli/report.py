@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.artifacts.documents import MemoryTarget
+    from orchestrator.types import JsonObject
 
 
 def report_text(
@@ -89,7 +93,7 @@ def report_text(
     return "\n".join(lines)
 
 
-def nothing_to_resume(task_id: str, memory: Any, json_mode: bool) -> str:
+def nothing_to_resume(task_id: str, memory: object, json_mode: bool) -> str:
     """What `resume` prints for a done task (`memory`: the directory, or the shared
     memory's URL): one line saying so, with the command that shows the task."""
     from memory.backends.urls import redact
@@ -118,7 +122,7 @@ def answer_head(answer: str, limit: int = ANSWER_LINES) -> list[str]:
     return shown
 
 
-def budget_line(budget: dict[str, Any], tokens: dict, lead_calls: list) -> str:
+def budget_line(budget: JsonObject, tokens: dict, lead_calls: list) -> str:
     """`Budget: spent of budget tokens; by phase ...; by agent ...`."""
     from orchestrator.state import spend
 
@@ -126,7 +130,7 @@ def budget_line(budget: dict[str, Any], tokens: dict, lead_calls: list) -> str:
     return line + (_split(spend(tokens, lead_calls)) if tokens else "")
 
 
-def unreachable(failed: dict[str, Any]) -> bool:
+def unreachable(failed: JsonObject) -> bool:
     """Whether every failure of a run is the provider being unreachable (exit code 5)."""
     kinds = [v.get("kind") for v in failed.values() if isinstance(v, dict)]
     return bool(kinds) and all(k == "ProviderUnreachableError" for k in kinds)
@@ -140,13 +144,16 @@ def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
     )
 
 
-def waiting_lines(requests: list[dict], task_id: str, memory: Any) -> list[str]:
+def waiting_lines(requests: list[dict], task_id: str, memory: MemoryTarget) -> list[str]:
     """What a waiting task waits for, a line per request, and the commands to answer."""
+    from orchestrator.approvals import request_line
     from orchestrator.artifacts.tasks import approve_command
     from orchestrator.types import PendingApproval
 
     lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
-    lines += [f"  waits for approval: {PendingApproval.model_validate(r).line()}" for r in requests]
+    lines += [
+        f"  waits for approval: {request_line(PendingApproval.model_validate(r))}" for r in requests
+    ]
     lines.append(f"Approve:  {approve_command(task_id, memory)}")
     lines.append(f"Reject:   {approve_command(task_id, memory, reject=True)}")
     return lines
@@ -211,7 +218,7 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _ran_on(place: dict[str, Any] | None) -> str:
+def _ran_on(place: JsonObject | None) -> str:
     """Where a remote subtask ran, as a status line's tail (nothing for a local one)."""
     if not place:
         return ""
@@ -219,7 +226,7 @@ def _ran_on(place: dict[str, Any] | None) -> str:
     return f" on {place['server']} ({place['graph']}, thread {place['thread_id']}{attempt})"
 
 
-def _split(spent: dict[str, Any]) -> str:
+def _split(spent: JsonObject) -> str:
     phases = ", ".join(f"{p} {n:,}" for p, n in (spent.get("by_phase") or {}).items())
     agents = ", ".join(f"{a} {n:,}" for a, n in sorted((spent.get("by_agent") or {}).items()))
     return f" (by phase: {phases}; by agent: {agents})" if agents else ""

@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -48,6 +48,9 @@ from rich.text import Text
 
 from orchestrator.cli.progress import STATE_ORDER, RunProgress
 from orchestrator.events import Event
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 STATE_MARK = {"pending": "·", "running": "▶", "waiting": "?", "done": "✓", "failed": "✗"}
 STATE_STYLE = {"done": "green", "failed": "red", "running": "cyan", "waiting": "yellow"}
@@ -445,7 +448,7 @@ class LiveView:
         """What a frame shows depends on: the events taken, the clock, the terminal's size."""
         return (self.version, self.ready, self.elapsed(), self.console.size)
 
-    def render(self, height: int | None = None) -> Any:
+    def render(self, height: int | None = None) -> Panel:
         """The live panel, at most `height` lines (default: the terminal's height less one).
 
         The head (phase, elapsed, done/total, gauge) always shows; agents fill the rest,
@@ -475,11 +478,11 @@ class LiveView:
         # and a full-width line would wrap, scroll, and leave a stale copy of the top border
         return max(20, self.console.size.width - 2)
 
-    def _panel(self, parts: list[Any]) -> Any:
+    def _panel(self, parts: list[RenderableType]) -> Panel:
         title = f"{self.title} · offline" if self.offline else self.title
         return Panel(Group(*parts), title=title, title_align="left", width=self._panel_width())
 
-    def summary(self) -> Any:
+    def summary(self) -> Panel:
         """The closing panel: head and failed agents, printed once when the view ends."""
 
         with self._lock:
@@ -518,7 +521,7 @@ def _clock_text(seconds: float) -> str:
 
 def make_view(
     *, json_mode: bool = False, live: bool | None = None, stream: TextIO | None = None
-) -> Any:
+) -> JsonView | LiveView | PlainView:
     """The right view for the output: JSON, a live panel on a TTY, else plain lines."""
     if json_mode:
         return JsonView()

@@ -15,7 +15,6 @@ May import: `orchestrator.artifacts`, `orchestrator.types`, `orchestrator.errors
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 #: Public name -> `module` or `module:attribute` it is loaded from (on first use, so importing
 #: one module of the package does not load the others).
@@ -27,7 +26,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     source = _EXPORTS.get(name)
     if source is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

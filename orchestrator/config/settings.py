@@ -148,7 +148,7 @@ class Settings:
         workflow: Workflow,
         triggers: Triggers | None = None,
         *,
-        record: Mapping[str, Any] | None = None,
+        record: Mapping[str, object] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> Settings:
         """Walk the layers for every option.
@@ -366,7 +366,7 @@ def _seconds(value: Any, where: str) -> float | None:
     return seconds
 
 
-def _not_positive(value: Any) -> bool:
+def _not_positive(value: object) -> bool:
     return isinstance(value, bool) or not isinstance(value, int) or value <= 0
 
 

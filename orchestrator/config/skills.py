@@ -23,7 +23,7 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -33,6 +33,9 @@ from memory.resources import shipped_dir
 from orchestrator.config import _yaml
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.errors import SkillError
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 SKILL_FILE = "SKILL.md"
 EXTERNAL_MEMORY = "external-memory"
@@ -209,7 +212,7 @@ def parse_skill(path: Path, source: str = "shipped") -> Skill:
     )
 
 
-def normalize_triggers(raw: Any, path: Path) -> dict[str, Any]:
+def normalize_triggers(raw: object, path: Path) -> JsonObject:
     """`triggers` as a mapping; a list of one-key mappings is accepted too."""
     if raw is None:
         return {}
@@ -295,7 +298,7 @@ def load_skill(name: str, project_dir: str | os.PathLike[str] | None = None) -> 
 
 
 # -- external-memory triggers ---------------------------------------------------------
-def triggers_from(raw: dict[str, Any], path: Path) -> Triggers:
+def triggers_from(raw: JsonObject, path: Path) -> Triggers:
     """Validate an external-memory `triggers` mapping into `Triggers`.
 
     `warning_zone` (tokens) is accepted instead of `warning_ratio`.

@@ -54,7 +54,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import (
@@ -73,6 +73,9 @@ from orchestrator.artifacts.names import read_text
 from orchestrator.config.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.config.skills import external_memory_triggers, yaml_problem
 from orchestrator.errors import WorkflowError
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 DEFAULT_AGENT = "researcher"
 PHASE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -222,7 +225,7 @@ class AgentSpec(BaseModel):
 
     @field_validator("interrupt_on", mode="before")
     @classmethod
-    def _interrupt_list(cls, value: Any) -> Any:
+    def _interrupt_list(cls, value: object) -> Any:
         if isinstance(value, list):
             if not all(isinstance(v, str) for v in value):
                 raise ValueError("must be a list of tool names or a mapping of them")
@@ -231,7 +234,7 @@ class AgentSpec(BaseModel):
 
     @field_validator("interrupt_on")
     @classmethod
-    def _interrupt_configs(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _interrupt_configs(cls, value: JsonObject) -> JsonObject:
         for name, config in value.items():
             if isinstance(config, bool):
                 continue
@@ -321,7 +324,7 @@ class Thresholds(BaseModel):
 
     @field_validator("warning_ratio", mode="before")
     @classmethod
-    def _number(cls, value: Any) -> Any:
+    def _number(cls, value: object) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError("must be a number between 0 and 1")
         return value

@@ -63,7 +63,6 @@ from orchestrator.graph.nodes.subagent import subagent_node
 from orchestrator.graph.pruning import prune_thread
 from orchestrator.graph.writes import checkpoint_state, checkpoint_update
 from orchestrator.state import OrchestratorState
-from orchestrator.types import PendingApproval
 
 DURABILITY = "sync"
 
@@ -269,11 +268,6 @@ def _waiting(
     TaskList(ctx.docs).note(task_id, status="waiting", pending_approvals=listed)
     ctx.emit("waiting_approval", task_id=task_id, requests=listed)
     return values
-
-
-def pending_of(values: dict[str, Any]) -> list[PendingApproval]:
-    """The requests a run's final state waits on (none unless it ended `waiting`)."""
-    return [PendingApproval.model_validate(p) for p in values.get("pending_approvals") or []]
 
 
 @contextlib.contextmanager

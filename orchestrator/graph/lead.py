@@ -27,7 +27,7 @@ decides whether a handoff comes a few hundred tokens sooner.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
@@ -39,6 +39,11 @@ from orchestrator.artifacts.text import body_text, sections
 from orchestrator.config.defaults import RECALL_SCOPES
 from orchestrator.graph.context import RunContext
 from orchestrator.state import OrchestratorState, current_phase, current_wave
+
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
+    from orchestrator.types import JsonObject
 
 LEAD = "lead"
 LEAD_SYSTEM = (
@@ -136,7 +141,7 @@ def turn_id(task_id: str, role: str, content: str) -> str:
     return f"lead-{digest}"
 
 
-def log_lead(ctx: RunContext, task_id: str, role: str, content: str, **fields: Any) -> None:
+def log_lead(ctx: RunContext, task_id: str, role: str, content: str, **fields: object) -> None:
     """Append a lead message to the task's durable message log (working memory), once."""
     working = WorkingMemory(ctx.store, task_id)
     message_id = turn_id(task_id, role, content)
@@ -288,7 +293,7 @@ LEAN_TURNS = 2
 
 def lead_messages(
     ctx: RunContext, state: OrchestratorState, *, recall: bool = True, lean: bool = False
-) -> list[Any]:
+) -> list[BaseMessage]:
     """The lead's context for its next call (see the module docstring); `recall=False`
     leaves the recalled snippets out.
 
@@ -338,7 +343,7 @@ def lead_messages(
     return messages
 
 
-def _lean_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
+def _lean_messages(ctx: RunContext, state: OrchestratorState) -> list[BaseMessage]:
     system = [LEAD_SYSTEM, roster(ctx)]
     questions = numbered_questions(state)
     if questions:
@@ -368,7 +373,7 @@ def _lean_messages(ctx: RunContext, state: OrchestratorState) -> list[Any]:
     return messages
 
 
-def lead_context_tokens(ctx: RunContext, state: dict[str, Any]) -> int:
+def lead_context_tokens(ctx: RunContext, state: JsonObject) -> int:
     """Size of the lead's context: the input tokens the provider reported for the lead's
     last call (tool schemas included), or the estimate of its next context when that is
     larger (findings merged since) or when no usage was reported.
@@ -382,7 +387,7 @@ def lead_context_tokens(ctx: RunContext, state: dict[str, Any]) -> int:
     return max(reported, estimate)
 
 
-def lead_context_estimated(state: dict[str, Any]) -> bool:
+def lead_context_estimated(state: JsonObject) -> bool:
     """True when the lead's gauge has no provider-reported usage behind it (show `~`)."""
     calls = state.get("lead_calls") or []
     return not (calls and calls[-1].get("reported"))

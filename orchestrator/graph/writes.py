@@ -10,14 +10,15 @@
 * `merge_findings` writes a batch's `findings/merged_{ts}.md` once, through the artifact
   registry (`orchestrator.artifacts.registry`), so a replayed step never writes a second file.
 
-Every node imports from here and from `_lead`/`_snapshot`, never from another node.
+Every node imports from here and from `orchestrator.graph.lead` and
+`orchestrator.graph.handoff`, never from another node.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import MemoryStoreError
 from memory.task.status_file import write_status_file
@@ -44,6 +45,9 @@ from orchestrator.state import (
     wave_subtasks,
 )
 from orchestrator.types import MERGED_FIELDS, Plan, model_values
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 # -- plan and overview ----------------------------------------------------------------------
 
@@ -348,7 +352,7 @@ def checkpoint_state(
     trigger: str,
     next_action: str,
     status_file: bool = True,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> str | None:
     """Write `checkpoints/cp_{phase}_{ts}.json`; returns its path relative to the root, or
     None when the external-memory skill turned this trigger off (`before_spawning`,
@@ -396,7 +400,7 @@ def refresh_status_file(
         ctx.emit("warning", message=f"STATUS.md not updated in {workdir}: {exc}")
 
 
-def checkpoint_update(path: str | None) -> dict[str, Any]:
+def checkpoint_update(path: str | None) -> JsonObject:
     """The state update recording checkpoint `path` (relative to the memory root; None: no
     checkpoint was written, nothing to record)."""
     if path is None:
@@ -438,7 +442,7 @@ def merged_digest(
     return "\n".join(lines)
 
 
-def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:
+def merged_input(task_id: str, record: JsonObject) -> JsonObject:
     """A findings record of the state in the shape `artifacts.write_merged` takes."""
     out = {k: record[k] for k in MERGED_FIELDS if record.get(k) is not None}
     return {

@@ -518,10 +518,6 @@ class Evidence:
         """Comment-anchored TODO grep hits (before the string-literal check)."""
         return self.greps.get(_TODO_GREP, [])
 
-    def needs_string_check(self) -> bool:
-        """A `.py` hit could sit inside a multi-line string and nothing tells yet."""
-        return bool(self.string_check_files())
-
     def string_check_files(self) -> list[str]:
         """The `.py` files holding a TODO hit, or a hit of a search for definitions and
         call sites (`chain`), that may sit inside a multi-line string, where nothing tells

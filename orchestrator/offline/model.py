@@ -33,7 +33,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -46,6 +46,9 @@ from pydantic import PrivateAttr
 
 from orchestrator.errors import ModelCallError
 from orchestrator.offline.policy import ResearchPolicy
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 MODEL_NAME = "tether-offline"
 # One lock for every queue: the critical sections are tiny, and a module-level lock keeps
@@ -73,7 +76,7 @@ _TOOL_CHARS: dict[int, tuple[dict[str, Any], int]] = {}
 _BY_SCHEMA: dict[tuple[str, str, type], dict[str, Any]] = {}
 
 
-def _openai_tool(tool: Any) -> dict[str, Any]:
+def _openai_tool(tool: object) -> dict[str, Any]:
     if isinstance(tool, dict):
         return convert_to_openai_tool(tool)  # a caller's dict may change: never cached
     hit = _CONVERTED.get(id(tool))
@@ -118,7 +121,7 @@ def tool_names(tools: Sequence[dict[str, Any]]) -> list[str]:
     return [t.get("function", t).get("name", "") for t in tools]
 
 
-def _forced(tools: list[dict[str, Any]], choice: Any) -> list[dict[str, Any]]:
+def _forced(tools: list[dict[str, Any]], choice: object) -> list[JsonObject]:
     """The tools the policy may call under `tool_choice` ("none", a name, or a dict)."""
     if isinstance(choice, dict):
         choice = choice.get("function", choice).get("name")
@@ -208,7 +211,7 @@ class OfflineChatModel(BaseChatModel):
         return MODEL_NAME
 
     @property
-    def _identifying_params(self) -> dict[str, Any]:
+    def _identifying_params(self) -> JsonObject:
         return {"model_name": self.model_name}
 
     def enqueue(self, *replies: AIMessage | str) -> None:
@@ -221,7 +224,7 @@ class OfflineChatModel(BaseChatModel):
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | Any],
         *,
         tool_choice: str | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> Runnable:
         """Bind tools (BaseTool, pydantic model, function or dict); the policy sees them."""
         formatted = [_openai_tool(t) for t in tools]
@@ -246,7 +249,7 @@ class OfflineChatModel(BaseChatModel):
         messages: list[BaseMessage],
         stop: list[str] | None = None,
         run_manager: Any = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> ChatResult:
         tools = list(kwargs.get("tools") or [])
         visible = _forced(tools, kwargs.get("tool_choice"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.text.names import slugify
 from orchestrator.offline.evidence import (
@@ -37,6 +37,9 @@ from orchestrator.offline.terms import (
     words,
 )
 from orchestrator.types import PhasePlan
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 #: What a file named by an objective word counts for when none of the searched words is in
 #: it (`resource-limits.md` for "where could a user limit ..." beside files that hold
@@ -538,7 +541,7 @@ def _left_out(phase: str, areas: Sequence[Area], earlier: Sequence[tuple[str, st
     return f"Left out of the {phase} phase: {', '.join(named)}."
 
 
-def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[dict[str, Any]]:
+def _subtasks(brief: Brief, areas: Sequence[Area], objective: str) -> list[JsonObject]:
     """One subtask per area (or one over the whole workdir when nothing was listed)."""
     verb, action, report, _ = _PHASES.get(brief.phase, _DEFAULT_PHASE)
     agent = _pick_agent(brief)

@@ -69,7 +69,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
@@ -113,6 +113,9 @@ from orchestrator.offline.terms import (
 from orchestrator.offline.ticks import answered_questions
 from orchestrator.offline.wording import build_findings
 from orchestrator.types import ANSWER_TOOL, FINDINGS_TOOL, PLAN_TOOL
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 # The public names of this module before the findings half moved to
 # `orchestrator.offline.evidence` and the lead's plan to `orchestrator.offline.planning`;
@@ -264,7 +267,7 @@ def _first_sentence(text: str, limit: int = 240) -> str:
 _DIGEST_RE = re.compile(r"^- (?P<path>findings/\S+\.md) \[[\w-]+\]: (?P<summary>.*)$")
 
 
-def _call(name: str, args: dict[str, Any], note: str = "") -> AIMessage:
+def _call(name: str, args: JsonObject, note: str = "") -> AIMessage:
     return AIMessage(content=note, tool_calls=[{"name": name, "args": args, "id": None}])
 
 

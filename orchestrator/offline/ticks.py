@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from orchestrator.offline.evidence import answered_by
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 _BLOCK_RE = re.compile(r"^Key questions[^\n]*:\n((?:\d+\. [^\n]*\n?)+)", re.MULTILINE)
 _ITEM_RE = re.compile(r"^(\d+)\. (.*?)( \(answered\))?$", re.MULTILINE)
@@ -34,7 +37,7 @@ def _numbered(messages: Sequence[BaseMessage]) -> tuple[list[str], set[int]]:
     return [], set()
 
 
-def _digests(messages: Sequence[BaseMessage]) -> dict[str, dict[str, Any]]:
+def _digests(messages: Sequence[BaseMessage]) -> dict[str, JsonObject]:
     records: dict[str, dict[str, Any]] = {}
     for message in messages:
         text = str(message.text) if isinstance(message, HumanMessage) else ""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestrator.artifacts.documents import FINDINGS, Docs
 from orchestrator.artifacts.findings import (
@@ -36,10 +36,13 @@ from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
 from orchestrator.types import TEXT_FIELDS, finding_ref
 
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
+
 
 def _findings_record(
-    docs: Docs, key: str, sub: dict[str, Any], path: str, payload: dict[str, Any] | None
-) -> dict[str, Any] | None:
+    docs: Docs, key: str, sub: JsonObject, path: str, payload: JsonObject | None
+) -> JsonObject | None:
     """A state findings record from the registry payload, else the findings file."""
     if not docs.exists(path):
         return None
@@ -96,7 +99,7 @@ def registry_findings(docs: Docs, task_id: str) -> tuple[dict[str, dict], dict[s
     return subtasks, findings
 
 
-def with_recorded_findings(docs: Docs, state: dict[str, Any]) -> dict[str, Any]:
+def with_recorded_findings(docs: Docs, state: JsonObject) -> JsonObject:
     """`state` plus every finding the artifact registry records with a file on disk.
 
     After a crash LangGraph's saved state (or the newest checkpoint) may lag behind the
@@ -133,7 +136,7 @@ def scan_findings(docs: Docs, task_id: str) -> dict[str, str]:
     return found
 
 
-def state_from_checkpoint(docs: Docs, cp: Mapping[str, Any]) -> OrchestratorState:
+def state_from_checkpoint(docs: Docs, cp: Mapping[str, object]) -> OrchestratorState:
     """Rebuild the graph state from a checkpoint's data plus findings and the registry.
 
     Args:
@@ -212,7 +215,7 @@ def with_findings_tokens(
     return out
 
 
-def missing_findings(docs: Docs, snap: dict[str, Any]) -> dict[str, str]:
+def missing_findings(docs: Docs, snap: JsonObject) -> dict[str, str]:
     """Findings the snapshot names that this memory directory lacks: `{key: path}`.
 
     A snapshot carried to another memory directory (or one whose findings files were
@@ -227,7 +230,7 @@ def missing_findings(docs: Docs, snap: dict[str, Any]) -> dict[str, str]:
     return {k: p for k, p in sorted(named.items()) if k not in present and not docs.exists(p)}
 
 
-def state_from_snapshot(docs: Docs, snap: dict[str, Any]) -> dict[str, Any]:
+def state_from_snapshot(docs: Docs, snap: JsonObject) -> JsonObject:
     """A state whose lead starts fresh from `snap` (a `read_snapshot` result)."""
     extra = dict(snap.get("extra") or {})
     task_id = snap.get("task_id")
@@ -283,7 +286,7 @@ def state_from_snapshot(docs: Docs, snap: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def normalise(state: dict[str, Any]) -> dict[str, Any]:
+def normalise(state: JsonObject) -> JsonObject:
     """Fill in any state field a rebuilt state lacks with its initial value."""
     base = initial_state(
         task_id=state["task_id"],
@@ -307,7 +310,7 @@ def task_snapshots(docs: Docs, task_id: str) -> list[Path]:
     return out
 
 
-def retry_failed(values: dict[str, Any]) -> dict[str, Any]:
+def retry_failed(values: JsonObject) -> JsonObject:
     """A finished state with failed subagents, reopened at the earliest failed phase.
 
     Finished subagents keep their findings (the registry returns them without running);

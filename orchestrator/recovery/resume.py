@@ -6,11 +6,11 @@
    injected checkpointer): the graph continues with its saved state; subagents whose
    writes were saved are not run again. A finished thread with failed subagents is
    reopened at the earliest failed phase (`rebuild.retry_failed`).
-2. **The latest valid JSON checkpoint** (`checkpoints.latest_valid_checkpoint`: corrupt or
-   truncated files are skipped with a warning each): the state is rebuilt from it plus
-   the findings files and the artifact registry (`rebuild.state_from_checkpoint`), and the
-   run continues on a new thread. Every node is idempotent, so entering at `plan` only
-   does what is left.
+2. **The latest valid JSON checkpoint** (`orchestrator.artifacts.checkpoint`
+   `latest_valid_checkpoint`: corrupt or truncated files are skipped with a warning each):
+   the state is rebuilt from it plus the findings files and the artifact registry
+   (`rebuild.state_from_checkpoint`), and the run continues on a new thread. Every node is
+   idempotent, so entering at `plan` only does what is left.
 3. **A snapshot** (`--from-snapshot FILE`, or the task's latest snapshot when nothing else
    is left): a fresh lead starts from it (`rebuild.state_from_snapshot`); finished
    subtasks of earlier phases are carried over from the registry.
@@ -24,13 +24,15 @@ points `orchestrator.faults` names.
 `prepare_resume` is the whole decision of `Orchestrator.resume` before anything runs: the
 findings files a crash lost are written again, a task waiting for approval stays waiting
 (answering is `approve`'s), and a rebuilt state gets a thread of its own.
+`resume_source` reads which task and snapshot the person named; `standing` and
+`finished_agents` say where the task stands as events, before the graph runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.approvals import pending, recorded_decisions
 from orchestrator.artifacts.checkpoint import (
@@ -41,7 +43,7 @@ from orchestrator.artifacts.checkpoint import (
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.snapshot import read_snapshot
-from orchestrator.artifacts.tasks import TaskInfo, TaskList
+from orchestrator.artifacts.tasks import TaskInfo, TaskList, thread_of
 from orchestrator.errors import OrchestratorUserError, RecoveryError
 from orchestrator.graph.build import ThreadState, thread_state
 from orchestrator.graph.nodes.subagent import repair_findings
@@ -57,6 +59,9 @@ from orchestrator.recovery.rebuild import (
 from orchestrator.recovery.status import standing_events
 from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.types import PendingApproval
+
+if TYPE_CHECKING:
+    from orchestrator.types import JsonObject
 
 
 @dataclass(frozen=True)
@@ -75,11 +80,11 @@ class RecoveryPlan:
 
 def choose_recovery(
     docs: Docs,
-    record: dict[str, Any],
+    record: JsonObject,
     *,
     phases: list[str],
     saved: ThreadState | None,
-    snapshot: dict[str, Any] | None = None,
+    snapshot: JsonObject | None = None,
     from_checkpoint: str | None = None,
 ) -> RecoveryPlan:
     """The recovery plan of the task `record` (see the module docstring).
@@ -123,7 +128,7 @@ def choose_recovery(
 
 
 def _from_snapshot(
-    docs: Docs, snapshot: dict[str, Any], path: str, *, warn: bool = True
+    docs: Docs, snapshot: JsonObject, path: str, *, warn: bool = True
 ) -> RecoveryPlan:
     """A fresh lead from `snapshot`; with `warn`, name the findings this memory lacks."""
     missing = missing_findings(docs, snapshot) if warn else {}
@@ -135,7 +140,7 @@ def _from_snapshot(
     return RecoveryPlan("snapshot", state_from_snapshot(docs, snapshot), path, warnings)
 
 
-def _restart(record: dict[str, Any], phases: list[str]) -> RecoveryPlan:
+def _restart(record: JsonObject, phases: list[str]) -> RecoveryPlan:
     """Killed before anything durable: start the recorded task again from the top."""
     if not record.get("objective"):
         raise RecoveryError(
@@ -191,7 +196,7 @@ def prepare_resume(
     phases: list[str],
     project_dir: str,
     checkpointer: Any = None,
-    snapshot: dict[str, Any] | None = None,
+    snapshot: JsonObject | None = None,
     from_checkpoint: str | None = None,
 ) -> Resumption:
     """Where the recorded task `record` continues (see the module docstring).
@@ -201,7 +206,7 @@ def prepare_resume(
         CheckpointError: `from_checkpoint` is not a valid checkpoint.
     """
     task_id = record["task_id"]
-    thread = record.get("thread_id") or task_id
+    thread = thread_of(record)
     repaired = repair_findings(docs, task_id, project_dir)
     saved = thread_state(docs, thread, checkpointer)
     waiting = pending(docs, task_id, saved.interrupts) if saved is not None else []
@@ -250,7 +255,7 @@ def finished_agents(values: dict[str, Any], docs: Docs) -> list[dict[str, Any]]:
 
 def standing(
     docs: Docs, values: Any, *, threshold: int, warning_ratio: float, phase: bool = True
-) -> list[tuple[str, dict[str, Any]]]:
+) -> list[tuple[str, JsonObject]]:
     """Where a task stands before the graph runs, as `(kind, fields)` events, so a view
     shows it from its first frame: its phase, unfinished agents and the lead's gauge
     against the run's threshold (`recovery.status.standing_events`) and what finished
@@ -270,7 +275,7 @@ def standing(
 
 def resume_source(
     docs: Docs, task_id: str | None, from_checkpoint: str | None, from_snapshot: str | None
-) -> tuple[str | None, dict[str, Any] | None]:
+) -> tuple[str | None, JsonObject | None]:
     """The task a resume continues and the snapshot it starts from: `--from-snapshot` or
     `--from-checkpoint` may name the task, and must agree with `--task`.
 

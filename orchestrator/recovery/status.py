@@ -38,7 +38,7 @@ state LangGraph holds, give or take the lead's planning call in progress.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.contract.capabilities import HoldsGraphState
 from orchestrator.agents.chat_models import OFFLINE_SPECS
@@ -53,6 +53,7 @@ from orchestrator.artifacts.tasks import (
     approve_command,
     resume_command,
     task_running,
+    thread_of,
     usable_checkpoint,
 )
 from orchestrator.artifacts.text import loads_strict
@@ -67,10 +68,14 @@ from orchestrator.state import (
     usage_totals,
 )
 
+if TYPE_CHECKING:
+    from orchestrator.artifacts.documents import MemoryTarget
+    from orchestrator.types import JsonObject
+
 
 def task_status(
-    memory: Any, task_id: str | None = None, *, checkpointer: Any = None
-) -> dict[str, Any]:
+    memory: MemoryTarget, task_id: str | None = None, *, checkpointer: Any = None
+) -> JsonObject:
     """A JSON-able summary of the task: phase, subtasks, tokens, latest files.
 
     Args:
@@ -104,7 +109,7 @@ def task_status(
     if status == "running" and not task_running(docs, task):
         status = "interrupted"
     findings = state.get("findings") or {}
-    thread = record.get("thread_id") or task
+    thread = thread_of(record)
     source = "langgraph" if _langgraph_holds(docs, thread, checkpointer) else "checkpoint"
     remote = _remote_places(docs, task) if record.get("remote_agents") else {}
     return {
@@ -139,7 +144,7 @@ def task_status(
     }
 
 
-def _answer(docs: Docs, state: OrchestratorState) -> dict[str, Any] | None:
+def _answer(docs: Docs, state: OrchestratorState) -> JsonObject | None:
     """`{"path", "text"}` of a done task's answer (the final synthesis opens with it)."""
     text = state.get("answer")
     if not text:
@@ -148,7 +153,7 @@ def _answer(docs: Docs, state: OrchestratorState) -> dict[str, Any] | None:
     return {"path": str(docs.path(path)) if path else None, "text": text}
 
 
-def _budget(record: dict[str, Any], state: OrchestratorState) -> dict[str, Any]:
+def _budget(record: JsonObject, state: OrchestratorState) -> JsonObject:
     """What the task spent (prompt plus completion tokens), in all, by phase and by agent,
     against its budget (`budget`: None when it has none). A run stopped at its budget may
     have stopped agents midway: their calls so far count in `spent` (recorded then)."""
@@ -178,7 +183,7 @@ def _latest_checkpoint(docs: Docs, task_id: str) -> tuple[Path | None, dict | No
     return newest, None
 
 
-def _state(docs: Docs, record: TaskInfo, data: dict[str, Any] | None) -> OrchestratorState:
+def _state(docs: Docs, record: TaskInfo, data: JsonObject | None) -> OrchestratorState:
     """The task's state from its checkpoint; before the first one, from its record."""
     if data is not None:
         state = state_from_checkpoint(docs, data)
@@ -204,7 +209,7 @@ def _state(docs: Docs, record: TaskInfo, data: dict[str, Any] | None) -> Orchest
     )
 
 
-def _failed(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+def _failed(data: JsonObject | None) -> dict[str, JsonObject]:
     """Failed subagents (`key -> {agent, error}`) the checkpoint names."""
     if data is None:
         return {}
@@ -219,7 +224,7 @@ def _failed(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 REMOTE_FIELDS = ("server", "graph", "thread_id", "run_id", "attempt")
 
 
-def _remote_places(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
+def _remote_places(docs: Docs, task_id: str) -> dict[str, JsonObject]:
     """Where each remote subtask ran (its latest attempt), by subtask key."""
     records = registry_records(docs, task_id)
     out = {}
@@ -234,7 +239,7 @@ def _remote_places(docs: Docs, task_id: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _asking(waiting: list[dict[str, Any]]) -> set[str]:
+def _asking(waiting: list[JsonObject]) -> set[str]:
     """The subtask keys whose agent waits for approval of a tool call (not the lead's plan
     gate, `phase/plan`, whose subtasks are only planned)."""
     return {str(r.get("key")) for r in waiting if r.get("agent") != "lead" and r.get("key")}
@@ -242,11 +247,11 @@ def _asking(waiting: list[dict[str, Any]]) -> set[str]:
 
 def _subtasks(
     state: OrchestratorState,
-    findings: dict[str, Any],
-    failed: dict[str, Any],
-    remote: dict[str, dict[str, Any]],
+    findings: JsonObject,
+    failed: JsonObject,
+    remote: dict[str, JsonObject],
     asking: set[str] = frozenset(),  # type: ignore[assignment]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, JsonObject]:
     """Each planned subtask's agent, title, phase and state (`done`, `failed`, `waiting`
     for approval, `pending`), in the workflow's phase order, and where it ran (`ran_on`: a
     remote agent's server and thread; None: in the lead's process)."""
@@ -313,8 +318,8 @@ def _langgraph_holds(docs: Docs, thread_id: str, checkpointer: Any) -> bool:
 
 
 def standing_events(
-    values: dict[str, Any], *, threshold: int, warning_ratio: float
-) -> list[tuple[str, dict[str, Any]]]:
+    values: JsonObject, *, threshold: int, warning_ratio: float
+) -> list[tuple[str, JsonObject]]:
     """Where a continued task stands, as `(kind, fields)` progress events: its phase, the
     current phase's subtasks that have not finished (`pending`: one that failed runs again;
     the finished ones are `recovery.resume.finished_agents`), and the lead's gauge:

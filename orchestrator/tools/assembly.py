@@ -63,7 +63,7 @@ def run_workflow(
 
 
 def task_workflow(
-    record: Mapping[str, Any], project_dir: str, agents: Mapping[str, AgentSpec] | None
+    record: Mapping[str, object], project_dir: str, agents: Mapping[str, AgentSpec] | None
 ) -> Workflow | None:
     """The workflow a recorded task continues with: its file, with `agents` (else the
     agents recorded with the task); None when the task was started with the defaults."""
@@ -80,7 +80,7 @@ def open_toolbox(
     workflow: Workflow,
     tools: Sequence[Any],
     project_dir: str,
-    record: Mapping[str, Any] | None = None,
+    record: Mapping[str, object] | None = None,
     on_warning: Callable[[str], None] | None = None,
     stderr_log: str | os.PathLike[str] | None = None,
 ) -> Iterator[Toolbox]:

@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
@@ -36,6 +36,12 @@ from langchain_core.tools import BaseTool
 
 from orchestrator.config.workflow import KNOWN_TOOLS, Workflow
 from orchestrator.errors import ToolConfigError
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import (
+        ToolCallRequest,
+    )
+    from langgraph.types import Command
 
 MCP_PREFIX = "mcp:"
 #: Tools tether gives agents itself: the final answers and the skills reader. A user's tool
@@ -45,7 +51,7 @@ DEFAULT_TOOL_TIMEOUT = 120.0
 """Seconds a user's tool call may take (the workflow's `tool_timeout` overrides it)."""
 
 
-def as_tool(obj: Any, where: str = "Orchestrator(tools=...)") -> BaseTool:
+def as_tool(obj: object, where: str = "Orchestrator(tools=...)") -> BaseTool:
     """A LangChain tool from a `BaseTool` or a typed function with a docstring.
 
     Raises:
@@ -201,10 +207,6 @@ class Toolbox:
                         f"its tools ({', '.join(names)})"
                     )
 
-    def user_tools(self, names: Iterable[str]) -> list[BaseTool]:
-        """The user's tools among `names` (tether's are built by the run context)."""
-        return [self.tools[n] for n in names if n in self.tools]
-
 
 # -- timeouts -------------------------------------------------------------------------------
 def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
@@ -240,7 +242,9 @@ class ToolTimeoutMiddleware(AgentMiddleware):
         self.timeout = timeout
         self.names = frozenset(names)
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
+    ) -> ToolMessage | Command:
         call = request.tool_call
         if call["name"] not in self.names:
             return handler(request)

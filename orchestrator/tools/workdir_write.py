@@ -288,7 +288,7 @@ def _modified(rel: str, entry: str) -> str:
     )
 
 
-def _answer(fn: Any, *args: Any) -> str:
+def _answer(fn: Any, *args: object) -> str:
     try:
         return fn(*args)
     except (OSError, ValueError, PathEscapeError) as exc:

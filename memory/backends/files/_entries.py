@@ -294,11 +294,6 @@ class EntryStore(EntryReads, EntryUpkeep):
         self.backend.summarizer = value
 
     @property
-    def journal_path(self) -> Path:
-        """`entries/journal.jsonl`: the rows of `memory.db` as an append-only file."""
-        return self._journal.path
-
-    @property
     def _root(self) -> Path:
         return self.backend.layout.root
 

@@ -4,9 +4,10 @@ A phase runs in waves: each planning turn plans one wave (at most `max_subtasks`
 subtasks); its `continue_phase` asks `advance` for another wave of the same phase after
 these subtasks have run and merged (`orchestrator.graph.nodes.advance`).
 
-The lead runs `agent_loop.run_agent` with the workdir tools, `recall_memory` and the
-`PhasePlan` final tool, and with `TetherMemoryMiddleware` (the same middleware users add
-to their own agents: its turns go to `working/{task}/messages.jsonl`). Its context is
+The lead runs `orchestrator.agents.loop.run_agent` with the workdir tools, `recall_memory`
+and the `PhasePlan` final tool, and with `lead_middleware` (tether's protocol middleware and
+`TetherMemoryMiddleware`, the same middleware users add to their own agents: its turns go
+to `working/{task}/messages.jsonl`). Its context is
 rebuilt for every call from durable parts (`orchestrator.graph.lead.lead_messages`).
 
 Idempotent: a wave that already has subtasks in the state (replayed super-step, or a
