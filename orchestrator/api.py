@@ -193,7 +193,9 @@ class Orchestrator:
                 "Orchestrator(backend=..., checkpointer=...)"
             )
         self.tasks = TaskList(self.docs)
-        self._agent_model_cache: dict[int, dict[str, Any]] = {}
+        #: by what the models are built from (each agent's model string, the workflow
+        #: file), never by `id(workflow)`: a freed workflow's id is reused
+        self._agent_model_cache: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     # -- running a new task ----------------------------------------------------------
     def run(
@@ -711,9 +713,13 @@ class Orchestrator:
 
     def _agent_models(self, workflow: Workflow) -> dict[str, Any]:
         """Chat models of workflow agents that name their own (resolved once per run)."""
-        if id(workflow) not in self._agent_model_cache:
-            self._agent_model_cache[id(workflow)] = agent_models(workflow)
-        return self._agent_model_cache[id(workflow)]
+        key = (
+            str(workflow.source),
+            tuple(sorted((name, spec.model) for name, spec in workflow.agents.items())),
+        )
+        if key not in self._agent_model_cache:
+            self._agent_model_cache[key] = agent_models(workflow)
+        return self._agent_model_cache[key]
 
     def _resolve_model(self, workflow: Workflow, record: TaskInfo | None = None) -> ResolvedModel:
         recorded = (record or {}).get("model")
