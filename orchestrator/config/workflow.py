@@ -69,6 +69,7 @@ from pydantic import (
 )
 
 from orchestrator.artifacts.names import read_text
+from orchestrator.config._http import header_message, header_problem, host_port
 from orchestrator.config.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.config.skills import external_memory_triggers, yaml_problem
 from orchestrator.errors import WorkflowError
@@ -167,15 +168,35 @@ class RemoteSpec(BaseModel):
         """The headers with `${VAR}` expanded from the environment (now, not before).
 
         Raises:
-            WorkflowError: a variable is not set (the message names it, never a value).
+            WorkflowError: a variable is not set, or what it holds makes a header no
+                request can send (the message names the variable, never a value).
         """
         missing = self.missing_variables()
         if missing:
             raise WorkflowError(unset_message(agent, *missing[0]))
-        return {
-            name: _VAR_RE.sub(lambda m: os.environ[m.group(1)], value)
+        out = {}
+        for name, value in self.headers.items():
+            out[name] = _VAR_RE.sub(lambda m: os.environ[m.group(1)], value)
+            problem = header_problem(name, out[name])
+            if problem is not None:
+                used = ", ".join(f"${{{v}}}" for v in _VAR_RE.findall(value))
+                raise WorkflowError(header_message(agent, name, problem, used))
+        return out
+
+    def problems(self) -> list[str]:
+        """What no request can send, as written (before `${VAR}` expansion): a header name
+        that is no HTTP token, a header value with a line break, a control character or
+        a character beyond ASCII, a URL's port outside 1-65535. Never names a value."""
+        out = [
+            f"remote header {name!r}: {problem}"
             for name, value in self.headers.items()
-        }
+            if (problem := header_problem(name, _VAR_RE.sub("", value))) is not None
+        ]
+        for url in self.urls:
+            host, port = host_port(url)
+            if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+                out.append(f"remote url of host {host!r} has port {port!r}; a port is 1 to 65535")
+        return out
 
 
 def unset_message(agent: str, header: str, var: str) -> str:
@@ -414,6 +435,11 @@ class Workflow(BaseModel):
     def _agents(self) -> Workflow:
         if not self.agents:
             raise ValueError("agents: must define at least one agent (or leave 'agents' out)")
+        for name, spec in sorted(self.agents.items()):
+            problems = spec.remote.problems() if spec.remote is not None else []
+            if problems:  # a request that cannot be sent: no retry or resume fixes it
+                tail = "; a header value is one line of text" if "line break" in problems[0] else ""
+                raise ValueError(f"agent {name!r}: {problems[0]}{tail}")
         return self
 
     def prompts(self) -> dict[str, str]:
@@ -467,8 +493,8 @@ class Workflow(BaseModel):
 
     def check_remote(self, postgres: bool) -> None:
         """Check the remote agents before a task starts or continues: every `${VAR}` of
-        their headers is set, and `tether_subagent` runs only beside a PostgreSQL memory
-        (the servers write the findings into it).
+        their headers is set (and makes a header a request can send), and `tether_subagent`
+        runs only beside a PostgreSQL memory (the servers write the findings into it).
 
         Raises:
             WorkflowError: one line naming the agent (never a header's value).
@@ -480,6 +506,10 @@ class Workflow(BaseModel):
             missing = spec.remote.missing_variables()
             if missing:
                 raise WorkflowError(where + unset_message(name, *missing[0]))
+            try:  # what the variables hold makes a header no request can send
+                spec.remote.connect_headers(name)
+            except WorkflowError as exc:
+                raise WorkflowError(f"{where}{exc}") from None
             if spec.remote.runs_tether and not postgres:
                 raise WorkflowError(
                     f"{where}agent {name!r} runs {TETHER_SUBAGENT_GRAPH!r} on LangGraph "
