@@ -32,6 +32,7 @@ model: openai:gpt-4o-mini   # optional; --model and $TETHER_MODEL win
 model_timeout: 60           # optional; seconds per model request (default 120)
 tool_timeout: 120           # optional; seconds a tool call may take before it answers an error
 memory_dir: .temp/memory    # optional; relative to the workflow file
+secret_files: ["*.secret"]  # optional; kept from agents besides the credentials defaults
 ```
 
 Everything is optional. Where a run's options come from (defaults, the external-memory
@@ -71,6 +72,7 @@ from pydantic import (
 from orchestrator.artifacts.names import read_text
 from orchestrator.config._http import header_message, header_problem, host_port
 from orchestrator.config.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.secret_files import check_pattern
 from orchestrator.config.skills import external_memory_triggers, yaml_problem
 from orchestrator.errors import WorkflowError
 
@@ -378,6 +380,9 @@ class Workflow(BaseModel):
     """Refresh tether's block in the workdir's `STATUS.md` after each phase and at the
     task's end (`--status-file` asks for it too); off by default, so a run leaves the
     workdir as it found it."""
+    secret_files: list[StrictStr] = Field(default_factory=list)
+    """Files kept from every agent besides `DEFAULT_SECRET_FILES` (credentials): a file
+    name glob (`*.secret`), a path glob (`config/prod/*.yaml`) or a folder (`vault/`)."""
     budget_tokens: int | None = Field(default=None, gt=0, strict=True)
     """The task's token budget: prompt plus completion tokens of all its agents; once it
     is spent no model call starts and the task stops (`--budget-tokens` wins)."""
@@ -408,6 +413,11 @@ class Workflow(BaseModel):
             if not (sep and module.strip() and attr.strip()):
                 raise ValueError(f"{path!r} must be 'module:attribute', e.g. 'mypkg.tools:search'")
         return paths
+
+    @field_validator("secret_files")
+    @classmethod
+    def _secret_files(cls, patterns: list[str]) -> list[str]:
+        return [check_pattern(p) for p in patterns]
 
     @field_validator("mcp_servers")
     @classmethod
