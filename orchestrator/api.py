@@ -239,8 +239,13 @@ class Orchestrator:
             if brief is not None:
                 store_brief(self.docs, task_id, brief)
             self._record_new(state, resolved, toolbox.in_process)
-            WorkingMemory(store, task_id).ensure(objective=state["objective"])
-            ctx = self._context(store, self.workflow, resolved, task_id, toolbox=toolbox)
+            try:  # recorded: a signal before the graph runs leaves a task to resume
+                WorkingMemory(store, task_id).ensure(objective=state["objective"])
+                ctx = self._context(store, self.workflow, resolved, task_id, toolbox=toolbox)
+            except KeyboardInterrupt as exc:
+                signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+                resume = resume_command(task_id, self.docs)
+                raise Interrupted(task_id, None, self.docs.location, resume, signum) from None
             ctx.new_task = True
             self._emit("model", name=resolved.name, offline=resolved.offline)
             self._emit(
