@@ -45,7 +45,7 @@ from memory.paths import Layout
 from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
 from orchestrator.agents.budget import TokenBudget
-from orchestrator.agents.chat_models import ResolvedModel, agent_models, run_model
+from orchestrator.agents.chat_models import AgentModels, ResolvedModel, run_model
 from orchestrator.approvals import answer, answerable, listed_only, pending, recorded_decisions
 from orchestrator.artifacts.brief import brief_objective, brief_title, store_brief
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint
@@ -71,7 +71,7 @@ from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
 from orchestrator.graph.remote import check_served_memory
 from orchestrator.graph.writes import checkpoint_state
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
-from orchestrator.recovery.resume import prepare_resume, resume_source, standing
+from orchestrator.recovery.resume import approve_events, prepare_resume, resume_source, standing
 from orchestrator.recovery.status import task_status
 from orchestrator.result import RunResult
 from orchestrator.state import OrchestratorState, current_phase, initial_state
@@ -221,7 +221,10 @@ class Orchestrator:
                 "Orchestrator(backend=..., checkpointer=...)"
             )
         self.tasks = TaskList(self.docs)
-        self._agent_model_cache: dict[int, dict[str, Any]] = {}
+        #: by what the models are built from (each agent's model string, the workflow
+        #: file), never by `id(workflow)`: a freed workflow's id is reused
+        #: Chat models of workflow agents that name their own, once per workflow content.
+        self._agent_models = AgentModels()
 
     # -- running a new task ----------------------------------------------------------
     def run(
@@ -266,11 +269,16 @@ class Orchestrator:
             if brief is not None:
                 store_brief(self.docs, task_id, brief)
             self._record_new(state, resolved, toolbox.in_process)
-            WorkingMemory(store, task_id).ensure(objective=state["objective"])
-            ctx = self._context(
-                store, self.workflow, settings, resolved=resolved, thread_id=task_id,
-                toolbox=toolbox,
-            )  # fmt: skip
+            try:  # recorded: a signal before the graph runs leaves a task to resume
+                WorkingMemory(store, task_id).ensure(objective=state["objective"])
+                ctx = self._context(
+                    store, self.workflow, settings, resolved=resolved, thread_id=task_id,
+                    toolbox=toolbox,
+                )  # fmt: skip
+            except KeyboardInterrupt as exc:
+                signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+                resume = resume_command(task_id, self.docs)
+                raise Interrupted(task_id, None, self.docs.location, resume, signum) from None
             ctx.new_task = True
             self._emit("model", name=resolved.name, offline=resolved.offline)
             self._emit(
@@ -404,7 +412,9 @@ class Orchestrator:
             )
             fault("approve_after_decision")
             ctx = self._continued(go, thread)
-            self._emit_continuing(ctx, saved.values, list(answers), approve, message)
+            opening = approve_events(self.docs, ctx, saved.values, list(answers), approve, message)
+            for kind, fields in opening:  # task, phase, what finished, the answers
+                self._emit(kind, **fields)
             self.tasks.note(task_id, status="running", pending_approvals=[])
             # decisions an earlier `approve` recorded but never got to LangGraph go too
             resume = {**decided, **answers}
@@ -752,12 +762,6 @@ class Orchestrator:
             stderr_log=self.layout.task_dir(task_id) / "mcp_servers.log" if task_id else None,
         )
 
-    def _agent_models(self, workflow: Workflow) -> dict[str, Any]:
-        """Chat models of workflow agents that name their own (resolved once per run)."""
-        if id(workflow) not in self._agent_model_cache:
-            self._agent_model_cache[id(workflow)] = agent_models(workflow)
-        return self._agent_model_cache[id(workflow)]
-
     def _resolve_model(
         self, workflow: Workflow, settings: Settings, record: TaskInfo | None = None
     ) -> ResolvedModel:
@@ -788,20 +792,6 @@ class Orchestrator:
             warning_ratio=ctx.warning_ratio, phase=phase,
         ):  # fmt: skip
             self._emit(kind, **fields)
-
-    def _emit_continuing(
-        self, ctx: RunContext, values: JsonObject, ids: list[str], approve: bool, message: Any
-    ) -> None:
-        """The events that open an approved run (task, phase, what finished, the answers)."""
-        self._emit("model", name=ctx.model_name, offline=ctx.offline)
-        self._emit(
-            "resume", task_id=values["task_id"], source="approve", path=None,
-            memory_dir=self.docs.location, model=ctx.model_name, offline=ctx.offline,
-            **_budget(ctx),
-        )  # fmt: skip
-        self._emit_standing(ctx, values)
-        for ident in ids:
-            self._emit("approved" if approve else "rejected", id=ident, message=message or "")
 
 
 def _budget(ctx: RunContext) -> dict[str, int]:

@@ -284,12 +284,22 @@ class PhasePlan(Plan):
     )
 
 
+def _nonblank_answer(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ValueError("the answer is empty: write your answer to the objective")
+    return value
+
+
 class SubmitAnswer(BaseModel):
     """Submit your answer to the objective; ends the task."""
 
     model_config = ConfigDict(extra="forbid")
 
-    answer: str = Field(description="The answer, in Markdown, citing file paths.")
+    answer: Annotated[str, AfterValidator(_nonblank_answer)] = Field(
+        description="The answer, in Markdown, citing file paths."
+    )
+    """Trimmed; an empty or blank answer is an invalid call (the model is asked again)."""
     findings: list[str] = Field(default_factory=list, description="Findings files it uses.")
     files: list[str] = Field(default_factory=list, description="Workdir files it rests on.")
     open_questions: list[str] = Field(default_factory=list, description="What is still open.")

@@ -7,7 +7,8 @@
   with one read-only query and without importing LangGraph (for `orchestrator status`);
 * `pg_connect(url)`: a psycopg connection as LangGraph's `PostgresSaver` wants it, with a
   one-line `StorageError` (password hidden) when the server cannot be reached;
-* `open_postgres_saver(url)`: a set-up `PostgresSaver` on a checked pool that reconnects.
+* `open_postgres_saver(url)`: a set-up `PostgresSaver` on a checked pool that reconnects;
+  its setup holds an advisory lock, so first runs on a fresh schema set it up one by one.
 
 LangGraph and psycopg are imported inside the functions that need them: importing this
 module costs only `sqlite3`.
@@ -16,6 +17,7 @@ module costs only `sqlite3`.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,11 @@ from memory.contract.base import StorageError
 
 CONNECT_TIMEOUT_S = 5
 HAS_THREAD_SQL = "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1"
+#: What serialises `PostgresSaver.setup()` across processes (a session advisory lock of the
+#: database; tether's own tables take `tether_setup` in `PostgresBackend.setup`).
+SETUP_TRY_LOCK_SQL = "SELECT pg_try_advisory_lock(hashtext('tether_langgraph_setup')) AS locked"
+SETUP_POLL_S = 0.05
+SETUP_UNLOCK_SQL = "SELECT pg_advisory_unlock(hashtext('tether_langgraph_setup'))"
 _READ_ONLY_FLAGS = ("mode=ro", "immutable=1")  # `immutable`: a read-only dir with a WAL file
 
 
@@ -154,8 +161,24 @@ def _reconnecting_saver() -> Any:
 
         def setup(self, *args: Any, **kwargs: Any) -> Any:
             return retrying(
-                lambda: super(cls, self).setup(*args, **kwargs), url=self.url, pool=self.conn
+                lambda: self._setup_alone(*args, **kwargs), url=self.url, pool=self.conn
             )
+
+        def _setup_alone(self, *args: Any, **kwargs: Any) -> Any:
+            # LangGraph's migrations run in autocommit: first runs setting up one schema
+            # at once raced (`UniqueViolation`, a deadlock). A session lock, held on a
+            # connection of its own, serialises them; the server drops it with a killed
+            # holder's session, so a crash never leaves it held.
+            # The lock is polled, never waited for inside a query: a session waiting in a
+            # query holds a snapshot, which the holder's `CREATE INDEX CONCURRENTLY` waits
+            # for (a deadlock the server does not see).
+            with self.conn.connection() as held:
+                while not held.execute(SETUP_TRY_LOCK_SQL).fetchone()["locked"]:
+                    time.sleep(SETUP_POLL_S)
+                try:
+                    return super(cls, self).setup(*args, **kwargs)
+                finally:
+                    held.execute(SETUP_UNLOCK_SQL)
 
         def get_tuple(self, *args: Any, **kwargs: Any) -> Any:
             return retrying(

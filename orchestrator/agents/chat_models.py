@@ -214,6 +214,23 @@ def agent_models(workflow: Workflow) -> dict[str, BaseChatModel]:
     }
 
 
+class AgentModels:
+    """`agent_models` of a workflow, once per workflow content: keyed by the workflow file
+    and each agent's model string (never by `id(workflow)`, which Python reuses)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[object, ...], dict[str, BaseChatModel]] = {}
+
+    def __call__(self, workflow: Workflow) -> dict[str, BaseChatModel]:
+        key = (
+            str(workflow.source),
+            tuple(sorted((name, spec.model) for name, spec in workflow.agents.items())),
+        )
+        if key not in self._cache:
+            self._cache[key] = agent_models(workflow)
+        return self._cache[key]
+
+
 def effective_threshold(configured: int, model: object, ratio: float = CONTEXT_RATIO) -> int:
     """min(configured, `ratio` x the model's `max_input_tokens`)."""
     window = context_window(model) if model is not None else None

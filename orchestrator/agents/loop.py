@@ -31,6 +31,7 @@ from orchestrator.agents.protocol_middleware import (
     DEFAULT_INITIAL_DELAY,
     DEFAULT_RETRIES,
     ENV_RETRY_DELAY,
+    MAX_STEPS_HINT,
     WATCH_EVERY,
     AgentResult,
     protocol_middleware,
@@ -92,6 +93,7 @@ def run_agent(
     usage: UsageRatio | None = None,
     notify: Callable[[str], None] | None = None,
     watch_every: float = WATCH_EVERY,
+    steps_hint: str = MAX_STEPS_HINT,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -113,6 +115,7 @@ def run_agent(
             scales `max_context_tokens` into the provider's tokens.
         notify: receives a line for each retry and, every `watch_every` seconds, while a
             call waits.
+        steps_hint: what the error of an agent out of steps tells the user to do.
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -132,6 +135,7 @@ def run_agent(
         jump=not any(_has_after_model(m) for m in middleware),
         notify=notify,
         watch_every=watch_every,
+        steps_hint=steps_hint,
     )
     everything = (*middleware, *protocol.middleware)
     agent, current = compiled_agent(model, tuple(tools), final_tool, everything)
@@ -144,8 +148,7 @@ def run_agent(
         raise
     except GraphRecursionError as exc:
         error = AgentLoopError(
-            f"agent did not call {final_tool.__name__!r} within {max_steps} steps; "
-            "raise the agent's max_steps in the workflow file"
+            f"agent did not call {final_tool.__name__!r} within {max_steps} steps; " + steps_hint
         )
         error.tokens = protocol.usage.result.tokens
         raise error from exc
@@ -174,7 +177,7 @@ def run_agent(
     if final is None:
         error = AgentLoopError(
             f"agent did not call {final_tool.__name__!r} validly within {max_steps} steps; "
-            "raise the agent's max_steps in the workflow file"
+            + steps_hint
         )
         error.tokens = result.tokens
         raise error

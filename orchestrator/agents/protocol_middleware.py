@@ -87,6 +87,11 @@ WATCH_EVERY = 30.0
 """Seconds between the "still waiting" lines of a model call in flight."""
 
 
+MAX_STEPS_HINT = "raise the agent's max_steps in the workflow file"
+"""What an agent out of steps tells the user to do (a run whose steps no setting reaches,
+such as the answer's, says what applies instead: `run_agent`'s `steps_hint`)."""
+
+
 @dataclass
 class AgentResult:
     """What one agent run produced."""
@@ -142,11 +147,18 @@ class StepLimitMiddleware(AgentMiddleware):
     for the answer with `tool_choice`, and counts in the run (no state, no extra step).
     """
 
-    def __init__(self, final_name: str, counter: UsageMiddleware, max_steps: int) -> None:
+    def __init__(
+        self,
+        final_name: str,
+        counter: UsageMiddleware,
+        max_steps: int,
+        steps_hint: str = MAX_STEPS_HINT,
+    ) -> None:
         super().__init__()
         self.final_name = final_name
         self.counter = counter
         self.max_steps = max_steps
+        self.steps_hint = steps_hint
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -155,7 +167,7 @@ class StepLimitMiddleware(AgentMiddleware):
         if calls > self.max_steps:
             raise AgentLoopError(
                 f"agent did not call {self.final_name!r} validly within "
-                f"{self.max_steps} steps; raise the agent's max_steps in the workflow file"
+                f"{self.max_steps} steps; {self.steps_hint}"
             )
         if calls >= self.max_steps:
             request = request.override(tool_choice=self.final_name)
@@ -432,6 +444,7 @@ def protocol_middleware(
     jump: bool = True,
     notify: Callable[[str], None] | None = None,
     watch_every: float = WATCH_EVERY,
+    steps_hint: str = MAX_STEPS_HINT,
 ) -> Protocol:
     """The protocol middleware of one agent run (see the module docstring for the order;
     the arguments are those of `orchestrator.agents.loop.run_agent`)."""
@@ -445,7 +458,7 @@ def protocol_middleware(
     middleware = (
         final,
         StopMiddleware(stop),
-        StepLimitMiddleware(final_tool.__name__, counter, max_steps),
+        StepLimitMiddleware(final_tool.__name__, counter, max_steps, steps_hint),
         ContextBudgetMiddleware(max_context_tokens, ratio),
         retry,
         counter,

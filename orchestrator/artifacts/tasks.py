@@ -238,6 +238,23 @@ def task_rows(docs: Docs) -> list[JsonObject]:
     return rows
 
 
+def damaged_records(docs: Docs) -> list[str]:
+    """The task record documents that hold no task record (a hand edit, a file cut short),
+    which `TaskList` cannot list: where a person finds each (its file), sorted. A backend
+    keeping its records in tables of its own (PostgreSQL) has none."""
+    from memory.contract.doc_records import TASKS, task_path  # the files' layout of task records
+
+    prefix = TASKS + "/"
+    good = {task_path(t.task_id) for t in docs.backend.list_tasks()}
+    return [
+        str(docs.path(info.path))
+        for info in docs.backend.list_documents(prefix)
+        if info.path.endswith(".json")
+        and "/" not in info.path[len(prefix) :]
+        and info.path not in good
+    ]
+
+
 def _newest_checkpoints(docs: Docs, tasks: set[str]) -> dict[str, JsonObject]:
     """Each task's newest usable checkpoint data (a task without one is left out)."""
     # checkpoints load pydantic: only here, so `status` and `--help` do not pay for it

@@ -397,7 +397,8 @@ def tasks_cmd(memory_dir: str | None, json_mode: bool) -> None:
 
     Status and phase are those `status` shows; times are UTC. On a terminal the objective
     is cut to its width (a narrow one puts it on a line of its own); --json prints one
-    JSON object per task and line, with the whole objective.
+    JSON object per task and line, with the whole objective. A damaged task record (not
+    a JSON task record) is named in one `Warning:` line on stderr.
 
     \b
     Examples:
@@ -405,9 +406,18 @@ def tasks_cmd(memory_dir: str | None, json_mode: bool) -> None:
       orchestrator tasks --json
       orchestrator tasks --memory-url postgresql://tether@db.internal/tether
     """
-    from orchestrator.artifacts.tasks import task_rows  # start-up: see the module docstring
+    # start-up: see the module docstring
+    from orchestrator.artifacts.tasks import damaged_records, task_rows
 
-    rows = task_rows(open_memory(memory_dir))
+    docs = open_memory(memory_dir)
+    damaged = damaged_records(docs)
+    if damaged:  # never left out in silence; the listing of the others stands
+        click.echo(
+            f"Warning: {len(damaged)} damaged task record{'s' * (len(damaged) != 1)} not "
+            f"listed: {', '.join(damaged)} (not JSON task records: fix or move them)",
+            err=True,
+        )
+    rows = task_rows(docs)
     if json_mode:
         for row in rows:
             click.echo(json.dumps(row))

@@ -23,10 +23,10 @@ import click
 
 from memory.cli.options import hoist, usage_error
 from memory.errors import MemoryStoreError
-from orchestrator.cli.exits import EXIT_INTERRUPTED, EXIT_TERMINATED, exit_now
+from orchestrator.cli.exits import exit_now, stopped_early
 from orchestrator.config.defaults import TOKEN_THRESHOLD
 from orchestrator.config.settings import MemoryLocation, memory_location
-from orchestrator.errors import Interrupted, OrchestratorError, Terminated
+from orchestrator.errors import Interrupted, OrchestratorError
 
 #: The command's name in error lines, however it was started (`python -m orchestrator.cli`).
 PROGRAM = "orchestrator"
@@ -68,9 +68,8 @@ class Group(click.Group):
             # a verb's options and arguments, no such command: one line, exit 2
             raise usage_error(exc, PROGRAM) from None
         except KeyboardInterrupt as exc:
-            how = "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
-            click.echo(f"{how}; resume with `orchestrator resume`", err=True)
-            exit_now(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
+            # not turned into `Interrupted` by the API: `run` had not recorded its task
+            stopped_early(exc, ctx.invoked_subcommand)
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(0)

@@ -52,6 +52,22 @@ def stop_gracefully_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, _terminated)
 
 
+def stopped_early(exc: KeyboardInterrupt, verb: str | None) -> None:
+    """Ctrl-C or SIGTERM before `run` recorded its task (the imports, the model's check, the
+    tools' start): one line saying there is nothing to resume (`orchestrator resume` would
+    pick another task), exit 130 or 143. Other verbs: the signal's line only."""
+    terminated = isinstance(exc, Terminated)
+    how = "Terminated (SIGTERM)" if terminated else "Interrupted"
+    if verb == "run":
+        line = f"{how} before the task was recorded; there is nothing to resume: run it again"
+    elif verb in ("resume", "approve"):
+        line = f"{how}; resume with `orchestrator resume`"
+    else:
+        line = how
+    print(line, file=sys.stderr)
+    exit_now(EXIT_TERMINATED if terminated else EXIT_INTERRUPTED)
+
+
 def exit_now(code: int) -> None:
     """Exit at once: worker threads may sit in a hung model request, and waiting for them
     at interpreter shutdown would ignore the first Ctrl-C (everything durable is written)."""

@@ -33,6 +33,7 @@ model: openai:gpt-4o-mini   # optional; --model and $TETHER_MODEL win
 model_timeout: 60           # optional; seconds per model request (default 120)
 tool_timeout: 120           # optional; seconds a tool call may take before it answers an error
 memory_dir: .temp/memory    # optional; relative to the workflow file
+secret_files: ["*.secret"]  # optional; kept from agents besides the credentials defaults
 ```
 
 Everything is optional. Where a run's options come from (defaults, the external-memory
@@ -70,7 +71,9 @@ from pydantic import (
 )
 
 from orchestrator.artifacts.names import read_text
+from orchestrator.config._http import header_message, header_problem, host_port
 from orchestrator.config.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.secret_files import check_pattern
 from orchestrator.config.skills import external_memory_triggers, yaml_problem
 from orchestrator.errors import WorkflowError
 
@@ -171,15 +174,35 @@ class RemoteSpec(BaseModel):
         """The headers with `${VAR}` expanded from the environment (now, not before).
 
         Raises:
-            WorkflowError: a variable is not set (the message names it, never a value).
+            WorkflowError: a variable is not set, or what it holds makes a header no
+                request can send (the message names the variable, never a value).
         """
         missing = self.missing_variables()
         if missing:
             raise WorkflowError(unset_message(agent, *missing[0]))
-        return {
-            name: _VAR_RE.sub(lambda m: os.environ[m.group(1)], value)
+        out = {}
+        for name, value in self.headers.items():
+            out[name] = _VAR_RE.sub(lambda m: os.environ[m.group(1)], value)
+            problem = header_problem(name, out[name])
+            if problem is not None:
+                used = ", ".join(f"${{{v}}}" for v in _VAR_RE.findall(value))
+                raise WorkflowError(header_message(agent, name, problem, used))
+        return out
+
+    def problems(self) -> list[str]:
+        """What no request can send, as written (before `${VAR}` expansion): a header name
+        that is no HTTP token, a header value with a line break, a control character or
+        a character beyond ASCII, a URL's port outside 1-65535. Never names a value."""
+        out = [
+            f"remote header {name!r}: {problem}"
             for name, value in self.headers.items()
-        }
+            if (problem := header_problem(name, _VAR_RE.sub("", value))) is not None
+        ]
+        for url in self.urls:
+            host, port = host_port(url)
+            if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+                out.append(f"remote url of host {host!r} has port {port!r}; a port is 1 to 65535")
+        return out
 
 
 def unset_message(agent: str, header: str, var: str) -> str:
@@ -364,6 +387,9 @@ class Workflow(BaseModel):
     """Refresh tether's block in the workdir's `STATUS.md` after each phase and at the
     task's end (`--status-file` asks for it too); off by default, so a run leaves the
     workdir as it found it."""
+    secret_files: list[StrictStr] = Field(default_factory=list)
+    """Files kept from every agent besides `DEFAULT_SECRET_FILES` (credentials): a file
+    name glob (`*.secret`), a path glob (`config/prod/*.yaml`) or a folder (`vault/`)."""
     budget_tokens: int | None = Field(default=None, gt=0, strict=True)
     """The task's token budget: prompt plus completion tokens of all its agents; once it
     is spent no model call starts and the task stops (`--budget-tokens` wins)."""
@@ -395,6 +421,11 @@ class Workflow(BaseModel):
                 raise ValueError(f"{path!r} must be 'module:attribute', e.g. 'mypkg.tools:search'")
         return paths
 
+    @field_validator("secret_files")
+    @classmethod
+    def _secret_files(cls, patterns: list[str]) -> list[str]:
+        return [check_pattern(p) for p in patterns]
+
     @field_validator("mcp_servers")
     @classmethod
     def _connections(cls, servers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -421,6 +452,11 @@ class Workflow(BaseModel):
     def _agents(self) -> Workflow:
         if not self.agents:
             raise ValueError("agents: must define at least one agent (or leave 'agents' out)")
+        for name, spec in sorted(self.agents.items()):
+            problems = spec.remote.problems() if spec.remote is not None else []
+            if problems:  # a request that cannot be sent: no retry or resume fixes it
+                tail = "; a header value is one line of text" if "line break" in problems[0] else ""
+                raise ValueError(f"agent {name!r}: {problems[0]}{tail}")
         return self
 
     def prompts(self) -> dict[str, str]:
@@ -474,8 +510,9 @@ class Workflow(BaseModel):
 
     def check_remote(self, shared: bool) -> None:
         """Check the remote agents before a task starts or continues: every `${VAR}` of
-        their headers is set, and `tether_subagent` runs only beside a memory `shared`
-        between machines (the servers write the findings into it).
+        their headers is set (and makes a header a request can send), and `tether_subagent`
+        runs only beside a memory `shared` between machines (the servers write the findings
+        into it).
 
         Raises:
             WorkflowError: one line naming the agent (never a header's value).
@@ -487,6 +524,10 @@ class Workflow(BaseModel):
             missing = spec.remote.missing_variables()
             if missing:
                 raise WorkflowError(where + unset_message(name, *missing[0]))
+            try:  # what the variables hold makes a header no request can send
+                spec.remote.connect_headers(name)
+            except WorkflowError as exc:
+                raise WorkflowError(f"{where}{exc}") from None
             if spec.remote.runs_tether and not shared:
                 raise WorkflowError(
                     f"{where}agent {name!r} runs {TETHER_SUBAGENT_GRAPH!r} on LangGraph "

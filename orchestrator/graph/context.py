@@ -271,7 +271,10 @@ class RunContext:
         return kept[2]
 
     def workdir_tools(self, workdir: str) -> list[BaseTool]:
-        return list(self._cached(("workdir", workdir), lambda: list(workdir_tools(Path(workdir)))))
+        secrets = self.workflow.secret_files
+        return list(
+            self._cached(("workdir", workdir), lambda: list(workdir_tools(Path(workdir), secrets)))
+        )
 
     def memory_tools(self, task_id: str) -> list[BaseTool]:
         """`recall_memory` and the `memory_*` tools of `memory.facts.tools`."""
@@ -288,7 +291,10 @@ class RunContext:
         root = getattr(self.store.backend, "root", None)
         protected = [Path(root)] if root is not None else []
         guarded = self._cached("run files", lambda: run_files(self.workflow, self.project_dir))
-        return write_tools(workdir, self.store, protected, guarded=guarded, scope=scope)
+        return write_tools(
+            workdir, self.store, protected, guarded=guarded, scope=scope,
+            secret_files=self.workflow.secret_files,
+        )  # fmt: skip
 
     def tool_names(self, agent: str, *, lead: bool) -> list[str]:
         """The tool names `agent` works with: its spec's (`mcp:SERVER` expanded), else the

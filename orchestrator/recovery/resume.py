@@ -61,6 +61,7 @@ from orchestrator.state import OrchestratorState, current_phase, initial_state
 from orchestrator.types import PendingApproval
 
 if TYPE_CHECKING:
+    from orchestrator.graph.context import RunContext
     from orchestrator.types import JsonObject
 
 
@@ -297,3 +298,24 @@ def resume_source(
             )
         task_id = cp_task
     return task_id, snap
+
+
+def approve_events(
+    docs: Docs, ctx: RunContext, values: JsonObject, ids: list[str], approve: bool, message: Any
+) -> list[tuple[str, JsonObject]]:
+    """The events that open an approved run: the model, the task resumed, where it stands
+    (`standing`), then each answered request."""
+    budget = {"budget_tokens": ctx.budget.limit} if ctx.budget.limit else {}
+    resumed = {
+        "task_id": values["task_id"], "source": "approve", "path": None,
+        "memory_dir": docs.location, "model": ctx.model_name, "offline": ctx.offline, **budget,
+    }  # fmt: skip
+    return [
+        ("model", {"name": ctx.model_name, "offline": ctx.offline}),
+        ("resume", resumed),
+        *standing(docs, values, threshold=ctx.token_threshold, warning_ratio=ctx.warning_ratio),
+        *[
+            ("approved" if approve else "rejected", {"id": i, "message": message or ""})
+            for i in ids
+        ],  # fmt: skip
+    ]

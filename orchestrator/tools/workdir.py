@@ -15,8 +15,12 @@ Agents explore the project they work on through these three LangChain tools. The
   `.gitignore` ignores (simple glob lines; `!` negations are not honoured), hidden
   files, binary files, and (for
   `grep_files`) files larger than `MAX_GREP_BYTES` never show up. Paths through a
-  `SKIP_DIRS` folder and `.env*` files are refused even when named explicitly; other
-  hidden files can be read when asked for by name (e.g. `.github/workflows/ci.yml`).
+  `SKIP_DIRS` folder are refused even when named explicitly; other hidden files can be
+  read when asked for by name (e.g. `.github/workflows/ci.yml`).
+* **Credentials are kept from agents** (`orchestrator.config.secret_files`): a file a
+  rule matches (`.env*`, `*.env`, `.npmrc`, `.netrc`, `.aws/`, `.ssh/`, `id_rsa`, `*.pem`,
+  ..., and the workflow's `secret_files`) is refused by name with the rule named, never its
+  content, and left out of listings and searches.
 * **Stable, parseable output** (tether's offline model reads it back):
   `list_files` prints one `path (N bytes)` line per file, paths relative to the workdir,
   breadth-first (shallow files first, then by name); `read_file` prints `N: text` lines
@@ -30,7 +34,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +42,7 @@ from memory.errors import PathEscapeError
 from memory.paths import confine, read_bounded
 from memory.task.status_file import BEGIN as STATUS_BEGIN
 from memory.task.status_file import FILE_NAME as STATUS_FILE
+from orchestrator.config.secret_files import SecretFiles, kept_message
 from orchestrator.config.settings import check_workdir
 from orchestrator.tools._dirfd import NotRegularError, open_regular
 
@@ -163,11 +168,14 @@ class WorkdirFiles:
 
     Args:
         root: the workdir (checked with `check_workdir`).
+        secret_files: the workflow's own patterns of files kept from agents, besides
+            `DEFAULT_SECRET_FILES`.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], secret_files: Sequence[str] = ()) -> None:
         self.root = check_workdir(root)
         self._ignored = _gitignore(self.root)
+        self.secrets = SecretFiles(secret_files)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -180,12 +188,18 @@ class WorkdirFiles:
         if not target.exists():
             raise FileNotFoundError(f"path {raw!r} does not exist in the workdir")
         parts = target.relative_to(self.root).parts
-        folders = parts if target.is_dir() else parts[:-1]  # a script named `build` is a file
-        if any(p in SKIP_DIRS for p in folders) or (parts and parts[-1].startswith(".env")):
+        is_dir = target.is_dir()
+        folders = parts if is_dir else parts[:-1]  # a script named `build` is a file
+        if any(p in SKIP_DIRS for p in folders):
             raise PathEscapeError(
-                f"path {raw!r} is excluded from the file tools (tool or "
-                "VCS folder, or an .env file)"
+                f"path {raw!r} is excluded from the file tools (tool or VCS folder)"
             )
+        # the name asked for and the file it leads to (a link named `notes` to `id_rsa`)
+        rule = self.secrets.rule(parts, is_dir=is_dir) or self.secrets.rule(
+            Path(raw).parts, is_dir=is_dir
+        )
+        if rule is not None:
+            raise PathEscapeError(kept_message(raw, rule))
         return target
 
     def _resolve_many(self, user_path: str) -> list[Path]:
@@ -238,22 +252,32 @@ class WorkdirFiles:
                 for entry in entries:
                     path = Path(entry.path)
                     if entry.is_dir(follow_symlinks=False):
-                        if not self.ignored(path, True):
+                        if not self.ignored(path, True) and not self._kept(path, True):
                             next_level.append(path)
                         continue
                     if entry.name.startswith(".") or not entry.is_file():
                         continue
+                    if self.secrets.name_kept(entry.name) or (
+                        self.secrets.has_path_rules and self._kept(path, False)
+                    ):
+                        continue  # credentials: never listed, never searched
                     if self._ignored and self.ignored(path, False):
                         continue
                     if entry.name == STATUS_FILE and _written_by_tether(path):
                         continue  # tether's own memory pointer is not evidence about the project
-                    if entry.is_symlink() and not self._inside(path):
-                        continue
+                    if entry.is_symlink() and (
+                        not self._inside(path) or self._kept(path.resolve(), False)
+                    ):
+                        continue  # out of the workdir, or a link to credentials
                     seen += 1
                     if seen > MAX_WALK_FILES:
                         return
                     yield path
             level = next_level
+
+    def _kept(self, path: Path, is_dir: bool) -> bool:
+        """Whether a secret-files rule keeps `path` from agents."""
+        return self.secrets.rule(path.relative_to(self.root).parts, is_dir=is_dir) is not None
 
     def _inside(self, path: Path) -> bool:
         resolved = path.resolve()
@@ -501,8 +525,11 @@ def _spread(
 _ARGS_SCHEMAS: dict[str, Any] = {}
 
 
-def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
-    """The three read-only LangChain tools over `workdir`, in the order list, read, grep.
+def workdir_tools(
+    workdir: str | os.PathLike[str], secret_files: Sequence[str] = ()
+) -> list[BaseTool]:
+    """The three read-only LangChain tools over `workdir`, in the order list, read, grep
+    (`secret_files`: the workflow's own patterns of files kept from agents).
 
     Raises:
         WorkdirError: `workdir` is missing, not a directory or unreadable.
@@ -510,7 +537,7 @@ def workdir_tools(workdir: str | os.PathLike[str]) -> list[BaseTool]:
     # LangChain only for the tools: `check_workdir` serves `orchestrator status` without it
     from langchain_core.tools import StructuredTool
 
-    files = WorkdirFiles(workdir)
+    files = WorkdirFiles(workdir, secret_files)
 
     def list_files(path: str = ".", recursive: bool = False, max_entries: int = 200) -> str:
         """List a workdir folder: subfolders with file counts, files with sizes

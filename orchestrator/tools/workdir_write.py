@@ -6,7 +6,9 @@ read-only). The rules:
 
 * **Confined.** Paths go through `memory.paths.confine` like the read tools (no absolute
   paths, no `..`, no symlink leading out); what `read_file` refuses by name (a path through
-  one of its skipped folders such as `.git/` or `node_modules/`, an `.env*` file) and the
+  one of its skipped folders such as `.git/` or `node_modules/`, a credentials file that a
+  rule of `orchestrator.config.secret_files` keeps from agents, whose previous content
+  would otherwise be kept in the memory) and the
   memory directory (or LangGraph's database beside it) are refused, and so is what the run
   itself reads and executes when it lies in the workdir (the workflow file, its prompt
   files, the `python_tools` modules, the project's `skills/` and `templates/`). The file is
@@ -49,6 +51,7 @@ from langchain_core.tools import InjectedToolCallId, StructuredTool
 from memory.contract.entries import PREVIOUS_CONTENT_TAG
 from memory.errors import PathEscapeError
 from memory.paths import confine
+from orchestrator.config.secret_files import SecretFiles, kept_message
 from orchestrator.config.settings import check_workdir
 from orchestrator.tools._dirfd import held_parent, read_at, replace_at
 from orchestrator.tools.workdir import BINARY_SUFFIXES, SKIP_DIRS, has_nul
@@ -101,6 +104,7 @@ class WorkdirWriter:
             workflow file, prompt files, Python tool modules, the project's skills and
             templates) that an agent must not change: the next run would execute them.
         scope: the task, agent and subtask the tools write for (replays are theirs only).
+        secret_files: the workflow's own patterns of files kept from agents.
     """
 
     def __init__(
@@ -111,8 +115,10 @@ class WorkdirWriter:
         *,
         guarded: Sequence[tuple[Path, str]] = (),
         scope: WriteScope | None = None,
+        secret_files: Sequence[str] = (),
     ) -> None:
         self.root = check_workdir(root)
+        self.secrets = SecretFiles(secret_files)
         self.store = store
         self.protected = [Path(p).resolve() for p in protected]
         self.guarded = [(Path(p).resolve(), what) for p, what in guarded]
@@ -128,11 +134,14 @@ class WorkdirWriter:
         parts = Path(rel).parts
         if ".git" in parts:
             raise PathEscapeError(f"path {raw!r} is inside .git/; tether never writes there")
-        if any(p in SKIP_DIRS for p in parts[:-1]) or (parts and parts[-1].startswith(".env")):
+        if any(p in SKIP_DIRS for p in parts[:-1]):
             raise PathEscapeError(
-                f"path {raw!r} is excluded from the file tools (tool or VCS folder, or an "
-                ".env file); the write tools refuse what read_file refuses"
+                f"path {raw!r} is excluded from the file tools (tool or VCS folder); "
+                "the write tools refuse what read_file refuses"
             )
+        rule = self.secrets.rule(parts) or self.secrets.rule(Path(raw).parts)
+        if rule is not None:
+            raise PathEscapeError(kept_message(raw, rule))
         for folder in self.protected:
             if target == folder or folder in target.parents:
                 raise PathEscapeError(
@@ -302,10 +311,13 @@ def write_tools(
     *,
     guarded: Sequence[tuple[Path, str]] = (),
     scope: WriteScope | None = None,
+    secret_files: Sequence[str] = (),
 ) -> list[BaseTool]:
     """`write_file` and `edit_file` over `workdir` (see the module docstring and
     `WorkdirWriter` for the arguments)."""
-    writer = WorkdirWriter(workdir, store, protected, guarded=guarded, scope=scope)
+    writer = WorkdirWriter(
+        workdir, store, protected, guarded=guarded, scope=scope, secret_files=secret_files
+    )
 
     def write_file(
         path: str, content: str, tool_call_id: Annotated[str, InjectedToolCallId] = ""

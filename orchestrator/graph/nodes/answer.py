@@ -46,6 +46,10 @@ ANSWER_KEY = "answer:final"
 WINDOW_MARGIN = 0.95
 ANSWER_TOOLS = ("recall_memory", "read_file")
 ANSWER_STEPS = 4
+ANSWER_STEPS_HINT = (
+    f"the answer has {ANSWER_STEPS} steps of its own, which no workflow setting changes; "
+    "`orchestrator resume` asks for the answer again (the findings are kept)"
+)
 DIGEST_CHARS = 8000
 """Characters of findings digests the answer call is given (it can read the rest)."""
 FINDING_CHARS = 1200
@@ -127,6 +131,7 @@ def _ask(
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
+        steps_hint=ANSWER_STEPS_HINT,
     )
     usage = {
         "usage": {LEAD: usage_record(result, (state.get("usage") or {}).get(LEAD))},
@@ -153,7 +158,7 @@ def _answer(
         info = state.get("answer_info") or {}
         return {"answer": state["answer"], **info, "by": info.get("by", "plan")}, {}
     recorded = registry_lookup(ctx.docs, task_id, ANSWER_KEY)
-    if recorded and recorded.get("answer"):
+    if recorded and str(recorded.get("answer") or "").strip():
         return {k: v for k, v in recorded.items() if k != "key"}, {}
     answer, usage = _ask(ctx, state, records)
     registry_note(ctx.docs, task_id, ANSWER_KEY, **answer)

@@ -15,6 +15,7 @@ offline model, and only read.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -177,6 +178,25 @@ class TestTasks:
         assert done.returncode == 0, done.stderr
         *listed, loaded = done.stdout.strip().splitlines()
         assert loaded == "[]" and [line.split()[0] for line in listed] == ["TASK", "beta", "alpha"]
+
+    @pytest.mark.parametrize("json_mode", [False, True])
+    def test_damaged_task_records_are_named_in_one_warning(self, shared, tmp_path, json_mode):
+        """A record that is not one (a hand edit, a cut file) is not left out in silence:
+        the good tasks are listed, one `Warning:` line names each damaged record's path."""
+        memory, _ = shared
+        copy = tmp_path / "memory"
+        shutil.copytree(memory, copy)
+        records = copy / ".tether" / "records" / "tasks"
+        (records / "beta.json").write_text('{"task_id": "beta", "sta')  # cut mid-write
+        (records / "gamma.json").write_text("[1, 2]\n")
+        listed = orch("tasks", *(["--json"] if json_mode else []), memory=copy)
+        assert listed.exit_code == 0, listed.output
+        assert [line.split()[0] for line in listed.stdout.splitlines()] == (
+            ['{"task_id":'] if json_mode else ["TASK", "alpha"]
+        )
+        (warning,) = listed.stderr.splitlines()
+        assert warning.startswith("Warning: 2 damaged task records not listed: ")
+        assert str(records / "beta.json") in warning and str(records / "gamma.json") in warning
 
     def test_tasks_on_postgresql(self, tmp_path):
         repo = build_repo(tmp_path / "repo", modules=1, docs=0, readme=False)

@@ -42,6 +42,57 @@ def test_bad_remote_specs_are_one_line_naming_the_key(tmp_path, remote, error):
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "remote,error",
+    [
+        ("{url: 'http://a:99999', graph: g}",
+         "agent 'coder': remote url of host 'a' has port '99999'; a port is 1 to 65535"),
+        ("{url: 'http://a:0', graph: g}",
+         "agent 'coder': remote url of host 'a' has port '0'; a port is 1 to 65535"),
+        ("{url: 'http://a:80x', graph: g}",
+         "agent 'coder': remote url of host 'a' has port '80x'; a port is 1 to 65535"),
+        ('{url: http://a:1, graph: g, headers: {"x-k": "a\\r\\nInjected: 1"}}',
+         "agent 'coder': remote header 'x-k': its value holds a line break or a control "
+         "character; a header value is one line of text"),
+        ('{url: http://a:1, graph: g, headers: {"x key": "v"}}',
+         "agent 'coder': remote header 'x key': a header name is letters, digits and "
+         "!#$%&'*+-.^_`|~ (no space, no colon)"),
+        ('{url: http://a:1, graph: g, headers: {"x-k": "caf\u00e9"}}',
+         "agent 'coder': remote header 'x-k': its value is not ASCII; HTTP sends header "
+         "values as ASCII"),
+    ],
+)  # fmt: skip
+def test_headers_and_ports_no_request_can_send_are_refused_when_the_workflow_is_read(
+    tmp_path, remote, error
+):
+    with pytest.raises(WorkflowError) as caught:
+        _load(tmp_path, f"agents:\n  coder:\n    remote: {remote}\n")
+    assert str(caught.value) == f"workflow file {str(tmp_path / 'wf.yaml')!r}: {error}"
+    assert "Injected" not in str(caught.value) and "caf" not in str(caught.value)
+
+
+def test_a_header_variable_holding_a_line_break_stops_the_run_in_one_line(
+    tmp_path, cli_env, memory_dir
+):
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(
+        "agents:\n  coder:\n    remote: {url: http://127.0.0.1:9, graph: coder, "
+        "headers: {x-api-key: 'k-${CODER_KEY}'}}\n"
+    )
+    env = {**cli_env, "CODER_KEY": "s3cret\r\nX-Evil: 1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", "Fix it", "--workflow", str(wf)],
+        env=env, capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"Error: workflow file {str(wf)!r}: agent 'coder': remote header 'x-api-key': its "
+        "value holds a line break or a control character (from ${CODER_KEY}); a header "
+        "value is one line of text"
+    ]
+    assert not memory_dir.exists()
+
+
 def test_local_only_fields_are_refused_unless_the_graph_is_tethers_own(tmp_path):
     text = "agents:\n  coder:\n    tools: [read_file]\n    remote: {url: http://a:1, graph: %s}\n"
     with pytest.raises(WorkflowError, match="'tools' does not apply to a remote agent"):

@@ -113,7 +113,7 @@ class TestQueries:
             "phasez: [a]\n",
             "unknown key 'phasez'; allowed: name, phases, agents, thresholds, model, "
             "model_timeout, tool_timeout, python_tools, mcp_servers, approve_plan, "
-            "run_all_phases, memory_dir, status_file, budget_tokens",
+            "run_all_phases, memory_dir, status_file, secret_files, budget_tokens",
         ),
         (
             "thresholds:\n  tokens: 5\n",

@@ -144,3 +144,46 @@ def test_a_crash_after_the_answer_does_not_ask_again(tmp_path, cli_env):
     answer = json.loads(status.stdout)["answer"]
     shown = Path(answer["path"]).read_text().split("<!-- tether:merged")[0]
     assert answer["text"] == ANSWER and shown.count(ANSWER) == 1  # written once
+
+
+def test_an_empty_answer_is_refused_and_the_model_asked_again(tmp_path, memory_dir):
+    """`SubmitAnswer(answer="")` (or blanks) is an invalid call: the model is told so and
+    answers again; the answer kept is trimmed."""
+    (tmp_path / "wf.yaml").write_text(WORKFLOW)
+    given = iter(["", " \n\t ", "  Retries: adapters.py.  \n"])
+
+    def empty_first(body: dict) -> dict:
+        return {"tool": "SubmitAnswer", "args": {"answer": next(given)}}
+
+    with ScriptedOpenAI(responder=agents(scout_plan, STEPS, answer=empty_first)) as server:
+        orch = Orchestrator(workdir=tmp_path, workflow=tmp_path / "wf.yaml", model=client(server))
+        result = orch.run("How does requests retry?", task_id="empty")
+    assert result.status == "done", result.failed
+    assert result.answer == "Retries: adapters.py."
+    asked = _calls_offering(server, "SubmitAnswer")
+    assert len(asked) == 3
+    told = [text_of(m) for m in asked[1]["messages"] if m["role"] == "tool"]
+    assert any("answer" in t and "empty" in t for t in told), told
+    assert orch.status("empty")["answer"]["text"] == "Retries: adapters.py."
+
+
+def test_an_answer_never_given_names_what_applies_not_the_agents_max_steps(tmp_path, memory_dir):
+    """The answer's steps are its own: the error does not send the user to the agent's
+    `max_steps`; it says `orchestrator resume` asks again, and a resume does."""
+    (tmp_path / "wf.yaml").write_text(WORKFLOW)
+    answers = ["   "]
+
+    def blank(body: dict) -> dict:
+        return {"tool": "SubmitAnswer", "args": {"answer": answers[-1]}}
+
+    with ScriptedOpenAI(responder=agents(scout_plan, STEPS, answer=blank)) as server:
+        orch = Orchestrator(workdir=tmp_path, workflow=tmp_path / "wf.yaml", model=client(server))
+        result = orch.run("How does requests retry?", task_id="blank")
+        assert result.status == "failed" and result.answer is None
+        message = result.failed["lead"]["error"]
+        assert "max_steps" not in message and "workflow file" not in message, message
+        assert "the answer has 4 steps of its own" in message
+        assert "`orchestrator resume` asks for the answer again" in message
+        answers.append("Retries: adapters.py.")
+        resumed = orch.resume("blank")
+    assert resumed.status == "done" and resumed.answer == "Retries: adapters.py."

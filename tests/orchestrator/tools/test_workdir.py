@@ -209,8 +209,7 @@ class TestConfinement:
         (repo / ".github").mkdir()
         (repo / ".github" / "ci.yml").write_text("on: push\n")
         assert tools["read_file"].invoke({"path": ".git/config"}) == (
-            "Error: path '.git/config' is excluded from the file tools (tool or VCS folder, "
-            "or an .env file)"
+            "Error: path '.git/config' is excluded from the file tools (tool or VCS folder)"
         )
         assert tools["read_file"].invoke({"path": ".env"}).startswith("Error: path '.env' is")
         assert "secret" not in tools["grep_files"].invoke({"pattern": "secret", "path": ".git"})
