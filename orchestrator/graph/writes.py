@@ -26,6 +26,7 @@ from orchestrator.artifacts.checkpoint import write_checkpoint
 from orchestrator.artifacts.checkpoint_model import Checkpoint
 from orchestrator.artifacts.decisions import decision_lines, key_decisions
 from orchestrator.artifacts.documents import FINDINGS
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
 from orchestrator.artifacts.names import iso_timestamp, utc
 from orchestrator.artifacts.plan import addressed_by, write_plan
@@ -41,7 +42,7 @@ from orchestrator.state import (
     phase_subtasks,
     skipped_phases,
 )
-from orchestrator.types import MERGED_FIELDS, Plan, model_values
+from orchestrator.types import Plan, model_values
 
 # -- plan and overview ----------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ def _questions(ctx: RunContext, state: OrchestratorState) -> list[dict[str, Any]
         return questions
     subtasks = state.get("subtasks") or {}
     records = [
-        {**r, "scope": (subtasks.get(r["key"]) or {}).get("scope") or []}
+        {**r.model_dump(), "scope": (subtasks.get(r.key) or {}).get("scope") or []}
         for r in phase_findings(ctx, state)
     ]
     for q in questions:
@@ -322,44 +323,30 @@ def checkpoint_update(path: str | None) -> dict[str, Any]:
 # -- merged findings ----------------------------------------------------------------------
 def phase_findings(
     ctx: RunContext, state: OrchestratorState, phase: str | None = None
-) -> list[dict[str, Any]]:
-    """Whole findings records (texts included, with `key`) of `phase` (None: every phase),
-    in subtask-key order (stable across runs), expanded from the state's references."""
+) -> list[FindingRecord]:
+    """Whole findings (texts included) of `phase` (None: every phase), in subtask-key
+    order (stable across runs), expanded from the state's references."""
     findings = state.get("findings") or {}
     keys = sorted(findings if phase is None else (k for k in phase_subtasks(state, phase)))
     task_id = state["task_id"]
-    return [{"key": k, **ctx.finding(task_id, k, findings[k])} for k in keys if k in findings]
+    return [ctx.finding(task_id, k, findings[k]) for k in keys if k in findings]
 
 
-def merged_digest(phase: str, records: list[dict[str, Any]], failed: dict[str, Any]) -> str:
-    """A compact text of the batch for the lead's conversation."""
+def merged_digest(phase: str, records: list[FindingRecord], failed: dict[str, Any]) -> str:
+    """A compact text of the batch for the lead's conversation (`FindingRecord.for_lead`)."""
     lines = [f"Findings of phase {phase} ({len(records)} subagent(s)):"]
     for r in records:
-        where = f" ({r['path']})" if r.get("path") else ""
-        summary = " ".join(str(r.get("summary") or "").split())
-        lines.append(f"- {r['key']} [{r.get('status', 'completed')}]: {summary}{where}")
-        lines += [f"  * {' '.join(str(d).split())}" for d in (r.get("key_discoveries") or [])[:5]]
+        lines += r.for_lead()
     for key, info in sorted(failed.items()):
         lines.append(f"- {key} FAILED: {info.get('error', '')}")
     return "\n".join(lines)
-
-
-def merged_input(task_id: str, record: dict[str, Any]) -> dict[str, Any]:
-    """A findings record of the state in the shape `artifacts.write_merged` takes."""
-    out = {k: record[k] for k in MERGED_FIELDS if record.get(k) is not None}
-    return {
-        **out,
-        "task": record.get("title", ""),
-        "subtask_id": record.get("key"),
-        "task_id": task_id,
-    }
 
 
 def merge_findings(
     ctx: RunContext,
     state: OrchestratorState,
     phase: str,
-    records: list[dict],
+    records: list[FindingRecord],
     *,
     answer: dict[str, Any] | None = None,
 ) -> str:
@@ -388,7 +375,7 @@ def merge_findings(
         docs,
         task_id,
         phase,
-        [merged_input(task_id, r) for r in records],
+        [r.merged_input(task_id) for r in records],
         timestamp=ts,
         project_dir=ctx.project_dir,
         answer=answer,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts.documents import FINDINGS, Docs
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import (
     agent_file_name,
     findings_meta,
@@ -34,7 +35,7 @@ from orchestrator.artifacts.registry import find_written, registry_records
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
-from orchestrator.types import TEXT_FIELDS, finding_ref
+from orchestrator.types import TEXT_FIELDS
 
 
 def _findings_record(
@@ -49,19 +50,18 @@ def _findings_record(
         except (ArtifactError, OSError):
             return None
         payload = {"status": meta.get("status"), **{k: meta.get(k) for k in TEXT_FIELDS}}
-    return dict(
-        finding_ref(
-            {
-                "path": path,
-                "agent": sub.get("agent", "researcher"),
-                "title": sub.get("title", key),
-                "phase": sub.get("phase") or key.split("/", 1)[0],
-                "id": sub.get("id") or key,
-                "tokens": 0,
-                **payload,
-            }
-        )
+    record = FindingRecord.of(
+        {
+            **payload,
+            "path": path,
+            "agent": sub.get("agent", "researcher"),
+            "title": sub.get("title", key),
+            "phase": sub.get("phase") or key.split("/", 1)[0],
+            "id": sub.get("id") or key,
+            "tokens": 0,
+        }
     )
+    return dict(record.ref())
 
 
 def registry_findings(docs: Docs, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:

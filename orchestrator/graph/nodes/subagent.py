@@ -58,12 +58,12 @@ from orchestrator.agents.loop import run_agent
 from orchestrator.agents.offload import OffloadLargeToolResults
 from orchestrator.approvals import note_requests
 from orchestrator.artifacts.documents import FINDINGS, Docs
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import (
-    agent_file_name,
+    finding_file_name,
+    finding_text,
     findings_meta,
-    findings_name,
-    findings_text,
-    write_findings,
+    write_finding,
 )
 from orchestrator.artifacts.names import iso_timestamp
 from orchestrator.artifacts.registry import find_written, registry_note, registry_records
@@ -75,8 +75,8 @@ from orchestrator.graph.context import RunContext
 from orchestrator.graph.remote import RemoteResult, run_remote
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
-from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE
-from orchestrator.types import SubagentPayload, SubmitFindings, finding_ref, finding_values
+from orchestrator.tools.workdir_write import WriteOutcome, change_note
+from orchestrator.types import FileNote, SubagentPayload, SubmitFindings
 
 SUBAGENT_SYSTEM = (
     "You are a subagent of a tether run. Work only on your subtask, with your tools; do not "
@@ -96,7 +96,7 @@ def subagent_prompt(
     skills_index: str,
     max_steps: int = 8,
     instructions: str = "",
-    earlier: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    earlier: list[FindingRecord] = (),  # type: ignore[assignment]
 ) -> list[Any]:
     """The subagent's conversation: tether's protocol text (with its own instructions and
     the skills it may read), then its subtask and the earlier findings on its scope."""
@@ -122,7 +122,7 @@ REMOTE_CLOSING = (
 
 def subtask_text(
     payload: SubagentPayload,
-    earlier: list[dict[str, Any]],
+    earlier: list[FindingRecord],
     extra: list[str] = (),  # type: ignore[assignment]
     closing: str = REMOTE_CLOSING,
 ) -> str:
@@ -149,27 +149,25 @@ def _in_scope(path: str, scope: list[str]) -> bool:
     return not roots or any(path == r or path.startswith(r + "/") for r in roots)
 
 
-def earlier_on_scope(ctx: RunContext, payload: SubagentPayload) -> list[dict[str, Any]]:
+def earlier_on_scope(ctx: RunContext, payload: SubagentPayload) -> list[FindingRecord]:
     """The earlier phases' findings that concern this subtask's scope: those that examined
     a file inside it (all of them for a subtask of the whole workdir), newest phase first."""
     scope = list(payload["subtask"].get("scope") or [])
     out = []
     for key, ref in sorted((payload.get("earlier") or {}).items(), reverse=True):
         record = ctx.finding(payload["task_id"], key, ref)
-        files = [f["path"] for f in record.get("files") or [] if f.get("path")]
+        files = record.examined()
         if not files or any(_in_scope(p, scope) for p in files):
-            out.append({**record, "key": key, "files": files})
+            out.append(record)
         if len(out) >= EARLIER_FINDINGS:
             break
     return out
 
 
-def _earlier_lines(records: list[dict[str, Any]]) -> list[str]:
+def _earlier_lines(records: list[FindingRecord]) -> list[str]:
     lines, used = [], 0
     for r in records:
-        summary = " ".join(str(r.get("summary") or "").split())[:300]
-        files = ", ".join(r.get("files", [])[:5])
-        line = f"- {summary} ({r.get('path') or r['key']}{'; files: ' + files if files else ''})"
+        line = r.for_subagent()
         if used + len(line) > EARLIER_CHARS:
             break
         lines.append(line)
@@ -183,40 +181,13 @@ def _note(ctx: RunContext, task_id: str, key: str, **fields: Any) -> None:
     ctx.registry_noted(task_id, key, fields)
 
 
-def _record(path: Path, docs: Docs, sub: dict, findings: dict, tokens: int) -> dict:
-    """The state's reference to a finding (its texts are in the registry and the file)."""
-    return dict(
-        finding_ref(
-            {
-                "path": docs.rel(path),
-                "agent": sub["agent"],
-                "title": sub["title"],
-                "phase": sub["phase"],
-                "id": sub["id"],
-                "tokens": tokens,
-                **findings,
-            }
-        )
-    )
-
-
-def _workdir_change(answer: str) -> tuple[str, str] | None:
-    """`(path, "created" | "modified; previous content: ID")` from a write tool's answer."""
-    created = CREATED_RE.match(answer)
-    if created:
-        return created["path"], "created"
-    modified = MODIFIED_RE.match(answer)
-    if modified:
-        return modified["path"], f"modified; previous content: {modified['entry']}"
-    return None
-
-
-def files_written(transcript: list[Any]) -> list[dict[str, str]]:
+def files_written(transcript: list[Any]) -> list[FileNote]:
     """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing).
 
     A workdir file is listed as `created`, or `modified; previous content: ENTRY_ID` (the
-    first change keeps the content before the agent touched it); a memory file with the
-    tool's answer.
+    first change keeps the content before the agent touched it), from the write tool's
+    `WriteOutcome` (the `ToolMessage`'s artifact); a memory file, named by the call's
+    `path`, with the first line of the tool's answer.
     """
     tools = WRITING_TOOLS | WORKDIR_WRITES
     calls: dict[str, dict] = {}
@@ -227,62 +198,15 @@ def files_written(transcript: list[Any]) -> list[dict[str, str]]:
         elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
             call, answer = calls[message.tool_call_id], str(message.content).strip()
             if call["name"] in WORKDIR_WRITES:
-                change = _workdir_change(answer)
-                if change is not None and change[0] not in written:
-                    written[change[0]] = change[1]
+                outcome: WriteOutcome | None = message.artifact
+                note = change_note(outcome) if isinstance(outcome, dict) else None
+                if note is not None and outcome["path"] not in written:
+                    written[outcome["path"]] = note
                 continue
             path = (call.get("args") or {}).get("path")
             if path and not answer.startswith("Error"):
                 written[str(path)] = f"{call['name']}: {answer.splitlines()[0][:200]}"
-    return [{"path": p, "description": d} for p, d in written.items()]
-
-
-def with_files_written(findings: dict[str, Any], transcript: list[Any]) -> dict[str, Any]:
-    """`findings` with the files the agent wrote apart from those it examined.
-
-    A file the agent both listed and wrote moves to `files_written`, keeping its note.
-    """
-    written = files_written(transcript)
-    if not written:
-        return findings
-    paths = {w["path"] for w in written}
-    notes = {f["path"]: f["description"] for f in findings.get("files") or []}
-    return {
-        **findings,
-        "files": [f for f in findings.get("files") or [] if f["path"] not in paths],
-        "files_written": [
-            {"path": w["path"], "description": notes.get(w["path"]) or w["description"]}
-            for w in written
-        ],
-    }
-
-
-def _findings_fields(
-    task_id: str, key: str, phase: str | None, sub: dict[str, Any], findings: dict
-) -> dict[str, Any]:
-    """`findings_text`'s arguments (but the timestamp) for one subagent's findings."""
-    return {
-        "task": f"[{key}] {sub.get('title') or sub['id']}",
-        **finding_values(findings),
-        "task_id": task_id,
-        "subtask_id": key,
-        "phase": phase,
-    }
-
-
-def _write_findings(
-    ctx: RunContext, payload: SubagentPayload, findings: dict, ts: str, *, durable: bool = True
-) -> Path:
-    return write_findings(
-        ctx.docs,
-        agent_file_name(payload["subtask"]),
-        timestamp=ts,
-        durable=durable,
-        project_dir=ctx.project_dir,
-        **_findings_fields(
-            payload["task_id"], payload["key"], payload["phase"], payload["subtask"], findings
-        ),
-    )
+    return [FileNote(path=p, description=d) for p, d in written.items()]
 
 
 def _reads_back(data: bytes | None, meta: dict[str, str]) -> bool:
@@ -325,9 +249,10 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
         ):
             continue  # not a subagent's record, or not one tether wrote whole
         key = rkey.removeprefix("findings:")
+        record = _recorded(key, rec)
         noted = rec.get("path")
         expected = noted if isinstance(noted, str) and noted else None
-        expected = expected or findings_name(agent_file_name(sub), rec["ts"])
+        expected = expected or finding_file_name(record, rec["ts"])
         meta = {"task_id": task_id, "subtask_id": key}
         if _reads_back(docs.read_bytes(expected), meta):
             continue
@@ -335,15 +260,34 @@ def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[s
         if found is not None:  # under another name of its time (taken; killed before noting)
             registry_note(docs, task_id, rkey, path=docs.rel(found))
             continue
-        text = findings_text(
-            agent_file_name(sub),
-            timestamp=rec["ts"],
-            project_dir=project_dir,
-            **_findings_fields(task_id, key, rec.get("phase"), sub, findings),
-        )
+        text = finding_text(record, task_id, rec["ts"], project_dir)
         docs.write_text(expected, text)
         repaired.append(expected)
     return repaired
+
+
+def _recorded(key: str, rec: dict[str, Any]) -> FindingRecord:
+    """The finding of subtask `key` from its registry record (as the agent submitted it)."""
+    sub = rec.get("subtask") or {}
+    return FindingRecord.of(
+        {
+            **rec["findings"],
+            "key": key,
+            "agent": sub.get("agent"),
+            "title": sub.get("title"),
+            "phase": rec.get("phase") or sub.get("phase"),
+            "id": sub.get("id"),
+            "tokens": rec.get("tokens"),
+        }
+    )
+
+
+def _write(
+    ctx: RunContext, task_id: str, record: FindingRecord, ts: str, *, durable: bool = True
+) -> Path:
+    return write_finding(
+        ctx.docs, record, task_id, timestamp=ts, durable=durable, project_dir=ctx.project_dir
+    )
 
 
 def _reuse(
@@ -352,7 +296,8 @@ def _reuse(
     """A subagent that already produced findings: rewrite the file if needed, never rerun
     (`reused` False: a remote `tether_subagent` wrote them just now)."""
     sub, key, docs = payload["subtask"], payload["key"], ctx.docs
-    expected = findings_name(agent_file_name(sub), rec["ts"])
+    record = _recorded(key, {**rec, "subtask": sub, "phase": payload["phase"]})
+    expected = finding_file_name(record, rec["ts"])
     # a file at the recorded name is whole: `repair_findings` ran before the graph
     recorded = rec.get("path") or expected
     path = docs.path(recorded) if docs.exists(recorded) else None
@@ -367,7 +312,7 @@ def _reuse(
             subtask_id=key,
         )
     if path is None:
-        path = _write_findings(ctx, payload, rec["findings"], rec["ts"])
+        path = _write(ctx, payload["task_id"], record, rec["ts"])
     if docs.rel(path) not in (expected, rec.get("path")):
         _note(ctx, payload["task_id"], f"findings:{key}", path=docs.rel(path))
     ctx.emit(
@@ -379,10 +324,8 @@ def _reuse(
         tokens=rec.get("tokens", 0),
         path=str(path),
     )
-    return {
-        "findings": {key: _record(path, docs, sub, rec["findings"], rec.get("tokens", 0))},
-        "failed": {key: DELETE},
-    }
+    record = record.model_copy(update={"path": docs.rel(path)})
+    return {"findings": {key: dict(record.ref())}, "failed": {key: DELETE}}
 
 
 def subagent_middleware(ctx: RunContext, agent: str, task_id: str) -> list[Any]:
@@ -522,8 +465,9 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     except Exception as exc:  # any model/tool failure blocks this subagent only
         _keep_transcript(ctx, task_id, key, exc)
         return _failed(ctx, payload, exc, used["tokens"])
-    findings = with_files_written(result.final.model_dump(), result.transcript)
-    return _finish(ctx, payload, findings, result.tokens, usage_record(result))
+    record = FindingRecord.submitted(result.final, sub, key, result.tokens)
+    record = record.with_written(files_written(result.transcript))
+    return _finish(ctx, payload, record, usage_record(result))
 
 
 def _failed(
@@ -542,8 +486,7 @@ def _failed(
 def _finish(
     ctx: RunContext,
     payload: SubagentPayload,
-    findings: dict[str, Any],
-    tokens: int,
+    record: FindingRecord,
     usage: dict[str, int] | None,
     **noted: Any,
 ) -> dict[str, Any]:
@@ -559,8 +502,8 @@ def _finish(
         task_id,
         f"findings:{key}",
         ts=ts,
-        findings=findings,
-        tokens=tokens,
+        findings=record.finding(),
+        tokens=record.tokens,
         phase=payload["phase"],
         subtask=sub,
         runs=runs,
@@ -569,15 +512,17 @@ def _finish(
     fault("subagent_before_findings")
     # not fsynced: the record just noted holds the findings durably, and a resume writes
     # the file again from it if a crash of the machine lost the file (`repair_findings`)
-    path = _write_findings(ctx, payload, findings, ts, durable=False)
-    if ctx.docs.rel(path) != findings_name(agent_file_name(sub), ts):
+    path = _write(ctx, task_id, record, ts, durable=False)
+    if ctx.docs.rel(path) != finding_file_name(record, ts):
         # the name was taken: the record must say where the file is (by default the
         # timestamp recorded above names it, and the registry needs no second line)
         _note(ctx, task_id, f"findings:{key}", path=ctx.docs.rel(path))
     fault("subagent_after_findings")
+    tokens = record.tokens
     ctx.emit("agent", key=key, agent=sub["agent"], state="done", tokens=tokens, path=str(path))
+    record = record.model_copy(update={"path": ctx.docs.rel(path)})
     out = {
-        "findings": {key: _record(path, ctx.docs, sub, findings, tokens)},
+        "findings": {key: dict(record.ref())},
         "failed": {key: DELETE},
         "tokens": {f"{sub['agent']}:{key}": tokens},
     }
@@ -610,9 +555,8 @@ def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> d
         return _failed(ctx, payload, exc, 0)
     ctx.budget.add(result.tokens)
     if result.findings is not None:
-        return _finish(
-            ctx, payload, result.findings, result.tokens, result.usage, remote=result.where
-        )
+        record = FindingRecord.submitted(result.findings, sub, key, result.tokens)
+        return _finish(ctx, payload, record, result.usage, remote=result.where)
     # `tether_subagent` wrote the finding into the shared memory: read its record back
     stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
     if stored is None or stored.data.get("findings") is None:
