@@ -14,7 +14,7 @@ Agent names are slugged for file names; the exact names stay in the file.
 
 Invariant: no function here deletes or overwrites a findings file. (Only a resume replaces
 a subagent's findings file, and only one that no longer reads back as its findings, from
-the registry's record: `orchestrator.graph.nodes.subagent.repair_findings`.)
+the registry's record: `orchestrator.artifacts.recorded.repair_findings`.)
 """
 
 from __future__ import annotations

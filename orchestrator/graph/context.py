@@ -30,7 +30,7 @@ from orchestrator.agents.remote import RemoteRuns
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import read_findings
-from orchestrator.artifacts.registry import registry_records
+from orchestrator.artifacts.registry import Keys, Status, registry_note, registry_records
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.config.settings import Settings
 from orchestrator.config.skills import (
@@ -238,6 +238,12 @@ class RunContext:
             found = records.get(key)
             return dict(found) if found is not None else None
 
+    def note(self, task_id: str, key: str, status: Status, /, **fields: Any) -> None:
+        """Note `fields` in `key`'s registry record (`registry_note`), durably, and keep
+        them for this run's lookups."""
+        registry_note(self.docs, task_id, key, status, **fields)
+        self.registry_noted(task_id, key, fields)
+
     def registry_noted(self, task_id: str, key: str, fields: dict[str, Any]) -> None:
         """Keep a line this run appended to the registry for its later lookups."""
         with self._lock:
@@ -256,7 +262,7 @@ class RunContext:
             except (ArtifactError, OSError):
                 return None
 
-        recorded = self.registry_record(task_id, f"findings:{key}")
+        recorded = self.registry_record(task_id, Keys.findings(key))
         return FindingRecord.expand(key, ref, recorded, read_file)
 
     def remember_lead_context(self, state: dict[str, Any], tokens: int) -> None:

@@ -30,7 +30,13 @@ from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
 from orchestrator.artifacts.names import iso_timestamp, utc
 from orchestrator.artifacts.plan import addressed_by, write_plan
-from orchestrator.artifacts.registry import find_written, registry_lookup, registry_note
+from orchestrator.artifacts.registry import (
+    Keys,
+    Status,
+    find_written,
+    registry_lookup,
+    registry_note,
+)
 from orchestrator.artifacts.text import sections
 from orchestrator.config.workflow import WRITE_TOOLS
 from orchestrator.faults import fault
@@ -356,7 +362,7 @@ def merge_findings(
     The batch is registered under `merged:{phase}:{number of findings}`, so a replay after
     a crash reuses the file it wrote instead of adding a second one.
     """
-    key = f"merged:{phase}:{len(records)}"
+    key = Keys.merged(phase, len(records))
     task_id = state["task_id"]
     docs = ctx.docs
     rec = registry_lookup(docs, task_id, key) or {}
@@ -365,11 +371,11 @@ def merge_findings(
     ts = rec.get("ts")
     found = ts and find_written(docs, FINDINGS, ts, read_merged, task_id=task_id, phase=phase)
     if found:
-        registry_note(docs, task_id, key, path=docs.rel(found))
+        registry_note(docs, task_id, key, Status.WRITTEN, path=docs.rel(found))
         return docs.rel(found)
     if not ts:
         ts = iso_timestamp()
-        registry_note(docs, task_id, key, ts=ts)
+        registry_note(docs, task_id, key, Status.STARTED, ts=ts)
     fault("merge_before_write")
     path = write_merged(
         docs,
@@ -384,6 +390,6 @@ def merge_findings(
     if relative != merged_name(ts):
         # the name was taken: record where the file is (by default the timestamp recorded
         # above names it, and a replay finds the file by it)
-        registry_note(docs, state["task_id"], key, path=relative)
+        registry_note(docs, state["task_id"], key, Status.WRITTEN, path=relative)
     fault("merge_after_write")
     return relative

@@ -31,7 +31,7 @@ from orchestrator.artifacts.findings import (
     list_findings,
     read_findings,
 )
-from orchestrator.artifacts.registry import find_written, registry_records
+from orchestrator.artifacts.registry import Keys, find_written, registry_records
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
@@ -69,9 +69,9 @@ def registry_findings(docs: Docs, task_id: str) -> tuple[dict[str, dict], dict[s
     subtasks: dict[str, dict] = {}
     findings: dict[str, dict] = {}
     for rkey, rec in registry_records(docs, task_id).items():
-        if not rkey.startswith("findings:") or not isinstance(rec.get("findings"), dict):
+        key = Keys.subtask(Keys.FINDINGS, rkey)
+        if key is None or not isinstance(rec.get("findings"), dict):
             continue  # not tether's (a hand edit, a tool): never stops a resume
-        key = rkey.removeprefix("findings:")
         sub = rec.get("subtask") or {}
         path = rec.get("path")
         if not isinstance(sub, dict) or not isinstance(rec.get("ts"), str):

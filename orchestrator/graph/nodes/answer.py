@@ -27,7 +27,7 @@ from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.provider import approx_tokens, tool_tokens
 from orchestrator.artifacts.finding import ANSWER_CHARS, FindingRecord
-from orchestrator.artifacts.registry import registry_lookup, registry_note
+from orchestrator.artifacts.registry import Keys, Status, registry_lookup, registry_note
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
@@ -43,7 +43,6 @@ from orchestrator.graph.writes import (
 from orchestrator.state import OrchestratorState, current_phase, skipped_phases, usage_record
 from orchestrator.types import SubmitAnswer
 
-ANSWER_KEY = "answer:final"
 WINDOW_MARGIN = 0.95
 ANSWER_TOOLS = ("recall_memory", "read_file")
 ANSWER_STEPS = 4
@@ -141,11 +140,11 @@ def _answer(
     if state.get("answer"):  # the lead answered alone, in its plan
         info = state.get("answer_info") or {}
         return {"answer": state["answer"], **info, "by": info.get("by", "plan")}, {}
-    recorded = registry_lookup(ctx.docs, task_id, ANSWER_KEY)
+    recorded = registry_lookup(ctx.docs, task_id, Keys.answer())
     if recorded and recorded.get("answer"):
         return {k: v for k, v in recorded.items() if k != "key"}, {}
     answer, usage = _ask(ctx, state, records)
-    registry_note(ctx.docs, task_id, ANSWER_KEY, **answer)
+    registry_note(ctx.docs, task_id, Keys.answer(), Status.NOTED, **answer)
     fault("answer_after_call")
     return answer, usage
 

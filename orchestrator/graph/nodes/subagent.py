@@ -57,17 +57,16 @@ from memory.backends.urls import redact_text
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.offload import OffloadLargeToolResults
 from orchestrator.approvals import note_requests
-from orchestrator.artifacts.documents import FINDINGS, Docs
+from orchestrator.artifacts.documents import FINDINGS
 from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import (
     finding_file_name,
-    finding_text,
     findings_meta,
     write_finding,
 )
 from orchestrator.artifacts.names import iso_timestamp
-from orchestrator.artifacts.registry import find_written, registry_note, registry_records
-from orchestrator.artifacts.text import parse_meta
+from orchestrator.artifacts.recorded import recorded_finding
+from orchestrator.artifacts.registry import Keys, Status, find_written, registry_lookup
 from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import ModelCallError, RemoteAgentError, Stopped
 from orchestrator.faults import fault
@@ -175,12 +174,6 @@ def _earlier_lines(records: list[FindingRecord]) -> list[str]:
     return lines
 
 
-def _note(ctx: RunContext, task_id: str, key: str, **fields: Any) -> None:
-    """Append a registry line for `key`, and keep it for this run's lookups."""
-    registry_note(ctx.docs, task_id, key, **fields)
-    ctx.registry_noted(task_id, key, fields)
-
-
 def files_written(transcript: list[Any]) -> list[FileNote]:
     """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing).
 
@@ -209,79 +202,6 @@ def files_written(transcript: list[Any]) -> list[FileNote]:
     return [FileNote(path=p, description=d) for p, d in written.items()]
 
 
-def _reads_back(data: bytes | None, meta: dict[str, str]) -> bool:
-    """Whether `data` is a whole findings file with these metadata values."""
-    try:
-        found = parse_meta(data.decode("utf-8"), "findings") if data else None
-    except UnicodeDecodeError:
-        return False
-    return found is not None and all(found.get(k) == v for k, v in meta.items())
-
-
-def repaired_message(rel: str) -> str:
-    """The warning for a findings file `repair_findings` wrote again."""
-    return (
-        f"findings file {rel} was missing or cut short (a crash of the machine?); "
-        "written again from the artifact registry"
-    )
-
-
-def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[str]:
-    """Write again, durably, the findings files of `task_id` that a crash of the machine
-    lost or cut short; returns their paths (relative to the memory directory).
-
-    A subagent's file is written without fsync: its registry record, appended durably
-    just before, holds the findings. So a resume first checks that every recorded file
-    reads back as its subtask's findings. A file that does not (empty, cut short: its
-    metadata comment ends it) is replaced in place, since its name is the one recorded for
-    it; a missing one is created under that name.
-    """
-    repaired = []
-    for rkey, rec in registry_records(docs, task_id).items():
-        sub, findings = rec.get("subtask"), rec.get("findings")
-        if not (
-            rkey.startswith("findings:")
-            and isinstance(findings, dict)
-            and isinstance(sub, dict)
-            and sub.get("agent")
-            and sub.get("id")
-            and isinstance(rec.get("ts"), str)
-        ):
-            continue  # not a subagent's record, or not one tether wrote whole
-        key = rkey.removeprefix("findings:")
-        record = _recorded(key, rec)
-        noted = rec.get("path")
-        expected = noted if isinstance(noted, str) and noted else None
-        expected = expected or finding_file_name(record, rec["ts"])
-        meta = {"task_id": task_id, "subtask_id": key}
-        if _reads_back(docs.read_bytes(expected), meta):
-            continue
-        found = find_written(docs, FINDINGS, rec["ts"], findings_meta, **meta)
-        if found is not None:  # under another name of its time (taken; killed before noting)
-            registry_note(docs, task_id, rkey, path=docs.rel(found))
-            continue
-        text = finding_text(record, task_id, rec["ts"], project_dir)
-        docs.write_text(expected, text)
-        repaired.append(expected)
-    return repaired
-
-
-def _recorded(key: str, rec: dict[str, Any]) -> FindingRecord:
-    """The finding of subtask `key` from its registry record (as the agent submitted it)."""
-    sub = rec.get("subtask") or {}
-    return FindingRecord.of(
-        {
-            **rec["findings"],
-            "key": key,
-            "agent": sub.get("agent"),
-            "title": sub.get("title"),
-            "phase": rec.get("phase") or sub.get("phase"),
-            "id": sub.get("id"),
-            "tokens": rec.get("tokens"),
-        }
-    )
-
-
 def _write(
     ctx: RunContext, task_id: str, record: FindingRecord, ts: str, *, durable: bool = True
 ) -> Path:
@@ -296,7 +216,7 @@ def _reuse(
     """A subagent that already produced findings: rewrite the file if needed, never rerun
     (`reused` False: a remote `tether_subagent` wrote them just now)."""
     sub, key, docs = payload["subtask"], payload["key"], ctx.docs
-    record = _recorded(key, {**rec, "subtask": sub, "phase": payload["phase"]})
+    record = recorded_finding(key, {**rec, "subtask": sub, "phase": payload["phase"]})
     expected = finding_file_name(record, rec["ts"])
     # a file at the recorded name is whole: `repair_findings` ran before the graph
     recorded = rec.get("path") or expected
@@ -314,7 +234,7 @@ def _reuse(
     if path is None:
         path = _write(ctx, payload["task_id"], record, rec["ts"])
     if docs.rel(path) not in (expected, rec.get("path")):
-        _note(ctx, payload["task_id"], f"findings:{key}", path=docs.rel(path))
+        ctx.note(payload["task_id"], Keys.findings(key), Status.WRITTEN, path=docs.rel(path))
     ctx.emit(
         "agent",
         key=key,
@@ -394,10 +314,6 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
     )
 
 
-TRANSCRIPT = "transcript:"
-"""Registry key prefix of a failed subagent's conversation (`_keep_transcript`)."""
-
-
 def _keep_transcript(ctx: RunContext, task_id: str, key: str, exc: Exception) -> None:
     """Record the conversation of a subagent whose provider failed, its tool calls done,
     so that the run that retries it continues from there, as after a kill: a tool with
@@ -406,7 +322,7 @@ def _keep_transcript(ctx: RunContext, task_id: str, key: str, exc: Exception) ->
     if not isinstance(exc, ModelCallError) or not messages:
         return
     try:
-        _note(ctx, task_id, TRANSCRIPT + key, messages=messages_to_dict(messages))
+        ctx.note(task_id, Keys.transcript(key), Status.NOTED, messages=messages_to_dict(messages))
     except (TypeError, ValueError):  # a message that is not JSON: the retry starts afresh
         return
 
@@ -416,7 +332,7 @@ def _continued(ctx: RunContext, payload: SubagentPayload) -> list[Any] | None:
     from its prompt)."""
     if ctx.new_task:
         return None
-    rec = ctx.registry_record(payload["task_id"], TRANSCRIPT + payload["key"])
+    rec = ctx.registry_record(payload["task_id"], Keys.transcript(payload["key"]))
     kept = (rec or {}).get("messages")
     if not isinstance(kept, list) or not kept:
         return None
@@ -442,7 +358,7 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     """`subagent_node`'s work with the run context given (LangGraph Server's
     `tether_subagent` graph runs one subagent so, `orchestrator.server`)."""
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
-    rec = None if ctx.new_task else ctx.registry_record(task_id, f"findings:{key}")
+    rec = None if ctx.new_task else ctx.registry_record(task_id, Keys.findings(key))
     if rec and rec.get("findings") is not None:
         return _reuse(ctx, payload, rec)
     fault("subagent_before_run")
@@ -495,12 +411,12 @@ def _finish(
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
     ts = iso_timestamp()
     # the stored record, not the run's lookup: its agent's finished runs (1 unless a bug)
-    stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
-    runs = (stored.data.get("runs") or 0) + 1 if stored is not None else 1
-    _note(
-        ctx,
+    stored = registry_lookup(ctx.docs, task_id, Keys.findings(key))
+    runs = (stored.get("runs") or 0) + 1 if stored is not None else 1
+    ctx.note(
         task_id,
-        f"findings:{key}",
+        Keys.findings(key),
+        Status.STARTED,
         ts=ts,
         findings=record.finding(),
         tokens=record.tokens,
@@ -516,7 +432,7 @@ def _finish(
     if ctx.docs.rel(path) != finding_file_name(record, ts):
         # the name was taken: the record must say where the file is (by default the
         # timestamp recorded above names it, and the registry needs no second line)
-        _note(ctx, task_id, f"findings:{key}", path=ctx.docs.rel(path))
+        ctx.note(task_id, Keys.findings(key), Status.WRITTEN, path=ctx.docs.rel(path))
     fault("subagent_after_findings")
     tokens = record.tokens
     ctx.emit("agent", key=key, agent=sub["agent"], state="done", tokens=tokens, path=str(path))
@@ -558,13 +474,14 @@ def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> d
         record = FindingRecord.submitted(result.findings, sub, key, result.tokens)
         return _finish(ctx, payload, record, result.usage, remote=result.where)
     # `tether_subagent` wrote the finding into the shared memory: read its record back
-    stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
-    if stored is None or stored.data.get("findings") is None:
+    stored = registry_lookup(ctx.docs, task_id, Keys.findings(key))
+    if stored is None or stored.get("findings") is None:
         error = RemoteAgentError(f"{result.where.get('server')} wrote no finding for {key!r}")
         return _failed(ctx, payload, error, result.tokens)
-    ctx.registry_noted(task_id, f"findings:{key}", dict(stored.data))  # this run's lookups
-    _note(ctx, task_id, f"findings:{key}", remote=result.where)
-    out = _reuse(ctx, payload, {**stored.data, "key": f"findings:{key}"}, reused=False)
+    stored.pop("key")
+    ctx.registry_noted(task_id, Keys.findings(key), stored)  # this run's lookups
+    ctx.note(task_id, Keys.findings(key), Status.NOTED, remote=result.where)
+    out = _reuse(ctx, payload, {**stored, "key": Keys.findings(key)}, reused=False)
     out["tokens"] = {f"{sub['agent']}:{key}": result.tokens}
     if result.usage is not None:
         out["usage"] = {f"{sub['agent']}:{key}": result.usage}
