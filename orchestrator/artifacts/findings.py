@@ -383,11 +383,12 @@ def write_finding(
     timestamp: datetime | str,
     durable: bool = True,
     project_dir: Pathish | None = None,
-) -> Path:
+) -> tuple[Path, bool]:
     """Create the findings file of one subagent's `record` (named after its agent and
-    subtask id and `timestamp`, `findings_name`); returns its path. `durable`: as
+    subtask id and `timestamp`, `finding_file_name`); returns its path and whether that
+    name was taken (the file got a suffix: its path must be recorded). `durable`: as
     `write_findings`'s."""
-    return write_findings(
+    path = write_findings(
         memory,
         _file_agent(record),
         timestamp=timestamp,
@@ -395,6 +396,7 @@ def write_finding(
         project_dir=project_dir,
         **record.file_fields(task_id),
     )
+    return path, path.name != Path(finding_file_name(record, timestamp)).name
 
 
 def finding_file_name(record: FindingRecord, timestamp: datetime | str) -> str:

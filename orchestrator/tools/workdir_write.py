@@ -67,7 +67,7 @@ LOCK_TIMEOUT_S = 60.0
 class WriteOutcome(TypedDict):
     """What a write tool did, carried beside its answer as the `ToolMessage`'s `artifact`
     (the tools' `response_format="content_and_artifact"`): the files an agent wrote are
-    read from these (`orchestrator.graph.nodes.subagent.files_written`), never from the
+    read from these (`orchestrator.graph.written.files_written`), never from the
     answer's words."""
 
     path: str

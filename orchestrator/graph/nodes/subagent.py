@@ -1,24 +1,34 @@
-"""subagent: one tool-using agent per subtask; writes `findings/{agent}_{ts}.md`.
+"""subagent: one tool-using agent per subtask; runs it (or reuses its recorded finding),
+records its finding and writes `findings/{agent}_{ts}.md`.
+
+This module runs and finishes a subagent; the other jobs sit beside it: what it is told in
+`orchestrator.graph.subagent_prompt`, the files its tools wrote in
+`orchestrator.graph.written` (from the tools' typed outcomes), its finding as the one
+object that travels in `orchestrator.artifacts.finding` (`FindingRecord`), reading a
+recorded finding back and repairing its file after a crash in
+`orchestrator.artifacts.recorded`, and a remote agent's run in `orchestrator.graph.remote`
+(one call, `run_remote`).
 
 The subagent gets the tools its workflow spec names (default: the read-only workdir tools,
 `recall_memory` and the memory tools; always `memory_fetch`, which reads tool results
 evicted to memory), tether's protocol text plus its own prompt (`prompt`/`prompt_file`)
 and the skills index as its system prompt, and its own bounded context
-(`subagent_context_tokens`). Its middleware: tool results over the limit go to memory
-entries (`OffloadLargeToolResults`), the user's tools are timed out
+(`subagent_context_tokens`). Its middleware (`subagent_middleware`): tool results over the
+limit go to memory entries (`OffloadLargeToolResults`), the user's tools are timed out
 (`ToolTimeoutMiddleware`), and the tools in its `interrupt_on` wait for a person's decision
 (LangChain's `HumanInTheLoopMiddleware`: a LangGraph `interrupt` that ends the run
 `waiting`; the approved agent continues from its own checkpoint). It ends by calling
-`SubmitFindings`.
+`SubmitFindings`, which becomes its `FindingRecord`.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
 registry (`orchestrator.artifacts.registry`):
-1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first
-   (a durable line);
+1. the record's finding and the chosen timestamp are recorded first under
+   `Keys.findings(key)` (a durable line);
 2. the findings file is written with that timestamp, which fixes its name
-   (`artifacts.findings.findings_name`); only if that name was taken is its path recorded as well.
-   The file is not fsynced: the record is the durable copy, and a resume writes again
-   any file a crash of the machine lost or cut short (`repair_findings`).
+   (`artifacts.findings.finding_file_name`); only if that name was taken is its path
+   recorded as well. The file is not fsynced: the record is the durable copy, and a resume
+   writes again any file a crash of the machine lost or cut short
+   (`artifacts.recorded.repair_findings`).
 On a replay (any run but the one that started the task, which has nothing on disk to
 look up), a recorded result is reused: the file is rewritten from the record if the crash
 came before step 2, and the agent itself never runs a second time.
@@ -26,9 +36,9 @@ came before step 2, and the agent itself never runs a second time.
 A model or tool exception marks this subagent failed (`failed[key]`, shown as
 `blocked_agents` in checkpoints) and leaves the other subagents alone; a failed subtask
 has no findings, so the next resume's spawn retries it. When its provider failed, its
-conversation so far (every tool call answered) is recorded first (`transcript:{key}` in
-the registry), and the retry continues from it, as a resume after a kill continues from
-the agent's durable steps: its tool calls are not made a second time.
+conversation so far (every tool call answered) is recorded first
+(`Keys.transcript(key)`), and the retry continues from it, as a resume after a kill
+continues from the agent's durable steps: its tool calls are not made a second time.
 
 A remote agent (`AgentSpec.remote`) runs the subtask on LangGraph Server instead
 (`orchestrator.graph.remote`): it is told the same subtask text, and its result goes
@@ -42,14 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware
-from langchain_core.messages import (
-    AIMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    messages_from_dict,
-    messages_to_dict,
-)
+from langchain_core.messages import messages_from_dict, messages_to_dict
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.runtime import Runtime
 
@@ -59,11 +62,7 @@ from orchestrator.agents.offload import OffloadLargeToolResults
 from orchestrator.approvals import note_requests
 from orchestrator.artifacts.documents import FINDINGS
 from orchestrator.artifacts.finding import FindingRecord
-from orchestrator.artifacts.findings import (
-    finding_file_name,
-    findings_meta,
-    write_finding,
-)
+from orchestrator.artifacts.findings import finding_file_name, findings_meta, write_finding
 from orchestrator.artifacts.names import iso_timestamp
 from orchestrator.artifacts.recorded import recorded_finding
 from orchestrator.artifacts.registry import Keys, Status, find_written, registry_lookup
@@ -72,139 +71,17 @@ from orchestrator.errors import ModelCallError, RemoteAgentError, Stopped
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.remote import RemoteResult, run_remote
+from orchestrator.graph.subagent_prompt import earlier_on_scope, remote_text, subagent_prompt
+from orchestrator.graph.written import files_written
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
-from orchestrator.tools.workdir_write import WriteOutcome, change_note
-from orchestrator.types import FileNote, SubagentPayload, SubmitFindings
-
-SUBAGENT_SYSTEM = (
-    "You are a subagent of a tether run. Work only on your subtask, with your tools; do not "
-    "redo what earlier findings below already found. Then call SubmitFindings once: a short "
-    "summary, concrete discoveries (paths, names, line numbers), the files you examined."
-)
-EARLIER_FINDINGS = 6
-EARLIER_CHARS = 1500
-"""Earlier findings a subagent is told of, at most (count and characters)."""
-#: Tools that write files: memory files, and the workdir (`write_file`, `edit_file`).
-WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
-WORKDIR_WRITES = frozenset({"write_file", "edit_file"})
-
-
-def subagent_prompt(
-    payload: SubagentPayload,
-    skills_index: str,
-    max_steps: int = 8,
-    instructions: str = "",
-    earlier: list[FindingRecord] = (),  # type: ignore[assignment]
-) -> list[Any]:
-    """The subagent's conversation: tether's protocol text (with its own instructions and
-    the skills it may read), then its subtask and the earlier findings on its scope."""
-    system = SUBAGENT_SYSTEM
-    if instructions:
-        system += "\n\nYour instructions as this agent:\n" + instructions
-    if skills_index:
-        system += "\n\nSkills (read one with read_skill):\n" + skills_index
-    text = subtask_text(
-        payload,
-        earlier,
-        [f"Max steps: {max(1, max_steps - 1)}"],
-        "Investigate, then call SubmitFindings.",
-    )
-    return [SystemMessage(system), HumanMessage(text)]
-
-
-REMOTE_CLOSING = (
-    "Work on this subtask only, then answer with what you found: concrete discoveries "
-    "(paths, names, line numbers) and the files you examined."
-)
-
-
-def subtask_text(
-    payload: SubagentPayload,
-    earlier: list[FindingRecord],
-    extra: list[str] = (),  # type: ignore[assignment]
-    closing: str = REMOTE_CLOSING,
-) -> str:
-    """The subtask as an agent is told it: objective, phase, subtask, scope, the earlier
-    findings on its scope, then `closing` (a remote agent gets this as its input message)."""
-    sub = payload["subtask"]
-    lines = [
-        f"Objective: {payload['objective']}",
-        f"Phase: {payload['phase']}",
-        f"Subtask: {sub['id']}",
-        f"Title: {sub['title']}",
-        f"Description: {sub['description']}",
-        f"Scope: {', '.join(sub.get('scope') or []) or '.'}",
-        *extra,
-    ]
-    if earlier:
-        lines += ["Earlier findings on this scope (build on them):", *_earlier_lines(earlier)]
-    lines.append(closing)
-    return "\n".join(lines)
-
-
-def _in_scope(path: str, scope: list[str]) -> bool:
-    roots = [s.strip("/") for s in scope if s.strip("/") not in ("", ".")]
-    return not roots or any(path == r or path.startswith(r + "/") for r in roots)
-
-
-def earlier_on_scope(ctx: RunContext, payload: SubagentPayload) -> list[FindingRecord]:
-    """The earlier phases' findings that concern this subtask's scope: those that examined
-    a file inside it (all of them for a subtask of the whole workdir), newest phase first."""
-    scope = list(payload["subtask"].get("scope") or [])
-    out = []
-    for key, ref in sorted((payload.get("earlier") or {}).items(), reverse=True):
-        record = ctx.finding(payload["task_id"], key, ref)
-        files = record.examined()
-        if not files or any(_in_scope(p, scope) for p in files):
-            out.append(record)
-        if len(out) >= EARLIER_FINDINGS:
-            break
-    return out
-
-
-def _earlier_lines(records: list[FindingRecord]) -> list[str]:
-    lines, used = [], 0
-    for r in records:
-        line = r.for_subagent()
-        if used + len(line) > EARLIER_CHARS:
-            break
-        lines.append(line)
-        used += len(line)
-    return lines
-
-
-def files_written(transcript: list[Any]) -> list[FileNote]:
-    """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing).
-
-    A workdir file is listed as `created`, or `modified; previous content: ENTRY_ID` (the
-    first change keeps the content before the agent touched it), from the write tool's
-    `WriteOutcome` (the `ToolMessage`'s artifact); a memory file, named by the call's
-    `path`, with the first line of the tool's answer.
-    """
-    tools = WRITING_TOOLS | WORKDIR_WRITES
-    calls: dict[str, dict] = {}
-    written: dict[str, str] = {}
-    for message in transcript:
-        if isinstance(message, AIMessage):
-            calls.update({c.get("id"): c for c in message.tool_calls if c["name"] in tools})
-        elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
-            call, answer = calls[message.tool_call_id], str(message.content).strip()
-            if call["name"] in WORKDIR_WRITES:
-                outcome: WriteOutcome | None = message.artifact
-                note = change_note(outcome) if isinstance(outcome, dict) else None
-                if note is not None and outcome["path"] not in written:
-                    written[outcome["path"]] = note
-                continue
-            path = (call.get("args") or {}).get("path")
-            if path and not answer.startswith("Error"):
-                written[str(path)] = f"{call['name']}: {answer.splitlines()[0][:200]}"
-    return [FileNote(path=p, description=d) for p, d in written.items()]
+from orchestrator.types import SubagentPayload, SubmitFindings
 
 
 def _write(
     ctx: RunContext, task_id: str, record: FindingRecord, ts: str, *, durable: bool = True
-) -> Path:
+) -> tuple[Path, bool]:
+    """Write `record`'s findings file; its path, and whether its name was taken."""
     return write_finding(
         ctx.docs, record, task_id, timestamp=ts, durable=durable, project_dir=ctx.project_dir
     )
@@ -232,7 +109,7 @@ def _reuse(
             subtask_id=key,
         )
     if path is None:
-        path = _write(ctx, payload["task_id"], record, rec["ts"])
+        path, _ = _write(ctx, payload["task_id"], record, rec["ts"])
     if docs.rel(path) not in (expected, rec.get("path")):
         ctx.note(payload["task_id"], Keys.findings(key), Status.WRITTEN, path=docs.rel(path))
     ctx.emit(
@@ -381,8 +258,8 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     except Exception as exc:  # any model/tool failure blocks this subagent only
         _keep_transcript(ctx, task_id, key, exc)
         return _failed(ctx, payload, exc, used["tokens"])
-    record = FindingRecord.submitted(result.final, sub, key, result.tokens)
-    record = record.with_written(files_written(result.transcript))
+    written = files_written(result.transcript)
+    record = FindingRecord.submitted(result.final, sub, key, result.tokens).with_written(written)
     return _finish(ctx, payload, record, usage_record(result))
 
 
@@ -428,8 +305,8 @@ def _finish(
     fault("subagent_before_findings")
     # not fsynced: the record just noted holds the findings durably, and a resume writes
     # the file again from it if a crash of the machine lost the file (`repair_findings`)
-    path = _write(ctx, task_id, record, ts, durable=False)
-    if ctx.docs.rel(path) != finding_file_name(record, ts):
+    path, renamed = _write(ctx, task_id, record, ts, durable=False)
+    if renamed:
         # the name was taken: the record must say where the file is (by default the
         # timestamp recorded above names it, and the registry needs no second line)
         ctx.note(task_id, Keys.findings(key), Status.WRITTEN, path=ctx.docs.rel(path))
@@ -445,13 +322,6 @@ def _finish(
     if usage is not None:
         out["usage"] = {f"{sub['agent']}:{key}": usage}
     return out
-
-
-def remote_text(ctx: RunContext, payload: SubagentPayload) -> str:
-    """What a remote agent is told: its own instructions (`prompt`), then the subtask."""
-    text = subtask_text(payload, earlier_on_scope(ctx, payload))
-    instructions = ctx.prompts.get(payload["subtask"]["agent"], "")
-    return f"Your instructions as this agent:\n{instructions}\n\n{text}" if instructions else text
 
 
 def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from langchain_openai import ChatOpenAI
 
 from memory import MemoryStore
 from orchestrator.api import Orchestrator
-from orchestrator.graph.nodes.subagent import files_written
+from orchestrator.graph.written import files_written
 from orchestrator.tools import workdir_write
 from orchestrator.tools.workdir_write import BACKUP_TAG, WorkdirWriter
 from tests.orchestrator.openai_server import ScriptedOpenAI
