@@ -51,6 +51,7 @@ from orchestrator.artifacts.brief import brief_objective, brief_title, store_bri
 from orchestrator.artifacts.checkpoint import latest_valid_checkpoint
 from orchestrator.artifacts.documents import MemoryHandle
 from orchestrator.artifacts.names import utc
+from orchestrator.artifacts.recorded import repair_findings, repaired_message
 from orchestrator.artifacts.tasks import TaskInfo, TaskList, resume_command, task_lock, thread_of
 from orchestrator.config.settings import Overrides, Settings, check_new_task, check_workdir
 from orchestrator.config.skills import external_memory_triggers
@@ -67,7 +68,6 @@ from orchestrator.faults import fault
 from orchestrator.graph.build import ThreadState, run_graph, thread_state
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
-from orchestrator.graph.nodes.subagent import repair_findings, repaired_message
 from orchestrator.graph.remote import check_served_memory
 from orchestrator.graph.writes import checkpoint_state
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings

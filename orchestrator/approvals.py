@@ -33,15 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from memory.errors import MemoryStoreError
 from orchestrator.artifacts.decisions import write_key_decisions
-from orchestrator.artifacts.registry import registry_note, registry_records
+from orchestrator.artifacts.registry import Keys, Status, registry_note, registry_records
 from orchestrator.errors import ApprovalError
 from orchestrator.types import PendingApproval
 
 if TYPE_CHECKING:
     from orchestrator.artifacts.documents import Docs
     from orchestrator.artifacts.tasks import TaskList
-
-PREFIX = "approval:"
 
 ARGS_SHOWN = 200
 """Characters of a request's arguments shown on its line when they are not a mapping."""
@@ -91,7 +89,8 @@ def note_requests(ctx: Any, task_id: str, exc: Any, *, agent: str, key: str) -> 
         registry_note(
             ctx.docs,
             task_id,
-            PREFIX + ident,
+            Keys.approval(ident),
+            Status.REQUESTED,
             agent=agent,
             subtask=key,
             actions=[a.model_dump() for a in actions],
@@ -114,7 +113,7 @@ def pending(docs: Docs, task_id: str, interrupts: Iterable[Any]) -> list[Pending
     records = registry_records(docs, task_id)
     out: list[PendingApproval] = []
     for intr in interrupts:
-        rec = records.get(PREFIX + intr.id) or {}
+        rec = records.get(Keys.approval(intr.id)) or {}
         if rec.get("decided") and isinstance(rec.get("decision"), dict):
             continue
         out += actions_of(intr.value, intr.id, rec.get("agent", "?"), rec.get("subtask", ""))
@@ -126,7 +125,10 @@ def note_decisions(docs: Docs, task_id: str, answers: dict[str, dict[str, Any]])
     its payload, so a run killed before LangGraph saved it can still apply it."""
     for ident, payload in answers.items():
         kinds = sorted({d.get("type", "?") for d in payload.get("decisions") or []})
-        registry_note(docs, task_id, PREFIX + ident, decided="/".join(kinds), decision=payload)
+        decided = "/".join(kinds)
+        registry_note(
+            docs, task_id, Keys.approval(ident), Status.DECIDED, decided=decided, decision=payload
+        )
     try:  # where a person reads them; the registry is the record, this file a view
         write_key_decisions(docs, task_id)
     except (OSError, MemoryStoreError):  # the next overview update writes them
@@ -142,7 +144,7 @@ def recorded_decisions(
     records = registry_records(docs, task_id)
     out = {}
     for intr in interrupts:
-        rec = records.get(PREFIX + intr.id) or {}
+        rec = records.get(Keys.approval(intr.id)) or {}
         if rec.get("decided") and isinstance(rec.get("decision"), dict):
             out[intr.id] = rec["decision"]
     return out

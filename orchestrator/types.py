@@ -36,8 +36,10 @@ module of tether):
   graph state says the subagent ran: as a line of the task's artifact registry
   (`findings:{key}`) and as `findings/{agent}_{ts}.md`. The graph state, which LangGraph's
   checkpointer stores again at every super-step, carries a `FindingRef` only (where the
-  file is, who wrote it, its status and counts); `finding_record` expands it from the
-  registry or, failing that, from the file.
+  file is, who wrote it, its status and counts): a view of the finding's record
+  (`orchestrator.artifacts.finding.FindingRecord`, which is `Finding` with its identity and
+  travels from the subagent to the answer), expanded back from the registry or, failing
+  that, from the file (`FindingRecord.expand`).
 
 Invariants: no other module lists the fields of a finding, a subtask or the lead's plan by
 hand (the graph state's `FindingRef` names the three lists it counts; the state's
@@ -183,7 +185,7 @@ RECORDED = frozenset({"files_written"})
 """`Finding` fields tether records from the agent's tool calls; its tool does not offer them."""
 
 MERGED_FIELDS = ("agent", *Finding.model_fields, "path", "phase")
-"""The fields of a finding record (`orchestrator.types.finding_record`) that a merged
+"""The fields of a finding record (`orchestrator.artifacts.finding.FindingRecord`) that a merged
 batch keeps: who wrote it, the finding, its file and phase."""
 
 
@@ -327,7 +329,9 @@ TEXT_FIELDS = tuple(k for k in Finding.model_fields if k != "status")
 
 
 class FindingRef(TypedDict, total=False):
-    """What the graph state holds of one finished subagent's finding."""
+    """What the graph state holds of one finished subagent's finding: a view of its
+    `FindingRecord` (`orchestrator.artifacts.finding`, `FindingRecord.ref()`), the record's
+    identity, its `Finding.status` and the counts of three of its lists; no texts."""
 
     path: str
     """The findings file, relative to the memory root."""
@@ -341,55 +345,6 @@ class FindingRef(TypedDict, total=False):
     """`completed`, `partial` or `failed`, as the agent reported it."""
     counts: dict[str, int]
     """How many `key_discoveries`, `files` (examined) and `files_written` it holds."""
-
-
-def finding_ref(record: Mapping[str, Any]) -> FindingRef:
-    """The reference of a whole finding record (identity, status and counts; no texts)."""
-    return FindingRef(
-        path=str(record.get("path") or ""),
-        agent=str(record.get("agent") or "researcher"),
-        title=str(record.get("title") or ""),
-        phase=str(record.get("phase") or ""),
-        id=str(record.get("id") or ""),
-        tokens=int(record.get("tokens") or 0),
-        status=str(record.get("status") or "completed"),
-        counts={
-            "key_discoveries": len(record.get("key_discoveries") or []),
-            "files": len(record.get("files") or []),
-            "files_written": len(record.get("files_written") or []),
-        },
-    )
-
-
-def texts_of(payload: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The text fields of a finding from a registry payload or a findings file's values."""
-    return finding_values(payload, exclude=("status",))
-
-
-def finding_record(
-    key: str,
-    ref: Mapping[str, Any],
-    registry: Callable[[str], Mapping[str, Any] | None],
-    read_file: Callable[[str], Mapping[str, Any] | None],
-) -> dict[str, Any]:
-    """The whole finding of subtask `key` (its reference plus its texts).
-
-    Args:
-        registry: `registry key -> record` (e.g. `RunContext.registry_record` bound to the
-            task); its `findings:{key}` record holds the finding as the agent submitted it.
-        read_file: `path -> the values a findings file was written with`, or None when it
-            cannot be read (used when the registry has no record, e.g. an older task).
-    """
-    rec = registry(f"findings:{key}") or {}
-    payload = rec.get("findings")
-    if payload is None and ref.get("path"):
-        payload = read_file(str(ref["path"]))
-    # a reference of an older run may still carry the texts: they stand when nothing else does
-    out: dict[str, Any] = {**ref, **texts_of(payload if payload is not None else ref)}
-    out.pop("counts", None)
-    if payload is not None and payload.get("status") and not ref.get("status"):
-        out["status"] = payload["status"]
-    return out
 
 
 # The approval request

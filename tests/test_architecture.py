@@ -280,3 +280,47 @@ def test_orchestrator_wing_docstrings_name_existing_modules():
             if not _wing_exists(init.parent, name)
         ]
     assert missing == []
+
+
+REGISTRY_PREFIXES = ("findings:", "approval:", "remote:", "transcript:", "merged:", "answer:")
+
+
+def test_registry_keys_are_spelled_only_by_the_registry():
+    """A registry key's prefix is a literal of `orchestrator/artifacts/registry.py` alone
+    (`Keys`): every other module builds and reads keys through it."""
+    owner = ROOT / "orchestrator" / "artifacts" / "registry.py"
+    found = []
+    for path in sorted((ROOT / "orchestrator").rglob("*.py")):
+        if path == owner:
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(d) for d in _docstrings(tree)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if node.value.startswith(REGISTRY_PREFIXES) and id(node) not in docs:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert found == []
+
+
+def _docstrings(tree: ast.AST) -> list[ast.AST]:
+    """The docstring nodes of a module and of its classes and functions."""
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return [
+        node.body[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, kinds)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    ]
+
+
+def test_the_registry_key_test_sees_a_key_literal(tmp_path):
+    """The check above finds a key spelled by hand (`f"findings:{key}"`, `"remote:"`)."""
+    source = 'KEY = "remote:"\ndef f(key):\n    return f"findings:{key}"\n'
+    values = [
+        n.value
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+    assert [v for v in values if v.startswith(REGISTRY_PREFIXES)] == ["remote:", "findings:"]

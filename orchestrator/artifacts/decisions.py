@@ -26,14 +26,12 @@ from typing import TYPE_CHECKING, Any
 from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
 from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.registry import Keys, registry_history
 from orchestrator.artifacts.render import md_code, md_inline
 from orchestrator.artifacts.text import sections
 
 if TYPE_CHECKING:
     from orchestrator.types import JsonObject
-
-APPROVAL_PREFIX = "approval:"
-"""Registry key prefix of approval requests (`orchestrator.approvals.PREFIX`)."""
 
 PLAN_ACTION = "PhasePlan"
 """The action of a phase plan's request (`orchestrator.graph.nodes.approve`)."""
@@ -90,10 +88,7 @@ def _about(tool: str, args: JsonObject, subtask: str = "") -> str:
 def decisions(docs: Docs, task_id: str) -> list[Decision]:
     """Every action of the task's approval requests, decided or waiting, oldest first."""
     out = []
-    for rec in docs.backend.list_subagents(task_id):
-        if not rec.agent_id.startswith(APPROVAL_PREFIX):
-            continue
-        data = rec.data
+    for rkey, data, updated_at in registry_history(docs, task_id, Keys.APPROVAL):
         payload = data.get("decision") if isinstance(data.get("decision"), dict) else {}
         answers = [d for d in payload.get("decisions") or [] if isinstance(d, dict)]
         for i, action in enumerate(a for a in data.get("actions") or [] if isinstance(a, dict)):
@@ -104,14 +99,14 @@ def decisions(docs: Docs, task_id: str) -> list[Decision]:
                 kind = "/".join(_KINDS.get(k, k) for k in str(data["decided"]).split("/"))
             out.append(
                 Decision(
-                    id=rec.agent_id.removeprefix(APPROVAL_PREFIX),
+                    id=rkey.removeprefix(Keys.APPROVAL),
                     agent=str(data.get("agent") or action.get("agent") or "?"),
                     subtask=str(data.get("subtask") or action.get("key") or ""),
                     tool=str(action.get("tool") or "?"),
                     args=dict(action.get("args") or {}),
                     kind=kind,
                     message=str(answer.get("message") or ""),
-                    at=rec.updated_at,
+                    at=updated_at,
                     edited=answer.get("edited_action")
                     if isinstance(answer.get("edited_action"), dict)
                     else None,

@@ -4,7 +4,8 @@ per merged batch.
 This module owns everything about these files: their names (`findings_name`,
 `merged_name`; `ts` is UTC `YYYYMMDDTHHMMSSffffffZ`, so names sort by time), their template
 inputs (views of `orchestrator.types.Finding`), rendering each `Finding` field by its
-type (`finding_views`), writing (`write_findings`, `write_merged`), reading back
+type (`finding_views`), writing (`write_finding` for a subagent's `FindingRecord`,
+`write_findings` for loose fields, `write_merged`), reading back
 (`read_findings`, `read_merged`, their metadata line) and listing (`list_findings`).
 
 New files are created with `Docs.create_unique`, so a taken name (two writers in the same
@@ -13,7 +14,7 @@ Agent names are slugged for file names; the exact names stay in the file.
 
 Invariant: no function here deletes or overwrites a findings file. (Only a resume replaces
 a subagent's findings file, and only one that no longer reads back as its findings, from
-the registry's record: `orchestrator.graph.nodes.subagent.repair_findings`.)
+the registry's record: `orchestrator.artifacts.recorded.repair_findings`.)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pydantic import BaseModel, field_validator
 from pydantic.fields import FieldInfo
 
 from orchestrator.artifacts.documents import FINDINGS, Docs
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.names import iso_timestamp, slug, timestamp, utc
 from orchestrator.artifacts.render import (
     FileNoteInput,
@@ -356,6 +358,54 @@ def write_findings(
     text = findings_text(agent, timestamp=when, **fields)
     stem = Path(findings_name(agent, when)).stem
     return Docs.of(memory).create_unique(FINDINGS, stem, ".md", text, durable=durable)
+
+
+def finding_text(
+    record: FindingRecord,
+    task_id: str,
+    timestamp: datetime | str,
+    project_dir: Pathish | None = None,
+) -> str:
+    """The markdown of `record`'s findings file (what `write_finding` writes)."""
+    return findings_text(
+        _file_agent(record),
+        timestamp=timestamp,
+        project_dir=project_dir,
+        **record.file_fields(task_id),
+    )
+
+
+def write_finding(
+    memory: Docs,
+    record: FindingRecord,
+    task_id: str,
+    *,
+    timestamp: datetime | str,
+    durable: bool = True,
+    project_dir: Pathish | None = None,
+) -> tuple[Path, bool]:
+    """Create the findings file of one subagent's `record` (named after its agent and
+    subtask id and `timestamp`, `finding_file_name`); returns its path and whether that
+    name was taken (the file got a suffix: its path must be recorded). `durable`: as
+    `write_findings`'s."""
+    path = write_findings(
+        memory,
+        _file_agent(record),
+        timestamp=timestamp,
+        durable=durable,
+        project_dir=project_dir,
+        **record.file_fields(task_id),
+    )
+    return path, path.name != Path(finding_file_name(record, timestamp)).name
+
+
+def finding_file_name(record: FindingRecord, timestamp: datetime | str) -> str:
+    """The name `write_finding` gives `record`'s file at `timestamp` when it is free."""
+    return findings_name(_file_agent(record), timestamp)
+
+
+def _file_agent(record: FindingRecord) -> str:
+    return agent_file_name({"agent": record.agent, "id": record.id})
 
 
 def write_merged(

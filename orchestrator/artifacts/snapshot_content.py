@@ -39,39 +39,27 @@ from memory.task.archive import Archive
 from memory.task.working import WorkingMemory
 from memory.text.tokens import CHARS_PER_TOKEN
 from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.finding import (
+    FindingRecord,
+    clip,
+    objective_shortened,
+)
 from orchestrator.artifacts.findings import list_findings, read_findings
 from orchestrator.artifacts.render import md_block, md_code
 from orchestrator.errors import ArtifactError
-from orchestrator.types import INLINE_FIELDS
 
 if TYPE_CHECKING:
-    from orchestrator.types import JsonObject
+    pass
 
 FOUND_CHARS = 3000
 LEFT_CHARS = 1600
 SUMMARY_CHARS = 1600
 SEED_SHARE = 0.06
 """Largest share of the token threshold the three digests take together."""
-ITEM_CHARS = 180
-"""Longest quoted sentence, turn or question."""
 TURN_CHARS = 130
 """Longest quoted turn of the conversation summary."""
-MAX_CITES = 3
 MAX_QUESTIONS = 8
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\[(])")
-#: File extensions a citation's path may end with when it has no `/` (a bare `Class.method`
-#: name must not pass for a file).
-_EXTENSIONS = (
-    "py pyi md rst txt toml json yaml yml cfg ini j2 html css js jsx ts tsx go rs java kt c h "
-    "cc cpp hpp cs rb php sh sql xml swift scala ex exs lua pl vue proto tf ipynb"
-)
-_PATH = (
-    r"(?:(?:[\w.-]+/)+[\w.-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}"
-    rf"|[\w.-]*\w\.(?:{'|'.join(_EXTENSIONS.split())}))"
-)
-_FILE_LINE = re.compile(rf"(?<![\w/.-])({_PATH}):(\d+)\b")
-_PATH_OR_LINE = re.compile(rf"(?<![\w/.-])(?P<path>{_PATH})(?![\w/-])|\(line (?P<line>\d+)\b")
 _TOOL_REPLAY = re.compile(r"^\[\w+\(.*?\)\]\s")
 
 
@@ -85,48 +73,6 @@ class SnapshotContent:
 
 
 # -- text helpers ------------------------------------------------------------------------
-def clip(text: str, limit: int = ITEM_CHARS) -> str:
-    """`text` on one line, cut at a word boundary with ` ...` when longer than `limit`."""
-    flat = " ".join(str(text).split())
-    if len(flat) <= limit:
-        return flat
-    cut = flat.rfind(" ", 0, limit - 4)
-    return flat[: cut if cut > limit // 2 else limit - 4] + " ..."
-
-
-def first_sentence(text: str, limit: int = ITEM_CHARS) -> str:
-    """The first sentence of `text` (clipped)."""
-    flat = " ".join(str(text).split())
-    return clip(_SENTENCE_END.split(flat, maxsplit=1)[0], limit)
-
-
-def citations(text: str, path: str | None = None) -> list[str]:
-    """The `file:line` citations `text` carries, in order, without repeats.
-
-    Explicit `path:12` citations count, and so does `(line 12` after a path named earlier
-    in the same text (or after `path`, the file a note is about), as findings write
-    `Change sites in a.py: f (line 12)` and `defines f (line 12)`.
-    """
-    found: list[str] = [f"{p}:{n}" for p, n in _FILE_LINE.findall(text)]
-    current = path
-    for match in _PATH_OR_LINE.finditer(text):
-        if match.group("path"):
-            current = match.group("path")
-        elif current:
-            found.append(f"{current}:{match.group('line')}")
-    return list(dict.fromkeys(found))
-
-
-def _finding_cites(record: Mapping[str, object]) -> list[str]:
-    cites: list[str] = []
-    for d in record.get("key_discoveries") or []:
-        cites += citations(str(d))
-    for note in record.get("files") or []:
-        if isinstance(note, Mapping):
-            cites += citations(str(note.get("description", "")), str(note.get("path", "")))
-    return list(dict.fromkeys(cites))
-
-
 def _fit(lines: Sequence[str], order: Iterable[int], budget: int) -> set[int]:
     """Indices of `lines` chosen in `order` while their total length fits `budget`."""
     chosen: set[int] = set()
@@ -154,49 +100,12 @@ def _spread(indices: Sequence[int]) -> list[int]:
 
 
 # -- what was found ----------------------------------------------------------------------
-def _finding_block(record: Mapping[str, object], objective: str | None) -> list[str]:
-    """A finding as a digest item: its first sentence and cited discoveries."""
-    key = record.get("key") or record.get("subtask_id") or record.get("agent") or "?"
-    where = f" {md_code(record['path'])}" if record.get("path") else ""
-    inline = [record.get("status") or "completed"]
-    inline += [str(record[k]) for k in INLINE_FIELDS if k != "status" and record.get(k)]
-    head = f"- {key} ({', '.join(inline)}){where}: "
-    head += first_sentence(_short(record.get("summary") or "", objective)) or "_no summary_"
-    cites = _finding_cites(record)
-    if cites:
-        shown = ", ".join(md_code(c) for c in cites[:MAX_CITES])
-        more = f" (+{len(cites) - MAX_CITES} more)" if len(cites) > MAX_CITES else ""
-        head += f" Cites {shown}{more}."
-    discoveries = [str(d) for d in record.get("key_discoveries") or []]
-    cited = [d for d in discoveries if citations(d)] or discoveries
-    return [head, *(f"  - {clip(_short(d, objective))}" for d in cited[:1])]
-
-
-def _compact(record: Mapping[str, object], objective: str | None, limit: int) -> str:
-    """A finding's digest item in about `limit` characters: its key, file and first
-    sentence, without citations."""
-    key = record.get("key") or record.get("subtask_id") or record.get("agent") or "?"
-    where = f" {md_code(record['path'])}" if record.get("path") else ""
-    head = f"- {key} ({record.get('status') or 'completed'}){where}: "
-    sentence = first_sentence(_short(record.get("summary") or "", objective), ITEM_CHARS)
-    return head + (clip(sentence, max(limit - len(head) - 1, 40)) or "_no summary_")
-
-
-def _short(text: str, objective: str | None) -> str:
-    """`text` with a quoted copy of the objective (stated once in the snapshot) shortened."""
-    if not objective:
-        return text
-    for quoted in (repr(objective), f'"{objective}"', f"'{objective}'"):
-        text = text.replace(quoted, "the objective")
-    return text
-
-
-def _phase(record: Mapping[str, object]) -> str:
-    return str(record.get("phase"))
+def _phase(record: FindingRecord) -> str:
+    return str(record.phase or None)
 
 
 def what_was_found(
-    records: Sequence[Mapping[str, object]],
+    records: Sequence[FindingRecord | Mapping[str, Any]],
     *,
     phases: Sequence[str] = (),
     current: str | None = None,
@@ -218,11 +127,12 @@ def what_was_found(
     merged findings file.
     """
     merged = dict(merged or {})
+    records = [FindingRecord.of(r) for r in records]
     if answer:
         opening = _answer_lines(answer, merged.get("final"), budget // 3)
         if not records:
             return opening + "\n\nNo findings: the lead answered from its own reading."
-        named = {str(r["path"]) for r in records if r.get("path") and str(r["path"]) in opening}
+        named = {r.path for r in records if r.path and r.path in opening}
         rest = what_was_found(
             records, phases=phases, current=current, merged=merged, objective=objective,
             budget=budget - len(opening) - 2, quoted=named,
@@ -232,17 +142,17 @@ def what_was_found(
         return "No findings yet."
     order = list(dict.fromkeys([*phases, *sorted({_phase(r) for r in records})]))
     rank = {p: i for i, p in enumerate(order)}
-    ordered = sorted(records, key=lambda r: (rank[_phase(r)], str(r.get("key"))))
-    statuses = Counter(r.get("status") or "completed" for r in records)
+    ordered = sorted(records, key=lambda r: (rank[_phase(r)], r.key))
+    statuses = Counter(r.status or "completed" for r in records)
     counts = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
     head = f"{len(records)} finding(s) ({counts}) in {len({_phase(r) for r in records})} phase(s)."
     if merged.get("final"):
         head += f" Final summary: {md_code(merged['final'])}."
-    above = [r for r in ordered if r.get("path") and str(r["path"]) in quoted]
+    above = [r for r in ordered if r.path and r.path in quoted]
     if above:
         head += f" {len(above)} of them quoted in the answer above; the others:"
-        ordered = [r for r in ordered if r not in above]
-    blocks = [_finding_block(r, objective) for r in ordered]
+        ordered = [r for r in ordered if not (r.path and r.path in quoted)]
+    blocks = [r.for_snapshot(objective) for r in ordered]
     by_phase: dict[str, list[int]] = {}
     for i, r in enumerate(ordered):
         by_phase.setdefault(_phase(r), []).append(i)
@@ -256,7 +166,7 @@ def what_was_found(
     share = room // max(len(by_phase), 1)
     for i in urgent[: len(by_phase)]:  # each phase's first finding, shortened to its share
         if len(blocks[i][0]) >= share:
-            blocks[i][0] = _compact(ordered[i], objective, share)
+            blocks[i][0] = ordered[i].for_snapshot(objective, share)[0]
     for i, j in [(i, 0) for i in urgent] + [(i, 1) for i in urgent]:
         if j < len(blocks[i]) and (j == 0 or (i, 0) in chosen) and len(blocks[i][j]) < room:
             chosen.add((i, j))
@@ -300,14 +210,12 @@ def _bounded(lines: list[str], budget: int) -> str:
     return "\n".join(out)
 
 
-def open_questions(
-    records: Sequence[Mapping[str, object]], objective: str | None = None
-) -> list[str]:
+def open_questions(records: Sequence[FindingRecord], objective: str | None = None) -> list[str]:
     """The open questions of `records` as digest lines (`[key] question`), capped."""
     found = [
-        f"  - [{r.get('key') or r.get('agent')}] {clip(_short(q, objective))}"
+        f"  - [{r.key or r.agent}] {clip(objective_shortened(q, objective))}"
         for r in records
-        for q in r.get("open_questions") or []
+        for q in r.open_questions
     ]
     if len(found) > MAX_QUESTIONS:
         found = [*found[:MAX_QUESTIONS], f"  - +{len(found) - MAX_QUESTIONS} more in the findings."]
@@ -317,7 +225,7 @@ def open_questions(
 def what_is_left(
     state: Mapping[str, object],
     budget: int = LEFT_CHARS,
-    records: Sequence[Mapping[str, object]] | None = None,
+    records: Sequence[FindingRecord] | None = None,
 ) -> str:
     """Pending subtasks, failures, unplanned phases and open questions of a task's state
     (the open questions from `records`, the whole findings; default: the state's own)."""
@@ -326,7 +234,7 @@ def what_is_left(
     findings = state.get("findings") or {}
     failed = state.get("failed") or {}
     if records is None:
-        records = [{"key": k, **v} for k, v in sorted(findings.items())]
+        records = [FindingRecord.of({**v, "key": k}) for k, v in sorted(findings.items())]
     lines: list[str] = []
     if state.get("status") == "done":
         lines.append("Nothing: the task is done; no subtask is pending.")
@@ -361,7 +269,7 @@ def what_is_left(
         ]
     questions = open_questions(records, state.get("objective"))
     if questions:
-        total = sum(len(r.get("open_questions") or []) for r in records)
+        total = sum(len(r.open_questions) for r in records)
         lines.append(f"- {total} open question(s) in the findings:")
         lines += questions
     return _bounded(lines, budget)
@@ -509,10 +417,7 @@ def lead_content(ctx: Any, state: Mapping[str, object]) -> SnapshotContent:
     phases = list(state.get("phases") or [])
     index = int(state.get("phase_index") or 0)
     task_id = state["task_id"]
-    records = [
-        {"key": k, **ctx.finding(task_id, k, v)}
-        for k, v in sorted((state.get("findings") or {}).items())
-    ]
+    records = [ctx.finding(task_id, k, v) for k, v in sorted((state.get("findings") or {}).items())]
     found, left, said = budgets(ctx.token_threshold)
     return SnapshotContent(
         what_was_found=what_was_found(
@@ -534,7 +439,7 @@ def lead_content(ctx: Any, state: Mapping[str, object]) -> SnapshotContent:
 MAX_FINDINGS_READ = 200
 
 
-def task_findings(docs: Docs, task_id: str) -> list[JsonObject]:
+def task_findings(docs: Docs, task_id: str) -> list[FindingRecord]:
     """Findings records of `task_id` from the newest findings files of the memory."""
     records = []
     for path in list_findings(docs, merged=False)[:MAX_FINDINGS_READ]:
@@ -544,7 +449,7 @@ def task_findings(docs: Docs, task_id: str) -> list[JsonObject]:
             continue
         if meta.get("task_id") == task_id:
             key = meta.get("subtask_id") or meta.get("agent")
-            records.append({**meta, "key": key, "path": docs.rel(path)})
+            records.append(FindingRecord.of({**meta, "key": key, "path": docs.rel(path)}))
     return records
 
 

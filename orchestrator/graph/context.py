@@ -13,7 +13,7 @@ stateless), and `emit` is serialised by the same lock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,9 @@ from orchestrator.agents.chat_models import ResolvedModel, effective_threshold
 from orchestrator.agents.gauge import UsageRatio
 from orchestrator.agents.remote import RemoteRuns
 from orchestrator.artifacts.documents import Docs
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import read_findings
-from orchestrator.artifacts.registry import registry_records
+from orchestrator.artifacts.registry import Keys, Status, registry_note, registry_records
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.config.settings import Settings
 from orchestrator.config.skills import (
@@ -46,7 +47,6 @@ from orchestrator.tools.skill_tool import skill_tool
 from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.tools.workdir import workdir_tools
 from orchestrator.tools.workdir_write import WriteScope, write_tools
-from orchestrator.types import finding_record
 
 #: The lead's tools unless the workflow defines an agent named `lead`.
 LEAD_TOOLS = ("list_files", "read_file", "grep_files", "recall_memory")
@@ -175,9 +175,12 @@ class RunContext:
         spec names (none by default)."""
         if lead:
             return self.skills_index
+        return "\n".join(f"- {n}: {self.skills[n]}" for n in self.skill_names(agent))
+
+    def skill_names(self, agent: str) -> list[str]:
+        """The skills a (non-lead) agent's spec names that exist, in its order."""
         spec = self.agent_spec(agent)
-        names = [n for n in (spec.skills if spec is not None else []) if n in self.skills]
-        return "\n".join(f"- {n}: {self.skills[n]}" for n in names)
+        return [n for n in (spec.skills if spec is not None else []) if n in self.skills]
 
     def budget_middleware(self, who: str) -> list[Any]:
         """The middleware that keeps `who`'s model calls within the task's token budget
@@ -238,6 +241,12 @@ class RunContext:
             found = records.get(key)
             return dict(found) if found is not None else None
 
+    def note(self, task_id: str, key: str, status: Status, /, **fields: Any) -> None:
+        """Note `fields` in `key`'s registry record (`registry_note`), durably, and keep
+        them for this run's lookups."""
+        registry_note(self.docs, task_id, key, status, **fields)
+        self.registry_noted(task_id, key, fields)
+
     def registry_noted(self, task_id: str, key: str, fields: dict[str, Any]) -> None:
         """Keep a line this run appended to the registry for its later lookups."""
         with self._lock:
@@ -245,7 +254,7 @@ class RunContext:
             if records is not None:
                 records[key] = {**records.get(key, {}), "key": key, **fields}
 
-    def finding(self, task_id: str, key: str, ref: dict[str, Any]) -> dict[str, Any]:
+    def finding(self, task_id: str, key: str, ref: Mapping[str, Any]) -> FindingRecord:
         """The whole finding of subtask `key` from its state reference (`FindingRef`):
         texts from the artifact registry, else from its findings file."""
         docs = self.docs
@@ -256,7 +265,8 @@ class RunContext:
             except (ArtifactError, OSError):
                 return None
 
-        return finding_record(key, ref, lambda rk: self.registry_record(task_id, rk), read_file)
+        recorded = self.registry_record(task_id, Keys.findings(key))
+        return FindingRecord.expand(key, ref, recorded, read_file)
 
     def remember_lead_context(self, state: dict[str, Any], tokens: int) -> None:
         """Keep the monitor's measure of the lead's context for the rest of this phase."""
@@ -320,10 +330,9 @@ class RunContext:
             builtin.update((t.name, t) for t in self.write_tools(workdir, scope))
         builtin.update((t.name, t) for t in self.memory_tools(task_id))
         tools = [builtin[n] if n in builtin else self.toolbox.tools[n] for n in names]
-        index = "" if lead else self.skills_for(agent)  # the lead has its index only
-        if index and "read_skill" not in names:  # an agent with skills reads them on demand
-            skill_names = [line[2:].split(":", 1)[0] for line in index.splitlines()]
-            tools.append(skill_tool(skill_names, self.project_dir))
+        skills = [] if lead else self.skill_names(agent)  # the lead has its index only
+        if skills and "read_skill" not in names:  # an agent with skills reads them on demand
+            tools.append(skill_tool(skills, self.project_dir))
         return tools
 
 

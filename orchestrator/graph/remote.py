@@ -64,7 +64,7 @@ from orchestrator.agents.remote import (
     thread_id_for,
     url_of,
 )
-from orchestrator.artifacts.registry import registry_note
+from orchestrator.artifacts.registry import Keys, registry_note
 from orchestrator.artifacts.tasks import TaskList
 from orchestrator.config.workflow import TETHER_SUBAGENT_GRAPH, RemoteSpec, Workflow
 from orchestrator.errors import RemoteAgentError, WorkflowError
@@ -72,7 +72,7 @@ from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.types import SubagentPayload
 
-PREFIX = "remote:"
+PREFIX = Keys.REMOTE
 """Registry keys of remote attempts: `remote:{subtask key}`."""
 MAX_VISITS = 50
 """Looks at one subtask's remote thread in one node run, at most (a server that keeps

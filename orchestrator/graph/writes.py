@@ -27,10 +27,17 @@ from orchestrator.artifacts.checkpoint import write_checkpoint
 from orchestrator.artifacts.checkpoint_model import Checkpoint
 from orchestrator.artifacts.decisions import decision_lines, key_decisions
 from orchestrator.artifacts.documents import FINDINGS
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import merged_name, read_merged, write_merged
 from orchestrator.artifacts.names import iso_timestamp, utc
 from orchestrator.artifacts.plan import addressed_by, write_plan
-from orchestrator.artifacts.registry import find_written, registry_lookup, registry_note
+from orchestrator.artifacts.registry import (
+    Keys,
+    Status,
+    find_written,
+    registry_lookup,
+    registry_note,
+)
 from orchestrator.artifacts.text import sections
 from orchestrator.config.workflow import WRITE_TOOLS
 from orchestrator.faults import fault
@@ -44,7 +51,7 @@ from orchestrator.state import (
     skipped_phases,
     wave_subtasks,
 )
-from orchestrator.types import MERGED_FIELDS, Plan, model_values
+from orchestrator.types import Plan, model_values
 
 if TYPE_CHECKING:
     from orchestrator.types import JsonObject
@@ -139,7 +146,7 @@ def _questions(ctx: RunContext, state: OrchestratorState) -> list[dict[str, Any]
         return questions
     subtasks = state.get("subtasks") or {}
     records = [
-        {**r, "scope": (subtasks.get(r["key"]) or {}).get("scope") or []}
+        {**r.model_dump(), "scope": (subtasks.get(r.key) or {}).get("scope") or []}
         for r in phase_findings(ctx, state)
     ]
     for q in questions:
@@ -415,49 +422,35 @@ def phase_findings(
     phase: str | None = None,
     *,
     keys: set[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Whole findings records (texts included, with `key`) of `phase` (None: every phase;
-    `keys`: only those subtasks, e.g. one wave's), in subtask-key order (stable across
-    runs), expanded from the state's references."""
+) -> list[FindingRecord]:
+    """Whole findings (texts included) of `phase` (None: every phase; `keys`: only those
+    subtasks, e.g. one wave's), in subtask-key order (stable across runs), expanded from
+    the state's references."""
     findings = state.get("findings") or {}
     chosen = findings if phase is None else phase_subtasks(state, phase)
     keys = sorted(k for k in chosen if keys is None or k in keys)
     task_id = state["task_id"]
-    return [{"key": k, **ctx.finding(task_id, k, findings[k])} for k in keys if k in findings]
+    return [ctx.finding(task_id, k, findings[k]) for k in keys if k in findings]
 
 
 def merged_digest(
-    phase: str, records: list[dict[str, Any]], failed: dict[str, Any], *, wave: int = 1
+    phase: str, records: list[FindingRecord], failed: dict[str, Any], *, wave: int = 1
 ) -> str:
-    """A compact text of the batch for the lead's conversation."""
+    """A compact text of the batch for the lead's conversation (`FindingRecord.for_lead`)."""
     where = f"phase {phase}" + (f", wave {wave}" if wave > 1 else "")
     lines = [f"Findings of {where} ({len(records)} subagent(s)):"]
     for r in records:
-        where = f" ({r['path']})" if r.get("path") else ""
-        summary = " ".join(str(r.get("summary") or "").split())
-        lines.append(f"- {r['key']} [{r.get('status', 'completed')}]: {summary}{where}")
-        lines += [f"  * {' '.join(str(d).split())}" for d in (r.get("key_discoveries") or [])[:5]]
+        lines += r.for_lead()
     for key, info in sorted(failed.items()):
         lines.append(f"- {key} FAILED: {info.get('error', '')}")
     return "\n".join(lines)
-
-
-def merged_input(task_id: str, record: JsonObject) -> JsonObject:
-    """A findings record of the state in the shape `artifacts.write_merged` takes."""
-    out = {k: record[k] for k in MERGED_FIELDS if record.get(k) is not None}
-    return {
-        **out,
-        "task": record.get("title", ""),
-        "subtask_id": record.get("key"),
-        "task_id": task_id,
-    }
 
 
 def merge_findings(
     ctx: RunContext,
     state: OrchestratorState,
     phase: str,
-    records: list[dict],
+    records: list[FindingRecord],
     *,
     answer: dict[str, Any] | None = None,
     batch: str | None = None,
@@ -469,7 +462,7 @@ def merge_findings(
     The batch is registered under `merged:{batch}:{number of findings}`, so a replay after
     a crash reuses the file it wrote instead of adding a second one.
     """
-    key = f"merged:{batch or phase}:{len(records)}"
+    key = Keys.merged(batch or phase, len(records))
     task_id = state["task_id"]
     docs = ctx.docs
     rec = registry_lookup(docs, task_id, key) or {}
@@ -478,17 +471,17 @@ def merge_findings(
     ts = rec.get("ts")
     found = ts and find_written(docs, FINDINGS, ts, read_merged, task_id=task_id, phase=phase)
     if found:
-        registry_note(docs, task_id, key, path=docs.rel(found))
+        registry_note(docs, task_id, key, Status.WRITTEN, path=docs.rel(found))
         return docs.rel(found)
     if not ts:
         ts = iso_timestamp()
-        registry_note(docs, task_id, key, ts=ts)
+        registry_note(docs, task_id, key, Status.STARTED, ts=ts)
     fault("merge_before_write")
     path = write_merged(
         docs,
         task_id,
         phase,
-        [merged_input(task_id, r) for r in records],
+        [r.merged_input(task_id) for r in records],
         timestamp=ts,
         project_dir=ctx.project_dir,
         answer=answer,
@@ -497,6 +490,6 @@ def merge_findings(
     if relative != merged_name(ts):
         # the name was taken: record where the file is (by default the timestamp recorded
         # above names it, and a replay finds the file by it)
-        registry_note(docs, state["task_id"], key, path=relative)
+        registry_note(docs, state["task_id"], key, Status.WRITTEN, path=relative)
     fault("merge_after_write")
     return relative

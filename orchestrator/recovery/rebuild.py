@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.artifacts.documents import FINDINGS, Docs
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import (
     agent_file_name,
     findings_meta,
@@ -30,11 +31,11 @@ from orchestrator.artifacts.findings import (
     list_findings,
     read_findings,
 )
-from orchestrator.artifacts.registry import find_written, registry_records
+from orchestrator.artifacts.registry import Keys, find_written, registry_records
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.state import LEAD_FIELDS, OrchestratorState, initial_state
-from orchestrator.types import TEXT_FIELDS, finding_ref
+from orchestrator.types import TEXT_FIELDS
 
 if TYPE_CHECKING:
     from orchestrator.types import JsonObject
@@ -52,19 +53,18 @@ def _findings_record(
         except (ArtifactError, OSError):
             return None
         payload = {"status": meta.get("status"), **{k: meta.get(k) for k in TEXT_FIELDS}}
-    return dict(
-        finding_ref(
-            {
-                "path": path,
-                "agent": sub.get("agent", "researcher"),
-                "title": sub.get("title", key),
-                "phase": sub.get("phase") or key.split("/", 1)[0],
-                "id": sub.get("id") or key,
-                "tokens": 0,
-                **payload,
-            }
-        )
+    record = FindingRecord.of(
+        {
+            **payload,
+            "path": path,
+            "agent": sub.get("agent", "researcher"),
+            "title": sub.get("title", key),
+            "phase": sub.get("phase") or key.split("/", 1)[0],
+            "id": sub.get("id") or key,
+            "tokens": 0,
+        }
     )
+    return dict(record.ref())
 
 
 def registry_findings(docs: Docs, task_id: str) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -72,9 +72,9 @@ def registry_findings(docs: Docs, task_id: str) -> tuple[dict[str, dict], dict[s
     subtasks: dict[str, dict] = {}
     findings: dict[str, dict] = {}
     for rkey, rec in registry_records(docs, task_id).items():
-        if not rkey.startswith("findings:") or not isinstance(rec.get("findings"), dict):
+        key = Keys.subtask(Keys.FINDINGS, rkey)
+        if key is None or not isinstance(rec.get("findings"), dict):
             continue  # not tether's (a hand edit, a tool): never stops a resume
-        key = rkey.removeprefix("findings:")
         sub = rec.get("subtask") or {}
         path = rec.get("path")
         if not isinstance(sub, dict) or not isinstance(rec.get("ts"), str):

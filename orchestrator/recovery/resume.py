@@ -42,11 +42,11 @@ from orchestrator.artifacts.checkpoint import (
 )
 from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.names import new_suffix
+from orchestrator.artifacts.recorded import repair_findings
 from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.artifacts.tasks import TaskInfo, TaskList, thread_of
 from orchestrator.errors import OrchestratorUserError, RecoveryError
 from orchestrator.graph.build import ThreadState, thread_state
-from orchestrator.graph.nodes.subagent import repair_findings
 from orchestrator.recovery.rebuild import (
     missing_findings,
     normalise,

@@ -45,7 +45,7 @@ from orchestrator.agents.chat_models import OFFLINE_SPECS
 from orchestrator.agents.gauge import total_tokens
 from orchestrator.artifacts.checkpoint import checkpoint_infos, task_of
 from orchestrator.artifacts.documents import CHECKPOINTS, Docs
-from orchestrator.artifacts.registry import registry_records
+from orchestrator.artifacts.registry import Keys, registry_records
 from orchestrator.artifacts.snapshot import list_snapshots, read_snapshot
 from orchestrator.artifacts.tasks import (
     TaskInfo,
@@ -229,10 +229,10 @@ def _remote_places(docs: Docs, task_id: str) -> dict[str, JsonObject]:
     records = registry_records(docs, task_id)
     out = {}
     for rkey, rec in records.items():
-        if rkey.startswith("remote:") and rec.get("thread_id"):
-            key = rkey.removeprefix("remote:")
+        key = Keys.subtask(Keys.REMOTE, rkey)
+        if key is not None and rec.get("thread_id"):
             place = {k: rec.get(k) for k in REMOTE_FIELDS}
-            finished = (records.get(f"findings:{key}") or {}).get("remote")
+            finished = (records.get(Keys.findings(key)) or {}).get("remote")
             if isinstance(finished, dict) and "usage_known" in finished:
                 place["usage_known"] = bool(finished["usage_known"])
             out[key] = place

@@ -39,11 +39,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
 
 from filelock import FileLock, Timeout
 from langchain_core.tools import InjectedToolCallId, StructuredTool
@@ -63,15 +62,37 @@ if TYPE_CHECKING:
 
 BACKUP_TAG = PREVIOUS_CONTENT_TAG  # `memory prune` never removes these
 BACKUP_TYPE = "context"
-#: The answers `files_written` reads back (`orchestrator.graph.nodes.subagent`); a name may
-#: hold a newline.
-CREATED_RE = re.compile(r"^Created (?P<path>.+?) \(\d+ bytes\)", re.DOTALL)
-MODIFIED_RE = re.compile(
-    r"^Modified (?P<path>.+?); previous content: (?P<entry>mem-[0-9a-f-]+)", re.DOTALL
-)
 MAX_WRITE_BYTES = 10_000_000
 LOCK_TIMEOUT_S = 60.0
 """Seconds a write waits for another writer of the same file (another agent, process)."""
+
+
+class WriteOutcome(TypedDict):
+    """What a write tool did, carried beside its answer as the `ToolMessage`'s `artifact`
+    (the tools' `response_format="content_and_artifact"`): the files an agent wrote are
+    read from these (`orchestrator.graph.written.files_written`), never from the
+    answer's words."""
+
+    path: str
+    """The file, relative to the workdir (it may hold a newline)."""
+    change: str
+    """`created`, `modified` or `unchanged`."""
+    previous: str
+    """The memory entry holding the content before the change (`modified` only)."""
+
+
+def change_note(outcome: WriteOutcome) -> str | None:
+    """How a findings file lists the change: `created`, `modified; previous content: ID`,
+    or None for a file left unchanged."""
+    if outcome["change"] == "created":
+        return "created"
+    if outcome["change"] == "modified":
+        return f"modified; previous content: {outcome['previous']}"
+    return None
+
+
+#: What a write answers: the text the model sees, and what it did.
+Answer = tuple[str, WriteOutcome | None]
 
 
 class WriteScope(NamedTuple):
@@ -94,7 +115,8 @@ def lock_dir() -> Path:
 
 
 class WorkdirWriter:
-    """The logic of the two tools, as plain methods returning the agent's answer.
+    """The logic of the two tools, as plain methods returning the agent's answer and what
+    the write did (`Answer`: its text and a `WriteOutcome`).
 
     Args:
         root: the workdir.
@@ -220,7 +242,7 @@ class WorkdirWriter:
         return len(data)
 
     # -- the tools --------------------------------------------------------------------
-    def write_file(self, path: str, content: str, call_id: str = "") -> str:
+    def write_file(self, path: str, content: str, call_id: str = "") -> Answer:
         target, rel = self._target(path)
         with self._held(target, path):
             found = self._read(target, rel, path)
@@ -235,14 +257,17 @@ class WorkdirWriter:
             if found is not None:
                 old, mode = found
                 if old == content:
-                    return f"Unchanged {rel}: it already holds this content."
+                    text = f"Unchanged {rel}: it already holds this content."
+                    return text, WriteOutcome(path=rel, change="unchanged", previous="")
                 entry = self._backup(rel, old, call_id)
                 self._write(rel, path, content, mode)
                 return _modified(rel, entry)
             size = self._write(rel, path, content, None)
-            return f"Created {rel} ({size} bytes)."
+            return f"Created {rel} ({size} bytes).", WriteOutcome(
+                path=rel, change="created", previous=""
+            )
 
-    def edit_file(self, path: str, old: str, new: str, call_id: str = "") -> str:
+    def edit_file(self, path: str, old: str, new: str, call_id: str = "") -> Answer:
         target, rel = self._target(path)
         if not old:
             raise ValueError("'old' is empty; give the exact text to replace")
@@ -290,18 +315,19 @@ class WorkdirWriter:
             lock.release()
 
 
-def _modified(rel: str, entry: str) -> str:
-    return (
+def _modified(rel: str, entry: str) -> Answer:
+    text = (
         f"Modified {rel}; previous content: {entry} "
         "(memory_fetch returns it; the change is listed in the findings)."
     )
+    return text, WriteOutcome(path=rel, change="modified", previous=entry)
 
 
-def _answer(fn: Any, *args: object) -> str:
+def _answer(fn: Any, *args: Any) -> Answer:
     try:
         return fn(*args)
     except (OSError, ValueError, PathEscapeError) as exc:
-        return f"Error: {exc}"
+        return f"Error: {exc}", None
 
 
 def write_tools(
@@ -321,7 +347,7 @@ def write_tools(
 
     def write_file(
         path: str, content: str, tool_call_id: Annotated[str, InjectedToolCallId] = ""
-    ) -> str:
+    ) -> Answer:
         """Create or overwrite a text file of the workdir with `content` (the whole file).
 
         The previous content of an existing file is kept in memory first.
@@ -330,7 +356,7 @@ def write_tools(
 
     def edit_file(
         path: str, old: str, new: str, tool_call_id: Annotated[str, InjectedToolCallId] = ""
-    ) -> str:
+    ) -> Answer:
         """Replace the exact text `old` (which must occur once) with `new` in a workdir file.
 
         The previous content is kept in memory first.
@@ -344,6 +370,7 @@ def write_tools(
             name=fn.__name__,
             description=fn.__doc__ or "",
             args_schema=_ARGS_SCHEMAS.get(fn.__name__),
+            response_format="content_and_artifact",
         )
         _ARGS_SCHEMAS.setdefault(fn.__name__, tool.args_schema)
         tools.append(tool)

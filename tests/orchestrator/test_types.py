@@ -21,9 +21,9 @@ from orchestrator import types as types_module
 from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
 from orchestrator.artifacts.findings import FindingsInput, MergedFindingInput
 from orchestrator.artifacts.plan import PlanInput
-from orchestrator.graph.writes import MERGED_FIELDS
 from orchestrator.state import LEAD_FIELDS, OrchestratorState
 from orchestrator.types import (
+    MERGED_FIELDS,
     RECORDED,
     TEXT_FIELDS,
     Finding,
@@ -91,29 +91,30 @@ exec(compile(src.replace({anchor!r}, {anchor!r} + {added!r}), path, "exec"), mod
 from orchestrator.types import SubmitFindings
 from orchestrator.artifacts.findings import FindingsInput, MergedFindingInput
 from orchestrator.artifacts.plan import PlanInput
-from orchestrator.graph.writes import MERGED_FIELDS, merged_input
+from orchestrator.types import MERGED_FIELDS
+from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.checkpoint_model import checkpoint_json_schema
-from orchestrator.types import TEXT_FIELDS, finding_record
+from orchestrator.types import TEXT_FIELDS
 from orchestrator.artifacts import read_findings, read_merged, write_findings, write_merged
 from orchestrator.artifacts.snapshot_content import what_was_found
 
 answer = SubmitFindings(summary="s", confidence="high").model_dump()
 memory = tempfile.mkdtemp()
 written = write_findings(memory, "a", task="t", **answer)
-record = finding_record("p/a", {{"path": "x", "agent": "a"}}, lambda k: {{"findings": answer}},
-                        lambda p: None)
-merged = write_merged(memory, "t", "p", [merged_input("t", {{**record, "key": "p/a"}})])
+record = FindingRecord.expand("p/a", {{"path": "x", "agent": "a"}}, {{"findings": answer}},
+                              lambda p: None)
+merged = write_merged(memory, "t", "p", [record.merged_input("t")])
 print(json.dumps({{
     "tool": "confidence" in SubmitFindings.model_json_schema()["properties"],
     "inputs": "confidence" in FindingsInput.model_fields
               and "confidence" in MergedFindingInput.model_fields,
     "merged_fields": "confidence" in MERGED_FIELDS,
     "texts": "confidence" in TEXT_FIELDS,
-    "record": record.get("confidence"),
+    "record": record.confidence,
     "file": read_findings(written).get("confidence"),
     "merged": read_merged(merged)["findings"][0].get("confidence"),
     "merged_line": "(completed, high)" in read_merged(merged)["text"],
-    "digest": "- p/a (completed, high)" in what_was_found([{{**record, "key": "p/a"}}]),
+    "digest": "- p/a (completed, high)" in what_was_found([record]),
 }}))
 """
 

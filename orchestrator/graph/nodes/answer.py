@@ -26,7 +26,8 @@ from memory.facts.reflect import reflect
 from orchestrator.agents.chat_models import context_window
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.provider import approx_tokens, tool_tokens
-from orchestrator.artifacts.registry import registry_lookup, registry_note
+from orchestrator.artifacts.finding import ANSWER_CHARS, FindingRecord
+from orchestrator.artifacts.registry import Keys, Status, registry_lookup, registry_note
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
@@ -42,7 +43,6 @@ from orchestrator.graph.writes import (
 from orchestrator.state import OrchestratorState, current_phase, skipped_phases, usage_record
 from orchestrator.types import SubmitAnswer
 
-ANSWER_KEY = "answer:final"
 WINDOW_MARGIN = 0.95
 ANSWER_TOOLS = ("recall_memory", "read_file")
 ANSWER_STEPS = 4
@@ -51,8 +51,8 @@ ANSWER_STEPS_HINT = (
     "`orchestrator resume` asks for the answer again (the findings are kept)"
 )
 DIGEST_CHARS = 8000
-"""Characters of findings digests the answer call is given (it can read the rest)."""
-FINDING_CHARS = 1200
+"""Characters of findings digests the answer call is given (it can read the rest); each
+finding's own bound is `FindingRecord.for_answer`'s (`ANSWER_CHARS`)."""
 ANSWER_SYSTEM = (
     "You are the lead agent of a tether run. The work is done: answer the objective now, "
     "directly, from the findings below (read more with your tools only if you must), then "
@@ -61,20 +61,8 @@ ANSWER_SYSTEM = (
 )
 
 
-def finding_digest(record: dict[str, Any], limit: int = FINDING_CHARS) -> str:
-    """One finding as the answer call sees it: its file, summary, discoveries and files."""
-    lines = [f"- {record.get('path') or record['key']} [{record.get('status', 'completed')}]: "
-             f"{' '.join(str(record.get('summary') or '').split())}"]  # fmt: skip
-    lines += [f"  * {' '.join(str(d).split())}" for d in (record.get("key_discoveries") or [])[:6]]
-    files = [f["path"] for f in record.get("files") or [] if f.get("path")][:8]
-    if files:
-        lines.append(f"  files: {', '.join(files)}")
-    text = "\n".join(lines)
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
-
-
 def answer_messages(
-    state: OrchestratorState, records: list[dict[str, Any]], budget: int = DIGEST_CHARS
+    state: OrchestratorState, records: list[FindingRecord], budget: int = DIGEST_CHARS
 ) -> list[Any]:
     """The answer call's conversation: the system text, then the objective, the strategy
     and the findings' digests within `budget` characters (the offline model reads the
@@ -83,7 +71,7 @@ def answer_messages(
 
     digests, used, left = [], 0, 0
     for record in records:
-        text = finding_digest(record, min(FINDING_CHARS, budget))
+        text = record.for_answer(min(ANSWER_CHARS, budget))
         if used + len(text) > budget:
             left += 1
             continue
@@ -102,7 +90,7 @@ def answer_messages(
 
 
 def _ask(
-    ctx: RunContext, state: OrchestratorState, records: list[dict[str, Any]]
+    ctx: RunContext, state: OrchestratorState, records: list[FindingRecord]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The lead's answer from one model call, and the state's updated lead usage."""
     tools = [
@@ -150,18 +138,18 @@ def _ask(
 
 
 def _answer(
-    ctx: RunContext, state: OrchestratorState, records: list[dict[str, Any]]
+    ctx: RunContext, state: OrchestratorState, records: list[FindingRecord]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The task's answer: the plan's, the one recorded before a crash, or a new call."""
     task_id = state["task_id"]
     if state.get("answer"):  # the lead answered alone, in its plan
         info = state.get("answer_info") or {}
         return {"answer": state["answer"], **info, "by": info.get("by", "plan")}, {}
-    recorded = registry_lookup(ctx.docs, task_id, ANSWER_KEY)
+    recorded = registry_lookup(ctx.docs, task_id, Keys.answer())
     if recorded and str(recorded.get("answer") or "").strip():
         return {k: v for k, v in recorded.items() if k != "key"}, {}
     answer, usage = _ask(ctx, state, records)
-    registry_note(ctx.docs, task_id, ANSWER_KEY, **answer)
+    registry_note(ctx.docs, task_id, Keys.answer(), Status.NOTED, **answer)
     fault("answer_after_call")
     return answer, usage
 
@@ -184,7 +172,7 @@ def _merged_usage(state: OrchestratorState, usage: dict[str, Any]) -> dict[str, 
 
 
 def _finish(
-    ctx: RunContext, state: OrchestratorState, records: list[dict], answer: dict[str, Any]
+    ctx: RunContext, state: OrchestratorState, records: list[FindingRecord], answer: dict[str, Any]
 ) -> dict[str, Any]:
     """The final synthesis (the answer first), the plan, the closing snapshot, the episode
     and the `task_complete` checkpoint."""
@@ -237,8 +225,8 @@ def _finish(
     }
 
 
-def _reflect(ctx: RunContext, state: OrchestratorState, records: list[dict]) -> None:
-    files = sorted({f["path"] for r in records for f in r.get("files") or [] if f.get("path")})
+def _reflect(ctx: RunContext, state: OrchestratorState, records: list[FindingRecord]) -> None:
+    files = sorted({p for r in records for p in r.examined()})
     ran = state["phases"][: state["phase_index"] + 1]
     outcome = (
         f"{len(records)} findings, {len(state.get('failed') or {})} failed, "

@@ -1,24 +1,34 @@
-"""subagent: one tool-using agent per subtask; writes `findings/{agent}_{ts}.md`.
+"""subagent: one tool-using agent per subtask; runs it (or reuses its recorded finding),
+records its finding and writes `findings/{agent}_{ts}.md`.
+
+This module runs and finishes a subagent; the other jobs sit beside it: what it is told in
+`orchestrator.graph.subagent_prompt`, the files its tools wrote in
+`orchestrator.graph.written` (from the tools' typed outcomes), its finding as the one
+object that travels in `orchestrator.artifacts.finding` (`FindingRecord`), reading a
+recorded finding back and repairing its file after a crash in
+`orchestrator.artifacts.recorded`, and a remote agent's run in `orchestrator.graph.remote`
+(one call, `run_remote`).
 
 The subagent gets the tools its workflow spec names (default: the read-only workdir tools,
 `recall_memory` and the memory tools; always `memory_fetch`, which reads tool results
 evicted to memory), tether's protocol text plus its own prompt (`prompt`/`prompt_file`)
 and the skills index as its system prompt, and its own bounded context
-(`subagent_context_tokens`). Its middleware: tool results over the limit go to memory
-entries (`OffloadLargeToolResults`), the user's tools are timed out
+(`subagent_context_tokens`). Its middleware (`subagent_middleware`): tool results over the
+limit go to memory entries (`OffloadLargeToolResults`), the user's tools are timed out
 (`ToolTimeoutMiddleware`), and the tools in its `interrupt_on` wait for a person's decision
 (LangChain's `HumanInTheLoopMiddleware`: a LangGraph `interrupt` that ends the run
 `waiting`; the approved agent continues from its own checkpoint). It ends by calling
-`SubmitFindings`.
+`SubmitFindings`, which becomes its `FindingRecord`.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
 registry (`orchestrator.artifacts.registry`):
-1. the agent's `SubmitFindings` arguments and the chosen timestamp are recorded first
-   (a durable line);
+1. the record's finding and the chosen timestamp are recorded first under
+   `Keys.findings(key)` (a durable line);
 2. the findings file is written with that timestamp, which fixes its name
-   (`artifacts.findings.findings_name`); only if that name was taken is its path recorded as well.
-   The file is not fsynced: the record is the durable copy, and a resume writes again
-   any file a crash of the machine lost or cut short (`repair_findings`).
+   (`artifacts.findings.finding_file_name`); only if that name was taken is its path
+   recorded as well. The file is not fsynced: the record is the durable copy, and a resume
+   writes again any file a crash of the machine lost or cut short
+   (`artifacts.recorded.repair_findings`).
 On a replay (any run but the one that started the task, which has nothing on disk to
 look up), a recorded result is reused: the file is rewritten from the record if the crash
 came before step 2, and the agent itself never runs a second time.
@@ -26,9 +36,9 @@ came before step 2, and the agent itself never runs a second time.
 A model or tool exception marks this subagent failed (`failed[key]`, shown as
 `blocked_agents` in checkpoints) and leaves the other subagents alone; a failed subtask
 has no findings, so the next resume's spawn retries it. When its provider failed, its
-conversation so far (every tool call answered) is recorded first (`transcript:{key}` in
-the registry), and the retry continues from it, as a resume after a kill continues from
-the agent's durable steps: its tool calls are not made a second time.
+conversation so far (every tool call answered) is recorded first
+(`Keys.transcript(key)`), and the retry continues from it, as a resume after a kill
+continues from the agent's durable steps: its tool calls are not made a second time.
 
 A remote agent (`AgentSpec.remote`) runs the subtask on LangGraph Server instead
 (`orchestrator.graph.remote`): it is told the same subtask text, and its result goes
@@ -42,14 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware
-from langchain_core.messages import (
-    AIMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-    messages_from_dict,
-    messages_to_dict,
-)
+from langchain_core.messages import messages_from_dict, messages_to_dict
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.runtime import Runtime
 
@@ -57,293 +60,31 @@ from memory.backends.urls import redact_text
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.offload import OffloadLargeToolResults
 from orchestrator.approvals import note_requests
-from orchestrator.artifacts.documents import FINDINGS, Docs
-from orchestrator.artifacts.findings import (
-    agent_file_name,
-    findings_meta,
-    findings_name,
-    findings_text,
-    write_findings,
-)
+from orchestrator.artifacts.documents import FINDINGS
+from orchestrator.artifacts.finding import FindingRecord
+from orchestrator.artifacts.findings import finding_file_name, findings_meta, write_finding
 from orchestrator.artifacts.names import iso_timestamp
-from orchestrator.artifacts.registry import find_written, registry_note, registry_records
-from orchestrator.artifacts.text import parse_meta
+from orchestrator.artifacts.recorded import recorded_finding
+from orchestrator.artifacts.registry import Keys, Status, find_written, registry_lookup
 from orchestrator.config.workflow import AgentSpec
 from orchestrator.errors import ModelCallError, RemoteAgentError, Stopped
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.remote import RemoteResult, run_remote
+from orchestrator.graph.subagent_prompt import earlier_on_scope, remote_text, subagent_prompt
+from orchestrator.graph.written import files_written
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
-from orchestrator.tools.workdir_write import CREATED_RE, MODIFIED_RE
-from orchestrator.types import SubagentPayload, SubmitFindings, finding_ref, finding_values
-
-SUBAGENT_SYSTEM = (
-    "You are a subagent of a tether run. Work only on your subtask, with your tools; do not "
-    "redo what earlier findings below already found. Then call SubmitFindings once: a short "
-    "summary, concrete discoveries (paths, names, line numbers), the files you examined."
-)
-EARLIER_FINDINGS = 6
-EARLIER_CHARS = 1500
-"""Earlier findings a subagent is told of, at most (count and characters)."""
-#: Tools that write files: memory files, and the workdir (`write_file`, `edit_file`).
-WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
-WORKDIR_WRITES = frozenset({"write_file", "edit_file"})
+from orchestrator.types import SubagentPayload, SubmitFindings
 
 
-def subagent_prompt(
-    payload: SubagentPayload,
-    skills_index: str,
-    max_steps: int = 8,
-    instructions: str = "",
-    earlier: list[dict[str, Any]] = (),  # type: ignore[assignment]
-) -> list[Any]:
-    """The subagent's conversation: tether's protocol text (with its own instructions and
-    the skills it may read), then its subtask and the earlier findings on its scope."""
-    system = SUBAGENT_SYSTEM
-    if instructions:
-        system += "\n\nYour instructions as this agent:\n" + instructions
-    if skills_index:
-        system += "\n\nSkills (read one with read_skill):\n" + skills_index
-    text = subtask_text(
-        payload,
-        earlier,
-        [f"Max steps: {max(1, max_steps - 1)}"],
-        "Investigate, then call SubmitFindings.",
+def _write(
+    ctx: RunContext, task_id: str, record: FindingRecord, ts: str, *, durable: bool = True
+) -> tuple[Path, bool]:
+    """Write `record`'s findings file; its path, and whether its name was taken."""
+    return write_finding(
+        ctx.docs, record, task_id, timestamp=ts, durable=durable, project_dir=ctx.project_dir
     )
-    return [SystemMessage(system), HumanMessage(text)]
-
-
-REMOTE_CLOSING = (
-    "Work on this subtask only, then answer with what you found: concrete discoveries "
-    "(paths, names, line numbers) and the files you examined."
-)
-
-
-def subtask_text(
-    payload: SubagentPayload,
-    earlier: list[dict[str, Any]],
-    extra: list[str] = (),  # type: ignore[assignment]
-    closing: str = REMOTE_CLOSING,
-) -> str:
-    """The subtask as an agent is told it: objective, phase, subtask, scope, the earlier
-    findings on its scope, then `closing` (a remote agent gets this as its input message)."""
-    sub = payload["subtask"]
-    lines = [
-        f"Objective: {payload['objective']}",
-        f"Phase: {payload['phase']}",
-        f"Subtask: {sub['id']}",
-        f"Title: {sub['title']}",
-        f"Description: {sub['description']}",
-        f"Scope: {', '.join(sub.get('scope') or []) or '.'}",
-        *extra,
-    ]
-    if earlier:
-        lines += ["Earlier findings on this scope (build on them):", *_earlier_lines(earlier)]
-    lines.append(closing)
-    return "\n".join(lines)
-
-
-def _in_scope(path: str, scope: list[str]) -> bool:
-    roots = [s.strip("/") for s in scope if s.strip("/") not in ("", ".")]
-    return not roots or any(path == r or path.startswith(r + "/") for r in roots)
-
-
-def earlier_on_scope(ctx: RunContext, payload: SubagentPayload) -> list[dict[str, Any]]:
-    """The earlier phases' findings that concern this subtask's scope: those that examined
-    a file inside it (all of them for a subtask of the whole workdir), newest phase first."""
-    scope = list(payload["subtask"].get("scope") or [])
-    out = []
-    for key, ref in sorted((payload.get("earlier") or {}).items(), reverse=True):
-        record = ctx.finding(payload["task_id"], key, ref)
-        files = [f["path"] for f in record.get("files") or [] if f.get("path")]
-        if not files or any(_in_scope(p, scope) for p in files):
-            out.append({**record, "key": key, "files": files})
-        if len(out) >= EARLIER_FINDINGS:
-            break
-    return out
-
-
-def _earlier_lines(records: list[dict[str, Any]]) -> list[str]:
-    lines, used = [], 0
-    for r in records:
-        summary = " ".join(str(r.get("summary") or "").split())[:300]
-        files = ", ".join(r.get("files", [])[:5])
-        line = f"- {summary} ({r.get('path') or r['key']}{'; files: ' + files if files else ''})"
-        if used + len(line) > EARLIER_CHARS:
-            break
-        lines.append(line)
-        used += len(line)
-    return lines
-
-
-def _note(ctx: RunContext, task_id: str, key: str, **fields: Any) -> None:
-    """Append a registry line for `key`, and keep it for this run's lookups."""
-    registry_note(ctx.docs, task_id, key, **fields)
-    ctx.registry_noted(task_id, key, fields)
-
-
-def _record(path: Path, docs: Docs, sub: dict, findings: dict, tokens: int) -> dict:
-    """The state's reference to a finding (its texts are in the registry and the file)."""
-    return dict(
-        finding_ref(
-            {
-                "path": docs.rel(path),
-                "agent": sub["agent"],
-                "title": sub["title"],
-                "phase": sub["phase"],
-                "id": sub["id"],
-                "tokens": tokens,
-                **findings,
-            }
-        )
-    )
-
-
-def _workdir_change(answer: str) -> tuple[str, str] | None:
-    """`(path, "created" | "modified; previous content: ID")` from a write tool's answer."""
-    created = CREATED_RE.match(answer)
-    if created:
-        return created["path"], "created"
-    modified = MODIFIED_RE.match(answer)
-    if modified:
-        return modified["path"], f"modified; previous content: {modified['entry']}"
-    return None
-
-
-def files_written(transcript: list[Any]) -> list[dict[str, str]]:
-    """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing).
-
-    A workdir file is listed as `created`, or `modified; previous content: ENTRY_ID` (the
-    first change keeps the content before the agent touched it); a memory file with the
-    tool's answer.
-    """
-    tools = WRITING_TOOLS | WORKDIR_WRITES
-    calls: dict[str, dict] = {}
-    written: dict[str, str] = {}
-    for message in transcript:
-        if isinstance(message, AIMessage):
-            calls.update({c.get("id"): c for c in message.tool_calls if c["name"] in tools})
-        elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
-            call, answer = calls[message.tool_call_id], str(message.content).strip()
-            if call["name"] in WORKDIR_WRITES:
-                change = _workdir_change(answer)
-                if change is not None and change[0] not in written:
-                    written[change[0]] = change[1]
-                continue
-            path = (call.get("args") or {}).get("path")
-            if path and not answer.startswith("Error"):
-                written[str(path)] = f"{call['name']}: {answer.splitlines()[0][:200]}"
-    return [{"path": p, "description": d} for p, d in written.items()]
-
-
-def with_files_written(findings: dict[str, Any], transcript: list[Any]) -> dict[str, Any]:
-    """`findings` with the files the agent wrote apart from those it examined.
-
-    A file the agent both listed and wrote moves to `files_written`, keeping its note.
-    """
-    written = files_written(transcript)
-    if not written:
-        return findings
-    paths = {w["path"] for w in written}
-    notes = {f["path"]: f["description"] for f in findings.get("files") or []}
-    return {
-        **findings,
-        "files": [f for f in findings.get("files") or [] if f["path"] not in paths],
-        "files_written": [
-            {"path": w["path"], "description": notes.get(w["path"]) or w["description"]}
-            for w in written
-        ],
-    }
-
-
-def _findings_fields(
-    task_id: str, key: str, phase: str | None, sub: dict[str, Any], findings: dict
-) -> dict[str, Any]:
-    """`findings_text`'s arguments (but the timestamp) for one subagent's findings."""
-    return {
-        "task": f"[{key}] {sub.get('title') or sub['id']}",
-        **finding_values(findings),
-        "task_id": task_id,
-        "subtask_id": key,
-        "phase": phase,
-    }
-
-
-def _write_findings(
-    ctx: RunContext, payload: SubagentPayload, findings: dict, ts: str, *, durable: bool = True
-) -> Path:
-    return write_findings(
-        ctx.docs,
-        agent_file_name(payload["subtask"]),
-        timestamp=ts,
-        durable=durable,
-        project_dir=ctx.project_dir,
-        **_findings_fields(
-            payload["task_id"], payload["key"], payload["phase"], payload["subtask"], findings
-        ),
-    )
-
-
-def _reads_back(data: bytes | None, meta: dict[str, str]) -> bool:
-    """Whether `data` is a whole findings file with these metadata values."""
-    try:
-        found = parse_meta(data.decode("utf-8"), "findings") if data else None
-    except UnicodeDecodeError:
-        return False
-    return found is not None and all(found.get(k) == v for k, v in meta.items())
-
-
-def repaired_message(rel: str) -> str:
-    """The warning for a findings file `repair_findings` wrote again."""
-    return (
-        f"findings file {rel} was missing or cut short (a crash of the machine?); "
-        "written again from the artifact registry"
-    )
-
-
-def repair_findings(docs: Docs, task_id: str, project_dir: str | None) -> list[str]:
-    """Write again, durably, the findings files of `task_id` that a crash of the machine
-    lost or cut short; returns their paths (relative to the memory directory).
-
-    A subagent's file is written without fsync: its registry record, appended durably
-    just before, holds the findings. So a resume first checks that every recorded file
-    reads back as its subtask's findings. A file that does not (empty, cut short: its
-    metadata comment ends it) is replaced in place, since its name is the one recorded for
-    it; a missing one is created under that name.
-    """
-    repaired = []
-    for rkey, rec in registry_records(docs, task_id).items():
-        sub, findings = rec.get("subtask"), rec.get("findings")
-        if not (
-            rkey.startswith("findings:")
-            and isinstance(findings, dict)
-            and isinstance(sub, dict)
-            and sub.get("agent")
-            and sub.get("id")
-            and isinstance(rec.get("ts"), str)
-        ):
-            continue  # not a subagent's record, or not one tether wrote whole
-        key = rkey.removeprefix("findings:")
-        noted = rec.get("path")
-        expected = noted if isinstance(noted, str) and noted else None
-        expected = expected or findings_name(agent_file_name(sub), rec["ts"])
-        meta = {"task_id": task_id, "subtask_id": key}
-        if _reads_back(docs.read_bytes(expected), meta):
-            continue
-        found = find_written(docs, FINDINGS, rec["ts"], findings_meta, **meta)
-        if found is not None:  # under another name of its time (taken; killed before noting)
-            registry_note(docs, task_id, rkey, path=docs.rel(found))
-            continue
-        text = findings_text(
-            agent_file_name(sub),
-            timestamp=rec["ts"],
-            project_dir=project_dir,
-            **_findings_fields(task_id, key, rec.get("phase"), sub, findings),
-        )
-        docs.write_text(expected, text)
-        repaired.append(expected)
-    return repaired
 
 
 def _reuse(
@@ -352,7 +93,8 @@ def _reuse(
     """A subagent that already produced findings: rewrite the file if needed, never rerun
     (`reused` False: a remote `tether_subagent` wrote them just now)."""
     sub, key, docs = payload["subtask"], payload["key"], ctx.docs
-    expected = findings_name(agent_file_name(sub), rec["ts"])
+    record = recorded_finding(key, {**rec, "subtask": sub, "phase": payload["phase"]})
+    expected = finding_file_name(record, rec["ts"])
     # a file at the recorded name is whole: `repair_findings` ran before the graph
     recorded = rec.get("path") or expected
     path = docs.path(recorded) if docs.exists(recorded) else None
@@ -367,9 +109,9 @@ def _reuse(
             subtask_id=key,
         )
     if path is None:
-        path = _write_findings(ctx, payload, rec["findings"], rec["ts"])
+        path, _ = _write(ctx, payload["task_id"], record, rec["ts"])
     if docs.rel(path) not in (expected, rec.get("path")):
-        _note(ctx, payload["task_id"], f"findings:{key}", path=docs.rel(path))
+        ctx.note(payload["task_id"], Keys.findings(key), Status.WRITTEN, path=docs.rel(path))
     ctx.emit(
         "agent",
         key=key,
@@ -379,10 +121,8 @@ def _reuse(
         tokens=rec.get("tokens", 0),
         path=str(path),
     )
-    return {
-        "findings": {key: _record(path, docs, sub, rec["findings"], rec.get("tokens", 0))},
-        "failed": {key: DELETE},
-    }
+    record = record.model_copy(update={"path": docs.rel(path)})
+    return {"findings": {key: dict(record.ref())}, "failed": {key: DELETE}}
 
 
 def subagent_middleware(ctx: RunContext, agent: str, task_id: str) -> list[Any]:
@@ -452,10 +192,6 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
     )
 
 
-TRANSCRIPT = "transcript:"
-"""Registry key prefix of a failed subagent's conversation (`_keep_transcript`)."""
-
-
 def _keep_transcript(ctx: RunContext, task_id: str, key: str, exc: Exception) -> None:
     """Record the conversation of a subagent whose provider failed, its tool calls done,
     so that the run that retries it continues from there, as after a kill: a tool with
@@ -464,7 +200,7 @@ def _keep_transcript(ctx: RunContext, task_id: str, key: str, exc: Exception) ->
     if not isinstance(exc, ModelCallError) or not messages:
         return
     try:
-        _note(ctx, task_id, TRANSCRIPT + key, messages=messages_to_dict(messages))
+        ctx.note(task_id, Keys.transcript(key), Status.NOTED, messages=messages_to_dict(messages))
     except (TypeError, ValueError):  # a message that is not JSON: the retry starts afresh
         return
 
@@ -474,7 +210,7 @@ def _continued(ctx: RunContext, payload: SubagentPayload) -> list[Any] | None:
     from its prompt)."""
     if ctx.new_task:
         return None
-    rec = ctx.registry_record(payload["task_id"], TRANSCRIPT + payload["key"])
+    rec = ctx.registry_record(payload["task_id"], Keys.transcript(payload["key"]))
     kept = (rec or {}).get("messages")
     if not isinstance(kept, list) or not kept:
         return None
@@ -500,7 +236,7 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     """`subagent_node`'s work with the run context given (LangGraph Server's
     `tether_subagent` graph runs one subagent so, `orchestrator.server`)."""
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
-    rec = None if ctx.new_task else ctx.registry_record(task_id, f"findings:{key}")
+    rec = None if ctx.new_task else ctx.registry_record(task_id, Keys.findings(key))
     if rec and rec.get("findings") is not None:
         return _reuse(ctx, payload, rec)
     fault("subagent_before_run")
@@ -523,8 +259,9 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     except Exception as exc:  # any model/tool failure blocks this subagent only
         _keep_transcript(ctx, task_id, key, exc)
         return _failed(ctx, payload, exc, used["tokens"])
-    findings = with_files_written(result.final.model_dump(), result.transcript)
-    return _finish(ctx, payload, findings, result.tokens, usage_record(result))
+    written = files_written(result.transcript)
+    record = FindingRecord.submitted(result.final, sub, key, result.tokens).with_written(written)
+    return _finish(ctx, payload, record, usage_record(result))
 
 
 def _failed(
@@ -543,8 +280,7 @@ def _failed(
 def _finish(
     ctx: RunContext,
     payload: SubagentPayload,
-    findings: dict[str, Any],
-    tokens: int,
+    record: FindingRecord,
     usage: dict[str, int] | None,
     **noted: Any,
 ) -> dict[str, Any]:
@@ -553,15 +289,15 @@ def _finish(
     sub, key, task_id = payload["subtask"], payload["key"], payload["task_id"]
     ts = iso_timestamp()
     # the stored record, not the run's lookup: its agent's finished runs (1 unless a bug)
-    stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
-    runs = (stored.data.get("runs") or 0) + 1 if stored is not None else 1
-    _note(
-        ctx,
+    stored = registry_lookup(ctx.docs, task_id, Keys.findings(key))
+    runs = (stored.get("runs") or 0) + 1 if stored is not None else 1
+    ctx.note(
         task_id,
-        f"findings:{key}",
+        Keys.findings(key),
+        Status.STARTED,
         ts=ts,
-        findings=findings,
-        tokens=tokens,
+        findings=record.finding(),
+        tokens=record.tokens,
         phase=payload["phase"],
         subtask=sub,
         runs=runs,
@@ -570,28 +306,23 @@ def _finish(
     fault("subagent_before_findings")
     # not fsynced: the record just noted holds the findings durably, and a resume writes
     # the file again from it if a crash of the machine lost the file (`repair_findings`)
-    path = _write_findings(ctx, payload, findings, ts, durable=False)
-    if ctx.docs.rel(path) != findings_name(agent_file_name(sub), ts):
+    path, renamed = _write(ctx, task_id, record, ts, durable=False)
+    if renamed:
         # the name was taken: the record must say where the file is (by default the
         # timestamp recorded above names it, and the registry needs no second line)
-        _note(ctx, task_id, f"findings:{key}", path=ctx.docs.rel(path))
+        ctx.note(task_id, Keys.findings(key), Status.WRITTEN, path=ctx.docs.rel(path))
     fault("subagent_after_findings")
+    tokens = record.tokens
     ctx.emit("agent", key=key, agent=sub["agent"], state="done", tokens=tokens, path=str(path))
+    record = record.model_copy(update={"path": ctx.docs.rel(path)})
     out = {
-        "findings": {key: _record(path, ctx.docs, sub, findings, tokens)},
+        "findings": {key: dict(record.ref())},
         "failed": {key: DELETE},
         "tokens": {f"{sub['agent']}:{key}": tokens},
     }
     if usage is not None:
         out["usage"] = {f"{sub['agent']}:{key}": usage}
     return out
-
-
-def remote_text(ctx: RunContext, payload: SubagentPayload) -> str:
-    """What a remote agent is told: its own instructions (`prompt`), then the subtask."""
-    text = subtask_text(payload, earlier_on_scope(ctx, payload))
-    instructions = ctx.prompts.get(payload["subtask"]["agent"], "")
-    return f"Your instructions as this agent:\n{instructions}\n\n{text}" if instructions else text
 
 
 def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> dict[str, Any]:
@@ -611,17 +342,17 @@ def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> d
         return _failed(ctx, payload, exc, 0)
     ctx.budget.add(result.tokens)
     if result.findings is not None:
-        return _finish(
-            ctx, payload, result.findings, result.tokens, result.usage, remote=result.where
-        )
+        record = FindingRecord.submitted(result.findings, sub, key, result.tokens)
+        return _finish(ctx, payload, record, result.usage, remote=result.where)
     # `tether_subagent` wrote the finding into the shared memory: read its record back
-    stored = ctx.docs.backend.get_subagent(task_id, f"findings:{key}")
-    if stored is None or stored.data.get("findings") is None:
+    stored = registry_lookup(ctx.docs, task_id, Keys.findings(key))
+    if stored is None or stored.get("findings") is None:
         error = RemoteAgentError(f"{result.where.get('server')} wrote no finding for {key!r}")
         return _failed(ctx, payload, error, result.tokens)
-    ctx.registry_noted(task_id, f"findings:{key}", dict(stored.data))  # this run's lookups
-    _note(ctx, task_id, f"findings:{key}", remote=result.where)
-    out = _reuse(ctx, payload, {**stored.data, "key": f"findings:{key}"}, reused=False)
+    stored.pop("key")
+    ctx.registry_noted(task_id, Keys.findings(key), stored)  # this run's lookups
+    ctx.note(task_id, Keys.findings(key), Status.NOTED, remote=result.where)
+    out = _reuse(ctx, payload, {**stored, "key": Keys.findings(key)}, reused=False)
     out["tokens"] = {f"{sub['agent']}:{key}": result.tokens}
     if result.usage is not None:
         out["usage"] = {f"{sub['agent']}:{key}": result.usage}

@@ -80,7 +80,7 @@ def test_an_agent_that_wrote_a_file_lists_it_as_modified(fixture_repo, tmp_path,
 
 
 def test_a_failed_write_is_not_listed_as_modified():
-    from orchestrator.graph.nodes.subagent import files_written
+    from orchestrator.graph.written import files_written
 
     call = {"name": "memory_write", "args": {"path": "../x.md", "content": "x"}, "id": "c1"}
     transcript = [

@@ -12,7 +12,15 @@ import pytest
 
 from memory.paths import Layout
 from orchestrator.artifacts.documents import Docs
-from orchestrator.artifacts.registry import registry_lookup, registry_note, registry_records
+from orchestrator.artifacts.registry import (
+    Keys,
+    Status,
+    legacy_status,
+    registry_lookup,
+    registry_note,
+    registry_records,
+    registry_status,
+)
 
 
 @pytest.fixture
@@ -28,10 +36,17 @@ def record_file(layout, task, key):
 
 def test_a_key_merges_its_notes_in_order(layout):
     assert registry_lookup(Docs.of(layout), "t", "findings:a") is None
-    registry_note(Docs.of(layout), "t", "findings:a", ts="2025-01-01T00:00:00Z", findings={"x": 1})
+    registry_note(
+        Docs.of(layout),
+        "t",
+        "findings:a",
+        Status.STARTED,
+        ts="2025-01-01T00:00:00Z",
+        findings={"x": 1},
+    )
     assert registry_lookup(Docs.of(layout), "t", "findings:a")["ts"] == "2025-01-01T00:00:00Z"
-    registry_note(Docs.of(layout), "t", "findings:b", ts="b")
-    registry_note(Docs.of(layout), "t", "findings:a", path="findings/a.md")
+    registry_note(Docs.of(layout), "t", "findings:b", Status.STARTED, ts="b")
+    registry_note(Docs.of(layout), "t", "findings:a", Status.WRITTEN, path="findings/a.md")
     rec = registry_lookup(Docs.of(layout), "t", "findings:a")
     assert rec == {
         "key": "findings:a",
@@ -77,3 +92,28 @@ def test_notes_of_one_key_from_many_writers_are_all_kept(layout):
         thread.join()
     expected = {"key": "approval:x", **{f"field{n}": n for n in range(8)}}
     assert registry_lookup(Docs.of(layout), "t", "approval:x") == expected
+
+
+def test_a_status_is_the_one_its_writer_stated(layout):
+    """A note's status is stored as its writer states it, whatever its fields are named;
+    only a record stored without a known status has it inferred from its fields."""
+    docs = Docs.of(layout)
+    key = Keys.findings("p/a")
+    assert registry_status(docs, "t", key) is None
+    registry_note(docs, "t", key, Status.NOTED, path="x", ts="1")  # fields would say otherwise
+    assert registry_status(docs, "t", key) == "noted"
+    registry_note(docs, "t", Keys.approval("i"), Status.DECIDED, decided="approve")
+    assert registry_status(docs, "t", Keys.approval("i")) == "decided"
+    assert legacy_status({"path": "x", "ts": "1"}) == "written"
+    assert legacy_status({"ts": "1"}) == "started"
+    assert legacy_status({"actions": []}) == "requested"
+
+
+def test_keys_name_each_kind_and_read_back_the_subtask():
+    assert Keys.findings("p/a") == "findings:p/a"
+    assert Keys.subtask(Keys.FINDINGS, Keys.findings("p/a")) == "p/a"
+    assert Keys.subtask(Keys.REMOTE, Keys.findings("p/a")) is None
+    assert Keys.merged("p", 3) == "merged:p:3"
+    assert (
+        len({Keys.findings("k"), Keys.remote("k"), Keys.transcript("k"), Keys.approval("k")}) == 4
+    )

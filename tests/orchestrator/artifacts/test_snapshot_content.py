@@ -19,11 +19,11 @@ from memory.store import MemoryStore
 from memory.task.working import WorkingMemory
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts import read_findings, read_snapshot
+from orchestrator.artifacts.finding import citations
 from orchestrator.artifacts.snapshot_content import (
     SUMMARY_CHARS,
     Turn,
     agent_content,
-    citations,
     summarize_conversation,
 )
 from orchestrator.offline import OfflineChatModel, ResearchPolicy

@@ -13,7 +13,7 @@ from langchain_openai import ChatOpenAI
 
 from orchestrator.api import Orchestrator
 from orchestrator.errors import WorkflowError
-from orchestrator.graph.nodes.subagent import SUBAGENT_SYSTEM
+from orchestrator.graph.subagent_prompt import SUBAGENT_SYSTEM
 from tests.orchestrator.openai_server import ScriptedOpenAI
 from tests.orchestrator.scripted_agents import agents, findings, offered, text_of, tool_answers
 

@@ -24,7 +24,7 @@ from memory.backends.checkpoint_prune import prune_saver
 from memory.backends.savers import open_sqlite_saver
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts.registry import registry_records
-from orchestrator.graph.nodes import subagent as subagent_node
+from orchestrator.graph import context as run_context
 from orchestrator.graph.pruning import ENV_VAR, prune_thread
 from orchestrator.offline import OfflineChatModel
 from tests.pg import private_schema
@@ -65,14 +65,14 @@ def resume_counting_runs(orch: Orchestrator, monkeypatch) -> tuple[Any, list[str
     """Resume task `t`; also every subagent that finished during the resume (it records its
     findings in the registry once per run of its agent)."""
     ran: list[str] = []
-    note = subagent_node.registry_note
+    note = run_context.registry_note
 
-    def counting(docs: Any, task_id: str, key: str, **fields: Any) -> None:
+    def counting(docs: Any, task_id: str, key: str, *status: Any, **fields: Any) -> None:
         if key.startswith("findings:") and "findings" in fields:
             ran.append(key)
-        note(docs, task_id, key, **fields)
+        note(docs, task_id, key, *status, **fields)
 
-    monkeypatch.setattr(subagent_node, "registry_note", counting)
+    monkeypatch.setattr(run_context, "registry_note", counting)
     return orch.resume("t"), ran
 
 

@@ -9,7 +9,6 @@ logic of `write_file` and `edit_file`, with the files on disk and the memory che
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import subprocess
@@ -23,7 +22,7 @@ from langchain_openai import ChatOpenAI
 
 from memory import MemoryStore
 from orchestrator.api import Orchestrator
-from orchestrator.graph.nodes.subagent import files_written
+from orchestrator.graph.written import files_written
 from orchestrator.tools import workdir_write
 from orchestrator.tools.workdir_write import BACKUP_TAG, WorkdirWriter
 from tests.orchestrator.openai_server import ScriptedOpenAI
@@ -260,16 +259,17 @@ def test_a_fifo_is_refused_by_the_write_tools_without_blocking(tmp_path, memory_
 
 
 def test_a_written_name_with_a_newline_is_in_the_files_written(tmp_path, memory_dir):
-    """Item 21: the answer of a write to `a\\nb.txt` is read back into `files_written`."""
+    """Item 21: a write to `a\\nb.txt` is in `files_written`, from the tools' outcomes."""
     with MemoryStore(memory_dir) as store:
         writer = WorkdirWriter(tmp_path, store)
-        created = writer.write_file("odd\nname.txt", "one\n", call_id="c1")
-        modified = writer.write_file("odd\nname.txt", "two\n", call_id="c2")
+        created, made = writer.write_file("odd\nname.txt", "one\n", call_id="c1")
+        modified, changed = writer.write_file("odd\nname.txt", "two\n", call_id="c2")
     transcript = [
         AIMessage("", tool_calls=[{"name": "write_file", "args": {}, "id": "c1"}]),
-        ToolMessage(created, tool_call_id="c1"),
+        ToolMessage(created, tool_call_id="c1", artifact=made),
         AIMessage("", tool_calls=[{"name": "write_file", "args": {}, "id": "c2"}]),
-        ToolMessage(modified, tool_call_id="c2"),
+        ToolMessage(modified, tool_call_id="c2", artifact=changed),
     ]
-    assert [w["path"] for w in files_written(transcript)] == ["odd\nname.txt"]
-    assert json.loads(json.dumps(files_written(transcript)))[0]["description"] == "created"
+    assert [w.path for w in files_written(transcript)] == ["odd\nname.txt"]
+    assert files_written(transcript)[0].description == "created"
+    assert changed is not None and changed["change"] == "modified"

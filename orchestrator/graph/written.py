@@ -1,0 +1,52 @@
+"""What an agent's tools wrote, from their typed outcomes (never from their answers' words).
+
+A finding lists the files its agent's tool calls wrote (`Finding.files_written`), apart
+from those it examined. `files_written` reads them from the agent's transcript: a workdir
+write (`write_file`, `edit_file`) from its `WriteOutcome`, the `ToolMessage`'s artifact
+(`orchestrator.tools.workdir_write`); a memory file (`memory_write`, `memory_patch`,
+`memory_append`) from the call's `path` argument, with the first line of the tool's answer
+as its note.
+
+Invariant: a call that wrote nothing (an error, an unchanged file) is not listed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from orchestrator.tools.workdir_write import WriteOutcome, change_note
+from orchestrator.types import FileNote
+
+#: Tools that write files: memory files, and the workdir (`write_file`, `edit_file`).
+WRITING_TOOLS = frozenset({"memory_write", "memory_patch", "memory_append"})
+WORKDIR_WRITES = frozenset({"write_file", "edit_file"})
+
+
+def files_written(transcript: list[Any]) -> list[FileNote]:
+    """The files an agent's writing tool calls did write (an `Error:` answer wrote nothing).
+
+    A workdir file is listed as `created`, or `modified; previous content: ENTRY_ID` (the
+    first change keeps the content before the agent touched it), from the write tool's
+    `WriteOutcome` (the `ToolMessage`'s artifact); a memory file, named by the call's
+    `path`, with the first line of the tool's answer.
+    """
+    tools = WRITING_TOOLS | WORKDIR_WRITES
+    calls: dict[str, dict] = {}
+    written: dict[str, str] = {}
+    for message in transcript:
+        if isinstance(message, AIMessage):
+            calls.update({c.get("id"): c for c in message.tool_calls if c["name"] in tools})
+        elif isinstance(message, ToolMessage) and message.tool_call_id in calls:
+            call, answer = calls[message.tool_call_id], str(message.content).strip()
+            if call["name"] in WORKDIR_WRITES:
+                outcome: WriteOutcome | None = message.artifact
+                note = change_note(outcome) if isinstance(outcome, dict) else None
+                if note is not None and outcome["path"] not in written:
+                    written[outcome["path"]] = note
+                continue
+            path = (call.get("args") or {}).get("path")
+            if path and not answer.startswith("Error"):
+                written[str(path)] = f"{call['name']}: {answer.splitlines()[0][:200]}"
+    return [FileNote(path=p, description=d) for p, d in written.items()]
