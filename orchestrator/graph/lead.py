@@ -175,7 +175,7 @@ def phase_instruction(ctx: RunContext, state: OrchestratorState) -> str:
     return "\n".join(lines)
 
 
-COVERED_CHARS = 2000
+COVERED_CHARS = 1000
 """Characters of the `Covered:` line (the scopes finished subtasks looked at), newest first."""
 
 
@@ -201,7 +201,7 @@ KEEP_TURNS = 2
 """The lead's newest turns kept whole at a wave's end: the wave's plan and its digest."""
 FOLD_GROUP = 8
 """Summary lines of one level folded into one line of the next level."""
-SUMMARY_KEYS = 8
+SUMMARY_KEYS = 4
 """Subtask keys an L1 summary line names (then `and N more`)."""
 
 
