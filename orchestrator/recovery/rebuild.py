@@ -172,13 +172,21 @@ def state_from_checkpoint(docs: Docs, cp: Mapping[str, object]) -> OrchestratorS
             if record:
                 findings[key] = record
     missing = [k for k in subtasks if k not in findings]
-    if missing:  # the registry may be gone too: findings files name their subtask
+    counted = int((cp.get("state") or {}).get("findings_count") or 0)
+    if missing or len(findings) < counted:  # the registry may be gone: files name their subtask
         on_disk = scan_findings(docs, task_id)
         for key in missing:
             if key in on_disk:
                 record = _findings_record(docs, key, subtasks[key], on_disk[key], None)
                 if record:
                     findings[key] = record
+        # earlier waves' subtasks, which a checkpoint only counts, from their files
+        for key, path in on_disk.items():
+            if key not in subtasks and key.split("/", 1)[0] in reached:
+                sub = _subtask_from_file(docs, key, path)
+                record = sub and _findings_record(docs, key, sub, path, None)
+                if record:
+                    subtasks[key], findings[key] = sub, record
     extra = dict(cp.get("extra") or {})
     merged = {ph: p for ph, p in (extra.get("merged") or {}).items() if docs.exists(p)}
     state.update(
@@ -196,6 +204,22 @@ def state_from_checkpoint(docs: Docs, cp: Mapping[str, object]) -> OrchestratorS
         if field in extra:
             state[field] = extra[field]
     return state
+
+
+def _subtask_from_file(docs: Docs, key: str, path: str) -> JsonObject | None:
+    """A finished subtask as its findings file names it (id, title, agent, phase), for a
+    rebuild with the artifact registry gone."""
+    try:
+        meta = findings_meta(docs.path(path), docs)
+    except (ArtifactError, OSError):
+        return None
+    phase, _, sid = key.partition("/")
+    named = str(meta.get("agent") or "")
+    suffix = "-" + agent_file_name({"agent": "", "id": sid}).lstrip("-")
+    agent = named[: -len(suffix)] if named.endswith(suffix) else named or "researcher"
+    title = str(meta.get("task") or sid).removeprefix(f"[{key}] ")
+    return {"id": sid, "title": title, "description": "", "agent": agent, "phase": phase,
+            "scope": []}  # fmt: skip
 
 
 def with_findings_tokens(

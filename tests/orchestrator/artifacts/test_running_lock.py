@@ -80,7 +80,7 @@ def test_status_says_running_while_a_process_holds_the_run_lock(where, tmp_path)
     with open_backend(location) as backend, Docs(backend).run_lock("t1"):
         info, text = _status(args, tmp_path)
         assert info["status"] == "running"
-        assert text.startswith("Task t1: running (")
+        assert text.startswith("Task t1: running\n")
     info, text = _status(args, tmp_path)
     assert info["status"] == "interrupted"
     assert "Resume: orchestrator resume --task t1" in text

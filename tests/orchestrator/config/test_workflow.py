@@ -118,7 +118,7 @@ class TestQueries:
         (
             "thresholds:\n  tokens: 5\n",
             "unknown key 'thresholds.tokens'; allowed: "
-            "token_threshold, warning_ratio, max_parallel, max_subtasks, "
+            "token_threshold, warning_ratio, max_parallel, max_subtasks, max_waves, "
             "subagent_context_tokens, tool_result_tokens",
         ),
         (

@@ -25,7 +25,7 @@ README = (
     f'memory search "{QUESTION}" --limit 3\n```\n\n'
     + "".join(
         f"The orchestrator graph runs phase {i}: what does the graph do at step {i}?\n"
-        for i in range(400)  # ~30 KB: over the offline model's limit, offloaded as an entry
+        for i in range(600)  # ~45 KB: well over the offline model's limit, offloaded as an entry
     )
 )
 FILES = {
