@@ -26,18 +26,21 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.orchestrator.openai_server import ScriptedOpenAI, prompt_tokens  # noqa: E402
-from tests.orchestrator.scripted_agents import offered, project, responder, text_of  # noqa: E402
+from tests.orchestrator.scripted_agents import (  # noqa: E402
+    offered,
+    project,
+    responder,
+    subagent_starts,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,14 +130,7 @@ def killed(root: Path, modules: int, wave: int, seed: int) -> dict:
         second = subprocess.run(
             [*cmd, "resume", "--task", "k", *common], env=env, capture_output=True, text=True
         )
-        starts: Counter = Counter()
-        for body in server.requests:
-            if "SubmitFindings" in offered(body) and not any(
-                m["role"] == "assistant" for m in body["messages"]
-            ):
-                users = "\n".join(text_of(m) for m in body["messages"] if m["role"] == "user")
-                found = re.search(r"^Scope: (\S+)", users, re.MULTILINE)
-                starts[found.group(1) if found else "?"] += 1
+        starts = subagent_starts(server.requests)
     findings = [p for p in (root / "memory" / "findings").glob("writer-*.md")]
     return {
         "killed_at": at,

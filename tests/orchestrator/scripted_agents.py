@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,16 @@ def responder(modules: int, size: int = WAVE, *, by_wave: bool = False):
         return rest(body)
 
     return respond
+
+
+def subagent_starts(requests: list[dict[str, Any]]) -> Counter:
+    """The subagent conversations a server saw begin (no assistant turn yet), by scope."""
+    starts: Counter = Counter()
+    for body in requests:
+        if "SubmitFindings" in offered(body) and not any(
+            m["role"] == "assistant" for m in body["messages"]
+        ):
+            users = "\n".join(text_of(m) for m in body["messages"] if m["role"] == "user")
+            scope = re.search(r"^Scope: (\S+)", users, re.MULTILINE)
+            starts[scope.group(1) if scope else "?"] += 1
+    return starts

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.orchestrator.openai_server import ScriptedOpenAI, prompt_tokens
-from tests.orchestrator.scripted_agents import WAVE, offered, project, responder, text_of
+from tests.orchestrator.scripted_agents import WAVE, offered, project, responder, subagent_starts
 
 REPO = Path(__file__).resolve().parents[3]
 CMD = [sys.executable, "-m", "orchestrator.cli"]
@@ -59,19 +59,6 @@ def plan_requests(server: ScriptedOpenAI) -> list[dict]:
     return [b for b in server.requests if "PhasePlan" in offered(b)]
 
 
-def subagent_starts(server: ScriptedOpenAI) -> Counter:
-    """The subagent conversations the server saw begin, by module."""
-    starts: Counter = Counter()
-    for body in server.requests:
-        if "SubmitFindings" in offered(body) and not any(
-            m["role"] == "assistant" for m in body["messages"]
-        ):
-            users = "\n".join(text_of(m) for m in body["messages"] if m["role"] == "user")
-            scope = re.search(r"^Scope: (\S+)", users, re.MULTILINE)
-            starts[scope.group(1) if scope else "?"] += 1
-    return starts
-
-
 def bytes_under(folder: Path, skip: tuple[str, ...] = ()) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()
                and not any(s in p.parts for s in skip))  # fmt: skip
@@ -86,7 +73,7 @@ def test_forty_modules_are_covered_in_waves_and_nothing_grows_faster_than_the_wo
             done = run_task(root, env, f"w{modules}")
             assert done.returncode == 0, done.stdout + done.stderr
             plans = plan_requests(server)
-            starts = subagent_starts(server)
+            starts = subagent_starts(server.requests)
         memory = root / "memory"
         covered = covered_modules(memory, f"w{modules}")
         assert sorted(covered) == [f"mods/m{i:02d}.py" for i in range(modules)]
@@ -125,10 +112,10 @@ def test_a_run_killed_mid_wave_or_mid_plan_resumes_and_covers_every_module_once(
         env["OPENAI_BASE_URL"] = server.base_url
         killed = run_task(root, {**env, "TETHER_FAULT": fault}, "k", "--max-parallel", "2")
         assert killed.returncode == -9, killed.stdout + killed.stderr
-        before = subagent_starts(server)
+        before = subagent_starts(server.requests)
         resumed = orch("resume", "--task", "k", "--memory-dir", str(root / "memory"), env=env)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        starts = subagent_starts(server)
+        starts = subagent_starts(server.requests)
     covered = covered_modules(root / "memory", "k")
     assert sorted(covered) == [f"mods/m{i:02d}.py" for i in range(modules)]
     assert set(covered.values()) == {1}
@@ -163,7 +150,7 @@ def test_a_budget_stop_between_waves_resumes_into_the_next_wave(tmp_path, env):
         resumed = orch("resume", "--task", "b", "--budget-tokens", "10000000",
                        "--memory-dir", str(root / "memory"), env=env)  # fmt: skip
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        starts = subagent_starts(server)
+        starts = subagent_starts(server.requests)
     covered = covered_modules(root / "memory", "b")
     assert sorted(covered) == [f"mods/m{i:02d}.py" for i in range(modules)]
     assert set(covered.values()) == {1}
