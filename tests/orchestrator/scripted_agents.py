@@ -218,6 +218,12 @@ ASK_TEXT = "Answer by calling the"
 FINAL_TOOLS = ("PhasePlan", "SubmitAnswer", "SubmitFindings")
 WEAK_START = "I will start by looking at the code."
 WEAK_DONE = "I have what I need."
+FROM_NOTHING = {
+    "PhasePlan": {"strategy": "Nothing looked at."},
+    "SubmitFindings": {"summary": "Nothing looked at."},
+    "SubmitAnswer": {"answer": "Nothing looked at."},
+}
+"""A weak model's final call when it is forced before it did its work (issue 51)."""
 
 
 def _tethers_words(message: dict[str, Any]) -> bool:
@@ -241,7 +247,8 @@ def weak(respond: Callable[[dict[str, Any]], dict[str, Any]]):
     """`respond`'s agents played as a weak model: its first reply of a turn is prose; its
     ordinary tool calls are `respond`'s; its final answer is prose unless the final tool is
     forced (and the server honours `tool_choice`) or tether asks for it in words, when it
-    gives the arguments as JSON text."""
+    gives the arguments as JSON text. Forced to its final tool before its work is done, it
+    calls it with `FROM_NOTHING`, as a real one does."""
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
         from tests.orchestrator.openai_server import _arguments, _subtask_of
@@ -250,10 +257,11 @@ def weak(respond: Callable[[dict[str, Any]], dict[str, Any]]):
         if last.get("role") == "user" and not _tethers_words(last):
             return {"text": WEAK_START}
         step = respond(without_prose(body))
-        if step.get("tool") not in FINAL_TOOLS:
-            return step
         choice = body.get("tool_choice")
-        if isinstance(choice, dict) and choice.get("function", {}).get("name") == step["tool"]:
+        forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        if forced in FINAL_TOOLS and step.get("tool") != forced:
+            return {"tool": forced, "args": FROM_NOTHING[forced]}
+        if step.get("tool") not in FINAL_TOOLS or forced == step["tool"]:
             return step
         if text_of(last).startswith(ASK_TEXT):
             return {"text": _arguments(step, _subtask_of(body))}

@@ -140,7 +140,10 @@ def test_a_server_that_ignores_tool_choice_still_gets_a_valid_final_call(choice)
     assert [c["name"] for c in result.tool_calls] == ["look", "look"]
     forced = [i for i, b in enumerate(server.requests) if _forced(b)]
     assert forced, "tether never forced the final tool"
-    # forced with words that a model without working tool calls answers as JSON text
+    # its prose after the work was nudged first; then forced, with words that a model
+    # without working tool calls answers as JSON text
+    nudged = [i for i, b in enumerate(server.requests) if _last_user(b).startswith(NUDGE_TEXT)]
+    assert nudged and nudged[0] < forced[0]
     assert len(server.requests) == forced[0] + 1
     assert _last_user(server.requests[-1]).startswith(ASK_TEXT)
     assert set(server.statuses) == {200}
