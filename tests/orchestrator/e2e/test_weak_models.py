@@ -211,3 +211,27 @@ def test_a_weak_model_on_a_server_that_ignores_tool_choice_completes_a_task(
     }
     assert done_in_prose and asked == finals  # each kind of agent was asked and answered
     assert set(server.statuses) == {200}
+
+
+def test_a_workflow_agents_nudges_zero_forces_its_final_tool_at_its_first_prose(
+    tmp_path, monkeypatch
+):
+    root = project(tmp_path, 1)
+    workflow = (root / "wf.yaml").read_text().replace(
+        "    tools: [read_file]", "    tools: [read_file]\n    nudges: 0"
+    )
+    (root / "wf.yaml").write_text(workflow)
+    monkeypatch.setenv("TETHER_ALLOW_MODEL_REQUESTS", "1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with ScriptedOpenAI(responder=weak(responder(1))) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        orch = Orchestrator(
+            workdir=root, workflow=root / "wf.yaml", model="openai:gpt-4o-mini",
+            memory_dir=root / "memory",
+        )  # fmt: skip
+        result = orch.run("Document every module", task_id="no-nudges")
+    assert result.status == "done", result.failed
+    writer = [b for b in server.requests if "SubmitFindings" in offered(b)]
+    lead = [b for b in server.requests if "PhasePlan" in offered(b)]
+    assert [_forced(b) for b in writer] == [None, "SubmitFindings"]  # forced at once
+    assert _last_user(lead[1]).startswith(NUDGE_TEXT)  # the lead keeps its nudge
