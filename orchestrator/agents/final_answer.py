@@ -212,8 +212,9 @@ class FinalAnswerMiddleware(AgentMiddleware):
         agent).
 
         A reply to a forced request (the provider ignored `tool_choice`) is asked once more
-        (`asked`: already), in words, for the final call; prose while steps remain is nudged (`nudges` times in a
-        run), then, and at the step budget, answered with the final tool forced.
+        (`asked`: already), in words, for the final call; prose while steps remain is
+        nudged (`nudges` times in a run), then, and at the step budget, answered with the
+        final tool forced.
         """
         calls = getattr(message, "tool_calls", None) or []
         if any(c["name"] == self.final_name for c in calls):

@@ -217,8 +217,10 @@ def test_a_workflow_agents_nudges_zero_forces_its_final_tool_at_its_first_prose(
     tmp_path, monkeypatch
 ):
     root = project(tmp_path, 1)
-    workflow = (root / "wf.yaml").read_text().replace(
-        "    tools: [read_file]", "    tools: [read_file]\n    nudges: 0"
+    workflow = (
+        (root / "wf.yaml")
+        .read_text()
+        .replace("    tools: [read_file]", "    tools: [read_file]\n    nudges: 0")
     )
     (root / "wf.yaml").write_text(workflow)
     monkeypatch.setenv("TETHER_ALLOW_MODEL_REQUESTS", "1")
