@@ -256,7 +256,7 @@ class FinalAnswerMiddleware(AgentMiddleware):
         """Answers to the calls of a reply that is asked again (every call is answered)."""
         return [
             ToolMessage(
-                content=f"Error: not run; the step budget is spent: call {self.final_name}.",
+                content=f"Error: not run; this reply had to call {self.final_name}.",
                 tool_call_id=c.get("id") or "",
                 name=c["name"],
                 status="error",
