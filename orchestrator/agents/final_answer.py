@@ -1,7 +1,7 @@
 """`FinalAnswerMiddleware`: an agent ends with one valid call of its final protocol tool.
 
-The final tool (`PhasePlan` for the lead, `SubmitFindings` for a subagent) is an ordinary
-tool of the agent; this middleware makes the answer dependable:
+The final tool (`PhasePlan` or `SubmitAnswer` for the lead, `SubmitFindings` for a subagent) is an
+ordinary tool of the agent; this middleware makes the answer dependable:
 
 * **every assistant tool call is answered**: a call whose arguments are not JSON (a
   provider's truncated reply lands in `invalid_tool_calls`) becomes a call the tool step
