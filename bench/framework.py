@@ -63,9 +63,28 @@ def sdist(spec: str) -> Path:
             f"could not download {spec} ({got.stderr.strip().splitlines()[-1:]}); put its "
             f"sdist in {DATA} (pip download --no-deps --no-binary :all: {spec})"
         )
-    with tarfile.open(archives[0]) as tar:
-        tar.extractall(DATA, filter="data")
+    extract(archives[0], DATA)
     return folder
+
+
+def extract(archive: Path, dest: Path) -> None:
+    """Unpack `archive` into `dest`, refusing members that would land outside it.
+
+    Python 3.11.4+ (and 3.12+) filter with tarfile's own `data` filter; older 3.11 releases
+    (Debian 12's 3.11.2) have no `filter` argument, so each member is checked here: a regular
+    file or folder whose path stays inside `dest`, nothing else (links, devices)."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+            return
+        root = dest.resolve()
+        members = tar.getmembers()
+        for member in members:
+            target = (root / member.name).resolve()
+            if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
+                raise ValueError(f"{archive.name}: refusing to extract {member.name!r}")
+        for member in members:
+            tar.extract(member, root)
 
 
 # -- the scripted reader (the baseline agent, and the lead that answers alone) ----------
