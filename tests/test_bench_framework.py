@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.framework import extract
+from bench.framework import best_file, extract
 
 
 def _archive(path: Path, members: dict[str, bytes], link: tuple[str, str] | None = None) -> Path:
@@ -64,3 +64,10 @@ def test_on_python_3_11_2_a_member_leaving_the_folder_is_refused_before_anything
     with pytest.raises(ValueError, match="refusing to extract"):
         extract(_archive(tmp_path / "bad.tar.gz", members, link), out)
     assert list(out.iterdir()) == [] and not (tmp_path / "escaped.py").exists()
+
+
+def test_the_script_reads_the_file_with_most_hits_in_either_frameworks_grep_output() -> None:
+    tether = "# 3 matches\nsrc/a.py:1: x\nsrc/b.py:4: x\nsrc/b.py:9: x\n"
+    deepagents = "/src/a.py:\n  1: x\n/src/b.py:\n  4: x\n  9: x\n"
+    assert best_file(tether) == "src/b.py"
+    assert best_file(deepagents) == "/src/b.py"
