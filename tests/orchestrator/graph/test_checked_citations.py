@@ -9,6 +9,8 @@ Through the real `langchain-openai` client against the scripted server.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from langchain_openai import ChatOpenAI
@@ -17,6 +19,8 @@ from orchestrator.api import Orchestrator
 from tests.orchestrator.openai_server import ScriptedOpenAI
 from tests.orchestrator.scripted_agents import agents, findings, text_of
 
+REPO = Path(__file__).resolve().parents[3]
+CMD = [sys.executable, "-m", "orchestrator.cli"]
 WORKFLOW = """
 phases: [exploration]
 agents:
@@ -116,3 +120,26 @@ def test_an_answer_whose_citations_hold_says_all_were_found(tmp_path):
     section = _answer_section(text)
     assert _labelled(section, "Citations checked") == "2, all found"
     assert _labelled(section, "Workdir files") == f"`{tmp_path / 'src/adapters.py'}`"
+
+
+def test_a_run_that_ends_without_an_answer_says_so_in_its_report(tmp_path, cli_env):
+    """The lead never gives a non-blank answer: `orchestrator run` fails, and its report
+    says there is no answer and why, where the answer would be."""
+    (tmp_path / "wf.yaml").write_text(WORKFLOW)
+    env = {**cli_env, "TETHER_ALLOW_MODEL_REQUESTS": "1", "OPENAI_API_KEY": "sk-test",
+           "PYTHONPATH": str(REPO)}  # fmt: skip
+    run = [*CMD, "run", "How are retries set?", "--task", "none", "--workdir",
+           str(tmp_path), "--workflow", str(tmp_path / "wf.yaml"),
+           "--model", "openai:gpt-4o-mini"]  # fmt: skip
+
+    def blank(body: dict) -> dict:
+        return {"tool": "SubmitAnswer", "args": {"answer": "  "}}
+
+    with ScriptedOpenAI(responder=agents(scout_plan, STEPS, answer=blank)) as server:
+        env["OPENAI_BASE_URL"] = server.base_url
+        done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Task none: failed"), done.stdout
+    assert lines[1] == "No answer: the run failed before the lead answered", done.stdout
+    assert not any(ln.startswith("Answer") for ln in lines)
