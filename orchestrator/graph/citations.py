@@ -42,7 +42,7 @@ MAX_READ = 8 * 1024 * 1024
 _LINE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:[-\u2013](?P<end>\d+))?$")
 _PATH = r"[\w.][\w./-]*\.[A-Za-z]\w*"
 _TICKED = re.compile(rf"`({_PATH}:\d+(?:[-\u2013]\d+)?)`")
-_SLASHED = re.compile(rf"(?<![\w./:-])((?:[\w.-]+/)+[\w.-]*\.[A-Za-z]\w*:\d+(?:[-\u2013]\d+)?)")
+_SLASHED = re.compile(r"(?<![\w./:-])((?:[\w.-]+/)+[\w.-]*\.[A-Za-z]\w*:\d+(?:[-\u2013]\d+)?)")
 
 
 def text_citations(text: str) -> list[str]:
