@@ -121,3 +121,28 @@ def test_a_first_plan_cannot_mark_its_own_key_questions_answered(tmp_path):
     assert line.startswith("- [ ]") and "(answered)" not in line, line
     assert "- Plan checked: key question(s) 1 not marked answered" in plan
     assert len(_subagents(server)) == 1  # the subtask itself was fine and ran
+
+
+def test_a_remote_agent_s_scope_is_not_refused_but_flagged_in_the_plan_file(tmp_path):
+    """A remote agent's scope is its server's to resolve: the plan is accepted as it is and
+    the plan file says the scope was not checked (the run waits for the plan's approval
+    here, so no server is needed)."""
+    (tmp_path / "wf.yaml").write_text(
+        "phases: [exploration]\napprove_plan: true\nagents:\n  coder:\n"
+        "    description: Edits code remotely.\n"
+        "    remote: {url: 'http://127.0.0.1:9', graph: coder}\n"
+    )
+    sub = {"id": "fix", "title": "Fix", "description": "Fix.", "agent": "coder",
+           "scope": ["services/billing"]}  # fmt: skip
+    responder = agents(lambda phase: {"strategy": "Remote.", "subtasks": [sub]}, {})
+    with ScriptedOpenAI(responder=responder) as server:
+        result = Orchestrator(
+            workdir=tmp_path, workflow=tmp_path / "wf.yaml", model=client(server)
+        ).run("Fix billing.", task_id="remote")
+    assert result.status == "waiting", result.failed
+    assert len(_planning(server)) == 1  # not refused
+    plan = (Path(result.memory_dir) / result.plan).read_text()
+    assert (
+        "- Plan checked: subtask fix: scope services/billing not checked (remote agent "
+        "coder: its server resolves it)" in plan
+    ), plan
