@@ -20,8 +20,11 @@ plan to the facts while the lead plans:
   and the plan file says so.
 
 The refusals are counted from the lead's conversation (the tool errors it was given), so a
-replayed turn counts the same. Invariant: no subagent is sent a scope that does not exist
-in the workdir without the plan file saying so.
+replayed turn counts the same, and a plan is refused only while a call of the lead is
+answered (a replayed turn's accepted plan, read back, is not refused again).
+
+Invariant: no subagent is sent a scope that does not exist in the workdir without the
+plan file saying so.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class PlanCheck(AgentMiddleware):
         self._records_of, self._records = records, None
         self.phases = list(phases)
         self.refusals = 0
+        self._active = 0
 
     # -- the lead's middleware: how many plans of this turn were refused -------------------
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -107,7 +111,19 @@ class PlanCheck(AgentMiddleware):
             for m in request.messages
             if isinstance(m, ToolMessage) and m.name == PLAN_TOOL and REFUSED in str(m.content)
         )
-        return handler(request)
+        return self._within(handler, request)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._within(handler, request)
+
+    def _within(self, handler: Callable[[Any], Any], request: Any) -> Any:
+        """`handler(request)`, the check armed: a plan is refused only while the lead's
+        call is answered, never when a replayed turn's accepted plan is read back."""
+        self._active += 1
+        try:
+            return handler(request)
+        finally:
+            self._active -= 1
 
     # -- the checks ------------------------------------------------------------------------
     def _agent(self, name: str) -> str:
@@ -138,7 +154,7 @@ class PlanCheck(AgentMiddleware):
 
     def __call__(self, plan: PhasePlan) -> str:
         """The one line refusing `plan`, or '' (also once the turn's retries are spent)."""
-        if self.refusals >= PLAN_RETRIES:
+        if not self._active or self.refusals >= PLAN_RETRIES:
             return ""
         parts = [
             f"subtask {plan.subtasks[i].id!r}: scope " + ", ".join(f"{s!r} {why}" for s, why in bad)

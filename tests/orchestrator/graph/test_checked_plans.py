@@ -72,9 +72,9 @@ def test_a_scope_that_does_not_exist_is_refused_and_the_lead_plans_again(tmp_pat
         return lead(body) if "PhasePlan" in offered(body) else responder(body)
 
     with ScriptedOpenAI(responder=respond) as server:
-        result = Orchestrator(
-            workdir=work, workflow=work / "wf.yaml", model=client(server)
-        ).run("How are retries set?", task_id="scope")
+        result = Orchestrator(workdir=work, workflow=work / "wf.yaml", model=client(server)).run(
+            "How are retries set?", task_id="scope"
+        )
     assert result.status == "done", result.failed
     planning = _planning(server)
     assert len(planning) == 2  # refused once, then accepted
@@ -90,9 +90,9 @@ def test_a_lead_that_insists_on_a_missing_scope_has_the_subtask_dropped_with_a_n
     work = _workdir(tmp_path)
     responder = agents(lambda phase: _plan(["logs", "src/../../etc"]), STEPS)
     with ScriptedOpenAI(responder=responder) as server:
-        result = Orchestrator(
-            workdir=work, workflow=work / "wf.yaml", model=client(server)
-        ).run("How are retries set?", task_id="insist")
+        result = Orchestrator(workdir=work, workflow=work / "wf.yaml", model=client(server)).run(
+            "How are retries set?", task_id="insist"
+        )
     assert result.status == "done", result.failed
     assert len(_planning(server)) == PLAN_RETRIES + 1
     assert _subagents(server) == [] and result.findings == []  # no subagent was sent there
@@ -108,9 +108,9 @@ def test_a_first_plan_cannot_mark_its_own_key_questions_answered(tmp_path):
     question = "Which cache backend does the billing module use?"
     responder = agents(lambda phase: _plan(["src"], key_questions=[question], answered=[1]), STEPS)
     with ScriptedOpenAI(responder=responder) as server:
-        result = Orchestrator(
-            workdir=work, workflow=work / "wf.yaml", model=client(server)
-        ).run("How are retries set?", task_id="marks")
+        result = Orchestrator(workdir=work, workflow=work / "wf.yaml", model=client(server)).run(
+            "How are retries set?", task_id="marks"
+        )
     assert result.status == "done", result.failed
     planning = _planning(server)
     assert len(planning) == PLAN_RETRIES + 1
