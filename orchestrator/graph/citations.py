@@ -6,7 +6,7 @@ does not exist, `../../../etc/passwd`, `/etc/shadow`), so nothing it names is wr
 source unchecked (`check_citations`):
 
 * a cited **finding** must be one of this task's findings files (its path under the memory
-  directory, as the answer call was given it, or its subtask key);
+  directory, as the answer call was given it, or its subtask key) or merged batches;
 * a cited **workdir file** must exist inside the workdir, resolved there (`confine`: no
   `..`, no absolute path outside it, no link out); an absolute path inside the workdir is
   taken as its relative path;

@@ -164,7 +164,11 @@ def answer_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[
     ctx = runtime.context
     records = phase_findings(ctx, state)
     answer, usage = _answer(ctx, state, records)
-    own = [*(r.path for r in records if r.path), *(r.key for r in records if r.key)]
+    own = [  # this task's findings files and subtask keys, and its merged batches
+        *(r.path for r in records if r.path),
+        *(r.key for r in records if r.key),
+        *(state.get("merged") or {}).values(),
+    ]
     answer = check_citations(answer, workdir=state["workdir"], findings=own)
     state = {**state, **_merged_usage(state, usage)}
     finished = _finish(ctx, state, records, answer)
