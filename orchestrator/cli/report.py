@@ -217,6 +217,8 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
     if info.get("answer"):
         lines.append(f"Answer: {info['answer']['path'] or '-'}")
         lines += answer_head(info["answer"]["text"], 6)
+    elif info["status"] in ("done", "failed", "stopped"):  # a run ended without one
+        lines.append(no_answer_line(info["status"], info.get("stop_reason")))
     if info.get("stop_reason"):
         lines.append(f"Stopped: {info['stop_reason']}")
     lines += [

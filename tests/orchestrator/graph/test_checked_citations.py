@@ -143,3 +143,7 @@ def test_a_run_that_ends_without_an_answer_says_so_in_its_report(tmp_path, cli_e
     assert lines[0].startswith("Task none: failed"), done.stdout
     assert lines[1] == "No answer: the run failed before the lead answered", done.stdout
     assert not any(ln.startswith("Answer") for ln in lines)
+    status = subprocess.run(
+        [*CMD, "status", "--task", "none"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert "No answer: the run failed before the lead answered" in status.stdout.splitlines()
