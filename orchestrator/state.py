@@ -53,6 +53,7 @@ def subtask_key(phase: str, subtask_id: str) -> str:
 LEAD_FIELDS = (
     *Plan.model_fields,  # strategy, key_questions, constraints, next_actions
     "answered",
+    "plan_notes",
     "done_reason",
     "wave",
     "continue_phase",
@@ -117,6 +118,9 @@ class OrchestratorState(TypedDict, total=False):
     key_questions: list[str]
     answered: list[int]
     """1-based numbers of the key questions the lead declared answered (`PhasePlan.answered`)."""
+    plan_notes: list[str]
+    """What tether changed in or could not check of the lead's plans (`graph.plan_check`:
+    a dropped subtask, a removed scope, a remote scope not checked), newest last."""
     done_reason: str | None
     """Set when the lead declared the objective answered (`PhasePlan.done`): the current
     phase is the last one, the later ones are recorded as skipped with this reason."""
@@ -183,6 +187,7 @@ def initial_state(
         strategy="",
         key_questions=[],
         answered=[],
+        plan_notes=[],
         done_reason=None,
         approved=[],
         lean_seed=False,

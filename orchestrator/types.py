@@ -51,9 +51,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict
 
@@ -284,6 +285,23 @@ class PhasePlan(Plan):
         default="",
         description="With done and no subtasks: your answer to the objective (Markdown).",
     )
+
+    @model_validator(mode="after")
+    def _checked(self) -> PhasePlan:
+        """A plan the run's check refuses (`PLAN_CHECK`) is an invalid call."""
+        check = PLAN_CHECK.get()
+        problem = check(self) if check is not None else ""
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+PLAN_CHECK: ContextVar[Callable[[PhasePlan], str] | None] = ContextVar(
+    "tether_plan_check", default=None
+)
+"""The check of a lead's plan against the workdir and the findings while the lead plans
+(`orchestrator.graph.plan_check`, set by the plan node): why a `PhasePlan` is refused, or
+''. Unset (elsewhere), a plan is validated by its fields alone."""
 
 
 def _nonblank_answer(value: str) -> str:

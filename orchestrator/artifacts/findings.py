@@ -133,6 +133,15 @@ class MergedFindingInput(_FindingFields):
     timestamp: str | None = None
 
 
+class CitationsInput(_Input):
+    """The check of an answer's citations: how many, and those not found (with why)."""
+
+    checked: int = 0
+    not_found: list[dict[str, str]] = []
+    """`{"cite": what the answer named, "why": why it is not a source}`."""
+    unchecked: int = 0
+
+
 class AnswerInput(_Input):
     """The lead's answer to the objective, which opens a task's final synthesis."""
 
@@ -142,6 +151,8 @@ class AnswerInput(_Input):
     open_questions: list[str] = []
     by: str = "answer"
     """`answer` (the lead's final call), `plan` (it answered alone in its plan)."""
+    citations: CitationsInput | None = None
+    """How its citations fared (`orchestrator.graph.citations`); None: not checked."""
 
 
 class MergedInput(_Input):
@@ -291,7 +302,20 @@ def _answer_view(answer: AnswerInput | None) -> dict[str, Any] | None:
         "files": [md_code(p) for p in answer.files],
         "open_questions": [md_block(q) for q in answer.open_questions],
         "offline": answer.by == "offline",
+        "citations": _citations_view(answer.citations),
     }
+
+
+def _citations_view(citations: CitationsInput | None) -> dict[str, Any] | None:
+    """The check of an answer's citations as `merged_findings.md.j2` shows it."""
+    if citations is None:
+        return None
+    failed = [
+        f"{md_code(c.get('cite', ''))} ({md_inline(c.get('why', ''))})" for c in citations.not_found
+    ]
+    if citations.unchecked:
+        failed.append(f"{citations.unchecked} more, not checked (over the limit): dropped")
+    return {"checked": citations.checked, "not_found": failed}
 
 
 # -- writing --------------------------------------------------------------------------

@@ -92,6 +92,10 @@ PlanInput = model_view(
             "Phases not run because the lead declared the objective answered (with the reason)."
         ),
         "waves": _progress("Phases that ran in more than one wave, with their counts."),
+        "notes": _progress(
+            "What tether changed in or could not check of the lead's plans (a dropped "
+            "subtask, a scope removed or not checked)."
+        ),
         "updated": (str, ...),
         "answer": (str, Field(default="", description="The lead's answer, once the task is done.")),
         "answer_path": (str, Field(default="", description="The final synthesis holding it.")),
@@ -212,6 +216,7 @@ def render_plan(data: PlanInput | Mapping[str, Any], project_dir: Pathish | None
         pending=[md_inline(x) for x in inp.pending],
         skipped=[md_inline(x) for x in inp.skipped],
         waves=[md_inline(x) for x in inp.waves],
+        notes=[md_inline(x) for x in inp.notes],
         answer=md_block(inp.answer) if inp.answer else "",
         answer_path=md_code(inp.answer_path) if inp.answer_path else "",
         meta=inp.model_dump(mode="json"),
@@ -233,6 +238,7 @@ def write_plan(
     project_dir: Pathish | None = None,
     answer: str = "",
     answer_path: str = "",
+    notes: Iterable[str] = (),
     **plan: object,
 ) -> Path:
     """Write (or rewrite) `research_plans/{task_id}.md`; returns its path.
@@ -243,6 +249,8 @@ def write_plan(
             (`approve_plan`).
         skipped: phases not run, with the reason.
         waves: per phase that ran in more than one wave, `phase: N waves, M subtasks`.
+        notes: what tether changed in or could not check of the lead's plans
+            (`orchestrator.graph.plan_check`), shown under Progress.
         answer, answer_path: the lead's answer of a done task and the file that holds it;
             the plan opens with it.
         project_dir: where a project's `templates/` override lives (default: cwd).
@@ -262,6 +270,7 @@ def write_plan(
             "pending": list(pending),
             "skipped": list(skipped),
             "waves": list(waves),
+            "notes": list(notes),
             "updated": iso_timestamp(),
             "answer": answer,
             "answer_path": answer_path,

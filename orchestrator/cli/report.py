@@ -50,6 +50,8 @@ def report_text(
     if result.answer:
         path = where(result.answer_path) if result.answer_path else "-"
         lines += ["", f"Answer (whole: {path}):", *answer_head(result.answer), ""]
+    else:
+        lines.append(no_answer_line(result.status, result.stop_reason))
     lines += [
         f"Memory: {result.memory_dir}" if shared else f"Memory directory: {root}",
         f"  plan:        {where(result.plan) if result.plan else '-'}",
@@ -111,6 +113,20 @@ def nothing_to_resume(task_id: str, memory: object, json_mode: bool) -> str:
 
 
 ANSWER_LINES = 12
+
+_NO_ANSWER = {
+    "done": "the lead gave none (the findings are in the summary)",
+    "failed": "the run failed before the lead answered",
+    "waiting": "not yet: the task waits for a person's decision",
+    "interrupted": "not yet: the run was interrupted; resume it",
+}
+
+
+def no_answer_line(status: str, stop_reason: str | None = None) -> str:
+    """The line a report shows in place of the answer when the run ended without one."""
+    if status == "stopped":
+        return f"No answer: the run stopped before the lead answered ({stop_reason or '-'})"
+    return f"No answer: {_NO_ANSWER.get(status, f'not yet: the task is {status}; resume it')}"
 
 
 def answer_head(answer: str, limit: int = ANSWER_LINES) -> list[str]:
@@ -201,6 +217,8 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
     if info.get("answer"):
         lines.append(f"Answer: {info['answer']['path'] or '-'}")
         lines += answer_head(info["answer"]["text"], 6)
+    elif info["status"] in ("done", "failed", "stopped"):  # a run ended without one
+        lines.append(no_answer_line(info["status"], info.get("stop_reason")))
     if info.get("stop_reason"):
         lines.append(f"Stopped: {info['stop_reason']}")
     lines += [

@@ -108,6 +108,7 @@ def write_plan_file(ctx: RunContext, state: OrchestratorState) -> Path:
         project_dir=ctx.project_dir,
         answer=state.get("answer") or "",
         answer_path=(state.get("answer_info") or {}).get("path") or "",
+        notes=state.get("plan_notes") or [],
     )
 
 

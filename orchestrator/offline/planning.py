@@ -36,7 +36,7 @@ from orchestrator.offline.terms import (
     stems,
     words,
 )
-from orchestrator.types import PhasePlan
+from orchestrator.types import PLAN_CHECK, PhasePlan
 
 if TYPE_CHECKING:
     from orchestrator.types import JsonObject
@@ -483,7 +483,7 @@ def build_plan(
     about = "the objective" + (f" ({', '.join(said)})" if said else "")
     questions = [f"Which files in {a.name} matter for {about}?" for a in chosen[:2]]
     questions.append(f"What should the {brief.phase} phase report for {about}?")
-    return PhasePlan.model_validate(
+    return _plan(
         {
             "strategy": (
                 f"{brief.phase.capitalize()} phase: {action} {len(subtasks)} area(s) of "
@@ -506,6 +506,16 @@ def build_plan(
     )
 
 
+def _plan(values: dict) -> PhasePlan:
+    """The plan of `values`, validated by its fields (the run's check of a plan against the
+    workdir applies to the call the lead makes with it, not to the offline model's draft)."""
+    token = PLAN_CHECK.set(None)
+    try:
+        return PhasePlan.model_validate(values)
+    finally:
+        PLAN_CHECK.reset(token)
+
+
 def _covered(area: Area, covered: Sequence[str]) -> bool:
     """Whether every scope of `area` is inside a scope a finished subtask covered."""
     if not covered or not area.scope:
@@ -519,7 +529,7 @@ def _covered(area: Area, covered: Sequence[str]) -> bool:
 
 def _phase_done(brief: Brief) -> PhasePlan:
     """The plan of a later wave when every area is covered: no subtasks, the phase ends."""
-    return PhasePlan.model_validate(
+    return _plan(
         {
             "strategy": f"{brief.phase.capitalize()} phase, wave {brief.wave}: every area "
             "of the workdir is covered by an earlier wave; no more subtasks.",

@@ -11,6 +11,10 @@ merge of every finding follows it), and the research plan and the closing snapsh
 with it. Then the episode is recorded in long-term memory (`memory.facts.reflect.reflect`) and the
 task's final checkpoint written (`task_complete`).
 
+What the answer cites is checked before it is written (`orchestrator.graph.citations`): only
+this task's findings files and workdir files that exist stay its sources, and the answer
+file says how many citations were checked and lists those not found.
+
 Idempotent: the answer is recorded in the artifact registry (`answer:final`) as soon as the
 model gives it, so a replay after a crash reuses it instead of asking again; the final
 merged file is registered like every merged batch (`merged:final:N`).
@@ -29,6 +33,7 @@ from orchestrator.agents.provider import approx_tokens, tool_tokens
 from orchestrator.artifacts.finding import ANSWER_CHARS, FindingRecord
 from orchestrator.artifacts.registry import Keys, Status, registry_lookup, registry_note
 from orchestrator.faults import fault
+from orchestrator.graph.citations import check_citations
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.lead import LEAD
@@ -159,6 +164,12 @@ def answer_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[
     ctx = runtime.context
     records = phase_findings(ctx, state)
     answer, usage = _answer(ctx, state, records)
+    own = [  # this task's findings files and subtask keys, and its merged batches
+        *(r.path for r in records if r.path),
+        *(r.key for r in records if r.key),
+        *(state.get("merged") or {}).values(),
+    ]
+    answer = check_citations(answer, workdir=state["workdir"], findings=own)
     state = {**state, **_merged_usage(state, usage)}
     finished = _finish(ctx, state, records, answer)
     return {**usage, **finished}
@@ -178,7 +189,7 @@ def _finish(
     and the `task_complete` checkpoint."""
     final_state = {**state, "status": "done", "answer": answer["answer"]}
     merged = merge_findings(ctx, final_state, "final", records, answer=answer)
-    info = {k: answer.get(k) for k in ("findings", "files", "open_questions", "by")}
+    info = {k: answer.get(k) for k in ("findings", "files", "open_questions", "by", "citations")}
     info["path"] = merged
     final_state["answer_info"] = info
     write_plan_file(  # the plan of a finished task says so, and where the answer is

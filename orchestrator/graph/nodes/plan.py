@@ -10,6 +10,11 @@ and the `PhasePlan` final tool, and with `lead_middleware` (tether's protocol mi
 to `working/{task}/messages.jsonl`). Its context is
 rebuilt for every call from durable parts (`orchestrator.graph.lead.lead_messages`).
 
+Before a plan is accepted it is checked against the workdir and the findings
+(`orchestrator.graph.plan_check`): a scope that does not exist, or a key question marked
+answered that no finding addresses, is refused back to the lead, which plans again; past
+`PLAN_RETRIES` refusals tether settles the plan itself and notes it in the plan file.
+
 Idempotent: a wave that already has subtasks in the state (replayed super-step, or a
 state rebuilt from a JSON checkpoint) is not planned again.
 """
@@ -32,7 +37,8 @@ from orchestrator.errors import ContextOverflowError
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.lead import LEAD, lead_messages, log_lead, max_subtasks
-from orchestrator.graph.writes import write_plan_file
+from orchestrator.graph.plan_check import MAX_NOTES, PlanCheck, checking
+from orchestrator.graph.writes import phase_findings, write_plan_file
 from orchestrator.state import (
     OrchestratorState,
     current_phase,
@@ -80,8 +86,11 @@ def _tool_results(transcript: list[Any]) -> list[tuple[dict, Any]]:
     return pairs
 
 
-def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: bool) -> dict:
-    """The state update of one planning turn (the lead's log grows by what it saw)."""
+def _plan_update(
+    ctx: RunContext, state: OrchestratorState, result: Any, fresh: bool, notes: list[str]
+) -> dict:
+    """The state update of one planning turn (the lead's log grows by what it saw);
+    `notes`: what the plan check changed or could not check (`PlanCheck.settle`)."""
     phase = current_phase(state)
     wave = current_wave(state)
     plan = result.final
@@ -95,6 +104,7 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
     )
     if plan.continue_phase and subtasks:
         summary += "\nAnother wave of this phase follows (continue_phase)."
+    summary += "".join(f"\nNote: {n}." for n in notes)
     questions = list(dict.fromkeys([*(state.get("key_questions") or []), *plan.key_questions]))
     answered = {i for i in plan.answered if 1 <= i <= len(questions)}
     update: dict[str, Any] = {}
@@ -122,6 +132,7 @@ def _plan_update(ctx: RunContext, state: OrchestratorState, result: Any, fresh: 
         **plan.model_dump(include=set(Plan.model_fields) - {"key_questions"}),
         "key_questions": questions,
         "answered": sorted(answered | set(state.get("answered") or [])),
+        "plan_notes": [*(state.get("plan_notes") or []), *notes][-MAX_NOTES:],
         "usage": {LEAD: usage_record(result, (state.get("usage") or {}).get(LEAD))},
         "tokens": {LEAD: (state.get("tokens") or {}).get(LEAD, 0) + result.tokens},
         "first_call_done": True,
@@ -179,21 +190,51 @@ TURN_GROWTH = 0.2
 """Share of the window a planning turn's own tool results may add (a listing, a read)."""
 
 
-def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -> Any:
-    spec = ctx.agent_spec(LEAD)
-    return run_agent(
-        ctx.model,
-        tools=ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True),
-        final_tool=PhasePlan,
-        messages=messages,
-        max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
-        max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        middleware=[lead_middleware(ctx, state["task_id"]), *ctx.budget_middleware(LEAD)],
-        stop=ctx.stop,
-        usage=ctx.usage,
-        notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
-        nudges=spec.nudges if spec is not None else DEFAULT_NUDGES,
+def plan_check(ctx: RunContext, state: OrchestratorState) -> PlanCheck:
+    """The check of this planning turn's plans (`orchestrator.graph.plan_check`)."""
+    agents = ctx.workflow.agents
+    subtasks = state.get("subtasks") or {}
+
+    def records() -> list[dict[str, Any]]:
+        return [
+            {**r.model_dump(), "scope": (subtasks.get(r.key) or {}).get("scope") or []}
+            for r in phase_findings(ctx, state)
+        ]
+
+    return PlanCheck(
+        state["workdir"],
+        remote={name for name, spec in agents.items() if spec.remote is not None},
+        known=set(agents),
+        default_agent=sorted(agents)[0],
+        questions=state.get("key_questions") or [],
+        answered=set(state.get("answered") or []),
+        records=records,
+        phases=state["phases"],
     )
+
+
+def _plan_turn(
+    ctx: RunContext, state: OrchestratorState, messages: list[Any], check: PlanCheck
+) -> Any:
+    spec = ctx.agent_spec(LEAD)
+    with checking(check):
+        return run_agent(
+            ctx.model,
+            tools=ctx.tools_for(LEAD, state["task_id"], state["workdir"], lead=True),
+            final_tool=PhasePlan,
+            messages=messages,
+            max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
+            max_context_tokens=max(ctx.token_threshold * 2, 4000),
+            middleware=[
+                check,
+                lead_middleware(ctx, state["task_id"]),
+                *ctx.budget_middleware(LEAD),
+            ],
+            stop=ctx.stop,
+            usage=ctx.usage,
+            notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
+            nudges=spec.nudges if spec is not None else DEFAULT_NUDGES,
+        )
 
 
 def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -221,17 +262,21 @@ def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[st
             "from the lean context",
         )
         messages = lead_messages(ctx, state, lean=True)
+    check = plan_check(ctx, state)
     try:
-        result = _plan_turn(ctx, state, messages)
+        result = _plan_turn(ctx, state, messages, check)
     except ContextOverflowError as exc:  # even cut, the context is over the model's window
         ctx.emit(
             "warning",
             message=f"lead context over the model's window ({exc}); planning again from "
             "the lean context (plan, snapshot path, newest turns)",
         )
-        result = _plan_turn(ctx, state, lead_messages(ctx, state, lean=True))
+        result = _plan_turn(ctx, state, lead_messages(ctx, state, lean=True), check)
+    result.final, notes = check.settle(result.final)
+    for note in notes:
+        ctx.emit("warning", message=f"{LEAD}: plan: {note}")
     fresh = bool(state.get("seed_snapshot")) and not state.get("lead_log")
-    update = _plan_update(ctx, state, result, fresh)
+    update = _plan_update(ctx, state, result, fresh, notes)
     subtasks = update["subtasks"]
     new_state = {**state, **update, "subtasks": {**(state.get("subtasks") or {}), **subtasks}}
     path = write_plan_file(ctx, new_state)

@@ -62,6 +62,8 @@ def _calls_offering(server: ScriptedOpenAI, tool: str) -> list[dict]:
 
 def test_the_lead_answers_the_objective_in_one_final_call(tmp_path, memory_dir):
     (tmp_path / "wf.yaml").write_text(WORKFLOW)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "adapters.py").write_text("max_retries = 3\n")  # the file it cites
     with ScriptedOpenAI(responder=agents(scout_plan, STEPS, answer=answering)) as server:
         orch = Orchestrator(workdir=tmp_path, workflow=tmp_path / "wf.yaml", model=client(server))
         result = orch.run("How does requests retry a failed connection?", task_id="ans")
@@ -74,7 +76,8 @@ def test_the_lead_answers_the_objective_in_one_final_call(tmp_path, memory_dir):
     # the final synthesis opens with the model's answer, then the template's merge
     final = (memory_dir / result.merged["final"]).read_text()
     assert final.index(ANSWER.replace("`", "")[:20]) < final.index("## Summary")
-    assert "`src/adapters.py`" in final and "Is a read timeout retried?" in final
+    assert "**Workdir files**: `src/adapters.py`" in final
+    assert "Is a read timeout retried?" in final
     assert result.answer_path == result.merged["final"]
     plan = (memory_dir / "research_plans" / "ans.md").read_text()
     assert plan.index("## Answer") < plan.index("## Strategy") and ANSWER in plan
