@@ -187,11 +187,21 @@ def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -
         messages=messages,
         max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        middleware=[lead_middleware(ctx, state["task_id"]), *ctx.budget_middleware(LEAD)],
+        middleware=[
+            # the keys first: the result they record is the one the lead is given
+            *ctx.call_keys(LEAD, state["task_id"], _lead_scope(state), lead=True),
+            lead_middleware(ctx, state["task_id"]),
+            *ctx.budget_middleware(LEAD),
+        ],
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
     )
+
+
+def _lead_scope(state: OrchestratorState) -> str:
+    """The lead's part of its tool calls' idempotency keys: its phase and wave."""
+    return f"{LEAD}/{current_phase(state)}/{current_wave(state)}"
 
 
 def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:
