@@ -13,7 +13,9 @@ The subagent gets the tools its workflow spec names (default: the read-only work
 `recall_memory` and the memory tools; always `memory_fetch`, which reads tool results
 evicted to memory), tether's protocol text plus its own prompt (`prompt`/`prompt_file`)
 and the skills index as its system prompt, and its own bounded context
-(`subagent_context_tokens`). Its middleware (`subagent_middleware`): tool results over the
+(`subagent_context_tokens`). Its middleware (`subagent_middleware`): each call of the
+user's tools has its idempotency key, its result recorded (`ToolCallKeys`, keyed by the
+subtask), tool results over the
 limit go to memory entries (`OffloadLargeToolResults`), the user's tools are timed out
 (`ToolTimeoutMiddleware`), and the tools in its `interrupt_on` wait for a person's decision
 (LangChain's `HumanInTheLoopMiddleware`: a LangGraph `interrupt` that ends the run
