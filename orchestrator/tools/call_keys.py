@@ -17,12 +17,14 @@ calls. `ToolCallKeys`, a middleware on every agent that has user tools (Python o
   (same tool, same arguments) made again, by an agent run again from its prompt, gets the
   recorded result and the tool is not run a second time.
 
-A tool gets its key in one of three ways: a parameter `tool_call_key` annotated
-`ToolCallKey` (LangChain's `InjectedToolArg`: hidden from the model's schema, filled in
-here), `tool_call_key()` (a context variable, also in a tool's own threads when it copies
-the context), and an MCP server in the `tools/call` request's `_meta` under `META_KEY`
-(`orchestrator.tools.mcp_client`). Invariant: the key is noted durably before the tool
-starts, and a call whose result was noted is never run again.
+A tool gets its key in one of three ways: a parameter named `tool_call_key` (a
+function's; a LangChain tool's annotated `ToolCallKey`, LangChain's `InjectedToolArg`),
+which the toolbox hides from the model's schema and fills from the key
+(`orchestrator.tools.toolbox`); `tool_call_key()`, a context variable (also in a tool's own
+threads when it copies the context, as the user's tools' timeouts do); and an MCP server in
+the `tools/call` request's `_meta` under `META_KEY` (`orchestrator.tools.mcp_client`).
+Invariant: the key is noted durably before the tool starts, and a call whose result was
+noted is never run again.
 """
 
 from __future__ import annotations
@@ -46,12 +48,12 @@ if TYPE_CHECKING:
     from langgraph.types import Command
 
 KEY_PARAM = "tool_call_key"
-"""The parameter a Python tool declares (annotated `ToolCallKey`) to be given its key."""
+"""The parameter a Python tool declares to be given its key."""
 META_KEY = "tether/tool_call_key"
 """Where an MCP server finds the key: the `_meta` of the `tools/call` request."""
 MAX_RECORDED_CHARS = 200_000
-"""A result longer than this (before offloading is applied) is not kept: a repeated call
-runs the tool again, with the same key."""
+"""A result longer than this (as the agent got it: large results are memory references by
+then) is not kept: a repeated call runs the tool again, with the same key."""
 
 ToolCallKey = Annotated[str, InjectedToolArg]
 """The type of a tool's `tool_call_key` parameter: tether fills it in, the model never sees
