@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from orchestrator.graph.build import build_graph
     from orchestrator.result import RunResult
     from orchestrator.state import OrchestratorState
+    from orchestrator.tools.call_keys import ToolCallKey, tool_call_key
     from orchestrator.types import PendingApproval, PhasePlan, SubmitFindings, Subtask
 
 _EXPORTS = {
@@ -66,6 +67,7 @@ _EXPORTS = {
     "TemplateError": "orchestrator.errors",
     "TetherMemoryMiddleware": "orchestrator.agents.memory_middleware",
     "TokenGauge": "orchestrator.agents.gauge",
+    "ToolCallKey": "orchestrator.tools.call_keys",
     "ToolConfigError": "orchestrator.errors",
     "UnknownTaskError": "orchestrator.errors",
     "WorkdirError": "orchestrator.errors",
@@ -73,6 +75,7 @@ _EXPORTS = {
     "WorkflowError": "orchestrator.errors",
     "build_graph": "orchestrator.graph.build",
     "load_workflow": "orchestrator.config.workflow",
+    "tool_call_key": "orchestrator.tools.call_keys",
 }
 
 __all__ = [
@@ -98,6 +101,7 @@ __all__ = [
     "TemplateError",
     "TetherMemoryMiddleware",
     "TokenGauge",
+    "ToolCallKey",
     "ToolConfigError",
     "UnknownTaskError",
     "WorkdirError",
@@ -105,6 +109,7 @@ __all__ = [
     "WorkflowError",
     "build_graph",
     "load_workflow",
+    "tool_call_key",
 ]
 
 

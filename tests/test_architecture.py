@@ -282,7 +282,9 @@ def test_orchestrator_wing_docstrings_name_existing_modules():
     assert missing == []
 
 
-REGISTRY_PREFIXES = ("findings:", "approval:", "remote:", "transcript:", "merged:", "answer:")
+REGISTRY_PREFIXES = (
+    "findings:", "approval:", "remote:", "transcript:", "merged:", "answer:", "toolcall:",
+)  # fmt: skip
 
 
 def test_registry_keys_are_spelled_only_by_the_registry():

@@ -58,6 +58,7 @@ ORCHESTRATOR_API = [
     "TemplateError",
     "TetherMemoryMiddleware",
     "TokenGauge",
+    "ToolCallKey",
     "ToolConfigError",
     "UnknownTaskError",
     "WorkdirError",
@@ -65,6 +66,7 @@ ORCHESTRATOR_API = [
     "WorkflowError",
     "build_graph",
     "load_workflow",
+    "tool_call_key",
 ]
 
 

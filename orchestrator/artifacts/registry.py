@@ -20,8 +20,9 @@ lost or cut short (`orchestrator.artifacts.recorded.repair_findings`).
 
 **Keys have one owner**: `Keys` names every kind of record (`Keys.findings(subtask_key)`,
 `Keys.approval(id)`, `Keys.remote(subtask_key)`, `Keys.transcript(subtask_key)`,
-`Keys.merged(phase, n)`, `Keys.answer()`) and reads a key back (`Keys.subtask`); no other
-module spells a prefix (`tests/test_architecture.py` checks it).
+`Keys.merged(phase, n)`, `Keys.answer()`, `Keys.tool_call(scope, tool, n)`) and reads a
+key back (`Keys.subtask`); no other module spells a prefix (`tests/test_architecture.py`
+checks it).
 
 A note merges its fields into the key's record in one atomic step
 (`transition_subagent`), so no note is lost to another writer; its writer states its
@@ -78,6 +79,9 @@ class Keys:
     """A batch's merged findings file."""
     ANSWER = "answer:final"
     """The lead's answer to the objective."""
+    TOOL_CALL = "toolcall:"
+    """A call of a user's tool: its idempotency key, then its result
+    (`orchestrator.tools.call_keys`)."""
 
     @staticmethod
     def findings(subtask_key: str) -> str:
@@ -102,6 +106,10 @@ class Keys:
     @staticmethod
     def answer() -> str:
         return Keys.ANSWER
+
+    @staticmethod
+    def tool_call(scope: str, tool: str, n: int) -> str:
+        return f"{Keys.TOOL_CALL}{scope}:{tool}:{n}"
 
     @staticmethod
     def subtask(prefix: str, key: str) -> str | None:

@@ -43,6 +43,7 @@ from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, 
 from orchestrator.errors import ArtifactError, WorkflowError
 from orchestrator.events import Event, build_event
 from orchestrator.tools.assembly import run_files
+from orchestrator.tools.call_keys import ToolCallKeys
 from orchestrator.tools.skill_tool import skill_tool
 from orchestrator.tools.toolbox import DEFAULT_TOOL_TIMEOUT, Toolbox
 from orchestrator.tools.workdir import workdir_tools
@@ -313,6 +314,12 @@ class RunContext:
         if spec is None:
             return list(LEAD_TOOLS if lead else DEFAULT_TOOLS)
         return self.toolbox.expand(spec.tools, agent)
+
+    def call_keys(self, agent: str, task_id: str, scope: str, *, lead: bool) -> list[Any]:
+        """The idempotency keys of `agent`'s calls of the user's tools
+        (`orchestrator.tools.call_keys`), in `scope`; nothing when it has none."""
+        user = [n for n in self.tool_names(agent, lead=lead) if n in self.toolbox.tools]
+        return [ToolCallKeys(self.docs, task_id, scope, user)] if user else []
 
     def tools_for(
         self, agent: str, task_id: str, workdir: str, *, lead: bool, key: str = ""

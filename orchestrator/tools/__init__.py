@@ -9,6 +9,8 @@
 * `mcp_client`: the workflow's MCP servers, started once per run, their tools as LangChain
   tools.
 * `assembly`: what a run is assembled from besides the model (its workflow and its tools).
+* `call_keys`: the idempotency key of each call of a user's tool, recorded before the call
+  and its result after (`tool_call_key()`, the `ToolCallKeys` middleware).
 
 Invariant: every path a tool touches is confined to its root (the workdir or the memory).
 May import: `orchestrator.config`, `orchestrator.artifacts`, `orchestrator.types`,

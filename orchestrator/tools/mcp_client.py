@@ -20,6 +20,9 @@ answers `initialize`, or prints something else) has its session cancelled; and e
 process a stdio server was started as is then killed (its process group: SIGTERM, then
 SIGKILL) if it is still there, so no server outlives the run.
 
+A call of a user's tool has an idempotency key (`orchestrator.tools.call_keys`); a server
+gets it in the `tools/call` request's `_meta`, as `"tether/tool_call_key"`.
+
 A line on a stdio server's stdout that is not JSON-RPC is skipped: one warning naming the
 server (`on_warning`) instead of the SDK's traceback.
 
@@ -51,6 +54,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchestrator.errors import ToolConfigError
+from orchestrator.tools.call_keys import META_KEY, set_tool_call_key, tool_call_key
 
 START_TIMEOUT = 30.0
 """Seconds a server may take to start and list its tools."""
@@ -298,6 +302,21 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+class _KeyInMeta:
+    """The adapters' tool-call interceptor that sends the call's idempotency key
+    (`orchestrator.tools.call_keys`) in the `tools/call` request's `_meta`, under
+    `META_KEY` (the adapters' request has no `_meta` of its own: the call is made here)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    async def __call__(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        key = tool_call_key()
+        if key is None:
+            return await handler(request)
+        return await self.session.call_tool(request.name, request.args, meta={META_KEY: key})
+
+
 class McpServers:
     """The MCP servers of one run (see the module docstring).
 
@@ -386,7 +405,9 @@ class McpServers:
             _SERVING.set(_Serving(name, self._pids, self._not_json, self.stderr))
             try:
                 async with client.session(name) as session:
-                    tools = await load_mcp_tools(session, server_name=name)
+                    tools = await load_mcp_tools(
+                        session, server_name=name, tool_interceptors=[_KeyInMeta(session)]
+                    )
                     ready.set_result(tools)
                     await stop.wait()
             except BaseException as exc:  # the server failed to start, or died
@@ -462,7 +483,13 @@ class McpServers:
             loop = self._loop
             if loop is None:
                 raise RuntimeError(f"MCP tool {tool.name!r} was called after its server closed")
-            future = asyncio.run_coroutine_threadsafe(tool.coroutine(**kwargs), loop)
+            key = tool_call_key()  # the caller's; the call runs in a task of the loop
+
+            async def keyed() -> Any:
+                set_tool_call_key(key)  # this task's own context
+                return await tool.coroutine(**kwargs)
+
+            future = asyncio.run_coroutine_threadsafe(keyed(), loop)
             try:
                 return future.result(self.timeout)
             except concurrent.futures.TimeoutError:

@@ -17,15 +17,22 @@ name, a name two sources provide (tether's and a server's, or two servers'), a f
 without a docstring, an import that fails, a server that does not start: one
 `ToolConfigError` line naming them. The user's tools (Python and MCP) are called with a
 timeout (`ToolTimeoutMiddleware`): a tool that hangs answers the agent with an error.
+
+A Python tool's parameter `tool_call_key` (a function's, or a LangChain tool's injected
+`ToolCallKey`) is not the model's: it gets the call's idempotency key
+(`orchestrator.tools.call_keys`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import functools
 import importlib
+import inspect
 import sys
 import threading
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +43,7 @@ from langchain_core.tools import BaseTool
 
 from orchestrator.config.workflow import KNOWN_TOOLS, Workflow
 from orchestrator.errors import ToolConfigError
+from orchestrator.tools.call_keys import KEY_PARAM, tool_call_key
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import (
@@ -58,7 +66,7 @@ def as_tool(obj: object, where: str = "Orchestrator(tools=...)") -> BaseTool:
         ToolConfigError: neither a tool nor a function, or a function without docstring.
     """
     if isinstance(obj, BaseTool):
-        return obj
+        return _keyed_tool(obj)
     if not callable(obj):
         raise ToolConfigError(
             f"{where}: {obj!r} is not a LangChain tool or a function; pass a BaseTool, "
@@ -73,9 +81,65 @@ def as_tool(obj: object, where: str = "Orchestrator(tools=...)") -> BaseTool:
     from langchain_core.tools import tool as make_tool
 
     try:
-        return make_tool(obj)
+        return make_tool(_keyed_function(obj))
     except Exception as exc:  # LangChain refuses signatures it cannot describe
         raise ToolConfigError(f"{where}: function {name!r} cannot be a tool: {exc}") from None
+
+
+def _keyed_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` without its `tool_call_key` parameter, which the call's idempotency key fills
+    (`orchestrator.tools.call_keys`): the model never sees it. `fn` itself when it has
+    none."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn
+    if KEY_PARAM not in signature.parameters:
+        return fn
+
+    @functools.wraps(fn)
+    def keyed(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs, **{KEY_PARAM: tool_call_key()})
+
+    try:  # resolved here: `keyed`'s module is not `fn`'s (`from __future__ import annotations`)
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # noqa: BLE001 - a hint that does not resolve: LangChain says so later
+        hints = dict(getattr(fn, "__annotations__", {}))
+    params = [
+        p.replace(annotation=hints.get(name, p.annotation))
+        for name, p in signature.parameters.items()
+        if name != KEY_PARAM
+    ]
+    keyed.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=params, return_annotation=hints.get("return", signature.return_annotation)
+    )
+    keyed.__annotations__ = {k: v for k, v in hints.items() if k != KEY_PARAM}
+    del keyed.__wrapped__  # LangChain reads the signature above, not `fn`'s
+    return keyed
+
+
+def _keyed_tool(tool: BaseTool) -> BaseTool:
+    """A LangChain tool whose one injected argument is `tool_call_key` (annotated
+    `ToolCallKey`), as a tool that fills it with the call's idempotency key (LangChain's
+    tool node drops injected arguments it does not know); any other tool as it is."""
+    if set(getattr(tool, "_injected_args_keys", ())) != {KEY_PARAM}:
+        return tool
+    from langchain_core.tools import StructuredTool
+
+    def call(**kwargs: Any) -> Any:
+        return tool.invoke({**kwargs, KEY_PARAM: tool_call_key()})
+
+    return StructuredTool(
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.tool_call_schema,
+        func=call,
+        return_direct=tool.return_direct,
+        response_format=tool.response_format,
+        handle_tool_error=tool.handle_tool_error,
+        handle_validation_error=tool.handle_validation_error,
+        metadata=tool.metadata,
+    )
 
 
 def import_tool(path: str, search: Iterable[Path] = ()) -> BaseTool:

@@ -226,6 +226,8 @@ def _plan_turn(
             max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
             max_context_tokens=max(ctx.token_threshold * 2, 4000),
             middleware=[
+                # the keys first: the result they record is the one the lead is given
+                *ctx.call_keys(LEAD, state["task_id"], _lead_scope(state), lead=True),
                 check,
                 lead_middleware(ctx, state["task_id"]),
                 *ctx.budget_middleware(LEAD),
@@ -235,6 +237,11 @@ def _plan_turn(
             notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
             nudges=spec.nudges if spec is not None else DEFAULT_NUDGES,
         )
+
+
+def _lead_scope(state: OrchestratorState) -> str:
+    """The lead's part of its tool calls' idempotency keys: its phase and wave."""
+    return f"{LEAD}/{current_phase(state)}/{current_wave(state)}"
 
 
 def plan_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict[str, Any]:

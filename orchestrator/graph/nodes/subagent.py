@@ -13,7 +13,9 @@ The subagent gets the tools its workflow spec names (default: the read-only work
 `recall_memory` and the memory tools; always `memory_fetch`, which reads tool results
 evicted to memory), tether's protocol text plus its own prompt (`prompt`/`prompt_file`)
 and the skills index as its system prompt, and its own bounded context
-(`subagent_context_tokens`). Its middleware (`subagent_middleware`): tool results over the
+(`subagent_context_tokens`). Its middleware (`subagent_middleware`): each call of the
+user's tools has its idempotency key, its result recorded (`ToolCallKeys`, keyed by the
+subtask), tool results over the
 limit go to memory entries (`OffloadLargeToolResults`), the user's tools are timed out
 (`ToolTimeoutMiddleware`), and the tools in its `interrupt_on` wait for a person's decision
 (LangChain's `HumanInTheLoopMiddleware`: a LangGraph `interrupt` that ends the run
@@ -125,11 +127,13 @@ def _reuse(
     return {"findings": {key: dict(record.ref())}, "failed": {key: DELETE}}
 
 
-def subagent_middleware(ctx: RunContext, agent: str, task_id: str) -> list[Any]:
-    """The subagent's own middleware: human approval of its `interrupt_on` tools, large
-    tool results to memory, timeouts on the user's tools."""
+def subagent_middleware(ctx: RunContext, agent: str, task_id: str, key: str = "") -> list[Any]:
+    """The subagent's own middleware: the idempotency keys of its calls of the user's
+    tools (first: the key reaches the tool's thread, and the result recorded is the one
+    the agent gets), human approval of its `interrupt_on` tools, large tool results to
+    memory, timeouts on the user's tools."""
     spec = ctx.agent_spec(agent)
-    middleware: list[Any] = []
+    middleware: list[Any] = ctx.call_keys(agent, task_id, key, lead=False) if key else []
     if spec is not None and spec.interrupt_on:
         middleware.append(
             HumanInTheLoopMiddleware(
@@ -183,7 +187,7 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         max_context_tokens=budget,
         on_step=on_step,
         middleware=[
-            *subagent_middleware(ctx, sub["agent"], payload["task_id"]),
+            *subagent_middleware(ctx, sub["agent"], payload["task_id"], key),
             *ctx.budget_middleware(key),
         ],
         stop=ctx.stop,
