@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -230,7 +231,14 @@ BAD = [
 
 
 @pytest.mark.parametrize(("args", "message"), BAD)
-def test_bad_input_is_one_line_exit_1_and_memory_untouched(args, message, tmp_path, memory_dir):
+def test_bad_input_is_one_line_exit_1_and_memory_untouched(
+    args, message, tmp_path, memory_dir, monkeypatch
+):
+    real = importlib.util.find_spec  # `langchain_anthropic` looks absent, whatever is installed
+    monkeypatch.setattr(
+        "orchestrator.agents.chat_models.importlib.util.find_spec",
+        lambda name, *a, **k: None if name == "langchain_anthropic" else real(name, *a, **k),
+    )
     (tmp_path / "bad.yaml").write_text("phases: [a, b\nagents: {")
     (tmp_path / "agent-model.yaml").write_text(
         "agents:\n  researcher:\n    model: anthropic:claude-x\n"
