@@ -187,7 +187,11 @@ def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -
         messages=messages,
         max_steps=spec.max_steps if spec is not None else LEAD_MAX_STEPS,
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        middleware=[lead_middleware(ctx, state["task_id"]), *ctx.budget_middleware(LEAD)],
+        middleware=[
+            lead_middleware(ctx, state["task_id"]),
+            *ctx.budget_middleware(LEAD),
+            *ctx.trace_middleware(LEAD),
+        ],
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
