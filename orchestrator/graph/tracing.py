@@ -260,8 +260,9 @@ class Tracing:
 
     def _on_done(self, event: Event) -> None:
         if self._task is not None:
+            findings, merged = int(event["findings"]), str(event["merged"])
             self._task.set_attributes(
-                {"tether.task.findings": int(event["findings"]), "tether.merged.path": event["merged"]}
+                {"tether.task.findings": findings, "tether.merged.path": merged}
             )
 
     def _on_failed(self, event: Event) -> None:
