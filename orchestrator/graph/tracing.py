@@ -186,7 +186,7 @@ class Tracing:
         parent = _recorded_parent(record)
         attributes = {"tether.task.id": task_id, "tether.run": how}
         if self._model:
-            attributes["gen_ai.request.model"] = self._model
+            attributes["tether.model"] = self._model  # not a call: no `gen_ai.*` here
         if event.get("objective"):
             attributes["tether.task.objective"] = str(event["objective"])[:200]
         span = self.tracer.start_span("tether.task", context=parent, attributes=attributes)
