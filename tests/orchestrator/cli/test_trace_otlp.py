@@ -48,7 +48,8 @@ STEPS = {"scout": [{"tool": "list_files", "args": {"path": "."}}, findings("Look
 
 
 class Receiver:
-    """An OTLP/HTTP trace receiver on 127.0.0.1: `spans` as (resource attributes, span)."""
+    """An OTLP/HTTP trace receiver on 127.0.0.1: `spans` as (resource attributes, span);
+    it also takes any other request (LangSmith's), noting its path in `paths`."""
 
     def __init__(self) -> None:
         self.spans: list[tuple[dict, object]] = []
@@ -57,21 +58,28 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["Content-Length"]))
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                received.paths.append(self.path.split("?")[0])
+                if self.path != "/v1/traces":  # LangSmith's API: taken, not read
+                    return self.reply(b"{}", "application/json")
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 request = ExportTraceServiceRequest.FromString(body)
-                received.paths.append(self.path)
                 for resource in request.resource_spans:
                     attrs = {a.key: a.value.string_value for a in resource.resource.attributes}
                     for scope in resource.scope_spans:
                         received.spans.extend((attrs, span) for span in scope.spans)
                 reply = ExportTraceServiceResponse().SerializeToString()
+                self.reply(reply, "application/x-protobuf")
+
+            do_GET = do_POST  # noqa: N815
+
+            def reply(self, body: bytes, kind: str) -> None:
                 self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(reply)
+                self.wfile.write(body)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -106,12 +114,18 @@ def traced_run(tmp_path, cli_env):
     (tmp_path / "wf.yaml").write_text(WORKFLOW)
     (tmp_path / "notes.md").write_text("# Notes\n\nNothing to see.\n")
 
-    def run(task: str, *flags: str) -> tuple[subprocess.CompletedProcess, Receiver]:
+    def run(
+        task: str, *flags: str, langsmith: bool = False
+    ) -> tuple[subprocess.CompletedProcess, Receiver]:
         env = {**cli_env, "TETHER_ALLOW_MODEL_REQUESTS": "1", "OPENAI_API_KEY": "sk-test",
                "PYTHONPATH": str(REPO)}  # fmt: skip
+        env = {k: v for k, v in env.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
         with Receiver() as receiver, ScriptedOpenAI(responder=agents(plan, STEPS)) as model:
             env["OPENAI_BASE_URL"] = model.base_url
             env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
+            if langsmith:  # LangChain's own tracing, to the same receiver
+                env.update(LANGSMITH_TRACING="true", LANGSMITH_API_KEY="ls-test",
+                           LANGSMITH_ENDPOINT=receiver.endpoint)  # fmt: skip
             done = subprocess.run(
                 [*CMD, "run", "Look around", "--task", task, "--workdir", str(tmp_path),
                  "--workflow", str(tmp_path / "wf.yaml"), "--model", "openai:gpt-4o-mini",
@@ -144,6 +158,13 @@ def test_a_traced_run_sends_its_spans_over_otlp_http(traced_run, memory_dir, fla
     scouts = [attributes(s) for _, s in receiver.spans if s.name == "invoke_agent scout"]
     assert all(Path(a["tether.finding.path"]).is_file() for a in scouts)
     assert all(a["tether.task.id"] == "otlp" for a in scouts)
+
+
+def test_langsmith_tracing_goes_on_beside_it(traced_run):
+    done, receiver = traced_run("both", "--trace", langsmith=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "tether.task" in [span.name for _, span in receiver.spans]
+    assert {"/runs/multipart", "/runs/batch"} & set(receiver.paths), receiver.paths
 
 
 def test_no_trace_keeps_tracing_off_under_the_endpoint(traced_run):
