@@ -113,22 +113,22 @@ class TracingMiddleware(AgentMiddleware):
 
         model = model_attributes(request.model)
         attributes = {**self.attributes, "gen_ai.operation.name": "chat", **model}
-        with self.tracer.start_as_current_span(
-            f"chat {model['gen_ai.request.model']}",
-            context=parent,
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-        ) as span:
-            try:
+        try:
+            with self.tracer.start_as_current_span(
+                f"chat {model['gen_ai.request.model']}",
+                context=parent,
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+            ) as span:
                 response = handler(request)
-            except GraphBubbleUp:  # an interrupt: the agent waits, it has not failed
-                raise
-            except BaseException as exc:  # the call's failure ends the agent
-                self.ended(exc)
-                raise
-            reply = next((m for m in response.result if isinstance(m, AIMessage)), None)
-            if reply is not None:
-                span.set_attributes(reply_attributes(reply))
+                reply = next((m for m in response.result if isinstance(m, AIMessage)), None)
+                if reply is not None:
+                    span.set_attributes(reply_attributes(reply))
+        except GraphBubbleUp:  # an interrupt: the agent waits, it has not failed
+            raise
+        except BaseException as exc:  # the call's failure ends the agent, after the call
+            self.ended(exc)
+            raise
         return response
 
     def wrap_tool_call(
