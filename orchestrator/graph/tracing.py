@@ -301,8 +301,9 @@ class Tracing:
 
     def agent_ended(self, who: str, exc: BaseException | None) -> None:
         """Agent `who`'s loop ended (`exc`: what ended it): the lead's span ends now, a
-        subagent's with the event that says what became of its finding."""
-        if exc is None and who != LEAD:
+        subagent's with the event that says what became of it (done with its finding,
+        failed, waiting)."""
+        if who != LEAD:
             return
         with self._lock:
             self._end_agent(who, f"{type(exc).__name__}: {exc}" if exc is not None else None)

@@ -172,3 +172,39 @@ def test_tracing_off_imports_nothing_of_opentelemetry(workdir, cli_env):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["done", "[]", "False"]
+
+
+def test_a_failing_model_call_marks_its_span_its_agent_and_the_task(spans, workdir, monkeypatch):
+    from langchain_openai import ChatOpenAI
+
+    from tests.orchestrator.openai_server import ScriptedOpenAI
+    from tests.orchestrator.scripted_agents import agents
+
+    def plan(phase: str) -> dict:
+        subs = [{"id": "s0", "title": "Look", "description": "Look.", "agent": "scout"}]
+        return {"strategy": "One scout.", "subtasks": subs}
+
+    monkeypatch.setenv("TETHER_ALLOW_MODEL_REQUESTS", "1")
+    (workdir / "wf.yaml").write_text(
+        "phases: [exploration]\nagents:\n  scout:\n    prompt: AGENT=scout\n"
+        "    tools: [list_files]\n"
+    )
+    provider, exporter = spans
+    with ScriptedOpenAI(responder=agents(plan, {"scout": [{"status": 500}]})) as server:
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key="k",
+                           max_retries=0)  # fmt: skip
+        with Orchestrator(
+            workdir=workdir, workflow=workdir / "wf.yaml", model=model, trace=provider
+        ) as orch:
+            result = orch.run("Look around", task_id="broken")
+    assert result.status == "failed"
+    found = exporter.get_finished_spans()
+    (scout,) = named(found, "invoke_agent scout")
+    assert scout.status.status_code == StatusCode.ERROR
+    assert scout.attributes["tether.agent.state"] == "failed"
+    failed_calls = children(found, scout)
+    assert failed_calls and all(c.status.status_code == StatusCode.ERROR for c in failed_calls)
+    assert all(c.attributes["gen_ai.provider.name"] == "openai" for c in failed_calls)
+    (task,) = named(found, "tether.task")
+    assert task.status.status_code == StatusCode.ERROR
+    assert task.attributes["tether.task.status"] == "failed"
