@@ -332,7 +332,18 @@ RUN_PAGES = [page for page in PAGES if any(b.runs for b in BLOCKS if b.page == p
 
 @pytest.mark.parametrize("page", RUN_PAGES)
 def test_the_blocks_marked_runs_run_as_pasted(page, tmp_path, monkeypatch):
+    _run_page(page, write_sample_project(tmp_path / "project"), monkeypatch)
+
+
+def test_the_python_api_example_runs_in_a_project_whose_readme_is_not_markdown(
+    tmp_path, monkeypatch
+):
     folder = write_sample_project(tmp_path / "project")
+    (folder / "README.md").rename(folder / "README.rst")
+    _run_page("docs/serving.md", folder, monkeypatch)
+
+
+def _run_page(page: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with ScriptedOpenAI(responder=calls_each_user_tool_once) as server:
         runner = Page(folder, server, monkeypatch)
         for block in (b for b in BLOCKS if b.page == page and b.runs):

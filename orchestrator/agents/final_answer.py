@@ -1,18 +1,28 @@
 """`FinalAnswerMiddleware`: an agent ends with one valid call of its final protocol tool.
 
-The final tool (`PhasePlan` for the lead, `SubmitFindings` for a subagent) is an ordinary
-tool of the agent; this middleware makes the answer dependable:
+The final tool (`PhasePlan` or `SubmitAnswer` for the lead, `SubmitFindings` for a subagent) is an
+ordinary tool of the agent; this middleware makes the answer dependable:
 
 * **every assistant tool call is answered**: a call whose arguments are not JSON (a
   provider's truncated reply lands in `invalid_tool_calls`) becomes a call the tool step
   answers with an error the model can correct; a final call with missing fields likewise;
   nothing is ever sent after an unanswered call, which the real APIs reject with HTTP 400;
 * **any valid form is accepted**: the final tool's call, or the same JSON given as the
-  message text; prose is answered by one more request with the final tool forced
-  (`tool_choice`) while the step budget allows;
+  message text;
+* **a reply without a tool call is answered, not ended on**: while steps remain it gets a
+  nudge in words ("use a tool, or call the final tool"), up to `nudges` times in a run; the
+  next one, or one at the step budget, gets the final tool forced (`tool_choice`);
+* **a provider that ignores `tool_choice`** (llama.cpp's server reads a named choice as
+  "auto"): a forced request answered by prose or by other calls is asked once more, in
+  words, for the final call or its JSON (the other calls are answered "not run"); the step
+  limit allows that one call (`GRACE_CALLS`);
 * **one super-step to end**: a reply whose only call is a valid final answer is answered
   ("accepted") in the model's own step and the agent ends there (a `jump_to: end`, or,
   when after-model middleware would not see a jump, a closing empty assistant message).
+
+The prose replies and the words that answered them stay in the conversation (a nudge or
+an ask is a `HumanMessage` after the prose, whose ids say which: `NUDGE_PREFIX`,
+`ASK_PREFIX`), so a resumed agent counts its nudges from its messages.
 
 Invariant: once `final` is set, the agent makes no further model call.
 """
@@ -32,6 +42,8 @@ from langchain_core.tools import StructuredTool
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
+from orchestrator.config.defaults import DEFAULT_NUDGES
+
 if TYPE_CHECKING:
     from langchain.agents.middleware import (
         ModelCallResult,
@@ -46,6 +58,13 @@ if TYPE_CHECKING:
 INVALID_ARGS_KEY = "__tether_invalid_arguments__"
 CLOSING_PREFIX = "end-"
 """Id prefix of the empty assistant message that ends an agent without a jump."""
+NUDGE_PREFIX = "nudge-"
+"""Id prefix of the words that answer a reply without a tool call while steps remain."""
+ASK_PREFIX = "ask-"
+"""Id prefix of the words that ask for the final call (with the final tool forced)."""
+GRACE_CALLS = 1
+"""Model calls allowed after the forced one at the step budget: the final answer asked for
+in words when the provider ignored `tool_choice` (or a corrected final call)."""
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
 
@@ -54,6 +73,8 @@ class CallCounter(Protocol):
     """Counts the agent's model calls (`protocol_middleware.UsageMiddleware`)."""
 
     calls: int
+    tool_choice: Any
+    """The `tool_choice` the last answered call was sent with (None: none)."""
 
 
 def json_answer(text: str, final_tool: type[BaseModel]) -> JsonObject | None:
@@ -104,6 +125,10 @@ def _validation_text(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _has_prefix(message: Any, prefix: str) -> bool:
+    return isinstance(message, HumanMessage) and str(message.id or "").startswith(prefix)
+
+
 def _call_id() -> str:
     return "call_" + uuid.uuid4().hex[:20]
 
@@ -115,16 +140,25 @@ class FinalAnswerMiddleware(AgentMiddleware):
 
     Args:
         final_tool: the protocol model whose call ends the run.
-        counter: the run's model-call count (a prose reply is asked again only while
+        counter: the run's model-call count (a reply without a tool call is nudged only
+            while `counter.calls < max_steps`, the final tool forced while
             `counter.calls <= max_steps`).
         max_steps: the agent's step budget.
         jump: end with `jump_to: end`; False when after-model middleware (e.g.
             `HumanInTheLoopMiddleware`) routes the agent, where a jump is not seen: the
             agent then ends with a closing empty assistant message instead.
+        nudges: replies without a tool call answered by a nudge (not the final tool
+            forced) in one run.
     """
 
     def __init__(
-        self, final_tool: type[BaseModel], counter: CallCounter, *, max_steps: int, jump: bool
+        self,
+        final_tool: type[BaseModel],
+        counter: CallCounter,
+        *,
+        max_steps: int,
+        jump: bool,
+        nudges: int = DEFAULT_NUDGES,
     ) -> None:
         super().__init__()
         self.final_tool = final_tool
@@ -132,6 +166,7 @@ class FinalAnswerMiddleware(AgentMiddleware):
         self.counter = counter
         self.max_steps = max_steps
         self.jump = jump
+        self.nudges = nudges
         self.final: BaseModel | None = None
 
     # -- model calls --------------------------------------------------------------------
@@ -143,27 +178,91 @@ class FinalAnswerMiddleware(AgentMiddleware):
         if self.final is not None:  # accepted by the tool step: end without a model call
             return self._end(ModelResponse(result=[]))
         response = handler(request)
-        message = self._normalise(response.result[-1])
-        if not message.tool_calls:
-            answer = json_answer(str(message.text), self.final_tool)
-            if answer is not None:
-                call = {"name": self.final_name, "args": answer, "id": _call_id(),
-                        "type": "tool_call"}  # fmt: skip
-                message = message.model_copy(update={"tool_calls": [call]})
-            elif self.counter.calls <= self.max_steps:
-                # prose: ask once more, with the final tool forced
-                nudge = HumanMessage(
-                    f"Answer by calling the {self.final_name} tool with the required fields now."
-                )
-                forced = request.override(
-                    messages=[*request.messages, message, nudge], tool_choice=self.final_name
-                )
-                message = self._normalise(handler(forced).result[-1])
+        message = self._as_call(self._normalise(response.result[-1]))
+        kept: list[Any] = []  # replies answered here, with what answered them
+        asked = False  # a forced request's reply was asked again, in words
+        while (again := self._again(message, [*request.messages, *kept], asked)) is not None:
+            words, choice = again
+            asked = asked or self.counter.tool_choice == self.final_name
+            kept += [message, *self._not_run(message), words]
+            retry = request.override(messages=[*request.messages, *kept], tool_choice=choice)
+            response = handler(retry)
+            message = self._as_call(self._normalise(response.result[-1]))
         result = ModelResponse(
-            result=[*response.result[:-1], message],
+            result=[*kept, *response.result[:-1], message],
             structured_response=getattr(response, "structured_response", None),
         )
         return self._finish_early(result, message)
+
+    def _as_call(self, message: Any) -> Any:
+        """A reply without tool calls whose text is a valid JSON answer, as the final call."""
+        if getattr(message, "tool_calls", None):
+            return message
+        answer = json_answer(str(message.text), self.final_tool)
+        if answer is None:
+            return message
+        call = {"name": self.final_name, "args": answer, "id": _call_id(), "type": "tool_call"}
+        return message.model_copy(update={"tool_calls": [call]})
+
+    def _again(
+        self, message: Any, history: list[Any], asked: bool
+    ) -> tuple[HumanMessage, Any] | None:
+        """What a reply that is no final call is answered with before the agent goes on:
+        `(words, tool_choice)`, or None (the reply stands: its calls run, or prose ends the
+        agent).
+
+        A reply to a forced request (the provider ignored `tool_choice`) is asked once more
+        (`asked`: already), in words, for the final call; prose while steps remain is
+        nudged (`nudges` times in a run), then, and at the step budget, answered with the
+        final tool forced.
+        """
+        calls = getattr(message, "tool_calls", None) or []
+        if any(c["name"] == self.final_name for c in calls):
+            return None
+        calls_made = self.counter.calls
+        if self.counter.tool_choice == self.final_name:  # the provider did not force it
+            if asked or calls_made > self.max_steps + GRACE_CALLS:
+                return None  # asked once more already (or no call left): the reply stands
+            return self._ask(), self.final_name
+        if calls:
+            return None  # ordinary tool calls: the tool step runs them
+        nudged = sum(1 for m in history if _has_prefix(m, NUDGE_PREFIX))
+        if calls_made < self.max_steps and nudged < self.nudges:
+            nudge = HumanMessage(
+                f"Your reply called no tool. Use one of your tools to go on, or call "
+                f"{self.final_name} to finish.",
+                id=f"{NUDGE_PREFIX}{_call_id()}",
+            )
+            return nudge, None
+        if calls_made <= self.max_steps:
+            return self._ask(), self.final_name
+        return None
+
+    def _ask(self) -> HumanMessage:
+        """The words asking for the final call (sent with the final tool forced), with the
+        JSON form a model without working tool calls can give instead."""
+        fields = [
+            f"{name} (required)" if field.is_required() else name
+            for name, field in self.final_tool.model_fields.items()
+        ]
+        return HumanMessage(
+            f"Answer by calling the {self.final_name} tool with the required fields now. "
+            f"If you cannot call it, reply with only a JSON object of its arguments: "
+            f"{', '.join(fields)}.",
+            id=f"{ASK_PREFIX}{_call_id()}",
+        )
+
+    def _not_run(self, message: Any) -> list[ToolMessage]:
+        """Answers to the calls of a reply that is asked again (every call is answered)."""
+        return [
+            ToolMessage(
+                content=f"Error: not run; this reply had to call {self.final_name}.",
+                tool_call_id=c.get("id") or "",
+                name=c["name"],
+                status="error",
+            )
+            for c in getattr(message, "tool_calls", None) or []
+        ]
 
     def _finish_early(self, result: Any, message: Any) -> Any:
         """A reply whose only tool call is a valid final answer ends the run in the model's

@@ -36,6 +36,7 @@ from orchestrator.agents.protocol_middleware import (
     AgentResult,
     protocol_middleware,
 )
+from orchestrator.config.defaults import DEFAULT_NUDGES
 from orchestrator.errors import AgentLoopError, ModelCallError
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ def run_agent(
     notify: Callable[[str], None] | None = None,
     watch_every: float = WATCH_EVERY,
     steps_hint: str = MAX_STEPS_HINT,
+    nudges: int = DEFAULT_NUDGES,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -116,6 +118,8 @@ def run_agent(
         notify: receives a line for each retry and, every `watch_every` seconds, while a
             call waits.
         steps_hint: what the error of an agent out of steps tells the user to do.
+        nudges: replies without a tool call answered by a nudge ("use a tool, or call the
+            final tool") before the final tool is forced.
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -136,10 +140,11 @@ def run_agent(
         notify=notify,
         watch_every=watch_every,
         steps_hint=steps_hint,
+        nudges=nudges,
     )
     everything = (*middleware, *protocol.middleware)
     agent, current = compiled_agent(model, tuple(tools), final_tool, everything)
-    limit = 4 * (max_steps + 2) + 10
+    limit = 4 * (max_steps + 3) + 10
     token = CURRENT.set(current)
     try:
         state = agent.invoke({"messages": list(messages)}, {"recursion_limit": limit})

@@ -4,11 +4,14 @@
 first), after the agent's own middleware:
 
 1. `FinalAnswerMiddleware` (`orchestrator.agents.final_answer`): accepts, repairs or asks again
-   for the final answer; answers every assistant tool call;
+   for the final answer (a reply without a tool call is nudged while steps remain, then
+   the final tool forced; a forced request the provider did not force is asked again in
+   words); answers every assistant tool call;
 2. `StopMiddleware`: Ctrl-C (a `stop` event set by the main thread) ends the agent with
    `Stopped` before its next model call;
 3. `StepLimitMiddleware`: after `max_steps` model calls the final tool is forced with
-   `tool_choice`; one more call is an `AgentLoopError`;
+   `tool_choice`; one more call (`GRACE_CALLS`: the final answer asked for in words) is
+   allowed, a call beyond that is an `AgentLoopError`;
 4. `ContextBudgetMiddleware`: the conversation is cut to the agent's budget before each
    call, and cut to half when the provider answers `context_length_exceeded`;
 5. `ProviderRetryMiddleware`: transient provider failures are retried with exponential
@@ -38,7 +41,7 @@ from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel
 
 from orchestrator.agents.chat_models import context_window
-from orchestrator.agents.final_answer import FinalAnswerMiddleware
+from orchestrator.agents.final_answer import GRACE_CALLS, FinalAnswerMiddleware
 from orchestrator.agents.gauge import UsageRatio
 from orchestrator.agents.provider import (
     approx_tokens,
@@ -54,6 +57,7 @@ from orchestrator.agents.provider import (
     tool_tokens,
     usage_tokens,
 )
+from orchestrator.config.defaults import DEFAULT_NUDGES
 from orchestrator.errors import (
     AgentLoopError,
     ContextOverflowError,
@@ -141,7 +145,8 @@ class StopMiddleware(AgentMiddleware):
 
 
 class StepLimitMiddleware(AgentMiddleware):
-    """Forces the final tool once `max_steps` calls are made; one more is an error.
+    """Forces the final tool once `max_steps` calls are made; after the forced call and
+    `GRACE_CALLS` more (the answer asked for in words), one more is an error.
 
     LangChain's `ModelCallLimitMiddleware` ends or fails at the limit; tether first asks
     for the answer with `tool_choice`, and counts in the run (no state, no extra step).
@@ -164,7 +169,7 @@ class StepLimitMiddleware(AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelCallResult:
         calls = self.counter.calls
-        if calls > self.max_steps:
+        if calls > self.max_steps + GRACE_CALLS:
             raise AgentLoopError(
                 f"agent did not call {self.final_name!r} validly within "
                 f"{self.max_steps} steps; {self.steps_hint}"
@@ -352,12 +357,15 @@ class UsageMiddleware(AgentMiddleware):
         self.on_step = on_step
         self.usage = usage if usage is not None else UsageRatio()
         self.calls = 0
+        self.tool_choice: Any = None
+        """The `tool_choice` the last answered call was sent with."""
         self.result = AgentResult(final=None)  # type: ignore[arg-type]
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelCallResult:
         response = handler(request)
+        self.tool_choice = request.tool_choice
         self._account(request, response.result[-1])
         return response
 
@@ -445,12 +453,15 @@ def protocol_middleware(
     notify: Callable[[str], None] | None = None,
     watch_every: float = WATCH_EVERY,
     steps_hint: str = MAX_STEPS_HINT,
+    nudges: int = DEFAULT_NUDGES,
 ) -> Protocol:
     """The protocol middleware of one agent run (see the module docstring for the order;
     the arguments are those of `orchestrator.agents.loop.run_agent`)."""
     ratio = usage if usage is not None else UsageRatio()
     counter = UsageMiddleware(on_step, ratio)
-    final = FinalAnswerMiddleware(final_tool, counter, max_steps=max_steps, jump=jump)
+    final = FinalAnswerMiddleware(
+        final_tool, counter, max_steps=max_steps, jump=jump, nudges=nudges
+    )
     retry = ProviderRetryMiddleware(
         retries=retries, initial_delay=initial_delay, sleep=sleep, stop=stop, notify=notify,
         watch_every=watch_every,

@@ -12,6 +12,9 @@ TOKEN_THRESHOLD = 150_000
 """Tokens of lead context at which a snapshot and a fresh context are made."""
 WARNING_RATIO = 0.8
 """Fraction of the threshold where the warning zone starts."""
+DEFAULT_NUDGES = 1
+"""Replies without a tool call an agent gets a nudge for ("use a tool, or finish") before
+its final tool is forced (an agent's `nudges`)."""
 RECALL_SCOPES = ("findings", "detail", "facts", "episodes", "entries")
 """Views recalled into an agent's context: what agents found and what was learnt before
 (checkpoints and snapshots repeat the plan and would crowd them out)."""

@@ -10,6 +10,7 @@ agents:
     tools: [list_files, read_file, grep_files, recall_memory, count_widgets, mcp:tickets]
     model: anthropic:claude-sonnet-4-5   # optional, per agent
     max_steps: 8
+    nudges: 1                            # replies without a tool call nudged, not forced
     interrupt_on: [write_file]           # or {write_file: {allowed_decisions: [approve, reject]}}
   coder:
     description: Edits and tests code in its own sandbox.
@@ -72,7 +73,12 @@ from pydantic import (
 
 from orchestrator.artifacts.names import read_text
 from orchestrator.config._http import header_message, header_problem, host_port
-from orchestrator.config.defaults import DEFAULT_PHASES, TOKEN_THRESHOLD, WARNING_RATIO
+from orchestrator.config.defaults import (
+    DEFAULT_NUDGES,
+    DEFAULT_PHASES,
+    TOKEN_THRESHOLD,
+    WARNING_RATIO,
+)
 from orchestrator.config.secret_files import check_pattern
 from orchestrator.config.skills import external_memory_triggers, yaml_problem
 from orchestrator.errors import WorkflowError
@@ -114,7 +120,7 @@ DECISIONS = ("approve", "edit", "reject", "respond")
 TETHER_SUBAGENT_GRAPH = "tether_subagent"
 #: `AgentSpec` fields that configure a tether subagent's own loop: a remote agent running
 #: any other graph has its own (`remote.graph` with `tether_subagent` runs tether's loop).
-LOCAL_ONLY = ("tools", "model", "max_steps", "interrupt_on", "skills")
+LOCAL_ONLY = ("tools", "model", "max_steps", "nudges", "interrupt_on", "skills")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
@@ -234,6 +240,9 @@ class AgentSpec(BaseModel):
     """`provider:model` for this agent; None means the run's model."""
     max_steps: StrictInt = Field(default=8, gt=0)
     """Model calls the subagent may make before it must submit its findings."""
+    nudges: StrictInt = Field(default=DEFAULT_NUDGES, ge=0)
+    """Replies without a tool call (while steps remain) answered by a nudge to use a tool or
+    finish; the next one gets the final tool forced (0: forced at the first)."""
     interrupt_on: dict[StrictStr, bool | dict[str, Any]] = Field(default_factory=dict)
     """Tools whose calls wait for a person's decision (`HumanInTheLoopMiddleware`'s
     `interrupt_on`; a plain list of tool names is shorthand for `{name: true}`)."""

@@ -24,6 +24,10 @@ conversation (its `Subtask: ID` line), so one script serves several subtasks.
 `call_ids="position"` numbers each reply's calls `call_0`, `call_1`, ... as some providers
 do (ids then repeat across replies, agents and tasks); the default is a random id per call.
 
+`tool_choice="ignore"` serves like llama.cpp's own server, which reads a named
+`tool_choice` (an object) as "auto": the responder sees `"auto"` where the client named a
+tool (`requests` keeps what the client sent). The default, `"honour"`, passes it on.
+
 `usage` (a callable `prompt_tokens -> prompt_tokens to report`, or None for no usage
 block) sets what the server reports. `scale` makes the server's tokenizer count `scale`
 times more tokens than 4 characters a token (as a real tokenizer does on code or other
@@ -101,7 +105,11 @@ class ScriptedOpenAI:
         usage: Callable[[int], int] | None = lambda n: n,
         scale: float = 1.0,
         call_ids: str = "random",
+        tool_choice: str = "honour",
     ):
+        if tool_choice not in ("honour", "ignore"):
+            raise ValueError(f"tool_choice is 'honour' or 'ignore', not {tool_choice!r}")
+        self.tool_choice = tool_choice
         self.scale = scale
         self.call_ids = call_ids
         self.steps: deque = deque(steps or [])
@@ -155,10 +163,10 @@ class ScriptedOpenAI:
         if step is None:
             if self.responder is None:
                 return _error(500, "script exhausted", "server_error")
-            step = self.responder(body)
+            step = self.responder(self._as_read(body))
         if "hang" in step:
             time.sleep(step["hang"])
-            step = self.responder(body) if self.responder else {"text": "late"}
+            step = self.responder(self._as_read(body)) if self.responder else {"text": "late"}
         if "status" in step:
             headers = {"retry-after": str(step["retry_after"])} if "retry_after" in step else {}
             status, head, data = _error(step["status"], "scripted fault", "server_error")
@@ -170,6 +178,13 @@ class ScriptedOpenAI:
             {"content-type": "application/json"},
             self._completion(body, step, tokens, arrived),
         )
+
+    def _as_read(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The request as this server reads it (`tool_choice="ignore"`: a named choice is
+        "auto")."""
+        if self.tool_choice == "ignore" and isinstance(body.get("tool_choice"), dict):
+            return {**body, "tool_choice": "auto"}
+        return body
 
     def _completion(self, body: dict, step: dict, tokens: int, arrived: float = 0.0) -> bytes:
         message: dict[str, Any] = {"role": "assistant", "content": step.get("text")}

@@ -208,3 +208,63 @@ def subagent_starts(requests: list[dict[str, Any]]) -> Counter:
             scope = re.search(r"^Scope: (\S+)", users, re.MULTILINE)
             starts[scope.group(1) if scope else "?"] += 1
     return starts
+
+
+# -- a weak model (issue 51: Qwen2.5-Coder-1.5B on llama.cpp) --------------------------------
+NUDGE_TEXT = "Your reply called no tool"
+"""How tether's nudge (a reply without a tool call, steps left) begins."""
+ASK_TEXT = "Answer by calling the"
+"""How tether's words asking for the final call begin."""
+FINAL_TOOLS = ("PhasePlan", "SubmitAnswer", "SubmitFindings")
+WEAK_START = "I will start by looking at the code."
+WEAK_DONE = "I have what I need."
+FROM_NOTHING = {
+    "PhasePlan": {"strategy": "Nothing looked at."},
+    "SubmitFindings": {"summary": "Nothing looked at."},
+    "SubmitAnswer": {"answer": "Nothing looked at."},
+}
+"""A weak model's final call when it is forced before it did its work (issue 51)."""
+
+
+def _tethers_words(message: dict[str, Any]) -> bool:
+    return message.get("role") == "user" and text_of(message).startswith((NUDGE_TEXT, ASK_TEXT))
+
+
+def without_prose(body: dict[str, Any]) -> dict[str, Any]:
+    """The conversation without tether's nudges and asks and the prose replies they
+    answered (what a rule-played agent counts its steps from)."""
+    kept: list[dict[str, Any]] = []
+    for message in body["messages"]:
+        if _tethers_words(message):
+            if kept and kept[-1]["role"] == "assistant" and not kept[-1].get("tool_calls"):
+                kept.pop()
+            continue
+        kept.append(message)
+    return {**body, "messages": kept}
+
+
+def weak(respond: Callable[[dict[str, Any]], dict[str, Any]]):
+    """`respond`'s agents played as a weak model: its first reply of a turn is prose; its
+    ordinary tool calls are `respond`'s; its final answer is prose unless the final tool is
+    forced (and the server honours `tool_choice`) or tether asks for it in words, when it
+    gives the arguments as JSON text. Forced to its final tool before its work is done, it
+    calls it with `FROM_NOTHING`, as a real one does."""
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        from tests.orchestrator.openai_server import _arguments, _subtask_of
+
+        last = body["messages"][-1] if body["messages"] else {}
+        if last.get("role") == "user" and not _tethers_words(last):
+            return {"text": WEAK_START}
+        step = respond(without_prose(body))
+        choice = body.get("tool_choice")
+        forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        if forced in FINAL_TOOLS and step.get("tool") != forced:
+            return {"tool": forced, "args": FROM_NOTHING[forced]}
+        if step.get("tool") not in FINAL_TOOLS or forced == step["tool"]:
+            return step
+        if text_of(last).startswith(ASK_TEXT):
+            return {"text": _arguments(step, _subtask_of(body))}
+        return {"text": WEAK_DONE}
+
+    return answer

@@ -27,6 +27,7 @@ from orchestrator.agents.loop import run_agent
 from orchestrator.agents.memory_middleware import TetherMemoryMiddleware
 from orchestrator.agents.protocol_middleware import WINDOW_SHARE
 from orchestrator.agents.provider import approx_tokens, tool_tokens
+from orchestrator.config.defaults import DEFAULT_NUDGES
 from orchestrator.errors import ContextOverflowError
 from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
@@ -195,6 +196,7 @@ def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
+        nudges=spec.nudges if spec is not None else DEFAULT_NUDGES,
     )
 
 

@@ -190,6 +190,7 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{key} [{sub['agent']}]: {line}"),
+        nudges=spec.nudges if spec is not None else AgentSpec().nudges,
     )
 
 

@@ -124,7 +124,7 @@ class TestQueries:
         (
             "agents:\n  r:\n    tool: [x]\n",
             "unknown key 'agents.r.tool'; allowed: role, description, prompt, prompt_file, tools, "
-            "model, max_steps, interrupt_on, skills, remote",
+            "model, max_steps, nudges, interrupt_on, skills, remote",
         ),
         ("phases: []\n", "'phases': must name at least one phase (got [])"),
         (
@@ -149,6 +149,10 @@ class TestQueries:
         (
             "agents:\n  r:\n    max_steps: 0\n",
             "'agents.r.max_steps': Input should be greater than 0 (got 0)",
+        ),
+        (
+            "agents:\n  r:\n    nudges: -1\n",
+            "'agents.r.nudges': Input should be greater than or equal to 0 (got -1)",
         ),
         ("agents: {}\n", "agents: must define at least one agent (or leave 'agents' out)"),
         (

@@ -139,6 +139,20 @@ def test_a_rejection_reaches_the_agent_and_leaves_the_file(project, memory_dir):
     assert not any(a.startswith("Modified notes.txt") for a in answers)
 
 
+def _asked_after_the_write(server: ScriptedOpenAI) -> bool:
+    """Some agent's model request answers a `write_file` call: the write has run."""
+    for body in list(server.requests):
+        messages = body.get("messages", [])
+        calls = [c for m in messages for c in m.get("tool_calls") or []]
+        if (
+            messages
+            and messages[-1].get("role") == "tool"
+            and any(c["function"]["name"] == "write_file" for c in calls)
+        ):
+            return True
+    return False
+
+
 def test_a_kill_after_approval_then_resume_writes_once(project, memory_dir):
     """The approving process dies (SIGKILL) while the writer's next model call hangs; a
     resume finishes the task and the write is not made (nor backed up) twice."""
@@ -156,7 +170,9 @@ def test_a_kill_after_approval_then_resume_writes_once(project, memory_dir):
         while (work / "notes.txt").read_text() != "7 red widgets\n":
             assert time.monotonic() < deadline and approving.poll() is None
             time.sleep(0.05)
-        time.sleep(0.5)  # the writer's next (hanging) model call is under way
+        while not _asked_after_the_write(server):  # the writer's next (hanging) model call
+            assert time.monotonic() < deadline and approving.poll() is None
+            time.sleep(0.05)
         os.kill(approving.pid, signal.SIGKILL)
         approving.wait()
         server.responder = agents(one_subtask("writer"), {"writer": WRITER})

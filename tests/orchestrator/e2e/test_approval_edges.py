@@ -186,7 +186,12 @@ def test_sigterm_while_mcp_servers_start_advises_no_resume(tmp_path, cli_env):
             [*CMD, "run", "Probe", "--task", "never", "--workdir", str(tmp_path), "--workflow",
              str(wf)], env=cli_env, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO,
         )  # fmt: skip
-        time.sleep(4)  # the server is started and never answers `initialize`
+        # the server is started (it never answers `initialize`): however long the CLI's
+        # start-up takes on a loaded machine, the signal comes while it waits for the server
+        deadline = time.monotonic() + 120
+        while not processes_running(marker) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the MCP server never started"
+            time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(30)
     left = processes_running(marker)

@@ -98,14 +98,21 @@ def test_a_plan_given_as_json_text_is_accepted():
     assert result.final.strategy == "Split by area." and len(server.requests) == 1
 
 
-def test_prose_is_followed_by_a_call_with_the_final_tool_forced():
-    steps = [{"text": "I would look at the code first."}, {"tool": "PhasePlan", "args": GOOD_PLAN}]
+def test_prose_is_nudged_once_then_followed_by_a_call_with_the_final_tool_forced():
+    steps = [
+        {"text": "I would look at the code first."},
+        {"text": "The code is in src/."},
+        {"tool": "PhasePlan", "args": GOOD_PLAN},
+    ]
     with ScriptedOpenAI(steps, responder=None) as server:
         result = run_agent(
             _client(server), tools=[], final_tool=PhasePlan, messages=_brief("PhasePlan")
         )
     assert result.final.subtasks[0].id == "a"
-    forced = server.requests[1]["tool_choice"]
+    nudged = server.requests[1]
+    assert "tool_choice" not in nudged or nudged["tool_choice"] == "auto"
+    assert "Use one of your tools" in nudged["messages"][-1]["content"]
+    forced = server.requests[2]["tool_choice"]
     assert forced == {"type": "function", "function": {"name": "PhasePlan"}}
 
 
