@@ -69,6 +69,7 @@ from orchestrator.graph.build import ThreadState, run_graph, thread_state
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.handoff import write_lead_snapshot
 from orchestrator.graph.remote import check_served_memory
+from orchestrator.graph.tracing import traced
 from orchestrator.graph.writes import checkpoint_state
 from orchestrator.recovery.rebuild import state_from_checkpoint, with_recorded_findings
 from orchestrator.recovery.resume import approve_events, prepare_resume, resume_source, standing
@@ -163,6 +164,8 @@ class Orchestrator:
             agents; default: the workflow's `budget_tokens`, else none). Once it is spent
             no model call starts and the task stops `stopped`; `resume` with a larger one
             goes on. Recorded with the task.
+        trace: OpenTelemetry traces of the runs (`orchestrator.graph.tracing`): True, False,
+            or a `TracerProvider`; None: on when `$OTEL_EXPORTER_OTLP_ENDPOINT` is set.
     """
 
     def __init__(
@@ -185,12 +188,12 @@ class Orchestrator:
         status_file: bool = False,
         backend: BaseBackend | None = None,
         budget_tokens: int | None = None,
+        trace: Any = None,
     ):
         self.checkpointer = checkpointer
         self.workdir = workdir
         self.workflow_path = str(workflow) if workflow else None
         self.model_spec = model
-        self.on_event = on_event
         self.tools = list(tools)
         self.agents = agent_specs(agents) if agents is not None else None
         self.project_dir = str(Path(project_dir or Path.cwd()).absolute())
@@ -221,9 +224,9 @@ class Orchestrator:
                 "Orchestrator(backend=..., checkpointer=...)"
             )
         self.tasks = TaskList(self.docs)
-        #: by what the models are built from (each agent's model string, the workflow
-        #: file), never by `id(workflow)`: a freed workflow's id is reused
-        #: Chat models of workflow agents that name their own, once per workflow content.
+        self.tracing, self.on_event = traced(trace, self.tasks, on_event)  # tracing: or None
+        #: Chat models of workflow agents that name their own, once per workflow content
+        #: (by what they are built from, never by `id(workflow)`: a freed one's is reused).
         self._agent_models = AgentModels()
 
     # -- running a new task ----------------------------------------------------------
@@ -527,6 +530,8 @@ class Orchestrator:
         """Close the backend the orchestrator opened (its database connections), not one it
         was given."""
         self.memory.close()
+        if self.tracing is not None:
+            self.tracing.close()
 
     def __enter__(self) -> Self:
         return self
@@ -649,15 +654,10 @@ class Orchestrator:
         for rel in found.repaired:
             self._emit("warning", message=repaired_message(rel))
         self._emit(
-            "resume",
-            task_id=task_id,
-            source=found.plan.source,
-            path=found.plan.path,
-            memory_dir=self.docs.location,
-            model=resolved.name,
-            offline=resolved.offline,
+            "resume", task_id=task_id, source=found.plan.source, path=found.plan.path,
+            memory_dir=self.docs.location, model=resolved.name, offline=resolved.offline,
             **_budget(ctx),
-        )
+        )  # fmt: skip
         state = found.state
         values = state if state is not None else found.saved.values if found.saved else {}
         self._emit_standing(ctx, values)
@@ -734,6 +734,7 @@ class Orchestrator:
             thread_id=thread_id,
             project_dir=self.project_dir,
             on_event=self.on_event,
+            tracing=self.tracing,
             toolbox=toolbox,
             agent_models=self._agent_models(workflow) if resolved is not None else {},
             record=record,

@@ -155,6 +155,7 @@ def _orchestrator(options: dict[str, Any], on_event: Any = None) -> Orchestrator
         max_waves=options.get("max_waves"),
         project_dir=options.get("project_dir"),
         on_event=on_event,
+        trace=False,  # a served run has no opening and closing events to trace by
     )
 
 
@@ -316,6 +317,7 @@ def served_subagent_node(state: ServedSubagentState) -> dict[str, Any]:
         model=state.get("model") or None,
         workdir=payload["workdir"],
         project_dir=state.get("project_dir") or None,
+        trace=False,
     ) as orch:
         _check_task(orch, state, url)
         with orch.subagent_context(payload["task_id"]) as ctx:

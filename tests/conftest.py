@@ -13,6 +13,10 @@ _PROVIDER_KEYS = (
     "MISTRAL_API_KEY",
     "GROQ_API_KEY",
     "TETHER_MODEL",
+    # OpenTelemetry's switches (`orchestrator.graph.tracing`): tests turn tracing on themselves
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SDK_DISABLED",
 )
 
 

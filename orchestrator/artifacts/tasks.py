@@ -67,6 +67,8 @@ class TaskInfo(TypedDict, total=False):
     served: bool  # started by LangGraph Server
     error: str | None  # the failure that ended the last run
     pending_approvals: list[Any]  # what the task waits for
+    trace_id: str  # the OpenTelemetry trace of the task's runs (`graph.tracing`), hex
+    trace_span: str  # the task span of its first traced run: later runs' parent, hex
     _order: float  # grows with the record's latest change (the newest task is the max)
 
 

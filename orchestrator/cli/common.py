@@ -204,6 +204,12 @@ def run_options(func: Callable) -> Callable:
                 help="Keep tether's block in the workdir's STATUS.md current after each "
                 "phase (default: the workflow's status_file, else nothing is written there).",
             ),
+            click.option(
+                "--trace/--no-trace",
+                default=None,
+                help="OpenTelemetry traces of the run over OTLP/HTTP (the OTEL_* variables; "
+                "default: on when $OTEL_EXPORTER_OTLP_ENDPOINT is set). Needs tether[otel].",
+            ),
             memory_option,
             json_option,
         ]

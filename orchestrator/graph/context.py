@@ -42,6 +42,7 @@ from orchestrator.config.skills import (
 from orchestrator.config.workflow import DEFAULT_TOOLS, WRITE_TOOLS, AgentSpec, Workflow
 from orchestrator.errors import ArtifactError, WorkflowError
 from orchestrator.events import Event, build_event
+from orchestrator.graph.tracing import Tracing
 from orchestrator.tools.assembly import run_files
 from orchestrator.tools.call_keys import ToolCallKeys
 from orchestrator.tools.skill_tool import skill_tool
@@ -118,6 +119,8 @@ class RunContext:
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by Ctrl-C (`orchestrator.graph.build.run_graph`): agents in worker threads stop
     before their next model call, and subagents not started yet do not start."""
+    tracing: Tracing | None = None
+    """The run's OpenTelemetry spans (`orchestrator.graph.tracing`); None: not traced."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
@@ -135,6 +138,7 @@ class RunContext:
         toolbox: Toolbox | None = None,
         agent_models: dict[str, BaseChatModel] | None = None,
         record: dict[str, Any] | None = None,
+        tracing: Tracing | None = None,
     ) -> RunContext:
         """The run context of a run of `workflow` with `settings` (`resolved` None: a
         context that only writes files, no model calls), the project's skills and the
@@ -169,6 +173,7 @@ class RunContext:
                 settings.budget_tokens, int((record or {}).get("spent_tokens") or 0)
             ),
             remote=RemoteRuns(settings.model_timeout),
+            tracing=tracing,
         )
 
     def skills_for(self, agent: str, *, lead: bool = False) -> str:
@@ -187,6 +192,11 @@ class RunContext:
         """The middleware that keeps `who`'s model calls within the task's token budget
         (none without a budget)."""
         return [BudgetMiddleware(self.budget, who)] if self.budget.limit else []
+
+    def trace_middleware(self, agent: str, key: str | None = None) -> list[Any]:
+        """The middleware that traces `agent`'s model and tool calls (a subagent: of
+        subtask `key`); none when the run is not traced."""
+        return [self.tracing.middleware(agent, key)] if self.tracing is not None else []
 
     @property
     def docs(self) -> Docs:

@@ -120,7 +120,7 @@ def _ask(
         messages=messages,
         max_steps=ANSWER_STEPS,
         max_context_tokens=max(ctx.token_threshold * 2, 4000),
-        middleware=ctx.budget_middleware(LEAD),
+        middleware=[*ctx.budget_middleware(LEAD), *ctx.trace_middleware(LEAD)],
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),

@@ -231,6 +231,7 @@ def _plan_turn(
                 check,
                 lead_middleware(ctx, state["task_id"]),
                 *ctx.budget_middleware(LEAD),
+                *ctx.trace_middleware(LEAD),
             ],
             stop=ctx.stop,
             usage=ctx.usage,

@@ -189,6 +189,7 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         middleware=[
             *subagent_middleware(ctx, sub["agent"], payload["task_id"], key),
             *ctx.budget_middleware(key),
+            *ctx.trace_middleware(sub["agent"], key),
         ],
         stop=ctx.stop,
         usage=ctx.usage,
