@@ -139,6 +139,8 @@ class ToolLog(BaseModel):
     read: list[str] | None = Field(default_factory=list)
     """Workdir files its tool calls read (`read_file`, the files whose lines `grep_files`
     showed), relative to the workdir, in order; None: unknown (not checked)."""
+    memory: list[str] = Field(default_factory=list)
+    """Memory files it read (`memory_read`'s path, an answer that is not an error)."""
     not_read: list[str] = Field(default_factory=list)
     """Files it listed as examined that exist in the workdir but it never read."""
     not_found: list[str] = Field(default_factory=list)

@@ -220,13 +220,15 @@ class FindingRecord(Finding):
 
     def with_tools(self, log: ToolLog, exists: Callable[[str], bool]) -> FindingRecord:
         """This record with its agent's tool log: of the files it listed as examined, those
-        it read stay (under the path the tool read), the others move to `files_unread`
+        it read stay (under the path the tool read; a memory file it read with
+        `memory_read` as it named it), the others move to `files_unread`
         (`exists(path)` False: `not_found`, else `not_read`); the files it read and did not
         list (nor wrote) are added as examined, with `READ_NOTE`. A log whose reads are
         unknown (`read` None) leaves the files as the agent listed them."""
         if log.read is None:
             return self.model_copy(update={"tools": log})
         read = {_normal(p): p for p in log.read}
+        memory = {_normal(p) for p in log.memory}
         written = {_normal(f.path) for f in self.files_written}
         examined: dict[str, FileNote] = {}
         unread: list[FileNote] = []
@@ -237,6 +239,8 @@ class FindingRecord(Finding):
             if path in read:
                 kept = FileNote(path=read[path], description=note.description)
                 examined.setdefault(read[path], kept)
+            elif path in memory:  # a memory file it read with memory_read
+                examined.setdefault(note.path, note)
             elif path:
                 unread.append(note)
                 (not_read if exists(path) else not_found).append(note.path)

@@ -9,10 +9,10 @@ write (`write_file`, `edit_file`) from its `WriteOutcome`, the `ToolMessage`'s a
 as its note.
 
 `tool_log` is what a finding rests on (`orchestrator.types.ToolLog`): the agent's tool
-calls by name (those a `ToolMessage` answered; its final call not counted) and the workdir
+calls by name (those a `ToolMessage` answered; its final call not counted), the workdir
 files its reading tools read, from their `ReadOutcome` artifacts
 (`orchestrator.tools.workdir`: `read_file`'s file, the files whose lines `grep_files`
-showed).
+showed), and the memory files `memory_read` read.
 
 Invariant: a call that wrote nothing (an error, an unchanged file) is not listed; a call
 that read nothing (an error, no match) adds no file read.
@@ -65,28 +65,36 @@ def files_written(transcript: list[Any]) -> list[FileNote]:
     return [FileNote(path=p, description=d) for p, d in written.items()]
 
 
-#: Tools whose `ReadOutcome` names the workdir files they read.
+#: Tools whose `ReadOutcome` names the workdir files they read, and the tool that reads a
+#: memory file (named by its `path` argument).
 READING_TOOLS = frozenset({"read_file", "grep_files"})
+MEMORY_READ = "memory_read"
 
 
 def tool_log(transcript: list[Any], final_tool: str = FINDINGS_TOOL) -> ToolLog:
     """The agent's tool log: its answered tool calls by name (`final_tool` not counted) and
     the workdir files its reading tools read, in the order first read."""
-    names: dict[str, str] = {}
+    asked: dict[str, dict] = {}
     calls: dict[str, int] = {}
     read: dict[str, None] = {}
+    memory: dict[str, None] = {}
     for message in transcript:
         if isinstance(message, AIMessage):
-            names.update({c.get("id"): c["name"] for c in message.tool_calls})
-        elif isinstance(message, ToolMessage) and message.tool_call_id in names:
-            name = names.pop(message.tool_call_id)  # one answer counts once
+            asked.update({c.get("id"): c for c in message.tool_calls})
+        elif isinstance(message, ToolMessage) and message.tool_call_id in asked:
+            call = asked.pop(message.tool_call_id)  # one answer counts once
+            name = call["name"]
             if name == final_tool:
                 continue
             calls[name] = calls.get(name, 0) + 1
             outcome: ReadOutcome | None = message.artifact
             if name in READING_TOOLS and isinstance(outcome, dict):
                 read.update(dict.fromkeys(str(p) for p in outcome.get("read") or ()))
-    return ToolLog(calls=calls, read=list(read))
+            path = (call.get("args") or {}).get("path")
+            answer = str(message.content).strip()
+            if name == MEMORY_READ and path and not answer.startswith("Error"):
+                memory[str(path)] = None
+    return ToolLog(calls=calls, read=list(read), memory=list(memory))
 
 
 def in_workdir(workdir: str | Path | None) -> Callable[[str], bool]:

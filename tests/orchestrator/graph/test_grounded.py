@@ -222,3 +222,38 @@ def test_a_remote_run_s_tool_log_is_its_messages_calls_or_unknown():
     structured = {"summary": "S", "files": [{"path": "a.py", "description": "d"}]}
     unseen = FindingRecord.of(findings_of({"structured_response": structured}))
     assert unseen.grounding == "unknown" and unseen.examined() == ["a.py"]
+
+
+def test_the_tool_log_counts_answered_calls_and_what_they_read(tmp_path):
+    """From the transcript: calls by name (the final call not counted), files from the
+    tools' artifacts (an error reads nothing), memory files `memory_read` read; a memory
+    file the agent listed and read stays examined."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from orchestrator.graph.written import in_workdir, tool_log
+
+    calls = [
+        {"name": "read_file", "args": {"path": "a.py"}, "id": "1"},
+        {"name": "read_file", "args": {"path": "gone.py"}, "id": "2"},
+        {"name": "memory_read", "args": {"path": "facts/shop.md"}, "id": "3"},
+        {"name": "SubmitFindings", "args": {"summary": "s"}, "id": "4"},
+    ]
+    transcript = [
+        AIMessage("", tool_calls=calls[:3]),
+        ToolMessage("# a.py (lines 1-1 of 1)\n1: x", tool_call_id="1", artifact={"read": ["a.py"]}),
+        ToolMessage("Error: path 'gone.py' does not exist", tool_call_id="2", artifact=None),
+        ToolMessage("# Shop", tool_call_id="3"),
+        AIMessage("", tool_calls=calls[3:]),
+        ToolMessage("accepted", tool_call_id="4"),
+    ]
+    log = tool_log(transcript)
+    assert log.calls == {"read_file": 2, "memory_read": 1}
+    assert log.read == ["a.py"] and log.memory == ["facts/shop.md"]
+    (tmp_path / "a.py").write_text("x\n")
+    listed = [{"path": "facts/shop.md", "description": "the fact"},
+              {"path": "gone.py", "description": "gone"}]  # fmt: skip
+    record = FindingRecord.of({"summary": "s", "files": listed}).with_tools(
+        log, in_workdir(tmp_path)
+    )
+    assert record.examined() == ["facts/shop.md", "a.py"]
+    assert record.unread() == ["gone.py (not found)"]
