@@ -57,6 +57,7 @@ def lead_plan_with_a_listing(body: dict) -> dict:
 
 STEPS = {
     "scout": [
+        {"tool": "read_file", "args": {"path": "src/a.py"}},  # what its finding rests on
         findings(
             "The scout found the handlers.", files=[{"path": "src/a.py", "description": "handlers"}]
         )
