@@ -60,7 +60,7 @@ STEPS = {
         {"tool": "read_file", "args": {"path": "src/a.py"}},  # what its finding rests on
         findings(
             "The scout found the handlers.", files=[{"path": "src/a.py", "description": "handlers"}]
-        )
+        ),
     ],
     "reader": [
         {"tool": "read_skill", "args": {"name": "external-memory"}},
