@@ -129,6 +129,25 @@ class FileNote(BaseModel):
     description: str
 
 
+class ToolLog(BaseModel):
+    """What an agent's tool calls did, read from its transcript (the calls and the tools'
+    typed results), never from its words: what a finding rests on."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    calls: dict[str, int] = Field(default_factory=dict)
+    """Tool calls by tool name (its final call, `SubmitFindings`, not counted)."""
+    read: list[str] | None = Field(default_factory=list)
+    """Workdir files its tool calls read (`read_file`, the files whose lines `grep_files`
+    showed), relative to the workdir, in order; None: unknown (not checked)."""
+    memory: list[str] = Field(default_factory=list)
+    """Memory files it read (`memory_read`'s path, an answer that is not an error)."""
+    not_read: list[str] = Field(default_factory=list)
+    """Files it listed as examined that exist in the workdir but it never read."""
+    not_found: list[str] = Field(default_factory=list)
+    """Files it listed as examined that are not in the workdir."""
+
+
 class Subtask(BaseModel):
     """One unit of work for a subagent in the current phase."""
 
@@ -176,13 +195,20 @@ class Finding(BaseModel):
     """Files the agent's tool calls wrote (`RECORDED`: tether fills it in, not the agent)."""
     open_questions: list[str] = Field(default_factory=list)
     recommendations: list[str] = Field(default_factory=list)
+    files_unread: list[FileNote] = Field(default_factory=list)
+    """Files the agent listed as examined that its tool calls never read, with its note
+    (`RECORDED`; `tools.not_found` says which of them do not exist)."""
+    tools: ToolLog | None = None
+    """What the agent's own tool calls did, from its transcript (`RECORDED`); None: unknown
+    (a finding written before tether recorded it, a remote agent whose messages it did not
+    see)."""
 
 
 INLINE_FIELDS = tuple(k for k, f in Finding.model_fields.items() if Inline in f.metadata)
 """`Finding` fields shown on one line: together, after the finding's name, in a merged
 batch (`(completed)`) and in a snapshot's digest."""
 
-RECORDED = frozenset({"files_written"})
+RECORDED = frozenset({"files_written", "files_unread", "tools"})
 """`Finding` fields tether records from the agent's tool calls; its tool does not offer them."""
 
 MERGED_FIELDS = ("agent", *Finding.model_fields, "path", "phase")
@@ -361,6 +387,9 @@ class FindingRef(TypedDict, total=False):
     tokens: int
     status: str
     """`completed`, `partial` or `failed`, as the agent reported it."""
+    grounding: str
+    """`grounded`, `ungrounded` or `unknown`: whether its tool log holds a tool call
+    (`FindingRecord.grounding`); missing in an older run's state (unknown)."""
     counts: dict[str, int]
     """How many `key_discoveries`, `files` (examined) and `files_written` it holds."""
 

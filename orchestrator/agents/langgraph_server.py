@@ -17,9 +17,11 @@ has no queue or worker protocol of its own:
   `RemoteAgentError` at once.
 * **Findings.** A run's final state becomes a finding (`findings_of`): its
   `structured_response` when that has tether's findings shape, else its last AI message
-  as the summary. Its AI messages' `usage_metadata` are its usage (`usage_of`: unknown
-  when none reports any). `tether_subagent` answers its finding's reference instead (the
-  finding is in the shared memory already).
+  as the summary, with its tool log (`tool_log_of`: its AI messages' tool calls by name;
+  the files it read are not known, so its listed files are not checked; with no messages
+  the log is unknown, never `ungrounded`). Its AI messages' `usage_metadata` are its
+  usage (`usage_of`: unknown when none reports any). `tether_subagent` answers its
+  finding's reference instead (the finding is in the shared memory already).
 * **Secrets.** Header values live in the HTTP client only; messages name a server by its
   URL without credentials (`remote.shown`), and no header is put in a message, a record
   or an event.
@@ -293,20 +295,38 @@ def findings_of(values: dict[str, Any]) -> dict[str, Any]:
     Raises:
         NoFinding: the state has neither.
     """
+    log = tool_log_of(values)
+    tools = {} if log is None else {"tools": log}
     structured = values.get("structured_response")
     if isinstance(structured, dict):
         try:
-            return SubmitFindings.model_validate(structured).model_dump()
+            return {**SubmitFindings.model_validate(structured).model_dump(), **tools}
         except ValidationError:
             pass  # another shape: the agent's last message speaks for it
     for message in reversed(_ai_messages(values)):
         text = _text(message.get("content")).strip()
         if text:
-            return {"status": "completed", "summary": text}
+            return {"status": "completed", "summary": text, **tools}
     raise NoFinding(
         "the remote run ended with no AI message and no structured_response in tether's "
         "findings shape; a remote agent's state needs `messages`"
     )
+
+
+def tool_log_of(values: dict[str, Any]) -> dict[str, Any] | None:
+    """A remote run's tool log (`orchestrator.types.ToolLog`'s fields): its AI messages'
+    tool calls by name (its `SubmitFindings` call not counted), the files read unknown
+    (`read` None: its tools are its own); None when its state has no messages (unknown)."""
+    messages = values.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return None
+    calls: dict[str, int] = {}
+    for message in _ai_messages(values):
+        for call in message.get("tool_calls") or ():
+            name = call.get("name") if isinstance(call, dict) else None
+            if isinstance(name, str) and name and name != SubmitFindings.__name__:
+                calls[name] = calls.get(name, 0) + 1
+    return {"calls": calls, "read": None}
 
 
 def _counts(usage: Any) -> dict[str, int] | None:

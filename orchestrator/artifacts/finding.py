@@ -4,8 +4,9 @@ A finding is defined once (`orchestrator.types.Finding`); `FindingRecord` is tha
 with who wrote it and where it is (the subtask's key, agent, title, phase and id, its file,
 the tokens spent). It is the one object every step takes:
 
-* the subagent builds it from its `SubmitFindings` call and the files its tool calls wrote
-  (`submitted`, `with_written`: typed tool results, never the tools' prose);
+* the subagent builds it from its `SubmitFindings` call, the files its tool calls wrote
+  (`submitted`, `with_written`: typed tool results, never the tools' prose) and its tool
+  log (`with_tools`: the calls it made, the workdir files it read);
 * the artifact registry stores `finding()` under its `findings:` key
   (`orchestrator.artifacts.registry.Keys.findings`), its file is written from it
   (`orchestrator.artifacts.findings.write_finding`), and the graph state keeps `ref()`,
@@ -17,6 +18,16 @@ the tokens spent). It is the one object every step takes:
   subagent's "earlier findings", `EARLIER_SUMMARY_CHARS`, `EARLIER_FILES`) and
   `for_snapshot` (a context snapshot's "What was found", `ITEM_CHARS`, `MAX_CITES`).
 
+Grounding: a finding states what it rests on (`grounding`). It is `grounded` when its
+tool log (`Finding.tools`, read from the agent's own transcript by
+`orchestrator.graph.written.tool_log`) holds at least one tool call, `ungrounded` when the
+log holds none (the agent wrote it from nothing), `unknown` when there is no log (a record
+written before tether kept one, a remote agent whose messages it did not see). Only files
+the log says were read are "examined"; a file the agent listed but never read moves to
+`files_unread`, marked `not read` (it exists) or `not found` (it does not), and a file it
+read but did not list is added to the examined ones. Every view marks an ungrounded finding
+and names the files listed but not read.
+
 Invariant: a record read from anywhere (a registry payload, a findings file, a reference
 of an older run) is built leniently by `of` (a missing or empty field is its default), so
 old memories stay readable; the digests copy the finding's words, cut only by the bounds
@@ -25,6 +36,7 @@ named here.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -38,6 +50,7 @@ from orchestrator.types import (
     FileNote,
     Finding,
     FindingRef,
+    ToolLog,
     finding_values,
 )
 
@@ -58,6 +71,43 @@ ITEM_CHARS = 180
 questions)."""
 MAX_CITES = 3
 """`file:line` citations of each finding a snapshot's digest shows (the rest counted)."""
+
+GROUNDED, UNGROUNDED, UNKNOWN = "grounded", "ungrounded", "unknown"
+"""A finding's grounding (`FindingRecord.grounding`)."""
+READ_NOTE = "read by its tool calls (not described in the finding)"
+"""The note of a file the agent read but did not list as examined."""
+
+
+def grounding(tools: ToolLog | Mapping[str, Any] | None) -> str:
+    """`grounded` (its tool log holds a call), `ungrounded` (it holds none) or `unknown`
+    (no tool log)."""
+    if tools is None:
+        return UNKNOWN
+    calls = tools.calls if isinstance(tools, ToolLog) else tools.get("calls") or {}
+    return GROUNDED if any(n > 0 for n in calls.values()) else UNGROUNDED
+
+
+def grounding_line(tools: ToolLog | None) -> str:
+    """What a finding rests on, in one line (a findings file's `**Grounding**`)."""
+    kind = grounding(tools)
+    if tools is None:
+        return f"{UNKNOWN}: tether saw no tool log of this agent"
+    if kind == UNGROUNDED:
+        return f"{UNGROUNDED}: the agent made no tool call; nothing here rests on the workdir"
+    total = sum(tools.calls.values())
+    by_name = ", ".join(f"{name} {n}" for name, n in sorted(tools.calls.items()))
+    read = (
+        "files read not known"
+        if tools.read is None
+        else f"{len(tools.read)} workdir file{'' if len(tools.read) == 1 else 's'} read"
+    )
+    return f"{GROUNDED}: {total} tool call{'' if total == 1 else 's'} ({by_name}); {read}"
+
+
+def unread_mark(tools: ToolLog | None, path: str) -> str:
+    """`not found` or `not read`: why a file the agent listed is not among those examined."""
+    return "not found" if tools is not None and path in tools.not_found else "not read"
+
 
 #: The identity a record adds to a finding, with its defaults.
 IDENTITY: dict[str, Any] = {
@@ -168,6 +218,50 @@ class FindingRecord(Finding):
             }
         )
 
+    def with_tools(self, log: ToolLog, exists: Callable[[str], bool]) -> FindingRecord:
+        """This record with its agent's tool log: of the files it listed as examined, those
+        it read stay (under the path the tool read; a memory file it read with
+        `memory_read` as it named it), the others move to `files_unread`
+        (`exists(path)` False: `not_found`, else `not_read`); the files it read and did not
+        list (nor wrote) are added as examined, with `READ_NOTE`. A log whose reads are
+        unknown (`read` None) leaves the files as the agent listed them."""
+        if log.read is None:
+            return self.model_copy(update={"tools": log})
+        read = {_normal(p): p for p in log.read}
+        memory = {_normal(p) for p in log.memory}
+        written = {_normal(f.path) for f in self.files_written}
+        examined: dict[str, FileNote] = {}
+        unread: list[FileNote] = []
+        not_read: list[str] = []
+        not_found: list[str] = []
+        for note in self.files:
+            path = _normal(note.path)
+            if path in read:
+                kept = FileNote(path=read[path], description=note.description)
+                examined.setdefault(read[path], kept)
+            elif path in memory:  # a memory file it read with memory_read
+                examined.setdefault(note.path, note)
+            elif path:
+                unread.append(note)
+                (not_read if exists(path) else not_found).append(note.path)
+        for path in read.values():
+            if path not in examined and _normal(path) not in written:
+                examined[path] = FileNote(path=path, description=READ_NOTE)
+        log = log.model_copy(update={"not_read": not_read, "not_found": not_found})
+        return self.model_copy(
+            update={"files": list(examined.values()), "files_unread": unread, "tools": log}
+        )
+
+    @property
+    def grounding(self) -> str:
+        """`grounded`, `ungrounded` or `unknown` (see the module docstring)."""
+        return grounding(self.tools)
+
+    def unread(self) -> list[str]:
+        """The files it listed but did not read, each as `path (not read)` or `path (not
+        found)`."""
+        return [f"{f.path} ({unread_mark(self.tools, f.path)})" for f in self.files_unread]
+
     # -- what is stored --------------------------------------------------------------------
     def finding(self) -> dict[str, Any]:
         """The finding alone (`Finding`'s fields, JSON): what the registry stores."""
@@ -183,6 +277,7 @@ class FindingRecord(Finding):
             id=self.id,
             tokens=self.tokens,
             status=self.status or "completed",
+            grounding=self.grounding,
             counts={
                 "key_discoveries": len(self.key_discoveries),
                 "files": len(self.files),
@@ -216,13 +311,16 @@ class FindingRecord(Finding):
         """Its lines in the lead's digest of a batch: key, status, summary and file, then
         its first `LEAD_DISCOVERIES` discoveries."""
         where = f" ({self.path})" if self.path else ""
-        lines = [f"- {self.key} [{self.status}]: {_flat(self.summary)}{where}"]
-        return lines + [f"  * {_flat(d)}" for d in self.key_discoveries[:LEAD_DISCOVERIES]]
+        lines = [f"- {self.key} [{self._marks()}]: {_flat(self.summary)}{where}"]
+        lines += [f"  * {_flat(d)}" for d in self.key_discoveries[:LEAD_DISCOVERIES]]
+        return lines + self._unread_lines()
 
     def for_answer(self, limit: int = ANSWER_CHARS) -> str:
-        """Its digest for the answer call: file, summary, discoveries and files, within
-        `limit` characters."""
-        lines = [f"- {self.path or self.key} [{self.status}]: {_flat(self.summary)}"]
+        """Its digest for the answer call: file, status and grounding, summary, the files it
+        listed but did not read, discoveries and files examined, within `limit`
+        characters."""
+        lines = [f"- {self.path or self.key} [{self._marks()}]: {_flat(self.summary)}"]
+        lines += self._unread_lines()
         lines += [f"  * {_flat(d)}" for d in self.key_discoveries[:ANSWER_DISCOVERIES]]
         files = self.examined()[:ANSWER_FILES]
         if files:
@@ -230,10 +328,21 @@ class FindingRecord(Finding):
         text = "\n".join(lines)
         return text if len(text) <= limit else text[: limit - 4] + " ..."
 
+    def _marks(self) -> str:
+        """Its status, with `ungrounded: no tool call` when it rests on none."""
+        status = self.status or "completed"
+        return f"{status}; {UNGROUNDED}: no tool call" if self.grounding == UNGROUNDED else status
+
+    def _unread_lines(self) -> list[str]:
+        unread = self.unread()
+        return [f"  listed but not examined: {', '.join(unread)}"] if unread else []
+
     def for_subagent(self) -> str:
         """Its line among a later subagent's earlier findings: summary, file and files."""
         files = ", ".join(self.examined()[:EARLIER_FILES])
         where = f"{self.path or self.key}{'; files: ' + files if files else ''}"
+        if self.grounding == UNGROUNDED:
+            where += f"; {UNGROUNDED}: no tool call"
         return f"- {_flat(self.summary)[:EARLIER_SUMMARY_CHARS]} ({where})"
 
     def for_snapshot(self, objective: str | None = None, limit: int | None = None) -> list[str]:
@@ -244,10 +353,10 @@ class FindingRecord(Finding):
         where = f" {md_code(self.path)}" if self.path else ""
         summary = objective_shortened(self.summary, objective)
         if limit is not None:
-            head = f"- {key} ({self.status or 'completed'}){where}: "
+            head = f"- {key} ({self._marks()}){where}: "
             sentence = first_sentence(summary, ITEM_CHARS)
             return [head + (clip(sentence, max(limit - len(head) - 1, 40)) or "_no summary_")]
-        inline = [self.status or "completed"]
+        inline = [self._marks()]
         inline += [str(v) for k in INLINE_FIELDS if k != "status" and (v := getattr(self, k))]
         head = f"- {key} ({', '.join(inline)}){where}: "
         head += first_sentence(summary) or "_no summary_"
@@ -291,6 +400,12 @@ def _notes(value: Any) -> Any:
 def _text(note: Mapping[str, Any]) -> str:
     value = note.get("description")
     return "" if value is None else str(value)
+
+
+def _normal(path: str) -> str:
+    """A workdir path as the tools show it: forward slashes, no `./`, no trailing `/`."""
+    text = str(path or "").strip().replace("\\", "/")
+    return posixpath.normpath(text).lstrip("/") if text else ""
 
 
 def _flat(text: Any) -> str:

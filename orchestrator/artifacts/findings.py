@@ -29,7 +29,13 @@ from pydantic import BaseModel, field_validator
 from pydantic.fields import FieldInfo
 
 from orchestrator.artifacts.documents import FINDINGS, Docs
-from orchestrator.artifacts.finding import FindingRecord
+from orchestrator.artifacts.finding import (
+    UNGROUNDED,
+    FindingRecord,
+    grounding,
+    grounding_line,
+    unread_mark,
+)
 from orchestrator.artifacts.names import iso_timestamp, slug, timestamp, utc
 from orchestrator.artifacts.render import (
     FileNoteInput,
@@ -82,7 +88,7 @@ def merged_name(when: datetime | str) -> str:
 class _FindingBase(_Input):
     """What the template inputs of a finding add to `Finding`: files as pairs too."""
 
-    @field_validator("files", "files_written", mode="before", check_fields=False)
+    @field_validator("files", "files_written", "files_unread", mode="before", check_fields=False)
     @classmethod
     def _files(cls, value: Any) -> Any:
         return _pairs(value, "path", "description")
@@ -196,15 +202,25 @@ def render_findings(
     return render_template(
         FINDINGS_TEMPLATE,
         project_dir,
-        **finding_views(inp),
+        **{**finding_views(inp), "files_unread": _unread_views(inp)},
         agent=md_inline(inp.agent),
         task=md_inline(inp.task),
         task_id=md_inline(inp.task_id or ""),
         subtask=md_inline(_subtask_line(inp.subtask_id, inp.task)),
         phase=md_inline(inp.phase or ""),
         timestamp=md_inline(inp.timestamp),
-        meta=inp.model_dump(mode="json"),
+        grounding=md_inline(grounding_line(inp.tools)),
+        meta={**inp.model_dump(mode="json"), "grounding": grounding(inp.tools)},
     )
+
+
+def _unread_views(finding: Any) -> list[dict[str, str]]:
+    """The files a finding listed but did not read, each with its mark (`not read`, `not
+    found`) and the agent's note."""
+    return [
+        {**view, "mark": unread_mark(finding.tools, note.path)}
+        for note, view in zip(finding.files_unread, _file_views(finding.files_unread), strict=True)
+    ]
 
 
 def _subtask_line(subtask_id: str | None, title: str) -> str:
@@ -254,12 +270,15 @@ def _merged_view(f: MergedFindingInput, label: str) -> dict[str, Any]:
     """One finding of a merged batch as the template shows it; `inline`: its one-line
     fields together (`completed`)."""
     views = finding_views(f)
+    inline = [v for v in (views[k] for k in INLINE_FIELDS) if v]
+    if grounding(f.tools) == UNGROUNDED:
+        inline.append(f"{UNGROUNDED}: no tool call")
     return {
         **views,
         "agent": md_inline(f.agent),
         "label": label,
         "task": md_inline(f.task),
-        "inline": ", ".join(v for v in (views[k] for k in INLINE_FIELDS) if v),
+        "inline": ", ".join(inline),
         "summary": md_block(f.summary) or "_No summary._",
         "source_code": md_code(f.path) if f.path else "",
     }

@@ -186,10 +186,15 @@ def _subtask_lines(subtasks: dict[str, dict[str, Any]]) -> list[str]:
     hidden = set(done[:-DONE_SHOWN]) if len(done) > DONE_SHOWN else set()
     lines = [f"  ({len(hidden)} earlier done subtask(s); all in status --json)"] if hidden else []
     return lines + [
-        f"  {v['state']:<7} {k} [{v['agent']}]{_ran_on(v.get('ran_on'))}"
+        f"  {v['state']:<7} {k} [{v['agent']}]{_ungrounded(v)}{_ran_on(v.get('ran_on'))}"
         for k, v in subtasks.items()
         if k not in hidden
     ]
+
+
+def _ungrounded(subtask: dict[str, Any]) -> str:
+    """A done subtask's mark when its finding rests on no tool call."""
+    return " (ungrounded: no tool call)" if subtask.get("grounding") == "ungrounded" else ""
 
 
 def status_text(info: dict[str, Any], url: str | None = None) -> str:
@@ -207,6 +212,12 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         f"{len(info['subtasks'])} planned",
     ]
     lines += _subtask_lines(info["subtasks"])
+    if info.get("ungrounded"):
+        ungrounded = info["ungrounded"]
+        lines.append(
+            f"Ungrounded: {len(ungrounded)} finding(s) whose agent made no tool call: "
+            + ", ".join(ungrounded)
+        )
     lines += [_spent_line(info), SAVED_STATE[info["source"]]]
     if info.get("usage_unknown"):
         unknown = info["usage_unknown"]

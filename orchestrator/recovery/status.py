@@ -15,6 +15,8 @@ fraction of a second. It reads:
 * whether a live process holds the task's run lock: an unfinished task nobody runs is
   `interrupted`, with the command that resumes it;
 * the snapshots, newest first, for the task's newest (written by the run or on request);
+* each finished subtask's grounding (`grounded`, `ungrounded`: its agent made no tool
+  call, `unknown`), from its finding's reference (`orchestrator.artifacts.finding`);
 * for a task with remote agents (its record says so), where each remote subtask ran: the
   `remote:{key}` records of the artifact registry (server, graph, thread, run, attempt),
   and from its finding's record whether its usage was reported.
@@ -132,6 +134,7 @@ def task_status(
         "subtasks": _subtasks(state, findings, failed, remote, _asking(waiting)),
         "usage_unknown": sorted(k for k, v in remote.items() if v.get("usage_known") is False),
         "findings": len(findings),
+        "ungrounded": sorted(k for k, v in findings.items() if _grounding(v) == "ungrounded"),
         "failed": sorted(failed),
         "tokens": {"total": total_tokens(state.get("tokens")), **dict(state.get("tokens") or {})},
         "model": record.get("model"),
@@ -253,8 +256,9 @@ def _subtasks(
     asking: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> dict[str, JsonObject]:
     """Each planned subtask's agent, title, phase and state (`done`, `failed`, `waiting`
-    for approval, `pending`), in the workflow's phase order, and where it ran (`ran_on`: a
-    remote agent's server and thread; None: in the lead's process)."""
+    for approval, `pending`), in the workflow's phase order, where it ran (`ran_on`: a
+    remote agent's server and thread; None: in the lead's process) and, once done, its
+    finding's `grounding` (`grounded`, `ungrounded`, `unknown`; None before)."""
 
     def state_of(key: str) -> str:
         if key in findings:
@@ -270,12 +274,19 @@ def _subtasks(
             "phase": sub.get("phase"),
             "wave": int(sub.get("wave") or 1),
             "state": state_of(key),
+            "grounding": _grounding(findings[key]) if key in findings else None,
             "ran_on": remote.get(key),
         }
         for key, sub in sorted(
             (state.get("subtasks") or {}).items(), key=lambda item: _phase_order(state, item)
         )
     }
+
+
+def _grounding(ref: Any) -> str:
+    """A finding reference's grounding (`unknown` for one of an older run)."""
+    value = ref.get("grounding") if isinstance(ref, dict) else None
+    return str(value) if value else "unknown"
 
 
 def _phase_order(state: OrchestratorState, item: tuple[str, dict]) -> tuple[int, str]:

@@ -38,6 +38,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypedDict
+
 from memory.errors import PathEscapeError
 from memory.paths import confine, read_bounded
 from memory.task.status_file import BEGIN as STATUS_BEGIN
@@ -361,45 +363,59 @@ class WorkdirFiles:
 
     def read_file(self, path: str, start_line: int = 1, max_lines: int = 200) -> str:
         """Lines `start_line`.. of a text file, numbered as `N: text`."""
+        return self.read_outcome(path, start_line, max_lines)[0]
+
+    def read_outcome(
+        self, path: str, start_line: int = 1, max_lines: int = 200
+    ) -> tuple[str, ReadOutcome | None]:
+        """`read_file`'s answer and what it read: the file, or None when it read none (an
+        `Error:` answer)."""
         start_no = _clamp(start_line, 1, 10**9)
         limit = _clamp(max_lines, 200, 2000)
         try:
             target = self._resolve(path)
         except (PathEscapeError, FileNotFoundError) as exc:
-            return f"Error: {exc}"
+            return f"Error: {exc}", None
         rel = self.rel(target)
         if target.is_dir():
-            return f"Error: {rel!r} is a directory: use list_files to see its files"
+            return f"Error: {rel!r} is a directory: use list_files to see its files", None
         if target.suffix.lower() in BINARY_SUFFIXES:
-            return f"Error: {rel!r} is a binary file: read_file shows text files only"
+            return f"Error: {rel!r} is a binary file: read_file shows text files only", None
         try:
             fd = open_regular(target, rel)
         except NotRegularError:
-            return f"Error: {rel!r} is not a regular file (a FIFO, device or socket)"
+            return f"Error: {rel!r} is not a regular file (a FIFO, device or socket)", None
         except OSError as exc:
-            return f"Error: cannot read {rel!r} ({exc.strerror or exc})"
+            return f"Error: cannot read {rel!r} ({exc.strerror or exc})", None
         try:
             with open(fd, encoding="utf-8", errors="replace") as fh:
                 if has_nul(os.pread(fd, _SNIFF_BYTES, 0)):
-                    return f"Error: {rel!r} is a binary file: read_file shows text files only"
+                    return f"Error: {rel!r} is a binary file: read_file shows text files only", None
                 shown, count, whole = _window(fh, start_no, limit)
         except OSError as exc:
-            return f"Error: cannot read {rel!r} ({exc.strerror or exc})"
+            return f"Error: cannot read {rel!r} ({exc.strerror or exc})", None
         total = str(count) if whole else f"at least {count}"
         if not shown:
-            return f"# {rel} has {total} lines; start_line {start_no} is past the end"
+            return f"# {rel} has {total} lines; start_line {start_no} is past the end", None
         last = start_no + len(shown) - 1
         out = [f"# {rel} (lines {start_no}-{last} of {total})", *shown]
         if last < count:
             more = count - last if whole else f"at least {count - last}"
             out.append(f"# ... {more} more lines: call read_file with start_line={last + 1}")
-        return "\n".join(out)
+        return "\n".join(out), {"read": [rel]}
 
     def grep_files(self, pattern: str, path: str = ".", max_matches: int = 50) -> str:
         """Case-insensitive regex (literal if the regex is invalid) search: `path:line: text`."""
+        return self.grep_outcome(pattern, path, max_matches)[0]
+
+    def grep_outcome(
+        self, pattern: str, path: str = ".", max_matches: int = 50
+    ) -> tuple[str, ReadOutcome | None]:
+        """`grep_files`' answer and what it read: the files whose lines it shows, or None
+        when it shows none."""
         limit = _clamp(max_matches, 50, 1000)
         if not pattern:
-            return "Error: empty pattern: give a word or a regular expression"
+            return "Error: empty pattern: give a word or a regular expression", None
         try:
             regex = re.compile(pattern, re.IGNORECASE)
         except re.error:
@@ -407,7 +423,7 @@ class WorkdirFiles:
         try:
             starts = self._resolve_many(path)
         except (PathEscapeError, FileNotFoundError) as exc:
-            return f"Error: {exc}"
+            return f"Error: {exc}", None
         # a file without a match anywhere is skipped after one scan of its whole text. `^`
         # and `$` match at its line breaks too (MULTILINE) where every break is a "\n", as
         # `splitlines` breaks; `\A` and `\Z` would not, so those patterns go line by line
@@ -457,17 +473,18 @@ class WorkdirFiles:
                         per_file.setdefault(rel, []).append(shown)
         where = ", ".join(self.rel(start) for start in starts)
         if not hits:
-            return f"# no matches for {pattern!r} under {where!r}"
+            return f"# no matches for {pattern!r} under {where!r}", None
         if total <= len(hits):
-            return "\n".join(shown for _, _, shown in hits)
-        out = _spread(hits, per_file, limit)
+            return "\n".join(shown for _, _, shown in hits), _shown_files(hits)
+        picked = _spread(hits, per_file, limit)
+        out = [shown for _, _, shown in picked]
         busiest = sorted(counts, key=lambda r: -counts[r])[:10]
         out += [
             f"# {total} lines in {len(counts)} file(s) match {pattern!r}; "
             f"{total - len(out)} more matches not shown: narrow the path or pattern",
             "# most matches: " + ", ".join(f"{r} ({counts[r]})" for r in busiest),
         ]
-        return "\n".join(out)
+        return "\n".join(out), _shown_files(picked)
 
 
 def _window(fh: Any, start_no: int, limit: int) -> tuple[list[str], int, bool]:
@@ -502,7 +519,7 @@ def _spread(
     first: list[tuple[str, int, str]],
     per_file: dict[str, list[tuple[str, int, str]]],
     limit: int,
-) -> list[str]:
+) -> list[tuple[str, int, str]]:
     """`limit` lines of a capped search taken across its files: each file's first lines
     in turn (round by round, files in search order), then more of the first lines found;
     shown in search order (file by file, line by line)."""
@@ -516,7 +533,21 @@ def _spread(
             break
         picked.setdefault(hit, None)
     order = {rel: i for i, rel in enumerate(per_file)}
-    return [shown for _, _, shown in sorted(picked, key=lambda h: (order[h[0]], h[1]))]
+    return sorted(picked, key=lambda h: (order[h[0]], h[1]))
+
+
+def _shown_files(hits: list[tuple[str, int, str]]) -> ReadOutcome:
+    """The files whose lines `hits` (a search's shown lines) come from, in order."""
+    return {"read": list(dict.fromkeys(rel for rel, _, _ in hits))}
+
+
+class ReadOutcome(TypedDict):
+    """What a reading tool read, carried beside its answer as the `ToolMessage`'s
+    `artifact` (`response_format="content_and_artifact"`): a finding's files read come
+    from these (`orchestrator.graph.written.tool_log`), never from the answer's text."""
+
+    read: list[str]
+    """The workdir files whose lines the answer shows, relative to the workdir."""
 
 
 #: The arguments model LangChain infers from each tool function's signature, kept from the
@@ -544,17 +575,21 @@ def workdir_tools(
         (recursive: every file under it)."""
         return files.list_files(path, max_entries, recursive)
 
-    def read_file(path: str, start_line: int = 1, max_lines: int = 200) -> str:
+    def read_file(
+        path: str, start_line: int = 1, max_lines: int = 200
+    ) -> tuple[str, ReadOutcome | None]:
         """Read a text file of the workdir, `max_lines` lines from `start_line`, numbered."""
-        return files.read_file(path, start_line, max_lines)
+        return files.read_outcome(path, start_line, max_lines)
 
-    def grep_files(pattern: str, path: str = ".", max_matches: int = 50) -> str:
+    def grep_files(
+        pattern: str, path: str = ".", max_matches: int = 50
+    ) -> tuple[str, ReadOutcome | None]:
         """Search text files under `path` for a case-insensitive regex or literal text.
 
         `path` is a folder or file of the workdir, or several separated by commas.
         Returns `file:line: text` lines.
         """
-        return files.grep_files(pattern, path, max_matches)
+        return files.grep_outcome(pattern, path, max_matches)
 
     tools = []
     for fn in (list_files, read_file, grep_files):
@@ -564,6 +599,8 @@ def workdir_tools(
             description=fn.__doc__ or "",
             args_schema=_ARGS_SCHEMAS.get(fn.__name__),
             handle_validation_error=_bad_arguments,
+            # what read_file and grep_files read travels beside their answer (`ReadOutcome`)
+            response_format="content" if fn is list_files else "content_and_artifact",
         )
         _ARGS_SCHEMAS.setdefault(fn.__name__, tool.args_schema)
         tools.append(tool)

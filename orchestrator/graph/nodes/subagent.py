@@ -2,7 +2,8 @@
 records its finding and writes `findings/{agent}_{ts}.md`.
 
 This module runs and finishes a subagent; the other jobs sit beside it: what it is told in
-`orchestrator.graph.subagent_prompt`, the files its tools wrote in
+`orchestrator.graph.subagent_prompt`, the files its tools wrote and its tool log (the
+calls it made, the files it read: what its finding rests on) in
 `orchestrator.graph.written` (from the tools' typed outcomes), its finding as the one
 object that travels in `orchestrator.artifacts.finding` (`FindingRecord`), reading a
 recorded finding back and repairing its file after a crash in
@@ -74,7 +75,7 @@ from orchestrator.faults import fault
 from orchestrator.graph.context import RunContext
 from orchestrator.graph.remote import RemoteResult, run_remote
 from orchestrator.graph.subagent_prompt import earlier_on_scope, remote_text, subagent_prompt
-from orchestrator.graph.written import files_written
+from orchestrator.graph.written import files_written, in_workdir, tool_log
 from orchestrator.state import DELETE, usage_record
 from orchestrator.tools.toolbox import ToolTimeoutMiddleware
 from orchestrator.types import SubagentPayload, SubmitFindings
@@ -267,6 +268,7 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
         return _failed(ctx, payload, exc, used["tokens"])
     written = files_written(result.transcript)
     record = FindingRecord.submitted(result.final, sub, key, result.tokens).with_written(written)
+    record = record.with_tools(tool_log(result.transcript), in_workdir(payload.get("workdir")))
     return _finish(ctx, payload, record, usage_record(result))
 
 

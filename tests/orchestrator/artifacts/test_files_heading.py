@@ -30,7 +30,8 @@ def test_a_survey_lists_files_examined_and_none_modified(fixture_repo, tiny_work
 
 
 class _WritesAFact:
-    """The offline policy, except that subagents first save a fact with `memory_write`."""
+    """The offline policy, except that subagents first read the package's `__init__.py`
+    and save a fact with `memory_write`."""
 
     def __init__(self) -> None:
         self.inner = ResearchPolicy()
@@ -39,7 +40,11 @@ class _WritesAFact:
         names = tool_names(tools)
         if "SubmitFindings" not in names:
             return self.inner(messages, tools)
-        if not any(isinstance(m, ToolMessage) and m.name == "memory_write" for m in messages):
+        done = {m.name for m in messages if isinstance(m, ToolMessage)}
+        if "read_file" not in done:
+            args = {"path": "src/shop/__init__.py"}
+            return AIMessage("", tool_calls=[{"name": "read_file", "args": args, "id": None}])
+        if "memory_write" not in done:
             args = {"path": "facts/shop.md", "content": "# Shop\n\n> Summary: carts and orders\n"}
             return AIMessage("", tool_calls=[{"name": "memory_write", "args": args, "id": None}])
         files = [

@@ -57,9 +57,10 @@ def lead_plan_with_a_listing(body: dict) -> dict:
 
 STEPS = {
     "scout": [
+        {"tool": "read_file", "args": {"path": "src/a.py"}},  # what its finding rests on
         findings(
             "The scout found the handlers.", files=[{"path": "src/a.py", "description": "handlers"}]
-        )
+        ),
     ],
     "reader": [
         {"tool": "read_skill", "args": {"name": "external-memory"}},
