@@ -94,6 +94,7 @@ def run_agent(
     notify: Callable[[str], None] | None = None,
     watch_every: float = WATCH_EVERY,
     steps_hint: str = MAX_STEPS_HINT,
+    journal: Any = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -116,6 +117,8 @@ def run_agent(
         notify: receives a line for each retry and, every `watch_every` seconds, while a
             call waits.
         steps_hint: what the error of an agent out of steps tells the user to do.
+        journal: where each call is recorded durably, as sent and as answered (the task's
+            usage journal, `orchestrator.artifacts.usage.CallRecorder`); None: nowhere.
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -136,6 +139,7 @@ def run_agent(
         notify=notify,
         watch_every=watch_every,
         steps_hint=steps_hint,
+        journal=journal,
     )
     everything = (*middleware, *protocol.middleware)
     agent, current = compiled_agent(model, tuple(tools), final_tool, everything)

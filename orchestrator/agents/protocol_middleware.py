@@ -14,7 +14,9 @@ first), after the agent's own middleware:
 5. `ProviderRetryMiddleware`: transient provider failures are retried with exponential
    backoff honouring `Retry-After`; the last failure is a `ModelCallError`;
 6. `UsageMiddleware`: counts calls and tokens (the provider's `usage_metadata`, else an
-   estimate) and records the agent's tool calls in its `AgentResult`;
+   estimate) and records the agent's tool calls in its `AgentResult`; with the task's usage
+   journal (`orchestrator.artifacts.usage`) it records each call durably as sent before
+   the request and as answered after it (each retry is a call of its own);
 7. `CleanToolResultsMiddleware`: a tool result's text holds no lone surrogate (a file
    name or output that is not UTF-8), which no provider request could encode;
 8. LangChain's `ToolErrorMiddleware`: a failing tool is answered by an error tool message.
@@ -51,6 +53,7 @@ from orchestrator.agents.provider import (
     reason,
     request_tokens,
     retry_after,
+    spent_nothing,
     tool_tokens,
     usage_tokens,
 )
@@ -62,6 +65,7 @@ from orchestrator.errors import (
     ProviderUnreachableError,
     Stopped,
 )
+from orchestrator.faults import fault
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import (
@@ -71,6 +75,8 @@ if TYPE_CHECKING:
         ToolCallRequest,
     )
     from langgraph.types import Command
+
+    from orchestrator.artifacts.usage import CallRecorder as CallJournal
 
 DEFAULT_RETRIES = 4
 DEFAULT_INITIAL_DELAY = 1.0
@@ -347,36 +353,56 @@ class UsageMiddleware(AgentMiddleware):
         self,
         on_step: Callable[[int, int, str | None], None] | None = None,
         usage: UsageRatio | None = None,
+        journal: CallJournal | None = None,
     ) -> None:
         super().__init__()
         self.on_step = on_step
         self.usage = usage if usage is not None else UsageRatio()
+        self.journal = journal
         self.calls = 0
         self.result = AgentResult(final=None)  # type: ignore[arg-type]
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelCallResult:
-        response = handler(request)
-        self._account(request, response.result[-1])
+        if self.journal is None:
+            response = handler(request)
+            self._account(request, response.result[-1])
+            return response
+        # durable before the request leaves: a call cut by a stop or a kill still counts
+        ident = self.journal.sent(self.usage.tokens(request_tokens(request)))
+        try:
+            response = handler(request)
+        except Exception as exc:
+            if spent_nothing(exc):
+                self.journal.failed(ident)
+            raise
+        context, tokens, estimated = self._account(request, response.result[-1])
+        self.journal.answered(ident, context, tokens, estimated)
+        fault("agent_after_call")
         return response
 
-    def _account(self, request: Any, reply: Any) -> None:
+    def _account(self, request: Any, reply: Any) -> tuple[int, int, bool]:
+        """Count one answered call; returns its prompt and total tokens, and whether
+        they are estimated."""
         self.calls += 1
         self.result.calls += 1
         usage = getattr(reply, "usage_metadata", None) or {}
         context = int(usage.get("input_tokens") or 0)
-        if not context:
+        estimated = not context
+        if estimated:
             context = approx_tokens(request.messages)
             self.result.estimated = True
         else:
             self.usage.observe(request_tokens(request), context)
         self.result.input_tokens += context
         self.result.context_tokens.append(context)
-        self.result.tokens += usage_tokens(reply, context)
+        tokens = usage_tokens(reply, context)
+        self.result.tokens += tokens
         if self.on_step:
             calls = getattr(reply, "tool_calls", None) or [{}]
             self.on_step(self.result.tokens, context, calls[0].get("name"))
+        return context, tokens, estimated or not (usage.get("total_tokens"))
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
@@ -445,11 +471,12 @@ def protocol_middleware(
     notify: Callable[[str], None] | None = None,
     watch_every: float = WATCH_EVERY,
     steps_hint: str = MAX_STEPS_HINT,
+    journal: CallJournal | None = None,
 ) -> Protocol:
     """The protocol middleware of one agent run (see the module docstring for the order;
     the arguments are those of `orchestrator.agents.loop.run_agent`)."""
     ratio = usage if usage is not None else UsageRatio()
-    counter = UsageMiddleware(on_step, ratio)
+    counter = UsageMiddleware(on_step, ratio, journal)
     final = FinalAnswerMiddleware(final_tool, counter, max_steps=max_steps, jump=jump)
     retry = ProviderRetryMiddleware(
         retries=retries, initial_delay=initial_delay, sleep=sleep, stop=stop, notify=notify,

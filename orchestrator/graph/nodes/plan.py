@@ -191,6 +191,7 @@ def _plan_turn(ctx: RunContext, state: OrchestratorState, messages: list[Any]) -
         stop=ctx.stop,
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
+        journal=ctx.calls(LEAD, LEAD, current_phase(state)),
     )
 
 
