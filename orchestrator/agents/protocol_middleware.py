@@ -12,7 +12,8 @@ first), after the agent's own middleware:
 4. `ContextBudgetMiddleware`: the conversation is cut to the agent's budget before each
    call, and cut to half when the provider answers `context_length_exceeded`;
 5. `ProviderRetryMiddleware`: transient provider failures are retried with exponential
-   backoff honouring `Retry-After`; the last failure is a `ModelCallError`;
+   backoff honouring `Retry-After`; the last failure is a `ModelCallError`; a call in
+   flight is abandoned once `stop` is set (`abandoned_on_stop`);
 6. `UsageMiddleware`: counts calls and tokens (the provider's `usage_metadata`, else an
    estimate) and records the agent's tool calls in its `AgentResult`; with the task's usage
    journal (`orchestrator.artifacts.usage`) it records each call durably as sent before
@@ -27,6 +28,7 @@ Invariant: one set of instances serves one agent run; they share its `UsageMiddl
 
 from __future__ import annotations
 
+import contextvars
 import re
 import threading
 import time
@@ -262,6 +264,49 @@ class _Watch:
         self.done.set()
 
 
+STOP_POLL = 0.2
+"""Seconds between two looks at `stop` while a model call is in flight."""
+STOP_GRACE = 2.0
+"""Seconds a call in flight may still take once `stop` is set before it is abandoned (a
+call that comes back is kept: a resume does not send it again)."""
+
+
+def abandoned_on_stop(
+    handler: Callable[[Any], Any], request: Any, stop: threading.Event | None
+) -> Any:
+    """`handler(request)`, given up once `stop` is set (Ctrl-C, SIGTERM): the call runs in
+    a daemon thread (with the caller's context variables), and the caller waits for it or
+    for `stop` and `STOP_GRACE` seconds more, so a provider that sits on a request for
+    minutes cannot hold a stop back.
+    An abandoned call finishes on its own (its usage is recorded if it does) or dies with
+    the process; the usage journal counts it as sent either way.
+
+    Raises:
+        Stopped: `stop` was set before the call came back.
+    """
+    if stop is None:
+        return handler(request)
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            outcome["value"] = context.run(handler, request)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=call, daemon=True, name="tether-model-call").start()
+    while not done.wait(STOP_POLL):
+        if stop.is_set() and not done.wait(STOP_GRACE):
+            raise Stopped("stopped by Ctrl-C during a model call (the request was abandoned)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 class ProviderRetryMiddleware(AgentMiddleware):
     """Retries a failed model call with exponential backoff (at least `Retry-After`),
     saying so through `notify`, and turns the last failure into `ModelCallError`
@@ -300,7 +345,7 @@ class ProviderRetryMiddleware(AgentMiddleware):
         while True:
             try:
                 with _Watch(self.notify, label, self.watch_every):
-                    return handler(request)
+                    return abandoned_on_stop(handler, request, self.stop)
             except (OrchestratorError, GraphBubbleUp):
                 raise
             except Exception as exc:
