@@ -94,6 +94,40 @@ def test_kill_9_mid_subagent_loses_no_spend(tmp_path, cli_env):
     assert final["usage"]["calls"] == calls
 
 
+def test_kill_9_during_a_call_counts_the_call_cut(tmp_path, cli_env):
+    """SIGKILL from outside while the scout's third request sits at the server: every
+    call answered before counts as the server reported it, and the cut one as sent."""
+    hung = threading.Event()
+    respond = agents(plan_of(1), STEPS)
+
+    def responder(body: dict) -> dict:
+        mine = "SubmitFindings" in offered(body)
+        if mine and sum(1 for m in body["messages"] if m["role"] == "assistant") == 2:
+            hung.set()
+            return {"hang": 300}
+        return respond(body)
+
+    with ScriptedOpenAI(responder=responder) as server:
+        env = _env(cli_env, server)
+        proc = subprocess.Popen([*CMD, *_run_args(tmp_path, "k2", "--budget-tokens", "10000000")],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert hung.wait(120), "the scout's third call never reached the server"
+            proc.kill()
+            assert proc.wait(60) == -signal.SIGKILL
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        billed = sum(r["total"] for r in server.log)
+        sent, answered = len(server.requests), len(server.log)
+    assert (sent, answered) == (4, 3)
+    info = status("k2", env)
+    assert info["usage"]["calls"] == sent
+    assert info["budget"]["spent"] > billed  # the cut call's prompt on top
+    assert info["tokens"]["total"] == info["budget"]["spent"]
+
+
 def _figure(pattern: str, text: str) -> int:
     found = re.search(pattern, text, re.MULTILINE)
     assert found, f"{pattern!r} not in:\n{text}"
