@@ -22,6 +22,7 @@ POINTS = (
     "spawn_after_checkpoint",  # before_spawning checkpoint written, no Send yet
     "subagent_before_run",  # a subagent started, nothing written
     "tool_call_after_result",  # a user's tool's result recorded, LangGraph has not got it
+    "agent_after_call",  # a model call answered and in the usage journal, its step not saved
     "subagent_before_findings",  # agent finished, registry intent written, no file
     "subagent_after_findings",  # findings file written, not yet in LangGraph's state
     "remote_after_create",  # a remote agent's run created on its server, its id not noted

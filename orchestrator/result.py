@@ -44,7 +44,8 @@ class RunResult:
     came from."""
     warnings: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
-    """Model calls and prompt tokens of the whole task: `{"calls", "input_tokens"}`."""
+    """Model calls and prompt tokens of the whole task: `{"calls", "input_tokens"}` (from
+    its usage journal: calls cut in flight included)."""
     pending_approvals: list[dict[str, Any]] = field(default_factory=list)
     """With status `waiting`: the requests waiting for `approve` (`PendingApproval`s)."""
     skipped_phases: list[str] = field(default_factory=list)
@@ -57,7 +58,8 @@ class RunResult:
     stop_reason: str | None = None
     """With status `stopped`: why (the token budget was reached)."""
     budget: dict[str, Any] | None = None
-    """With a token budget: `{"budget", "spent"}` (prompt plus completion tokens)."""
+    """With a token budget: `{"budget", "spent", "by_phase", "by_agent"}` (prompt plus
+    completion tokens; the splits when the task has a usage journal)."""
 
     def to_dict(self) -> JsonObject:
         return asdict(self)
@@ -79,6 +81,9 @@ class RunResult:
         """The result of a run that ended in the graph state `values`."""
         docs = ctx.docs
         task_id = values["task_id"]
+        # what the task spent, one reading of its usage journal (every figure shown of it)
+        journal = ctx.journal
+        spent = journal.spend() if journal is not None and journal.existed else None
         plan = docs.plan(task_id)
         return cls(
             task_id=task_id,
@@ -99,7 +104,7 @@ class RunResult:
             offline=ctx.offline,
             source=source,
             warnings=warnings,
-            usage=usage_totals(values.get("usage")),
+            usage=spent.usage() if spent else usage_totals(values.get("usage")),
             pending_approvals=list(values.get("pending_approvals") or []),
             skipped_phases=(
                 skipped_phases(values)  # type: ignore[arg-type]
@@ -110,7 +115,7 @@ class RunResult:
             answer=values.get("answer") if values.get("status") == "done" else None,
             answer_path=(values.get("answer_info") or {}).get("path"),
             stop_reason=values.get("stop_reason"),
-            budget=ctx.budget.summary() if ctx.budget.limit else None,
+            budget=ctx.budget.summary(spent) if ctx.budget.limit else None,
         )
 
 

@@ -96,6 +96,7 @@ def run_agent(
     watch_every: float = WATCH_EVERY,
     steps_hint: str = MAX_STEPS_HINT,
     nudges: int = DEFAULT_NUDGES,
+    journal: Any = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -120,6 +121,8 @@ def run_agent(
         steps_hint: what the error of an agent out of steps tells the user to do.
         nudges: replies without a tool call answered by a nudge ("use a tool, or call the
             final tool") before the final tool is forced.
+        journal: where each call is recorded durably, as sent and as answered (the task's
+            usage journal, `orchestrator.artifacts.usage.CallRecorder`); None: nowhere.
 
     Raises:
         AgentLoopError: no valid final answer within the budget.
@@ -141,6 +144,7 @@ def run_agent(
         watch_every=watch_every,
         steps_hint=steps_hint,
         nudges=nudges,
+        journal=journal,
     )
     everything = (*middleware, *protocol.middleware)
     agent, current = compiled_agent(model, tuple(tools), final_tool, everything)

@@ -15,9 +15,12 @@ first), after the agent's own middleware:
 4. `ContextBudgetMiddleware`: the conversation is cut to the agent's budget before each
    call, and cut to half when the provider answers `context_length_exceeded`;
 5. `ProviderRetryMiddleware`: transient provider failures are retried with exponential
-   backoff honouring `Retry-After`; the last failure is a `ModelCallError`;
+   backoff honouring `Retry-After`; the last failure is a `ModelCallError`; a call in
+   flight is abandoned once `stop` is set (`abandoned_on_stop`);
 6. `UsageMiddleware`: counts calls and tokens (the provider's `usage_metadata`, else an
-   estimate) and records the agent's tool calls in its `AgentResult`;
+   estimate) and records the agent's tool calls in its `AgentResult`; with the task's usage
+   journal (`orchestrator.artifacts.usage`) it records each call durably as sent before
+   the request and as answered after it (each retry is a call of its own);
 7. `CleanToolResultsMiddleware`: a tool result's text holds no lone surrogate (a file
    name or output that is not UTF-8), which no provider request could encode;
 8. LangChain's `ToolErrorMiddleware`: a failing tool is answered by an error tool message.
@@ -28,6 +31,7 @@ Invariant: one set of instances serves one agent run; they share its `UsageMiddl
 
 from __future__ import annotations
 
+import contextvars
 import re
 import threading
 import time
@@ -54,6 +58,7 @@ from orchestrator.agents.provider import (
     reason,
     request_tokens,
     retry_after,
+    spent_nothing,
     tool_tokens,
     usage_tokens,
 )
@@ -66,6 +71,7 @@ from orchestrator.errors import (
     ProviderUnreachableError,
     Stopped,
 )
+from orchestrator.faults import fault
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import (
@@ -75,6 +81,8 @@ if TYPE_CHECKING:
         ToolCallRequest,
     )
     from langgraph.types import Command
+
+    from orchestrator.artifacts.usage import CallRecorder as CallJournal
 
 DEFAULT_RETRIES = 4
 DEFAULT_INITIAL_DELAY = 1.0
@@ -261,6 +269,49 @@ class _Watch:
         self.done.set()
 
 
+STOP_POLL = 0.2
+"""Seconds between two looks at `stop` while a model call is in flight."""
+STOP_GRACE = 2.0
+"""Seconds a call in flight may still take once `stop` is set before it is abandoned (a
+call that comes back is kept: a resume does not send it again)."""
+
+
+def abandoned_on_stop(
+    handler: Callable[[Any], Any], request: Any, stop: threading.Event | None
+) -> Any:
+    """`handler(request)`, given up once `stop` is set (Ctrl-C, SIGTERM): the call runs in
+    a daemon thread (with the caller's context variables), and the caller waits for it or
+    for `stop` and `STOP_GRACE` seconds more, so a provider that sits on a request for
+    minutes cannot hold a stop back.
+    An abandoned call finishes on its own (its usage is recorded if it does) or dies with
+    the process; the usage journal counts it as sent either way.
+
+    Raises:
+        Stopped: `stop` was set before the call came back.
+    """
+    if stop is None:
+        return handler(request)
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            outcome["value"] = context.run(handler, request)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=call, daemon=True, name="tether-model-call").start()
+    while not done.wait(STOP_POLL):
+        if stop.is_set() and not done.wait(STOP_GRACE):
+            raise Stopped("stopped by Ctrl-C during a model call (the request was abandoned)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 class ProviderRetryMiddleware(AgentMiddleware):
     """Retries a failed model call with exponential backoff (at least `Retry-After`),
     saying so through `notify`, and turns the last failure into `ModelCallError`
@@ -299,7 +350,7 @@ class ProviderRetryMiddleware(AgentMiddleware):
         while True:
             try:
                 with _Watch(self.notify, label, self.watch_every):
-                    return handler(request)
+                    return abandoned_on_stop(handler, request, self.stop)
             except (OrchestratorError, GraphBubbleUp):
                 raise
             except Exception as exc:
@@ -352,10 +403,12 @@ class UsageMiddleware(AgentMiddleware):
         self,
         on_step: Callable[[int, int, str | None], None] | None = None,
         usage: UsageRatio | None = None,
+        journal: CallJournal | None = None,
     ) -> None:
         super().__init__()
         self.on_step = on_step
         self.usage = usage if usage is not None else UsageRatio()
+        self.journal = journal
         self.calls = 0
         self.tool_choice: Any = None
         """The `tool_choice` the last answered call was sent with."""
@@ -364,27 +417,46 @@ class UsageMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelCallResult:
-        response = handler(request)
+        if self.journal is None:
+            response = handler(request)
+            self.tool_choice = request.tool_choice
+            self._account(request, response.result[-1])
+            return response
+        # durable before the request leaves: a call cut by a stop or a kill still counts
+        ident = self.journal.sent(self.usage.tokens(request_tokens(request)))
+        try:
+            response = handler(request)
+        except Exception as exc:
+            if spent_nothing(exc):
+                self.journal.failed(ident)
+            raise
         self.tool_choice = request.tool_choice
-        self._account(request, response.result[-1])
+        context, tokens, estimated = self._account(request, response.result[-1])
+        self.journal.answered(ident, context, tokens, estimated)
+        fault("agent_after_call")
         return response
 
-    def _account(self, request: Any, reply: Any) -> None:
+    def _account(self, request: Any, reply: Any) -> tuple[int, int, bool]:
+        """Count one answered call; returns its prompt and total tokens, and whether
+        they are estimated."""
         self.calls += 1
         self.result.calls += 1
         usage = getattr(reply, "usage_metadata", None) or {}
         context = int(usage.get("input_tokens") or 0)
-        if not context:
+        estimated = not context
+        if estimated:
             context = approx_tokens(request.messages)
             self.result.estimated = True
         else:
             self.usage.observe(request_tokens(request), context)
         self.result.input_tokens += context
         self.result.context_tokens.append(context)
-        self.result.tokens += usage_tokens(reply, context)
+        tokens = usage_tokens(reply, context)
+        self.result.tokens += tokens
         if self.on_step:
             calls = getattr(reply, "tool_calls", None) or [{}]
             self.on_step(self.result.tokens, context, calls[0].get("name"))
+        return context, tokens, estimated or not (usage.get("total_tokens"))
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command]
@@ -454,11 +526,12 @@ def protocol_middleware(
     watch_every: float = WATCH_EVERY,
     steps_hint: str = MAX_STEPS_HINT,
     nudges: int = DEFAULT_NUDGES,
+    journal: CallJournal | None = None,
 ) -> Protocol:
     """The protocol middleware of one agent run (see the module docstring for the order;
     the arguments are those of `orchestrator.agents.loop.run_agent`)."""
     ratio = usage if usage is not None else UsageRatio()
-    counter = UsageMiddleware(on_step, ratio)
+    counter = UsageMiddleware(on_step, ratio, journal)
     final = FinalAnswerMiddleware(
         final_tool, counter, max_steps=max_steps, jump=jump, nudges=nudges
     )

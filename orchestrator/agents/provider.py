@@ -188,6 +188,25 @@ def is_unreachable(exc: BaseException) -> bool:
     return cause is not None and cause is not exc and is_unreachable(cause)
 
 
+def spent_nothing(exc: BaseException) -> bool:
+    """Whether a failed call cost nothing: the provider answered with an error (an HTTP
+    status), or was never reached (no connection). A timeout may have been worked on."""
+    if _status(exc) is not None:
+        return True
+    return is_unreachable(exc) and not _is_timeout(exc)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    timeouts = _loaded(_TIMEOUTS)
+    chain, seen = exc, set()
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, timeouts):
+            return True
+        chain = chain.__cause__ or chain.__context__
+    return False
+
+
 def reason(exc: BaseException) -> str:
     """What went wrong, in a few words ("connection refused", "timed out", "HTTP 503")."""
     status = _status(exc)

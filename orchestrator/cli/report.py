@@ -143,6 +143,8 @@ def budget_line(budget: JsonObject, tokens: dict, lead_calls: list) -> str:
     from orchestrator.state import spend
 
     line = f"Budget:   {budget['spent']:,} of {budget['budget']:,} tokens spent"
+    if budget.get("by_agent"):  # the usage journal's, as the figure is
+        return line + _split(budget)
     return line + (_split(spend(tokens, lead_calls)) if tokens else "")
 
 

@@ -192,9 +192,10 @@ def _stream(
     config = run_config(ctx.thread_id, ctx.max_parallel)
     ctx.checkpointer = saver  # `advance` prunes it at each phase transition
     before = state if isinstance(state, dict) else graph.get_state(config).values
-    # what the task spent in earlier runs: its agents' totals, or more when a run stopped
-    # agents in flight (their calls so far count; a resume continues them)
-    ctx.budget.spent = max(ctx.budget.spent, spent_tokens(before or {}))
+    # what the task spent in earlier runs: its usage journal; a task begun before journals
+    # also what its state or record says it spent before
+    if not ctx.open_journal(task_id).existed:
+        ctx.budget.spent = max(ctx.budget.spent, spent_tokens(before or {}))
     try:
         with _stop_on_ctrl_c(ctx.stop):
             ctx.budget.check("the lead")
@@ -227,7 +228,7 @@ def _stopped(
 ) -> dict[str, Any]:
     """The state of a run stopped at its token budget: a `stopped` checkpoint, the task
     record says `stopped` and why; `resume` with a larger budget goes on."""
-    reason = str(exc) or ctx.budget.reason()
+    reason = ctx.budget.reason(exc.who) if exc.who else str(exc) or ctx.budget.reason()
     values = {**values, "status": "stopped", "stop_reason": reason}
     if values.get("task_id"):
         checkpoint_state(

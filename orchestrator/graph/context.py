@@ -31,6 +31,7 @@ from orchestrator.artifacts.documents import Docs
 from orchestrator.artifacts.finding import FindingRecord
 from orchestrator.artifacts.findings import read_findings
 from orchestrator.artifacts.registry import Keys, Status, registry_note, registry_records
+from orchestrator.artifacts.usage import CallRecorder, UsageJournal, usage_path
 from orchestrator.config.defaults import TOKEN_THRESHOLD, WARNING_RATIO
 from orchestrator.config.settings import Settings
 from orchestrator.config.skills import (
@@ -110,6 +111,9 @@ class RunContext:
     budget: TokenBudget = field(default_factory=TokenBudget)
     """The task's token budget and its spend (`orchestrator.agents.budget`); `run_graph`
     starts the spend at what the task spent before this run."""
+    journal: UsageJournal | None = None
+    """The task's usage journal (`orchestrator.artifacts.usage`), opened by `run_graph`:
+    every model call of its agents is recorded there; None under LangGraph Server."""
     remote: RemoteRuns = field(default_factory=RemoteRuns)
     """The remote agents' servers (`orchestrator.agents.remote.RemoteAgent`) and their runs
     in flight; reaching a server is bounded by the model timeout."""
@@ -187,6 +191,21 @@ class RunContext:
         """The skills a (non-lead) agent's spec names that exist, in its order."""
         spec = self.agent_spec(agent)
         return [n for n in (spec.skills if spec is not None else []) if n in self.skills]
+
+    def calls(self, agent: str, key: str, phase: str) -> CallRecorder | None:
+        """What agent `agent` (state key `key`) records its model calls with, in `phase`
+        (None without a journal)."""
+        return self.journal.recorder(agent, key, phase) if self.journal is not None else None
+
+    def open_journal(self, task_id: str) -> UsageJournal:
+        """Open the task's usage journal; the budget's figure is then the journal's (plus,
+        for a task begun before journals, what its state says it spent before)."""
+        if self.journal is None or self.journal.rel != usage_path(task_id):
+            self.journal = UsageJournal(self.docs, task_id)
+            if self.journal.existed:
+                self.budget.spent = 0
+            self.budget.journal = self.journal
+        return self.journal
 
     def budget_middleware(self, who: str) -> list[Any]:
         """The middleware that keeps `who`'s model calls within the task's token budget

@@ -45,6 +45,7 @@ from orchestrator.artifacts.names import new_suffix
 from orchestrator.artifacts.recorded import repair_findings
 from orchestrator.artifacts.snapshot import read_snapshot
 from orchestrator.artifacts.tasks import TaskInfo, TaskList, thread_of
+from orchestrator.artifacts.usage import read_spend
 from orchestrator.errors import OrchestratorUserError, RecoveryError
 from orchestrator.graph.build import ThreadState, thread_state
 from orchestrator.recovery.rebuild import (
@@ -268,6 +269,10 @@ def standing(
         values = with_recorded_findings(docs, values)
     found = standing_events(values, threshold=threshold, warning_ratio=warning_ratio)
     gauge = [(kind, fields) for kind, fields in found if kind == "tokens"]
+    spent = read_spend(docs, values["task_id"]) if values.get("task_id") else None
+    if spent is not None:  # the task's spend is its usage journal's, as `status` says
+        gauge = [(kind, {**fields, "total": spent.tokens, "calls": spent.calls})
+                 for kind, fields in gauge]  # fmt: skip
     out = [(kind, fields) for kind, fields in found if phase and kind != "tokens"]
     if phase:
         out += [("agent", fields) for fields in finished_agents(values, docs)]

@@ -59,6 +59,7 @@ from orchestrator.artifacts.tasks import (
     usable_checkpoint,
 )
 from orchestrator.artifacts.text import loads_strict
+from orchestrator.artifacts.usage import Spend, read_spend
 from orchestrator.errors import ArtifactError, RecoveryError
 from orchestrator.recovery.rebuild import state_from_checkpoint
 from orchestrator.state import (
@@ -114,6 +115,11 @@ def task_status(
     thread = thread_of(record)
     source = "langgraph" if _langgraph_holds(docs, thread, checkpointer) else "checkpoint"
     remote = _remote_places(docs, task) if record.get("remote_agents") else {}
+    journal = read_spend(docs, task)  # every call's record: the one figure, when it exists
+    tokens = dict(state.get("tokens") or {})
+    tokens = {"total": total_tokens(tokens), **tokens}
+    if journal is not None:
+        tokens = {"total": journal.tokens, **journal.by_key}
     return {
         "task_id": task,
         "objective": state["objective"],
@@ -123,10 +129,10 @@ def task_status(
         "resume": None if status in ("done", "waiting") else resume_command(task, docs),
         "stop_reason": record.get("stop_reason") if status == "stopped" else None,
         "answer": _answer(docs, state) if status == "done" else None,
-        "budget": _budget(record, state),
+        "budget": _budget(record, state, journal),
         "pending_approvals": waiting if status == "waiting" else [],
         "approve": approve_command(task, docs) if status == "waiting" else None,
-        "usage": usage_totals(state.get("usage")),
+        "usage": journal.usage() if journal else usage_totals(state.get("usage")),
         "phase": current_phase(state),
         "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
         "wave": int(state.get("wave") or 1),  # of the current phase, 1-based
@@ -136,7 +142,7 @@ def task_status(
         "findings": len(findings),
         "ungrounded": sorted(k for k, v in findings.items() if _grounding(v) == "ungrounded"),
         "failed": sorted(failed),
-        "tokens": {"total": total_tokens(state.get("tokens")), **dict(state.get("tokens") or {})},
+        "tokens": tokens,
         "model": record.get("model"),
         # the offline model reports LangChain's estimates: no provider counted or billed them
         "tokens_estimated": str(record.get("model") or "").lower() in OFFLINE_SPECS,
@@ -156,10 +162,12 @@ def _answer(docs: Docs, state: OrchestratorState) -> JsonObject | None:
     return {"path": str(docs.path(path)) if path else None, "text": text}
 
 
-def _budget(record: JsonObject, state: OrchestratorState) -> JsonObject:
+def _budget(record: JsonObject, state: OrchestratorState, journal: Spend | None) -> JsonObject:
     """What the task spent (prompt plus completion tokens), in all, by phase and by agent,
-    against its budget (`budget`: None when it has none). A run stopped at its budget may
-    have stopped agents midway: their calls so far count in `spent` (recorded then)."""
+    against its budget (`budget`: None when it has none): its usage journal, every call
+    (a task from before journals: its state's counters, or what its record says)."""
+    if journal is not None:
+        return {"budget": record.get("budget_tokens"), **journal.parts()}
     parts = spend(state.get("tokens"), state.get("lead_calls"))
     parts["spent"] = max(parts["spent"], int(record.get("spent_tokens") or 0))
     return {"budget": record.get("budget_tokens"), **parts}

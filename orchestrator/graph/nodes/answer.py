@@ -125,6 +125,7 @@ def _ask(
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
         steps_hint=ANSWER_STEPS_HINT,
+        journal=ctx.calls(LEAD, LEAD, current_phase(state)),
     )
     usage = {
         "usage": {LEAD: usage_record(result, (state.get("usage") or {}).get(LEAD))},

@@ -28,12 +28,14 @@ def monitor_node(state: OrchestratorState, runtime: Runtime[RunContext]) -> dict
     lead = lead_context_tokens(ctx, state)
     ctx.remember_lead_context(state, lead)
     zone = gauge.zone(lead)
+    # the task's spend: its usage journal (every call so far), else the state's counters
+    spent = ctx.journal.spend() if ctx.journal is not None and ctx.journal.existed else None
     ctx.emit(
         "tokens",
         agent="lead",
         context=lead,
-        total=total_tokens(state.get("tokens")),
-        calls=usage_totals(state.get("usage"))["calls"],
+        total=spent.tokens if spent else total_tokens(state.get("tokens")),
+        calls=spent.calls if spent else usage_totals(state.get("usage"))["calls"],
         threshold=gauge.threshold,
         warning_ratio=gauge.warning_ratio,
         zone=zone,

@@ -237,6 +237,7 @@ def _plan_turn(
             usage=ctx.usage,
             notify=lambda line: ctx.emit("warning", message=f"{LEAD}: {line}"),
             nudges=spec.nudges if spec is not None else DEFAULT_NUDGES,
+            journal=ctx.calls(LEAD, LEAD, current_phase(state)),
         )
 
 

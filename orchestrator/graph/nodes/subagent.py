@@ -196,6 +196,7 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         usage=ctx.usage,
         notify=lambda line: ctx.emit("warning", message=f"{key} [{sub['agent']}]: {line}"),
         nudges=spec.nudges if spec is not None else AgentSpec().nudges,
+        journal=ctx.calls(sub["agent"], f"{sub['agent']}:{key}", key.split("/", 1)[0]),
     )
 
 
@@ -348,6 +349,9 @@ def _run_remote(ctx: RunContext, payload: SubagentPayload, spec: AgentSpec) -> d
         raise
     except Exception as exc:  # a failed or unreachable remote run blocks this subagent only
         return _failed(ctx, payload, exc, 0)
+    if ctx.journal is not None:  # the remote run's reported spend, one record
+        ctx.journal.remote(sub["agent"], f"{sub['agent']}:{key}", key.split("/", 1)[0],
+                           result.tokens, result.usage or {})  # fmt: skip
     ctx.budget.add(result.tokens)
     if result.findings is not None:
         record = FindingRecord.submitted(result.findings, sub, key, result.tokens)
