@@ -260,11 +260,13 @@ def answered_by(question: str, findings: dict[str, dict]) -> list[str]:
     phase and the folder the question names left out; a search pattern it quotes, such as
     `match 'location|header'`, does not count). When the question names a folder of the
     cited files (`Which files in lib/router matter ...`), the file cited lies in it; when
-    it names a phase, the finding is of that phase. A question left with no content word
-    (`Which files in docs matter for the objective?` of a survey) is never answered this
-    way: a file of the folder is no answer to why it matters.
+    it names a phase (one of the default four, or any `the P phase`), the finding is of
+    that phase. A question left with no content word (`Which files in docs matter for the
+    objective?` of a survey) is never answered this way: a file of the folder is no answer
+    to why it matters.
     """
     named = [p for p in _PHASES if re.search(rf"\b{p}\b", question.lower())]
+    named += re.findall(r"\bthe ([\w-]+) phase\b", question.lower())  # a workflow's own
     cited = {
         key: [str(x.get("path", "")) for x in f.get("files") or [] if isinstance(x, dict)]
         for key, f in findings.items()

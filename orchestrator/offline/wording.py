@@ -154,7 +154,7 @@ def _undescribed(lines: Sequence[str]) -> str:
 
 
 def _file_notes(ev: Evidence) -> list[dict]:
-    """Notes for the files read (then listed ones, up to 10)."""
+    """Notes for the files read: a file only listed was not examined."""
     notes = []
     for path, lines in ev.read.items():
         first = describe(lines, path)[0]
@@ -169,11 +169,6 @@ def _file_notes(ev: Evidence) -> list[dict]:
             else ""
         )
         notes.append({"path": path, "description": note})
-    for path, size in ev.listed.items():
-        if len(notes) >= 10:
-            break
-        if path not in ev.read:
-            notes.append({"path": path, "description": f"listed, {size} bytes, not read"})
     return notes
 
 

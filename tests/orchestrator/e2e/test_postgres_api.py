@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from memory.cli.app import cli as memory_cli
 from orchestrator.api import Orchestrator
 from orchestrator.artifacts.findings import read_findings
+from orchestrator.artifacts.usage import usage_path
 from orchestrator.recovery.status import task_status
 from tests.pg import private_schema
 
@@ -33,7 +34,9 @@ def test_a_run_on_postgres_writes_no_files_and_exports_as_a_memory_directory(
             paths = {r[0] for r in conn.execute("SELECT path FROM tether_documents")}
             threads = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
         assert set(result.findings) <= paths and result.plan in paths
-        assert not any(p.startswith(".tether/") for p in paths)  # records are rows
+        # records are rows; the usage journal is an append-only document, in the database too
+        assert not any(p.startswith(".tether/") for p in paths - {usage_path("shop")})
+        assert usage_path("shop") in paths
         with psycopg.connect(url) as conn:
             [(status, objective)] = conn.execute(
                 "SELECT status, data->>'objective' FROM tether_tasks WHERE task_id = 'shop'"

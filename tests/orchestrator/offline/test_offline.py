@@ -319,7 +319,7 @@ class TestResearchPolicySubagent:
         reply = forced.invoke(messages)
         assert reply.tool_calls[0]["name"] == "SubmitFindings"
         findings = SubmitFindings.model_validate(reply.tool_calls[0]["args"])
-        assert findings.status == "partial" and findings.files  # listed, not read
+        assert findings.status == "partial" and not findings.files  # listed, none examined
         # so does a human turn after the work started
         nudged = messages + [HumanMessage("Step budget exhausted: finish now.")]
         reply = model.bind_tools([*tools, SubmitFindings]).invoke(nudged)

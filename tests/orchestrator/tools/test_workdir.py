@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -346,4 +347,6 @@ def test_a_memory_inside_the_workdir_is_not_part_of_the_project(tmp_path):
     assert "notes/" not in tools["grep_files"].invoke({"pattern": "compute"})
     # the survey itself planned no subtask on the memory's folder
     plan = (mem / "research_plans" / "t1.md").read_text()
-    assert "notes" not in plan
+    data = json.loads(plan.split("<!-- tether:plan ", 1)[1].rsplit(" -->", 1)[0])
+    assert data["completed"] and not any("notes" in s for s in data["completed"])
+    assert "notes" not in plan.split("<!-- tether:plan ", 1)[0]
