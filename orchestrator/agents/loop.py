@@ -94,6 +94,7 @@ def run_agent(
     notify: Callable[[str], None] | None = None,
     watch_every: float = WATCH_EVERY,
     steps_hint: str = MAX_STEPS_HINT,
+    max_tokens: int | None = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -116,9 +117,12 @@ def run_agent(
         notify: receives a line for each retry and, every `watch_every` seconds, while a
             call waits.
         steps_hint: what the error of an agent out of steps tells the user to do.
+        max_tokens: the agent's token cap (None: none): once its calls reach it, the final
+            tool is forced at the next call and the result is marked `capped`.
 
     Raises:
-        AgentLoopError: no valid final answer within the budget.
+        AgentLoopError: no valid final answer within the budget (`TokenCapReached`: none
+            when asked at the token cap).
         ModelCallError: the model failed after its retries.
     """
     if initial_delay is None:
@@ -136,6 +140,7 @@ def run_agent(
         notify=notify,
         watch_every=watch_every,
         steps_hint=steps_hint,
+        max_tokens=max_tokens,
     )
     everything = (*middleware, *protocol.middleware)
     agent, current = compiled_agent(model, tuple(tools), final_tool, everything)

@@ -171,6 +171,7 @@ def _subtask_lines(subtasks: dict[str, dict[str, Any]]) -> list[str]:
     lines = [f"  ({len(hidden)} earlier done subtask(s); all in status --json)"] if hidden else []
     return lines + [
         f"  {v['state']:<7} {k} [{v['agent']}]{_ran_on(v.get('ran_on'))}"
+        + (f" (partial: {v['partial']})" if v.get("partial") else "")
         for k, v in subtasks.items()
         if k not in hidden
     ]

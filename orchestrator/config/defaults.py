@@ -12,6 +12,8 @@ TOKEN_THRESHOLD = 150_000
 """Tokens of lead context at which a snapshot and a fresh context are made."""
 WARNING_RATIO = 0.8
 """Fraction of the threshold where the warning zone starts."""
+SUBAGENT_MAX_TOKENS: int | None = None
+"""A subagent's token cap when neither its spec nor the thresholds set one: none."""
 RECALL_SCOPES = ("findings", "detail", "facts", "episodes", "entries")
 """Views recalled into an agent's context: what agents found and what was learnt before
 (checkpoints and snapshots repeat the plan and would crowd them out)."""
