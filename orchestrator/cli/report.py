@@ -7,7 +7,10 @@ CLI, its tests and anything else that shows a `RunResult` or a `task_status` dic
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import shutil
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +20,11 @@ if TYPE_CHECKING:
 
 
 def report_text(
-    result: Any, json_mode: bool, url: str | None = None, latest_snapshot: str | None = None
+    result: Any,
+    json_mode: bool,
+    url: str | None = None,
+    latest_snapshot: str | None = None,
+    width: int = 0,
 ) -> str:
     """The closing report of `run`, `resume` and `approve`.
 
@@ -25,6 +32,8 @@ def report_text(
         url: the shared memory (named in the commands printed), None for a directory.
         latest_snapshot: the task's newest snapshot, the one `status` names (also one
             written by `handoff` since); default: the newest the run wrote.
+        width: the terminal's columns, which the answer's lines are wrapped to at spaces
+            (0: not wrapped).
 
     A done task's report says nothing about resuming it (there is nothing to resume).
     """
@@ -49,7 +58,7 @@ def report_text(
     ]
     if result.answer:
         path = where(result.answer_path) if result.answer_path else "-"
-        lines += ["", f"Answer (whole: {path}):", *answer_head(result.answer), ""]
+        lines += ["", f"Answer (whole: {path}):", *answer_head(result.answer, width=width), ""]
     lines += [
         f"Memory: {result.memory_dir}" if shared else f"Memory directory: {root}",
         f"  plan:        {where(result.plan) if result.plan else '-'}",
@@ -111,12 +120,35 @@ def nothing_to_resume(task_id: str, memory: object, json_mode: bool) -> str:
 
 
 ANSWER_LINES = 12
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!$|~<>])")
+"""A Markdown backslash escape (`\\$`, `click\\_`): the terminal shows the character."""
 
 
-def answer_head(answer: str, limit: int = ANSWER_LINES) -> list[str]:
-    """The first lines of an answer, indented, with how many more there are."""
-    text = [ln.rstrip() for ln in answer.strip().splitlines()]
-    shown = ["  " + ln if ln else "" for ln in text[:limit]]
+def terminal_width() -> int:
+    """The columns report lines are wrapped to: `$COLUMNS`, else stdout's terminal's; 0
+    (nothing wrapped) for a pipe or a file without `$COLUMNS`."""
+    return shutil.get_terminal_size((0, 0)).columns
+
+
+def answer_head(answer: str, limit: int = ANSWER_LINES, width: int = 0) -> list[str]:
+    """The first lines of an answer, indented, with how many more there are: Markdown
+    escapes shown as their characters, and with a `width`, each line wrapped at spaces
+    within it (a continuation indented under its text; a word longer than the width
+    stays whole)."""
+    text = [_MD_ESCAPE.sub(r"\1", ln.rstrip()) for ln in answer.strip().splitlines()]
+    shown: list[str] = []
+    for ln in text[:limit]:
+        if not ln or width <= 0:
+            shown.append("  " + ln if ln else "")
+            continue
+        body = ln.lstrip()
+        lead = "  " + ln[: len(ln) - len(body)]
+        bullet = re.match(r"(?:[-*+]|\d+[.)]) ", body)
+        more = lead + " " * (bullet.end() if bullet else 0)
+        shown += textwrap.wrap(
+            body, width, initial_indent=lead, subsequent_indent=more,
+            break_long_words=False, break_on_hyphens=False,
+        )  # fmt: skip
     if len(text) > limit:
         shown.append(f"  (... {len(text) - limit} more line(s))")
     return shown
@@ -177,8 +209,9 @@ def _subtask_lines(subtasks: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-def status_text(info: dict[str, Any], url: str | None = None) -> str:
-    """`orchestrator status` as lines (`url`: the shared memory, named in commands)."""
+def status_text(info: dict[str, Any], url: str | None = None, width: int = 0) -> str:
+    """`orchestrator status` as lines (`url`: the shared memory, named in commands;
+    `width`: the columns the answer's lines are wrapped to, 0: not wrapped)."""
     from memory.backends.urls import redact
 
     memory = redact(url) if url is not None else info["memory_dir"]
@@ -201,7 +234,7 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         )
     if info.get("answer"):
         lines.append(f"Answer: {info['answer']['path'] or '-'}")
-        lines += answer_head(info["answer"]["text"], 6)
+        lines += answer_head(info["answer"]["text"], 6, width)
     if info.get("stop_reason"):
         lines.append(f"Stopped: {info['stop_reason']}")
     lines += [
