@@ -393,9 +393,10 @@ class Orchestrator:
             )
         with self._continuing(record) as go:
             saved = thread_state(self.docs, thread, self.checkpointer)
-            if saved is None:
-                # LangGraph's database is gone: the run continues from its JSON
-                # checkpoint, and whoever asked asks again
+            if saved is None:  # LangGraph's database is gone: on from the JSON checkpoint
+                from orchestrator.recovery.resume import lost_decision_line
+
+                self._emit("warning", message=lost_decision_line(record, approve))
                 return self._resume(go)
             waiting = pending(self.docs, task_id, saved.interrupts)
             decided = recorded_decisions(self.docs, task_id, saved.interrupts)
