@@ -178,14 +178,14 @@ def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
 
 def waiting_lines(requests: list[dict], task_id: str, memory: MemoryTarget) -> list[str]:
     """What a waiting task waits for, a line per request, and the commands to answer."""
-    from orchestrator.approvals import request_line
+    from orchestrator.approvals import request_lines
     from orchestrator.artifacts.tasks import approve_command
     from orchestrator.types import PendingApproval
 
     lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
-    lines += [
-        f"  waits for approval: {request_line(PendingApproval.model_validate(r))}" for r in requests
-    ]
+    for request in requests:
+        head, *rest = request_lines(PendingApproval.model_validate(request))
+        lines += [f"  waits for approval: {head}", *(f"  {line}" for line in rest)]
     lines.append(f"Approve:  {approve_command(task_id, memory)}")
     lines.append(f"Reject:   {approve_command(task_id, memory, reject=True)}")
     return lines
