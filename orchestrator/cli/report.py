@@ -169,11 +169,15 @@ def unreachable(failed: JsonObject) -> bool:
 
 
 def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
-    what = " (estimates of an offline run)" if offline else ""
-    return (
-        f"Usage:    {usage.get('calls', 0):,} model call(s), "
-        f"{usage.get('input_tokens', 0):,} prompt tokens{what}"
-    )
+    """The run's model calls and prompt tokens; of an offline run only its calls and that
+    nothing was spent (its token estimates, summed over every call's whole prompt, read
+    like a bill no provider sent)."""
+    calls = f"{usage.get('calls', 0):,}"
+    if offline:
+        return (
+            f"Usage:    {calls} offline model call(s): no provider was sent anything, nothing spent"
+        )
+    return f"Usage:    {calls} model call(s), {usage.get('input_tokens', 0):,} prompt tokens"
 
 
 def waiting_lines(requests: list[dict], task_id: str, memory: MemoryTarget) -> list[str]:
