@@ -10,6 +10,7 @@ only click and the memory core are imported (never LangChain/LangGraph).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import unicodedata
@@ -222,8 +223,10 @@ def _terminal_width() -> int | None:
     """The width rows are fitted to: `$COLUMNS` when it is set (piped too: a pager or a
     pane that exports it gets rows that fit), else the terminal's when stdout is one; None
     for a pipe or a file without `$COLUMNS`, so `grep` and `cut` get whole rows."""
-    columns = shutil.get_terminal_size((0, 0)).columns  # `$COLUMNS`, else stdout's terminal
-    return columns if columns > 0 else None
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 @click.command("list")

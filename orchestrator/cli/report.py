@@ -7,9 +7,11 @@ CLI, its tests and anything else that shows a `RunResult` or a `task_status` dic
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,7 +129,10 @@ _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!$|~<>])")
 def terminal_width() -> int:
     """The columns report lines are wrapped to: `$COLUMNS`, else stdout's terminal's; 0
     (nothing wrapped) for a pipe or a file without `$COLUMNS`."""
-    return shutil.get_terminal_size((0, 0)).columns
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit():
+        return int(columns)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
 
 
 def answer_head(answer: str, limit: int = ANSWER_LINES, width: int = 0) -> list[str]:
