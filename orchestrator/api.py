@@ -385,8 +385,7 @@ class Orchestrator:
             raise ApprovalError("empty request id; give one from `orchestrator status` (--id)")
         record = self.task_record(task_id)
         task_id, thread = record["task_id"], thread_of(record)
-        # what waits is known without the model: a task that waits for nothing says so
-        # before its model (and its key) is asked for
+        # known without the model: a task that waits for nothing says so before a key is asked
         saved = thread_state(self.docs, thread, self.checkpointer)
         lost = record.get("status") == "waiting" and saved is None
         if not lost and not answerable(self.docs, task_id, saved):
@@ -396,9 +395,10 @@ class Orchestrator:
             )
         with self._continuing(record) as go:
             saved = thread_state(self.docs, thread, self.checkpointer)
-            if saved is None:
-                # LangGraph's database is gone: the run continues from its JSON
-                # checkpoint, and whoever asked asks again
+            if saved is None:  # LangGraph's database is gone: on from the JSON checkpoint
+                from orchestrator.recovery.resume import lost_decision_line
+
+                self._emit("warning", message=lost_decision_line(record, approve))
                 return self._resume(go)
             waiting = pending(self.docs, task_id, saved.interrupts)
             decided = recorded_decisions(self.docs, task_id, saved.interrupts)

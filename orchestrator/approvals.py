@@ -22,12 +22,14 @@ running nothing.
 
 A request is shown to a person as one line (`request_line`): its id, who asked, the tool,
 and its arguments as JSON, those naming what the tool acts on first and whole, the others
-cut, so a long argument can never push the target out of sight.
+cut, so a long argument can never push the target out of sight. A phase plan waiting for
+approval is shown as lines instead (`request_lines`): its strategy, then a line per subtask.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +37,7 @@ from memory.errors import MemoryStoreError
 from orchestrator.artifacts.decisions import write_key_decisions
 from orchestrator.artifacts.registry import Keys, Status, registry_note, registry_records
 from orchestrator.errors import ApprovalError
-from orchestrator.types import PendingApproval
+from orchestrator.types import PLAN_TOOL, PendingApproval
 
 if TYPE_CHECKING:
     from orchestrator.artifacts.documents import Docs
@@ -47,6 +49,9 @@ VALUE_SHOWN = 80
 """Characters of each argument shown in a request's line (those naming its target: all)."""
 ITEMS_SHOWN = 12
 """Items of a list argument a request's line shows (the rest counted)."""
+STRATEGY_SHOWN = 160
+"""Characters of a waiting plan's strategy, and of each subtask's title, shown (cut at a
+space)."""
 
 #: Argument names (or endings) that say what a tool acts on, shown first and whole.
 TARGET_ARGS = ("path", "file", "filename", "dir", "directory", "url", "uri", "command", "cmd",
@@ -264,6 +269,29 @@ def request_line(request: PendingApproval) -> str:
     args = _short(request.args)
     where = f"  on {request.remote}" if request.remote else ""
     return f"{request.id[:12]}  {request.agent} ({request.key})  {request.tool}({args}){where}"
+
+
+def request_lines(request: PendingApproval) -> list[str]:
+    """The request as a person reads it: a phase plan as its head (id, phase, how many
+    subtasks), its strategy and a line per subtask (id, agent, title); any other request
+    as its `request_line`."""
+    subtasks = request.args.get("subtasks")
+    if request.tool != PLAN_TOOL or not isinstance(subtasks, list):
+        return [request_line(request)]
+    phase = request.args.get("phase") or request.key.split("/", 1)[0]
+    lines = [f"{request.id[:12]}  {request.agent} ({request.key})  plan of phase {phase}: "
+             f"{len(subtasks)} subtask(s)"]  # fmt: skip
+    strategy = " ".join(str(request.args.get("strategy") or "").split())
+    if strategy:
+        lines.append(
+            f"  strategy: {textwrap.shorten(strategy, STRATEGY_SHOWN, placeholder=' ...')}"
+        )
+    for sub in subtasks:
+        sub = sub if isinstance(sub, dict) else {"title": sub}
+        title = " ".join(str(sub.get("title") or sub.get("description") or "").split())
+        title = textwrap.shorten(title, STRATEGY_SHOWN, placeholder=" ...")
+        lines.append(f"  - {sub.get('id') or '?'} [{sub.get('agent') or '?'}]: {title}")
+    return lines
 
 
 def _short(args: object) -> str:

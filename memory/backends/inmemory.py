@@ -259,7 +259,7 @@ class InMemoryBackend(BaseBackend):
                 idf = math.log(1 + (len(tokenised) - df[term] + 0.5) / (df[term] + 0.5))
                 norm = tf + BM25_K1 * (1 - BM25_B + BM25_B * len(toks) / avg)
                 score += idf * tf * (BM25_K1 + 1) / norm
-            score *= source_weight(doc.source)  # distilled records before raw output
+            score *= source_weight(doc.source, doc.path)  # distilled records before raw output
             if score > 0:
                 hits.append(SearchHit(doc.doc_id, doc.source, doc.path, score, doc.text))
         hits.sort(key=lambda h: (-h.score, h.doc_id))

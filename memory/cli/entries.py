@@ -10,6 +10,7 @@ only click and the memory core are imported (never LangChain/LangGraph).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import unicodedata
@@ -219,8 +220,12 @@ def _table(entries: list[Entry], width: int | None = None) -> str:
 
 
 def _terminal_width() -> int | None:
-    """The width rows are fitted to: the terminal's when stdout is one; None when it is a
-    pipe or a file, so `grep` and `cut` get whole rows (even with `$COLUMNS` exported)."""
+    """The width rows are fitted to: `$COLUMNS` when it is set (piped too: a pager or a
+    pane that exports it gets rows that fit), else the terminal's when stdout is one; None
+    for a pipe or a file without `$COLUMNS`, so `grep` and `cut` get whole rows."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
@@ -235,10 +240,10 @@ def _terminal_width() -> int | None:
 def memory_list(ctx, type_, directory, tag, checkpoint, limit, as_json):
     """List entries, newest first: id, type, tokens, chunks, tags, summary.
 
-    In a terminal, rows fit its width: tags and the summary are cut, and on a narrow one
-    the CHUNKS, TOKENS, TAGS and TYPE columns go, in that order (an id is never cut).
-    Piped or redirected, rows are whole (the summary cut at 60 characters); `--json`
-    has everything.
+    In a terminal, or with `$COLUMNS` set, rows fit its width: tags and the summary are
+    cut, and on a narrow one the CHUNKS, TOKENS, TAGS and TYPE columns go, in that order
+    (an id is never cut). Piped or redirected without `$COLUMNS`, rows are whole (the
+    summary cut at 60 characters); `--json` has everything.
 
     \b
     Examples:

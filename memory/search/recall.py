@@ -11,9 +11,10 @@ its own snippets (`memory.backends.files._planner`); for the others the snippet 
 line inside a block are chosen here from the words of the query.
 
 Every backend weighs a match by the kind of record it is in (`SOURCE_WEIGHTS`): the agents'
-distilled records (plans, findings, checkpoints, snapshots, overview, notes, facts, episodes)
-count in full, raw output (offloaded tool results and logged texts: `entries`; conversation
-log lines: `messages`) at half. For the same words, what an agent concluded comes before the
+distilled records (plans, findings, snapshots, overview, notes, facts, episodes) count in
+full, raw output (offloaded tool results and logged texts: `entries`; conversation log lines:
+`messages`) and checkpoints (a run's JSON state) at half, a merged batch's copy of a finding
+at `COPY_WEIGHT`. For the same words, what an agent concluded comes before the
 file it read to conclude it; a raw output that matches much better still comes first, and a
 search of one kind of record alone ranks as before.
 """
@@ -46,9 +47,13 @@ SOURCES = SCOPES[1:]
 SNIPPET_CHARS = 300
 #: What a match weighs by the view it is in (its score is multiplied by this; 1.0 when not
 #: named): raw output, the text agents read or said on the way, weighs half as much as the
-#: records they distilled from it. The files backend weighs per full-text table: every view
-#: that is neither `messages` nor `entries` must keep one weight.
-SOURCE_WEIGHTS: dict[str, float] = {"messages": 0.5, "entries": 0.5}
+#: records they distilled from it, and so does a checkpoint, the JSON state a run keeps for
+#: itself (it quotes plan lines and finding paths word for word).
+SOURCE_WEIGHTS: dict[str, float] = {"messages": 0.5, "entries": 0.5, "checkpoints": 0.5}
+#: A line of a merged batch (`findings/merged_*`) copies a finding's line: it weighs this
+#: much, so the finding an agent wrote comes before the batch that repeats it.
+COPY_WEIGHT = 0.8
+COPY_PREFIXES = ("findings/merged_",)
 #: The most hits a search asks for again when near-copies left it short.
 MAX_ASKED = 80
 #: Two results of one view with this share of their words in common are one (Jaccard).
@@ -131,9 +136,11 @@ def search(
         asked *= 2
 
 
-def source_weight(source: str) -> float:
-    """The weight of a match in the view `source` (`SOURCE_WEIGHTS`)."""
-    return SOURCE_WEIGHTS.get(source, 1.0)
+def source_weight(source: str, path: str | None = None) -> float:
+    """The weight of a match in the view `source` (`SOURCE_WEIGHTS`), in the file `path`
+    (a merged batch's: `COPY_WEIGHT` too)."""
+    copy = COPY_WEIGHT if path and path.startswith(COPY_PREFIXES) else 1.0
+    return SOURCE_WEIGHTS.get(source, 1.0) * copy
 
 
 def distinct(results: Sequence[SearchResult], query: str = "") -> list[SearchResult]:

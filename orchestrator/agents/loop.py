@@ -97,6 +97,7 @@ def run_agent(
     steps_hint: str = MAX_STEPS_HINT,
     nudges: int = DEFAULT_NUDGES,
     journal: Any = None,
+    max_tokens: int | None = None,
 ) -> AgentResult:
     """Run a `create_agent` agent until it gives a valid `final_tool` answer.
 
@@ -123,9 +124,12 @@ def run_agent(
             final tool") before the final tool is forced.
         journal: where each call is recorded durably, as sent and as answered (the task's
             usage journal, `orchestrator.artifacts.usage.CallRecorder`); None: nowhere.
+        max_tokens: the agent's token cap (None: none): once its calls reach it, the final
+            tool is forced at the next call and the result is marked `capped`.
 
     Raises:
-        AgentLoopError: no valid final answer within the budget.
+        AgentLoopError: no valid final answer within the budget (`TokenCapReached`: none
+            when asked at the token cap).
         ModelCallError: the model failed after its retries.
     """
     if initial_delay is None:
@@ -145,6 +149,7 @@ def run_agent(
         steps_hint=steps_hint,
         nudges=nudges,
         journal=journal,
+        max_tokens=max_tokens,
     )
     everything = (*middleware, *protocol.middleware)
     agent, current = compiled_agent(model, tuple(tools), final_tool, everything)

@@ -11,7 +11,8 @@ first), after the agent's own middleware:
    `Stopped` before its next model call;
 3. `StepLimitMiddleware`: after `max_steps` model calls the final tool is forced with
    `tool_choice`; one more call (`GRACE_CALLS`: the final answer asked for in words) is
-   allowed, a call beyond that is an `AgentLoopError`;
+   allowed, a call beyond that is an `AgentLoopError`; likewise once the agent's tokens
+   reach its cap (`max_tokens`), after which one more call is `TokenCapReached`;
 4. `ContextBudgetMiddleware`: the conversation is cut to the agent's budget before each
    call, and cut to half when the provider answers `context_length_exceeded`;
 5. `ProviderRetryMiddleware`: transient provider failures are retried with exponential
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware, ToolErrorMiddleware
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel
 
@@ -122,6 +123,19 @@ class AgentResult:
     """Model calls made (retries not counted; a repeated call after a refusal is)."""
     input_tokens: int = 0
     """Prompt tokens of all calls (reported usage when present, else estimated)."""
+    capped: bool = False
+    """It reached its token cap (`max_tokens`) and was asked to submit what it has."""
+
+
+class TokenCapReached(AgentLoopError):
+    """An agent at its token cap gave no valid final answer when asked: what it did is in
+    `result` (its tool calls), its conversation in `messages`."""
+
+    def __init__(self, message: str, result: AgentResult, messages: list[Any]) -> None:
+        super().__init__(message)
+        self.result = result
+        self.messages = messages
+        self.tokens = result.tokens
 
 
 def model_label(model: object) -> str:
@@ -152,9 +166,17 @@ class StopMiddleware(AgentMiddleware):
         return handler(request)
 
 
+CAP_NUDGE = (
+    "You have reached your token cap. Stop working and call {name} now with what you have "
+    "found so far (status: partial)."
+)
+
+
 class StepLimitMiddleware(AgentMiddleware):
     """Forces the final tool once `max_steps` calls are made; after the forced call and
-    `GRACE_CALLS` more (the answer asked for in words), one more is an error.
+    `GRACE_CALLS` more (the answer asked for in words), one more is an error. So too at
+    the token cap (`max_tokens`, None: none): one call forced with a nudge, and a call
+    after it is `TokenCapReached`.
 
     LangChain's `ModelCallLimitMiddleware` ends or fails at the limit; tether first asks
     for the answer with `tool_choice`, and counts in the run (no state, no extra step).
@@ -166,12 +188,14 @@ class StepLimitMiddleware(AgentMiddleware):
         counter: UsageMiddleware,
         max_steps: int,
         steps_hint: str = MAX_STEPS_HINT,
+        max_tokens: int | None = None,
     ) -> None:
         super().__init__()
         self.final_name = final_name
         self.counter = counter
         self.max_steps = max_steps
         self.steps_hint = steps_hint
+        self.max_tokens = max_tokens
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -184,6 +208,21 @@ class StepLimitMiddleware(AgentMiddleware):
             )
         if calls >= self.max_steps:
             request = request.override(tool_choice=self.final_name)
+        result = self.counter.result
+        if self.max_tokens is not None and result.tokens >= self.max_tokens:
+            if result.capped:  # asked once already, and no answer was accepted
+                messages = list((request.state or {}).get("messages") or request.messages)
+                raise TokenCapReached(
+                    f"agent reached its token cap ({result.tokens:,} of {self.max_tokens:,} "
+                    f"tokens) and did not call {self.final_name!r} validly when asked",
+                    result,
+                    messages,
+                )
+            result.capped = True
+            nudge = HumanMessage(CAP_NUDGE.format(name=self.final_name))
+            request = request.override(
+                messages=[*request.messages, nudge], tool_choice=self.final_name
+            )
         return handler(request)
 
 
@@ -527,6 +566,7 @@ def protocol_middleware(
     steps_hint: str = MAX_STEPS_HINT,
     nudges: int = DEFAULT_NUDGES,
     journal: CallJournal | None = None,
+    max_tokens: int | None = None,
 ) -> Protocol:
     """The protocol middleware of one agent run (see the module docstring for the order;
     the arguments are those of `orchestrator.agents.loop.run_agent`)."""
@@ -542,7 +582,7 @@ def protocol_middleware(
     middleware = (
         final,
         StopMiddleware(stop),
-        StepLimitMiddleware(final_tool.__name__, counter, max_steps, steps_hint),
+        StepLimitMiddleware(final_tool.__name__, counter, max_steps, steps_hint, max_tokens),
         ContextBudgetMiddleware(max_context_tokens, ratio),
         retry,
         counter,

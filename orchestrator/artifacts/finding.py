@@ -118,6 +118,7 @@ IDENTITY: dict[str, Any] = {
     "id": "",
     "path": "",
     "tokens": 0,
+    "partial_reason": "",
 }
 
 
@@ -134,6 +135,9 @@ class FindingRecord(Finding):
     path: str = ""
     """The findings file, relative to the memory root ("" before it is written)."""
     tokens: int = 0
+    partial_reason: str = ""
+    """Why tether marked it partial (its agent stopped at its token cap), "" otherwise; kept
+    in its registry record beside the finding."""
 
     # -- building ----------------------------------------------------------------------
     @classmethod
@@ -199,6 +203,10 @@ class FindingRecord(Finding):
         if payload is not None and payload.get("status") and not ref.get("status"):
             values["status"] = payload["status"]
         return cls.of(values)
+
+    def capped(self, reason: str) -> FindingRecord:
+        """This record marked partial by tether for `reason` (its agent's token cap)."""
+        return self.model_copy(update={"status": "partial", "partial_reason": reason})
 
     def with_written(self, written: Iterable[FileNote]) -> FindingRecord:
         """This record with the files the agent's tool calls wrote apart from those it

@@ -51,6 +51,7 @@ from orchestrator.cli.report import (
     report_text,
     status_text,
     task_lines,
+    terminal_width,
     unreachable,
 )
 from orchestrator.config.settings import memory_location
@@ -144,7 +145,7 @@ def _drive(
     with view:
         result = start(orch)
     newest = None if json_mode else _newest_snapshot(orch.docs, result)
-    click.echo(report_text(result, json_mode, shared_url(memory_dir), newest))
+    click.echo(report_text(result, json_mode, shared_url(memory_dir), newest, terminal_width()))
     if result.status == "failed" and unreachable(result.failed):
         click.get_current_context().exit(EXIT_UNREACHABLE)
     if result.status == "failed":
@@ -386,7 +387,7 @@ def status_cmd(task_id: str | None, memory_dir: str | None, json_mode: bool) -> 
     if json_mode:
         click.echo(json.dumps(info, default=str))
         return
-    click.echo(status_text(info, shared_url(memory_dir)))
+    click.echo(status_text(info, shared_url(memory_dir), terminal_width()))
 
 
 @cli.command("tasks")

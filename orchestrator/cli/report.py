@@ -7,7 +7,12 @@ CLI, its tests and anything else that shows a `RunResult` or a `task_status` dic
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
+import shutil
+import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +22,11 @@ if TYPE_CHECKING:
 
 
 def report_text(
-    result: Any, json_mode: bool, url: str | None = None, latest_snapshot: str | None = None
+    result: Any,
+    json_mode: bool,
+    url: str | None = None,
+    latest_snapshot: str | None = None,
+    width: int = 0,
 ) -> str:
     """The closing report of `run`, `resume` and `approve`.
 
@@ -25,6 +34,8 @@ def report_text(
         url: the shared memory (named in the commands printed), None for a directory.
         latest_snapshot: the task's newest snapshot, the one `status` names (also one
             written by `handoff` since); default: the newest the run wrote.
+        width: the terminal's columns, which the answer's lines are wrapped to at spaces
+            (0: not wrapped).
 
     A done task's report says nothing about resuming it (there is nothing to resume).
     """
@@ -49,7 +60,7 @@ def report_text(
     ]
     if result.answer:
         path = where(result.answer_path) if result.answer_path else "-"
-        lines += ["", f"Answer (whole: {path}):", *answer_head(result.answer), ""]
+        lines += ["", f"Answer (whole: {path}):", *answer_head(result.answer, width=width), ""]
     else:
         lines.append(no_answer_line(result.status, result.stop_reason))
     lines += [
@@ -113,6 +124,8 @@ def nothing_to_resume(task_id: str, memory: object, json_mode: bool) -> str:
 
 
 ANSWER_LINES = 12
+_MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!$|~<>])")
+"""A Markdown backslash escape (`\\$`, `click\\_`): the terminal shows the character."""
 
 _NO_ANSWER = {
     "done": "the lead gave none (the findings are in the summary)",
@@ -129,10 +142,34 @@ def no_answer_line(status: str, stop_reason: str | None = None) -> str:
     return f"No answer: {_NO_ANSWER.get(status, f'not yet: the task is {status}; resume it')}"
 
 
-def answer_head(answer: str, limit: int = ANSWER_LINES) -> list[str]:
-    """The first lines of an answer, indented, with how many more there are."""
-    text = [ln.rstrip() for ln in answer.strip().splitlines()]
-    shown = ["  " + ln if ln else "" for ln in text[:limit]]
+def terminal_width() -> int:
+    """The columns report lines are wrapped to: `$COLUMNS`, else stdout's terminal's; 0
+    (nothing wrapped) for a pipe or a file without `$COLUMNS`."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit():
+        return int(columns)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
+
+
+def answer_head(answer: str, limit: int = ANSWER_LINES, width: int = 0) -> list[str]:
+    """The first lines of an answer, indented, with how many more there are: Markdown
+    escapes shown as their characters, and with a `width`, each line wrapped at spaces
+    within it (a continuation indented under its text; a word longer than the width
+    stays whole)."""
+    text = [_MD_ESCAPE.sub(r"\1", ln.rstrip()) for ln in answer.strip().splitlines()]
+    shown: list[str] = []
+    for ln in text[:limit]:
+        if not ln or width <= 0:
+            shown.append("  " + ln if ln else "")
+            continue
+        body = ln.lstrip()
+        lead = "  " + ln[: len(ln) - len(body)]
+        bullet = re.match(r"(?:[-*+]|\d+[.)]) ", body)
+        more = lead + " " * (bullet.end() if bullet else 0)
+        shown += textwrap.wrap(
+            body, width, initial_indent=lead, subsequent_indent=more,
+            break_long_words=False, break_on_hyphens=False,
+        )  # fmt: skip
     if len(text) > limit:
         shown.append(f"  (... {len(text) - limit} more line(s))")
     return shown
@@ -155,23 +192,27 @@ def unreachable(failed: JsonObject) -> bool:
 
 
 def _usage_line(usage: dict[str, int], offline: bool = False) -> str:
-    what = " (estimates of an offline run)" if offline else ""
-    return (
-        f"Usage:    {usage.get('calls', 0):,} model call(s), "
-        f"{usage.get('input_tokens', 0):,} prompt tokens{what}"
-    )
+    """The run's model calls and prompt tokens; of an offline run only its calls and that
+    nothing was spent (its token estimates, summed over every call's whole prompt, read
+    like a bill no provider sent)."""
+    calls = f"{usage.get('calls', 0):,}"
+    if offline:
+        return (
+            f"Usage:    {calls} offline model call(s): no provider was sent anything, nothing spent"
+        )
+    return f"Usage:    {calls} model call(s), {usage.get('input_tokens', 0):,} prompt tokens"
 
 
 def waiting_lines(requests: list[dict], task_id: str, memory: MemoryTarget) -> list[str]:
     """What a waiting task waits for, a line per request, and the commands to answer."""
-    from orchestrator.approvals import request_line
+    from orchestrator.approvals import request_lines
     from orchestrator.artifacts.tasks import approve_command
     from orchestrator.types import PendingApproval
 
     lines = [f"Waiting:  {len(requests)} request(s) wait for approval:"]
-    lines += [
-        f"  waits for approval: {request_line(PendingApproval.model_validate(r))}" for r in requests
-    ]
+    for request in requests:
+        head, *rest = request_lines(PendingApproval.model_validate(request))
+        lines += [f"  waits for approval: {head}", *(f"  {line}" for line in rest)]
     lines.append(f"Approve:  {approve_command(task_id, memory)}")
     lines.append(f"Reject:   {approve_command(task_id, memory, reject=True)}")
     return lines
@@ -189,6 +230,7 @@ def _subtask_lines(subtasks: dict[str, dict[str, Any]]) -> list[str]:
     lines = [f"  ({len(hidden)} earlier done subtask(s); all in status --json)"] if hidden else []
     return lines + [
         f"  {v['state']:<7} {k} [{v['agent']}]{_ungrounded(v)}{_ran_on(v.get('ran_on'))}"
+        + (f" (partial: {v['partial']})" if v.get("partial") else "")
         for k, v in subtasks.items()
         if k not in hidden
     ]
@@ -199,8 +241,9 @@ def _ungrounded(subtask: dict[str, Any]) -> str:
     return " (ungrounded: no tool call)" if subtask.get("grounding") == "ungrounded" else ""
 
 
-def status_text(info: dict[str, Any], url: str | None = None) -> str:
-    """`orchestrator status` as lines (`url`: the shared memory, named in commands)."""
+def status_text(info: dict[str, Any], url: str | None = None, width: int = 0) -> str:
+    """`orchestrator status` as lines (`url`: the shared memory, named in commands;
+    `width`: the columns the answer's lines are wrapped to, 0: not wrapped)."""
     from memory.backends.urls import redact
 
     memory = redact(url) if url is not None else info["memory_dir"]
@@ -229,7 +272,7 @@ def status_text(info: dict[str, Any], url: str | None = None) -> str:
         )
     if info.get("answer"):
         lines.append(f"Answer: {info['answer']['path'] or '-'}")
-        lines += answer_head(info["answer"]["text"], 6)
+        lines += answer_head(info["answer"]["text"], 6, width)
     elif info["status"] in ("done", "failed", "stopped"):  # a run ended without one
         lines.append(no_answer_line(info["status"], info.get("stop_reason")))
     if info.get("stop_reason"):

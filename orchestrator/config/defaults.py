@@ -15,6 +15,8 @@ WARNING_RATIO = 0.8
 DEFAULT_NUDGES = 1
 """Replies without a tool call an agent gets a nudge for ("use a tool, or finish") before
 its final tool is forced (an agent's `nudges`)."""
+SUBAGENT_MAX_TOKENS: int | None = None
+"""A subagent's token cap when neither its spec nor the thresholds set one: none."""
 RECALL_SCOPES = ("findings", "detail", "facts", "episodes", "entries")
 """Views recalled into an agent's context: what agents found and what was learnt before
 (checkpoints and snapshots repeat the plan and would crowd them out)."""

@@ -11,6 +11,7 @@ agents:
     model: anthropic:claude-sonnet-4-5   # optional, per agent
     max_steps: 8
     nudges: 1                            # replies without a tool call nudged, not forced
+    max_tokens: 40000                    # optional cap: at it, the agent submits what it has
     interrupt_on: [write_file]           # or {write_file: {allowed_decisions: [approve, reject]}}
   coder:
     description: Edits and tests code in its own sandbox.
@@ -29,6 +30,7 @@ thresholds:
   max_parallel: 4
   max_subtasks: 4           # per wave
   max_waves: 50             # waves per phase while the lead asks for more (continue_phase)
+  subagent_max_tokens: 60000  # optional; each subagent's cap unless its max_tokens says
   tool_result_tokens: 8000  # default: 10% of the model's window; larger results go to memory
 model: openai:gpt-4o-mini   # optional; --model and $TETHER_MODEL win
 model_timeout: 60           # optional; seconds per model request (default 120)
@@ -76,6 +78,7 @@ from orchestrator.config._http import header_message, header_problem, host_port
 from orchestrator.config.defaults import (
     DEFAULT_NUDGES,
     DEFAULT_PHASES,
+    SUBAGENT_MAX_TOKENS,
     TOKEN_THRESHOLD,
     WARNING_RATIO,
 )
@@ -120,7 +123,15 @@ DECISIONS = ("approve", "edit", "reject", "respond")
 TETHER_SUBAGENT_GRAPH = "tether_subagent"
 #: `AgentSpec` fields that configure a tether subagent's own loop: a remote agent running
 #: any other graph has its own (`remote.graph` with `tether_subagent` runs tether's loop).
-LOCAL_ONLY = ("tools", "model", "max_steps", "nudges", "interrupt_on", "skills")
+LOCAL_ONLY = (
+    "tools",
+    "model",
+    "max_steps",
+    "max_tokens",
+    "nudges",
+    "interrupt_on",
+    "skills",
+)
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _URL_RE = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
@@ -243,6 +254,10 @@ class AgentSpec(BaseModel):
     nudges: StrictInt = Field(default=DEFAULT_NUDGES, ge=0)
     """Replies without a tool call (while steps remain) answered by a nudge to use a tool or
     finish; the next one gets the final tool forced (0: forced at the first)."""
+    max_tokens: StrictInt | None = Field(default=None, gt=0)
+    """Tokens (prompt plus completion, all its calls) at which the subagent stops: its next
+    call must submit its findings, which are marked partial (None: the workflow's
+    `thresholds.subagent_max_tokens`, else no cap)."""
     interrupt_on: dict[StrictStr, bool | dict[str, Any]] = Field(default_factory=dict)
     """Tools whose calls wait for a person's decision (`HumanInTheLoopMiddleware`'s
     `interrupt_on`; a plain list of tool names is shorthand for `{name: true}`)."""
@@ -349,6 +364,8 @@ class Thresholds(BaseModel):
     """Most waves of one phase: the lead plans another wave while its plan says
     `continue_phase` (see `orchestrator.graph.nodes.advance`)."""
     subagent_context_tokens: StrictInt = Field(default=32_000, gt=0)
+    subagent_max_tokens: StrictInt | None = Field(default=SUBAGENT_MAX_TOKENS, gt=0)
+    """Each subagent's token cap when its spec sets no `max_tokens` (None: no cap)."""
     """Budget of each subagent's own context."""
     tool_result_tokens: StrictInt | None = Field(default=None, gt=0)
     """A tool result larger than this goes to a memory entry and the agent gets its head

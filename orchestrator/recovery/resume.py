@@ -305,6 +305,24 @@ def resume_source(
     return task_id, snap
 
 
+def lost_decision_line(record: JsonObject, approve: bool = True) -> str:
+    """The one line `approve` says when LangGraph's saved state of a waiting task (its
+    `record`) is gone: the decision cannot be applied (the interrupt it answers is in that
+    state), so the task continues from its JSON checkpoint and what waited is asked again."""
+    requests = list(record.get("pending_approvals") or [])
+    verb = "approval" if approve else "rejection"
+    plan = any(r.get("agent") == "lead" for r in requests) or not requests
+    again = (
+        "the phase's plan is made and asked for approval again"
+        if plan
+        else "the agent runs again and asks again"
+    )
+    return (
+        f"your {verb} could not be applied: LangGraph's saved state of the task is gone, so "
+        f"it continues from its JSON checkpoint and {again}"
+    )
+
+
 def approve_events(
     docs: Docs, ctx: RunContext, values: JsonObject, ids: list[str], approve: bool, message: Any
 ) -> list[tuple[str, JsonObject]]:

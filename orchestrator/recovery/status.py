@@ -137,7 +137,9 @@ def task_status(
         "phase_number": state["phase_index"] + 1,  # 1-based, as shown to people
         "wave": int(state.get("wave") or 1),  # of the current phase, 1-based
         "phases": list(state["phases"]),
-        "subtasks": _subtasks(state, findings, failed, remote, _asking(waiting)),
+        "subtasks": _subtasks(
+            state, findings, failed, remote, _asking(waiting), _partial(docs, task, findings)
+        ),
         "usage_unknown": sorted(k for k, v in remote.items() if v.get("usage_known") is False),
         "findings": len(findings),
         "ungrounded": sorted(k for k, v in findings.items() if _grounding(v) == "ungrounded"),
@@ -250,6 +252,21 @@ def _remote_places(docs: Docs, task_id: str) -> dict[str, JsonObject]:
     return out
 
 
+def _partial(docs: Docs, task_id: str, findings: JsonObject) -> dict[str, str]:
+    """Why tether marked a finding partial (its agent stopped at its token cap), by subtask
+    key: the `partial_reason` of its registry record. Read only when some finding is
+    partial."""
+    if not any((ref or {}).get("status") == "partial" for ref in findings.values()):
+        return {}
+    records = registry_records(docs, task_id)
+    out = {}
+    for key in findings:
+        reason = (records.get(Keys.findings(key)) or {}).get("partial_reason")
+        if reason:
+            out[key] = str(reason)
+    return out
+
+
 def _asking(waiting: list[JsonObject]) -> set[str]:
     """The subtask keys whose agent waits for approval of a tool call (not the lead's plan
     gate, `phase/plan`, whose subtasks are only planned)."""
@@ -262,11 +279,13 @@ def _subtasks(
     failed: JsonObject,
     remote: dict[str, JsonObject],
     asking: set[str] = frozenset(),  # type: ignore[assignment]
+    partial: dict[str, str] | None = None,
 ) -> dict[str, JsonObject]:
     """Each planned subtask's agent, title, phase and state (`done`, `failed`, `waiting`
     for approval, `pending`), in the workflow's phase order, where it ran (`ran_on`: a
-    remote agent's server and thread; None: in the lead's process) and, once done, its
-    finding's `grounding` (`grounded`, `ungrounded`, `unknown`; None before)."""
+    remote agent's server and thread; None: in the lead's process), once done, its
+    finding's `grounding` (`grounded`, `ungrounded`, `unknown`; None before), and why its
+    finding is partial (`partial`: its agent's token cap; None otherwise)."""
 
     def state_of(key: str) -> str:
         if key in findings:
@@ -284,6 +303,7 @@ def _subtasks(
             "state": state_of(key),
             "grounding": _grounding(findings[key]) if key in findings else None,
             "ran_on": remote.get(key),
+            "partial": (partial or {}).get(key),
         }
         for key, sub in sorted(
             (state.get("subtasks") or {}).items(), key=lambda item: _phase_order(state, item)

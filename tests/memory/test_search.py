@@ -444,10 +444,10 @@ def test_near_copies_in_one_view_are_one_result_and_the_search_goes_on(memory_di
     assert len(quoted) == 1 and objective in quoted[0].text
     assert any("build_walker" in r.text for r in results)
     # a context builder asks once: fewer results, no copies, and no cost
-    # growing with a memory of many alike tasks
+    # growing with a memory of many alike tasks (the finding first: checkpoints weigh less)
     with MemoryStore(memory_dir) as store:
         once = store.search("hidden files gitignore rules", limit=3, widen=False)
-    assert [r.source for r in once] == ["checkpoints"]
+    assert [r.source for r in once] == ["findings", "checkpoints"]
     # messages are turns: two saying the same are both kept
     with MemoryStore(memory_dir) as store:
         said = {"role": "user", "content": "the gitignore rules hide dotfiles"}

@@ -18,7 +18,7 @@ import operator
 from dataclasses import dataclass
 
 from memory.backends.files._conversation import named_speakers, rescore, speakers
-from memory.backends.files._index_schema import table_for
+from memory.backends.files._index_schema import FILE_TABLE, table_for
 from memory.backends.files._text import (
     SPLIT_MAX_CHARS,
     ascii_words,
@@ -80,6 +80,9 @@ class Rerank:
         scored.sort(key=_BEST_FIRST, reverse=True)  # `_as_turns` reads the best first
         self._as_turns(docs, scored)
         # distilled records before raw output (after `_as_turns`, which reads messages alone)
+        files = [d for _, d, _ in scored if d in docs and docs[d]["table"] == FILE_TABLE]
+        if files:  # which of the files' views a row is in (a checkpoint weighs less)
+            self._describe(docs, files)
         scored = [(score * self._weight(docs, d), d, pos) for score, d, pos in scored]
         scored.sort(key=_BEST_FIRST, reverse=True)  # score, then newest first
         results: list[SearchHit] = []
@@ -97,8 +100,11 @@ class Rerank:
 
     @staticmethod
     def _weight(docs: dict[int, dict], doc_id: int) -> float:
-        """The weight of a row's table (a turn `_as_turns` added is a message)."""
+        """The weight of a row's view and file where it is known, else of its table (a
+        turn `_as_turns` added is a message)."""
         doc = docs.get(doc_id)
+        if doc is not None and "source" in doc:
+            return source_weight(doc["source"], doc.get("path"))
         return TABLE_WEIGHT[doc["table"] if doc else MESSAGE_TABLE]
 
     def _as_turns(self, docs: dict[int, dict], scored: list) -> bool:

@@ -21,7 +21,10 @@ limit go to memory entries (`OffloadLargeToolResults`), the user's tools are tim
 (`ToolTimeoutMiddleware`), and the tools in its `interrupt_on` wait for a person's decision
 (LangChain's `HumanInTheLoopMiddleware`: a LangGraph `interrupt` that ends the run
 `waiting`; the approved agent continues from its own checkpoint). It ends by calling
-`SubmitFindings`, which becomes its `FindingRecord`.
+`SubmitFindings`, which becomes its `FindingRecord`. An agent with a token cap (its
+`max_tokens`, else `thresholds.subagent_max_tokens`) that reaches it is asked to submit at
+its next call; its finding is marked partial (`partial_reason`, in its registry record), and
+one that does not submit gets a partial finding built from its tool calls: the task goes on.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
 registry (`orchestrator.artifacts.registry`):
@@ -62,6 +65,7 @@ from langgraph.runtime import Runtime
 from memory.backends.urls import redact_text
 from orchestrator.agents.loop import run_agent
 from orchestrator.agents.offload import OffloadLargeToolResults
+from orchestrator.agents.protocol_middleware import TokenCapReached
 from orchestrator.approvals import note_requests
 from orchestrator.artifacts.documents import FINDINGS
 from orchestrator.artifacts.finding import FindingRecord
@@ -157,6 +161,39 @@ def subagent_middleware(ctx: RunContext, agent: str, task_id: str, key: str = ""
     return middleware
 
 
+def token_cap(ctx: RunContext, agent: str) -> int | None:
+    """The agent's token cap: its spec's `max_tokens`, else the workflow's
+    `thresholds.subagent_max_tokens` (None: no cap)."""
+    spec = ctx.agent_spec(agent)
+    if spec is not None and spec.max_tokens is not None:
+        return spec.max_tokens
+    return ctx.workflow.thresholds.subagent_max_tokens
+
+
+def _cap_reason(tokens: int, cap: int | None) -> str:
+    return f"stopped at its token cap of {cap or 0:,} ({tokens:,} tokens spent)"
+
+
+def _unsubmitted(exc: TokenCapReached, sub: Any, key: str, cap: int | None) -> FindingRecord:
+    """The partial finding of an agent that did not submit at its token cap: what its tool
+    calls looked at, and its last words."""
+    calls = exc.result.tool_calls
+    paths = [str(c["args"]["path"]) for c in calls if isinstance(c["args"].get("path"), str)]
+    said = [str(m.text).strip() for m in exc.messages if m.type == "ai" and str(m.text).strip()]
+    summary = (
+        f"Stopped at its token cap before submitting its findings, after {len(calls)} tool "
+        "call(s); nothing it concluded was submitted."
+    )
+    final = {
+        "status": "partial",
+        "summary": summary,
+        "key_discoveries": said[-1:],
+        "files": [{"path": p, "description": "named in a tool call"} for p in dict.fromkeys(paths)],
+    }
+    record = FindingRecord.submitted(final, sub, key, exc.result.tokens)
+    return record.capped(_cap_reason(exc.result.tokens, cap))
+
+
 def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any:
     """Run the subagent's tool loop; `used["tokens"]` follows its spend as it goes."""
     sub, key = payload["subtask"], payload["key"]
@@ -197,6 +234,7 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         notify=lambda line: ctx.emit("warning", message=f"{key} [{sub['agent']}]: {line}"),
         nudges=spec.nudges if spec is not None else AgentSpec().nudges,
         journal=ctx.calls(sub["agent"], f"{sub['agent']}:{key}", key.split("/", 1)[0]),
+        max_tokens=token_cap(ctx, sub["agent"]),
     )
 
 
@@ -257,8 +295,13 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     if spec is not None and spec.remote is not None:
         return _run_remote(ctx, payload, spec)
     used = {"tokens": 0}
+    cap = token_cap(ctx, sub["agent"])
     try:
         result = _run(ctx, payload, used)
+    except TokenCapReached as exc:  # it did not submit at its cap: what it has, partial
+        record = _unsubmitted(exc, sub, key, cap)
+        record = record.with_tools(tool_log(exc.messages), in_workdir(payload.get("workdir")))
+        return _finish(ctx, payload, record, usage_record(exc.result))
     except GraphInterrupt as exc:  # a tool call waits for approval: not a failure
         note_requests(ctx, task_id, exc, agent=sub["agent"], key=key)
         raise
@@ -270,6 +313,8 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     written = files_written(result.transcript)
     record = FindingRecord.submitted(result.final, sub, key, result.tokens).with_written(written)
     record = record.with_tools(tool_log(result.transcript), in_workdir(payload.get("workdir")))
+    if result.capped:
+        record = record.capped(_cap_reason(result.tokens, cap))
     return _finish(ctx, payload, record, usage_record(result))
 
 
@@ -310,6 +355,7 @@ def _finish(
         phase=payload["phase"],
         subtask=sub,
         runs=runs,
+        **({"partial_reason": record.partial_reason} if record.partial_reason else {}),
         **noted,
     )
     fault("subagent_before_findings")

@@ -22,7 +22,9 @@ ID = r"mem-\d{8}-\d{6}-[0-9a-f]{8}"
 
 
 def run(*args: str, input: bytes | str | None = None):
-    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+    # piped, with nothing saying a width (pytest-xdist exports COLUMNS): whole rows
+    runner = CliRunner(env={"COLUMNS": None})
+    return runner.invoke(cli, list(args), input=input, catch_exceptions=False)
 
 
 def log(*args: str, input=None) -> str:

@@ -1,4 +1,5 @@
-"""`memory list` in a terminal fits its rows to the terminal's width; piped, rows are whole.
+"""`memory list` in a terminal fits its rows to the terminal's width, and so does it piped
+with `$COLUMNS` exported; piped without it, rows are whole.
 
 The terminal is a real pseudo-terminal of a given size (what `tmux` gives the command), and
 `memory` runs as a subprocess on it.
@@ -62,19 +63,30 @@ def _in_terminal(args: list[str], env: dict[str, str], columns: int, rows: int) 
         (60, ["ID", "SUMMARY"]),
     ],
 )
-def test_rows_fit_the_terminal_but_piped_rows_are_whole(entries, cli_env, columns, header):
+def test_rows_fit_the_terminal_or_columns_else_piped_rows_are_whole(
+    entries, cli_env, columns, header
+):
     lines = _in_terminal(["list"], cli_env, columns, 15)
     assert lines[0].split() == header
     assert [line.split()[0] for line in lines[1:]] == entries  # ids are never cut
     assert max(len(line) for line in lines) <= columns
     assert all(line.endswith("...") for line in lines[1:])  # the summary is cut, marked
 
-    piped = subprocess.run(  # for grep and cut: whole rows, even with $COLUMNS exported
-        [sys.executable, "-m", "memory", "list"],
-        env={**cli_env, "COLUMNS": str(columns)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout.splitlines()
-    assert [row.split()[0] for row in piped[1:]] == entries
-    assert all(",".join(sorted(TAGS)) in row for row in piped[1:])
+    def piped(env: dict[str, str]) -> list[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memory", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.splitlines()
+
+    # for grep and cut: whole rows when nothing says a width
+    whole = piped({k: v for k, v in cli_env.items() if k not in ("COLUMNS", "LINES")})
+    assert [row.split()[0] for row in whole[1:]] == entries
+    assert all(",".join(sorted(TAGS)) in row for row in whole[1:])
+    # an exported $COLUMNS (a pager's, a pane's) is the width, piped too
+    fitted = piped({**cli_env, "COLUMNS": str(columns)})
+    assert fitted[0].split() == header
+    assert [row.split()[0] for row in fitted[1:]] == entries
+    assert max(len(line) for line in fitted) <= columns

@@ -119,12 +119,12 @@ class TestQueries:
             "thresholds:\n  tokens: 5\n",
             "unknown key 'thresholds.tokens'; allowed: "
             "token_threshold, warning_ratio, max_parallel, max_subtasks, max_waves, "
-            "subagent_context_tokens, tool_result_tokens",
+            "subagent_context_tokens, subagent_max_tokens, tool_result_tokens",
         ),
         (
             "agents:\n  r:\n    tool: [x]\n",
             "unknown key 'agents.r.tool'; allowed: role, description, prompt, prompt_file, tools, "
-            "model, max_steps, nudges, interrupt_on, skills, remote",
+            "model, max_steps, nudges, max_tokens, interrupt_on, skills, remote",
         ),
         ("phases: []\n", "'phases': must name at least one phase (got [])"),
         (

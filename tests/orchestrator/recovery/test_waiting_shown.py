@@ -1,6 +1,6 @@
-"""What a task that waits for approval shows: the plan's request line lists the subtasks
-(each long title cut on its own, none dropped), and `status` calls a subagent that waits
-for approval of a tool call `waiting`, not `pending`.
+"""What a task that waits for approval shows: the plan's request as lines, its strategy and
+a line per subtask (each long title cut on its own, none dropped), and `status` calls a
+subagent that waits for approval of a tool call `waiting`, not `pending`.
 
 The agents are played by the scripted OpenAI-compatible server through the real client,
 in process; the CLI's `status` runs through click's runner.
@@ -9,7 +9,6 @@ in process; the CLI's `status` runs through click's runner.
 from __future__ import annotations
 
 import json
-import re
 
 from click.testing import CliRunner
 from langchain_openai import ChatOpenAI
@@ -51,13 +50,21 @@ def test_the_plans_waiting_line_lists_every_subtask(tmp_path):
             "Survey the shop", task_id="gate"
         )
     assert result.status == "waiting"
-    [line] = [ln for ln in _status("--task", "gate").splitlines() if "waits for approval: " in ln]
-    args = json.loads(re.search(r"PhasePlan\((.*)\)$", line).group(1))
-    assert [s["id"] for s in args["subtasks"]] == ["carts", "orders", "refunds"]
-    titles = [s["title"] for s in args["subtasks"]]
-    assert titles[:2] == ["Map the carts", "Map the orders"]  # short: whole
-    assert titles[2].endswith("...") and LONG_TITLE.startswith(titles[2][:-3])  # cut alone
-    assert args["strategy"].endswith("...")  # a long strategy is still cut
+    lines = _status("--task", "gate").splitlines()
+    [at] = [i for i, ln in enumerate(lines) if "waits for approval: " in ln]
+    assert lines[at].endswith("lead (exploration/plan)  plan of phase exploration: 3 subtask(s)")
+    assert "{" not in lines[at]  # no raw JSON
+    strategy, *subs = lines[at + 1 : at + 5]
+    assert strategy.strip().startswith("strategy: Three readers, one area each.")
+    assert strategy.endswith(" ...")  # a long strategy is cut, at a space
+    assert subs[:2] == [
+        "    - carts [researcher]: Map the carts",  # short: whole
+        "    - orders [researcher]: Map the orders",
+    ]
+    assert subs[2].startswith("    - refunds [researcher]: Trace how a refund flows")
+    shown = subs[2].split(": ", 1)[1]
+    assert shown.endswith(" ...") and LONG_TITLE.startswith(shown[:-4])  # cut alone
+    assert lines[at + 5].startswith("Approve:")
 
 
 WRITER_FLOW = """
