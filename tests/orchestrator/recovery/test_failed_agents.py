@@ -8,6 +8,7 @@ Through the real `langchain-openai` client against the scripted server
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -125,11 +126,11 @@ def test_the_first_resume_after_a_failure_and_a_kill_reruns_the_failed_agent(
                  "--workflow", str(wf), "--model", "openai:gpt-4o-mini", "--max-parallel", "2",
                  "--json", *where], env=env, stdout=fh, stderr=subprocess.DEVNULL, cwd=REPO,
             )  # fmt: skip
-            deadline = time.monotonic() + 60
-            while not _failed(out, "exploration/a"):
+            deadline = time.monotonic() + 120
+            # its failure is saved with the super-step's pending writes: kill once it is
+            while not (_failed(out, "exploration/a") and _failure_saved(url, cli_env)):
                 assert time.monotonic() < deadline and run.poll() is None
                 time.sleep(0.05)
-            time.sleep(0.3)  # its failure is saved with the super-step's pending writes
             os.kill(run.pid, signal.SIGKILL)
             run.wait()
         server.responder = agents(_plan_two, {"worker": [working]})
@@ -146,6 +147,29 @@ def test_the_first_resume_after_a_failure_and_a_kill_reruns_the_failed_agent(
     assert "retrying what failed before this run: exploration/a" in resumed.stderr
     states = {k: s["state"] for k, s in json.loads(status.stdout)["subtasks"].items()}
     assert states == {"exploration/a": "done", "exploration/b": "done"}
+
+
+def _failure_saved(url: str | None, env: dict) -> bool:
+    """Whether LangGraph has saved a subagent's `failed` update among its pending writes."""
+    query = "SELECT count(*) FROM {} WHERE channel = 'failed'"  # LangGraph's pending writes
+    if url:
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            try:
+                return conn.execute(query.format("checkpoint_writes")).fetchone()[0] > 0
+            except psycopg.errors.UndefinedTable:
+                return False
+    import sqlite3
+
+    db = Path(env["TETHER_MEMORY_DIR"]) / ".langgraph" / "state.sqlite"
+    if not db.is_file():
+        return False
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        try:
+            return conn.execute(query.format("writes")).fetchone()[0] > 0
+        except sqlite3.OperationalError:  # not made yet, or locked for a moment
+            return False
 
 
 class _no_url:  # noqa: N801 - a context manager standing in for `private_schema()`
