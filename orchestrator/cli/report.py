@@ -320,11 +320,8 @@ def _spent_line(info: dict[str, Any]) -> str:
     spent = max(int(info["tokens"]["total"]), int(budget.get("spent") or 0))
     calls = int((info.get("usage") or {}).get("calls") or 0)
     in_calls = f" in {calls:,} model call(s)" if calls else ""
-    if info.get("tokens_estimated"):  # nothing was spent: do not read like a bill
-        return (
-            f"Spent: ~{spent:,} tokens{in_calls} (estimated for the offline model: no "
-            "provider called)"
-        )
+    if info.get("tokens_estimated"):  # nothing was spent: no figure that reads like a bill
+        return f"Spent: nothing ({calls:,} offline model call(s): no provider was called)"
     against = f" of {budget['budget']:,} (budget)" if budget.get("budget") else ""
     return f"Spent: {spent:,}{against} tokens{in_calls} (prompt plus completion, every agent)" + (
         _split(budget) if against else ""

@@ -98,11 +98,10 @@ def describe(event: Event, *, offline: bool = False) -> str | None:
         return f"warning: {event['message']}"
     if kind == "tokens" and event.get("zone"):
         approx = "~" if offline or event.get("estimated", True) else ""
-        return (
-            f"tokens{' (offline estimates, nothing spent)' if offline else ''}: lead context "
-            f"{approx}{event['context']} / {event['threshold']} ({event['zone']}), "
-            f"total {'~' if offline else ''}{event.get('total', 0)}"
-        )
+        gauge = f"lead context {approx}{event['context']} / {event['threshold']} ({event['zone']})"
+        if offline:  # an estimate of what nobody was sent adds up to no bill: no total
+            return f"tokens (offline estimates, nothing spent): {gauge}"
+        return f"tokens: {gauge}, total {event.get('total', 0)}"
     if kind == "done":
         return f"done: {event['findings']} finding(s); summary -> {event['merged']}"
     return None
