@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-_PROVIDER_KEYS = (
+_CLEARED = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "GOOGLE_API_KEY",
@@ -17,6 +17,10 @@ _PROVIDER_KEYS = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_SDK_DISABLED",
+    # the terminal's size (pytest-xdist's workers export COLUMNS=80): a command's output is
+    # wrapped to $COLUMNS even in a pipe, so tests that want a width set it themselves
+    "COLUMNS",
+    "LINES",
 )
 
 
@@ -25,7 +29,7 @@ def _isolated_env(tmp_path, monkeypatch):
     """Every test gets its own memory dir and cwd, and no provider keys or model."""
     memory_dir = tmp_path / "memory"
     monkeypatch.setenv("TETHER_MEMORY_DIR", str(memory_dir))
-    for key in _PROVIDER_KEYS:
+    for key in _CLEARED:
         monkeypatch.delenv(key, raising=False)
     # Real model calls are refused in tests; the offline model is always allowed.
     monkeypatch.setenv("TETHER_ALLOW_MODEL_REQUESTS", "0")
