@@ -59,7 +59,7 @@ class TokenBudget:
     @property
     def spent(self) -> int:
         if self.journal is not None:
-            return self._spent + self.journal.spend().tokens
+            return self._spent + self.journal.tokens()
         return self._spent
 
     @spent.setter

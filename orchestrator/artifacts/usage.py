@@ -66,34 +66,64 @@ class Spend:
 
 def spend_of(records: list[dict[str, Any]]) -> Spend:
     """The spend of journal records, in order (a call's latest record wins)."""
-    calls: dict[str, dict[str, Any]] = {}
+    tally = Tally()
     for record in records:
+        tally.add(record)
+    return tally.spend()
+
+
+class Tally:
+    """A journal's spend kept as its records come (`add`): each record changes only its
+    call's share, so reading the spend costs the same at the 10th call as at the 10,000th."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, dict[str, Any]] = {}
+        self._total = Spend()
+        self._counts: dict[tuple[str, str], int] = {}  # calls under each split's name
+
+    def add(self, record: dict[str, Any]) -> None:
         ident = str(record.get("call") or "")
         if not ident:
-            continue
-        calls[ident] = {**calls.get(ident, {}), **record}
-    out = Spend()
-    for call in calls.values():
+            return
+        old = self._calls.get(ident)
+        self._calls[ident] = call = {**(old or {}), **record}
+        self._apply(call, 1)  # the new share first: a split keeps its place in the order
+        if old is not None:
+            self._apply(old, -1)
+
+    def _apply(self, call: dict[str, Any], sign: int) -> None:
         state = call.get("state")
         if state == "failed" or "agent" not in call:
-            continue
+            return
+        out = self._total
         tokens = int(call.get("tokens") or 0)
-        n = int(call.get("calls", 1) or 0)
         if state == "sent":  # cut in flight: its prompt, as estimated
             tokens = int(call.get("estimate") or 0)
-            out.cut += 1
-        out.calls += n
-        out.tokens += tokens
-        out.input_tokens += int(call.get("input_tokens", call.get("estimate")) or 0)
+            out.cut += sign
+        out.calls += sign * int(call.get("calls", 1) or 0)
+        out.tokens += sign * tokens
+        out.input_tokens += sign * int(call.get("input_tokens", call.get("estimate")) or 0)
         if state == "sent" or call.get("estimated"):
-            out.estimated += 1
+            out.estimated += sign
         agent = str(call.get("agent"))
-        out.by_agent[agent] = out.by_agent.get(agent, 0) + tokens
-        key = str(call.get("key") or agent)
-        out.by_key[key] = out.by_key.get(key, 0) + tokens
-        phase = str(call.get("phase") or "(no phase)")
-        out.by_phase[phase] = out.by_phase.get(phase, 0) + tokens
-    return out
+        key, phase = str(call.get("key") or agent), str(call.get("phase") or "(no phase)")
+        splits = (("agent", out.by_agent, agent), ("key", out.by_key, key),
+                  ("phase", out.by_phase, phase))  # fmt: skip
+        for kind, split, name in splits:
+            split[name] = split.get(name, 0) + sign * tokens
+            count = self._counts[kind, name] = self._counts.get((kind, name), 0) + sign
+            if not count:  # no call left under this name (a failed call's `sent` undone)
+                del split[name]
+
+    @property
+    def tokens(self) -> int:
+        return self._total.tokens
+
+    def spend(self) -> Spend:
+        """A copy of the spend so far."""
+        t = self._total
+        return Spend(t.tokens, t.calls, t.input_tokens, t.cut, t.estimated, dict(t.by_agent),
+                     dict(t.by_phase), dict(t.by_key))  # fmt: skip
 
 
 def read_spend(docs: Docs, task_id: str) -> Spend | None:
@@ -112,13 +142,16 @@ class UsageJournal:
         self.rel = usage_path(task_id)
         self._lock = threading.Lock()
         read = docs.read_jsonl(self.rel) if docs.exists(self.rel) else None
-        self._records = [r for _, r in read.records if isinstance(r, dict)] if read else []
+        self._tally = Tally()
+        for _, record in read.records if read else ():
+            if isinstance(record, dict):
+                self._tally.add(record)
         self.existed = read is not None
 
     def _append(self, record: dict[str, Any]) -> None:
         self.docs.append_jsonl(self.rel, record)  # durable before the caller goes on
         with self._lock:
-            self._records.append(record)
+            self._tally.add(record)
             self.existed = True
 
     def sent(self, agent: str, key: str, phase: str, estimate: int) -> str:
@@ -149,8 +182,12 @@ class UsageJournal:
 
     def spend(self) -> Spend:
         with self._lock:
-            records = list(self._records)
-        return spend_of(records)
+            return self._tally.spend()
+
+    def tokens(self) -> int:
+        """The tokens spent so far (what a budget check reads before each call)."""
+        with self._lock:
+            return self._tally.tokens
 
     def recorder(self, agent: str, key: str, phase: str) -> CallRecorder:
         """What one agent run records its calls with."""
