@@ -23,8 +23,10 @@ limit go to memory entries (`OffloadLargeToolResults`), the user's tools are tim
 `waiting`; the approved agent continues from its own checkpoint). It ends by calling
 `SubmitFindings`, which becomes its `FindingRecord`. An agent with a token cap (its
 `max_tokens`, else `thresholds.subagent_max_tokens`) that reaches it is asked to submit at
-its next call; its finding is marked partial (`partial_reason`, in its registry record), and
-one that does not submit gets a partial finding built from its tool calls: the task goes on.
+its next call (what its earlier runs spent, in the usage journal, counts: a resumed agent
+does not start its cap again); its finding is marked partial (`partial_reason`, in its
+registry record), and one that does not submit gets a partial finding built from its tool
+calls: the task goes on.
 
 Idempotent (no subagent that has written its findings runs again), through the artifact
 registry (`orchestrator.artifacts.registry`):
@@ -170,11 +172,27 @@ def token_cap(ctx: RunContext, agent: str) -> int | None:
     return ctx.workflow.thresholds.subagent_max_tokens
 
 
+def spent_before(ctx: RunContext, agent: str, key: str) -> int:
+    """What subtask `key`'s agent spent in earlier runs of the task (the usage journal's
+    calls under its key: a process killed mid-agent loses none of them), so a resumed
+    agent's cap counts them too."""
+    if ctx.journal is None:
+        return 0
+    return ctx.journal.spend().by_key.get(f"{agent}:{key}", 0)
+
+
+def _cap_left(cap: int | None, before: int) -> int | None:
+    """The agent's cap for this run: what its earlier runs left of it (0: submit now)."""
+    return None if cap is None else max(cap - before, 0)
+
+
 def _cap_reason(tokens: int, cap: int | None) -> str:
     return f"stopped at its token cap of {cap or 0:,} ({tokens:,} tokens spent)"
 
 
-def _unsubmitted(exc: TokenCapReached, sub: Any, key: str, cap: int | None) -> FindingRecord:
+def _unsubmitted(
+    exc: TokenCapReached, sub: Any, key: str, cap: int | None, before: int
+) -> FindingRecord:
     """The partial finding of an agent that did not submit at its token cap: what its tool
     calls looked at, and its last words."""
     calls = exc.result.tool_calls
@@ -191,7 +209,7 @@ def _unsubmitted(exc: TokenCapReached, sub: Any, key: str, cap: int | None) -> F
         "files": [{"path": p, "description": "named in a tool call"} for p in dict.fromkeys(paths)],
     }
     record = FindingRecord.submitted(final, sub, key, exc.result.tokens)
-    return record.capped(_cap_reason(exc.result.tokens, cap))
+    return record.capped(_cap_reason(before + exc.result.tokens, cap))
 
 
 def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any:
@@ -234,7 +252,7 @@ def _run(ctx: RunContext, payload: SubagentPayload, used: dict[str, int]) -> Any
         notify=lambda line: ctx.emit("warning", message=f"{key} [{sub['agent']}]: {line}"),
         nudges=spec.nudges if spec is not None else AgentSpec().nudges,
         journal=ctx.calls(sub["agent"], f"{sub['agent']}:{key}", key.split("/", 1)[0]),
-        max_tokens=token_cap(ctx, sub["agent"]),
+        max_tokens=_cap_left(token_cap(ctx, sub["agent"]), used.get("before", 0)),
     )
 
 
@@ -296,10 +314,11 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
         return _run_remote(ctx, payload, spec)
     used = {"tokens": 0}
     cap = token_cap(ctx, sub["agent"])
+    used["before"] = spent_before(ctx, sub["agent"], key) if cap is not None else 0
     try:
         result = _run(ctx, payload, used)
     except TokenCapReached as exc:  # it did not submit at its cap: what it has, partial
-        record = _unsubmitted(exc, sub, key, cap)
+        record = _unsubmitted(exc, sub, key, cap, used["before"])
         record = record.with_tools(tool_log(exc.messages), in_workdir(payload.get("workdir")))
         return _finish(ctx, payload, record, usage_record(exc.result))
     except GraphInterrupt as exc:  # a tool call waits for approval: not a failure
@@ -314,7 +333,7 @@ def run_subagent(ctx: RunContext, payload: SubagentPayload) -> dict[str, Any]:
     record = FindingRecord.submitted(result.final, sub, key, result.tokens).with_written(written)
     record = record.with_tools(tool_log(result.transcript), in_workdir(payload.get("workdir")))
     if result.capped:
-        record = record.capped(_cap_reason(result.tokens, cap))
+        record = record.capped(_cap_reason(used["before"] + result.tokens, cap))
     return _finish(ctx, payload, record, usage_record(result))
 
 

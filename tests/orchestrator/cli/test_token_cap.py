@@ -107,3 +107,52 @@ def test_an_agent_at_its_token_cap_stops_with_a_partial_finding(tmp_path, cli_en
     assert "partial" in stubborn and "notes.txt" in stubborn
     obliging_text = next(t for n, t in files.items() if n.startswith("obliging"))
     assert "Read notes.txt before the cap." in obliging_text and "partial" in obliging_text
+
+
+RESUMED = """
+phases: [exploration]
+agents:
+  obliging:
+    description: Reads, submits when told.
+    prompt: AGENT=obliging
+    tools: [read_file]
+    max_steps: 12
+    max_tokens: 3000
+"""
+
+
+def test_a_resumed_agent_s_cap_counts_what_it_spent_before_the_kill(tmp_path, cli_env):
+    """Killed right after its second call (together past its cap, so its next call must
+    submit), the agent resumed in a new process is asked to submit at its first call: the
+    cap counts the calls of the killed process (the usage journal's), not from zero."""
+    (tmp_path / "wf.yaml").write_text(RESUMED)
+    (tmp_path / "notes.txt").write_text("Some notes about the project, line after line.\n" * 300)
+
+    def one_agent(phase: str) -> dict:
+        sub = {"id": "obliging", "title": "Read", "description": "Read.", "agent": "obliging"}
+        return {"strategy": "One.", "subtasks": [sub], "done": True, "reason": "once"}
+
+    env = {**cli_env, "TETHER_ALLOW_MODEL_REQUESTS": "1", "OPENAI_API_KEY": "sk-test",
+           "PYTHONPATH": str(REPO)}  # fmt: skip
+    args = ["--task", "cap2", "--workdir", str(tmp_path), "--workflow",
+            str(tmp_path / "wf.yaml"), "--model", "openai:gpt-4o-mini"]  # fmt: skip
+    with ScriptedOpenAI(responder=agents(one_agent, {"obliging": [obliging]})) as server:
+        env["OPENAI_BASE_URL"] = server.base_url
+        # the lead's plan, then the agent's two reads: killed after the third call
+        killed = orch(
+            "run", "Read the notes", *args, env={**env, "TETHER_FAULT": "agent_after_call:3"}
+        )
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+        mine = [b for b in server.requests if "AGENT=obliging" in json.dumps(b["messages"][:1])]
+        assert len(mine) == 2 and not any(forced(b) for b in mine)  # under its cap so far
+        spent = sum(r["total"] for r in server.log[1:])
+        assert spent >= 3000, "the two reads should pass the cap together"
+        before = len(server.requests)
+        resumed = orch("resume", "--task", "cap2", env=env)
+        after = [
+            b for b in server.requests[before:] if "AGENT=obliging" in json.dumps(b["messages"][:1])
+        ]
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert after and forced(after[0])  # its first call in the new process submits
+    info = json.loads(orch("status", "--task", "cap2", "--json", env=env).stdout)
+    assert "token cap of 3,000" in info["subtasks"]["exploration/obliging"]["partial"]
