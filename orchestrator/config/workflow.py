@@ -483,6 +483,12 @@ class Workflow(BaseModel):
             if problems:  # a request that cannot be sent: no retry or resume fixes it
                 tail = "; a header value is one line of text" if "line break" in problems[0] else ""
                 raise ValueError(f"agent {name!r}: {problems[0]}{tail}")
+        lead = self.agents.get("lead")  # the spec of the lead itself (`graph.lead.LEAD`)
+        if lead is not None and lead.max_tokens is not None:
+            raise ValueError(
+                "agent 'lead': max_tokens caps a subagent, not the lead (whose calls the "
+                "task's --budget-tokens bounds); drop it"
+            )
         return self
 
     def prompts(self) -> dict[str, str]:

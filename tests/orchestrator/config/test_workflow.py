@@ -156,6 +156,11 @@ class TestQueries:
         ),
         ("agents: {}\n", "agents: must define at least one agent (or leave 'agents' out)"),
         (
+            "agents:\n  lead:\n    max_tokens: 100\n  r: {}\n",
+            "agent 'lead': max_tokens caps a subagent, not the lead (whose calls the task's "
+            "--budget-tokens bounds); drop it",
+        ),
+        (
             "thresholds:\n  token_threshold: 0\n",
             "'thresholds.token_threshold': Input should be greater than 0 (got 0)",
         ),
