@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _PROVIDER_KEYS
+from tests.conftest import _CLEARED
 from tests.orchestrator.conftest import build_repo
 
 REPO = Path(__file__).resolve().parents[3]
@@ -68,7 +68,7 @@ def server(tmp_path_factory):
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("LANGSMITH_", "LANGCHAIN_")) and k not in _PROVIDER_KEYS
+        if not k.startswith(("LANGSMITH_", "LANGCHAIN_")) and k not in _CLEARED
     }
     env.update(NO_NETWORK_ENV, TETHER_ALLOW_MODEL_REQUESTS="0")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
