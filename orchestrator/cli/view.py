@@ -339,7 +339,9 @@ class LiveView:
         progress = self.progress
         if not progress.spend_known:
             return None
-        approx = "~" if self.offline or progress.lead.get("estimated") else ""
+        if self.offline:  # estimates of what nobody was sent: no figure that reads like a bill
+            return self._line(Text(f"nothing spent · {progress.calls:,} offline model calls"))
+        approx = "~" if progress.lead.get("estimated") else ""
         spent = f"spent {approx}{progress.spent:,}"
         spent += f" / {progress.budget:,} tokens (budget)" if progress.budget else " tokens"
         calls = f" · {progress.calls:,} model calls" if progress.calls else ""

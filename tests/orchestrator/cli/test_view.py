@@ -156,6 +156,7 @@ def test_an_offline_runs_token_figures_say_they_are_estimates():
     lines = _lines(view)
     assert lines[0].startswith("╭─ tether · t1 · offline ")
     assert "~ tokens: offline estimates, nothing spent" in lines[2]
+    assert not any("spent ~" in line for line in lines)  # no figure that reads like a bill
     assert re.search(r"lead [█░]{24} ~1,968/150,000 ok", lines[3])
     assert any(line.rstrip("│ ").endswith("~5,000 tok") for line in lines), lines
     # a run with a real provider's reported usage shows its figures plain
