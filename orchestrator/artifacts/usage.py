@@ -119,6 +119,9 @@ class Tally:
     def tokens(self) -> int:
         return self._total.tokens
 
+    def spent_by(self, key: str) -> int:
+        return self._total.by_key.get(key, 0)
+
     def spend(self) -> Spend:
         """A copy of the spend so far."""
         t = self._total
@@ -188,6 +191,11 @@ class UsageJournal:
         """The tokens spent so far (what a budget check reads before each call)."""
         with self._lock:
             return self._tally.tokens
+
+    def spent_by(self, key: str) -> int:
+        """The tokens spent so far under one agent key (`{agent}:{subtask}`), uncopied."""
+        with self._lock:
+            return self._tally.spent_by(key)
 
     def recorder(self, agent: str, key: str, phase: str) -> CallRecorder:
         """What one agent run records its calls with."""

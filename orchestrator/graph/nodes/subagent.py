@@ -178,7 +178,7 @@ def spent_before(ctx: RunContext, agent: str, key: str) -> int:
     agent's cap counts them too."""
     if ctx.journal is None:
         return 0
-    return ctx.journal.spend().by_key.get(f"{agent}:{key}", 0)
+    return ctx.journal.spent_by(f"{agent}:{key}")
 
 
 def _cap_left(cap: int | None, before: int) -> int | None:

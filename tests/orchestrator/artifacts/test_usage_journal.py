@@ -29,6 +29,7 @@ def test_the_spend_is_one_figure_its_splits_sum_to_and_reads_back_the_same(tmp_p
     for split in (spend.by_agent, spend.by_phase, spend.by_key):
         assert sum(split.values()) == spend.tokens
     assert journal.tokens() == spend.tokens
+    assert journal.spent_by("worker:exploration/a") == 70 and journal.spent_by("nobody") == 0
     # what another process reads, and a journal opened again, say the same
     assert read_spend(docs, "t") == spend
     assert UsageJournal(docs, "t").spend() == spend
